@@ -1,0 +1,45 @@
+# talosflash: `make run` starts the app, `make test` runs every check.
+# Both install what they need first (scripts/setup.sh, idempotent).
+GO      ?= go
+BIN     ?= talosflash
+PKGS    := ./...
+STAMP   := .setup.stamp
+
+.PHONY: all setup build run test vet fuzz bench package screenshots clean
+
+all: build
+
+$(STAMP): scripts/setup.sh go.mod go.sum
+	./scripts/setup.sh
+	@touch $(STAMP)
+
+setup: $(STAMP)
+
+build: $(STAMP)
+	$(GO) build -o $(BIN) .
+
+run: build
+	./$(BIN) $(ARGS)
+
+vet: $(STAMP)
+	$(GO) vet $(PKGS)
+
+# Tests use loop devices when run as root (skipped with a message otherwise).
+test: vet
+	$(GO) test -count=1 $(PKGS)
+	./scripts/fuzz.sh 5s
+
+fuzz: $(STAMP)
+	./scripts/fuzz.sh 60s
+
+bench: build
+	./bench/run.sh
+
+package: $(STAMP)
+	$(GO) run fyne.io/tools/cmd/fyne@latest package -os linux -release
+
+screenshots: build
+	./scripts/screenshots.sh
+
+clean:
+	rm -f $(BIN) $(STAMP)

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs what building and testing talosflash needs on Debian/Ubuntu:
+# Fyne's cgo headers (X11 + GL), Xvfb for screenshots, xz and util-linux for
+# tests, then the Go modules. Idempotent: installs only what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+pkgs=(gcc pkg-config xorg-dev libgl1-mesa-dev xz-utils util-linux xvfb xauth)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  if ! command -v apt-get >/dev/null; then
+    echo "setup: please install: ${missing[*]} (Fyne needs a C compiler and X11/GL headers)" >&2
+    exit 1
+  fi
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  echo "setup: installing ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+go mod download
