@@ -1,0 +1,649 @@
+// Package factorytest runs an in-process fake Talos Image Factory on
+// 127.0.0.1 for tests. It speaks the real HTTP API shape (image-factory
+// v0.8.x plus GET /schematics/<id> of newer releases) and adds hooks to
+// observe traffic and inject faults: resets, stalls, wrong sizes, corrupted
+// bytes, error statuses and redirects.
+package factorytest
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/siderolabs/image-factory/pkg/client"
+	"github.com/siderolabs/image-factory/pkg/schematic"
+)
+
+// Defaults served by a new Server.
+var (
+	DefaultVersions   = []string{"v1.13.0", "v1.14.4", "v1.14.5"}
+	DefaultExtensions = []string{
+		"siderolabs/newt",
+		"siderolabs/iscsi-tools",
+		"siderolabs/util-linux-tools",
+		"siderolabs/tailscale",
+		"siderolabs/qemu-guest-agent",
+	}
+)
+
+// Request is one request the server received.
+type Request struct {
+	Method string
+	Path   string
+	Header http.Header
+	Body   []byte // request body (schematic YAML for POST /schematics)
+}
+
+// FaultKind selects what a Fault does.
+type FaultKind int
+
+// Fault kinds. "After" counts response body bytes of that one response
+// (not the offset in the file, which differs for range requests).
+const (
+	// FaultStatus replies Status with Body instead of the normal response.
+	FaultStatus FaultKind = iota + 1
+	// FaultReset sends After body bytes, then resets the TCP connection.
+	FaultReset
+	// FaultStall sends After body bytes, then sends nothing more until the
+	// request's context ends (client gives up or the server closes).
+	FaultStall
+	// FaultShortBody announces the full Content-Length, sends After bytes
+	// and closes the connection cleanly (truncated body).
+	FaultShortBody
+	// FaultCorrupt serves the announced size but flips every byte from
+	// After on (content differs from what ETag/size promise).
+	FaultCorrupt
+	// FaultContent serves Data (with its own length and ETag) in place of
+	// the registered image, as if the file changed on the server.
+	FaultContent
+	// FaultRedirect replies with a redirect (Status, default 302) to Location.
+	FaultRedirect
+)
+
+// Fault is an injected misbehaviour for one URL path.
+type Fault struct {
+	Kind     FaultKind
+	After    int64
+	Status   int
+	Body     string
+	Data     []byte
+	Location string
+	// Times is how many matching requests the fault applies to; 0 = all.
+	Times int
+}
+
+type image struct {
+	data    []byte
+	etag    string
+	modTime time.Time
+}
+
+type fault struct {
+	Fault
+	left int // remaining uses; <0 = unlimited
+}
+
+// Server is a fake Image Factory. All methods are safe for concurrent use.
+type Server struct {
+	// URL is the base URL, e.g. http://127.0.0.1:41234.
+	URL string
+
+	srv *httptest.Server
+
+	mu                sync.Mutex
+	schematics        map[string][]byte
+	versions          []string
+	extensions        map[string][]client.ExtensionInfo
+	overlays          map[string][]client.OverlayInfo
+	images            map[string]*image // key: /image/<id>/<version>/<file>
+	faults            map[string][]*fault
+	requests          []Request
+	noSchematicLookup bool
+
+	bytesServed atomic.Int64
+}
+
+// New starts a fake factory and stops it when the test ends.
+func New(tb testing.TB) *Server {
+	tb.Helper()
+
+	s := NewServer()
+	tb.Cleanup(s.Close)
+
+	return s
+}
+
+// NewServer starts a fake factory outside a test (call Close).
+func NewServer() *Server {
+	s := &Server{
+		schematics: map[string][]byte{},
+		extensions: map[string][]client.ExtensionInfo{},
+		overlays:   map[string][]client.OverlayInfo{},
+		images:     map[string]*image{},
+		faults:     map[string][]*fault{},
+	}
+
+	s.SetVersions(DefaultVersions...)
+
+	// httptest listens on 127.0.0.1 (or ::1): loopback only.
+	s.srv = httptest.NewServer(http.HandlerFunc(s.serveHTTP))
+	s.URL = s.srv.URL
+
+	return s
+}
+
+// Close shuts the server down, ending stalled responses.
+func (s *Server) Close() {
+	s.srv.CloseClientConnections()
+	s.srv.Close()
+}
+
+// Client returns an http.Client for the server.
+func (s *Server) Client() *http.Client { return s.srv.Client() }
+
+// SetVersions replaces the Talos versions offered. Each version gets the
+// default extension list and the Raspberry Pi overlays unless set otherwise.
+func (s *Server) SetVersions(versions ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	s.versions = slices.Clone(versions)
+
+	for _, v := range versions {
+		if _, ok := s.extensions[v]; !ok {
+			s.extensions[v] = defaultExtensions(v)
+		}
+
+		if _, ok := s.overlays[v]; !ok {
+			s.overlays[v] = defaultOverlays(v)
+		}
+	}
+}
+
+// SetExtensions replaces the official extensions offered for version.
+func (s *Server) SetExtensions(version string, exts []client.ExtensionInfo) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	s.extensions[version] = slices.Clone(exts)
+}
+
+// SetOverlays replaces the official overlays offered for version.
+func (s *Server) SetOverlays(version string, overlays []client.OverlayInfo) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	s.overlays[version] = slices.Clone(overlays)
+}
+
+// DisableSchematicLookup makes GET /schematics/<id> behave like
+// image-factory v0.8.4, which has no such route (plain 404 page not found).
+func (s *Server) DisableSchematicLookup() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	s.noSchematicLookup = true
+}
+
+// AddSchematic stores a schematic as if it had been POSTed; returns its ID.
+func (s *Server) AddSchematic(sc *schematic.Schematic) (string, error) {
+	id, err := sc.ID()
+	if err != nil {
+		return "", err
+	}
+
+	data, err := sc.Marshal()
+	if err != nil {
+		return "", err
+	}
+
+	s.mu.Lock()
+	s.schematics[id] = data
+	s.mu.Unlock()
+
+	return id, nil
+}
+
+// Schematics returns the IDs of stored schematics.
+func (s *Server) Schematics() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	ids := make([]string, 0, len(s.schematics))
+	for id := range s.schematics {
+		ids = append(ids, id)
+	}
+
+	slices.Sort(ids)
+
+	return ids
+}
+
+// ImagePath is the URL path of an image file.
+func ImagePath(id, version, file string) string {
+	return "/image/" + id + "/" + version + "/" + file
+}
+
+// AddImage serves data at /image/<id>/<version>/<file>.
+func (s *Server) AddImage(id, version, file string, data []byte) {
+	sum := sha256.Sum256(data)
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	s.images[ImagePath(id, version, file)] = &image{
+		data:    data,
+		etag:    `"` + hex.EncodeToString(sum[:16]) + `"`,
+		modTime: time.Now().UTC().Truncate(time.Second),
+	}
+}
+
+// ImageURL is the absolute URL of an image file.
+func (s *Server) ImageURL(id, version, file string) string {
+	return s.URL + ImagePath(id, version, file)
+}
+
+// Inject adds a fault for requests to path (exact URL path, no query).
+// Faults on one path are used in the order added.
+func (s *Server) Inject(path string, f Fault) {
+	left := f.Times
+	if left == 0 {
+		left = -1
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	s.faults[path] = append(s.faults[path], &fault{Fault: f, left: left})
+}
+
+// FailPath makes every request to path answer status with body.
+func (s *Server) FailPath(path string, status int, body string) {
+	s.Inject(path, Fault{Kind: FaultStatus, Status: status, Body: body})
+}
+
+// ResetAfter resets the connection of the next request to path after n body bytes.
+func (s *Server) ResetAfter(path string, n int64) {
+	s.Inject(path, Fault{Kind: FaultReset, After: n, Times: 1})
+}
+
+// StallAfter stalls the next request to path after n body bytes.
+func (s *Server) StallAfter(path string, n int64) {
+	s.Inject(path, Fault{Kind: FaultStall, After: n, Times: 1})
+}
+
+// Redirect sends requests for path to location (absolute URL or path).
+func (s *Server) Redirect(path, location string, status int) {
+	s.Inject(path, Fault{Kind: FaultRedirect, Location: location, Status: status})
+}
+
+// ClearFaults removes all injected faults.
+func (s *Server) ClearFaults() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	s.faults = map[string][]*fault{}
+}
+
+// BytesServed is the number of image body bytes written so far.
+func (s *Server) BytesServed() int64 { return s.bytesServed.Load() }
+
+// Requests returns a copy of the request log.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	return slices.Clone(s.requests)
+}
+
+// RequestsTo returns logged requests whose path is path.
+func (s *Server) RequestsTo(path string) []Request {
+	var out []Request
+
+	for _, r := range s.Requests() {
+		if r.Path == path {
+			out = append(out, r)
+		}
+	}
+
+	return out
+}
+
+func (s *Server) takeFault(path string) *Fault {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	for _, f := range s.faults[path] {
+		if f.left == 0 {
+			continue
+		}
+
+		if f.left > 0 {
+			f.left--
+		}
+
+		ff := f.Fault
+
+		return &ff
+	}
+
+	return nil
+}
+
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+
+	s.mu.Lock()
+	s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body})
+	s.mu.Unlock()
+
+	f := s.takeFault(r.URL.Path)
+
+	switch {
+	case f != nil && f.Kind == FaultStatus:
+		http.Error(w, f.Body, f.Status)
+
+		return
+	case f != nil && f.Kind == FaultRedirect:
+		status := f.Status
+		if status == 0 {
+			status = http.StatusFound
+		}
+
+		http.Redirect(w, r, f.Location, status)
+
+		return
+	}
+
+	parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/"), "/")
+
+	switch {
+	case r.URL.Path == "/schematics":
+		onlyMethods(w, r, func() { s.createSchematic(w, body) }, http.MethodPost)
+	case len(parts) == 2 && parts[0] == "schematics":
+		onlyMethods(w, r, func() { s.getSchematic(w, parts[1]) }, http.MethodGet)
+	case r.URL.Path == "/versions":
+		onlyMethods(w, r, func() { s.listVersions(w) }, http.MethodGet)
+	case len(parts) == 4 && parts[0] == "version" && parts[2] == "extensions" && parts[3] == "official":
+		onlyMethods(w, r, func() { s.listExtensions(w, parts[1]) }, http.MethodGet)
+	case len(parts) == 4 && parts[0] == "version" && parts[2] == "overlays" && parts[3] == "official":
+		onlyMethods(w, r, func() { s.listOverlays(w, parts[1]) }, http.MethodGet)
+	case len(parts) == 4 && parts[0] == "image":
+		onlyMethods(w, r, func() { s.serveImage(w, r, f) }, http.MethodGet, http.MethodHead)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+func onlyMethods(w http.ResponseWriter, r *http.Request, h func(), methods ...string) {
+	if !slices.Contains(methods, r.Method) {
+		w.Header().Set("Allow", strings.Join(methods, ", "))
+		http.Error(w, "Method Not Allowed", http.StatusMethodNotAllowed)
+
+		return
+	}
+
+	h()
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (s *Server) createSchematic(w http.ResponseWriter, body []byte) {
+	sc, err := schematic.Unmarshal(body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+
+		return
+	}
+
+	id, err := s.AddSchematic(sc)
+	if err != nil {
+		http.Error(w, "internal server error", http.StatusInternalServerError)
+
+		return
+	}
+
+	writeJSON(w, http.StatusCreated, map[string]string{"id": id})
+}
+
+func (s *Server) getSchematic(w http.ResponseWriter, id string) {
+	s.mu.Lock()
+	data, ok := s.schematics[id]
+	disabled := s.noSchematicLookup
+	s.mu.Unlock()
+
+	switch {
+	case disabled:
+		http.Error(w, "404 page not found", http.StatusNotFound)
+	case !ok:
+		http.Error(w, fmt.Sprintf("schematic %q not found", id), http.StatusNotFound)
+	default:
+		w.Header().Set("Content-Type", "application/yaml")
+		_, _ = w.Write(data)
+	}
+}
+
+func (s *Server) listVersions(w http.ResponseWriter) {
+	s.mu.Lock()
+	v := slices.Clone(s.versions)
+	s.mu.Unlock()
+
+	writeJSON(w, http.StatusOK, v)
+}
+
+func (s *Server) knownVersion(v string) bool {
+	return slices.Contains(s.versions, v) || slices.Contains(s.versions, "v"+v)
+}
+
+func (s *Server) listExtensions(w http.ResponseWriter, version string) {
+	s.mu.Lock()
+	exts, ok := s.extensions[version]
+	known := s.knownVersion(version)
+	s.mu.Unlock()
+
+	if !known || !ok {
+		http.Error(w, fmt.Sprintf("version %q not found", version), http.StatusNotFound)
+
+		return
+	}
+
+	if exts == nil {
+		exts = []client.ExtensionInfo{}
+	}
+
+	writeJSON(w, http.StatusOK, exts)
+}
+
+func (s *Server) listOverlays(w http.ResponseWriter, version string) {
+	s.mu.Lock()
+	ovs, ok := s.overlays[version]
+	known := s.knownVersion(version)
+	s.mu.Unlock()
+
+	if !known || !ok {
+		http.Error(w, fmt.Sprintf("version %q not found", version), http.StatusNotFound)
+
+		return
+	}
+
+	if ovs == nil {
+		ovs = []client.OverlayInfo{}
+	}
+
+	writeJSON(w, http.StatusOK, ovs)
+}
+
+func (s *Server) serveImage(w http.ResponseWriter, r *http.Request, f *Fault) {
+	s.mu.Lock()
+	img := s.images[r.URL.Path]
+	s.mu.Unlock()
+
+	if img == nil {
+		http.Error(w, "image not found", http.StatusNotFound)
+
+		return
+	}
+
+	if f != nil && f.Kind == FaultContent {
+		sum := sha256.Sum256(f.Data)
+		img = &image{data: f.Data, etag: `"` + hex.EncodeToString(sum[:16]) + `"`, modTime: img.modTime.Add(time.Second)}
+	}
+
+	w.Header().Set("ETag", img.etag)
+	w.Header().Set("Content-Type", "application/x-xz")
+
+	fw := &faultWriter{ResponseWriter: w, ctx: r, fault: f, counter: &s.bytesServed}
+	if f != nil && f.Kind == FaultCorrupt {
+		fw.corrupt = true
+	}
+
+	name := r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:]
+	http.ServeContent(fw, r, name, img.modTime, bytes.NewReader(img.data))
+}
+
+// faultWriter counts image bytes and applies byte-offset faults.
+type faultWriter struct {
+	http.ResponseWriter
+
+	ctx     *http.Request
+	fault   *Fault
+	counter *atomic.Int64
+	written int64
+	corrupt bool
+	dead    bool
+}
+
+func (fw *faultWriter) Write(p []byte) (int, error) {
+	if fw.dead {
+		return 0, net.ErrClosed
+	}
+
+	f := fw.fault
+	if f == nil || fw.corrupt || (f.Kind != FaultReset && f.Kind != FaultStall && f.Kind != FaultShortBody) {
+		if fw.corrupt {
+			p = corruptFrom(p, fw.written, f.After)
+		}
+
+		n, err := fw.ResponseWriter.Write(p)
+		fw.written += int64(n)
+		fw.counter.Add(int64(n))
+
+		return n, err
+	}
+
+	allowed := f.After - fw.written
+	if allowed >= int64(len(p)) {
+		n, err := fw.ResponseWriter.Write(p)
+		fw.written += int64(n)
+		fw.counter.Add(int64(n))
+
+		return n, err
+	}
+
+	n := 0
+	if allowed > 0 {
+		n, _ = fw.ResponseWriter.Write(p[:allowed])
+		fw.written += int64(n)
+		fw.counter.Add(int64(n))
+	}
+
+	if fl, ok := fw.ResponseWriter.(http.Flusher); ok {
+		fl.Flush()
+	}
+
+	fw.dead = true
+
+	switch f.Kind {
+	case FaultStall:
+		<-fw.ctx.Context().Done()
+	case FaultReset, FaultShortBody:
+		fw.hangUp(f.Kind == FaultReset)
+	}
+
+	return n, net.ErrClosed
+}
+
+// hangUp closes the connection under the response: with RST when reset is
+// set (SO_LINGER 0), otherwise with a normal FIN.
+func (fw *faultWriter) hangUp(reset bool) {
+	hj, ok := fw.ResponseWriter.(http.Hijacker)
+	if !ok {
+		return // HTTP/2 has no hijacking; the handler's error ends the stream
+	}
+
+	conn, buf, err := hj.Hijack()
+	if err != nil {
+		return
+	}
+
+	_ = buf.Flush()
+
+	if tcp, ok := conn.(*net.TCPConn); ok && reset {
+		_ = tcp.SetLinger(0)
+	}
+
+	_ = conn.Close()
+}
+
+func corruptFrom(p []byte, offset, from int64) []byte {
+	if offset+int64(len(p)) <= from {
+		return p
+	}
+
+	out := slices.Clone(p)
+	for i := range out {
+		if offset+int64(i) >= from {
+			out[i] ^= 0xff
+		}
+	}
+
+	return out
+}
+
+func defaultExtensions(version string) []client.ExtensionInfo {
+	out := make([]client.ExtensionInfo, 0, len(DefaultExtensions))
+	for _, name := range DefaultExtensions {
+		sum := sha256.Sum256([]byte(name + "@" + version))
+		out = append(out, client.ExtensionInfo{
+			Name:        name,
+			Ref:         "ghcr.io/" + name + ":" + version,
+			Digest:      "sha256:" + hex.EncodeToString(sum[:]),
+			Author:      "Sidero Labs",
+			Description: "fake " + name + " extension",
+		})
+	}
+
+	return out
+}
+
+func defaultOverlays(version string) []client.OverlayInfo {
+	var out []client.OverlayInfo
+
+	for _, name := range []string{"rpi_generic", "rpi_5"} {
+		sum := sha256.Sum256([]byte(name + "@" + version))
+		out = append(out, client.OverlayInfo{
+			Name:   name,
+			Image:  "siderolabs/sbc-raspberrypi",
+			Ref:    "ghcr.io/siderolabs/sbc-raspberrypi:v0.1.0",
+			Digest: "sha256:" + hex.EncodeToString(sum[:]),
+		})
+	}
+
+	return out
+}

@@ -1,0 +1,255 @@
+package factorytest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/siderolabs/image-factory/pkg/schematic"
+)
+
+func testData(n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i*7 + i/251)
+	}
+
+	return b
+}
+
+func get(t *testing.T, s *Server, path string, hdr map[string]string) (*http.Response, []byte, error) {
+	t.Helper()
+
+	req, err := http.NewRequest(http.MethodGet, s.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+
+	resp, err := s.Client().Do(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+
+	body, err := io.ReadAll(resp.Body)
+
+	return resp, body, err
+}
+
+func TestSchematicRoundTrip(t *testing.T) {
+	s := New(t)
+	yaml := "overlay:\n  image: siderolabs/sbc-raspberrypi\n  name: rpi_generic\ncustomization: {}\n"
+
+	resp, err := s.Client().Post(s.URL+"/schematics", "application/yaml", strings.NewReader(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+
+	var out struct{ ID string }
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatal(err)
+	}
+
+	// The real factory's own test pins this ID for the rpi_generic overlay.
+	const want = "ee21ef4a5ef808a9b7484cc0dda0f25075021691c8c09a276591eedb638ea1f9"
+	if resp.StatusCode != http.StatusCreated || out.ID != want {
+		t.Fatalf("POST /schematics = %d %q, want 201 %q", resp.StatusCode, out.ID, want)
+	}
+
+	r, body, err := get(t, s, "/schematics/"+want, nil)
+	if err != nil || r.StatusCode != 200 {
+		t.Fatalf("GET schematic: %v %v", r, err)
+	}
+
+	sc, err := schematic.Unmarshal(body)
+	if err != nil || sc.Overlay.Name != "rpi_generic" {
+		t.Fatalf("stored schematic %q: %v", body, err)
+	}
+
+	resp2, err := s.Client().Post(s.URL+"/schematics", "application/yaml", strings.NewReader("bogus: 1\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp2.Body.Close()
+
+	if resp2.StatusCode != http.StatusBadRequest {
+		t.Fatalf("invalid schematic: status %d, want 400", resp2.StatusCode)
+	}
+
+	if got := len(s.RequestsTo("/schematics")); got != 2 {
+		t.Fatalf("request log has %d POSTs, want 2", got)
+	}
+
+	s.DisableSchematicLookup()
+
+	r, body, _ = get(t, s, "/schematics/"+want, nil)
+	if r.StatusCode != 404 || !strings.Contains(string(body), "404 page not found") {
+		t.Fatalf("lookup disabled: %d %q", r.StatusCode, body)
+	}
+}
+
+func TestImageRangeAndCounter(t *testing.T) {
+	s := New(t)
+	data := testData(100_000)
+	s.AddImage("abc", "v1.14.5", "metal-arm64.raw.xz", data)
+	path := ImagePath("abc", "v1.14.5", "metal-arm64.raw.xz")
+
+	r, body, err := get(t, s, path, nil)
+	if err != nil || !bytes.Equal(body, data) || r.Header.Get("ETag") == "" || r.Header.Get("Last-Modified") == "" {
+		t.Fatalf("full GET: err=%v len=%d headers=%v", err, len(body), r.Header)
+	}
+
+	etag := r.Header.Get("ETag")
+
+	r, body, err = get(t, s, path, map[string]string{"Range": "bytes=1000-", "If-Range": etag})
+	if err != nil || r.StatusCode != http.StatusPartialContent || !bytes.Equal(body, data[1000:]) {
+		t.Fatalf("range GET: %v status=%d len=%d", err, r.StatusCode, len(body))
+	}
+
+	if cr := r.Header.Get("Content-Range"); cr != fmt.Sprintf("bytes 1000-%d/%d", len(data)-1, len(data)) {
+		t.Fatalf("Content-Range %q", cr)
+	}
+
+	if got, want := s.BytesServed(), int64(2*len(data)-1000); got != want {
+		t.Fatalf("BytesServed = %d, want %d", got, want)
+	}
+
+	req, _ := http.NewRequest(http.MethodHead, s.URL+path, nil)
+
+	resp, err := s.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+
+	if resp.ContentLength != int64(len(data)) || s.BytesServed() != int64(2*len(data)-1000) {
+		t.Fatalf("HEAD: length %d, served %d", resp.ContentLength, s.BytesServed())
+	}
+}
+
+func TestFaults(t *testing.T) {
+	s := New(t)
+	data := testData(300_000)
+	s.AddImage("abc", "v1.14.5", "metal-arm64.raw.xz", data)
+	path := ImagePath("abc", "v1.14.5", "metal-arm64.raw.xz")
+
+	t.Run("reset", func(t *testing.T) {
+		s.ResetAfter(path, 50_000)
+
+		_, body, err := get(t, s, path, nil)
+		if err == nil || len(body) != 50_000 {
+			t.Fatalf("reset: err=%v len=%d, want error after 50000 bytes", err, len(body))
+		}
+
+		// Times: 1, so the next request succeeds.
+		if _, body, err := get(t, s, path, nil); err != nil || !bytes.Equal(body, data) {
+			t.Fatalf("after reset: %v", err)
+		}
+	})
+
+	t.Run("short", func(t *testing.T) {
+		s.Inject(path, Fault{Kind: FaultShortBody, After: 1234, Times: 1})
+
+		r, body, err := get(t, s, path, nil)
+		if !errors.Is(err, io.ErrUnexpectedEOF) || len(body) != 1234 || r.ContentLength != int64(len(data)) {
+			t.Fatalf("short body: err=%v len=%d", err, len(body))
+		}
+	})
+
+	t.Run("stall", func(t *testing.T) {
+		s.StallAfter(path, 10_000)
+
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.URL+path, nil)
+
+		resp, err := s.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+
+		start := time.Now()
+		body, err := io.ReadAll(resp.Body)
+
+		if !errors.Is(err, context.DeadlineExceeded) || len(body) != 10_000 || time.Since(start) > 5*time.Second {
+			t.Fatalf("stall: err=%v len=%d", err, len(body))
+		}
+	})
+
+	t.Run("corrupt", func(t *testing.T) {
+		s.Inject(path, Fault{Kind: FaultCorrupt, After: 100, Times: 1})
+
+		_, body, err := get(t, s, path, nil)
+		if err != nil || len(body) != len(data) || !bytes.Equal(body[:100], data[:100]) || body[100] != data[100]^0xff {
+			t.Fatalf("corrupt: err=%v len=%d", err, len(body))
+		}
+	})
+
+	t.Run("content", func(t *testing.T) {
+		other := []byte("something else entirely")
+		s.Inject(path, Fault{Kind: FaultContent, Data: other, Times: 1})
+
+		r, body, err := get(t, s, path, nil)
+		if err != nil || !bytes.Equal(body, other) || r.ContentLength != int64(len(other)) {
+			t.Fatalf("content: err=%v body=%q", err, body)
+		}
+	})
+
+	t.Run("status", func(t *testing.T) {
+		s.Inject(path, Fault{Kind: FaultStatus, Status: 503, Body: "busy building", Times: 1})
+
+		r, body, err := get(t, s, path, nil)
+		if err != nil || r.StatusCode != 503 || !strings.Contains(string(body), "busy building") {
+			t.Fatalf("status: %v %d %q", err, r.StatusCode, body)
+		}
+	})
+
+	t.Run("redirect", func(t *testing.T) {
+		s.AddImage("def", "v1.14.5", "metal-arm64.raw.xz", []byte("redirected"))
+		s.Inject(path, Fault{Kind: FaultRedirect, Location: ImagePath("def", "v1.14.5", "metal-arm64.raw.xz"), Times: 1})
+
+		_, body, err := get(t, s, path, nil)
+		if err != nil || string(body) != "redirected" {
+			t.Fatalf("redirect: %v %q", err, body)
+		}
+	})
+}
+
+func TestMetaRoutes(t *testing.T) {
+	s := New(t)
+
+	var versions []string
+
+	_, body, _ := get(t, s, "/versions", nil)
+	if err := json.Unmarshal(body, &versions); err != nil || len(versions) != len(DefaultVersions) {
+		t.Fatalf("versions %q: %v", body, err)
+	}
+
+	r, body, _ := get(t, s, "/version/v1.14.5/extensions/official", nil)
+	if r.StatusCode != 200 || !strings.Contains(string(body), `"siderolabs/newt"`) {
+		t.Fatalf("extensions: %d %q", r.StatusCode, body)
+	}
+
+	r, body, _ = get(t, s, "/version/v1.14.5/overlays/official", nil)
+	if r.StatusCode != 200 || !strings.Contains(string(body), `"rpi_generic"`) {
+		t.Fatalf("overlays: %d %q", r.StatusCode, body)
+	}
+
+	if r, _, _ := get(t, s, "/version/v9.9.9/extensions/official", nil); r.StatusCode != 404 {
+		t.Fatalf("unknown version: %d", r.StatusCode)
+	}
+}
