@@ -60,6 +60,8 @@ var (
 	schematicRe  = regexp.MustCompile(`^[0-9a-f]{64}$`)
 	tagRe        = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
 	digestRe     = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+	// anySchematicID finds a path element that is meant as a schematic ID.
+	anySchematicID = regexp.MustCompile(`(?i)/[0-9a-f]{40,}(?::|$)`)
 )
 
 // IsSchematicID reports whether id has the shape of a schematic ID.
@@ -90,6 +92,10 @@ func ParseInstallerRef(ref string) (InstallerRef, error) {
 
 		r.Digest = digest
 		rest = name
+	}
+
+	if !anySchematicID.MatchString(rest) {
+		return bad("has no schematic ID, so it is not an Image Factory installer (stock installers such as ghcr.io/siderolabs/installer lack the Raspberry Pi overlay and extensions)")
 	}
 
 	parts := strings.Split(rest, "/")

@@ -1,0 +1,169 @@
+package factory
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestParseInstallerRef(t *testing.T) {
+	digest := "sha256:" + strings.Repeat("ab", 32)
+
+	good := map[string]InstallerRef{
+		"factory.talos.dev/metal-installer/" + workerID + ":v1.14.5": {
+			Registry: "factory.talos.dev", Repository: "metal-installer", SchematicID: workerID, Version: "v1.14.5",
+		},
+		"factory.talos.dev/installer/" + controlPlaneID + ":v1.14.5": {
+			Registry: "factory.talos.dev", Repository: "installer", SchematicID: controlPlaneID, Version: "v1.14.5",
+		},
+		"factory.talos.dev/installer-secureboot/" + workerID + ":v1.13.0": {
+			Registry: "factory.talos.dev", Repository: "installer-secureboot", SchematicID: workerID, Version: "v1.13.0",
+		},
+		"factory.example.lan:5000/metal-installer-secureboot/" + workerID + ":v1.14.5@" + digest: {
+			Registry: "factory.example.lan:5000", Repository: "metal-installer-secureboot", SchematicID: workerID, Version: "v1.14.5", Digest: digest,
+		},
+	}
+
+	for in, want := range good {
+		got, err := ParseInstallerRef(in)
+		if err != nil || got != want {
+			t.Errorf("%s:\n got %+v %v\nwant %+v", in, got, err, want)
+		}
+
+		if got.String() != in {
+			t.Errorf("String() = %s, want %s", got.String(), in)
+		}
+	}
+
+	r, _ := ParseInstallerRef("factory.talos.dev/metal-installer-secureboot/" + workerID + ":v1.14.5")
+	if !r.SecureBoot() || r.Platform() != "metal" {
+		t.Errorf("secureboot=%v platform=%q", r.SecureBoot(), r.Platform())
+	}
+
+	r, _ = ParseInstallerRef("factory.talos.dev/installer/" + workerID + ":v1.14.5")
+	if r.SecureBoot() || r.Platform() != "" {
+		t.Errorf("legacy: secureboot=%v platform=%q", r.SecureBoot(), r.Platform())
+	}
+
+	if got := NewInstallerRef("factory.talos.dev", workerID, "v1.14.5").String(); got != "factory.talos.dev/metal-installer/"+workerID+":v1.14.5" {
+		t.Errorf("NewInstallerRef: %s", got)
+	}
+
+	bad := map[string]string{
+		"":                                     "empty",
+		"ghcr.io/siderolabs/installer:v1.14.5": "schematic ID",
+		"factory.talos.dev/metal-installer/" + workerID:                               "missing :<version>",
+		"factory.talos.dev/metal-installer/" + workerID + ":":                         "missing :<version>",
+		"metal-installer/" + workerID + ":v1.14.5":                                    "expected <registry>",
+		"factory.talos.dev/metal-installer/" + workerID[:63] + ":v1.14.5":             "64 lowercase hex",
+		"factory.talos.dev/metal-installer/" + strings.ToUpper(workerID) + ":v1.14.5": "64 lowercase hex",
+		"factory.talos.dev/imager/" + workerID + ":v1.14.5":                           "not an Image Factory installer",
+		"factory.talos.dev/metal-installer/" + workerID + ":v1.14.5@sha256:abc":       "digest",
+		"factory.talos.dev/metal-installer/" + workerID + ":v1:14":                    "not a valid image tag",
+		"factory.talos.dev/a/metal-installer/" + workerID + ":v1.14.5":                "expected <registry>",
+		"factory.talos.dev /metal-installer/" + workerID + ":v1.14.5":                 "whitespace",
+		"fac_tory/metal-installer/" + workerID + ":v1.14.5":                           "registry host",
+	}
+
+	for in, want := range bad {
+		_, err := ParseInstallerRef(in)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: error %v, want mention of %q", in, err, want)
+		}
+	}
+}
+
+func parseFile(t *testing.T, name string) (*InstallerFile, error) {
+	t.Helper()
+
+	data, err := os.ReadFile(filepath.Join("testdata/installer", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	return ParseInstallerFile(data)
+}
+
+func TestParseInstallerFileShapes(t *testing.T) {
+	cases := []struct {
+		file, id, repo, digest, source string
+		schematicExts                  int // -1: no schematic in comments
+	}{
+		{"patch-worker.yaml", workerID, "metal-installer", "", "machine.install.image (document 1, line 12)", 0},
+		{"v1alpha1-controlplane.yaml", controlPlaneID, "installer", "", "machine.install.image (document 1, line 16)", 1},
+		{"unattended.yaml", workerID, "metal-installer", "sha256:" + strings.Repeat("ab", 32), "UnattendedInstallConfig installer.image (document 1, line 4)", -1},
+		{"multidoc.yaml", controlPlaneID, "metal-installer-secureboot", "", "UnattendedInstallConfig installer.image (document 3, line 25)", 1},
+		{"prose-comment.yaml", workerID, "metal-installer", "", "machine.install.image (document 1, line 4)", -1},
+	}
+
+	for _, c := range cases {
+		f, err := parseFile(t, c.file)
+		if err != nil {
+			t.Errorf("%s: %v", c.file, err)
+
+			continue
+		}
+
+		if f.Ref.SchematicID != c.id || f.Ref.Repository != c.repo || f.Ref.Version != "v1.14.5" || f.Ref.Digest != c.digest || f.Source != c.source {
+			t.Errorf("%s: got %+v source %q", c.file, f.Ref, f.Source)
+		}
+
+		switch {
+		case c.schematicExts < 0 && f.Schematic != nil:
+			t.Errorf("%s: unexpected schematic %+v", c.file, f.Schematic)
+		case c.schematicExts >= 0 && f.Schematic == nil:
+			t.Errorf("%s: schematic in comments not found", c.file)
+		case c.schematicExts >= 0:
+			if n := len(f.Schematic.Customization.SystemExtensions.OfficialExtensions); n != c.schematicExts || f.Schematic.Overlay.Name != "rpi_generic" {
+				t.Errorf("%s: schematic %+v", c.file, f.Schematic)
+			}
+
+			if id, _ := f.Schematic.ID(); id != c.id {
+				t.Errorf("%s: comment schematic ID %s", c.file, id)
+			}
+		}
+	}
+}
+
+func TestParseInstallerFileMismatch(t *testing.T) {
+	f, err := parseFile(t, "mismatch.yaml")
+
+	var mm *SchematicMismatchError
+	if !errors.As(err, &mm) || mm.RefID != controlPlaneID || mm.CommentID != workerID || mm.CommentLine != 2 {
+		t.Fatalf("want mismatch error, got %v", err)
+	}
+
+	// The file is still returned so the caller can show what it holds.
+	if f == nil || f.Ref.SchematicID != controlPlaneID || f.Schematic == nil {
+		t.Fatalf("file %+v", f)
+	}
+}
+
+func TestParseInstallerFileBad(t *testing.T) {
+	cases := map[string]string{
+		"conflict.yaml":              "conflicting installer images",
+		"no-image.yaml":              "no installer image found",
+		"vanilla.yaml":               "machine.install.image (document 1, line 3)",
+		"bad-comment-schematic.yaml": "schematic in comments (line 1) is not valid",
+	}
+
+	for file, want := range cases {
+		_, err := parseFile(t, file)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v, want %q", file, err, want)
+		}
+	}
+
+	for what, data := range map[string]string{
+		"not yaml":     "machine: [\n",
+		"empty":        "",
+		"image is map": "machine:\n  install:\n    image: {a: b}\n",
+		"list":         "- a\n- b\n",
+	} {
+		if _, err := ParseInstallerFile([]byte(data)); err == nil {
+			t.Errorf("%s: accepted", what)
+		}
+	}
+}
