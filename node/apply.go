@@ -1,0 +1,151 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// Apply modes, as talosctl apply-config --mode spells them.
+const (
+	ModeAuto     = "auto"
+	ModeReboot   = "reboot"
+	ModeNoReboot = "no-reboot"
+	ModeTry      = "try"
+	ModeStaged   = "staged"
+)
+
+// MaintenanceModes are the modes a node in maintenance mode accepts.
+var MaintenanceModes = []string{ModeAuto, ModeReboot, ModeTry}
+
+const (
+	DefaultApplyTimeout = 30 * time.Second
+	DefaultTryTimeout   = time.Minute // talosctl's --timeout default for --mode try
+)
+
+// ApplyOptions configures Apply.
+type ApplyOptions struct {
+	Endpoint   string // host or host:port; port defaults to 50000
+	Config     []byte // sent byte for byte
+	Mode       string // auto|reboot|no-reboot|try|staged; "" = auto
+	DryRun     bool
+	Timeout    time.Duration // whole call; 0 = DefaultApplyTimeout
+	TryTimeout time.Duration // --mode try rollback timer; 0 = DefaultTryTimeout
+}
+
+// ApplyMessage is one node's answer.
+type ApplyMessage struct {
+	Node        string // node name from the reply metadata ("" for a direct call)
+	Mode        string // mode the node chose (relevant for auto)
+	ModeDetails string
+	Warnings    []string
+}
+
+// ApplyResult is the node's answer to ApplyConfiguration.
+type ApplyResult struct {
+	Endpoint    string // normalized host:port
+	Mode        string // requested mode
+	DryRun      bool
+	Messages    []ApplyMessage
+	Warnings    []string // all messages' warnings
+	ModeDetails string   // all messages' mode details, newline-joined
+	// ServerCertSHA256 is the node's TLS certificate fingerprint (hex), for
+	// pinning or display; maintenance certificates are self-signed.
+	ServerCertSHA256 string
+}
+
+// ParseMode maps a talosctl mode name to the API enum.
+func ParseMode(mode string) (machine.ApplyConfigurationRequest_Mode, error) {
+	switch strings.ToLower(strings.TrimSpace(mode)) {
+	case "", ModeAuto:
+		return machine.ApplyConfigurationRequest_AUTO, nil
+	case ModeReboot:
+		return machine.ApplyConfigurationRequest_REBOOT, nil
+	case ModeNoReboot, "no_reboot":
+		return machine.ApplyConfigurationRequest_NO_REBOOT, nil
+	case ModeTry:
+		return machine.ApplyConfigurationRequest_TRY, nil
+	case ModeStaged:
+		return machine.ApplyConfigurationRequest_STAGED, nil
+	}
+	return 0, fmt.Errorf("unknown apply mode %q (want auto, reboot, no-reboot, try or staged)", mode)
+}
+
+func modeName(m machine.ApplyConfigurationRequest_Mode) string {
+	return strings.ReplaceAll(strings.ToLower(m.String()), "_", "-")
+}
+
+// Apply sends a machine config to a node over the insecure maintenance API,
+// like `talosctl apply-config --insecure`. Errors are *NetworkError
+// (ErrNetwork), *RefusedError (ErrRefused), a usage error for a bad mode or
+// address, or ctx's error when cancelled.
+func Apply(ctx context.Context, opts ApplyOptions) (*ApplyResult, error) {
+	endpoint, err := NormalizeEndpoint(opts.Endpoint)
+	if err != nil {
+		return nil, err
+	}
+	mode, err := ParseMode(opts.Mode)
+	if err != nil {
+		return nil, err
+	}
+	if len(opts.Config) == 0 {
+		return nil, &ConfigError{Reason: "config is empty"}
+	}
+	timeout := opts.Timeout
+	if timeout <= 0 {
+		timeout = DefaultApplyTimeout
+	}
+
+	req := &machine.ApplyConfigurationRequest{Data: opts.Config, Mode: mode, DryRun: opts.DryRun}
+	if mode == machine.ApplyConfigurationRequest_TRY {
+		try := opts.TryTimeout
+		if try <= 0 {
+			try = DefaultTryTimeout
+		}
+		req.TryModeTimeout = durationpb.New(try)
+	}
+
+	callCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	trace := &connTrace{}
+	c, err := newInsecureClient(callCtx, endpoint, trace)
+	if err != nil {
+		return nil, &NetworkError{Endpoint: endpoint, Kind: NetUnreachable, Detail: sanitize(err.Error())}
+	}
+	defer c.Close() //nolint:errcheck
+
+	resp, err := c.ApplyConfiguration(callCtx, req)
+	if err != nil {
+		return nil, classify(ctx, endpoint, timeout, err, trace)
+	}
+
+	res := &ApplyResult{
+		Endpoint:         endpoint,
+		Mode:             modeName(mode),
+		DryRun:           opts.DryRun,
+		ServerCertSHA256: fingerprint(trace.snapshot().serverCert),
+	}
+	var details []string
+	for _, m := range resp.GetMessages() {
+		msg := ApplyMessage{
+			Node:        m.GetMetadata().GetHostname(),
+			Mode:        modeName(m.GetMode()),
+			ModeDetails: sanitizeLines(m.GetModeDetails()),
+		}
+		for _, w := range m.GetWarnings() {
+			msg.Warnings = append(msg.Warnings, sanitize(w))
+		}
+		res.Messages = append(res.Messages, msg)
+		res.Warnings = append(res.Warnings, msg.Warnings...)
+		if m.GetModeDetails() != "" {
+			details = append(details, m.GetModeDetails())
+		}
+	}
+	res.ModeDetails = sanitizeLines(strings.Join(details, "\n"))
+	return res, nil
+}

@@ -1,0 +1,189 @@
+package node
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/siderolabs/talos/pkg/machinery/client"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// DefaultPort is the Talos API port (apid, or the maintenance service).
+const DefaultPort = 50000
+
+// NormalizeEndpoint turns "host" or "host:port" (IPv6 as [::1]:port or bare)
+// into host:port, defaulting the port to 50000.
+func NormalizeEndpoint(ep string) (string, error) {
+	ep = strings.TrimSpace(ep)
+	ep = strings.TrimPrefix(ep, "https://")
+	if ep == "" {
+		return "", errors.New("node address is empty")
+	}
+	if host, port, err := net.SplitHostPort(ep); err == nil {
+		p, perr := strconv.Atoi(port)
+		if host == "" || perr != nil || p < 1 || p > 65535 {
+			return "", fmt.Errorf("node address %q: want host or host:port", ep)
+		}
+		return net.JoinHostPort(host, port), nil
+	}
+	host := strings.TrimSuffix(strings.TrimPrefix(ep, "["), "]")
+	if strings.ContainsAny(host, "/ ") {
+		return "", fmt.Errorf("node address %q: want host or host:port", ep)
+	}
+	return net.JoinHostPort(host, strconv.Itoa(DefaultPort)), nil
+}
+
+// connTrace records what happened on the wire, so a failed call can say
+// whether TCP, TLS or the API failed (gRPC folds all of them into Unavailable).
+type connTrace struct {
+	mu         sync.Mutex
+	dialErr    error
+	dialed     bool
+	tlsDone    bool
+	certReq    bool   // the server asked for a client certificate (configured apid does)
+	serverCert []byte // leaf certificate, DER
+}
+
+func (t *connTrace) set(f func(*connTrace)) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	f(t)
+}
+
+func (t *connTrace) snapshot() connTrace {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return connTrace{dialErr: t.dialErr, dialed: t.dialed, tlsDone: t.tlsDone, certReq: t.certReq, serverCert: t.serverCert}
+}
+
+// insecureTLS is what `talosctl --insecure` uses: encryption without server
+// verification (a maintenance node only has a self-signed certificate).
+func insecureTLS(trace *connTrace) *tls.Config {
+	return &tls.Config{
+		InsecureSkipVerify: true, //nolint:gosec // maintenance mode has no trust anchor yet; same as talosctl --insecure
+		MinVersion:         tls.VersionTLS12,
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			trace.set(func(t *connTrace) { t.certReq = true })
+			return &tls.Certificate{}, nil // none: we have no talosconfig
+		},
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			trace.set(func(t *connTrace) {
+				t.tlsDone = true
+				if len(cs.PeerCertificates) > 0 {
+					t.serverCert = cs.PeerCertificates[0].Raw
+				}
+			})
+			return nil
+		},
+	}
+}
+
+// newInsecureClient builds a real machinery client the way talosctl's
+// WithClientMaintenance does (client.WithTLSConfig + client.WithEndpoints),
+// plus a dialer that records the TCP outcome.
+func newInsecureClient(ctx context.Context, endpoint string, trace *connTrace) (*client.Client, error) {
+	dialer := func(ctx context.Context, addr string) (net.Conn, error) {
+		var d net.Dialer
+		c, err := d.DialContext(ctx, "tcp", addr)
+		trace.set(func(t *connTrace) {
+			if err != nil {
+				t.dialErr = err
+			} else {
+				t.dialed = true
+			}
+		})
+		return c, err
+	}
+	return client.New(ctx,
+		client.WithTLSConfig(insecureTLS(trace)),
+		client.WithEndpoints(endpoint),
+		client.WithGRPCDialOptions(grpc.WithContextDialer(dialer)),
+	)
+}
+
+// classify maps a gRPC error to NetworkError / RefusedError / context errors.
+func classify(ctx context.Context, endpoint string, timeout time.Duration, err error, trace *connTrace) error {
+	if err == nil {
+		return nil
+	}
+	st, _ := status.FromError(err)
+	tr := trace.snapshot()
+	netErr := func(kind NetworkKind, detail string) error {
+		return &NetworkError{Endpoint: endpoint, Kind: kind, Timeout: timeout, Detail: sanitize(detail)}
+	}
+
+	switch st.Code() {
+	case codes.Canceled:
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return netErr(NetUnreachable, st.Message())
+	case codes.DeadlineExceeded:
+		if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return ctx.Err()
+		}
+		return netErr(NetTimeout, st.Message())
+	case codes.Unavailable:
+		switch {
+		case tr.dialErr != nil && !tr.dialed:
+			if isRefused(tr.dialErr) {
+				return netErr(NetRefused, tr.dialErr.Error())
+			}
+			var ne net.Error
+			if errors.As(tr.dialErr, &ne) && ne.Timeout() {
+				return netErr(NetTimeout, tr.dialErr.Error())
+			}
+			return netErr(NetUnreachable, tr.dialErr.Error())
+		case tr.dialed && !tr.tlsDone:
+			return netErr(NetTLS, tlsReason(st.Message()))
+		case tr.certReq:
+			return netErr(NetTLS, "the node already has a config and requires a client certificate (use talosctl with its talosconfig)")
+		}
+		return netErr(NetUnreachable, st.Message())
+	}
+
+	msg := sanitize(st.Message())
+	if msg == "" {
+		msg = st.Code().String()
+	}
+	return &RefusedError{
+		Endpoint:        endpoint,
+		Code:            st.Code(),
+		Message:         msg,
+		UnsupportedMode: st.Code() == codes.Unimplemented && strings.Contains(st.Message(), "mode"),
+	}
+}
+
+// tlsReason keeps the interesting tail of gRPC's handshake error.
+func tlsReason(msg string) string {
+	if i := strings.Index(msg, "tls: "); i >= 0 {
+		return strings.Trim(msg[i:], `"`)
+	}
+	if strings.Contains(msg, "EOF") {
+		return "the server closed the connection during the handshake"
+	}
+	return msg
+}
+
+// Fingerprint is the SHA-256 of a certificate's DER bytes, hex.
+func fingerprint(der []byte) string {
+	if len(der) == 0 {
+		return ""
+	}
+	sum := sha256.Sum256(der)
+	return hex.EncodeToString(sum[:])
+}
+
+func isRefused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }

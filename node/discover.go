@@ -1,0 +1,371 @@
+package node
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cosi-project/runtime/pkg/resource"
+	"github.com/cosi-project/runtime/pkg/safe"
+	"github.com/siderolabs/talos/pkg/machinery/resources/network"
+	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/emptypb"
+)
+
+// Node is a Talos node found on the network.
+type Node struct {
+	Addr         string     // host:port
+	IP           netip.Addr // host part of Addr
+	Maintenance  bool       // waiting for a machine config (apply with Apply)
+	Configured   bool       // already configured: needs talosconfig (mTLS), not talosflash
+	Stage        string     // machine stage as the node reports it ("maintenance", "booting", ...)
+	Hostname     string
+	MAC          string // first physical link's hardware address
+	TalosVersion string
+	CertSHA256   string // TLS certificate fingerprint (hex SHA-256 of the DER)
+	Note         string // what could not be read, or why it counts as Talos
+}
+
+// DiscoverOptions configures Discover. Only the given prefixes are scanned.
+type DiscoverOptions struct {
+	Prefixes     []netip.Prefix
+	Port         int           // default 50000
+	DialTimeout  time.Duration // TCP connect per host; default 500ms
+	ProbeTimeout time.Duration // TLS + API probe per open port; default 3s
+	Concurrency  int           // default 64
+	MaxHosts     int           // refuse to scan more; default 1024
+	Progress     func(done, total int)
+}
+
+// Discovery limits.
+const (
+	DefaultMaxHosts    = 1024
+	DefaultConcurrency = 64
+)
+
+// ErrTooManyHosts is returned when the prefixes hold more hosts than MaxHosts.
+var ErrTooManyHosts = errors.New("too many hosts to scan")
+
+// Discover finds Talos API endpoints in the given prefixes: TCP connect with
+// a short timeout and bounded concurrency, then Probe on every open port.
+// Hosts that answer but are not Talos are left out. Results are sorted by IP.
+func Discover(ctx context.Context, opts DiscoverOptions) ([]Node, error) {
+	if opts.Port == 0 {
+		opts.Port = DefaultPort
+	}
+	if opts.Port < 1 || opts.Port > 65535 {
+		return nil, fmt.Errorf("port %d is out of range", opts.Port)
+	}
+	if opts.DialTimeout <= 0 {
+		opts.DialTimeout = 500 * time.Millisecond
+	}
+	if opts.ProbeTimeout <= 0 {
+		opts.ProbeTimeout = 3 * time.Second
+	}
+	if opts.Concurrency <= 0 {
+		opts.Concurrency = DefaultConcurrency
+	}
+	if opts.MaxHosts <= 0 {
+		opts.MaxHosts = DefaultMaxHosts
+	}
+
+	hosts, err := expandPrefixes(opts.Prefixes, opts.MaxHosts)
+	if err != nil {
+		return nil, err
+	}
+
+	var (
+		mu    sync.Mutex
+		found []Node
+		done  int
+	)
+	jobs := make(chan netip.Addr)
+	var wg sync.WaitGroup
+	workers := min(opts.Concurrency, len(hosts))
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ip := range jobs {
+				n := scanHost(ctx, ip, opts)
+				mu.Lock()
+				if n != nil {
+					found = append(found, *n)
+				}
+				done++
+				if opts.Progress != nil {
+					opts.Progress(done, len(hosts)) // under mu: callers need no locking
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+feed:
+	for _, ip := range hosts {
+		select {
+		case jobs <- ip:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(jobs)
+	wg.Wait()
+
+	sort.Slice(found, func(i, j int) bool { return found[i].IP.Less(found[j].IP) })
+	if err := ctx.Err(); err != nil {
+		return found, err
+	}
+	return found, nil
+}
+
+func scanHost(ctx context.Context, ip netip.Addr, opts DiscoverOptions) *Node {
+	addr := netip.AddrPortFrom(ip, uint16(opts.Port)).String()
+	d := net.Dialer{Timeout: opts.DialTimeout}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil
+	}
+	c.Close()
+
+	pctx, cancel := context.WithTimeout(ctx, opts.ProbeTimeout)
+	defer cancel()
+	n, err := Probe(pctx, addr)
+	if err != nil {
+		return nil
+	}
+	return n
+}
+
+// expandPrefixes lists the host addresses of the prefixes (network and
+// broadcast addresses of IPv4 prefixes up to /30 excluded), deduplicated.
+func expandPrefixes(prefixes []netip.Prefix, maxHosts int) ([]netip.Addr, error) {
+	if len(prefixes) == 0 {
+		return nil, errors.New("no address ranges to scan")
+	}
+	for _, p := range prefixes {
+		if !p.IsValid() {
+			return nil, fmt.Errorf("invalid prefix %v", p)
+		}
+		// Refuse before expanding: a /8 must not allocate 16M addresses.
+		hostBits := p.Addr().BitLen() - p.Bits()
+		if hostBits > 30 || (1<<hostBits) > maxHosts+2 {
+			return nil, fmt.Errorf("%w: %v has more than %d addresses; pass a smaller range (e.g. a /24)", ErrTooManyHosts, p, maxHosts)
+		}
+	}
+
+	seen := map[netip.Addr]bool{}
+	var hosts []netip.Addr
+	for _, p := range prefixes {
+		p = p.Masked()
+		hostBits := p.Addr().BitLen() - p.Bits()
+		first, last := p.Addr(), lastAddr(p)
+		for a := first; p.Contains(a); a = a.Next() {
+			if p.Addr().Is4() && hostBits >= 2 && (a == first || a == last) {
+				continue
+			}
+			if !seen[a] {
+				seen[a] = true
+				hosts = append(hosts, a)
+			}
+			if a == last {
+				break
+			}
+		}
+	}
+	if len(hosts) > maxHosts {
+		return nil, fmt.Errorf("%w: %d addresses, the limit is %d", ErrTooManyHosts, len(hosts), maxHosts)
+	}
+	return hosts, nil
+}
+
+func lastAddr(p netip.Prefix) netip.Addr {
+	b := p.Masked().Addr().AsSlice()
+	hostBits := len(b)*8 - p.Bits()
+	for i := len(b) - 1; i >= 0 && hostBits > 0; i-- {
+		n := min(hostBits, 8)
+		b[i] |= byte(1<<n - 1)
+		hostBits -= n
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return a
+}
+
+// Probe checks whether addr (host or host:port) is a Talos API and reads what
+// a node without config reveals. It relies only on calls maintenance mode
+// allows: the TLS handshake (a configured node asks for a client
+// certificate), COSI reads of non-sensitive resources (machine status,
+// version, hostname, links), and MachineService.Version, which maintenance
+// mode answers with Unimplemented unless the caller is os:admin.
+func Probe(ctx context.Context, addr string) (*Node, error) {
+	endpoint, err := NormalizeEndpoint(addr)
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{Addr: endpoint}
+	if host, _, err := net.SplitHostPort(endpoint); err == nil {
+		n.IP, _ = netip.ParseAddr(host)
+	}
+
+	// 1. TLS handshake on a raw connection: is it TLS, does it want mTLS?
+	trace := &connTrace{}
+	if err := tlsProbe(ctx, endpoint, trace); err != nil {
+		return nil, err
+	}
+	tr := trace.snapshot()
+	n.CertSHA256 = fingerprint(tr.serverCert)
+	if tr.certReq {
+		// apid of a configured node requires a client certificate; without
+		// talosconfig nothing more can be read, but the shape is Talos'.
+		n.Configured = true
+		n.Note = "configured node: requires a client certificate (use talosctl with its talosconfig)"
+		return n, nil
+	}
+
+	// 2. API probes over the real machinery client.
+	c, err := newInsecureClient(ctx, endpoint, &connTrace{})
+	if err != nil {
+		return nil, &NetworkError{Endpoint: endpoint, Kind: NetUnreachable, Detail: sanitize(err.Error())}
+	}
+	defer c.Close() //nolint:errcheck
+
+	var evidence []string
+	var notes []string
+
+	if ms, err := safe.StateGet[*runtime.MachineStatus](ctx, c.COSI, resource.NewMetadata(runtime.NamespaceName, runtime.MachineStatusType, runtime.MachineStatusID, resource.VersionUndefined)); err == nil {
+		n.Stage = ms.TypedSpec().Stage.String()
+		n.Maintenance = ms.TypedSpec().Stage == runtime.MachineStageMaintenance
+		evidence = append(evidence, "machine status")
+	} else {
+		notes = append(notes, "machine status unreadable")
+	}
+
+	_, verr := c.MachineClient.Version(ctx, &emptypb.Empty{})
+	vst, _ := status.FromError(verr)
+	switch {
+	case verr == nil:
+		evidence = append(evidence, "version API")
+	case vst.Code() == codes.Unimplemented && strings.Contains(vst.Message(), "maintenance"):
+		// Talos' maintenance service refuses Version to non-admins with exactly this.
+		n.Maintenance = n.Maintenance || n.Stage == ""
+		evidence = append(evidence, "maintenance API")
+	case vst.Code() == codes.PermissionDenied:
+		evidence = append(evidence, "version API (permission denied)")
+	}
+
+	if len(evidence) == 0 {
+		if err := ctx.Err(); err != nil {
+			return nil, &NetworkError{Endpoint: endpoint, Kind: NetTimeout, Detail: "probe timed out"}
+		}
+		return nil, fmt.Errorf("%s speaks TLS but is not a Talos API (%s)", endpoint, sanitize(vst.Message()))
+	}
+
+	if v, err := safe.StateGet[*runtime.Version](ctx, c.COSI, resource.NewMetadata(runtime.NamespaceName, runtime.VersionType, "version", resource.VersionUndefined)); err == nil {
+		n.TalosVersion = v.TypedSpec().Version
+	} else {
+		notes = append(notes, "version unreadable")
+	}
+	if h, err := safe.StateGet[*network.HostnameStatus](ctx, c.COSI, resource.NewMetadata(network.NamespaceName, network.HostnameStatusType, network.HostnameID, resource.VersionUndefined)); err == nil {
+		n.Hostname = h.TypedSpec().Hostname
+	} else {
+		notes = append(notes, "hostname unreadable")
+	}
+	if links, err := safe.StateListAll[*network.LinkStatus](ctx, c.COSI); err == nil {
+		for l := range links.All() {
+			if l.TypedSpec().Physical() && len(l.TypedSpec().HardwareAddr) > 0 {
+				n.MAC = net.HardwareAddr(l.TypedSpec().HardwareAddr).String()
+				break
+			}
+		}
+	} else {
+		notes = append(notes, "links unreadable")
+	}
+
+	n.Note = "Talos (" + strings.Join(evidence, ", ") + ")"
+	if len(notes) > 0 {
+		n.Note += "; " + strings.Join(notes, ", ")
+	}
+	return n, nil
+}
+
+// tlsProbe does one TLS handshake and records the server's certificate and
+// whether it asked for a client certificate.
+func tlsProbe(ctx context.Context, endpoint string, trace *connTrace) error {
+	var d net.Dialer
+	raw, err := d.DialContext(ctx, "tcp", endpoint)
+	if err != nil {
+		return dialError(endpoint, err)
+	}
+	defer raw.Close()
+	cfg := insecureTLS(trace)
+	cfg.NextProtos = []string{"h2"}
+	conn := tls.Client(raw, cfg)
+	if err := conn.HandshakeContext(ctx); err != nil {
+		if ctx.Err() != nil {
+			return &NetworkError{Endpoint: endpoint, Kind: NetTimeout, Detail: "TLS handshake did not complete"}
+		}
+		return &NetworkError{Endpoint: endpoint, Kind: NetTLS, Detail: sanitize(err.Error())}
+	}
+	return nil
+}
+
+func dialError(endpoint string, err error) error {
+	var ne net.Error
+	switch {
+	case isRefused(err):
+		return &NetworkError{Endpoint: endpoint, Kind: NetRefused, Detail: sanitize(err.Error())}
+	case errors.As(err, &ne) && ne.Timeout(), errors.Is(err, context.DeadlineExceeded):
+		return &NetworkError{Endpoint: endpoint, Kind: NetTimeout, Detail: sanitize(err.Error())}
+	}
+	return &NetworkError{Endpoint: endpoint, Kind: NetUnreachable, Detail: sanitize(err.Error())}
+}
+
+// LocalPrefixes lists the host's IPv4 subnets worth scanning: up interfaces,
+// no loopback or link-local, and no subnet larger than a /22 (1022 hosts).
+func LocalPrefixes() ([]netip.Prefix, error) { return LocalPrefixesMinBits(22) }
+
+// LocalPrefixesMinBits is LocalPrefixes with a different size limit: subnets
+// with fewer than minBits prefix bits are skipped.
+func LocalPrefixesMinBits(minBits int) ([]netip.Prefix, error) {
+	ifaces, err := net.Interfaces()
+	if err != nil {
+		return nil, fmt.Errorf("list network interfaces: %w", err)
+	}
+	seen := map[netip.Prefix]bool{}
+	var out []netip.Prefix
+	for _, ifc := range ifaces {
+		if ifc.Flags&net.FlagUp == 0 || ifc.Flags&net.FlagLoopback != 0 {
+			continue
+		}
+		addrs, err := ifc.Addrs()
+		if err != nil {
+			continue
+		}
+		for _, a := range addrs {
+			ipn, ok := a.(*net.IPNet)
+			if !ok {
+				continue
+			}
+			p, err := netip.ParsePrefix(ipn.String())
+			if err != nil || !p.Addr().Is4() {
+				continue
+			}
+			p = p.Masked()
+			if p.Addr().IsLoopback() || p.Addr().IsLinkLocalUnicast() || p.Bits() < minBits || p.Bits() > 30 || seen[p] {
+				continue
+			}
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Addr().Less(out[j].Addr()) })
+	return out, nil
+}
