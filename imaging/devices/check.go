@@ -1,0 +1,161 @@
+package devices
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// List returns the disks of the running system (see Lister.List).
+func List() ([]Disk, error) { return DefaultLister().List() }
+
+// Check decides whether path may be written with an image of imageSize bytes
+// (<= 0: unknown) on the running system (see Lister.Check).
+func Check(path string, imageSize int64, opts Options) (*Disk, error) {
+	return DefaultLister().Check(path, imageSize, opts)
+}
+
+// Check resolves path (symlinks such as /dev/disk/by-id/... included) and
+// applies the safety rules. It returns the disk it assessed (also with a
+// refusal, when there is one, so callers can show it) and a *RefusedError
+// when the target is refused; other errors mean the check itself failed.
+// A regular file outside DevRoot is accepted as an image-file target.
+func (l *Lister) Check(path string, imageSize int64, opts Options) (*Disk, error) {
+	p := l.paths()
+	refuse := func(dev string, code Code, format string, args ...any) *RefusedError {
+		return &RefusedError{Device: dev, Reason: code, Msg: fmt.Sprintf(format, args...)}
+	}
+	if path == "" {
+		return nil, refuse("", CodeNotFound, "no target given")
+	}
+	resolved, err := filepath.EvalSymlinks(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		abs, aerr := filepath.Abs(path)
+		if aerr == nil && opts.CreateFile && !inDir(abs, p.DevRoot) {
+			if fi, err := os.Stat(filepath.Dir(abs)); err == nil && fi.IsDir() {
+				return &Disk{Name: filepath.Base(abs), Path: abs, Transport: TransportFile, SizeHuman: humanSize(0), Safe: true}, nil
+			}
+		}
+		if aerr == nil && inDir(abs, p.DevRoot) {
+			return nil, refuse(path, CodeNotFound, "%s does not exist (is the card inserted? `talosflash devices` lists the disks)", path)
+		}
+		return nil, refuse(path, CodeNotFound, "%s does not exist", path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("resolve %s: %w", path, err)
+	}
+	if resolved, err = filepath.Abs(resolved); err != nil {
+		return nil, fmt.Errorf("resolve %s: %w", path, err)
+	}
+	fi, err := os.Stat(resolved)
+	if err != nil {
+		return nil, fmt.Errorf("check %s: %w", path, err)
+	}
+	if fi.IsDir() {
+		return nil, refuse(resolved, CodeDirectory, "%s is a directory, not a disk or image file", resolved)
+	}
+
+	isBlock := fi.Mode()&fs.ModeDevice != 0 && fi.Mode()&fs.ModeCharDevice == 0
+	if isBlock && !devicesSupported {
+		return nil, refuse(resolved, CodeUnsupported, "writing to raw devices is not supported on this operating system yet; write to an image file instead")
+	}
+	// A name directly under DevRoot is looked up in sysfs even when it is not
+	// a device node: that is how the fake trees in tests stand in for /dev.
+	name := ""
+	if filepath.Dir(resolved) == p.DevRoot {
+		name = filepath.Base(resolved)
+	}
+	if isBlock || name != "" {
+		s, err := p.snapshot()
+		if err != nil && isBlock {
+			return nil, err
+		}
+		if err == nil {
+			if num, ok := deviceNumber(fi); ok && isBlock {
+				if n := s.devByNum[num]; n != "" {
+					name = n
+				}
+			}
+			if name != "" && s.known(name) {
+				if parent := s.parent[name]; parent != "" {
+					return nil, p.partitionRefusal(resolved, parent, s, imageSize, opts)
+				}
+				d := p.readDisk(name, s)
+				if r := d.Assess(imageSize, opts); r != nil {
+					return &d, r
+				}
+				return &d, nil
+			}
+		}
+		if isBlock {
+			return nil, refuse(resolved, CodeUnknownDevice, "%s is a block device the kernel does not list in %s/block", resolved, p.SysRoot)
+		}
+	}
+
+	if fi.Mode().IsRegular() {
+		if inDir(resolved, p.DevRoot) {
+			return nil, refuse(resolved, CodeNotBlockDevice, "%s is a regular file inside %s, not a device (is the card inserted?)", resolved, p.DevRoot)
+		}
+		return &Disk{Name: filepath.Base(resolved), Path: resolved, Size: fi.Size(), SizeHuman: humanSize(fi.Size()),
+			Model: "image file", Transport: TransportFile, Safe: true}, nil
+	}
+	return nil, refuse(resolved, CodeNotBlockDevice, "%s is not a block device or a regular file", resolved)
+}
+
+// partitionRefusal refuses a partition path and suggests its disk, but only
+// when that disk would itself be accepted: never point users at a system disk.
+func (p Lister) partitionRefusal(partPath, parent string, s *snapshot, imageSize int64, opts Options) *RefusedError {
+	disk := p.readDisk(parent, s)
+	r := &RefusedError{Device: partPath, Reason: CodePartition,
+		Msg: fmt.Sprintf("%s is a partition; images are written to the whole disk", partPath)}
+	if dr := disk.Assess(imageSize, opts); dr != nil {
+		r.Msg += fmt.Sprintf(", and its disk %s is refused too: %s", disk.Path, dr.Msg)
+	} else {
+		r.Suggestion = disk.Path
+	}
+	return r
+}
+
+func inDir(path, dir string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+}
+
+// Open checks path, unmounts the disk's removable-media mounts, and opens it
+// exclusively for writing on the running system (see Lister.Open).
+func Open(path string, imageSize int64, opts Options) (*Device, error) {
+	return DefaultLister().Open(path, imageSize, opts)
+}
+
+// Opener adapts Open to imaging.FlashOptions.Open. The app wraps it to
+// return imaging.Target (take care not to return a typed nil *Device as a
+// non-nil interface on error).
+func Opener(opts Options) func(path string, size int64) (*Device, error) {
+	return func(path string, size int64) (*Device, error) { return Open(path, size, opts) }
+}
+
+// Open runs Check, then for a block device unmounts its partitions mounted
+// under /media or /run/media (listed in Device.Unmounted) and opens it with
+// O_EXCL so the kernel refuses a device still mounted or in use. A regular
+// file target is opened and truncated (created with Options.CreateFile).
+func (l *Lister) Open(path string, imageSize int64, opts Options) (*Device, error) {
+	d, err := l.Check(path, imageSize, opts)
+	if err != nil {
+		return nil, err
+	}
+	if d.Transport == TransportFile {
+		flags := os.O_RDWR | os.O_TRUNC
+		if opts.CreateFile {
+			flags |= os.O_CREATE
+		}
+		f, err := os.OpenFile(d.Path, flags, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("open image file: %w", err)
+		}
+		return newDevice(f, d, false, opts), nil
+	}
+	return l.paths().openBlock(d, imageSize, opts)
+}
