@@ -1,0 +1,389 @@
+package imaging
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// ErrNotFound is matched (errors.Is) by an *HTTPError for a 404.
+var ErrNotFound = errors.New("image not found")
+
+// errStall is returned when no byte arrived within the idle timeout.
+var errStall = errors.New("download stalled")
+
+// HTTPError is a non-success HTTP answer from the image server.
+type HTTPError struct {
+	URL        string
+	StatusCode int
+	Status     string
+}
+
+func (e *HTTPError) Error() string {
+	if e.StatusCode == http.StatusNotFound {
+		if id, version, file, ok := splitImageURL(e.URL); ok {
+			return fmt.Sprintf("Image Factory has no %s for schematic %s, Talos %s (HTTP 404 from %s)", file, id, version, e.URL)
+		}
+		return fmt.Sprintf("image not found (HTTP 404 from %s)", e.URL)
+	}
+	return fmt.Sprintf("download %s: server answered %s", e.URL, e.Status)
+}
+
+// Is makes a 404 match ErrNotFound.
+func (e *HTTPError) Is(target error) bool {
+	return target == ErrNotFound && e.StatusCode == http.StatusNotFound
+}
+
+// splitImageURL extracts schematic ID, version and file from an Image
+// Factory URL .../image/<id>/<version>/<file>.
+func splitImageURL(raw string) (id, version, file string, ok bool) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", "", "", false
+	}
+	parts := strings.Split(strings.Trim(u.Path, "/"), "/")
+	if len(parts) < 4 || parts[len(parts)-4] != "image" {
+		return "", "", "", false
+	}
+	n := len(parts)
+	return parts[n-3], parts[n-2], parts[n-1], true
+}
+
+// permanentError marks a failure that retrying cannot fix.
+type permanentError struct{ err error }
+
+func (e permanentError) Error() string { return e.err.Error() }
+func (e permanentError) Unwrap() error { return e.err }
+
+func permanent(err error) error { return permanentError{err} }
+
+// retryable reports whether a failed attempt may succeed when repeated:
+// network errors, stalls, truncated bodies and 5xx, but not 4xx, local
+// I/O failures or corrupt data.
+func retryable(err error) bool {
+	var pe permanentError
+	var he *HTTPError
+	switch {
+	case err == nil, errors.As(err, &pe), errors.Is(err, ErrCorruptImage),
+		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return false
+	case errors.As(err, &he):
+		return he.StatusCode >= 500
+	}
+	return true
+}
+
+// Download tuning defaults (Cache fields override them).
+const (
+	DefaultRetries     = 5
+	DefaultRetryDelay  = time.Second
+	DefaultIdleTimeout = 30 * time.Second
+	maxRetryDelay      = 30 * time.Second
+)
+
+// fetcher issues (range) GETs for one URL and remembers the validators of
+// the first answer so resumed requests ask for the same content.
+type fetcher struct {
+	client   *http.Client
+	url      string
+	idle     time.Duration
+	retries  int
+	delay    time.Duration
+	etag     string
+	modified string
+	total    int64 // full size, -1 unknown
+}
+
+func newFetcher(c *Cache, hc *http.Client, url string) *fetcher {
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	f := &fetcher{client: hc, url: url, idle: DefaultIdleTimeout, retries: DefaultRetries, delay: DefaultRetryDelay, total: -1}
+	if c != nil {
+		if c.IdleTimeout > 0 {
+			f.idle = c.IdleTimeout
+		}
+		if c.Retries > 0 {
+			f.retries = c.Retries
+		} else if c.Retries < 0 {
+			f.retries = 0
+		}
+		if c.RetryDelay > 0 {
+			f.delay = c.RetryDelay
+		}
+	}
+	return f
+}
+
+// backoff waits before retry attempt n (1-based), or returns ctx's error.
+func (f *fetcher) backoff(ctx context.Context, n int) error {
+	d := f.delay << (n - 1)
+	if d > maxRetryDelay || d <= 0 {
+		d = maxRetryDelay
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// response is an open body positioned at start.
+type response struct {
+	body  io.ReadCloser
+	start int64 // offset of the first body byte in the file
+	total int64 // full file size, -1 unknown
+	done  bool  // nothing to read: the local copy already holds total bytes
+}
+
+// get asks for the file from offset off. The server may answer 206 (start
+// == off) or 200 (start == 0, e.g. the file changed or Range unsupported).
+// The body is guarded by the idle timeout.
+func (f *fetcher) get(ctx context.Context, off int64) (*response, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, f.url, nil)
+	if err != nil {
+		cancel()
+		return nil, permanent(fmt.Errorf("download %s: %w", f.url, err))
+	}
+	// identity: byte counts and ranges must refer to the file itself.
+	req.Header.Set("Accept-Encoding", "identity")
+	if off > 0 {
+		req.Header.Set("Range", "bytes="+strconv.FormatInt(off, 10)+"-")
+		switch {
+		case f.etag != "" && !strings.HasPrefix(f.etag, "W/"):
+			req.Header.Set("If-Range", f.etag)
+		case f.modified != "":
+			req.Header.Set("If-Range", f.modified)
+		}
+	}
+	idle := &idleBody{cancel: cancel}
+	idle.timer = time.AfterFunc(f.idle, idle.fire)
+	idle.d = f.idle
+	resp, err := f.client.Do(req)
+	if err != nil {
+		idle.stop()
+		if idle.stalled.Load() {
+			err = errStall
+		}
+		return nil, fmt.Errorf("download %s: %w", f.url, err)
+	}
+	idle.body = resp.Body
+	r := &response{body: idle, total: -1}
+	switch resp.StatusCode {
+	case http.StatusOK:
+		r.total = resp.ContentLength
+	case http.StatusPartialContent:
+		start, total, ok := parseContentRange(resp.Header.Get("Content-Range"))
+		if !ok || start != off {
+			idle.Close()
+			return nil, fmt.Errorf("download %s: asked for bytes from %d, got Content-Range %q", f.url, off, resp.Header.Get("Content-Range"))
+		}
+		r.start, r.total = start, total
+		if resp.ContentLength >= 0 && total >= 0 && resp.ContentLength != total-start {
+			idle.Close()
+			return nil, fmt.Errorf("download %s: Content-Length %d does not match Content-Range %q", f.url, resp.ContentLength, resp.Header.Get("Content-Range"))
+		}
+	case http.StatusRequestedRangeNotSatisfiable:
+		idle.Close()
+		// "bytes */N": our copy is already complete if N == off.
+		if total, ok := parseUnsatisfiedRange(resp.Header.Get("Content-Range")); ok && off > 0 && total == off {
+			return &response{body: http.NoBody, start: off, total: total, done: true}, nil
+		}
+		return nil, fmt.Errorf("download %s: server refused range from %d (%s)", f.url, off, resp.Status)
+	default:
+		idle.Close()
+		return nil, &HTTPError{URL: f.url, StatusCode: resp.StatusCode, Status: resp.Status}
+	}
+	etag, modified := resp.Header.Get("ETag"), resp.Header.Get("Last-Modified")
+	if r.start == 0 {
+		f.etag, f.modified = etag, modified
+	} else if f.etag != "" && etag != "" && etag != f.etag {
+		idle.Close()
+		return nil, fmt.Errorf("download %s: server sent a different file (ETag %s, expected %s)", f.url, etag, f.etag)
+	}
+	if f.total >= 0 && r.total >= 0 && r.total != f.total && r.start > 0 {
+		idle.Close()
+		return nil, fmt.Errorf("download %s: file size changed from %d to %d", f.url, f.total, r.total)
+	}
+	f.total = r.total
+	return r, nil
+}
+
+func parseContentRange(v string) (start, total int64, ok bool) {
+	// bytes START-END/TOTAL (TOTAL may be *)
+	v, found := strings.CutPrefix(v, "bytes ")
+	if !found {
+		return 0, 0, false
+	}
+	rng, tot, found := strings.Cut(v, "/")
+	if !found {
+		return 0, 0, false
+	}
+	s, e, found := strings.Cut(rng, "-")
+	if !found {
+		return 0, 0, false
+	}
+	start, err1 := strconv.ParseInt(s, 10, 64)
+	end, err2 := strconv.ParseInt(e, 10, 64)
+	if err1 != nil || err2 != nil || end < start {
+		return 0, 0, false
+	}
+	total = -1
+	if tot != "*" {
+		t, err := strconv.ParseInt(tot, 10, 64)
+		if err != nil || t <= end {
+			return 0, 0, false
+		}
+		total = t
+	}
+	return start, total, true
+}
+
+func parseUnsatisfiedRange(v string) (int64, bool) {
+	v, found := strings.CutPrefix(v, "bytes */")
+	if !found {
+		return 0, false
+	}
+	t, err := strconv.ParseInt(v, 10, 64)
+	return t, err == nil
+}
+
+// idleBody cancels its request when no data arrived for d, and reports
+// that as errStall rather than a context error.
+type idleBody struct {
+	body    io.ReadCloser
+	timer   *time.Timer
+	d       time.Duration
+	cancel  context.CancelFunc
+	stalled atomic.Bool
+}
+
+func (b *idleBody) fire() {
+	b.stalled.Store(true)
+	b.cancel()
+}
+
+func (b *idleBody) stop() {
+	b.timer.Stop()
+	b.cancel()
+}
+
+func (b *idleBody) Read(p []byte) (int, error) {
+	n, err := b.body.Read(p)
+	if n > 0 {
+		b.timer.Reset(b.d)
+	}
+	if err != nil && err != io.EOF && b.stalled.Load() {
+		err = fmt.Errorf("%w: no data for %v", errStall, b.d)
+	}
+	return n, err
+}
+
+func (b *idleBody) Close() error {
+	b.stop()
+	if b.body == nil {
+		return nil
+	}
+	return b.body.Close()
+}
+
+// httpStream is a read-once stream of a remote file for --no-cache mode:
+// on transient failures it reconnects with a Range request and continues
+// where it left off; when the server answers 200 instead it skips the
+// bytes already delivered (after checking the ETag is unchanged).
+type httpStream struct {
+	ctx      context.Context
+	f        *fetcher
+	resp     *response
+	off      int64
+	failures int
+	onRead   func(n int64)
+}
+
+func (s *httpStream) Read(p []byte) (int, error) {
+	for {
+		if s.resp == nil {
+			if err := s.open(); err != nil {
+				return 0, err
+			}
+		}
+		n, err := s.resp.body.Read(p)
+		s.off += int64(n)
+		if n > 0 && s.onRead != nil {
+			s.onRead(int64(n))
+		}
+		if err == nil || n > 0 && err != io.EOF {
+			return n, nil
+		}
+		if err == io.EOF {
+			if s.resp.total >= 0 && s.off < s.resp.total {
+				err = fmt.Errorf("download %s: %w after %d of %d bytes", s.f.url, io.ErrUnexpectedEOF, s.off, s.resp.total)
+			} else {
+				return n, io.EOF
+			}
+		}
+		s.resp.body.Close()
+		s.resp = nil
+		if err := s.retry(err); err != nil {
+			return n, err
+		}
+		if n > 0 {
+			return n, nil
+		}
+	}
+}
+
+func (s *httpStream) retry(err error) error {
+	if s.ctx.Err() != nil {
+		return s.ctx.Err()
+	}
+	if !retryable(err) || s.failures >= s.f.retries {
+		return err
+	}
+	s.failures++
+	return s.f.backoff(s.ctx, s.failures)
+}
+
+func (s *httpStream) open() error {
+	for {
+		etag := s.f.etag
+		resp, err := s.f.get(s.ctx, s.off)
+		if err == nil && resp.start < s.off {
+			// 200 to a range request: same file (ETag), so skip what we have.
+			if etag != "" && s.f.etag != etag {
+				resp.body.Close()
+				return permanent(fmt.Errorf("download %s: the file changed on the server while streaming", s.f.url))
+			}
+			if _, err = io.CopyN(io.Discard, resp.body, s.off-resp.start); err != nil {
+				resp.body.Close()
+			} else {
+				resp.start = s.off
+			}
+		}
+		if err == nil {
+			s.resp = resp
+			return nil
+		}
+		if err := s.retry(err); err != nil {
+			return err
+		}
+	}
+}
+
+func (s *httpStream) Close() error {
+	if s.resp != nil {
+		return s.resp.body.Close()
+	}
+	return nil
+}

@@ -1,0 +1,555 @@
+package imaging
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ulikunitz/xz"
+)
+
+// Source is what to flash: a local file (Path) or a remote .raw.xz (URL).
+type Source struct {
+	// Path is a local .raw.xz or .raw file (detected by its magic bytes).
+	// If set, URL is ignored. A local file is never deleted, even if corrupt.
+	Path string
+
+	// URL of a .raw.xz; fetched into Cache under Key first, unless NoCache.
+	URL        string
+	Key        string       // cache key, see CacheKey
+	Cache      *Cache       // nil -> DefaultCache(); with NoCache only its download tuning is used
+	NoCache    bool         // stream from HTTP straight into the decompressor
+	HTTPClient *http.Client // nil -> http.DefaultClient
+}
+
+// FlashOptions configures Flash.
+type FlashOptions struct {
+	Source Source
+	Target string // block device or regular file path
+	// Open opens Target; size is the image's uncompressed size (-1 if
+	// unknown). nil -> OpenFile (imaging/devices supplies the safe one).
+	Open   func(path string, size int64) (Target, error)
+	Verify bool
+	// MaxSize, if > 0, is the most bytes the target may take (checked before
+	// writing when the image size is known, and while writing otherwise), in
+	// addition to the capacity the target itself reports.
+	MaxSize  int64
+	Progress ProgressFunc
+}
+
+// Result describes a completed flash.
+type Result struct {
+	Bytes    int64  // decompressed bytes written
+	SHA256   string // hex SHA-256 of the decompressed stream
+	Verified bool
+	// VerifyMode says how the read-back bypassed the page cache:
+	// "O_DIRECT", "fadvise" (fsync + POSIX_FADV_DONTNEED), or "cached" for
+	// targets without a file descriptor. Empty when not verified.
+	VerifyMode string
+	Path       string // the local file that was flashed ("" for --no-cache)
+}
+
+// newDecompressor is the one place xz decoding is chosen; imaging/xzpar's
+// parallel decoder plugs in here. The reader must verify the xz checks.
+var newDecompressor = func(r io.Reader) (io.Reader, error) {
+	return xz.NewReader(r)
+}
+
+const (
+	chunkSize = 4 << 20 // write and read-back unit
+	poolSize  = 4       // chunks in flight: bounds memory to ~16 MiB
+	alignment = 4096    // O_DIRECT buffer/offset/size alignment
+	crcBlock  = 4096    // granularity of the mismatch offset
+	// cancelGrace is how long a cancelled flash waits for a write in progress.
+	cancelGrace = 5 * time.Second
+)
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// openedSource is the byte stream to decompress (or copy) and what is known
+// about its size.
+type openedSource struct {
+	r          io.Reader // compressed (xz) or raw bytes
+	closer     io.Closer
+	xz         bool
+	size       int64 // uncompressed size, -1 unknown
+	compressed int64 // compressed size, -1 unknown
+	consumed   *atomic.Int64
+	path       string // local file
+	cachePath  string // set when the file is a cache entry (deleted if corrupt)
+	err        error  // last error from the underlying source (not the decoder)
+	mu         sync.Mutex
+}
+
+func (s *openedSource) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	s.consumed.Add(int64(n))
+	if err != nil && err != io.EOF {
+		s.mu.Lock()
+		s.err = err
+		s.mu.Unlock()
+	}
+	return n, err
+}
+
+func (s *openedSource) sourceErr() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+func openSource(ctx context.Context, src Source, progress ProgressFunc) (*openedSource, error) {
+	s := &openedSource{size: -1, compressed: -1, consumed: new(atomic.Int64)}
+	path := src.Path
+	if path == "" {
+		if src.URL == "" {
+			return nil, errors.New("no image source: give a file or URL")
+		}
+		if src.NoCache {
+			f := newFetcher(src.Cache, src.HTTPClient, src.URL)
+			stream := &httpStream{ctx: ctx, f: f}
+			if err := stream.open(); err != nil {
+				return nil, err
+			}
+			s.r, s.closer, s.xz, s.compressed = stream, stream, true, stream.resp.total
+			return s, nil
+		}
+		cache := src.Cache
+		if cache == nil {
+			var err error
+			if cache, err = DefaultCache(); err != nil {
+				return nil, err
+			}
+		}
+		if src.Key == "" {
+			return nil, errors.New("image cache: no cache key given")
+		}
+		p, err := cache.Fetch(ctx, src.HTTPClient, src.URL, src.Key, progress)
+		if err != nil {
+			return nil, err
+		}
+		path, s.cachePath = p, p
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open image: %w", err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("open image: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("image %s is not a regular file", path)
+	}
+	head := make([]byte, len(xzMagic))
+	n, _ := f.ReadAt(head, 0)
+	s.path, s.closer, s.compressed = path, f, st.Size()
+	s.r = bufio.NewReaderSize(f, 1<<20)
+	if n == len(xzMagic) && bytes.Equal(head, xzMagic) {
+		s.xz = true
+		size, err := XZUncompressedSize(f, st.Size())
+		if err != nil {
+			f.Close()
+			return nil, s.corrupt(fmt.Errorf("image %s: %w", path, err))
+		}
+		s.size = size
+	} else {
+		s.size = st.Size()
+	}
+	return s, nil
+}
+
+// corrupt deletes the cache entry the data came from and explains.
+func (s *openedSource) corrupt(err error) error {
+	if s.cachePath == "" {
+		return err
+	}
+	if rmErr := removeEntry(s.cachePath); rmErr != nil {
+		return fmt.Errorf("%w; removing the cache entry also failed: %v", err, rmErr)
+	}
+	return fmt.Errorf("%w; removed it from the cache, run again to download it anew", err)
+}
+
+// Flash writes the source image to the target: read -> decompress -> write
+// (with SHA-256 computed on the side) -> fsync -> verify. Memory use is
+// bounded (a few 4 MiB chunks); no temporary file is made.
+func Flash(ctx context.Context, opts FlashOptions) (*Result, error) {
+	src, err := openSource(ctx, opts.Source, opts.Progress)
+	if err != nil {
+		return nil, err
+	}
+	defer src.closer.Close()
+
+	limit := opts.MaxSize
+	if limit > 0 && src.size > limit {
+		return nil, fmt.Errorf("%w: image needs %d bytes, limit is %d", ErrTargetTooSmall, src.size, limit)
+	}
+	open := opts.Open
+	if open == nil {
+		open = OpenFile
+	}
+	t, err := open(opts.Target, src.size)
+	if err != nil {
+		return nil, err
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			t.Close()
+		}
+	}()
+	if capacity, ok, err := targetCapacity(t); err != nil {
+		return nil, err
+	} else if ok && (limit <= 0 || capacity < limit) {
+		limit = capacity
+	}
+	if limit > 0 && src.size > limit {
+		return nil, fmt.Errorf("%w: image needs %d bytes, %s holds %d", ErrTargetTooSmall, src.size, opts.Target, limit)
+	}
+
+	var stream io.Reader = src
+	if src.xz {
+		dec, err := newDecompressor(src)
+		if err != nil {
+			return nil, src.decodeErr(err)
+		}
+		stream = dec
+	}
+
+	w, err := writeStream(ctx, stream, t, src, limit, opts.Progress)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Bytes: w.n, SHA256: hex.EncodeToString(w.sum), Path: src.path}
+	if opts.Verify {
+		mode, err := verifyTarget(ctx, t, w, opts.Progress)
+		if err != nil {
+			return res, err
+		}
+		res.Verified, res.VerifyMode = true, mode
+	}
+	closed = true
+	if err := t.Close(); err != nil {
+		return res, fmt.Errorf("close target: %w", err)
+	}
+	newMeter(opts.Progress, StageDone, w.n, false).update(w.n, true)
+	return res, nil
+}
+
+// decodeErr tells a failing download apart from corrupt data.
+func (s *openedSource) decodeErr(err error) error {
+	if serr := s.sourceErr(); serr != nil {
+		return fmt.Errorf("write stage: reading image: %w (%v)", serr, ErrIncomplete)
+	}
+	name := s.path
+	if name == "" {
+		name = "downloaded stream"
+	}
+	return s.corrupt(fmt.Errorf("write stage: decompressing %s: %w: %v", name, ErrCorruptImage, err))
+}
+
+type chunk struct {
+	buf  []byte // chunkSize, aligned
+	n    int
+	off  int64
+	refs atomic.Int32
+}
+
+// alignedBuf returns n bytes starting at an alignment boundary.
+func alignedBuf(n int) []byte {
+	b := make([]byte, n+alignment)
+	shift := 0
+	if r := int(uintptrOf(b) % alignment); r != 0 {
+		shift = alignment - r
+	}
+	return b[shift : shift+n : shift+n]
+}
+
+// written is the outcome of the write stage.
+type written struct {
+	n    int64
+	sum  []byte
+	crcs []uint32 // CRC32C per crcBlock, to locate a verify mismatch
+}
+
+// writeStream runs three goroutines linked by bounded channels:
+// reader (decompress into chunks) -> writer (target) and hasher (SHA-256 +
+// block CRCs). A chunk returns to the pool when both consumers are done.
+func writeStream(ctx context.Context, stream io.Reader, t Target, src *openedSource, limit int64, progress ProgressFunc) (*written, error) {
+	total, compressed := src.size, false
+	if total < 0 {
+		total, compressed = src.compressed, true
+	}
+	meter := newMeter(progress, StageWrite, total, compressed)
+	meter.update(0, true)
+
+	free := make(chan *chunk, poolSize)
+	for range poolSize {
+		free <- &chunk{buf: alignedBuf(chunkSize)}
+	}
+	toWrite := make(chan *chunk, poolSize)
+	toHash := make(chan *chunk, poolSize)
+	stop := make(chan struct{}) // closed when the writer gives up
+	release := func(c *chunk) {
+		if c.refs.Add(-1) == 0 {
+			free <- c
+		}
+	}
+
+	// Reader: fill whole chunks so every write but the last is 4 MiB.
+	var readErr error
+	var readN int64
+	go func() {
+		defer close(toWrite)
+		defer close(toHash)
+		var off int64
+		for {
+			var c *chunk
+			select {
+			case c = <-free:
+			case <-stop:
+				return
+			}
+			n, err := io.ReadFull(stream, c.buf)
+			if n > 0 {
+				c.n, c.off = n, off
+				off += int64(n)
+				c.refs.Store(2)
+				toHash <- c // never blocks: at most poolSize chunks exist
+				toWrite <- c
+			}
+			if err == io.EOF || err == io.ErrUnexpectedEOF {
+				readN = off
+				return
+			}
+			if err != nil {
+				readN, readErr = off, err
+				return
+			}
+		}
+	}()
+
+	// Hasher: off the write path.
+	h := sha256.New()
+	var crcs []uint32
+	hashDone := make(chan struct{})
+	go func() {
+		defer close(hashDone)
+		for c := range toHash {
+			b := c.buf[:c.n]
+			h.Write(b)
+			for i := 0; i < len(b); i += crcBlock {
+				crcs = append(crcs, crc32.Checksum(b[i:min(i+crcBlock, len(b))], crcTable))
+			}
+			release(c)
+		}
+	}()
+
+	// Writer: in its own goroutine so cancellation can return even if a
+	// write is stuck in the kernel (a vanished USB reader).
+	var (
+		wrote    atomic.Int64
+		writeErr error
+	)
+	writeDone := make(chan struct{})
+	go func() {
+		defer close(writeDone)
+		defer close(stop)
+		direct := false
+		if f, ok := t.(fdTarget); ok && setDirect(f.Fd(), true) == nil {
+			// O_DIRECT writes: no dirty page cache build-up, so progress
+			// shows the card's real speed and fsync is quick.
+			direct = true
+			defer setDirect(f.Fd(), false)
+		}
+		for c := range toWrite {
+			if ctx.Err() != nil {
+				writeErr = ctx.Err()
+				return
+			}
+			b := c.buf[:c.n]
+			if limit > 0 && c.off+int64(len(b)) > limit {
+				writeErr = fmt.Errorf("%w: image exceeds %d bytes", ErrTargetTooSmall, limit)
+				return
+			}
+			if direct && len(b)%alignment != 0 {
+				// Unaligned tail: O_DIRECT would refuse it.
+				if f, ok := t.(fdTarget); ok && setDirect(f.Fd(), false) == nil {
+					direct = false
+				}
+			}
+			n, err := t.Write(b)
+			wrote.Add(int64(n))
+			if err == nil && n < len(b) {
+				err = io.ErrShortWrite
+			}
+			if err != nil {
+				writeErr = &WriteError{Offset: c.off + int64(n), Err: err}
+				return
+			}
+			release(c)
+			if compressed {
+				meter.update(src.consumed.Load(), false)
+			} else {
+				meter.update(wrote.Load(), false)
+			}
+		}
+	}()
+
+	cancelled := false
+	select {
+	case <-writeDone:
+	case <-ctx.Done():
+		cancelled = true
+		select {
+		case <-writeDone:
+		case <-time.After(cancelGrace):
+		}
+	}
+	if cancelled || errors.Is(writeErr, context.Canceled) || errors.Is(writeErr, context.DeadlineExceeded) {
+		done := wrote.Load()
+		if syncErr := syncBounded(t, cancelGrace); syncErr != nil {
+			return nil, fmt.Errorf("flash interrupted after %d bytes (%w), and syncing them failed: %v: %w", done, ctx.Err(), syncErr, ErrIncomplete)
+		}
+		return nil, fmt.Errorf("flash interrupted after %d bytes (%w): %w", done, ctx.Err(), ErrIncomplete)
+	}
+	if writeErr != nil {
+		return nil, writeErr
+	}
+	<-hashDone
+	if readErr != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("flash interrupted after %d bytes (%w): %w", wrote.Load(), ctx.Err(), ErrIncomplete)
+		}
+		return nil, fmt.Errorf("%w (after %d bytes were written: %v)", src.decodeErr(readErr), readN, ErrIncomplete)
+	}
+	if src.size >= 0 && readN != src.size {
+		return nil, src.corrupt(fmt.Errorf("write stage: %w: decompressed %d bytes, the xz index says %d (%v)", ErrCorruptImage, readN, src.size, ErrIncomplete))
+	}
+	if err := t.Sync(); err != nil {
+		return nil, &WriteError{Offset: readN, Err: fmt.Errorf("sync: %w", err)}
+	}
+	if compressed {
+		meter.total = readN
+		meter.compressed = false
+	}
+	meter.update(readN, true)
+	return &written{n: readN, sum: h.Sum(nil), crcs: crcs}, nil
+}
+
+// syncBounded syncs but gives up waiting after d (a dead device may hang).
+func syncBounded(t Target, d time.Duration) error {
+	done := make(chan error, 1)
+	go func() { done <- t.Sync() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(d):
+		return errors.New("sync timed out")
+	}
+}
+
+// verifyTarget reads back exactly w.n bytes and compares them with what was
+// written, bypassing the page cache so the card itself is checked:
+//   - O_DIRECT (set on the open descriptor with F_SETFL) where supported:
+//     block devices and most disk file systems. Reads go to the device.
+//   - otherwise fsync + POSIX_FADV_DONTNEED: evicts the (clean) cached
+//     pages so the reads that follow come from the device.
+//   - targets without Fd() are read through whatever caching they have.
+//
+// Reading and comparing overlap (reader goroutine + hashing here); the
+// first differing 4 KiB block ends the check early.
+func verifyTarget(ctx context.Context, t Target, w *written, progress ProgressFunc) (string, error) {
+	mode := "cached"
+	if f, ok := t.(fdTarget); ok {
+		if err := setDirect(f.Fd(), true); err == nil {
+			mode = "O_DIRECT"
+			defer setDirect(f.Fd(), false)
+		} else if err := dropCache(f.Fd()); err == nil {
+			mode = "fadvise"
+		}
+	}
+	meter := newMeter(progress, StageVerify, w.n, false)
+	meter.update(0, true)
+
+	const depth = 3
+	free := make(chan *chunk, depth)
+	for range depth {
+		free <- &chunk{buf: alignedBuf(chunkSize)}
+	}
+	full := make(chan *chunk, depth)
+	stop := make(chan struct{})
+	defer close(stop)
+	var readErr error
+	go func() {
+		defer close(full)
+		for off := int64(0); off < w.n; off += chunkSize {
+			var c *chunk
+			select {
+			case c = <-free:
+			case <-stop:
+				return
+			}
+			if ctx.Err() != nil {
+				readErr = ctx.Err()
+				return
+			}
+			want := int(min(chunkSize, w.n-off))
+			// O_DIRECT needs aligned lengths; read a little more at the end.
+			n, err := t.ReadAt(c.buf[:(want+alignment-1)/alignment*alignment], off)
+			if n >= want {
+				err = nil
+			} else if err == nil || err == io.EOF {
+				err = fmt.Errorf("target ends at byte %d, expected %d bytes", off+int64(n), w.n)
+			}
+			if err != nil {
+				readErr = fmt.Errorf("verify: read target at byte %d: %w", off+int64(n), err)
+				return
+			}
+			c.n, c.off = want, off
+			select {
+			case full <- c:
+			case <-stop:
+				return
+			}
+		}
+	}()
+
+	h := sha256.New()
+	for c := range full {
+		b := c.buf[:c.n]
+		h.Write(b)
+		for i := 0; i < len(b); i += crcBlock {
+			idx := (c.off + int64(i)) / crcBlock
+			if crc32.Checksum(b[i:min(i+crcBlock, len(b))], crcTable) != w.crcs[idx] {
+				return mode, &VerifyError{Offset: idx * crcBlock, Want: hex.EncodeToString(w.sum)}
+			}
+		}
+		meter.update(c.off+int64(c.n), false)
+		free <- c
+	}
+	if readErr != nil {
+		if ctx.Err() != nil {
+			return mode, fmt.Errorf("verify interrupted (%w); the image was written completely", ctx.Err())
+		}
+		return mode, readErr
+	}
+	if !bytes.Equal(h.Sum(nil), w.sum) {
+		return mode, &VerifyError{Offset: -1, Want: hex.EncodeToString(w.sum)}
+	}
+	meter.update(w.n, true)
+	return mode, nil
+}

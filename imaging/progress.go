@@ -1,0 +1,91 @@
+// Package imaging downloads, caches, decompresses and writes Talos disk
+// images, then verifies what landed on the target. See docs/ARCHITECTURE.md.
+package imaging
+
+import (
+	"sync"
+	"time"
+)
+
+// Stage names one phase of a flash.
+type Stage string
+
+const (
+	StageDownload Stage = "download"
+	StageWrite    Stage = "write"
+	StageVerify   Stage = "verify"
+	StageDone     Stage = "done"
+)
+
+// Progress is one progress report. Total is 0 when unknown. For the write
+// stage Done/Total count decompressed bytes when the uncompressed size is
+// known (from the xz index or a raw file), else compressed bytes consumed
+// (Compressed is then true).
+type Progress struct {
+	Stage      Stage
+	Done       int64
+	Total      int64
+	Rate       float64       // bytes per second over the last few seconds
+	ETA        time.Duration // 0 when unknown
+	Compressed bool
+}
+
+// ProgressFunc receives progress reports. Calls are serialized, throttled to
+// about 10 per second per stage (first and last reports always delivered),
+// and made from the pipeline's goroutines: keep it quick.
+type ProgressFunc func(Progress)
+
+const progressInterval = 100 * time.Millisecond
+
+// meter throttles reports and computes a windowed rate.
+type meter struct {
+	mu         sync.Mutex
+	fn         ProgressFunc
+	stage      Stage
+	total      int64
+	compressed bool
+	last       time.Time
+	samples    [20]sample // ring: ~2 s of history at 10/s
+	ns         int
+	now        func() time.Time
+}
+
+type sample struct {
+	t    time.Time
+	done int64
+}
+
+func newMeter(fn ProgressFunc, stage Stage, total int64, compressed bool) *meter {
+	m := &meter{fn: fn, stage: stage, total: total, compressed: compressed, now: time.Now}
+	m.samples[0] = sample{m.now(), 0}
+	m.ns = 1
+	return m
+}
+
+// update reports done bytes if enough time passed (or force is set).
+func (m *meter) update(done int64, force bool) {
+	if m == nil || m.fn == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.now()
+	if !force && now.Sub(m.last) < progressInterval {
+		return
+	}
+	m.last = now
+	oldest := m.samples[0]
+	if m.ns >= len(m.samples) {
+		oldest = m.samples[m.ns%len(m.samples)]
+	}
+	m.samples[m.ns%len(m.samples)] = sample{now, done}
+	m.ns++
+	p := Progress{Stage: m.stage, Done: done, Total: m.total, Compressed: m.compressed}
+	if dt := now.Sub(oldest.t).Seconds(); dt > 0 {
+		p.Rate = float64(done-oldest.done) / dt
+	}
+	if p.Rate > 0 && m.total > done {
+		p.ETA = time.Duration(float64(m.total-done) / p.Rate * float64(time.Second))
+	}
+	m.fn(p)
+}

@@ -1,0 +1,109 @@
+package imaging
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+)
+
+// Target is where an image is written: sequential writes from offset 0,
+// then random reads for verification. *os.File satisfies it.
+//
+// Optional methods the pipeline uses when present:
+//
+//	Fd() uintptr           // enables O_DIRECT / fadvise and block-device size lookup
+//	Size() (int64, error)  // capacity, checked before writing
+type Target interface {
+	io.Writer
+	io.ReaderAt
+	Sync() error
+	Close() error
+}
+
+type fdTarget interface{ Fd() uintptr }
+type sizedTarget interface{ Size() (int64, error) }
+
+// OpenFile is the default Target opener: it opens a regular file (created
+// or truncated) or a block device read-write. It refuses directories and
+// adds no other safety checks: imaging/devices supplies the opener that
+// protects system disks.
+func OpenFile(path string, size int64) (Target, error) {
+	flags := os.O_RDWR
+	st, err := os.Stat(path)
+	switch {
+	case err == nil && st.IsDir():
+		return nil, fmt.Errorf("target %s is a directory", path)
+	case err == nil && st.Mode().IsRegular(), errors.Is(err, os.ErrNotExist):
+		flags |= os.O_CREATE | os.O_TRUNC
+	case err != nil:
+		return nil, fmt.Errorf("target %s: %w", path, err)
+	}
+	f, err := os.OpenFile(path, flags, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open target: %w", err)
+	}
+	return f, nil
+}
+
+// ErrIncomplete is matched by errors that leave a partially written target
+// (write failures, cancellation): the card will not boot as is.
+var ErrIncomplete = errors.New("the target is incomplete and will not boot; flash it again")
+
+// ErrTargetTooSmall is returned (before writing) when the image does not
+// fit the target.
+var ErrTargetTooSmall = errors.New("image is larger than the target")
+
+// WriteError is a failure of the target during the write stage. Offset is
+// how many bytes were written successfully before it.
+type WriteError struct {
+	Offset int64
+	Err    error
+}
+
+func (e *WriteError) Error() string {
+	return fmt.Sprintf("write to target failed after %d bytes: %v (%v)", e.Offset, e.Err, ErrIncomplete)
+}
+
+func (e *WriteError) Unwrap() error { return e.Err }
+
+// Is makes a WriteError match ErrIncomplete.
+func (e *WriteError) Is(target error) bool { return target == ErrIncomplete }
+
+// VerifyError reports that the read-back differs from what was written.
+// Offset is the start of the first differing 4 KiB block (or -1 if only the
+// final SHA-256 differed).
+type VerifyError struct {
+	Offset int64
+	Want   string // SHA-256 of the written stream
+}
+
+func (e *VerifyError) Error() string {
+	if e.Offset < 0 {
+		return "verify failed: the SHA-256 of the data read back from the target differs from what was written"
+	}
+	return fmt.Sprintf("verify failed: data read back from the target differs from what was written, first in the 4 KiB block at byte %d (bad card or reader?)", e.Offset)
+}
+
+// Is makes a VerifyError match ErrVerifyMismatch.
+func (e *VerifyError) Is(target error) bool { return target == ErrVerifyMismatch }
+
+// ErrVerifyMismatch is matched by *VerifyError.
+var ErrVerifyMismatch = errors.New("verify mismatch")
+
+// targetCapacity returns the usable size of t if it can be known: Size()
+// if implemented, else the size of a block device behind Fd(). Regular
+// files grow, so they have no capacity.
+func targetCapacity(t Target) (int64, bool, error) {
+	if s, ok := t.(sizedTarget); ok {
+		n, err := s.Size()
+		if err != nil {
+			return 0, false, fmt.Errorf("target size: %w", err)
+		}
+		return n, true, nil
+	}
+	if f, ok := t.(fdTarget); ok {
+		return blockDeviceSize(f.Fd())
+	}
+	return 0, false, nil
+}
