@@ -1,0 +1,50 @@
+package cli
+
+import (
+	"errors"
+
+	"github.com/talosflash/talosflash/factory"
+	"github.com/talosflash/talosflash/imaging"
+	"github.com/talosflash/talosflash/imaging/devices"
+	"github.com/talosflash/talosflash/node"
+)
+
+// ExitImage is for an image that is corrupt or not an image at all.
+const ExitImage = 9
+
+// classify maps the library packages' typed errors to exit codes.
+func classify(err error) int {
+	var (
+		refused   *devices.RefusedError
+		elevation *devices.ElevationError
+		writeErr  *imaging.WriteError
+		ioErr     *devices.IOError
+	)
+	switch {
+	case errors.As(err, &refused), errors.As(err, &elevation), errors.Is(err, imaging.ErrTargetTooSmall):
+		return ExitDevice
+	case errors.Is(err, imaging.ErrVerifyMismatch):
+		return ExitVerify
+	case errors.Is(err, imaging.ErrCorruptImage):
+		return ExitImage
+	case errors.As(err, &writeErr), errors.As(err, &ioErr), errors.Is(err, imaging.ErrIncomplete):
+		return ExitWrite
+	case errors.Is(err, node.ErrInvalidConfig):
+		return ExitConfig
+	case errors.Is(err, node.ErrRefused):
+		return ExitApply
+	case errors.Is(err, node.ErrNetwork):
+		return ExitNetwork
+	case errors.Is(err, factory.ErrUnknownExtension), errors.Is(err, factory.ErrUnknownOverlay):
+		return ExitUsage
+	}
+	var fh *factory.HTTPError
+	var ih *imaging.HTTPError
+	if errors.As(err, &fh) || errors.As(err, &ih) ||
+		errors.Is(err, factory.ErrUnreachable) || errors.Is(err, factory.ErrNotFound) ||
+		errors.Is(err, factory.ErrBadResponse) || errors.Is(err, factory.ErrIDMismatch) ||
+		errors.Is(err, factory.ErrSchematicRejected) || errors.Is(err, imaging.ErrNotFound) {
+		return ExitNetwork
+	}
+	return ExitFailure
+}

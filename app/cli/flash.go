@@ -1,0 +1,333 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/dustin/go-humanize"
+
+	"github.com/talosflash/talosflash/app/plan"
+	"github.com/talosflash/talosflash/factory"
+	"github.com/talosflash/talosflash/imaging"
+	"github.com/talosflash/talosflash/imaging/devices"
+)
+
+// imageFlags are the flags that choose what to flash, shared by flash and schematic.
+type imageFlags struct {
+	role, profiles, version, factoryURL, arch string
+	installer, installerFile, image         string
+}
+
+func (f *imageFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.role, "role", "", "role or profile name: controlplane, worker, or one from --profiles")
+	fs.StringVar(&f.profiles, "profiles", "", "YAML file with custom profiles (overlay, extensions, kernel args, version)")
+	fs.StringVar(&f.version, "version", "", "Talos version, e.g. "+factory.DefaultTalosVersion+" (default: the profile's)")
+	fs.StringVar(&f.factoryURL, "factory", factory.DefaultBaseURL, "Image Factory base URL")
+	fs.StringVar(&f.arch, "arch", "", "architecture (default arm64)")
+	fs.StringVar(&f.installer, "installer", "", "existing installer image, e.g. factory.talos.dev/metal-installer/<id>:"+factory.DefaultTalosVersion)
+	fs.StringVar(&f.installerFile, "installer-file", "", "GitOps installer file, e.g. talos/installer-worker.yaml")
+	fs.StringVar(&f.image, "image", "", "local .raw.xz or .raw image file (no download)")
+}
+
+func (f *imageFlags) client() *factory.Client {
+	return factory.NewClient(f.factoryURL, nil)
+}
+
+// profile resolves --role/--profiles/--version/--arch into one profile.
+func (f *imageFlags) profile() (factory.Profile, error) {
+	all := factory.BuiltinProfiles()
+	if f.profiles != "" {
+		user, err := factory.LoadProfiles(f.profiles)
+		if err != nil {
+			return factory.Profile{}, withCode(ExitUsage, err)
+		}
+		all = factory.MergeProfiles(all, user)
+	}
+	p, err := factory.FindProfile(all, f.role)
+	if err != nil {
+		return factory.Profile{}, withCode(ExitUsage, err)
+	}
+	if f.version != "" {
+		if err := factory.ValidateVersion(f.version); err != nil {
+			return factory.Profile{}, withCode(ExitUsage, err)
+		}
+		p.TalosVersion = f.version
+	}
+	if f.arch != "" {
+		p.Arch = f.arch
+	}
+	return p, nil
+}
+
+// resolve turns the flags into exactly one image choice.
+func (f *imageFlags) resolve(ctx context.Context, register bool) (*plan.Image, error) {
+	chosen := 0
+	for _, s := range []string{f.role, f.installer, f.installerFile, f.image} {
+		if s != "" {
+			chosen++
+		}
+	}
+	if chosen != 1 {
+		return nil, usageErrorf("choose exactly one of --role, --installer, --installer-file, --image")
+	}
+	switch {
+	case f.image != "":
+		if _, err := os.Stat(f.image); err != nil {
+			return nil, withCode(ExitUsage, fmt.Errorf("image file: %w", err))
+		}
+		return plan.FromFile(f.image), nil
+	case f.installer != "":
+		ref, err := factory.ParseInstallerRef(f.installer)
+		if err != nil {
+			return nil, withCode(ExitUsage, err)
+		}
+		if f.version != "" && f.version != ref.Version {
+			return nil, usageErrorf("--version %s contradicts the installer's version %s", f.version, ref.Version)
+		}
+		return plan.FromInstallerRef(ctx, f.client(), ref, f.arch), nil
+	case f.installerFile != "":
+		im, err := plan.FromInstallerFile(ctx, f.client(), f.installerFile, f.arch, register)
+		if err != nil {
+			var mismatch *factory.SchematicMismatchError
+			if errors.As(err, &mismatch) || !errors.Is(err, factory.ErrUnreachable) {
+				return nil, withCode(ExitUsage, err)
+			}
+			return nil, err
+		}
+		return im, nil
+	}
+	p, err := f.profile()
+	if err != nil {
+		return nil, err
+	}
+	return plan.FromProfile(ctx, f.client(), p, register)
+}
+
+type flashFlags struct {
+	imageFlags
+	device            string
+	yes, jsonOut      bool
+	noCache, noVerify bool
+	forceNonRemovable bool
+	allowLoop         bool
+	cacheDir          string
+	elevated          bool
+}
+
+func runFlash(ctx context.Context, args []string, env Env) error {
+	var f flashFlags
+	fs := newFlagSet("flash", env)
+	f.imageFlags.register(fs)
+	fs.StringVar(&f.device, "device", "", "target block device (e.g. /dev/sdb) or image file")
+	fs.BoolVar(&f.yes, "yes", false, "do not ask to confirm the device (scripts)")
+	fs.BoolVar(&f.jsonOut, "json", false, "machine-readable progress: one JSON object per line on stdout")
+	fs.BoolVar(&f.noCache, "no-cache", false, "stream the download straight to the card, keep nothing")
+	fs.BoolVar(&f.noVerify, "no-verify", false, "skip reading the card back (not recommended)")
+	fs.BoolVar(&f.forceNonRemovable, "force-non-removable", false, "allow a disk that is not removable (still never a system disk)")
+	fs.BoolVar(&f.allowLoop, "allow-loop", false, "allow a loop device as target (testing)")
+	fs.StringVar(&f.cacheDir, "cache-dir", "", "image cache directory (default: user cache dir)")
+	fs.BoolVar(&f.elevated, "elevated", false, "internal: this process is the privileged write step")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if f.device == "" {
+		return usageErrorf("flash: --device is required (list candidates with: talosflash devices)")
+	}
+
+	var rep reporter
+	if f.jsonOut {
+		rep = newJSONReporter(env.Stdout)
+	} else {
+		rep = newTermReporter(env.Stderr, isTerminal(env.Stderr))
+	}
+	defer rep.Finish()
+	err := flash(ctx, &f, env, rep)
+	if err != nil && f.jsonOut {
+		rep.Event("error", map[string]any{"code": exitCode(err), "message": oneLine(err.Error())})
+	}
+	return err
+}
+
+func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
+	opts := devices.Options{ForceNonRemovable: f.forceNonRemovable, AllowLoop: f.allowLoop, CreateFile: true}
+
+	// Safety first, before any download: a refused device costs nothing.
+	disk, err := devices.Check(f.device, 0, opts)
+	if err != nil {
+		return err
+	}
+
+	im, err := f.resolve(ctx, true)
+	if err != nil {
+		return err
+	}
+	rep.Info("image: %s", im.Label)
+	if im.SchematicID != "" {
+		rep.Info("schematic %s, Talos %s, %s", im.SchematicID, im.Version, im.FileName())
+	}
+	for _, w := range plan.ImageWarnings(im) {
+		rep.Info("warning: %s", w)
+		rep.Event("warning", map[string]any{"message": w})
+	}
+
+	if !f.yes {
+		if err := confirmDevice(env.Stdin, env.Stderr, disk.Path, disk.String()); err != nil {
+			return err
+		}
+	}
+
+	cache, err := openCache(f.cacheDir)
+	if err != nil {
+		return err
+	}
+	src := im.Source(cache, http.DefaultClient, f.noCache)
+
+	if !f.elevated && disk.Transport != devices.TransportFile && devices.NeedsElevation(disk.Path) {
+		return flashElevated(ctx, f, im, src, rep)
+	}
+
+	res, err := imaging.Flash(ctx, imaging.FlashOptions{
+		Source: src,
+		Target: disk.Path,
+		Open: func(p string, size int64) (imaging.Target, error) {
+			return devices.Open(p, size, opts)
+		},
+		Verify:   !f.noVerify,
+		Progress: rep.Progress,
+	})
+	if err != nil {
+		return err
+	}
+	rep.Finish()
+	verified := "not verified (--no-verify)"
+	if res.Verified {
+		verified = "verified by read-back (" + res.VerifyMode + ")"
+	}
+	rep.Info("wrote %s to %s, sha256 %s, %s", humanize.IBytes(uint64(res.Bytes)), disk.Path, res.SHA256, verified)
+	rep.Event("result", map[string]any{
+		"device": disk.Path, "bytes": res.Bytes, "sha256": res.SHA256, "verified": res.Verified,
+		"verify_mode": res.VerifyMode, "schematic": im.SchematicID, "version": im.Version,
+	})
+	if im.Role != "" {
+		rep.Info("next: boot the Pi from this card, then `talosflash nodes` and `talosflash apply --node IP --file %s.yaml --role %s`", im.Role, im.Role)
+	}
+	return nil
+}
+
+func openCache(dir string) (*imaging.Cache, error) {
+	if dir != "" {
+		return &imaging.Cache{Dir: dir}, nil
+	}
+	c, err := imaging.DefaultCache()
+	if err != nil {
+		return nil, fmt.Errorf("image cache: %w", err)
+	}
+	return c, nil
+}
+
+// flashElevated downloads as the current user, then re-runs only the write
+// step as root (pkexec) on the cached file, relaying its JSON progress.
+func flashElevated(ctx context.Context, f *flashFlags, im *plan.Image, src imaging.Source, rep reporter) error {
+	local := src.Path
+	if local == "" {
+		p, err := src.Cache.Fetch(ctx, src.HTTPClient, src.URL, src.Key, rep.Progress)
+		if err != nil {
+			return err
+		}
+		local = p
+	}
+	args := []string{"--flash", "--elevated", "--json", "--yes", "--image", local, "--device", f.device}
+	if f.noVerify {
+		args = append(args, "--no-verify")
+	}
+	if f.forceNonRemovable {
+		args = append(args, "--force-non-removable")
+	}
+	if f.allowLoop {
+		args = append(args, "--allow-loop")
+	}
+	cmd, err := devices.ElevatedCommand(args)
+	if err != nil {
+		return withCode(ExitDevice, err)
+	}
+	rep.Info("writing needs root: asking for permission (%s)", cmd.Path)
+	return relayElevated(ctx, cmd, rep)
+}
+
+// childLine is one JSON line of an elevated child's --json output.
+type childLine struct {
+	Event      string `json:"event"`
+	Stage      string `json:"stage"`
+	Done       int64  `json:"done"`
+	Total      int64  `json:"total"`
+	Rate       int64  `json:"rate"`
+	ETASeconds int64  `json:"eta_seconds"`
+	Code       int    `json:"code"`
+	Message    string `json:"message"`
+}
+
+func relayElevated(ctx context.Context, cmd interface {
+	StdoutPipe() (io.ReadCloser, error)
+	Start() error
+	Wait() error
+}, rep reporter) error {
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return withCode(ExitDevice, fmt.Errorf("start elevated write: %w", err))
+	}
+	var childErr *childLine
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		var l childLine
+		if json.Unmarshal(sc.Bytes(), &l) != nil {
+			continue
+		}
+		switch l.Event {
+		case "progress":
+			rep.Progress(progressFromChild(l))
+		case "error":
+			childErr = &l
+		case "info", "warning":
+			rep.Info("%s", l.Message)
+		case "result":
+			var m map[string]any
+			_ = json.Unmarshal(sc.Bytes(), &m)
+			delete(m, "event")
+			rep.Event("result", m)
+		}
+	}
+	waitErr := cmd.Wait()
+	if childErr != nil {
+		return withCode(childErr.Code, errors.New(childErr.Message))
+	}
+	if waitErr != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		// pkexec: 126 = not authorized / dismissed, 127 = cannot authenticate.
+		if strings.Contains(waitErr.Error(), "126") || strings.Contains(waitErr.Error(), "127") {
+			return withCode(ExitDevice, fmt.Errorf("permission to write the device was not granted: %w", waitErr))
+		}
+		return withCode(ExitWrite, fmt.Errorf("elevated write step failed: %w", waitErr))
+	}
+	return nil
+}
+
+func progressFromChild(l childLine) imaging.Progress {
+	return imaging.Progress{
+		Stage: imaging.Stage(l.Stage), Done: l.Done, Total: l.Total,
+		Rate: float64(l.Rate), ETA: time.Duration(l.ETASeconds) * time.Second,
+	}
+}

@@ -1,0 +1,155 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dustin/go-humanize"
+
+	"github.com/talosflash/talosflash/imaging"
+)
+
+// reporter turns pipeline progress into either a terminal bar or JSON lines.
+type reporter interface {
+	Progress(p imaging.Progress)
+	Info(format string, args ...any)
+	Event(name string, fields map[string]any) // machine-readable; ignored by the terminal view
+	Finish()
+}
+
+// jsonReporter writes one JSON object per line to out (stdout): stable keys
+// for scripts, human text goes to stderr.
+type jsonReporter struct {
+	mu   sync.Mutex
+	enc  *json.Encoder
+	last map[imaging.Stage]time.Time
+}
+
+func newJSONReporter(out io.Writer) *jsonReporter {
+	return &jsonReporter{enc: json.NewEncoder(out), last: map[imaging.Stage]time.Time{}}
+}
+
+func (r *jsonReporter) Progress(p imaging.Progress) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	// At most ~4 lines a second per stage, but always the stage's last one.
+	now := time.Now()
+	if p.Total <= 0 || p.Done < p.Total {
+		if now.Sub(r.last[p.Stage]) < 250*time.Millisecond {
+			return
+		}
+	}
+	r.last[p.Stage] = now
+	_ = r.enc.Encode(map[string]any{
+		"event": "progress", "stage": string(p.Stage), "done": p.Done, "total": p.Total,
+		"rate": int64(p.Rate), "eta_seconds": int64(p.ETA.Seconds()),
+	})
+}
+
+func (r *jsonReporter) Info(format string, args ...any) {
+	r.Event("info", map[string]any{"message": fmt.Sprintf(format, args...)})
+}
+
+func (r *jsonReporter) Event(name string, fields map[string]any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := map[string]any{"event": name}
+	for k, v := range fields {
+		m[k] = v
+	}
+	_ = r.enc.Encode(m)
+}
+
+func (r *jsonReporter) Finish() {}
+
+// termReporter draws a single-line bar on a terminal, or prints a line per
+// stage change and every few seconds when stderr is not a terminal.
+type termReporter struct {
+	mu      sync.Mutex
+	out     io.Writer
+	tty     bool
+	stage   imaging.Stage
+	lastOut time.Time
+	drawn   bool
+}
+
+func newTermReporter(out io.Writer, tty bool) *termReporter {
+	return &termReporter{out: out, tty: tty}
+}
+
+func (r *termReporter) Progress(p imaging.Progress) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := time.Now()
+	changed := p.Stage != r.stage
+	if changed && r.drawn && r.tty {
+		fmt.Fprintln(r.out)
+		r.drawn = false
+	}
+	r.stage = p.Stage
+	interval := 100 * time.Millisecond
+	if !r.tty {
+		interval = 5 * time.Second
+	}
+	final := p.Total > 0 && p.Done >= p.Total
+	if !changed && !final && now.Sub(r.lastOut) < interval {
+		return
+	}
+	r.lastOut = now
+	line := formatProgress(p, 30)
+	if r.tty {
+		fmt.Fprintf(r.out, "\r\033[K%s", line)
+		r.drawn = true
+	} else {
+		fmt.Fprintln(r.out, line)
+	}
+}
+
+func (r *termReporter) Info(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.drawn {
+		fmt.Fprintln(r.out)
+		r.drawn = false
+	}
+	fmt.Fprintf(r.out, format+"\n", args...)
+}
+
+func (r *termReporter) Event(string, map[string]any) {}
+
+func (r *termReporter) Finish() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.drawn {
+		fmt.Fprintln(r.out)
+		r.drawn = false
+	}
+}
+
+// formatProgress renders "write    [#####.....]  45%  610 MB / 1.3 GB  42 MB/s  ETA 17s".
+func formatProgress(p imaging.Progress, width int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-8s ", p.Stage)
+	if p.Total > 0 {
+		frac := float64(p.Done) / float64(p.Total)
+		if frac > 1 {
+			frac = 1
+		}
+		n := int(frac * float64(width))
+		fmt.Fprintf(&b, "[%s%s] %3.0f%%  %s / %s", strings.Repeat("#", n), strings.Repeat(".", width-n),
+			frac*100, humanize.IBytes(uint64(p.Done)), humanize.IBytes(uint64(p.Total)))
+	} else {
+		b.WriteString(humanize.IBytes(uint64(p.Done)))
+	}
+	if p.Rate > 0 {
+		fmt.Fprintf(&b, "  %s/s", humanize.IBytes(uint64(p.Rate)))
+	}
+	if p.ETA > 0 {
+		fmt.Fprintf(&b, "  ETA %s", p.ETA.Round(time.Second))
+	}
+	return b.String()
+}

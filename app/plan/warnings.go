@@ -1,0 +1,33 @@
+package plan
+
+import (
+	"fmt"
+
+	"github.com/talosflash/talosflash/factory"
+	"github.com/talosflash/talosflash/node"
+)
+
+// ImageWarnings are the things to tell the user before flashing: an image
+// whose extensions only start with an ExtensionServiceConfig (the Newt
+// incident), and a worker profile that carries them.
+func ImageWarnings(im *Image) []string {
+	var out []string
+	exts := im.Extensions()
+	for _, se := range node.ServiceExtensions() {
+		for _, e := range exts {
+			if e != se.Extension {
+				continue
+			}
+			msg := fmt.Sprintf("this image includes %s: the node's machine config must contain an ExtensionServiceConfig named %q (%v), or Talos stays in the booting stage and reboots every ~71 minutes",
+				e, se.ConfigName, se.Env)
+			if im.Role == "worker" {
+				msg = "the worker profile includes " + e + " (normally control plane only); " + msg
+			}
+			out = append(out, msg)
+		}
+	}
+	if im.Schematic != nil && im.Schematic.Overlay.Name == "" && (im.Arch == "" || im.Arch == factory.DefaultArch) {
+		out = append(out, "this schematic has no board overlay: a Raspberry Pi needs the sbc-raspberrypi overlay (rpi_generic) to boot")
+	}
+	return out
+}
