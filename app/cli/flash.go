@@ -24,7 +24,7 @@ import (
 // imageFlags are the flags that choose what to flash, shared by flash and schematic.
 type imageFlags struct {
 	role, profiles, version, factoryURL, arch string
-	installer, installerFile, image         string
+	installer, installerFile, image           string
 }
 
 func (f *imageFlags) register(fs *flag.FlagSet) {

@@ -102,8 +102,8 @@ func dash(s string) string {
 func runApply(ctx context.Context, args []string, env Env) error {
 	var (
 		endpoint, file, mode, role, profiles, installer, factoryURL string
-		dryRun, force, jsonOut                                     bool
-		timeout                                                    time.Duration
+		dryRun, force, jsonOut                                      bool
+		timeout                                                     time.Duration
 	)
 	fs := newFlagSet("apply", env)
 	fs.StringVar(&endpoint, "node", "", "node address (IP or IP:port), as talosctl -n")

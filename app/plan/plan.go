@@ -18,8 +18,8 @@ import (
 
 // Image is a resolved choice: which schematic, version and file to flash.
 type Image struct {
-	Label       string // what the user picked, for messages: "role worker", an installer ref, a file
-	Role        string // profile name when picked by role/profile, else ""
+	Label       string               // what the user picked, for messages: "role worker", an installer ref, a file
+	Role        string               // profile name when picked by role/profile, else ""
 	Schematic   *schematic.Schematic // nil when only the ID is known
 	SchematicID string
 	Version     string
