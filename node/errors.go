@@ -67,9 +67,9 @@ type RefusedError struct {
 
 func (e *RefusedError) Error() string {
 	if e.UnsupportedMode {
-		return fmt.Sprintf("node %s refused the apply mode: %s (a node in maintenance mode only supports --mode auto, reboot or try)", e.Endpoint, e.Message)
+		return fmt.Sprintf("node refused the apply mode: %s; a node in maintenance mode only supports --mode auto, reboot or try (node %s)", e.Message, e.Endpoint)
 	}
-	return fmt.Sprintf("node %s refused the config: %s", e.Endpoint, e.Message)
+	return fmt.Sprintf("node refused the config: %s (node %s)", e.Message, e.Endpoint)
 }
 
 // Is makes errors.Is(err, ErrRefused) true.

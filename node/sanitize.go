@@ -15,7 +15,7 @@ var (
 	pemBlock   = regexp.MustCompile(`(?s)-----BEGIN[^-]*-----.*?(-----END[^-]*-----|$)`)
 	quoted     = regexp.MustCompile("\"(?:[^\"\\\\\\n]|\\\\.)*\"|'[^'\\n]*'|`[^`\\n]*`")
 	tokenRun   = regexp.MustCompile(`[A-Za-z0-9+/=_\-.:]{16,}`)
-	safeQuoted = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9]{0,39}$`)
+	safeQuoted = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9-]{0,39}$`)
 	plainWord  = regexp.MustCompile(`^[a-z][a-z.\-/_:]*$`)
 	keyValue   = regexp.MustCompile(`(?i)((?:^|[^a-z])(?:key|token|secret|password|passwd|crt|cert|ca|authkey|bootstraptoken|secretboxencryptionsecret|aescbcencryptionsecret)\s*[:=]\s*)[^\s,;)\]}]+`)
 	lineNumber = regexp.MustCompile(`\bline (\d+)\b`)

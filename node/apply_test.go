@@ -1,0 +1,226 @@
+package node_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/talosflash/talosflash/node"
+	"github.com/talosflash/talosflash/node/nodetest"
+)
+
+func readTestdata(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile("testdata/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestApplyDeliversExactConfigModeAndDryRun(t *testing.T) {
+	srv := nodetest.Start(t, nodetest.Options{Warnings: []string{"use of deprecated field"}})
+	cfg := readTestdata(t, "worker.yaml")
+	ctx := context.Background()
+
+	res, err := node.Apply(ctx, node.ApplyOptions{Endpoint: srv.Addr(), Config: cfg, Mode: "try", TryTimeout: 90 * time.Second})
+	if err != nil {
+		t.Fatalf("apply: %v", err)
+	}
+	res2, err := node.Apply(ctx, node.ApplyOptions{Endpoint: srv.Addr(), Config: cfg, DryRun: true})
+	if err != nil {
+		t.Fatalf("dry-run apply: %v", err)
+	}
+
+	reqs := srv.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("server got %d requests, want 2", len(reqs))
+	}
+	if !bytes.Equal(reqs[0].Config, cfg) || !bytes.Equal(reqs[1].Config, cfg) {
+		t.Fatal("config bytes received differ from the file")
+	}
+	if reqs[0].Mode != machine.ApplyConfigurationRequest_TRY || reqs[0].DryRun || reqs[0].TryTimeout != 90*time.Second {
+		t.Errorf("request 1 = mode %v dry-run %v try-timeout %v, want TRY false 1m30s", reqs[0].Mode, reqs[0].DryRun, reqs[0].TryTimeout)
+	}
+	if reqs[1].Mode != machine.ApplyConfigurationRequest_AUTO || !reqs[1].DryRun || reqs[1].TryTimeout != 0 {
+		t.Errorf("request 2 = mode %v dry-run %v try-timeout %v, want AUTO true 0", reqs[1].Mode, reqs[1].DryRun, reqs[1].TryTimeout)
+	}
+
+	if res.Mode != "try" || res.DryRun || len(res.Warnings) != 1 || res.Warnings[0] != "use of deprecated field" {
+		t.Errorf("result = %+v", res)
+	}
+	if !strings.Contains(res2.ModeDetails, "Dry run summary:\nNode is running in maintenance mode") || !res2.DryRun {
+		t.Errorf("dry-run mode details = %q", res2.ModeDetails)
+	}
+	sum := sha256.Sum256(srv.CertDER())
+	if res.ServerCertSHA256 != hex.EncodeToString(sum[:]) {
+		t.Errorf("cert fingerprint %s, want the server's", res.ServerCertSHA256)
+	}
+}
+
+func TestApplyModes(t *testing.T) {
+	srv := nodetest.Start(t, nodetest.Options{SkipValidation: true})
+	want := map[string]machine.ApplyConfigurationRequest_Mode{
+		"auto": machine.ApplyConfigurationRequest_AUTO, "reboot": machine.ApplyConfigurationRequest_REBOOT,
+		"try": machine.ApplyConfigurationRequest_TRY, "no-reboot": machine.ApplyConfigurationRequest_NO_REBOOT,
+		"staged": machine.ApplyConfigurationRequest_STAGED,
+	}
+	for _, mode := range []string{"auto", "reboot", "try", "no-reboot", "staged"} {
+		before := len(srv.Requests())
+		_, err := node.Apply(context.Background(), node.ApplyOptions{Endpoint: srv.Addr(), Config: []byte("x"), Mode: mode})
+		got := srv.Requests()
+		if len(got) != before+1 || got[len(got)-1].Mode != want[mode] {
+			t.Fatalf("mode %s: server did not receive mode %v", mode, want[mode])
+		}
+		switch mode {
+		case "no-reboot", "staged":
+			var re *node.RefusedError
+			if !errors.As(err, &re) || !re.UnsupportedMode || re.Code != codes.Unimplemented || !errors.Is(err, node.ErrRefused) {
+				t.Fatalf("mode %s: err = %v, want unsupported-mode RefusedError", mode, err)
+			}
+			if !strings.Contains(err.Error(), "auto, reboot or try") || !strings.Contains(err.Error(), mode) {
+				t.Errorf("mode %s: message %q does not name the supported modes", mode, err)
+			}
+		default:
+			if err != nil {
+				t.Fatalf("mode %s: %v", mode, err)
+			}
+		}
+	}
+	if _, err := node.Apply(context.Background(), node.ApplyOptions{Endpoint: srv.Addr(), Config: []byte("x"), Mode: "sometimes"}); err == nil {
+		t.Fatal("unknown mode accepted")
+	}
+}
+
+func TestApplyNodeRefusesConfig(t *testing.T) {
+	srv := nodetest.Start(t, nodetest.Options{ApplyErr: status.Error(codes.InvalidArgument, "configuration validation failed: 1 error occurred: install disk or diskSelector should be defined")})
+	_, err := node.Apply(context.Background(), node.ApplyOptions{Endpoint: srv.Addr(), Config: readTestdata(t, "worker.yaml")})
+	var re *node.RefusedError
+	if !errors.As(err, &re) || re.Code != codes.InvalidArgument || !errors.Is(err, node.ErrRefused) || errors.Is(err, node.ErrNetwork) {
+		t.Fatalf("err = %#v", err)
+	}
+	want := "node refused the config: configuration validation failed: 1 error occurred: install disk or diskSelector should be defined"
+	if !strings.Contains(err.Error(), want) {
+		t.Errorf("err = %q, want it to contain %q", err, want)
+	}
+}
+
+func TestApplyServerSideValidation(t *testing.T) {
+	// Without injected errors the fake node loads the config like Talos does.
+	srv := nodetest.Start(t, nodetest.Options{})
+	_, err := node.Apply(context.Background(), node.ApplyOptions{Endpoint: srv.Addr(), Config: []byte("apiVersion: v1alpha1\nkind: KubeNodeConfig\n")})
+	if !errors.Is(err, node.ErrRefused) || !strings.Contains(err.Error(), "KubeNodeConfig") {
+		t.Fatalf("err = %v, want a refusal naming the unknown kind", err)
+	}
+}
+
+func TestApplyServerErrorIsSanitized(t *testing.T) {
+	key, token := fakeKeyMaterial(t)
+	srv := nodetest.Start(t, nodetest.Options{ApplyErr: status.Errorf(codes.InvalidArgument, "bad value %q near\n%s", token, key)})
+	_, err := node.Apply(context.Background(), node.ApplyOptions{Endpoint: srv.Addr(), Config: []byte("x")})
+	if err == nil {
+		t.Fatal("no error")
+	}
+	assertNoSecret(t, err.Error(), key, token)
+}
+
+func TestApplyConnectionRefused(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	lis.Close()
+
+	start := time.Now()
+	_, err = node.Apply(context.Background(), node.ApplyOptions{Endpoint: addr, Config: []byte("x"), Timeout: 5 * time.Second})
+	var ne *node.NetworkError
+	if !errors.As(err, &ne) || ne.Kind != node.NetRefused || !errors.Is(err, node.ErrNetwork) {
+		t.Fatalf("err = %v, want connection refused", err)
+	}
+	if time.Since(start) > 3*time.Second {
+		t.Errorf("refused connection took %v", time.Since(start))
+	}
+}
+
+// A port that answers with something other than TLS.
+func TestApplyTLSFailure(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lis.Close() })
+	go func() {
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n"))
+			c.Close()
+		}
+	}()
+	_, err = node.Apply(context.Background(), node.ApplyOptions{Endpoint: lis.Addr().String(), Config: []byte("x"), Timeout: 5 * time.Second})
+	var ne *node.NetworkError
+	if !errors.As(err, &ne) || ne.Kind != node.NetTLS || !errors.Is(err, node.ErrNetwork) {
+		t.Fatalf("err = %v, want TLS failure", err)
+	}
+}
+
+func TestApplyTimeout(t *testing.T) {
+	srv := nodetest.Start(t, nodetest.Options{Delay: 20 * time.Second})
+	start := time.Now()
+	_, err := node.Apply(context.Background(), node.ApplyOptions{Endpoint: srv.Addr(), Config: []byte("x"), Timeout: 300 * time.Millisecond})
+	var ne *node.NetworkError
+	if !errors.As(err, &ne) || ne.Kind != node.NetTimeout || !errors.Is(err, node.ErrNetwork) {
+		t.Fatalf("err = %v, want timeout", err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("timeout took %v", d)
+	}
+	if !strings.Contains(err.Error(), "300ms") {
+		t.Errorf("message %q does not say the timeout", err)
+	}
+}
+
+func TestApplyCancelled(t *testing.T) {
+	srv := nodetest.Start(t, nodetest.Options{Delay: 20 * time.Second})
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	_, err := node.Apply(ctx, node.ApplyOptions{Endpoint: srv.Addr(), Config: []byte("x")})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+}
+
+func TestNormalizeEndpoint(t *testing.T) {
+	for in, want := range map[string]string{
+		"192.168.1.20":       "192.168.1.20:50000",
+		"192.168.1.20:50001": "192.168.1.20:50001",
+		"talos-cp":           "talos-cp:50000",
+		"fd00::5":            "[fd00::5]:50000",
+		"[fd00::5]:1234":     "[fd00::5]:1234",
+		"https://10.0.0.2":   "10.0.0.2:50000",
+	} {
+		got, err := node.NormalizeEndpoint(in)
+		if err != nil || got != want {
+			t.Errorf("NormalizeEndpoint(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "1.2.3.4:0", "1.2.3.4:99999", "10.0.0.0/24"} {
+		if _, err := node.NormalizeEndpoint(bad); err == nil {
+			t.Errorf("NormalizeEndpoint(%q) accepted", bad)
+		}
+	}
+}
