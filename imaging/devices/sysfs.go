@@ -207,6 +207,8 @@ func (p Lister) readDisk(name string, s *snapshot) Disk {
 		}
 	case TransportDM:
 		d.Model = readString(dir, "dm/name")
+	case TransportVirtio:
+		d.Model = "virtio disk" // device/vendor is a PCI id ("0x1af4"), not a name
 	default:
 		d.Vendor = readString(dir, "device/vendor")
 		d.Model = readString(dir, "device/model")
