@@ -1,0 +1,373 @@
+package cli
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/talosflash/talosflash/factory"
+	"github.com/talosflash/talosflash/factory/factorytest"
+	"github.com/talosflash/talosflash/imaging/imagetest"
+	"github.com/talosflash/talosflash/node/nodetest"
+)
+
+const imageSize = 8 << 20
+
+// One generated image serves every test: compressing it is the slow part.
+var (
+	fixtureOnce sync.Once
+	fixture     *imagetest.Fixture
+)
+
+// cliRun runs the CLI in-process and returns exit code, stdout, stderr.
+func cliRun(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := Main(args, Env{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errOut})
+	return code, out.String(), errOut.String()
+}
+
+// fakeFactory serves the worker and controlplane images at DefaultTalosVersion.
+func fakeFactory(t *testing.T) (*factorytest.Server, *imagetest.Fixture) {
+	t.Helper()
+	srv := factorytest.New(t)
+	fixtureOnce.Do(func() { fixture = imagetest.New(t, imageSize, 7, 1<<20) })
+	fx := fixture
+	if fx == nil {
+		t.Fatal("image fixture failed")
+	}
+	for _, p := range factory.BuiltinProfiles() {
+		id, err := p.SchematicID()
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv.AddImage(id, p.Version(), "metal-arm64.raw.xz", fx.XZ)
+	}
+	return srv, fx
+}
+
+func jsonEvents(t *testing.T, stdout string) []map[string]any {
+	t.Helper()
+	var evs []map[string]any
+	sc := bufio.NewScanner(strings.NewReader(stdout))
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("stdout line is not JSON: %q", sc.Text())
+		}
+		evs = append(evs, m)
+	}
+	return evs
+}
+
+func lastEvent(evs []map[string]any, name string) map[string]any {
+	for i := len(evs) - 1; i >= 0; i-- {
+		if evs[i]["event"] == name {
+			return evs[i]
+		}
+	}
+	return nil
+}
+
+func fileSHA256(t *testing.T, path string, n int64) string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.CopyN(h, f, n); err != nil {
+		t.Fatalf("read %s: %v", path, err)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func TestFlashRoleToFileThenFromCache(t *testing.T) {
+	srv, fx := fakeFactory(t)
+	dir := t.TempDir()
+	cache := filepath.Join(dir, "cache")
+	target := filepath.Join(dir, "card.img")
+
+	code, stdout, stderr := cliRun(t, "--flash", "--role", "worker", "--device", target, "--yes", "--json",
+		"--factory", srv.URL, "--cache-dir", cache)
+	if code != ExitOK {
+		t.Fatalf("exit %d, stderr: %s\nstdout: %s", code, stderr, stdout)
+	}
+	if got := fileSHA256(t, target, imageSize); got != fx.SHA256 {
+		t.Fatalf("target sha256 %s, want image %s", got, fx.SHA256)
+	}
+	evs := jsonEvents(t, stdout)
+	res := lastEvent(evs, "result")
+	if res == nil || res["verified"] != true || res["sha256"] != fx.SHA256 {
+		t.Fatalf("result event %v, want verified with sha %s", res, fx.SHA256)
+	}
+	workerID, _ := factory.BuiltinProfiles()[1].SchematicID()
+	if res["schematic"] != workerID {
+		t.Fatalf("flashed schematic %v, want worker %s", res["schematic"], workerID)
+	}
+	if got := srv.Schematics(); len(got) != 1 || got[0] != workerID {
+		t.Fatalf("factory registered %v, want only the worker schematic", got)
+	}
+	var sawWrite, sawVerify bool
+	for _, e := range evs {
+		if e["event"] == "progress" && e["stage"] == "write" {
+			sawWrite = true
+		}
+		if e["event"] == "progress" && e["stage"] == "verify" && e["done"] == e["total"] {
+			sawVerify = true
+		}
+	}
+	if !sawWrite || !sawVerify {
+		t.Fatalf("progress events lack write or a complete verify: %v", evs)
+	}
+
+	// The second and third cards come from the cache: no image bytes served.
+	served := srv.BytesServed()
+	if served < int64(len(fx.XZ)) {
+		t.Fatalf("served %d bytes, image is %d", served, len(fx.XZ))
+	}
+	target2 := filepath.Join(dir, "card2.img")
+	code, _, stderr = cliRun(t, "--flash", "--role", "worker", "--device", target2, "--yes",
+		"--factory", srv.URL, "--cache-dir", cache)
+	if code != ExitOK {
+		t.Fatalf("second flash exit %d: %s", code, stderr)
+	}
+	if srv.BytesServed() != served {
+		t.Fatalf("second flash downloaded %d more bytes; want the cache", srv.BytesServed()-served)
+	}
+	if got := fileSHA256(t, target2, imageSize); got != fx.SHA256 {
+		t.Fatal("second card differs from the image")
+	}
+}
+
+func TestFlashControlplaneWarnsAboutNewt(t *testing.T) {
+	srv, _ := fakeFactory(t)
+	dir := t.TempDir()
+	code, stdout, stderr := cliRun(t, "--flash", "--role", "controlplane", "--device", filepath.Join(dir, "cp.img"),
+		"--yes", "--json", "--factory", srv.URL, "--cache-dir", dir)
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	w := lastEvent(jsonEvents(t, stdout), "warning")
+	if w == nil || !strings.Contains(w["message"].(string), "ExtensionServiceConfig") {
+		t.Fatalf("want a Newt ExtensionServiceConfig warning, got %v", w)
+	}
+}
+
+func TestFlashInstallerRefAndFile(t *testing.T) {
+	srv, fx := fakeFactory(t)
+	dir := t.TempDir()
+	workerID, _ := factory.BuiltinProfiles()[1].SchematicID()
+	ref := "factory.talos.dev/metal-installer/" + workerID + ":" + factory.DefaultTalosVersion
+
+	target := filepath.Join(dir, "a.img")
+	code, _, stderr := cliRun(t, "--flash", "--installer", ref, "--device", target, "--yes",
+		"--factory", srv.URL, "--cache-dir", dir)
+	if code != ExitOK {
+		t.Fatalf("installer ref: exit %d: %s", code, stderr)
+	}
+	if fileSHA256(t, target, imageSize) != fx.SHA256 {
+		t.Fatal("installer ref flash: wrong bytes")
+	}
+
+	inst := filepath.Join(dir, "installer-worker.yaml")
+	os.WriteFile(inst, []byte("machine:\n  install:\n    image: "+ref+"\n"), 0o644)
+	target = filepath.Join(dir, "b.img")
+	code, _, stderr = cliRun(t, "--flash", "--installer-file", inst, "--device", target, "--yes",
+		"--factory", srv.URL, "--cache-dir", dir)
+	if code != ExitOK {
+		t.Fatalf("installer file: exit %d: %s", code, stderr)
+	}
+	if fileSHA256(t, target, imageSize) != fx.SHA256 {
+		t.Fatal("installer file flash: wrong bytes")
+	}
+}
+
+func TestFlashLoopDevice(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("loop devices need root")
+	}
+	srv, fx := fakeFactory(t)
+	dir := t.TempDir()
+	backing := filepath.Join(dir, "loop.img")
+	if err := os.WriteFile(backing, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(backing, 16<<20); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("losetup", "-f", "--show", backing).CombinedOutput()
+	if err != nil {
+		t.Skipf("losetup unavailable here: %v: %s", err, out)
+	}
+	loop := strings.TrimSpace(string(out))
+	t.Cleanup(func() { exec.Command("losetup", "-d", loop).Run() })
+
+	// A loop device is refused unless named explicitly for testing.
+	code, _, stderr := cliRun(t, "--flash", "--role", "worker", "--device", loop, "--yes",
+		"--factory", srv.URL, "--cache-dir", dir)
+	if code != ExitDevice {
+		t.Fatalf("loop without --allow-loop: exit %d, want %d: %s", code, ExitDevice, stderr)
+	}
+	if srv.BytesServed() != 0 {
+		t.Fatal("a refused device must be refused before downloading")
+	}
+
+	code, stdout, stderr := cliRun(t, "--flash", "--role", "worker", "--device", loop, "--yes", "--allow-loop", "--json",
+		"--factory", srv.URL, "--cache-dir", dir)
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if got := fileSHA256(t, loop, imageSize); got != fx.SHA256 {
+		t.Fatalf("loop device holds %s, want %s", got, fx.SHA256)
+	}
+	if res := lastEvent(jsonEvents(t, stdout), "result"); res["verified"] != true {
+		t.Fatalf("result %v", res)
+	}
+}
+
+func TestExitCodes(t *testing.T) {
+	srv, _ := fakeFactory(t)
+	dir := t.TempDir()
+	notXZ := filepath.Join(dir, "garbage.raw.xz")
+	os.WriteFile(notXZ, append([]byte{0xfd, '7', 'z', 'X', 'Z', 0}, bytes.Repeat([]byte{1}, 4096)...), 0o644)
+	card := filepath.Join(dir, "card.img")
+	common := []string{"--factory", srv.URL, "--cache-dir", dir}
+	cases := []struct {
+		name string
+		args []string
+		code int
+		msg  string
+	}{
+		{"no command", nil, ExitUsage, "no command"},
+		{"unknown command", []string{"frobnicate"}, ExitUsage, "unknown command"},
+		{"bad flag", []string{"--flash", "--colour"}, ExitUsage, "flag provided but not defined"},
+		{"no device", []string{"--flash", "--role", "worker"}, ExitUsage, "--device is required"},
+		{"unknown role", append([]string{"--flash", "--role", "master", "--device", card, "--yes"}, common...), ExitUsage, `unknown profile "master"`},
+		{"bad version", append([]string{"--flash", "--role", "worker", "--version", "1.x", "--device", card, "--yes"}, common...), ExitUsage, "version"},
+		{"two sources", append([]string{"--flash", "--role", "worker", "--image", notXZ, "--device", card, "--yes"}, common...), ExitUsage, "exactly one"},
+		{"no tty no yes", append([]string{"--flash", "--role", "worker", "--device", card}, common...), ExitUsage, "--yes"},
+		{"bad installer ref", append([]string{"--flash", "--installer", "ghcr.io/siderolabs/installer:v1.14.5", "--device", card, "--yes"}, common...), ExitUsage, "installer"},
+		{"directory device", append([]string{"--flash", "--role", "worker", "--device", dir, "--yes"}, common...), ExitDevice, "directory"},
+		{"missing device", append([]string{"--flash", "--role", "worker", "--device", "/dev/talosflash-nope", "--yes"}, common...), ExitDevice, "talosflash-nope"},
+		{"system disk", append([]string{"--flash", "--role", "worker", "--device", rootDisk(t), "--yes"}, common...), ExitDevice, "refusing"},
+		{"factory down", []string{"--flash", "--role", "worker", "--device", card, "--yes", "--factory", "http://127.0.0.1:1", "--cache-dir", dir}, ExitNetwork, "127.0.0.1:1"},
+		{"unknown version on factory", append([]string{"--flash", "--role", "worker", "--version", "v1.99.0", "--device", card, "--yes"}, common...), ExitNetwork, "v1.99.0"},
+		{"corrupt image", []string{"--flash", "--image", notXZ, "--device", card, "--yes"}, ExitImage, "xz"},
+		{"apply no file", []string{"apply", "--node", "127.0.0.1"}, ExitUsage, "--file"},
+		{"apply bad mode", []string{"apply", "--node", "127.0.0.1", "--file", notXZ, "--mode", "sometimes"}, ExitUsage, "mode"},
+		{"apply not a config", []string{"apply", "--node", "127.0.0.1", "--file", notXZ}, ExitConfig, "config"},
+		{"nodes bad subnet", []string{"nodes", "--subnet", "10.0.0.0/99"}, ExitUsage, "subnet"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, _, stderr := cliRun(t, c.args...)
+			if code != c.code {
+				t.Fatalf("exit %d, want %d; stderr: %s", code, c.code, stderr)
+			}
+			if !strings.Contains(stderr, c.msg) {
+				t.Fatalf("stderr %q lacks %q", stderr, c.msg)
+			}
+			if strings.Contains(stderr, "goroutine ") || strings.Contains(stderr, "panic") {
+				t.Fatalf("stack trace on bad input: %s", stderr)
+			}
+			if lines := strings.Count(strings.TrimSpace(lastLine(stderr)), "\n"); lines != 0 {
+				t.Fatalf("error is not one line: %q", stderr)
+			}
+		})
+	}
+}
+
+func lastLine(s string) string {
+	s = strings.TrimRight(s, "\n")
+	if i := strings.LastIndex(s, "\n"); i >= 0 {
+		return s[i+1:]
+	}
+	return s
+}
+
+// rootDisk is the whole disk holding / (from /proc/self/mountinfo via lsblk).
+func rootDisk(t *testing.T) string {
+	out, err := exec.Command("findmnt", "-n", "-o", "SOURCE", "/").Output()
+	if err != nil {
+		t.Skipf("findmnt: %v", err)
+	}
+	src := strings.TrimSpace(string(out))
+	pk, err := exec.Command("lsblk", "-n", "-o", "PKNAME", src).Output()
+	if err == nil && strings.TrimSpace(string(pk)) != "" {
+		return "/dev/" + strings.TrimSpace(string(pk))
+	}
+	if !strings.HasPrefix(src, "/dev/") {
+		t.Skipf("root filesystem %q is not on a block device", src)
+	}
+	return src
+}
+
+func TestApplyConfig(t *testing.T) {
+	srv := nodetest.Start(t, nodetest.Options{})
+	dir := t.TempDir()
+	worker, err := os.ReadFile("../../node/testdata/worker.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "worker.yaml")
+	os.WriteFile(file, worker, 0o600)
+
+	code, stdout, stderr := cliRun(t, "apply", "--node", srv.Addr(), "--file", file, "--role", "worker", "--dry-run")
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	reqs := srv.Requests()
+	if len(reqs) != 1 || !bytes.Equal(reqs[0].Config, worker) || !reqs[0].DryRun {
+		t.Fatalf("server got %d requests; want the exact worker.yaml as a dry run", len(reqs))
+	}
+	if !strings.Contains(stdout, "dry run") {
+		t.Fatalf("stdout %q", stdout)
+	}
+
+	// The incident: a node flashed as controlplane (Newt inside) gets a config
+	// without the newt ExtensionServiceConfig -> refused before sending.
+	code, _, stderr = cliRun(t, "apply", "--node", srv.Addr(), "--file", file, "--role", "controlplane")
+	if code != ExitConfig {
+		t.Fatalf("newt without ESC: exit %d, want %d: %s", code, ExitConfig, stderr)
+	}
+	if !strings.Contains(stderr, "newt") {
+		t.Fatalf("stderr lacks the newt finding: %s", stderr)
+	}
+	if len(srv.Requests()) != 1 {
+		t.Fatal("a config failing the incident check was sent")
+	}
+
+	// Nothing listens: a network error.
+	code, _, stderr = cliRun(t, "apply", "--node", "127.0.0.1:1", "--file", file, "--role", "worker")
+	if code != ExitNetwork {
+		t.Fatalf("closed port: exit %d, want %d: %s", code, ExitNetwork, stderr)
+	}
+}
+
+func TestNodesFindsTestServer(t *testing.T) {
+	srv := nodetest.Start(t, nodetest.Options{Addr: "127.0.0.1:0"})
+	port := srv.Port()
+	code, stdout, stderr := cliRun(t, "nodes", "--subnet", "127.0.0.1/32", "--port", strconv.Itoa(port), "--json")
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var nodes []map[string]any
+	if err := json.Unmarshal([]byte(stdout), &nodes); err != nil {
+		t.Fatalf("bad JSON %q: %v", stdout, err)
+	}
+	if len(nodes) != 1 || nodes[0]["Maintenance"] != true {
+		t.Fatalf("nodes %v; want the one maintenance test server", nodes)
+	}
+}
