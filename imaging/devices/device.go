@@ -5,6 +5,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"sync"
 )
 
 // DefaultSyncEvery is how much Device.Write buffers in the page cache before
@@ -15,8 +16,10 @@ import (
 const DefaultSyncEvery = 32 << 20
 
 // Device is an open write target. It satisfies imaging.Target
-// (io.Writer, io.ReaderAt, Sync, Close, Fd). Write and Sync are sequential
-// and not safe for concurrent use; ReadAt may run concurrently.
+// (io.Writer, io.ReaderAt, Sync, Close, Fd). Writes are sequential: Write
+// and Sync are meant for one goroutine, ReadAt may run concurrently, and
+// Close may be called from another goroutine while a Write is stuck in the
+// kernel (a vanished reader): it then closes without waiting.
 //
 // After the first write or sync error the Device stays failed: every later
 // Write, Sync and Close returns that error, nothing is retried.
@@ -26,12 +29,15 @@ type Device struct {
 
 	f         *os.File
 	block     bool
-	off       int64 // bytes written so far (sequential writes)
-	synced    int64 // off at the last successful sync
 	syncEvery int64
-	failed    error
-	warnings  []string
-	closed    bool
+
+	mu       sync.Mutex // guards the fields below; never held during I/O
+	off      int64      // bytes written so far (sequential writes)
+	synced   int64      // off at the last successful sync
+	inflight int        // Write/Sync calls in the kernel right now
+	failed   error
+	closed   bool
+	warnings []string
 }
 
 func newDevice(f *os.File, d *Disk, block bool, opts Options) *Device {
@@ -45,26 +51,54 @@ func newDevice(f *os.File, d *Disk, block bool, opts Options) *Device {
 // Name is the path that was opened.
 func (d *Device) Name() string { return d.f.Name() }
 
-// Fd is the file descriptor (for O_DIRECT-style tuning by the pipeline).
+// Fd is the file descriptor (the pipeline uses it for O_DIRECT and to read
+// the device size).
 func (d *Device) Fd() uintptr { return d.f.Fd() }
 
 // Warnings are non-fatal problems, e.g. the kernel could not re-read the
 // partition table after Close.
-func (d *Device) Warnings() []string { return append([]string(nil), d.warnings...) }
+func (d *Device) Warnings() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]string(nil), d.warnings...)
+}
+
+// begin registers an I/O call; it fails on a failed or closed Device.
+func (d *Device) begin() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.failed != nil {
+		return d.failed
+	}
+	if d.closed {
+		return os.ErrClosed
+	}
+	d.inflight++
+	return nil
+}
 
 // Write writes sequentially. Errors are *IOError with the failed region.
 func (d *Device) Write(p []byte) (int, error) {
-	if d.failed != nil {
-		return 0, d.failed
+	if err := d.begin(); err != nil {
+		return 0, err
 	}
-	start := d.off
 	n, err := d.f.Write(p)
+
+	d.mu.Lock()
+	d.inflight--
+	start := d.off
 	d.off += int64(n)
-	if err != nil {
+	if err != nil && d.failed == nil {
 		d.failed = &IOError{Op: "write", Path: d.f.Name(), Offset: start + int64(n), Len: int64(len(p) - n), Err: errno(err)}
-		return n, d.failed
 	}
-	if d.syncEvery > 0 && d.off-d.synced >= d.syncEvery {
+	failed := d.failed
+	needSync := d.syncEvery > 0 && d.off-d.synced >= d.syncEvery
+	d.mu.Unlock()
+
+	if failed != nil {
+		return n, failed
+	}
+	if needSync {
 		if err := d.Sync(); err != nil {
 			return n, err
 		}
@@ -85,30 +119,64 @@ func (d *Device) ReadAt(p []byte, off int64) (int, error) {
 // Sync flushes written data to the medium. A failure is an *IOError covering
 // everything written since the previous successful sync.
 func (d *Device) Sync() error {
-	if d.failed != nil {
+	if err := d.begin(); err != nil {
+		return err
+	}
+	return d.sync()
+}
+
+// sync runs fsync for a caller that did begin().
+func (d *Device) sync() error {
+	d.mu.Lock()
+	upTo := d.off
+	d.mu.Unlock()
+	err := d.f.Sync()
+
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.inflight--
+	if err != nil {
+		if d.failed == nil {
+			d.failed = &IOError{Op: "sync", Path: d.f.Name(), Offset: d.synced, Len: upTo - d.synced, Err: errno(err)}
+		}
 		return d.failed
 	}
-	if err := d.f.Sync(); err != nil {
-		d.failed = &IOError{Op: "sync", Path: d.f.Name(), Offset: d.synced, Len: d.off - d.synced, Err: errno(err)}
-		return d.failed
-	}
-	d.synced = d.off
-	return nil
+	d.synced = max(d.synced, upTo)
+	return d.failed
 }
 
 // Close syncs, asks the kernel to re-read the partition table of a block
 // device (so the new partitions appear; failures become Warnings), and
 // closes. It returns the first I/O error of the Device, if any. Closing
-// twice is a no-op.
+// twice is a no-op. If a Write is still blocked in the kernel, Close does
+// not sync (that would block too): it closes and reports the write as
+// unfinished.
 func (d *Device) Close() error {
+	d.mu.Lock()
 	if d.closed {
+		d.mu.Unlock()
 		return nil
 	}
 	d.closed = true
-	err := d.Sync() // returns the sticky error without touching a failed device
+	busy, failed := d.inflight > 0, d.failed
+	if !busy && failed == nil {
+		d.inflight++ // for sync()
+	}
+	d.mu.Unlock()
+
+	if busy {
+		d.f.Close()
+		return &IOError{Op: "write", Path: d.f.Name(), Offset: d.written(), Err: errStuck}
+	}
+	err := failed
+	if err == nil {
+		err = d.sync()
+	}
 	if err == nil && d.block {
 		if w := rereadPartitions(d.f); w != "" {
+			d.mu.Lock()
 			d.warnings = append(d.warnings, w)
+			d.mu.Unlock()
 		}
 	}
 	if cerr := d.f.Close(); cerr != nil && err == nil {
@@ -117,6 +185,13 @@ func (d *Device) Close() error {
 	return err
 }
 
+func (d *Device) written() int64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.off
+}
+
+var errStuck = errors.New("closed while a write was still blocked in the kernel (card removed or reader hung?)")
 // errno strips *fs.PathError so IOError does not repeat the path.
 func errno(err error) error {
 	var pe *fs.PathError
