@@ -192,6 +192,7 @@ func (d *Device) written() int64 {
 }
 
 var errStuck = errors.New("closed while a write was still blocked in the kernel (card removed or reader hung?)")
+
 // errno strips *fs.PathError so IOError does not repeat the path.
 func errno(err error) error {
 	var pe *fs.PathError
