@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
+	"sort"
 	"strings"
 	"unicode/utf8"
 
@@ -70,6 +72,11 @@ func LoadConfig(data []byte) (cfg *Config, err error) {
 	docs, err := scanDocuments(data)
 	if err != nil {
 		return nil, err
+	}
+	for _, d := range docs {
+		if (d.Kind == "") != (d.APIVersion == "") {
+			return nil, &ConfigError{Line: d.Line, Reason: fmt.Sprintf("document %d: needs both apiVersion and kind (or neither, for the main v1alpha1 machine config)", d.Index)}
+		}
 	}
 
 	// The loader is third-party code fed untrusted bytes: never let it crash the app.
@@ -195,18 +202,59 @@ func loaderError(err error, docs []docInfo) error {
 		}
 		return &ConfigError{Reason: "unknown document kind or apiVersion"}
 	}
-	if strings.Contains(raw, "missing kind") || strings.Contains(raw, "missing apiVersion") {
+	// "error decoding document <apiVersion>/<kind>/<name> (line N): <cause>"
+	if m := decodeDocErr.FindStringSubmatchIndex(raw); m != nil {
+		line := lineOf(raw[m[0]:m[1]])
+		where := fmt.Sprintf("document at line %d", line)
 		for _, d := range docs {
-			if d.Kind == "" || d.APIVersion == "" {
-				if d.Kind == "" && d.APIVersion == "" {
-					continue // legacy v1alpha1 document has neither
+			if d.Line == line {
+				kind := d.Kind
+				if kind == "" {
+					kind = "v1alpha1"
 				}
-				return &ConfigError{Line: d.Line, Reason: fmt.Sprintf("document %d: needs both apiVersion and kind", d.Index)}
+				where = fmt.Sprintf("document %d (%s)", d.Index, safeName(kind))
 			}
 		}
+		cause := raw[m[1]:]
+		if l := lineOf(cause); l > 0 {
+			line = l // the exact line inside the document
+		}
+		return &ConfigError{Line: line, Reason: where + ": " + decodeCause(cause)}
 	}
-	msg := sanitize(raw)
+	if m := duplicateDocErr.FindStringSubmatch(raw); m != nil {
+		line := lineOf(m[0])
+		kind, name := m[2], m[3]
+		return &ConfigError{Line: line, Reason: fmt.Sprintf("%s document named %s appears twice; each name may be used once", safeName(kind), safeName(name))}
+	}
+	msg := sanitize(decodeCause(raw))
 	return &ConfigError{Line: lineOf(msg), Reason: msg}
+}
+
+var duplicateDocErr = regexp.MustCompile(`duplicate document ([^/\s]*)/([^/\s]*)/(\S*) is not allowed \(line \d+\)`)
+
+var decodeDocErr = regexp.MustCompile(`error decoding document \S* \(line \d+\):\s*`)
+
+// decodeCause rewrites the loader's "unknown keys found during decoding:
+// <YAML dump of the keys and their values>" to the key names only: the
+// values may be secrets under a misspelled key.
+func decodeCause(cause string) string {
+	const unknown = "unknown keys found during decoding:"
+	i := strings.Index(cause, unknown)
+	if i < 0 {
+		return sanitize(cause)
+	}
+	var dump map[string]any
+	var keys []string
+	if err := yaml.Unmarshal([]byte(cause[i+len(unknown):]), &dump); err == nil {
+		for k := range dump {
+			keys = append(keys, safeName(k))
+		}
+	}
+	sort.Strings(keys)
+	if len(keys) == 0 {
+		return sanitize(cause[:i]) + "unknown fields"
+	}
+	return sanitize(cause[:i]) + "unknown field(s) " + strings.Join(keys, ", ")
 }
 
 // safeName quotes s if it is a plain identifier, else hides it.

@@ -12,14 +12,17 @@ import (
 const redacted = "<redacted>"
 
 var (
-	pemBlock   = regexp.MustCompile(`(?s)-----BEGIN[^-]*-----.*?(-----END[^-]*-----|$)`)
-	quoted     = regexp.MustCompile("\"(?:[^\"\\\\\\n]|\\\\.)*\"|'[^'\\n]*'|`[^`\\n]*`")
-	tokenRun   = regexp.MustCompile(`[A-Za-z0-9+/=_\-.:]{16,}`)
-	safeQuoted = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9-]{0,39}$`)
-	plainWord  = regexp.MustCompile(`^[a-z][a-z.\-/_:]*$`)
-	keyValue   = regexp.MustCompile(`(?i)((?:^|[^a-z])(?:key|token|secret|password|passwd|crt|cert|ca|authkey|bootstraptoken|secretboxencryptionsecret|aescbcencryptionsecret)\s*[:=]\s*)[^\s,;)\]}]+`)
-	lineNumber = regexp.MustCompile(`\bline (\d+)\b`)
-	crlf       = strings.NewReplacer("\r", " ", "\n", " ", "\t", " ")
+	pemBlock       = regexp.MustCompile(`(?s)-----BEGIN[^-]*-----.*?(-----END[^-]*-----|$)`)
+	quoted         = regexp.MustCompile("\"(?:[^\"\\\\\\n]|\\\\.)*\"|'[^'\\n]*'|`[^`\\n]*`")
+	tokenRun       = regexp.MustCompile(`[A-Za-z0-9+/=_\-.:]{16,}`)
+	safeQuoted     = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9-]{0,39}$`)
+	multiErrHead   = regexp.MustCompile(`\d+ errors? occurred:\s*\*\s*`)
+	multiErrBullet = regexp.MustCompile(`\n\s*\*\s+`)
+	punctuation    = regexp.MustCompile(`^[^A-Za-z0-9]{1,3}$`) // e.g. "did not find expected ',' or ']'"
+	plainWord      = regexp.MustCompile(`^[a-z][a-z.\-/_:]*$`)
+	keyValue       = regexp.MustCompile(`(?i)((?:^|[^a-z])(?:key|token|secret|password|passwd|crt|cert|ca|authkey|bootstraptoken|secretboxencryptionsecret|aescbcencryptionsecret)\s*[:=]\s*)[^\s,;)\]}]+`)
+	lineNumber     = regexp.MustCompile(`\bline (\d+)\b`)
+	crlf           = strings.NewReplacer("\r", " ", "\n", " ", "\t", " ")
 )
 
 // sanitize removes anything from msg that could be config content: PEM
@@ -29,9 +32,12 @@ var (
 // its length.
 func sanitize(msg string) string {
 	msg = pemBlock.ReplaceAllString(msg, redacted)
+	// go-multierror's "1 error occurred:\n\t* a\n\t* b" -> "a; b"
+	msg = multiErrHead.ReplaceAllString(msg, "")
+	msg = multiErrBullet.ReplaceAllString(msg, "; ")
 	msg = quoted.ReplaceAllStringFunc(msg, func(q string) string {
 		inner := q[1 : len(q)-1]
-		if safeQuoted.MatchString(inner) && !looksRandom(inner) {
+		if punctuation.MatchString(inner) || safeQuoted.MatchString(inner) && !looksRandom(inner) {
 			return q
 		}
 		return `"` + redacted + `"`

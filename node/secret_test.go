@@ -48,3 +48,5 @@ func assertNoSecret(t testing.TB, msg string, secrets ...string) {
 		}
 	}
 }
+
+func base64Std(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }

@@ -1,0 +1,129 @@
+package node_test
+
+import (
+	"bytes"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/talosflash/talosflash/node"
+)
+
+const (
+	cpID     = "29a2fae6a7f059e83882db3447b6411d474c6154d8cd1a34ec27779ab198f50d" // overlay rpi_generic + siderolabs/newt
+	workerID = "ee21ef4a5ef808a9b7484cc0dda0f25075021691c8c09a276591eedb638ea1f9" // overlay rpi_generic only
+)
+
+func TestLoadConfigGood(t *testing.T) {
+	for _, tc := range []struct {
+		file, typ, image, host string
+		esc, kinds             []string
+	}{
+		{"worker.yaml", "worker", "factory.talos.dev/metal-installer/" + workerID + ":v1.14.5", "worker-1", nil, []string{"v1alpha1"}},
+		{"worker-generic-installer.yaml", "worker", "ghcr.io/siderolabs/installer:v1.14.5", "worker-2", nil, []string{"v1alpha1"}},
+		{"controlplane.yaml", "controlplane", "factory.talos.dev/metal-installer/" + cpID + ":v1.14.5", "cp-1", []string{"newt"}, []string{"v1alpha1", "ExtensionServiceConfig"}},
+		{"worker-newt-esc.yaml", "worker", "factory.talos.dev/metal-installer/" + cpID + ":v1.14.5", "worker-1", []string{"newt"}, []string{"v1alpha1", "ExtensionServiceConfig", "UserVolumeConfig"}},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			data := readTestdata(t, tc.file)
+			cfg, err := node.LoadConfig(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.MachineType != tc.typ || cfg.InstallImage != tc.image || cfg.InstallDisk != "/dev/mmcblk0" || cfg.Hostname != tc.host {
+				t.Errorf("got %+v", cfg)
+			}
+			if !slices.Equal(cfg.ExtensionServices, tc.esc) || !slices.Equal(cfg.Kinds, tc.kinds) || cfg.Size() != len(data) {
+				t.Errorf("esc %v kinds %v size %d", cfg.ExtensionServices, cfg.Kinds, cfg.Size())
+			}
+		})
+	}
+}
+
+func TestLoadConfigBad(t *testing.T) {
+	worker := readTestdata(t, "worker.yaml")
+	for _, tc := range []struct {
+		name string
+		data []byte
+		line int
+		want string
+	}{
+		{"not yaml", readTestdata(t, "not-yaml.txt"), 2, "not valid YAML"},
+		{"broken yaml", readTestdata(t, "bad-yaml.yaml"), 3, "not valid YAML"},
+		{"unknown kind", readTestdata(t, "wrong-kind.yaml"), 48, `unknown document kind "KubeNodeConfig"`},
+		{"plain text", []byte("just some words\n"), 1, "not a YAML mapping"},
+		{"empty", []byte("  \n\n"), 0, "empty"},
+		{"binary", []byte{0x7f, 'E', 'L', 'F', 0, 1, 2}, 0, "binary"},
+		{"huge", append(bytes.Repeat([]byte("# padding\n"), node.MaxConfigSize/10), worker...), 0, "at most"},
+		{"missing kind", []byte("apiVersion: v1alpha1\nname: newt\n"), 1, "needs both apiVersion and kind"},
+		{"unknown key", append(append([]byte{}, worker...), []byte("---\napiVersion: v1alpha1\nkind: ExtensionServiceConfig\nname: newt\nbogusField: 1\n")...), 48, "ExtensionServiceConfig"},
+		{"invalid machine type", bytes.Replace(worker, []byte("type: worker"), []byte("type: toaster"), 1), 0, "validation failed"},
+		{"duplicate ESC", append(readTestdata(t, "controlplane.yaml"), []byte("---\napiVersion: v1alpha1\nkind: ExtensionServiceConfig\nname: newt\n")...), 56, "appears twice"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := node.LoadConfig(tc.data)
+			var ce *node.ConfigError
+			if !errors.As(err, &ce) || !errors.Is(err, node.ErrInvalidConfig) {
+				t.Fatalf("err = %v, want ConfigError", err)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %q, want it to mention %q", err, tc.want)
+			}
+			if tc.line != 0 && ce.Line != tc.line {
+				t.Errorf("line = %d, want %d (%v)", ce.Line, tc.line, err)
+			}
+			t.Log(err)
+			if strings.Contains(err.Error(), "\n") {
+				t.Errorf("multi-line error %q", err)
+			}
+		})
+	}
+}
+
+// Configs that fail right where the fake key material sits: no error may
+// quote it, however the loader words its message.
+func TestLoadConfigErrorsNeverLeakSecrets(t *testing.T) {
+	key, token := fakeKeyMaterial(t)
+	keyB64 := b64(key)
+	worker := string(readTestdata(t, "worker.yaml"))
+	cases := map[string]string{
+		"pem in broken flow": "machine:\n  ca:\n    crt: [" + strings.ReplaceAll(key, "\n", " ") + "\n",
+		"token as type":      strings.Replace(worker, "type: worker", "type: "+token, 1),
+		"token as kind":      "apiVersion: v1alpha1\nkind: " + token + "\n",
+		"token as api":       "apiVersion: " + token + "\nkind: ExtensionServiceConfig\nname: x\n",
+		"token as esc name":  worker + "---\napiVersion: v1alpha1\nkind: ExtensionServiceConfig\nname: " + token + "\n---\napiVersion: v1alpha1\nkind: ExtensionServiceConfig\nname: " + token + "\n",
+		"token as key":       worker + "---\napiVersion: v1alpha1\nkind: ExtensionServiceConfig\nname: newt\n" + token + ": 1\n",
+		"seq as ca crt":      strings.Replace(worker, "crt: ", "crt: ["+keyB64+"] #", 1),
+		"map as token":       strings.Replace(worker, "token: fakeaa.fakeplaceholder00", "token: {"+token+": "+keyB64+"}", 1),
+		"bad install image":  strings.Replace(worker, "image: factory", "image: [\""+token+"\", factory", 1),
+		"tab indentation":    "machine:\n\ttoken: " + token + "\n",
+		"bad esc env":        worker + "---\napiVersion: v1alpha1\nkind: ExtensionServiceConfig\nname: newt\nenvironment: " + token + "\n",
+		"quoted secret":      "machine: \"" + token + "\n",
+		"pem raw":            "machine:\n  ca:\n    crt: " + key + "\n",
+	}
+	for name, data := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := node.LoadConfig([]byte(data))
+			if err == nil {
+				t.Skip("loaded (nothing to leak)")
+			}
+			assertNoSecret(t, err.Error(), key, token, keyB64)
+			t.Log(err)
+		})
+	}
+}
+
+func TestSanitizeKeepsUsefulWords(t *testing.T) {
+	_, err := node.LoadConfig([]byte("apiVersion: v1alpha1\nkind: KubeNodeConfig\n"))
+	if err == nil || !strings.Contains(err.Error(), `"KubeNodeConfig"`) || !strings.Contains(err.Error(), `"v1alpha1"`) {
+		t.Fatalf("err = %v", err)
+	}
+	_, err = node.LoadConfig(readTestdata(t, "bad-yaml.yaml"))
+	if err == nil || !strings.Contains(err.Error(), "line 3") {
+		t.Fatalf("err = %v", err)
+	}
+	t.Log(err)
+}
+
+func b64(s string) string { return base64Std(s) }
