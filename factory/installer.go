@@ -343,3 +343,45 @@ func commentBody(line string) (string, bool) {
 
 	return strings.ReplaceAll(t[1:], "\t", "    "), true
 }
+
+// InstallerPatch renders a talos/installer-<role>.yaml for a profile: a
+// machine config patch setting machine.install.image, with the schematic
+// pasted in comments so ParseInstallerFile can check the two agree.
+// registry is the factory's registry host ("" -> factory.talos.dev).
+func InstallerPatch(p Profile, registry string) ([]byte, error) {
+	if registry == "" {
+		registry = strings.TrimPrefix(DefaultBaseURL, "https://")
+	}
+
+	s := p.Schematic()
+
+	id, err := SchematicID(s)
+	if err != nil {
+		return nil, err
+	}
+
+	y, err := s.Marshal()
+	if err != nil {
+		return nil, err
+	}
+
+	ref := NewInstallerRef(registry, id, p.Version())
+
+	var b strings.Builder
+
+	fmt.Fprintf(&b, "# Installer for talosflash profile %q", p.Name)
+
+	if p.Description != "" {
+		fmt.Fprintf(&b, ": %s", strings.Join(strings.Fields(p.Description), " "))
+	}
+
+	fmt.Fprintf(&b, "\n# Schematic ID %s:\n#\n", id)
+
+	for _, line := range strings.Split(strings.TrimRight(string(y), "\n"), "\n") {
+		b.WriteString("# " + line + "\n")
+	}
+
+	fmt.Fprintf(&b, "machine:\n  install:\n    image: %s\n", ref)
+
+	return []byte(b.String()), nil
+}

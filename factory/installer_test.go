@@ -167,3 +167,43 @@ func TestParseInstallerFileBad(t *testing.T) {
 		}
 	}
 }
+
+func TestInstallerPatchRoundTrip(t *testing.T) {
+	all, err := LoadProfiles("testdata/profiles/good.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	for _, p := range all {
+		data, err := InstallerPatch(p, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		f, err := ParseInstallerFile(data)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", p.Name, err, data)
+		}
+
+		id, _ := p.SchematicID()
+		if f.Ref.SchematicID != id || f.Ref.Version != p.Version() || f.Ref.Registry != "factory.talos.dev" || f.Schematic == nil {
+			t.Fatalf("%s: parsed %+v from\n%s", p.Name, f.Ref, data)
+		}
+
+		if got, _ := f.Schematic.ID(); got != id {
+			t.Fatalf("%s: comment schematic ID %s, want %s", p.Name, got, id)
+		}
+	}
+
+	// The incident: a worker file edited to the control plane image while
+	// its comment still says overlay-only must be reported.
+	wk, _ := FindProfile(all, "worker")
+	data, _ := InstallerPatch(wk, "")
+	wid, _ := wk.SchematicID()
+	tampered := strings.Replace(string(data), "/"+wid+":", "/"+controlPlaneID+":", 1)
+
+	var mm *SchematicMismatchError
+	if _, err := ParseInstallerFile([]byte(tampered)); !errors.As(err, &mm) {
+		t.Fatalf("tampered file: %v", err)
+	}
+}

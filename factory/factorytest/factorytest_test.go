@@ -253,3 +253,36 @@ func TestMetaRoutes(t *testing.T) {
 		t.Fatalf("unknown version: %d", r.StatusCode)
 	}
 }
+
+func TestCloseEndsStalledDownload(t *testing.T) {
+	s := NewServer()
+	s.AddImage("abc", "v1", "f", testData(50_000))
+	s.StallAfter(ImagePath("abc", "v1", "f"), 1000)
+
+	resp, err := s.Client().Get(s.ImageURL("abc", "v1", "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+
+	done := make(chan error, 1)
+
+	go func() {
+		_, err := io.ReadAll(resp.Body)
+		done <- err
+	}()
+
+	closed := make(chan struct{})
+
+	go func() { s.Close(); close(closed) }()
+
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close hung on a stalled response")
+	}
+
+	if err := <-done; err == nil {
+		t.Fatal("stalled download ended without error")
+	}
+}
