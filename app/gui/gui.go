@@ -1,0 +1,304 @@
+// Package gui is talosflash's Fyne desktop app: pick a role, pick a card,
+// flash it, then hand the booted node its machine config. Every decision is
+// made by the library packages (factory, imaging, imaging/devices, node);
+// this package only wires widgets to them and keeps the UI responsive: all
+// work runs off the UI goroutine and every widget update goes through
+// fyne.Do.
+package gui
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os/exec"
+	"strings"
+	"sync"
+	"time"
+
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/app"
+	"fyne.io/fyne/v2/canvas"
+	"fyne.io/fyne/v2/container"
+	"fyne.io/fyne/v2/dialog"
+	"fyne.io/fyne/v2/theme"
+	"fyne.io/fyne/v2/widget"
+
+	"github.com/talosflash/talosflash/assets"
+	"github.com/talosflash/talosflash/factory"
+	"github.com/talosflash/talosflash/imaging"
+	"github.com/talosflash/talosflash/imaging/devices"
+	"github.com/talosflash/talosflash/node"
+)
+
+// AppID is the Fyne application ID (also in FyneApp.toml).
+const AppID = "io.github.talosflash"
+
+// Options configure Run (the binary started without arguments).
+type Options struct {
+	FactoryURL   string        // "" -> factory.DefaultBaseURL
+	ProfilesFile string        // user profiles merged over the builtin ones; "" none
+	Cache        *imaging.Cache // nil -> imaging.DefaultCache()
+}
+
+// Deps are everything the UI talks to. Nil fields get the real
+// implementation (see DefaultDeps); tests inject fakes or test servers.
+type Deps struct {
+	Factory  *factory.Client
+	Cache    *imaging.Cache
+	Profiles []factory.Profile
+
+	// ListDevices enumerates candidate targets (devices.List).
+	ListDevices func() ([]devices.Disk, error)
+	// Open opens the target for writing with the safety checks
+	// (devices.Opener wrapped to imaging.Target).
+	Open func(path string, size int64) (imaging.Target, error)
+	// NeedsElevation says whether writing path needs root
+	// (devices.NeedsElevation); the write then runs in an elevated child.
+	NeedsElevation func(path string) bool
+	// ElevatedCommand builds the elevated child (devices.ElevatedCommand).
+	ElevatedCommand func(args []string) (*exec.Cmd, error)
+
+	Apply         func(ctx context.Context, opts node.ApplyOptions) (*node.ApplyResult, error)
+	Discover      func(ctx context.Context, opts node.DiscoverOptions) ([]node.Node, error)
+	Probe         func(ctx context.Context, addr string) (*node.Node, error)
+	LocalPrefixes func() ([]netip.Prefix, error)
+
+	// RefreshEvery is the device list polling interval (hot-plug);
+	// 0 -> 2 s, negative disables polling.
+	RefreshEvery time.Duration
+}
+
+// DefaultDeps builds the real dependencies from opts.
+func DefaultDeps(opts Options) (Deps, error) {
+	base := opts.FactoryURL
+	if base == "" {
+		base = factory.DefaultBaseURL
+	}
+	profiles := factory.BuiltinProfiles()
+	if opts.ProfilesFile != "" {
+		user, err := factory.LoadProfiles(opts.ProfilesFile)
+		if err != nil {
+			return Deps{}, err
+		}
+		profiles = factory.MergeProfiles(profiles, user)
+	}
+	cache := opts.Cache
+	if cache == nil {
+		c, err := imaging.DefaultCache()
+		if err != nil {
+			return Deps{}, err
+		}
+		cache = c
+	}
+	d := Deps{Factory: factory.NewClient(base, factory.NewHTTPClient()), Cache: cache, Profiles: profiles}
+	d.fill()
+	return d, nil
+}
+
+// fill sets the real implementation for every nil field.
+func (d *Deps) fill() {
+	if d.Factory == nil {
+		d.Factory = factory.NewClient(factory.DefaultBaseURL, factory.NewHTTPClient())
+	}
+	if len(d.Profiles) == 0 {
+		d.Profiles = factory.BuiltinProfiles()
+	}
+	if d.ListDevices == nil {
+		d.ListDevices = devices.List
+	}
+	if d.Open == nil {
+		open := devices.Opener(devices.Options{})
+		d.Open = func(path string, size int64) (imaging.Target, error) {
+			dev, err := open(path, size)
+			if err != nil {
+				return nil, err // not a typed nil *Device
+			}
+			return dev, nil
+		}
+	}
+	if d.NeedsElevation == nil {
+		d.NeedsElevation = devices.NeedsElevation
+	}
+	if d.ElevatedCommand == nil {
+		d.ElevatedCommand = devices.ElevatedCommand
+	}
+	if d.Apply == nil {
+		d.Apply = node.Apply
+	}
+	if d.Discover == nil {
+		d.Discover = node.Discover
+	}
+	if d.Probe == nil {
+		d.Probe = node.Probe
+	}
+	if d.LocalPrefixes == nil {
+		d.LocalPrefixes = node.LocalPrefixes
+	}
+	if d.RefreshEvery == 0 {
+		d.RefreshEvery = 2 * time.Second
+	}
+}
+
+// Run starts the desktop app and blocks until its window is closed.
+func Run(opts Options) error {
+	deps, err := DefaultDeps(opts)
+	if err != nil {
+		return err
+	}
+	a := app.NewWithID(AppID)
+	ui := New(a, deps)
+	ui.Window.ShowAndRun()
+	ui.Close()
+	return nil
+}
+
+// UI is the one window of the app.
+type UI struct {
+	Window fyne.Window
+	deps   Deps
+
+	ctx    context.Context // ends when the window closes
+	cancel context.CancelFunc
+
+	// uiMu serializes widget updates from background goroutines (via do)
+	// with each other; the GL driver already runs them on one goroutine,
+	// the test driver runs them inline.
+	uiMu sync.Mutex
+
+	tabs *container.AppTabs
+
+	image  *imageStep
+	target *targetStep
+	flash  *flashStep
+	nodes  *nodesStep
+}
+
+// Tab indexes of the steps.
+const (
+	tabImage = iota
+	tabTarget
+	tabFlash
+	tabNodes
+)
+
+// New builds the window (not shown yet). Call Close when done (Run does).
+func New(a fyne.App, deps Deps) *UI {
+	deps.fill()
+	icon := fyne.NewStaticResource("icon.png", assets.Icon)
+	a.SetIcon(icon)
+	w := a.NewWindow("talosflash: Talos Linux for Raspberry Pi")
+	w.SetIcon(icon)
+
+	ui := &UI{Window: w, deps: deps}
+	ui.ctx, ui.cancel = context.WithCancel(context.Background())
+
+	ui.image = newImageStep(ui)
+	ui.target = newTargetStep(ui)
+	ui.flash = newFlashStep(ui)
+	ui.nodes = newNodesStep(ui)
+
+	ui.tabs = container.NewAppTabs(
+		container.NewTabItem("1  Image", ui.image.content),
+		container.NewTabItem("2  Card", ui.target.content),
+		container.NewTabItem("3  Flash", ui.flash.content),
+		container.NewTabItem("4  Nodes", ui.nodes.content),
+	)
+	ui.tabs.OnSelected = func(*container.TabItem) { ui.flash.refreshSummary() }
+	w.SetContent(ui.tabs)
+	w.Resize(fyne.NewSize(1000, 700))
+	w.SetOnDropped(ui.HandleDrop)
+	w.SetOnClosed(ui.Close)
+
+	ui.image.selectFirst()
+	ui.target.start()
+	return ui
+}
+
+// Close stops background work (device polling, flashes, scans).
+func (ui *UI) Close() { ui.cancel() }
+
+// do runs fn on the UI goroutine (fyne.Do), serialized with other updates.
+func (ui *UI) do(fn func()) {
+	fyne.Do(func() {
+		ui.uiMu.Lock()
+		defer ui.uiMu.Unlock()
+		fn()
+	})
+}
+
+// showError shows err as a dialog: what failed, why, and what to do.
+// Call on the UI goroutine.
+func (ui *UI) showError(title string, err error) {
+	msg := errorText(err)
+	if hint := errorHint(err); hint != "" {
+		msg += "\n\n" + hint
+	}
+	lbl := widget.NewLabel(msg)
+	lbl.Wrapping = fyne.TextWrapWord
+	d := dialog.NewCustom(title, "Close", container.NewVScroll(lbl), ui.Window)
+	d.Resize(fyne.NewSize(620, 260))
+	d.Show()
+}
+
+// errorText is the error with the first letter capitalized.
+func errorText(err error) string {
+	s := err.Error()
+	if s == "" {
+		return "unknown error"
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// errorHint says what the user can do about the common failures.
+func errorHint(err error) string {
+	var elev *devices.ElevationError
+	var refused *devices.RefusedError
+	var ioErr *devices.IOError
+	var fhttp *factory.HTTPError
+	var cfgErr *node.ConfigError
+	switch {
+	case errors.Is(err, context.Canceled):
+		return "The operation was cancelled."
+	case errors.As(err, &elev):
+		return "Run this in a terminal:\n" + elev.Command
+	case errors.As(err, &refused):
+		return "Pick another card in step 2. talosflash never writes to system or fixed disks."
+	case errors.Is(err, imaging.ErrVerifyMismatch):
+		return "The card did not read back what was written: it is probably faulty or counterfeit. Try another card."
+	case errors.As(err, &ioErr):
+		return "Check that the card is inserted and not write-protected, then flash again."
+	case errors.Is(err, imaging.ErrIncomplete):
+		return "The card is incomplete and will not boot. Flash it again."
+	case errors.Is(err, imaging.ErrNotFound), errors.As(err, &fhttp):
+		return "Check the Talos version and the schematic in step 1, and that the Image Factory is reachable."
+	case errors.As(err, &cfgErr), errors.Is(err, node.ErrInvalidConfig):
+		return "Fix the file (it should be the controlplane.yaml / worker.yaml from `talosctl gen config`) and drop it again."
+	case errors.Is(err, node.ErrNetwork):
+		return "Check that the node is powered on, booted from the card and on this network (port 50000)."
+	case errors.Is(err, node.ErrRefused):
+		return "The node rejected the config; read its message above, fix the file and try again."
+	}
+	return ""
+}
+
+// wrapLabel is a word-wrapping label.
+func wrapLabel(text string) *widget.Label {
+	l := widget.NewLabel(text)
+	l.Wrapping = fyne.TextWrapWord
+	return l
+}
+
+// heading is a bold label.
+func heading(text string) *widget.Label {
+	return widget.NewLabelWithStyle(text, fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
+}
+
+func errf(format string, args ...any) error { return fmt.Errorf(format, args...) }
+
+// canvasCard is the rounded background of a list row.
+func canvasCard() fyne.CanvasObject {
+	r := canvas.NewRectangle(theme.Color(theme.ColorNameInputBackground))
+	r.CornerRadius = theme.Size(theme.SizeNameInputRadius)
+	return r
+}

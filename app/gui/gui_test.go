@@ -1,0 +1,413 @@
+package gui
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/storage"
+	"fyne.io/fyne/v2/test"
+	"fyne.io/fyne/v2/widget"
+
+	"github.com/talosflash/talosflash/factory"
+	"github.com/talosflash/talosflash/factory/factorytest"
+	"github.com/talosflash/talosflash/imaging"
+	"github.com/talosflash/talosflash/imaging/devices"
+	"github.com/talosflash/talosflash/imaging/imagetest"
+	"github.com/talosflash/talosflash/node"
+	"github.com/talosflash/talosflash/node/nodetest"
+)
+
+var (
+	imageOnce sync.Once
+	imageFx   *imagetest.Fixture
+)
+
+// sharedImage is generated once per test binary: xz compression is the slow part.
+func sharedImage(t *testing.T) *imagetest.Fixture {
+	imageOnce.Do(func() { imageFx = imagetest.New(t, 3<<20+4096, 42, 1<<20) })
+	return imageFx
+}
+
+type harness struct {
+	t       *testing.T
+	ui      *UI
+	factory *factorytest.Server
+	image   *imagetest.Fixture
+	target  string
+}
+
+// newHarness builds the UI against a fake factory serving a generated image
+// for every profile, and a regular file offered as the only safe disk.
+func newHarness(t *testing.T, profiles []factory.Profile) *harness {
+	t.Helper()
+	srv := factorytest.New(t)
+	fx := sharedImage(t)
+	if profiles == nil {
+		profiles = factory.BuiltinProfiles()
+	}
+	for _, p := range profiles {
+		id, err := p.SchematicID()
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv.AddImage(id, p.Version(), "metal-arm64.raw.xz", fx.XZ)
+	}
+	dir := t.TempDir()
+	target := filepath.Join(dir, "card.img")
+	if err := os.WriteFile(target, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	disks := []devices.Disk{
+		{Name: "card.img", Path: target, Size: 64 << 20, SizeHuman: "64 MiB", Model: "Test card", Transport: devices.TransportFile, Safe: true},
+		{Name: "sda", Path: "/dev/sda", Size: 500 << 30, SizeHuman: "500 GiB", Model: "System SSD", Transport: devices.TransportSATA,
+			Refusal: &devices.RefusedError{Device: "/dev/sda", Reason: devices.CodeSystemDisk, Msg: "/dev/sda holds the system filesystem /"}},
+	}
+	deps := Deps{
+		Factory:        factory.NewClient(srv.URL, srv.Client()),
+		Cache:          &imaging.Cache{Dir: filepath.Join(dir, "cache")},
+		Profiles:       profiles,
+		ListDevices:    func() ([]devices.Disk, error) { return disks, nil },
+		NeedsElevation: func(string) bool { return false },
+		RefreshEvery:   -1,
+	}
+	a := test.NewTempApp(t)
+	ui := New(a, deps)
+	t.Cleanup(ui.Close)
+	ui.Window.Resize(fyne.NewSize(1000, 700))
+	h := &harness{t: t, ui: ui, factory: srv, image: fx, target: target}
+	h.waitFor("device list", func() bool { return len(ui.target.disks) == 2 })
+	return h
+}
+
+// onUI runs fn serialized with the UI's background updates.
+func (h *harness) onUI(fn func()) {
+	h.ui.uiMu.Lock()
+	defer h.ui.uiMu.Unlock()
+	fn()
+}
+
+func (h *harness) waitFor(what string, cond func() bool) {
+	h.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var ok bool
+		h.onUI(func() { ok = cond() })
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// tapDialogButton taps the button labelled text in the top overlay.
+func (h *harness) tapDialogButton(text string) {
+	h.t.Helper()
+	var btn *widget.Button
+	h.onUI(func() {
+		top := h.ui.Window.Canvas().Overlays().Top()
+		if top == nil {
+			return
+		}
+		for _, o := range test.LaidOutObjects(top) {
+			if b, ok := o.(*widget.Button); ok && b.Text == text {
+				btn = b
+			}
+		}
+	})
+	if btn == nil {
+		h.t.Fatalf("no %q button in the dialog", text)
+	}
+	h.onUI(func() { test.Tap(btn) })
+}
+
+// flash runs steps 2-3: select the card, press Flash, confirm, wait.
+func (h *harness) flash() {
+	h.t.Helper()
+	var done chan struct{}
+	h.onUI(func() {
+		if !h.ui.target.selectPath(h.target) {
+			h.t.Fatal("target not selectable")
+		}
+		h.ui.tabs.SelectIndex(tabFlash)
+		if h.ui.flash.start.Disabled() {
+			h.t.Fatal("Flash button disabled with image and card chosen")
+		}
+		test.Tap(h.ui.flash.start)
+		if h.ui.flash.confirm == nil {
+			h.t.Fatal("no confirmation dialog")
+		}
+	})
+	h.tapDialogButton("Erase and flash")
+	h.onUI(func() { done = h.ui.flash.done })
+	if done == nil {
+		h.t.Fatal("flash did not start")
+	}
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		h.t.Fatal("flash did not finish")
+	}
+	h.waitFor("finish", func() bool { return h.ui.flash.finished })
+}
+
+func TestFlashFlowAndFlashAnotherHitsCache(t *testing.T) {
+	h := newHarness(t, nil)
+	ui := h.ui
+
+	worker, _ := factory.FindProfile(factory.BuiltinProfiles(), "worker")
+	wantID, _ := worker.SchematicID()
+	h.onUI(func() {
+		ui.image.profile.SetSelected("worker")
+		if got := ui.image.id.Text; got != wantID {
+			t.Fatalf("schematic ID shown %q, want %q", got, wantID)
+		}
+		if !strings.Contains(ui.image.yaml.Text, "rpi_generic") || strings.Contains(ui.image.yaml.Text, "newt") {
+			t.Fatalf("worker schematic YAML wrong:\n%s", ui.image.yaml.Text)
+		}
+		// The system disk is listed but cannot be chosen.
+		ui.target.list.Select(1)
+		if ui.target.selected != nil || !strings.Contains(ui.target.status.Text, "system filesystem") {
+			t.Fatalf("unsafe disk selectable: selected=%v status=%q", ui.target.selected, ui.target.status.Text)
+		}
+	})
+
+	h.flash()
+	h.onUI(func() {
+		if err := ui.flash.lastErr; err != nil {
+			t.Fatalf("flash failed: %v", err)
+		}
+		for st, b := range ui.flash.bars {
+			if b.bar.Value != 1 {
+				t.Errorf("%s bar at %v, want 1", st, b.bar.Value)
+			}
+		}
+		if s := ui.flash.status.Text; !strings.Contains(s, "verified") {
+			t.Errorf("status %q does not say verified", s)
+		}
+		if !strings.Contains(ui.image.size.Text, "on the card") {
+			t.Errorf("image size not shown after download: %q", ui.image.size.Text)
+		}
+	})
+	assertTargetIs(t, h.target, h.image.Raw)
+	served := h.factory.BytesServed()
+	if served < int64(len(h.image.XZ)) {
+		t.Fatalf("factory served %d bytes, image is %d", served, len(h.image.XZ))
+	}
+
+	// Second card: same role, image from the cache.
+	if err := os.WriteFile(h.target, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h.onUI(func() {
+		test.Tap(ui.flash.another)
+		if ui.tabs.SelectedIndex() != tabTarget || ui.image.profile.Selected != "worker" {
+			t.Fatalf("flash another: tab %d, profile %q", ui.tabs.SelectedIndex(), ui.image.profile.Selected)
+		}
+	})
+	h.flash()
+	h.onUI(func() {
+		if err := ui.flash.lastErr; err != nil {
+			t.Fatalf("second flash failed: %v", err)
+		}
+	})
+	assertTargetIs(t, h.target, h.image.Raw)
+	if got := h.factory.BytesServed(); got != served {
+		t.Fatalf("second flash downloaded again: %d bytes served, was %d", got, served)
+	}
+}
+
+func assertTargetIs(t *testing.T, path string, want []byte) {
+	t.Helper()
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("target holds %d bytes, not the %d-byte raw image", len(got), len(want))
+	}
+}
+
+func TestCancelReportsIncomplete(t *testing.T) {
+	h := newHarness(t, nil)
+	path := factorytest.ImagePath(mustID(t, "controlplane"), factory.DefaultTalosVersion, "metal-arm64.raw.xz")
+	h.factory.StallAfter(path, 1000)
+	h.onUI(func() {
+		h.ui.image.profile.SetSelected("controlplane")
+		h.ui.target.selectPath(h.target)
+		h.ui.tabs.SelectIndex(tabFlash)
+		test.Tap(h.ui.flash.start)
+	})
+	h.tapDialogButton("Erase and flash")
+	h.waitFor("download to start", func() bool { return h.factory.BytesServed() > 0 })
+	h.onUI(func() { test.Tap(h.ui.flash.cancel) })
+	h.waitFor("cancel", func() bool { return h.ui.flash.finished })
+	h.onUI(func() {
+		if s := h.ui.flash.status.Text; !strings.Contains(s, "incomplete") {
+			t.Fatalf("status after cancel %q", s)
+		}
+	})
+	// Nothing under its final name in the cache.
+	p, _ := h.ui.deps.Cache.Path(imaging.CacheKey(mustID(t, "controlplane"), factory.DefaultTalosVersion, "metal-arm64.raw.xz"))
+	if _, err := os.Stat(p); err == nil {
+		t.Fatal("cancelled download left a cache entry")
+	}
+}
+
+func mustID(t *testing.T, profile string) string {
+	p, err := factory.FindProfile(factory.BuiltinProfiles(), profile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := p.SchematicID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// dropOnNode adds the node, drops file onto its row, and returns the prompt.
+func (h *harness) dropOnNode(addr, flashedAs, file string) (*nodeRow, *applyPrompt) {
+	h.t.Helper()
+	var row *nodeRow
+	h.onUI(func() {
+		h.ui.tabs.SelectIndex(tabNodes)
+		row = h.ui.nodes.addNode(node.Node{Addr: addr, Maintenance: true})
+		row.flashed.SetSelected(flashedAs)
+		h.ui.nodes.addNode(node.Node{Addr: "127.0.0.2:50000", Maintenance: true}) // a second row to miss
+		h.ui.Window.Content().Refresh()
+	})
+	var pos fyne.Position
+	h.onUI(func() {
+		p := fyne.CurrentApp().Driver().AbsolutePositionForObject(row.box)
+		if row.box.Size().Height <= 0 {
+			h.t.Fatal("node row not laid out")
+		}
+		pos = p.Add(fyne.NewPos(20, row.box.Size().Height/2))
+		h.ui.nodes.pending = nil
+		h.ui.HandleDrop(pos, []fyne.URI{storage.NewFileURI(file)})
+	})
+	var p *applyPrompt
+	h.waitFor("findings dialog", func() bool { p = h.ui.nodes.pending; return p != nil })
+	return row, p
+}
+
+func TestDropConfigOnNodeApplies(t *testing.T) {
+	h := newHarness(t, nil)
+	srv := nodetest.Start(t, nodetest.Options{})
+	file, _ := filepath.Abs("testdata/worker.yaml")
+	want, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	row, p := h.dropOnNode(srv.Addr(), "worker", file)
+	h.onUI(func() {
+		for _, f := range p.findings {
+			if f.Severity == node.SeverityError {
+				t.Fatalf("unexpected blocking finding for a correct worker config: %+v", f)
+			}
+		}
+		if p.apply.Disabled() {
+			t.Fatal("Apply disabled without errors")
+		}
+		test.Tap(p.apply)
+	})
+	select {
+	case <-h.ui.nodes.applied:
+	case <-time.After(20 * time.Second):
+		t.Fatal("apply did not finish")
+	}
+	reqs := srv.Requests()
+	if len(reqs) != 1 || !bytes.Equal(reqs[0].Config, want) {
+		t.Fatalf("node received %d requests; want exactly the bytes of worker.yaml", len(reqs))
+	}
+	h.onUI(func() {
+		if !strings.HasPrefix(row.reply.Text, "Applied worker.yaml") {
+			t.Fatalf("row shows %q", row.reply.Text)
+		}
+	})
+}
+
+// The incident: a worker card flashed with Newt but a config without the
+// ExtensionServiceConfig. The finding blocks Apply until overridden.
+func TestNewtWithoutServiceConfigBlocksApply(t *testing.T) {
+	profiles := []factory.Profile{{
+		Name:    "worker",
+		Overlay: factory.BuiltinProfiles()[1].Overlay,
+		// the mistake: Newt on a worker
+		Extensions: []string{factory.NewtExtension},
+	}}
+	h := newHarness(t, profiles)
+	srv := nodetest.Start(t, nodetest.Options{})
+	file, _ := filepath.Abs("testdata/worker.yaml")
+	_, p := h.dropOnNode(srv.Addr(), "worker", file)
+	h.onUI(func() {
+		found := false
+		for _, f := range p.findings {
+			if f.Code == node.CodeExtensionConfigMissing && f.Severity == node.SeverityError {
+				found = true
+			}
+		}
+		if !found {
+			t.Fatalf("no blocking extension-config-missing finding: %+v", p.findings)
+		}
+		if !p.apply.Disabled() || p.override == nil {
+			t.Fatal("Apply not blocked by the error")
+		}
+		test.Tap(p.apply) // disabled: must do nothing
+	})
+	time.Sleep(100 * time.Millisecond)
+	if n := len(srv.Requests()); n != 0 {
+		t.Fatalf("blocked config was sent (%d requests)", n)
+	}
+	h.onUI(func() {
+		p.override.SetChecked(true)
+		if p.apply.Disabled() {
+			t.Fatal("explicit override did not enable Apply")
+		}
+	})
+}
+
+func TestDropOutsideRowsSendsNothing(t *testing.T) {
+	h := newHarness(t, nil)
+	file, _ := filepath.Abs("testdata/worker.yaml")
+	h.onUI(func() {
+		h.ui.tabs.SelectIndex(tabNodes)
+		h.ui.nodes.addNode(node.Node{Addr: "127.0.0.1:1", Maintenance: true})
+		h.ui.HandleDrop(fyne.NewPos(5, 5), []fyne.URI{storage.NewFileURI(file)})
+		if h.ui.nodes.pending != nil || !strings.Contains(h.ui.nodes.status.Text, "onto a node") {
+			t.Fatalf("drop outside rows: pending=%v status=%q", h.ui.nodes.pending, h.ui.nodes.status.Text)
+		}
+	})
+}
+
+func TestInstallerRefChoice(t *testing.T) {
+	h := newHarness(t, nil)
+	id := mustID(t, "controlplane")
+	h.onUI(func() {
+		h.ui.image.ref.SetText("factory.talos.dev/metal-installer/" + id + ":v1.14.4")
+		h.ui.image.useRef()
+		c := h.ui.image.choice
+		if c == nil || c.ID != id || c.Version != "v1.14.4" {
+			t.Fatalf("choice from ref: %+v", c)
+		}
+		h.ui.image.ref.SetText("not a ref")
+		h.ui.image.useRef()
+		if h.ui.image.choice != nil || !h.ui.image.problem.Visible() {
+			t.Fatal("bad ref accepted")
+		}
+		h.ui.image.profile.SetSelected("worker")
+		h.ui.image.version.SetText("1.14")
+		if h.ui.image.choice != nil || h.ui.image.next.Disabled() == false {
+			t.Fatal("invalid version accepted")
+		}
+	})
+}

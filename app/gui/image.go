@@ -1,0 +1,316 @@
+package gui
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/container"
+	"fyne.io/fyne/v2/dialog"
+	"fyne.io/fyne/v2/layout"
+	"fyne.io/fyne/v2/widget"
+	"github.com/dustin/go-humanize"
+	"github.com/siderolabs/image-factory/pkg/schematic"
+
+	"github.com/talosflash/talosflash/factory"
+	"github.com/talosflash/talosflash/imaging"
+)
+
+// imageChoice is the image to flash: a profile, or an installer reference
+// (then only the schematic ID may be known).
+type imageChoice struct {
+	Source    string           // what the user picked, for summaries
+	Profile   *factory.Profile // nil for an installer reference
+	Schematic *schematic.Schematic
+	ID        string
+	Version   string
+	Arch      string
+}
+
+// file is the factory file name of the disk image.
+func (c imageChoice) file() string {
+	arch := c.Arch
+	if arch == "" {
+		arch = factory.DefaultArch
+	}
+	return "metal-" + arch + ".raw.xz"
+}
+
+func (c imageChoice) cacheKey() string { return imaging.CacheKey(c.ID, c.Version, c.file()) }
+
+// installer is the factory installer image of this choice.
+func (c imageChoice) installer(client *factory.Client) string {
+	return factory.NewInstallerRef(client.RegistryHost(), c.ID, c.Version).String()
+}
+
+// imageStep is step 1: role/profile or installer reference -> schematic,
+// ID, version, image size.
+type imageStep struct {
+	ui      *UI
+	content fyne.CanvasObject
+
+	profile   *widget.Select
+	version   *widget.Entry
+	ref       *widget.Entry
+	yaml      *widget.Label
+	id        *widget.Entry // read-only but selectable/copyable
+	size      *widget.Label
+	problem   *widget.Label
+	next      *widget.Button
+	customRef bool // the choice came from the installer field/file
+
+	choice  *imageChoice // nil while invalid
+	rawSize int64        // uncompressed size once known, else 0
+}
+
+const refChoiceLabel = "(installer image below)"
+
+func newImageStep(ui *UI) *imageStep {
+	s := &imageStep{ui: ui}
+	names := make([]string, 0, len(ui.deps.Profiles))
+	for _, p := range ui.deps.Profiles {
+		names = append(names, p.Name)
+	}
+	s.profile = widget.NewSelect(names, func(string) { s.customRef = false; s.update() })
+	s.profile.PlaceHolder = "choose a role"
+
+	s.version = widget.NewEntry()
+	s.version.Validator = factory.ValidateVersion
+	s.version.OnChanged = func(string) {
+		if !s.customRef {
+			s.update()
+		}
+	}
+
+	s.ref = widget.NewEntry()
+	s.ref.SetPlaceHolder("factory.talos.dev/metal-installer/<schematic-id>:" + factory.DefaultTalosVersion)
+	s.ref.OnSubmitted = func(string) { s.useRef() }
+	useRef := widget.NewButton("Use", s.useRef)
+	openFile := widget.NewButton("Open installer file…", s.openInstallerFile)
+
+	s.yaml = widget.NewLabelWithStyle("", fyne.TextAlignLeading, fyne.TextStyle{Monospace: true})
+	s.id = widget.NewEntry()
+	s.id.Disable()
+	s.size = widget.NewLabel("")
+	s.problem = wrapLabel("")
+	s.problem.Importance = widget.DangerImportance
+	s.problem.Hide()
+	s.next = widget.NewButton("Next: choose the card  →", func() { ui.tabs.SelectIndex(tabTarget) })
+	s.next.Importance = widget.HighImportance
+
+	form := widget.NewForm(
+		widget.NewFormItem("Role / profile", s.profile),
+		widget.NewFormItem("Talos version", s.version),
+		widget.NewFormItem("or installer image", container.NewBorder(nil, nil, nil, container.NewHBox(useRef, openFile), s.ref)),
+		widget.NewFormItem("Schematic ID", s.id),
+		widget.NewFormItem("Image size", s.size),
+	)
+	yamlBox := container.NewBorder(heading("Schematic (sent to the Image Factory)"), nil, nil, nil,
+		container.NewScroll(s.yaml))
+	s.content = container.NewBorder(
+		container.NewVBox(heading("Which node is this card for?"), form, s.problem),
+		container.NewHBox(layout.NewSpacer(), s.next),
+		nil, nil, yamlBox)
+	return s
+}
+
+func (s *imageStep) selectFirst() {
+	if len(s.profile.Options) > 0 {
+		s.profile.SetSelected(s.profile.Options[0])
+	}
+}
+
+// update recomputes the choice from the profile select and version entry.
+func (s *imageStep) update() {
+	p, err := factory.FindProfile(s.ui.deps.Profiles, s.profile.Selected)
+	if err != nil {
+		s.setChoice(nil, nil)
+		return
+	}
+	if s.version.Text == "" {
+		s.version.SetText(p.Version()) // re-enters update via OnChanged
+		return
+	}
+	if err := factory.ValidateVersion(s.version.Text); err != nil {
+		s.setChoice(nil, fmt.Errorf("Talos version: %w", err))
+		return
+	}
+	p.TalosVersion = s.version.Text
+	sc := p.Schematic()
+	id, err := factory.SchematicID(sc)
+	if err != nil {
+		s.setChoice(nil, err)
+		return
+	}
+	s.setChoice(&imageChoice{Source: "profile " + p.Name, Profile: &p, Schematic: sc, ID: id, Version: p.Version(), Arch: p.Architecture()}, nil)
+}
+
+// useRef takes the installer reference typed into the field.
+func (s *imageStep) useRef() {
+	ref, err := factory.ParseInstallerRef(strings.TrimSpace(s.ref.Text))
+	if err != nil {
+		s.setChoice(nil, err)
+		return
+	}
+	s.useInstaller(ref, nil, "installer "+ref.String())
+}
+
+func (s *imageStep) useInstaller(ref factory.InstallerRef, sc *schematic.Schematic, source string) {
+	s.customRef = true
+	s.ref.SetText(ref.String())
+	s.profile.ClearSelected()
+	s.profile.PlaceHolder = refChoiceLabel
+	s.profile.Refresh()
+	s.customRef = true // ClearSelected ran the select callback
+	s.version.SetText(ref.Version)
+	s.setChoice(&imageChoice{Source: source, Schematic: sc, ID: ref.SchematicID, Version: ref.Version, Arch: factory.DefaultArch}, nil)
+}
+
+// openInstallerFile reads a talos/installer-<role>.yaml.
+func (s *imageStep) openInstallerFile() {
+	d := dialog.NewFileOpen(func(r fyne.URIReadCloser, err error) {
+		if err != nil || r == nil {
+			return
+		}
+		defer r.Close()
+		data, err := io.ReadAll(io.LimitReader(r, 1<<20))
+		if err != nil {
+			s.ui.showError("Cannot read the installer file", err)
+			return
+		}
+		s.loadInstallerFile(r.URI().Name(), data)
+	}, s.ui.Window)
+	d.Show()
+}
+
+func (s *imageStep) loadInstallerFile(name string, data []byte) {
+	f, err := factory.ParseInstallerFile(data)
+	var mismatch *factory.SchematicMismatchError
+	if err != nil && !(errors.As(err, &mismatch) && f != nil) {
+		s.ui.showError("Cannot use "+name, err)
+		return
+	}
+	if mismatch != nil {
+		s.ui.showError("Installer file "+name+" contradicts itself", err)
+		return
+	}
+	s.useInstaller(f.Ref, f.Schematic, name+" ("+f.Source+")")
+}
+
+// setChoice shows the choice (or the problem) and looks up the image size
+// in the cache.
+func (s *imageStep) setChoice(c *imageChoice, problem error) {
+	s.choice, s.rawSize = c, 0
+	if problem != nil {
+		s.problem.SetText(errorText(problem))
+		s.problem.Show()
+	} else {
+		s.problem.Hide()
+	}
+	if c == nil {
+		s.next.Disable()
+		s.id.SetText("")
+		s.yaml.SetText("")
+		s.size.SetText("")
+		return
+	}
+	s.next.Enable()
+	s.id.SetText(c.ID)
+	if c.Schematic != nil {
+		y, err := c.Schematic.Marshal()
+		if err != nil {
+			y = []byte(err.Error())
+		}
+		s.yaml.SetText(strings.TrimSpace(string(y)))
+	} else {
+		s.yaml.SetText("(only the schematic ID is known: the installer image does not include the schematic)")
+	}
+	s.size.SetText("checking the cache…")
+	go s.lookupSize(*c)
+}
+
+// lookupSize reads the sizes of a cached image (cheap: the xz index).
+func (s *imageStep) lookupSize(c imageChoice) {
+	text, raw := "known after the download (not cached yet)", int64(0)
+	if comp, r, ok := cachedSizes(s.ui.deps.Cache, c.cacheKey()); ok {
+		text, raw = sizeText(comp, r, true), r
+	}
+	s.ui.do(func() {
+		if s.choice == nil || s.choice.cacheKey() != c.cacheKey() {
+			return // the choice changed meanwhile
+		}
+		s.rawSize = raw
+		s.size.SetText(text)
+	})
+}
+
+// imageDownloaded updates the size after a flash fetched the image.
+func (s *imageStep) imageDownloaded(c imageChoice, path string) {
+	comp, raw, ok := fileSizes(path)
+	if !ok {
+		return
+	}
+	s.ui.do(func() {
+		if s.choice != nil && s.choice.cacheKey() == c.cacheKey() {
+			s.rawSize = raw
+			s.size.SetText(sizeText(comp, raw, true))
+		}
+	})
+}
+
+func sizeText(compressed, raw int64, cached bool) string {
+	t := humanize.IBytes(uint64(compressed)) + " download"
+	if raw > 0 {
+		t += ", " + humanize.IBytes(uint64(raw)) + " on the card"
+	}
+	if cached {
+		t += " (cached)"
+	}
+	return t
+}
+
+func cachedSizes(c *imaging.Cache, key string) (compressed, raw int64, ok bool) {
+	if c == nil {
+		return 0, 0, false
+	}
+	p, err := c.Path(key)
+	if err != nil {
+		return 0, 0, false
+	}
+	return fileSizes(p)
+}
+
+func fileSizes(path string) (compressed, raw int64, ok bool) {
+	f, err := os.Open(filepath.Clean(path))
+	if err != nil {
+		return 0, 0, false
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return 0, 0, false
+	}
+	raw, err = imaging.XZUncompressedSize(f, st.Size())
+	if err != nil {
+		raw = 0
+	}
+	return st.Size(), raw, true
+}
+
+// dropInstallerFile handles a file dropped while step 1 is shown.
+func (s *imageStep) dropInstallerFile(u fyne.URI) {
+	go func() {
+		data, err := readURI(u, 1<<20)
+		s.ui.do(func() {
+			if err != nil {
+				s.ui.showError("Cannot read "+u.Name(), err)
+				return
+			}
+			s.loadInstallerFile(u.Name(), data)
+		})
+	}()
+}

@@ -1,0 +1,502 @@
+package gui
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"time"
+
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/container"
+	"fyne.io/fyne/v2/dialog"
+	"fyne.io/fyne/v2/layout"
+	"fyne.io/fyne/v2/storage"
+	"fyne.io/fyne/v2/theme"
+	"fyne.io/fyne/v2/widget"
+	"github.com/siderolabs/image-factory/pkg/schematic"
+
+	"github.com/talosflash/talosflash/factory"
+	"github.com/talosflash/talosflash/node"
+)
+
+// unknownFlash is the "flashed with" choice when the card's image is unknown.
+const unknownFlash = "unknown / other"
+
+// nodesStep is step 4: Talos nodes waiting in maintenance mode, and
+// applying a machine config to one by drag and drop or a file picker.
+type nodesStep struct {
+	ui      *UI
+	content fyne.CanvasObject
+
+	rows    []*nodeRow
+	rowBox  *fyne.Container
+	empty   *widget.Label
+	status  *widget.Label
+	scan    *widget.Button
+	manual  *widget.Entry
+	pending *applyPrompt // the findings/confirm dialog shown last (tests)
+	applied chan struct{}
+}
+
+// nodeRow is one node in the list; box is what a drop is hit-tested against.
+type nodeRow struct {
+	node    node.Node
+	box     *fyne.Container
+	title   *widget.Label
+	flashed *widget.Select
+	reply   *widget.Label
+	pick    *widget.Button
+}
+
+// applyPrompt is the dialog between a dropped file and the node.
+type applyPrompt struct {
+	dialog   *dialog.CustomDialog
+	apply    *widget.Button
+	override *widget.Check // nil when nothing blocks
+	findings []node.Finding
+}
+
+func newNodesStep(ui *UI) *nodesStep {
+	s := &nodesStep{ui: ui, applied: make(chan struct{}, 16)}
+	s.rowBox = container.NewVBox()
+	s.empty = wrapLabel("No nodes yet. Boot a Pi from a fresh card (it waits in maintenance mode on port 50000), then press Scan or type its IP address.")
+	s.status = wrapLabel("")
+	s.scan = widget.NewButtonWithIcon("Scan this network", theme.SearchIcon(), s.Scan)
+	s.scan.Importance = widget.HighImportance
+	s.manual = widget.NewEntry()
+	s.manual.SetPlaceHolder("node IP, e.g. 192.168.1.50")
+	s.manual.OnSubmitted = func(string) { s.addManual() }
+	add := widget.NewButtonWithIcon("Add", theme.ContentAddIcon(), s.addManual)
+
+	top := container.NewVBox(
+		heading("Give each booted node its machine config"),
+		wrapLabel("Drag worker.yaml or controlplane.yaml from the file manager onto a node, or use its \"Choose config…\" button. The file is checked before it is sent."),
+		container.NewBorder(nil, nil, s.scan, add, s.manual),
+		s.status,
+	)
+	s.content = container.NewBorder(top, nil, nil, nil,
+		container.NewVScroll(container.NewVBox(s.empty, s.rowBox)))
+	return s
+}
+
+// Scan runs node.Discover on the local networks.
+func (s *nodesStep) Scan() {
+	s.scan.Disable()
+	s.status.SetText("Looking for local networks…")
+	go func() {
+		defer s.ui.do(func() { s.scan.Enable() })
+		prefixes, err := s.ui.deps.LocalPrefixes()
+		if err == nil && len(prefixes) == 0 {
+			err = errf("no local IPv4 network found (is this computer connected?)")
+		}
+		if err != nil {
+			s.ui.do(func() { s.status.SetText(""); s.ui.showError("Cannot scan", err) })
+			return
+		}
+		names := make([]string, len(prefixes))
+		for i, p := range prefixes {
+			names[i] = p.String()
+		}
+		where := strings.Join(names, ", ")
+		s.ui.do(func() { s.status.SetText("Scanning " + where + "…") })
+		ctx, cancel := context.WithTimeout(s.ui.ctx, 2*time.Minute)
+		defer cancel()
+		found, err := s.ui.deps.Discover(ctx, node.DiscoverOptions{
+			Prefixes: prefixes,
+			Progress: func(done, total int) {
+				s.ui.do(func() { s.status.SetText(fmt.Sprintf("Scanning %s… %d of %d addresses", where, done, total)) })
+			},
+		})
+		s.ui.do(func() {
+			if err != nil {
+				s.status.SetText("")
+				s.ui.showError("Scan failed", err)
+				return
+			}
+			waiting := 0
+			for _, n := range found {
+				s.addNode(n)
+				if n.Maintenance {
+					waiting++
+				}
+			}
+			s.status.SetText(fmt.Sprintf("Scanned %s: %d Talos node(s), %d waiting for a config.", where, len(found), waiting))
+		})
+	}()
+}
+
+// addManual probes the typed address and lists it.
+func (s *nodesStep) addManual() {
+	addr := strings.TrimSpace(s.manual.Text)
+	if addr == "" {
+		return
+	}
+	s.status.SetText("Contacting " + addr + "…")
+	go func() {
+		ctx, cancel := context.WithTimeout(s.ui.ctx, 10*time.Second)
+		defer cancel()
+		n, err := s.ui.deps.Probe(ctx, addr)
+		s.ui.do(func() {
+			if err != nil {
+				s.status.SetText("")
+				s.ui.showError("No Talos node at "+addr, err)
+				return
+			}
+			s.manual.SetText("")
+			s.addNode(*n)
+			s.status.SetText("Added " + n.Addr + ".")
+		})
+	}()
+}
+
+// addNode adds or updates a row (UI goroutine).
+func (s *nodesStep) addNode(n node.Node) *nodeRow {
+	for _, r := range s.rows {
+		if r.node.Addr == n.Addr {
+			r.node = n
+			r.title.SetText(nodeTitle(n))
+			return r
+		}
+	}
+	r := &nodeRow{node: n}
+	r.title = widget.NewLabelWithStyle(nodeTitle(n), fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
+	r.reply = wrapLabel(nodeNote(n))
+	r.flashed = widget.NewSelect(s.flashOptions(), nil)
+	r.flashed.SetSelected(s.defaultFlash())
+	r.pick = widget.NewButtonWithIcon("Choose config…", theme.FolderOpenIcon(), func() { s.pickFile(r) })
+	if n.Configured {
+		r.pick.Disable()
+	}
+	flashed := container.NewHBox(widget.NewLabel("Card flashed as"), r.flashed)
+	bg := canvasCard()
+	r.box = container.NewStack(bg, container.NewPadded(container.NewVBox(
+		container.NewBorder(nil, nil, widget.NewIcon(theme.ComputerIcon()), container.NewHBox(flashed, r.pick), r.title),
+		r.reply,
+	)))
+	s.rows = append(s.rows, r)
+	s.rowBox.Add(r.box)
+	s.empty.Hide()
+	return r
+}
+
+func nodeTitle(n node.Node) string {
+	t := n.Addr
+	if n.Hostname != "" {
+		t += "   " + n.Hostname
+	}
+	if n.TalosVersion != "" {
+		t += "   Talos " + n.TalosVersion
+	}
+	return t
+}
+
+func nodeNote(n node.Node) string {
+	var parts []string
+	switch {
+	case n.Configured:
+		parts = append(parts, "already configured: manage it with talosctl")
+	case n.Maintenance:
+		parts = append(parts, "waiting for a machine config: drop one here")
+	case n.Stage != "":
+		parts = append(parts, "stage "+n.Stage)
+	}
+	if n.MAC != "" {
+		parts = append(parts, "MAC "+n.MAC)
+	}
+	if n.Note != "" && !n.Configured {
+		parts = append(parts, n.Note)
+	}
+	return strings.Join(parts, " · ")
+}
+
+// flashOptions are the profiles a card may have been flashed with.
+func (s *nodesStep) flashOptions() []string {
+	opts := make([]string, 0, len(s.ui.deps.Profiles)+1)
+	for _, p := range s.ui.deps.Profiles {
+		opts = append(opts, p.Name)
+	}
+	return append(opts, unknownFlash)
+}
+
+// defaultFlash is the profile of the latest flash this session.
+func (s *nodesStep) defaultFlash() string {
+	f := s.ui.flash.flashed
+	if len(f) > 0 && f[len(f)-1].Profile != nil {
+		return f[len(f)-1].Profile.Name
+	}
+	return unknownFlash
+}
+
+// flashedChanged presets rows still on "unknown" after a successful flash.
+func (s *nodesStep) flashedChanged() {
+	def := s.defaultFlash()
+	for _, r := range s.rows {
+		if r.flashed.Selected == unknownFlash {
+			r.flashed.SetSelected(def)
+		}
+	}
+}
+
+// HandleDrop is the window's drop callback: a config file dropped on a node
+// row is applied to that node (after the checks). Positions are canvas
+// coordinates, hit-tested against each row's absolute position.
+func (ui *UI) HandleDrop(pos fyne.Position, uris []fyne.URI) {
+	if len(uris) == 0 {
+		return
+	}
+	if ui.tabs.SelectedIndex() == tabImage {
+		ui.image.dropInstallerFile(uris[0])
+		return
+	}
+	s := ui.nodes
+	if ui.tabs.SelectedIndex() != tabNodes {
+		ui.tabs.SelectIndex(tabNodes)
+		s.status.SetText("Drop the config onto one of the nodes below.")
+		return
+	}
+	if r := s.rowAt(pos); r != nil {
+		s.applyURI(r, uris[0])
+		return
+	}
+	s.status.SetText("Drop the file onto a node row (scan or add the node first).")
+}
+
+// rowAt returns the node row under pos, if any.
+func (s *nodesStep) rowAt(pos fyne.Position) *nodeRow {
+	drv := fyne.CurrentApp().Driver()
+	for _, r := range s.rows {
+		if !r.box.Visible() {
+			continue
+		}
+		p, size := drv.AbsolutePositionForObject(r.box), r.box.Size()
+		if pos.X >= p.X && pos.X < p.X+size.Width && pos.Y >= p.Y && pos.Y < p.Y+size.Height {
+			return r
+		}
+	}
+	return nil
+}
+
+func (s *nodesStep) pickFile(r *nodeRow) {
+	d := dialog.NewFileOpen(func(rc fyne.URIReadCloser, err error) {
+		if err != nil || rc == nil {
+			return
+		}
+		defer rc.Close()
+		data, err := io.ReadAll(io.LimitReader(rc, node.MaxConfigSize+1))
+		if err != nil {
+			s.ui.showError("Cannot read the config", err)
+			return
+		}
+		s.checkAndPrompt(r, rc.URI().Name(), data)
+	}, s.ui.Window)
+	d.SetFilter(storage.NewExtensionFileFilter([]string{".yaml", ".yml"}))
+	d.Show()
+}
+
+func (s *nodesStep) applyURI(r *nodeRow, u fyne.URI) {
+	go func() {
+		data, err := readURI(u, node.MaxConfigSize+1)
+		s.ui.do(func() {
+			if err != nil {
+				s.ui.showError("Cannot read "+u.Name(), err)
+				return
+			}
+			s.checkAndPrompt(r, u.Name(), data)
+		})
+	}()
+}
+
+func readURI(u fyne.URI, limit int64) ([]byte, error) {
+	rc, err := storage.Reader(u)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	return io.ReadAll(io.LimitReader(rc, limit))
+}
+
+// checkAndPrompt validates the config and runs the incident checks, then
+// shows the findings with the confirmation (UI goroutine; checks that may
+// ask the factory run in the background).
+func (s *nodesStep) checkAndPrompt(r *nodeRow, name string, data []byte) {
+	if int64(len(data)) > node.MaxConfigSize {
+		s.ui.showError("Cannot use "+name, errf("%s is larger than %d bytes: not a machine config", name, node.MaxConfigSize))
+		return
+	}
+	cfg, err := node.LoadConfig(data)
+	if err != nil {
+		s.ui.showError(name+" is not a valid machine config", err)
+		return
+	}
+	opts := s.inspectOptions(r)
+	r.reply.SetText("Checking " + name + "…")
+	go func() {
+		findings := node.InspectWith(cfg, opts)
+		s.ui.do(func() { s.prompt(r, name, data, cfg, findings) })
+	}()
+}
+
+// inspectOptions describes what the row's card was flashed with.
+func (s *nodesStep) inspectOptions(r *nodeRow) node.InspectOptions {
+	host := r.node.Addr
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	opts := node.InspectOptions{Node: host}
+	client := s.ui.deps.Factory
+	if p, err := factory.FindProfile(s.ui.deps.Profiles, r.flashed.Selected); err == nil {
+		if v := s.ui.image.version.Text; factory.ValidateVersion(v) == nil && p.TalosVersion == "" {
+			p.TalosVersion = v
+		}
+		opts.Flashed = p.Schematic()
+		if id, err := factory.SchematicID(opts.Flashed); err == nil {
+			opts.Installer = factory.NewInstallerRef(client.RegistryHost(), id, p.Version()).String()
+		}
+		switch strings.ToLower(p.Name) {
+		case "controlplane", "worker", "init":
+			opts.Role = p.Name
+		}
+		return opts
+	}
+	ctx := s.ui.ctx
+	opts.Resolve = func(id string) (*schematic.Schematic, error) {
+		c, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		return client.Schematic(c, id)
+	}
+	return opts
+}
+
+// prompt shows the findings; errors block Apply until overridden.
+func (s *nodesStep) prompt(r *nodeRow, name string, data []byte, cfg *node.Config, findings []node.Finding) {
+	r.reply.SetText(nodeNote(r.node))
+	p := &applyPrompt{findings: findings}
+	blocking := 0
+	items := container.NewVBox()
+	what := fmt.Sprintf("%s: %s config, %d document(s)", name, orUnknown(cfg.MachineType), len(cfg.Kinds))
+	if cfg.InstallImage != "" {
+		what += ", installs " + cfg.InstallImage
+	}
+	if cfg.InstallDisk != "" {
+		what += " to " + cfg.InstallDisk
+	}
+	items.Add(wrapLabel(what))
+	for _, f := range findings {
+		if f.Severity == node.SeverityError {
+			blocking++
+		}
+		items.Add(findingView(f))
+	}
+	for _, w := range cfg.Warnings {
+		items.Add(findingView(node.Finding{Severity: node.SeverityWarning, Message: w}))
+	}
+	if len(findings) == 0 {
+		items.Add(wrapLabel("The incident checks found nothing wrong."))
+	}
+
+	p.apply = widget.NewButtonWithIcon("Apply to "+r.node.Addr, theme.ConfirmIcon(), nil)
+	p.apply.Importance = widget.HighImportance
+	if blocking > 0 {
+		p.apply.Disable()
+		p.override = widget.NewCheck(fmt.Sprintf("Send anyway: I know about the %d error(s) above", blocking), func(on bool) {
+			if on {
+				p.apply.Enable()
+			} else {
+				p.apply.Disable()
+			}
+		})
+		items.Add(p.override)
+	}
+	items.Add(wrapLabel("The node installs Talos to its disk and reboots with this config. Machine configs hold the cluster's secrets: send them only to your own nodes."))
+	cancel := widget.NewButton("Cancel", nil)
+	p.dialog = dialog.NewCustomWithoutButtons("Apply "+name+" to "+r.node.Addr+"?", container.NewVScroll(items), s.ui.Window)
+	p.dialog.SetButtons([]fyne.CanvasObject{cancel, p.apply})
+	cancel.OnTapped = p.dialog.Hide
+	p.apply.OnTapped = func() {
+		p.dialog.Hide()
+		s.send(r, name, data)
+	}
+	p.dialog.Resize(fyne.NewSize(760, 520))
+	s.pending = p
+	p.dialog.Show()
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}
+
+// findingView shows one finding; the fix is a selectable field so commands
+// such as `talosctl upgrade --image ...` can be copied.
+func findingView(f node.Finding) fyne.CanvasObject {
+	icon := theme.InfoIcon()
+	imp := widget.MediumImportance
+	switch f.Severity {
+	case node.SeverityError:
+		icon, imp = theme.ErrorIcon(), widget.DangerImportance
+	case node.SeverityWarning:
+		icon, imp = theme.WarningIcon(), widget.WarningImportance
+	}
+	msg := wrapLabel(strings.ToUpper(string(f.Severity)) + ": " + f.Message)
+	msg.Importance = imp
+	box := container.NewVBox(msg)
+	if f.Fix != "" {
+		fix := widget.NewMultiLineEntry()
+		fix.SetText(f.Fix)
+		fix.Wrapping = fyne.TextWrapWord
+		fix.SetMinRowsVisible(2)
+		box.Add(container.NewBorder(nil, nil, widget.NewLabel("Fix:"), nil, fix))
+	}
+	return container.NewBorder(nil, nil, container.NewVBox(widget.NewIcon(icon), layout.NewSpacer()), nil, box)
+}
+
+// send applies the config (background) and shows the node's reply.
+func (s *nodesStep) send(r *nodeRow, name string, data []byte) {
+	r.reply.Importance = widget.MediumImportance
+	r.reply.SetText("Sending " + name + "…")
+	r.pick.Disable()
+	go func() {
+		res, err := s.ui.deps.Apply(s.ui.ctx, node.ApplyOptions{Endpoint: r.node.Addr, Config: data, Mode: node.ModeAuto})
+		s.ui.do(func() {
+			r.pick.Enable()
+			defer func() {
+				select {
+				case s.applied <- struct{}{}:
+				default:
+				}
+			}()
+			if err != nil {
+				r.reply.Importance = widget.DangerImportance
+				r.reply.SetText("Not applied: " + err.Error())
+				s.ui.showError("The node did not take "+name, err)
+				return
+			}
+			r.reply.Importance = widget.SuccessImportance
+			r.reply.SetText(applyText(name, res))
+		})
+	}()
+}
+
+func applyText(name string, res *node.ApplyResult) string {
+	t := "Applied " + name
+	var modes []string
+	for _, m := range res.Messages {
+		if m.Mode != "" {
+			modes = append(modes, m.Mode)
+		}
+	}
+	if len(modes) > 0 {
+		t += " (node chose mode " + strings.Join(modes, ", ") + ")"
+	}
+	if res.ModeDetails != "" {
+		t += ": " + strings.Join(strings.Fields(res.ModeDetails), " ")
+	}
+	if len(res.Warnings) > 0 {
+		t += "\nWarnings: " + strings.Join(res.Warnings, "; ")
+	}
+	return t + "\nThe node installs Talos and reboots; it then needs talosctl with your talosconfig."
+}
