@@ -199,7 +199,11 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 		Source: src,
 		Target: disk.Path,
 		Open: func(p string, size int64) (imaging.Target, error) {
-			return devices.Open(p, size, opts)
+			d, err := devices.Open(p, size, opts)
+			if err != nil {
+				return nil, err // not a typed-nil *Device inside the interface
+			}
+			return d, nil
 		},
 		Verify:   !f.noVerify,
 		Progress: rep.Progress,

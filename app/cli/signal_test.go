@@ -1,0 +1,130 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/talosflash/talosflash/factory"
+	"github.com/talosflash/talosflash/factory/factorytest"
+)
+
+// killOnEvent is a stdout that sends this process SIGINT (caught by Main's
+// signal.NotifyContext, as a real Ctrl-C would be) once a JSON progress line
+// of stage has reached done >= atLeast.
+type killOnEvent struct {
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	stage   string
+	atLeast int64
+	fired   bool
+}
+
+func (k *killOnEvent) Write(p []byte) (int, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.buf.Write(p)
+	var ev struct {
+		Event, Stage string
+		Done         int64
+	}
+	if !k.fired && json.Unmarshal(p, &ev) == nil && ev.Event == "progress" && ev.Stage == k.stage && ev.Done >= k.atLeast {
+		k.fired = true
+		_ = syscall.Kill(os.Getpid(), syscall.SIGINT)
+	}
+	return len(p), nil
+}
+
+func TestInterruptDownloadLeavesResumablePartial(t *testing.T) {
+	srv, fx := fakeFactory(t)
+	dir := t.TempDir()
+	workerID, _ := factory.BuiltinProfiles()[1].SchematicID()
+	path := factorytest.ImagePath(workerID, factory.DefaultTalosVersion, "metal-arm64.raw.xz")
+	half := int64(len(fx.XZ) / 2)
+	srv.StallAfter(path, half)
+
+	// Ctrl-C once half the image sits in the partial file and the server stalls.
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			if p := findPartials(dir); len(p) == 1 {
+				if st, err := os.Stat(p[0]); err == nil && st.Size() >= half {
+					_ = syscall.Kill(os.Getpid(), syscall.SIGINT)
+					return
+				}
+			}
+		}
+	}()
+	var errOut bytes.Buffer
+	args := []string{"--flash", "--role", "worker", "--device", filepath.Join(dir, "card.img"), "--yes", "--json",
+		"--factory", srv.URL, "--cache-dir", dir}
+	start := time.Now()
+	code := Main(args, Env{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: &errOut})
+	if code != ExitInterrupted {
+		t.Fatalf("exit %d, want %d; stderr %s", code, ExitInterrupted, errOut.String())
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("interrupt took %s to take effect", d)
+	}
+	partials := findPartials(dir)
+	if len(partials) != 1 {
+		t.Fatalf("want one resumable partial download in the cache, found %v", partials)
+	}
+	st, _ := os.Stat(partials[0])
+	if st.Size() == 0 || st.Size() > half {
+		t.Fatalf("partial holds %d bytes; want 0 < n <= %d", st.Size(), half)
+	}
+
+	before := srv.BytesServed()
+	code, _, stderr := cliRun(t, args...)
+	if code != ExitOK {
+		t.Fatalf("resume: exit %d: %s", code, stderr)
+	}
+	if got, want := srv.BytesServed()-before, int64(len(fx.XZ))-st.Size(); got != want {
+		t.Fatalf("resume downloaded %d bytes, want only the missing %d", got, want)
+	}
+}
+
+func TestInterruptWriteReportsIncompleteCard(t *testing.T) {
+	srv, _ := fakeFactory(t)
+	dir := t.TempDir()
+	out := &killOnEvent{stage: "write", atLeast: 1}
+	var errOut bytes.Buffer
+	args := []string{"--flash", "--role", "worker", "--device", filepath.Join(dir, "card.img"), "--yes", "--json",
+		"--factory", srv.URL, "--cache-dir", dir}
+	code := Main(args, Env{Stdin: strings.NewReader(""), Stdout: out, Stderr: &errOut})
+	if code != ExitInterrupted {
+		t.Fatalf("exit %d, want %d; stderr %s", code, ExitInterrupted, errOut.String())
+	}
+	if !strings.Contains(errOut.String(), "incomplete") {
+		t.Fatalf("stderr should say the card is incomplete: %s", errOut.String())
+	}
+	if !strings.Contains(out.buf.String(), `"event":"error"`) {
+		t.Fatalf("no JSON error event: %s", out.buf.String())
+	}
+}
+
+func findPartials(dir string) []string {
+	var partials []string
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && strings.HasSuffix(p, ".partial") {
+			partials = append(partials, p)
+		}
+		return nil
+	})
+	return partials
+}
