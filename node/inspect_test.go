@@ -1,0 +1,182 @@
+package node_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/siderolabs/image-factory/pkg/schematic"
+
+	"github.com/talosflash/talosflash/factory"
+	"github.com/talosflash/talosflash/node"
+)
+
+func piOverlay() schematic.Overlay {
+	return schematic.Overlay{Image: "siderolabs/sbc-raspberrypi", Name: "rpi_generic"}
+}
+
+// The homelab's schematics: controlplane = overlay + Newt, worker = overlay only.
+func cpSchematic() *schematic.Schematic {
+	return &schematic.Schematic{Overlay: piOverlay(), Customization: schematic.Customization{
+		SystemExtensions: schematic.SystemExtensions{OfficialExtensions: []string{"siderolabs/newt"}},
+	}}
+}
+
+func workerSchematic() *schematic.Schematic { return &schematic.Schematic{Overlay: piOverlay()} }
+
+func loadTestConfig(t *testing.T, name string) *node.Config {
+	t.Helper()
+	cfg, err := node.LoadConfig(readTestdata(t, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func byCode(fs []node.Finding) map[string]node.Finding {
+	m := map[string]node.Finding{}
+	for _, f := range fs {
+		m[f.Code] = f
+	}
+	return m
+}
+
+func TestSchematicIDsOfFixtures(t *testing.T) {
+	// testdata installer images are built from these IDs: keep them honest.
+	for want, s := range map[string]*schematic.Schematic{cpID: cpSchematic(), workerID: workerSchematic()} {
+		if id, err := factory.SchematicID(s); err != nil || id != want {
+			t.Errorf("schematic ID %s, want %s (%v)", id, want, err)
+		}
+	}
+}
+
+// The incident: workers flashed with the controlplane (Newt) schematic, and
+// a worker config without an ExtensionServiceConfig for Newt.
+func TestInspectNewtIncident(t *testing.T) {
+	fs := node.Inspect(loadTestConfig(t, "worker.yaml"), cpSchematic(), "worker")
+	got := byCode(fs)
+	f, ok := got[node.CodeExtensionConfigMissing]
+	if !ok {
+		t.Fatalf("Newt check did not fire: %+v", fs)
+	}
+	if f.Severity != node.SeverityError || fs[0].Code != node.CodeExtensionConfigMissing {
+		t.Errorf("finding %+v should be the first, an error", f)
+	}
+	for _, want := range []string{"siderolabs/newt", `"newt"`, "booting", "BootTimeout (70 min)", "71 minutes"} {
+		if !strings.Contains(f.Message, want) {
+			t.Errorf("message %q lacks %q", f.Message, want)
+		}
+	}
+	for _, want := range []string{"kind: ExtensionServiceConfig", "name: newt", "NEWT_SECRET=...", "without siderolabs/newt"} {
+		if !strings.Contains(f.Fix, want) {
+			t.Errorf("fix %q lacks %q", f.Fix, want)
+		}
+	}
+	// worker.yaml installs the worker schematic, the card has the controlplane one.
+	if m, ok := got[node.CodeInstallImageMismatch]; !ok || m.Severity != node.SeverityWarning {
+		t.Errorf("schematic mismatch not reported: %+v", fs)
+	}
+}
+
+func TestInspectFixedSetups(t *testing.T) {
+	for name, fs := range map[string][]node.Finding{
+		"worker schematic without newt": node.Inspect(loadTestConfig(t, "worker.yaml"), workerSchematic(), "worker"),
+		"newt schematic with ESC":       node.Inspect(loadTestConfig(t, "worker-newt-esc.yaml"), cpSchematic(), "worker"),
+		"controlplane with ESC":         node.Inspect(loadTestConfig(t, "controlplane.yaml"), cpSchematic(), "controlplane"),
+	} {
+		if len(fs) != 0 {
+			t.Errorf("%s: unexpected findings %+v", name, fs)
+		}
+	}
+}
+
+func TestInspectResolvesSchematicFromInstaller(t *testing.T) {
+	cfg := loadTestConfig(t, "worker.yaml")
+	cfg.InstallImage = "factory.talos.dev/metal-installer/" + cpID + ":v1.14.5"
+
+	var asked []string
+	resolve := func(id string) (*schematic.Schematic, error) {
+		asked = append(asked, id)
+		if id == cpID {
+			return cpSchematic(), nil
+		}
+		return nil, errors.New("unknown schematic")
+	}
+	fs := node.InspectWith(cfg, node.InspectOptions{Role: "worker", Resolve: resolve})
+	if _, ok := byCode(fs)[node.CodeExtensionConfigMissing]; !ok || len(asked) != 1 || asked[0] != cpID {
+		t.Errorf("findings %+v, resolver asked %v", fs, asked)
+	}
+
+	// Without a resolver only the ID is known: say so instead of guessing.
+	fs = node.Inspect(cfg, nil, "worker")
+	if f, ok := byCode(fs)[node.CodeSchematicUnknown]; !ok || f.Severity != node.SeverityInfo || len(fs) != 1 {
+		t.Errorf("findings %+v", fs)
+	}
+}
+
+func TestInspectGenericInstaller(t *testing.T) {
+	fs := node.InspectWith(loadTestConfig(t, "worker-generic-installer.yaml"), node.InspectOptions{
+		Flashed: workerSchematic(), Role: "worker", Node: "192.168.1.21",
+	})
+	f, ok := byCode(fs)[node.CodeInstallImageGeneric]
+	if !ok || f.Severity != node.SeverityWarning || !strings.Contains(f.Message, "overlay") {
+		t.Fatalf("findings %+v", fs)
+	}
+	want := "talosctl upgrade --nodes 192.168.1.21 --image factory.talos.dev/metal-installer/" + workerID + ":" + factory.DefaultTalosVersion
+	if !strings.Contains(f.Fix, want) {
+		t.Errorf("fix %q lacks %q", f.Fix, want)
+	}
+}
+
+func TestInspectMissingOrForeignInstallImage(t *testing.T) {
+	cfg := loadTestConfig(t, "worker.yaml")
+	cfg.InstallImage = ""
+	if _, ok := byCode(node.Inspect(cfg, workerSchematic(), "worker"))[node.CodeInstallImageMissing]; !ok {
+		t.Error("missing install image not reported")
+	}
+	cfg.InstallImage = "registry.example.com/my/installer:v1"
+	if _, ok := byCode(node.Inspect(cfg, workerSchematic(), "worker"))[node.CodeInstallImageForeign]; !ok {
+		t.Error("non-factory installer not reported")
+	}
+}
+
+func TestInspectRoleMismatch(t *testing.T) {
+	fs := node.Inspect(loadTestConfig(t, "worker.yaml"), workerSchematic(), "controlplane")
+	f, ok := byCode(fs)[node.CodeRoleMismatch]
+	if !ok || f.Severity != node.SeverityError || !strings.Contains(f.Message, "worker config") || !strings.Contains(f.Message, "controlplane") {
+		t.Fatalf("findings %+v", fs)
+	}
+	// init is a controlplane type.
+	cfg := loadTestConfig(t, "controlplane.yaml")
+	cfg.MachineType = "init"
+	if _, ok := byCode(node.Inspect(cfg, cpSchematic(), "controlplane"))[node.CodeRoleMismatch]; ok {
+		t.Error("init reported as a mismatch for controlplane")
+	}
+}
+
+func TestInspectUnusedESCAndPatchOnly(t *testing.T) {
+	fs := node.Inspect(loadTestConfig(t, "controlplane.yaml"), workerSchematic(), "controlplane")
+	if f, ok := byCode(fs)[node.CodeExtensionConfigUnused]; !ok || f.Severity != node.SeverityInfo {
+		t.Errorf("findings %+v", fs)
+	}
+	cfg := &node.Config{Kinds: []string{"ExtensionServiceConfig"}, ExtensionServices: []string{"newt"}}
+	if _, ok := byCode(node.Inspect(cfg, cpSchematic(), "worker"))[node.CodeNoMachineConfig]; !ok {
+		t.Error("patch-only file not reported")
+	}
+	if node.Inspect(nil, nil, "") != nil {
+		t.Error("nil config produced findings")
+	}
+}
+
+func TestUpgradeCommand(t *testing.T) {
+	ref := "factory.talos.dev/metal-installer/" + cpID + ":v1.14.5"
+	if got, want := node.UpgradeCommand("192.168.1.10", ref), "talosctl upgrade --nodes 192.168.1.10 --image "+ref; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if got := node.UpgradeCommand("", ""); !strings.Contains(got, "--nodes <node-ip>") || !strings.Contains(got, "<schematic-id>") {
+		t.Errorf("placeholders: %q", got)
+	}
+	if got := node.UpgradeCommand("a b;rm -rf /", ref); !strings.Contains(got, "'a b;rm -rf /'") {
+		t.Errorf("unsafe node not quoted: %q", got)
+	}
+}
