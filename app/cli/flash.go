@@ -10,7 +10,7 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"strings"
+	"os/exec"
 	"time"
 
 	"github.com/dustin/go-humanize"
@@ -321,7 +321,8 @@ func relayElevated(ctx context.Context, cmd interface {
 			return ctx.Err()
 		}
 		// pkexec: 126 = not authorized / dismissed, 127 = cannot authenticate.
-		if strings.Contains(waitErr.Error(), "126") || strings.Contains(waitErr.Error(), "127") {
+		var ee *exec.ExitError
+		if errors.As(waitErr, &ee) && (ee.ExitCode() == 126 || ee.ExitCode() == 127) {
 			return withCode(ExitDevice, fmt.Errorf("permission to write the device was not granted: %w", waitErr))
 		}
 		return withCode(ExitWrite, fmt.Errorf("elevated write step failed: %w", waitErr))
