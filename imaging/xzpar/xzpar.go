@@ -44,8 +44,9 @@ import (
 const DefaultMemoryLimit = 128 << 20
 
 // maxStreamDict caps the dictionary allocated for a streamed block whose
-// size is unknown (xz -9 uses 64 MiB; the format allows 4 GiB).
-const maxStreamDict = 256 << 20
+// size is unknown: twice the memory limit, at least 64 MiB (xz -9 uses
+// 64 MiB; the format allows 4 GiB).
+func maxStreamDict(memLimit int64) int64 { return max(64<<20, 2*memLimit) }
 
 // inputBufSize is the read buffer on the input; large block payloads bypass it.
 const inputBufSize = 256 << 10
@@ -466,7 +467,7 @@ func (d *dispatcher) stream(check byte) error {
 // streamed hands block j to the consumer to decode from the input directly
 // and waits until it is done. ok is false if decoding failed or was closed.
 func (d *dispatcher) streamed(j *job) (rec record, ok bool) {
-	s, err := newStreamBlock(d.in, j)
+	s, err := newStreamBlock(d.in, j, d.memLimit)
 	if err != nil {
 		j.err = err
 		close(j.done)
@@ -639,15 +640,15 @@ type streamBlock struct {
 	ok    bool
 }
 
-func newStreamBlock(in *input, j *job) (*streamBlock, error) {
+func newStreamBlock(in *input, j *job, memLimit int64) (*streamBlock, error) {
 	h := j.hdr
 	dict := h.dictCap
 	if h.uncompressedSize >= 0 {
 		dict = min(dict, max(h.uncompressedSize, lzma.MinDictCap))
 	}
-	if dict > maxStreamDict {
+	if limit := maxStreamDict(memLimit); dict > limit {
 		return nil, fmt.Errorf("xz block %d: LZMA2 dictionary of %d MiB is larger than supported (%d MiB)",
-			j.block, dict>>20, maxStreamDict>>20)
+			j.block, dict>>20, limit>>20)
 	}
 	s := &streamBlock{in: in, j: j, start: in.pos, sum: newCheck(j.check)}
 	var src io.Reader = in

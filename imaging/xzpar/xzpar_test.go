@@ -2,6 +2,8 @@ package xzpar
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -19,7 +21,7 @@ import (
 	"github.com/ulikunitz/xz"
 )
 
-const testImageSize = 2 << 20
+const testImageSize = 1 << 20
 
 var (
 	imgOnce sync.Once
@@ -46,10 +48,22 @@ func needXZ(t testing.TB) {
 	}
 }
 
-// xzRun runs the xz binary on stdin data.
+var (
+	xzMemoMu sync.Mutex
+	xzMemo   = map[string][]byte{}
+)
+
+// xzRun runs the xz binary on stdin data (memoized: tests share fixtures).
 func xzRun(t testing.TB, data []byte, args ...string) []byte {
 	t.Helper()
 	needXZ(t)
+	sum := sha256.Sum256(data)
+	key := strings.Join(args, " ") + "|" + hex.EncodeToString(sum[:])
+	xzMemoMu.Lock()
+	defer xzMemoMu.Unlock()
+	if out, ok := xzMemo[key]; ok {
+		return bytes.Clone(out)
+	}
 	cmd := exec.Command("xz", args...)
 	cmd.Stdin = bytes.NewReader(data)
 	var out, stderr bytes.Buffer
@@ -57,7 +71,8 @@ func xzRun(t testing.TB, data []byte, args ...string) []byte {
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("xz %v: %v: %s", args, err, stderr.String())
 	}
-	return out.Bytes()
+	xzMemo[key] = out.Bytes()
+	return bytes.Clone(out.Bytes())
 }
 
 // blockInfo is one block as listed by `xz --robot -lvv`.
@@ -154,18 +169,18 @@ func TestDecodeMatchesReferences(t *testing.T) {
 		wantBlocks int  // 0: don't care
 		wantSized  bool // all blocks carry sizes
 	}{
-		{"T2 block-size 512KiB", []string{"-T2", "--block-size=512KiB", "-1"}, 4, true},
+		{"T2 block-size 256KiB", []string{"-T2", "--block-size=256KiB", "-1"}, 4, true},
 		{"T0 default", []string{"-T0", "-6"}, 1, true},
-		{"T2 preset 0", []string{"-T2", "-0"}, 2, true},
+		{"T2 preset 0", []string{"-T2", "-0"}, 1, true},
 		{"single-threaded", []string{"-T1", "-1"}, 1, false},
 		{"single-threaded crc32", []string{"-T1", "-1", "--check=crc32"}, 1, false},
 		{"single-threaded sha256", []string{"-T1", "-1", "--check=sha256"}, 1, false},
 		{"single-threaded none", []string{"-T1", "-1", "--check=none"}, 1, false},
-		{"T2 crc32", []string{"-T2", "--block-size=1MiB", "-1", "--check=crc32"}, 2, true},
-		{"T2 crc64", []string{"-T2", "--block-size=1MiB", "-1", "--check=crc64"}, 2, true},
-		{"T2 sha256", []string{"-T2", "--block-size=1MiB", "-1", "--check=sha256"}, 2, true},
-		{"T2 none", []string{"-T2", "--block-size=1MiB", "-1", "--check=none"}, 2, true},
-		{"single-threaded block-size (no sizes)", []string{"-T1", "--block-size=1MiB", "-1"}, 2, false},
+		{"T2 crc32", []string{"-T2", "--block-size=256KiB", "-1", "--check=crc32"}, 4, true},
+		{"T2 crc64", []string{"-T2", "--block-size=256KiB", "-1", "--check=crc64"}, 4, true},
+		{"T2 sha256", []string{"-T2", "--block-size=256KiB", "-1", "--check=sha256"}, 4, true},
+		{"T2 none", []string{"-T2", "--block-size=256KiB", "-1", "--check=none"}, 4, true},
+		{"single-threaded block-size (no sizes)", []string{"-T1", "--block-size=256KiB", "-1"}, 4, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -223,8 +238,8 @@ func TestEmpty(t *testing.T) {
 func TestConcatenatedStreamsAndPadding(t *testing.T) {
 	needXZ(t)
 	raw := testImage(t)
-	a, b := raw[:1<<20], raw[1<<20:]
-	za := xzRun(t, a, "-c", "-T2", "--block-size=256KiB", "-0")
+	a, b := raw[:512<<10], raw[512<<10:]
+	za := xzRun(t, a, "-c", "-T2", "--block-size=128KiB", "-0")
 	zb := xzRun(t, b, "-c", "-T1", "-0", "--check=sha256")
 	empty := xzRun(t, nil, "-c")
 	pad := make([]byte, 8)
@@ -261,8 +276,8 @@ func TestConcatenatedStreamsAndPadding(t *testing.T) {
 func TestSmallMemoryLimit(t *testing.T) {
 	needXZ(t)
 	raw := testImage(t)
-	z := xzRun(t, raw, "-c", "-T2", "--block-size=1MiB", "-1")
-	for _, limit := range []int64{1, 2<<20 + 1<<19, 4 << 20} {
+	z := xzRun(t, raw, "-c", "-T2", "--block-size=256KiB", "-1")
+	for _, limit := range []int64{1, 1 << 20, 2 << 20} {
 		got, r, err := decode(z, 2, limit, false)
 		if err != nil {
 			t.Fatalf("limit %d: %v", limit, err)
@@ -275,8 +290,8 @@ func TestSmallMemoryLimit(t *testing.T) {
 		if limit == 1 && par != 0 {
 			t.Errorf("limit 1: %d blocks decoded in parallel, want 0", par)
 		}
-		if limit == 4<<20 && str != 0 {
-			t.Errorf("limit 4 MiB: %d blocks streamed, want 0", str)
+		if limit == 2<<20 && str != 0 {
+			t.Errorf("limit 2 MiB: %d blocks streamed, want 0", str)
 		}
 	}
 }
@@ -513,7 +528,7 @@ func (c *countingReader) count() int64 {
 // by the block count (workers+2) or by the byte budget.
 func TestReadAheadIsBounded(t *testing.T) {
 	needXZ(t)
-	data := make([]byte, 8<<20)
+	data := make([]byte, 4<<20)
 	for i := range data { // incompressible, so compressed block ~ 1 MiB
 		data[i] = byte(i*7 + i>>8*13 + i>>16*3)
 	}
@@ -526,8 +541,8 @@ func TestReadAheadIsBounded(t *testing.T) {
 			data[i+k] = byte(seed >> (8 * k))
 		}
 	}
-	const block = 512 << 10
-	z := xzRun(t, data, "-c", "-T2", "--block-size=512KiB", "-0")
+	const block = 256 << 10
+	z := xzRun(t, data, "-c", "-T2", "--block-size=256KiB", "-0")
 	for _, c := range []struct {
 		workers  int
 		memLimit int64
@@ -535,8 +550,8 @@ func TestReadAheadIsBounded(t *testing.T) {
 	}{
 		// workers+2 blocks in flight, plus the input buffer.
 		{2, DefaultMemoryLimit, inputBufSize + (2+2)*(block+1<<12)},
-		// each block costs ~2*512 KiB + 512 KiB dictionary: 2 fit in 3.5 MiB.
-		{3, 3<<20 + 1<<19, inputBufSize + 3*(block+1<<12)},
+		// each block costs ~2*256 KiB + 256 KiB dictionary: 2 fit in 1.75 MiB.
+		{3, 1<<20 + 3<<18, inputBufSize + 3*(block+1<<12)},
 	} {
 		cr := &countingReader{r: bytes.NewReader(z)}
 		r, err := newReader(cr, c.workers, c.memLimit)
