@@ -1,6 +1,6 @@
 // Command talosflash flashes Talos Linux for Raspberry Pi onto SD cards and
 // applies machine configs to nodes in maintenance mode. With no arguments
-// it starts the desktop app; see README.md for the CLI.
+// (or `gui`) it starts the desktop app; see README.md for the CLI.
 package main
 
 import (
@@ -10,8 +10,12 @@ import (
 )
 
 func main() {
-	if len(os.Args) == 1 {
-		os.Exit(runGUI())
+	args := os.Args[1:]
+	if len(args) == 0 || args[0] == "gui" {
+		if len(args) > 0 {
+			args = args[1:]
+		}
+		os.Exit(runGUI(args))
 	}
-	os.Exit(cli.Main(os.Args[1:], cli.Env{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}))
+	os.Exit(cli.Main(args, cli.Env{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}))
 }
