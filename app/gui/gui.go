@@ -36,8 +36,8 @@ const AppID = "io.github.talosflash"
 
 // Options configure Run (the binary started without arguments).
 type Options struct {
-	FactoryURL   string        // "" -> factory.DefaultBaseURL
-	ProfilesFile string        // user profiles merged over the builtin ones; "" none
+	FactoryURL   string         // "" -> factory.DefaultBaseURL
+	ProfilesFile string         // user profiles merged over the builtin ones; "" none
 	Cache        *imaging.Cache // nil -> imaging.DefaultCache()
 }
 

@@ -57,7 +57,7 @@ type imageStep struct {
 	version   *widget.Entry
 	ref       *widget.Entry
 	yaml      *widget.Label
-	id        *widget.Entry // read-only but selectable/copyable
+	id        *widget.Label // selectable, so it can be copied
 	size      *widget.Label
 	problem   *widget.Label
 	next      *widget.Button
@@ -93,8 +93,8 @@ func newImageStep(ui *UI) *imageStep {
 	openFile := widget.NewButton("Open installer file…", s.openInstallerFile)
 
 	s.yaml = widget.NewLabelWithStyle("", fyne.TextAlignLeading, fyne.TextStyle{Monospace: true})
-	s.id = widget.NewEntry()
-	s.id.Disable()
+	s.id = widget.NewLabelWithStyle("", fyne.TextAlignLeading, fyne.TextStyle{Monospace: true})
+	s.id.Selectable = true
 	s.size = widget.NewLabel("")
 	s.problem = wrapLabel("")
 	s.problem.Importance = widget.DangerImportance

@@ -448,7 +448,7 @@ func findingView(f node.Finding) fyne.CanvasObject {
 		fix := widget.NewMultiLineEntry()
 		fix.SetText(f.Fix)
 		fix.Wrapping = fyne.TextWrapWord
-		fix.SetMinRowsVisible(2)
+		fix.SetMinRowsVisible(min(max(strings.Count(f.Fix, "\n")+1, 2), 9))
 		box.Add(container.NewBorder(nil, nil, widget.NewLabel("Fix:"), nil, fix))
 	}
 	return container.NewBorder(nil, nil, container.NewVBox(widget.NewIcon(icon), layout.NewSpacer()), nil, box)
