@@ -252,7 +252,7 @@ func Flash(ctx context.Context, opts FlashOptions) (*Result, error) {
 // decodeErr tells a failing download apart from corrupt data.
 func (s *openedSource) decodeErr(err error) error {
 	if serr := s.sourceErr(); serr != nil {
-		return fmt.Errorf("write stage: reading image: %w (%v)", serr, ErrIncomplete)
+		return fmt.Errorf("write stage: reading image: %w", serr)
 	}
 	name := s.path
 	if name == "" {
@@ -434,10 +434,10 @@ func writeStream(ctx context.Context, stream io.Reader, t Target, src *openedSou
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("flash interrupted after %d bytes (%w): %w", wrote.Load(), ctx.Err(), ErrIncomplete)
 		}
-		return nil, fmt.Errorf("%w (after %d bytes were written: %v)", src.decodeErr(readErr), readN, ErrIncomplete)
+		return nil, fmt.Errorf("%w (after %d bytes were written: %w)", src.decodeErr(readErr), readN, ErrIncomplete)
 	}
 	if src.size >= 0 && readN != src.size {
-		return nil, src.corrupt(fmt.Errorf("write stage: %w: decompressed %d bytes, the xz index says %d (%v)", ErrCorruptImage, readN, src.size, ErrIncomplete))
+		return nil, src.corrupt(fmt.Errorf("write stage: %w: decompressed %d bytes, the xz index says %d (%w)", ErrCorruptImage, readN, src.size, ErrIncomplete))
 	}
 	if err := t.Sync(); err != nil {
 		return nil, &WriteError{Offset: readN, Err: fmt.Errorf("sync: %w", err)}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -28,7 +29,14 @@ var (
 // testImage is a shared ~6 MiB image compressed in 1 MiB blocks.
 func testImage(t testing.TB) *imagetest.Fixture {
 	t.Helper()
-	fixtureOnce.Do(func() { fixture = imagetest.New(t, fixtureSize, 42, 1<<20) })
+	fixtureOnce.Do(func() {
+		// The xz binary is much faster than ulikunitz/xz's encoder; both
+		// produce multi-block files here.
+		var ok bool
+		if fixture, ok = imagetest.NewMultiBlock(t, fixtureSize, 42, 1<<20); !ok {
+			fixture = imagetest.New(t, fixtureSize, 42, 1<<20)
+		}
+	})
 	if fixture == nil {
 		t.Fatal("fixture generation failed")
 	}
@@ -136,10 +144,12 @@ func (w *fileTarget) Write(p []byte) (int, error) {
 }
 
 func (w *fileTarget) ReadAt(p []byte, off int64) (int, error) { return w.f.ReadAt(p, off) }
-func (w *fileTarget) Sync() error                              { return w.f.Sync() }
-func (w *fileTarget) Close() error                             { return w.f.Close() }
+func (w *fileTarget) Sync() error                             { return w.f.Sync() }
+func (w *fileTarget) Close() error                            { return w.f.Close() }
 
 func sha256Hex(b []byte) string {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
 }
+
+func strconvFormat(n int64) string { return strconv.FormatInt(n, 10) }

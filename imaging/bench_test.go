@@ -1,0 +1,146 @@
+package imaging
+
+// Benchmarks of each stage alone and of the whole pipeline on one generated
+// image (default 256 MiB raw; TALOSFLASH_BENCH_MIB=1024 for Talos-like size):
+//
+//	go test -run '^$' -bench . -benchtime 3x ./imaging/
+
+import (
+	"context"
+	"crypto/sha256"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+
+	"github.com/talosflash/talosflash/imaging/imagetest"
+)
+
+var (
+	benchOnce sync.Once
+	benchDir  string
+	benchXZ   string
+	benchSize int64
+	benchErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if benchDir != "" {
+		os.RemoveAll(benchDir)
+	}
+	os.Exit(code)
+}
+
+func benchImage(b *testing.B) (xzPath string, size int64) {
+	b.Helper()
+	benchOnce.Do(func() {
+		benchSize = 256 << 20
+		if v, err := strconv.Atoi(os.Getenv("TALOSFLASH_BENCH_MIB")); err == nil && v > 0 {
+			benchSize = int64(v) << 20
+		}
+		if benchDir, benchErr = os.MkdirTemp("", "talosflash-bench-"); benchErr != nil {
+			return
+		}
+		benchXZ = filepath.Join(benchDir, "metal-arm64.raw.xz")
+		// Multi-block like the factory's images (xz -T0), 16 MiB blocks.
+		benchErr = imagetest.WriteXZFile(context.Background(), benchXZ, benchSize, 1, 16<<20, true)
+	})
+	if benchErr != nil {
+		b.Fatal(benchErr)
+	}
+	return benchXZ, benchSize
+}
+
+func BenchmarkStageDecodeXZ(b *testing.B) {
+	path, size := benchImage(b)
+	buf := make([]byte, chunkSize)
+	b.SetBytes(size)
+	for b.Loop() {
+		f, err := os.Open(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		dec, err := newDecompressor(f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n, err := io.CopyBuffer(io.Discard, struct{ io.Reader }{dec}, buf)
+		f.Close()
+		if err != nil || n != size {
+			b.Fatalf("%d, %v", n, err)
+		}
+	}
+}
+
+func benchChunk(b *testing.B) []byte {
+	raw, err := imagetest.Raw(imagetest.MinSize*4, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return raw
+}
+
+func BenchmarkStageSHA256(b *testing.B) {
+	buf := benchChunk(b)
+	b.SetBytes(int64(len(buf)))
+	h := sha256.New()
+	for b.Loop() {
+		h.Write(buf)
+	}
+}
+
+func BenchmarkStageCRC32C(b *testing.B) {
+	buf := benchChunk(b)
+	b.SetBytes(int64(len(buf)))
+	for b.Loop() {
+		for i := 0; i < len(buf); i += crcBlock {
+			crc32.Checksum(buf[i:i+crcBlock], crcTable)
+		}
+	}
+}
+
+// BenchmarkStageWriteFile writes the image size in 4 MiB O_DIRECT writes
+// to a file and fsyncs, like the write stage.
+func BenchmarkStageWriteFile(b *testing.B) {
+	_, size := benchImage(b)
+	buf := alignedBuf(chunkSize)
+	copy(buf, benchChunk(b))
+	dst := filepath.Join(b.TempDir(), "card.img")
+	b.SetBytes(size)
+	for b.Loop() {
+		t, err := OpenFile(dst, size)
+		if err != nil {
+			b.Fatal(err)
+		}
+		f := t.(*os.File)
+		_ = setDirect(f.Fd(), true)
+		for off := int64(0); off < size; off += chunkSize {
+			if _, err := f.Write(buf); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := f.Sync(); err != nil {
+			b.Fatal(err)
+		}
+		f.Close()
+	}
+}
+
+func benchFlash(b *testing.B, verify bool) {
+	path, size := benchImage(b)
+	dst := filepath.Join(b.TempDir(), "card.img")
+	b.SetBytes(size)
+	for b.Loop() {
+		res, err := Flash(context.Background(), FlashOptions{Source: Source{Path: path}, Target: dst, Verify: verify})
+		if err != nil || res.Bytes != size {
+			b.Fatalf("%+v, %v", res, err)
+		}
+	}
+}
+
+func BenchmarkPipelineWrite(b *testing.B)       { benchFlash(b, false) }
+func BenchmarkPipelineWriteVerify(b *testing.B) { benchFlash(b, true) }

@@ -1,0 +1,338 @@
+package imaging
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/talosflash/talosflash/factory/factorytest"
+	"github.com/talosflash/talosflash/imaging/imagetest"
+)
+
+const (
+	testSchematic = "376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba"
+	testVersion   = "v1.14.5"
+	testFile      = "metal-arm64.raw.xz"
+)
+
+// newFactory serves the test image; returns the server, its URL path and
+// a cache with fast retries.
+func newFactory(t *testing.T, data []byte) (*factorytest.Server, string, *Cache) {
+	t.Helper()
+	srv := factorytest.New(t)
+	srv.AddImage(testSchematic, testVersion, testFile, data)
+	c := &Cache{Dir: t.TempDir(), Retries: 3, RetryDelay: time.Millisecond, IdleTimeout: 300 * time.Millisecond}
+	return srv, factorytest.ImagePath(testSchematic, testVersion, testFile), c
+}
+
+func fetch(t *testing.T, srv *factorytest.Server, c *Cache) (string, error) {
+	t.Helper()
+	return c.Fetch(context.Background(), srv.Client(), srv.ImageURL(testSchematic, testVersion, testFile),
+		CacheKey(testSchematic, testVersion, testFile), nil)
+}
+
+func finalPath(t *testing.T, c *Cache) string {
+	t.Helper()
+	p, err := c.Path(CacheKey(testSchematic, testVersion, testFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func assertFile(t *testing.T, path string, want []byte) {
+	t.Helper()
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sha256Hex(got) != sha256Hex(want) {
+		t.Fatalf("%s: %d bytes that differ from the %d expected", path, len(got), len(want))
+	}
+}
+
+func assertNoEntry(t *testing.T, c *Cache) {
+	t.Helper()
+	if _, err := os.Stat(finalPath(t, c)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("final cache entry exists after a failed download (%v)", err)
+	}
+}
+
+func TestFetchCachesAndReuses(t *testing.T) {
+	img := testImage(t)
+	srv, _, c := newFactory(t, img.XZ)
+	var log progressLog
+	p, err := c.Fetch(context.Background(), srv.Client(), srv.ImageURL(testSchematic, testVersion, testFile),
+		CacheKey(testSchematic, testVersion, testFile), log.fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertFile(t, p, img.XZ)
+	if !strings.HasPrefix(p, c.Dir) || srv.BytesServed() != int64(len(img.XZ)) {
+		t.Fatalf("path %s, served %d", p, srv.BytesServed())
+	}
+	if last, _ := log.last(StageDownload); last.Done != int64(len(img.XZ)) || last.Total != int64(len(img.XZ)) {
+		t.Fatalf("last download progress %+v", last)
+	}
+	if _, err := os.Stat(p + partialSuffix); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("partial file left behind")
+	}
+	if _, err := fetch(t, srv, c); err != nil {
+		t.Fatal(err)
+	}
+	if srv.BytesServed() != int64(len(img.XZ)) {
+		t.Fatalf("second fetch downloaded again (%d bytes served)", srv.BytesServed())
+	}
+}
+
+func TestFetchResumesOnlyMissingRange(t *testing.T) {
+	img := testImage(t)
+	srv, path, c := newFactory(t, img.XZ)
+	const first = 300_000
+	srv.ResetAfter(path, first)
+	noRetry := *c
+	noRetry.Retries = -1
+	if _, err := fetch(t, srv, &noRetry); err == nil {
+		t.Fatal("want an error from a reset download without retries")
+	}
+	assertNoEntry(t, c)
+	st, err := os.Stat(finalPath(t, c) + partialSuffix)
+	if err != nil || st.Size() == 0 || st.Size() > first {
+		t.Fatalf("partial: %v, %v", st, err)
+	}
+	have := st.Size()
+	before := srv.BytesServed()
+	p, err := fetch(t, srv, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertFile(t, p, img.XZ)
+	if got, want := srv.BytesServed()-before, int64(len(img.XZ))-have; got != want {
+		t.Fatalf("resume served %d bytes, want only the missing %d", got, want)
+	}
+	reqs := srv.RequestsTo(path)
+	last := reqs[len(reqs)-1].Header
+	if last.Get("Range") != "bytes="+itoa(have)+"-" || last.Get("If-Range") == "" {
+		t.Fatalf("resume request Range %q If-Range %q", last.Get("Range"), last.Get("If-Range"))
+	}
+}
+
+func TestFetchRetriesResetAndStall(t *testing.T) {
+	img := testImage(t)
+	for _, kind := range []factorytest.FaultKind{factorytest.FaultReset, factorytest.FaultStall, factorytest.FaultShortBody} {
+		srv, path, c := newFactory(t, img.XZ)
+		srv.Inject(path, factorytest.Fault{Kind: kind, After: 200_000, Times: 1})
+		p, err := fetch(t, srv, c)
+		if err != nil {
+			t.Fatalf("fault %d: %v", kind, err)
+		}
+		assertFile(t, p, img.XZ)
+		reqs := srv.RequestsTo(path)
+		if len(reqs) != 2 || !strings.HasPrefix(reqs[1].Header.Get("Range"), "bytes=") {
+			t.Fatalf("fault %d: %d requests, second Range %q; want one resumed retry", kind, len(reqs), reqs[len(reqs)-1].Header.Get("Range"))
+		}
+	}
+}
+
+func TestFetchStallBounded(t *testing.T) {
+	img := testImage(t)
+	srv, path, c := newFactory(t, img.XZ)
+	srv.Inject(path, factorytest.Fault{Kind: factorytest.FaultStall, After: 1000})
+	start := time.Now()
+	_, err := fetch(t, srv, c)
+	if err == nil || !strings.Contains(err.Error(), "stalled") {
+		t.Fatalf("got %v, want a stall error", err)
+	}
+	if n := len(srv.RequestsTo(path)); n != c.Retries+1 {
+		t.Fatalf("%d requests, want %d (bounded retries)", n, c.Retries+1)
+	}
+	if time.Since(start) > 5*time.Second {
+		t.Fatalf("took %v", time.Since(start))
+	}
+	assertNoEntry(t, c)
+}
+
+func TestFetchRangeAnsweredWith200Restarts(t *testing.T) {
+	img := testImage(t)
+	newer := imagetest.New(t, 1<<20, 77, 0) // the file changed on the server
+	srv, path, c := newFactory(t, img.XZ)
+	srv.ResetAfter(path, 500_000)
+	srv.Inject(path, factorytest.Fault{Kind: factorytest.FaultContent, Data: newer.XZ, Times: 1})
+	p, err := fetch(t, srv, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertFile(t, p, newer.XZ) // not a splice of old prefix + new tail
+	reqs := srv.RequestsTo(path)
+	if len(reqs) != 2 || reqs[1].Header.Get("If-Range") == "" {
+		t.Fatalf("%d requests; want 2 with If-Range on the second", len(reqs))
+	}
+}
+
+func TestFetchCorruptOrTruncatedLeavesNoEntry(t *testing.T) {
+	img := testImage(t)
+	// Every response truncated: bounded retries, then a clear error.
+	srv, path, c := newFactory(t, img.XZ)
+	srv.Inject(path, factorytest.Fault{Kind: factorytest.FaultShortBody, After: 100_000})
+	_, err := fetch(t, srv, c)
+	if err == nil || !strings.Contains(err.Error(), "unexpected EOF") {
+		t.Fatalf("truncated: got %v", err)
+	}
+	assertNoEntry(t, c)
+
+	// Bytes corrupted in transit: container check fails, nothing kept.
+	srv, path, c = newFactory(t, img.XZ)
+	srv.Inject(path, factorytest.Fault{Kind: factorytest.FaultCorrupt, After: int64(len(img.XZ) - 100)})
+	_, err = fetch(t, srv, c)
+	if !errors.Is(err, ErrCorruptImage) {
+		t.Fatalf("corrupt: got %v, want ErrCorruptImage", err)
+	}
+	assertNoEntry(t, c)
+	if _, err := os.Stat(finalPath(t, c) + partialSuffix); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("corrupt partial kept")
+	}
+}
+
+func TestFetchHTTPErrors(t *testing.T) {
+	img := testImage(t)
+	srv, path, c := newFactory(t, img.XZ)
+	_, err := c.Fetch(context.Background(), srv.Client(), srv.ImageURL(testSchematic, "v9.9.9", testFile), "k/v9.9.9/"+testFile, nil)
+	if !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), testSchematic) || !strings.Contains(err.Error(), "v9.9.9") {
+		t.Fatalf("404: got %v, want ErrNotFound naming schematic and version", err)
+	}
+	if n := len(srv.RequestsTo(factorytest.ImagePath(testSchematic, "v9.9.9", testFile))); n != 1 {
+		t.Fatalf("404 requested %d times, want no retries", n)
+	}
+
+	srv.FailPath(path, http.StatusServiceUnavailable, "busy")
+	_, err = fetch(t, srv, c)
+	var he *HTTPError
+	if !errors.As(err, &he) || he.StatusCode != 503 || len(srv.RequestsTo(path)) != c.Retries+1 {
+		t.Fatalf("503: got %v after %d requests, want %d", err, len(srv.RequestsTo(path)), c.Retries+1)
+	}
+
+	srv.ClearFaults()
+	srv.Inject(path, factorytest.Fault{Kind: factorytest.FaultStatus, Status: 502, Times: 1})
+	p, err := fetch(t, srv, c)
+	if err != nil {
+		t.Fatalf("transient 502: %v", err)
+	}
+	assertFile(t, p, img.XZ)
+}
+
+func TestCachePathStaysInside(t *testing.T) {
+	c := &Cache{Dir: t.TempDir()}
+	for _, key := range []string{"../../etc/passwd", "a/../../b", "", "a//b", "x/y/z.partial", "/abs"} {
+		p, err := c.Path(key)
+		if err == nil {
+			rel, _ := filepath.Rel(c.Dir, p)
+			if !filepath.IsLocal(rel) {
+				t.Errorf("key %q escapes the cache: %s", key, p)
+			}
+			continue
+		}
+	}
+	if _, err := c.Path(".."); err == nil {
+		t.Error(`key ".." accepted`)
+	}
+	if got := CacheKey("id/../x", "v1", "f"); strings.Contains(got, "/../") {
+		t.Errorf("CacheKey kept a traversal: %s", got)
+	}
+}
+
+func TestDamagedCacheEntryRefetched(t *testing.T) {
+	img := testImage(t)
+	srv, _, c := newFactory(t, img.XZ)
+	final := finalPath(t, c)
+	os.MkdirAll(filepath.Dir(final), 0o755)
+	os.WriteFile(final, img.XZ[:len(img.XZ)/2], 0o644) // truncated entry
+	p, err := fetch(t, srv, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertFile(t, p, img.XZ)
+	if srv.BytesServed() != int64(len(img.XZ)) {
+		t.Fatalf("served %d", srv.BytesServed())
+	}
+}
+
+func TestFlashFromFactoryCached(t *testing.T) {
+	img := testImage(t)
+	srv, _, c := newFactory(t, img.XZ)
+	src := Source{URL: srv.ImageURL(testSchematic, testVersion, testFile), Key: CacheKey(testSchematic, testVersion, testFile), Cache: c, HTTPClient: srv.Client()}
+	dst := filepath.Join(t.TempDir(), "card.img")
+	var log progressLog
+	res, err := Flash(context.Background(), FlashOptions{Source: src, Target: dst, Verify: true, Progress: log.fn})
+	if err != nil || res.SHA256 != img.SHA256 || sha256Prefix(t, dst, img.Size) != img.SHA256 {
+		t.Fatalf("%+v, %v", res, err)
+	}
+	if _, n := log.last(StageDownload); n == 0 {
+		t.Error("no download progress")
+	}
+}
+
+func TestFlashCorruptCacheEntryDeleted(t *testing.T) {
+	img := testImage(t)
+	srv, _, c := newFactory(t, img.XZ)
+	final := finalPath(t, c)
+	os.MkdirAll(filepath.Dir(final), 0o755)
+	bad := append([]byte{}, img.XZ...)
+	bad[len(bad)/2] ^= 0xFF // passes the container check, fails the decode
+	os.WriteFile(final, bad, 0o644)
+	src := Source{URL: srv.ImageURL(testSchematic, testVersion, testFile), Key: CacheKey(testSchematic, testVersion, testFile), Cache: c, HTTPClient: srv.Client()}
+	_, err := Flash(context.Background(), FlashOptions{Source: src, Target: filepath.Join(t.TempDir(), "card.img")})
+	if !errors.Is(err, ErrCorruptImage) || !strings.Contains(err.Error(), "write stage") || !strings.Contains(err.Error(), "removed it from the cache") {
+		t.Fatalf("got %v", err)
+	}
+	if srv.BytesServed() != 0 {
+		t.Fatal("a present entry should have been used without downloading")
+	}
+	assertNoEntry(t, c)
+	// The next run downloads it again and succeeds.
+	if _, err := Flash(context.Background(), FlashOptions{Source: src, Target: filepath.Join(t.TempDir(), "card.img"), Verify: true}); err != nil {
+		t.Fatal(err)
+	}
+	if srv.BytesServed() != int64(len(img.XZ)) {
+		t.Fatalf("served %d", srv.BytesServed())
+	}
+}
+
+func TestFlashNoCacheStreamsAndResumes(t *testing.T) {
+	img := testImage(t)
+	srv, path, c := newFactory(t, img.XZ)
+	srv.ResetAfter(path, 400_000)
+	src := Source{URL: srv.ImageURL(testSchematic, testVersion, testFile), NoCache: true, Cache: c, HTTPClient: srv.Client()}
+	dst := filepath.Join(t.TempDir(), "card.img")
+	var log progressLog
+	res, err := Flash(context.Background(), FlashOptions{Source: src, Target: dst, Verify: true, Progress: log.fn})
+	if err != nil || res.SHA256 != img.SHA256 || sha256Prefix(t, dst, img.Size) != img.SHA256 {
+		t.Fatalf("%+v, %v", res, err)
+	}
+	if reqs := srv.RequestsTo(path); len(reqs) != 2 || reqs[1].Header.Get("Range") == "" {
+		t.Fatalf("%d requests; want a resumed second one", len(reqs))
+	}
+	if entries, _ := os.ReadDir(c.Dir); len(entries) != 0 {
+		t.Fatalf("--no-cache wrote %d entries to the cache dir", len(entries))
+	}
+	if p, n := log.last(StageWrite); n == 0 || p.Done != img.Size {
+		t.Fatalf("last write progress %+v", p)
+	}
+}
+
+func TestFlashNoCacheCorruptStream(t *testing.T) {
+	img := testImage(t)
+	srv, path, c := newFactory(t, img.XZ)
+	srv.Inject(path, factorytest.Fault{Kind: factorytest.FaultCorrupt, After: int64(len(img.XZ) / 2)})
+	src := Source{URL: srv.ImageURL(testSchematic, testVersion, testFile), NoCache: true, Cache: c, HTTPClient: srv.Client()}
+	_, err := Flash(context.Background(), FlashOptions{Source: src, Target: filepath.Join(t.TempDir(), "card.img")})
+	if !errors.Is(err, ErrCorruptImage) || !errors.Is(err, ErrIncomplete) {
+		t.Fatalf("got %v, want ErrCorruptImage + ErrIncomplete", err)
+	}
+}
+
+func itoa(n int64) string { return strconvFormat(n) }
