@@ -243,6 +243,8 @@ func TestExitCodes(t *testing.T) {
 	notXZ := filepath.Join(dir, "garbage.raw.xz")
 	os.WriteFile(notXZ, append([]byte{0xfd, '7', 'z', 'X', 'Z', 0}, bytes.Repeat([]byte{1}, 4096)...), 0o644)
 	card := filepath.Join(dir, "card.img")
+	badProfiles := filepath.Join(dir, "profiles.yaml")
+	os.WriteFile(badProfiles, []byte("profiles:\n  - name: edge\n    extension: [siderolabs/newt]\n"), 0o644)
 	common := []string{"--factory", srv.URL, "--cache-dir", dir}
 	cases := []struct {
 		name string
@@ -255,6 +257,8 @@ func TestExitCodes(t *testing.T) {
 		{"bad flag", []string{"--flash", "--colour"}, ExitUsage, "flag provided but not defined"},
 		{"no device", []string{"--flash", "--role", "worker"}, ExitUsage, "--device is required"},
 		{"unknown role", append([]string{"--flash", "--role", "master", "--device", card, "--yes"}, common...), ExitUsage, `unknown profile "master"`},
+		{"bad profile yaml", append([]string{"--flash", "--role", "edge", "--profiles", badProfiles, "--device", card, "--yes"}, common...), ExitUsage, `unknown field "extension"`},
+		{"unknown extension", append([]string{"schematic", "--role", "worker", "--profiles", writeFile(t, dir, "p2.yaml", "profiles:\n  - name: worker\n    overlay: {image: siderolabs/sbc-raspberrypi, name: rpi_generic}\n    extensions: [siderolabs/newtt]\n"), "--register", "--factory", srv.URL}), ExitUsage, "did you mean siderolabs/newt"},
 		{"bad version", append([]string{"--flash", "--role", "worker", "--version", "1.x", "--device", card, "--yes"}, common...), ExitUsage, "version"},
 		{"two sources", append([]string{"--flash", "--role", "worker", "--image", notXZ, "--device", card, "--yes"}, common...), ExitUsage, "exactly one"},
 		{"no tty no yes", append([]string{"--flash", "--role", "worker", "--device", card}, common...), ExitUsage, "--yes"},
@@ -370,4 +374,13 @@ func TestNodesFindsTestServer(t *testing.T) {
 	if len(nodes) != 1 || nodes[0]["Maintenance"] != true {
 		t.Fatalf("nodes %v; want the one maintenance test server", nodes)
 	}
+}
+
+func writeFile(t *testing.T, dir, name, data string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -44,13 +44,9 @@ func (f *imageFlags) client() *factory.Client {
 
 // profile resolves --role/--profiles/--version/--arch into one profile.
 func (f *imageFlags) profile() (factory.Profile, error) {
-	all := factory.BuiltinProfiles()
-	if f.profiles != "" {
-		user, err := factory.LoadProfiles(f.profiles)
-		if err != nil {
-			return factory.Profile{}, withCode(ExitUsage, err)
-		}
-		all = factory.MergeProfiles(all, user)
+	all, err := loadProfiles(f.profiles)
+	if err != nil {
+		return factory.Profile{}, err
 	}
 	p, err := factory.FindProfile(all, f.role)
 	if err != nil {
@@ -66,6 +62,19 @@ func (f *imageFlags) profile() (factory.Profile, error) {
 		p.Arch = f.arch
 	}
 	return p, nil
+}
+
+// loadProfiles is the builtin roles, overridden and extended by the user's
+// profile file when one is given.
+func loadProfiles(path string) ([]factory.Profile, error) {
+	if path == "" {
+		return factory.BuiltinProfiles(), nil
+	}
+	all, err := factory.LoadProfiles(path)
+	if err != nil {
+		return nil, withCode(ExitUsage, err)
+	}
+	return all, nil
 }
 
 // resolve turns the flags into exactly one image choice.

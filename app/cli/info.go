@@ -7,7 +7,6 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/imaging/devices"
 )
 
@@ -58,13 +57,9 @@ func runProfiles(_ context.Context, args []string, env Env) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	all := factory.BuiltinProfiles()
-	if profiles != "" {
-		user, err := factory.LoadProfiles(profiles)
-		if err != nil {
-			return withCode(ExitUsage, err)
-		}
-		all = factory.MergeProfiles(all, user)
+	all, err := loadProfiles(profiles)
+	if err != nil {
+		return err
 	}
 	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tVERSION\tEXTENSIONS\tSCHEMATIC ID\tDESCRIPTION")

@@ -138,13 +138,9 @@ func runApply(ctx context.Context, args []string, env Env) error {
 		return fmt.Errorf("%s: %w", file, err)
 	}
 
-	all := factory.BuiltinProfiles()
-	if profiles != "" {
-		user, err := factory.LoadProfiles(profiles)
-		if err != nil {
-			return withCode(ExitUsage, err)
-		}
-		all = factory.MergeProfiles(all, user)
+	all, err := loadProfiles(profiles)
+	if err != nil {
+		return err
 	}
 	opts := node.InspectOptions{Node: endpoint, Resolve: resolver(ctx, all, factory.NewClient(factoryURL, nil))}
 	if role != "" {

@@ -418,7 +418,7 @@ func (s *nodesStep) prompt(r *nodeRow, name string, data []byte, cfg *node.Confi
 		p.dialog.Hide()
 		s.send(r, name, data)
 	}
-	p.dialog.Resize(fyne.NewSize(760, 520))
+	p.dialog.Resize(fyne.NewSize(780, 640))
 	s.pending = p
 	p.dialog.Show()
 }

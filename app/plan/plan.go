@@ -30,8 +30,10 @@ type Image struct {
 }
 
 // FromProfile builds the profile's schematic, computes its ID offline and,
-// when register is set, registers it with the factory and checks the factory
-// agrees on the ID (the image URL only works for a registered schematic).
+// when register is set, checks the version, overlay and extensions exist on
+// the factory (it would accept unknown names and fail only when building the
+// image), registers the schematic and checks the factory agrees on the ID
+// (the image URL only works for a registered schematic).
 func FromProfile(ctx context.Context, c *factory.Client, p factory.Profile, register bool) (*Image, error) {
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("profile %s: %w", p.Name, err)
@@ -42,6 +44,9 @@ func FromProfile(ctx context.Context, c *factory.Client, p factory.Profile, regi
 		return nil, fmt.Errorf("profile %s: compute schematic ID: %w", p.Name, err)
 	}
 	if register {
+		if err := c.ValidateProfile(ctx, p); err != nil {
+			return nil, fmt.Errorf("profile %s: %w", p.Name, err)
+		}
 		if _, err := c.Register(ctx, s); err != nil {
 			return nil, fmt.Errorf("register schematic for %s: %w", p.Name, err)
 		}
