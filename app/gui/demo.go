@@ -65,7 +65,7 @@ func RunDemo(step string) error {
 	disks := []devices.Disk{
 		{Name: "sdb", Path: "/dev/sdb", Size: 31914983424, SizeHuman: "29.7 GiB", Vendor: "Generic", Model: "SD/MMC Reader", Transport: devices.TransportUSB, Removable: true, Safe: true},
 		{Name: "sdc", Path: "/dev/sdc", Size: 62277025792, SizeHuman: "58 GiB", Vendor: "SanDisk", Model: "Ultra USB 3.0", Transport: devices.TransportUSB, Removable: true,
-			Mounts: []devices.Mount{{Point: "/home/user/backup", FSType: "ext4"}},
+			Mounts:  []devices.Mount{{Point: "/home/user/backup", FSType: "ext4"}},
 			Refusal: &devices.RefusedError{Device: "/dev/sdc", Reason: devices.CodeMounted, Msg: "/dev/sdc is mounted at /home/user/backup, outside /media and /run/media; unmount it yourself if it really is the card"}},
 		{Name: "nvme0n1", Path: "/dev/nvme0n1", Size: 512110190592, SizeHuman: "477 GiB", Model: "Samsung SSD 980 PRO", Transport: devices.TransportNVMe,
 			Refusal: &devices.RefusedError{Device: "/dev/nvme0n1", Reason: devices.CodeSystemDisk, Msg: "/dev/nvme0n1 holds the system filesystem /"}},
