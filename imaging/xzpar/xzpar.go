@@ -100,10 +100,11 @@ type Reader struct {
 	quit chan struct{}
 	mem  *budget
 
-	cur  *job
-	off  int
-	err  error // sticky: io.EOF, a decode error, or ErrClosed
-	once sync.Once
+	cur    *job
+	off    int
+	err    error // sticky: io.EOF or a decode error; owned by the reading goroutine
+	once   sync.Once
+	closed atomic.Bool // Close may be called from another goroutine
 
 	parallel, streamed atomic.Int64 // blocks per path, for tests
 }
@@ -187,6 +188,9 @@ func (x *Reader) shutdown() {
 
 // Read implements io.Reader.
 func (x *Reader) Read(p []byte) (int, error) {
+	if x.closed.Load() {
+		return 0, ErrClosed
+	}
 	if x.err != nil {
 		return 0, x.err
 	}
@@ -231,6 +235,9 @@ func (x *Reader) WriteTo(w io.Writer) (int64, error) {
 	var total int64
 	var buf []byte
 	for {
+		if x.closed.Load() {
+			return total, ErrClosed
+		}
 		if x.err != nil {
 			if x.err == io.EOF {
 				return total, nil
@@ -273,12 +280,11 @@ func (x *Reader) WriteTo(w io.Writer) (int64, error) {
 	}
 }
 
-// Close stops decoding and releases the goroutines. It does not close the
-// underlying reader.
+// Close stops decoding and releases the goroutines; a Read waiting for a
+// block returns ErrClosed. It does not close the underlying reader. Close may
+// be called from any goroutine, more than once.
 func (x *Reader) Close() error {
-	if x.err == nil {
-		x.err = ErrClosed
-	}
+	x.closed.Store(true)
 	x.shutdown()
 	return nil
 }

@@ -593,3 +593,32 @@ func TestUnsupported(t *testing.T) {
 		}
 	}
 }
+
+// TestCloseUnblocksRead: Close from another goroutine ends a Read waiting
+// for input that never comes (a stalled download).
+func TestCloseUnblocksRead(t *testing.T) {
+	needXZ(t)
+	z, _ := multiBlock(t)
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	go pw.Write(z[:100]) // header and part of block 1, then nothing
+	r, err := NewReader(pr, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Read(make([]byte, 10))
+		done <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	r.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrClosed) {
+			t.Fatalf("Read: %v, want ErrClosed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Read still blocked 5s after Close")
+	}
+}
