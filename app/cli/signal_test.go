@@ -100,18 +100,33 @@ func TestInterruptDownloadLeavesResumablePartial(t *testing.T) {
 }
 
 func TestInterruptWriteReportsIncompleteCard(t *testing.T) {
-	srv, _ := fakeFactory(t)
+	// A large raw image (sparse, reads as zeros) so the write is still
+	// running when the signal lands.
 	dir := t.TempDir()
+	img := filepath.Join(dir, "big.raw")
+	if err := os.WriteFile(img, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(img, 1<<30); err != nil {
+		t.Fatal(err)
+	}
 	out := &killOnEvent{stage: "write", atLeast: 1}
 	var errOut bytes.Buffer
-	args := []string{"--flash", "--role", "worker", "--device", filepath.Join(dir, "card.img"), "--yes", "--json",
-		"--factory", srv.URL, "--cache-dir", dir}
+	card := filepath.Join(dir, "card.img")
+	args := []string{"--flash", "--image", img, "--device", card, "--yes", "--json"}
+	start := time.Now()
 	code := Main(args, Env{Stdin: strings.NewReader(""), Stdout: out, Stderr: &errOut})
 	if code != ExitInterrupted {
 		t.Fatalf("exit %d, want %d; stderr %s", code, ExitInterrupted, errOut.String())
 	}
+	if d := time.Since(start); d > 15*time.Second {
+		t.Errorf("interrupted write took %s to stop", d)
+	}
 	if !strings.Contains(errOut.String(), "incomplete") {
 		t.Fatalf("stderr should say the card is incomplete: %s", errOut.String())
+	}
+	if st, err := os.Stat(card); err == nil && st.Size() >= 1<<30 {
+		t.Fatalf("the whole image was written (%d bytes) despite the interrupt", st.Size())
 	}
 	if !strings.Contains(out.buf.String(), `"event":"error"`) {
 		t.Fatalf("no JSON error event: %s", out.buf.String())
