@@ -258,7 +258,7 @@ func TestExitCodes(t *testing.T) {
 		{"no device", []string{"--flash", "--role", "worker"}, ExitUsage, "--device is required"},
 		{"unknown role", append([]string{"--flash", "--role", "master", "--device", card, "--yes"}, common...), ExitUsage, `unknown profile "master"`},
 		{"bad profile yaml", append([]string{"--flash", "--role", "edge", "--profiles", badProfiles, "--device", card, "--yes"}, common...), ExitUsage, `unknown field "extension"`},
-		{"unknown extension", append([]string{"schematic", "--role", "worker", "--profiles", writeFile(t, dir, "p2.yaml", "profiles:\n  - name: worker\n    overlay: {image: siderolabs/sbc-raspberrypi, name: rpi_generic}\n    extensions: [siderolabs/newtt]\n"), "--register", "--factory", srv.URL}), ExitUsage, "did you mean siderolabs/newt"},
+		{"unknown extension", []string{"schematic", "--role", "worker", "--profiles", writeFile(t, dir, "p2.yaml", "profiles:\n  - name: worker\n    overlay: {image: siderolabs/sbc-raspberrypi, name: rpi_generic}\n    extensions: [siderolabs/newtt]\n"), "--register", "--factory", srv.URL}, ExitUsage, "did you mean siderolabs/newt"},
 		{"bad version", append([]string{"--flash", "--role", "worker", "--version", "1.x", "--device", card, "--yes"}, common...), ExitUsage, "version"},
 		{"two sources", append([]string{"--flash", "--role", "worker", "--image", notXZ, "--device", card, "--yes"}, common...), ExitUsage, "exactly one"},
 		{"no tty no yes", append([]string{"--flash", "--role", "worker", "--device", card}, common...), ExitUsage, "--yes"},
