@@ -35,6 +35,10 @@ type ApplyOptions struct {
 	DryRun     bool
 	Timeout    time.Duration // whole call; 0 = DefaultApplyTimeout
 	TryTimeout time.Duration // --mode try rollback timer; 0 = DefaultTryTimeout
+	// CertFingerprints pins the node's certificate (SPKI fingerprints as the
+	// node's console prints them, or Node.CertFingerprint from discovery).
+	// Empty: no check, like plain talosctl --insecure.
+	CertFingerprints []string
 }
 
 // ApplyMessage is one node's answer.
@@ -53,9 +57,9 @@ type ApplyResult struct {
 	Messages    []ApplyMessage
 	Warnings    []string // all messages' warnings
 	ModeDetails string   // all messages' mode details, newline-joined
-	// ServerCertSHA256 is the node's TLS certificate fingerprint (hex), for
-	// pinning or display; maintenance certificates are self-signed.
-	ServerCertSHA256 string
+	// CertFingerprint is the node's TLS certificate SPKI fingerprint
+	// (see CertFingerprint), for display or pinning.
+	CertFingerprint string
 }
 
 // ParseMode maps a talosctl mode name to the API enum.
@@ -113,7 +117,7 @@ func Apply(ctx context.Context, opts ApplyOptions) (*ApplyResult, error) {
 	defer cancel()
 
 	trace := &connTrace{}
-	c, err := newInsecureClient(callCtx, endpoint, trace)
+	c, err := newInsecureClient(callCtx, endpoint, trace, opts.CertFingerprints)
 	if err != nil {
 		return nil, &NetworkError{Endpoint: endpoint, Kind: NetUnreachable, Detail: sanitize(err.Error())}
 	}
@@ -125,10 +129,10 @@ func Apply(ctx context.Context, opts ApplyOptions) (*ApplyResult, error) {
 	}
 
 	res := &ApplyResult{
-		Endpoint:         endpoint,
-		Mode:             modeName(mode),
-		DryRun:           opts.DryRun,
-		ServerCertSHA256: fingerprint(trace.snapshot().serverCert),
+		Endpoint:        endpoint,
+		Mode:            modeName(mode),
+		DryRun:          opts.DryRun,
+		CertFingerprint: CertFingerprint(trace.snapshot().serverCert),
 	}
 	var details []string
 	for _, m := range resp.GetMessages() {

@@ -4,7 +4,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
+	"crypto/x509"
+	"encoding/base64"
 	"errors"
 	"net"
 	"os"
@@ -63,9 +64,34 @@ func TestApplyDeliversExactConfigModeAndDryRun(t *testing.T) {
 	if !strings.Contains(res2.ModeDetails, "Dry run summary:\nNode is running in maintenance mode") || !res2.DryRun {
 		t.Errorf("dry-run mode details = %q", res2.ModeDetails)
 	}
-	sum := sha256.Sum256(srv.CertDER())
-	if res.ServerCertSHA256 != hex.EncodeToString(sum[:]) {
-		t.Errorf("cert fingerprint %s, want the server's", res.ServerCertSHA256)
+	if want := spki(t, srv.CertDER()); res.CertFingerprint != want {
+		t.Errorf("cert fingerprint %s, want the server's %s", res.CertFingerprint, want)
+	}
+}
+
+// spki computes the fingerprint independently: base64(sha256(SubjectPublicKeyInfo)).
+func spki(t *testing.T, der []byte) string {
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(cert.RawSubjectPublicKeyInfo)
+	return base64.StdEncoding.EncodeToString(sum[:])
+}
+
+func TestApplyPinnedFingerprint(t *testing.T) {
+	srv := nodetest.Start(t, nodetest.Options{SkipValidation: true})
+	good := spki(t, srv.CertDER())
+	if _, err := node.Apply(context.Background(), node.ApplyOptions{Endpoint: srv.Addr(), Config: []byte("pinned"), CertFingerprints: []string{"other", good}}); err != nil {
+		t.Fatalf("matching pin: %v", err)
+	}
+	_, err := node.Apply(context.Background(), node.ApplyOptions{Endpoint: srv.Addr(), Config: []byte("wrong pin"), CertFingerprints: []string{"AAAA" + good[4:]}, Timeout: 5 * time.Second})
+	var ne *node.NetworkError
+	if !errors.As(err, &ne) || ne.Kind != node.NetTLS || !strings.Contains(err.Error(), good) {
+		t.Fatalf("wrong pin: err = %v, want a TLS error naming the node's fingerprint", err)
+	}
+	if reqs := srv.Requests(); len(reqs) != 1 || string(reqs[0].Config) != "pinned" {
+		t.Fatalf("config reached the node despite the wrong pin: %d requests", len(reqs))
 	}
 }
 

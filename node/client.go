@@ -4,10 +4,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
-	"encoding/hex"
+	"crypto/x509"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -54,6 +56,7 @@ type connTrace struct {
 	tlsDone    bool
 	certReq    bool   // the server asked for a client certificate (configured apid does)
 	serverCert []byte // leaf certificate, DER
+	pinFailed  string // fingerprint of a certificate that matched no pin
 }
 
 func (t *connTrace) set(f func(*connTrace)) {
@@ -65,12 +68,14 @@ func (t *connTrace) set(f func(*connTrace)) {
 func (t *connTrace) snapshot() connTrace {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return connTrace{dialErr: t.dialErr, dialed: t.dialed, tlsDone: t.tlsDone, certReq: t.certReq, serverCert: t.serverCert}
+	return connTrace{dialErr: t.dialErr, dialed: t.dialed, tlsDone: t.tlsDone, certReq: t.certReq, serverCert: t.serverCert, pinFailed: t.pinFailed}
 }
 
 // insecureTLS is what `talosctl --insecure` uses: encryption without server
 // verification (a maintenance node only has a self-signed certificate).
-func insecureTLS(trace *connTrace) *tls.Config {
+// With pins, the leaf's SPKI fingerprint must match one of them, like
+// `talosctl --insecure --cert-fingerprint`.
+func insecureTLS(trace *connTrace, pins []string) *tls.Config {
 	return &tls.Config{
 		InsecureSkipVerify: true, //nolint:gosec // maintenance mode has no trust anchor yet; same as talosctl --insecure
 		MinVersion:         tls.VersionTLS12,
@@ -79,11 +84,18 @@ func insecureTLS(trace *connTrace) *tls.Config {
 			return &tls.Certificate{}, nil // none: we have no talosconfig
 		},
 		VerifyConnection: func(cs tls.ConnectionState) error {
+			var der []byte
+			if len(cs.PeerCertificates) > 0 {
+				der = cs.PeerCertificates[0].Raw
+			}
+			fp := CertFingerprint(der)
+			if len(pins) > 0 && !slices.Contains(pins, fp) {
+				trace.set(func(t *connTrace) { t.pinFailed = fp })
+				return fmt.Errorf("certificate fingerprint %s matches no pinned fingerprint", fp)
+			}
 			trace.set(func(t *connTrace) {
 				t.tlsDone = true
-				if len(cs.PeerCertificates) > 0 {
-					t.serverCert = cs.PeerCertificates[0].Raw
-				}
+				t.serverCert = der
 			})
 			return nil
 		},
@@ -93,7 +105,7 @@ func insecureTLS(trace *connTrace) *tls.Config {
 // newInsecureClient builds a real machinery client the way talosctl's
 // WithClientMaintenance does (client.WithTLSConfig + client.WithEndpoints),
 // plus a dialer that records the TCP outcome.
-func newInsecureClient(ctx context.Context, endpoint string, trace *connTrace) (*client.Client, error) {
+func newInsecureClient(ctx context.Context, endpoint string, trace *connTrace, pins []string) (*client.Client, error) {
 	dialer := func(ctx context.Context, addr string) (net.Conn, error) {
 		var d net.Dialer
 		c, err := d.DialContext(ctx, "tcp", addr)
@@ -107,7 +119,7 @@ func newInsecureClient(ctx context.Context, endpoint string, trace *connTrace) (
 		return c, err
 	}
 	return client.New(ctx,
-		client.WithTLSConfig(insecureTLS(trace)),
+		client.WithTLSConfig(insecureTLS(trace, pins)),
 		client.WithEndpoints(endpoint),
 		client.WithGRPCDialOptions(grpc.WithContextDialer(dialer)),
 	)
@@ -137,6 +149,10 @@ func classify(ctx context.Context, endpoint string, timeout time.Duration, err e
 		return netErr(NetTimeout, st.Message())
 	case codes.Unavailable:
 		switch {
+		case tr.pinFailed != "":
+			// The fingerprint is a hash of a public key: safe to show unsanitized.
+			return &NetworkError{Endpoint: endpoint, Kind: NetTLS,
+				Detail: "the node's certificate fingerprint " + tr.pinFailed + " is not the pinned one (another machine answers at this address, or the node rebooted and made a new certificate)"}
 		case tr.dialErr != nil && !tr.dialed:
 			if isRefused(tr.dialErr) {
 				return netErr(NetRefused, tr.dialErr.Error())
@@ -147,7 +163,7 @@ func classify(ctx context.Context, endpoint string, timeout time.Duration, err e
 			}
 			return netErr(NetUnreachable, tr.dialErr.Error())
 		case tr.dialed && !tr.tlsDone:
-			return netErr(NetTLS, tlsReason(st.Message()))
+			return netErr(NetTLS, "the port does not speak Talos' TLS API ("+tlsReason(st.Message())+")")
 		case tr.certReq:
 			return netErr(NetTLS, "the node already has a config and requires a client certificate (use talosctl with its talosconfig)")
 		}
@@ -177,13 +193,16 @@ func tlsReason(msg string) string {
 	return msg
 }
 
-// Fingerprint is the SHA-256 of a certificate's DER bytes, hex.
-func fingerprint(der []byte) string {
-	if len(der) == 0 {
+// CertFingerprint is the SPKI fingerprint of a DER certificate as Talos
+// prints it on the maintenance console and `talosctl --cert-fingerprint`
+// takes it: base64(SHA-256(SubjectPublicKeyInfo)). "" if der is not a certificate.
+func CertFingerprint(der []byte) string {
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
 		return ""
 	}
-	sum := sha256.Sum256(der)
-	return hex.EncodeToString(sum[:])
+	sum := sha256.Sum256(cert.RawSubjectPublicKeyInfo)
+	return base64.StdEncoding.EncodeToString(sum[:])
 }
 
 func isRefused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }

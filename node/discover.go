@@ -23,16 +23,16 @@ import (
 
 // Node is a Talos node found on the network.
 type Node struct {
-	Addr         string     // host:port
-	IP           netip.Addr // host part of Addr
-	Maintenance  bool       // waiting for a machine config (apply with Apply)
-	Configured   bool       // already configured: needs talosconfig (mTLS), not talosflash
-	Stage        string     // machine stage as the node reports it ("maintenance", "booting", ...)
-	Hostname     string
-	MAC          string // first physical link's hardware address
-	TalosVersion string
-	CertSHA256   string // TLS certificate fingerprint (hex SHA-256 of the DER)
-	Note         string // what could not be read, or why it counts as Talos
+	Addr            string     // host:port
+	IP              netip.Addr // host part of Addr
+	Maintenance     bool       // waiting for a machine config (apply with Apply)
+	Configured      bool       // already configured: needs talosconfig (mTLS), not talosflash
+	Stage           string     // machine stage as the node reports it ("maintenance", "booting", ...)
+	Hostname        string
+	MAC             string // first physical link's hardware address
+	TalosVersion    string
+	CertFingerprint string // TLS certificate SPKI fingerprint (pin it with ApplyOptions.CertFingerprints)
+	Note            string // what could not be read, or why it counts as Talos
 }
 
 // DiscoverOptions configures Discover. Only the given prefixes are scanned.
@@ -221,7 +221,7 @@ func Probe(ctx context.Context, addr string) (*Node, error) {
 		return nil, err
 	}
 	tr := trace.snapshot()
-	n.CertSHA256 = fingerprint(tr.serverCert)
+	n.CertFingerprint = CertFingerprint(tr.serverCert)
 	if tr.certReq {
 		// apid of a configured node requires a client certificate; without
 		// talosconfig nothing more can be read, but the shape is Talos'.
@@ -231,7 +231,7 @@ func Probe(ctx context.Context, addr string) (*Node, error) {
 	}
 
 	// 2. API probes over the real machinery client.
-	c, err := newInsecureClient(ctx, endpoint, &connTrace{})
+	c, err := newInsecureClient(ctx, endpoint, &connTrace{}, nil)
 	if err != nil {
 		return nil, &NetworkError{Endpoint: endpoint, Kind: NetUnreachable, Detail: sanitize(err.Error())}
 	}
@@ -305,14 +305,14 @@ func tlsProbe(ctx context.Context, endpoint string, trace *connTrace) error {
 		return dialError(endpoint, err)
 	}
 	defer raw.Close()
-	cfg := insecureTLS(trace)
+	cfg := insecureTLS(trace, nil)
 	cfg.NextProtos = []string{"h2"}
 	conn := tls.Client(raw, cfg)
 	if err := conn.HandshakeContext(ctx); err != nil {
 		if ctx.Err() != nil {
 			return &NetworkError{Endpoint: endpoint, Kind: NetTimeout, Detail: "TLS handshake did not complete"}
 		}
-		return &NetworkError{Endpoint: endpoint, Kind: NetTLS, Detail: sanitize(err.Error())}
+		return &NetworkError{Endpoint: endpoint, Kind: NetTLS, Detail: "not a Talos TLS API (" + sanitize(err.Error()) + ")"}
 	}
 	return nil
 }

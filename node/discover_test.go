@@ -67,7 +67,7 @@ func TestProbeMaintenanceNode(t *testing.T) {
 	if !n.Maintenance || n.Configured || n.Stage != "maintenance" || n.Hostname != "talos-pi-1" || n.MAC != "dc:a6:32:12:34:56" || n.TalosVersion != "v1.14.5" {
 		t.Errorf("node = %+v", n)
 	}
-	if n.Addr != srv.Addr() || n.IP != netip.MustParseAddr("127.0.0.1") || n.CertSHA256 == "" {
+	if n.Addr != srv.Addr() || n.IP != netip.MustParseAddr("127.0.0.1") || n.CertFingerprint != spki(t, srv.CertDER()) {
 		t.Errorf("node address/cert = %+v", n)
 	}
 	if srv.VersionCalls() != 1 {
@@ -84,7 +84,7 @@ func TestProbeConfiguredNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n.Maintenance || !n.Configured || n.CertSHA256 == "" {
+	if n.Maintenance || !n.Configured || n.CertFingerprint != spki(t, srv.CertDER()) {
 		t.Errorf("node = %+v", n)
 	}
 }

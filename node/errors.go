@@ -42,7 +42,7 @@ func (e *NetworkError) Error() string {
 	case NetTimeout:
 		return fmt.Sprintf("no answer from %s within %s (wrong address, node still booting, or a firewall drops the traffic)", e.Endpoint, e.Timeout)
 	case NetTLS:
-		return fmt.Sprintf("TLS handshake with %s failed: the port does not speak Talos' TLS API (%s)", e.Endpoint, e.Detail)
+		return fmt.Sprintf("TLS handshake with %s failed: %s", e.Endpoint, e.Detail)
 	default:
 		if e.Detail != "" {
 			return fmt.Sprintf("cannot reach %s: %s", e.Endpoint, e.Detail)
