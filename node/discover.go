@@ -226,7 +226,7 @@ func Probe(ctx context.Context, addr string) (*Node, error) {
 		// apid of a configured node requires a client certificate; without
 		// talosconfig nothing more can be read, but the shape is Talos'.
 		n.Configured = true
-		n.Note = "configured node: requires a client certificate (use talosctl with its talosconfig)"
+		n.Note = "asks for a client certificate: a configured Talos node (use talosctl with its talosconfig), or another mTLS service on this port"
 		return n, nil
 	}
 
