@@ -1,12 +1,21 @@
 #!/usr/bin/env bash
-# Runs every Fuzz* target briefly (default 5s each) after the seed corpus.
+# Runs every Fuzz* target briefly (default 5s each) after its seed corpus.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dur=${1:-5s}
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+passed=0
 for pkg in $(go list ./...); do
   dir=$(go list -f '{{.Dir}}' "$pkg")
-  for f in $(grep -hoE '^func (Fuzz[A-Za-z0-9_]+)' "$dir"/*_test.go 2>/dev/null | awk '{print $2}'); do
+  for f in $(grep -hoE '^func Fuzz[A-Za-z0-9_]+' "$dir"/*_test.go 2>/dev/null | awk '{print $2}' | sort -u); do
     echo "fuzz: $pkg $f ($dur)"
-    go test -run '^$' -fuzz "^${f}\$" -fuzztime "$dur" "$pkg" >/tmp/talosflash-fuzz.log 2>&1 || { cat /tmp/talosflash-fuzz.log; exit 1; }
+    if ! go test -run '^$' -fuzz "^${f}\$" -fuzztime "$dur" "$pkg" >"$log" 2>&1; then
+      cat "$log"
+      echo "fuzz: $passed passed, 1 failed"
+      exit 1
+    fi
+    passed=$((passed + 1))
   done
 done
+echo "fuzz: $passed passed, 0 failed"
