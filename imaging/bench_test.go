@@ -6,6 +6,7 @@ package imaging
 //	go test -run '^$' -bench . -benchtime 3x ./imaging/
 
 import (
+	"bufio"
 	"context"
 	"crypto/sha256"
 	"hash/crc32"
@@ -64,7 +65,7 @@ func BenchmarkStageDecodeXZ(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		dec, err := newDecompressor(f)
+		dec, err := newDecompressor(bufio.NewReaderSize(f, 1<<20)) // as the pipeline feeds it
 		if err != nil {
 			b.Fatal(err)
 		}
