@@ -272,6 +272,8 @@ func TestExitCodes(t *testing.T) {
 		{"apply no file", []string{"apply", "--node", "127.0.0.1"}, ExitUsage, "--file"},
 		{"apply bad mode", []string{"apply", "--node", "127.0.0.1", "--file", notXZ, "--mode", "sometimes"}, ExitUsage, "mode"},
 		{"apply not a config", []string{"apply", "--node", "127.0.0.1", "--file", notXZ}, ExitConfig, "config"},
+		{"apply huge config", []string{"apply", "--node", "127.0.0.1", "--file", writeFile(t, dir, "huge.yaml", strings.Repeat("# padding\n", 500000))}, ExitConfig, "too large"},
+		{"apply directory config", []string{"apply", "--node", "127.0.0.1", "--file", dir}, ExitUsage, "directory"},
 		{"nodes bad subnet", []string{"nodes", "--subnet", "10.0.0.0/99"}, ExitUsage, "subnet"},
 	}
 	for _, c := range cases {
