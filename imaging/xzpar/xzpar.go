@@ -77,6 +77,7 @@ func newReader(r io.Reader, workers int, memLimit int64) (*Reader, error) {
 		return nil, err
 	}
 	x := &Reader{
+		bufs: make(chan []byte, workers+2),
 		jobs: make(chan *job, workers),
 		quit: make(chan struct{}),
 		mem:  newBudget(memLimit),
@@ -96,6 +97,9 @@ func newReader(r io.Reader, workers int, memLimit int64) (*Reader, error) {
 
 // Reader is the decoded stream returned by NewReader.
 type Reader struct {
+	// bufs recycles block buffers: fresh 24 MiB allocations cost page
+	// faults and zeroing, measurably slowing decode (see docs/PERFORMANCE.md).
+	bufs chan []byte
 	jobs chan *job // decoded blocks in stream order
 	quit chan struct{}
 	mem  *budget
@@ -107,6 +111,29 @@ type Reader struct {
 	closed atomic.Bool // Close may be called from another goroutine
 
 	parallel, streamed atomic.Int64 // blocks per path, for tests
+}
+
+// getBuf returns a buffer of length n, recycled when one is big enough.
+// Its contents are arbitrary: callers overwrite it completely.
+func (x *Reader) getBuf(n int64) []byte {
+	select {
+	case b := <-x.bufs:
+		if int64(cap(b)) >= n {
+			return b[:n]
+		}
+	default:
+	}
+	return make([]byte, n)
+}
+
+func (x *Reader) putBuf(b []byte) {
+	if cap(b) == 0 {
+		return
+	}
+	select {
+	case x.bufs <- b:
+	default:
+	}
 }
 
 // stats returns how many blocks were decoded in parallel and streamed.
@@ -169,6 +196,8 @@ func (x *Reader) finishCurrent() {
 	if j.finished != nil {
 		close(j.finished)
 	}
+	x.putBuf(j.out)
+	j.out = nil
 	x.mem.release(j.cost)
 }
 
@@ -450,7 +479,7 @@ func (d *dispatcher) stream(check byte) error {
 		}
 		d.x.parallel.Add(1)
 		j.cost = cost
-		j.payload = make([]byte, bh.compressedSize+int64(padLen(bh.compressedSize)+checkSize(check)))
+		j.payload = d.x.getBuf(bh.compressedSize + int64(padLen(bh.compressedSize)+checkSize(check)))
 		if err := d.in.readFull(j.payload, fmt.Sprintf("block %d data", n)); err != nil {
 			d.x.mem.release(cost)
 			return err
@@ -583,17 +612,19 @@ func (d *dispatcher) worker() {
 			continue
 		default:
 		}
-		j.out, j.err = decodeBlock(j)
+		j.out, j.err = decodeBlock(j, d.x.getBuf(j.hdr.uncompressedSize))
+		d.x.putBuf(j.payload)
 		j.payload = nil
 		close(j.done)
 	}
 }
 
 // decodeBlock decodes and verifies a block whose sizes are in its header.
-func decodeBlock(j *job) (out []byte, err error) {
+// out has the block's uncompressed size.
+func decodeBlock(j *job, out []byte) (_ []byte, err error) {
 	defer func() {
 		if r := recover(); r != nil { // malformed data must not crash the app
-			out, err = nil, fmt.Errorf("xz block %d: LZMA2 decoder failure: %v", j.block, r)
+			err = fmt.Errorf("xz block %d: LZMA2 decoder failure: %v", j.block, r)
 		}
 	}()
 	h := j.hdr
@@ -609,7 +640,6 @@ func decodeBlock(j *job) (out []byte, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("xz block %d: %w", j.block, err)
 	}
-	out = make([]byte, h.uncompressedSize)
 	if _, err := io.ReadFull(lr, out); err != nil {
 		if err == io.EOF || err == io.ErrUnexpectedEOF {
 			return nil, fmt.Errorf("xz block %d: data ends before the uncompressed size in its header", j.block)
