@@ -35,8 +35,11 @@ fuzz: $(STAMP)
 bench: build
 	./bench/run.sh
 
+# Linux desktop bundle (talosflash.tar.xz: binary, icon, .desktop file) via
+# Fyne's packaging tool, fetched from the Go module proxy.
+FYNE_TOOLS ?= fyne.io/tools/cmd/fyne@v1.7.4
 package: $(STAMP)
-	$(GO) run fyne.io/tools/cmd/fyne@latest package -os linux -release
+	$(GO) run $(FYNE_TOOLS) package -os linux -release
 
 screenshots: build
 	./scripts/screenshots.sh
