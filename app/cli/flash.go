@@ -102,16 +102,20 @@ func (f *imageFlags) resolve(ctx context.Context, register bool) (*plan.Image, e
 		if f.version != "" && f.version != ref.Version {
 			return nil, usageErrorf("--version %s contradicts the installer's version %s", f.version, ref.Version)
 		}
-		return plan.FromInstallerRef(ctx, f.client(), ref, f.arch), nil
+		im := plan.FromInstallerRef(f.client(), ref, f.arch)
+		im.LookupSchematic(ctx, f.client())
+		return im, nil
 	case f.installerFile != "":
-		im, err := plan.FromInstallerFile(ctx, f.client(), f.installerFile, f.arch, register)
+		im, err := plan.FromInstallerFile(f.client(), f.installerFile, f.arch)
 		if err != nil {
-			var mismatch *factory.SchematicMismatchError
-			if errors.As(err, &mismatch) || !errors.Is(err, factory.ErrUnreachable) {
-				return nil, withCode(ExitUsage, err)
-			}
-			return nil, err
+			return nil, withCode(ExitUsage, err)
 		}
+		if register {
+			if err := im.Register(ctx, f.client()); err != nil {
+				return nil, err
+			}
+		}
+		im.LookupSchematic(ctx, f.client())
 		return im, nil
 	}
 	p, err := f.profile()

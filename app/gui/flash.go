@@ -83,7 +83,7 @@ func (s *flashStep) refreshSummary() {
 	c, d := s.ui.image.choice, s.ui.target.selected
 	img := "no image chosen (step 1)"
 	if c != nil {
-		img = fmt.Sprintf("Talos %s, %s, schematic %s", c.Version, c.Source, short(c.ID))
+		img = fmt.Sprintf("Talos %s, %s, schematic %s", c.Version, c.Label, short(c.SchematicID))
 	}
 	card := "no card chosen (step 2)"
 	if d != nil {
@@ -114,7 +114,7 @@ func (s *flashStep) askConfirm() {
 		return
 	}
 	choice, disk := *c, *d
-	msg := fmt.Sprintf("Everything on\n\n    %s  (%s, %s)\n\nwill be erased and replaced with Talos %s (%s).", disk.Path, disk.Description(), disk.SizeHuman, choice.Version, choice.Source)
+	msg := fmt.Sprintf("Everything on\n\n    %s  (%s, %s)\n\nwill be erased and replaced with Talos %s (%s).", disk.Path, disk.Description(), disk.SizeHuman, choice.Version, choice.Label)
 	if s.ui.deps.NeedsElevation(disk.Path) {
 		msg += "\n\nWriting to the card needs administrator rights: you will be asked for your password."
 	}
@@ -141,7 +141,7 @@ func (s *flashStep) begin(choice imageChoice, disk devices.Disk) {
 	s.another.Hide()
 	s.toNodes.Hide()
 	s.status.Importance = widget.MediumImportance
-	s.status.SetText("Preparing " + choice.file() + "…")
+	s.status.SetText("Preparing " + choice.FileName() + "…")
 	done := s.done
 	go func() {
 		defer close(done)
@@ -163,14 +163,14 @@ func (s *flashStep) Cancel() {
 // run does the work off the UI goroutine.
 func (s *flashStep) run(ctx context.Context, c imageChoice, disk devices.Disk) (*imaging.Result, error) {
 	deps := s.ui.deps
-	url := deps.Factory.ImageURL(c.ID, c.Version, c.Arch)
-	_, _, cached := cachedSizes(deps.Cache, c.cacheKey())
-	if !cached && c.Schematic != nil {
-		// The factory builds images only for schematics it knows: register
-		// (idempotent) and check its ID equals the offline one.
+	url := c.URL
+	_, _, cached := cachedSizes(deps.Cache, c.CacheKey())
+	if !cached {
+		// The factory builds images only for schematics it knows: check the
+		// profile against it, register (idempotent), compare the IDs.
 		s.setStatus("Registering the schematic with " + deps.Factory.BaseURL() + "…")
-		if _, err := deps.Factory.Register(ctx, c.Schematic); err != nil {
-			return nil, fmt.Errorf("register schematic: %w", err)
+		if err := c.Register(ctx, deps.Factory); err != nil {
+			return nil, err
 		}
 	}
 	if cached {
@@ -179,7 +179,7 @@ func (s *flashStep) run(ctx context.Context, c imageChoice, disk devices.Disk) (
 		s.setStatus("Downloading " + url)
 	}
 	progress := func(p imaging.Progress) { s.ui.do(func() { s.showProgress(p) }) }
-	src := imaging.Source{URL: url, Key: c.cacheKey(), Cache: deps.Cache, HTTPClient: deps.Factory.HTTPClient()}
+	src := c.Source(deps.Cache, deps.Factory.HTTPClient(), false)
 
 	if deps.NeedsElevation(disk.Path) {
 		// Download as the user, write as root: the child only gets the file.
@@ -198,7 +198,7 @@ func (s *flashStep) run(ctx context.Context, c imageChoice, disk devices.Disk) (
 		Verify:   true,
 		Progress: progress,
 	})
-	if p, perr := deps.Cache.Path(c.cacheKey()); perr == nil {
+	if p, perr := deps.Cache.Path(c.CacheKey()); perr == nil {
 		if _, serr := os.Stat(p); serr == nil {
 			s.ui.image.imageDownloaded(c, p)
 		}

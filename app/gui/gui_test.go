@@ -396,7 +396,7 @@ func TestInstallerRefChoice(t *testing.T) {
 		h.ui.image.ref.SetText("factory.talos.dev/metal-installer/" + id + ":v1.14.4")
 		h.ui.image.useRef()
 		c := h.ui.image.choice
-		if c == nil || c.ID != id || c.Version != "v1.14.4" {
+		if c == nil || c.SchematicID != id || c.Version != "v1.14.4" {
 			t.Fatalf("choice from ref: %+v", c)
 		}
 		h.ui.image.ref.SetText("not a ref")

@@ -1,6 +1,7 @@
 package gui
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -14,38 +15,14 @@ import (
 	"fyne.io/fyne/v2/layout"
 	"fyne.io/fyne/v2/widget"
 	"github.com/dustin/go-humanize"
-	"github.com/siderolabs/image-factory/pkg/schematic"
+	"github.com/talosflash/talosflash/app/plan"
 
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/imaging"
 )
 
-// imageChoice is the image to flash: a profile, or an installer reference
-// (then only the schematic ID may be known).
-type imageChoice struct {
-	Source    string           // what the user picked, for summaries
-	Profile   *factory.Profile // nil for an installer reference
-	Schematic *schematic.Schematic
-	ID        string
-	Version   string
-	Arch      string
-}
-
-// file is the factory file name of the disk image.
-func (c imageChoice) file() string {
-	arch := c.Arch
-	if arch == "" {
-		arch = factory.DefaultArch
-	}
-	return "metal-" + arch + ".raw.xz"
-}
-
-func (c imageChoice) cacheKey() string { return imaging.CacheKey(c.ID, c.Version, c.file()) }
-
-// installer is the factory installer image of this choice.
-func (c imageChoice) installer(client *factory.Client) string {
-	return factory.NewInstallerRef(client.RegistryHost(), c.ID, c.Version).String()
-}
+// imageChoice is the image to flash, resolved the same way as in the CLI.
+type imageChoice = plan.Image
 
 // imageStep is step 1: role/profile or installer reference -> schematic,
 // ID, version, image size.
@@ -140,13 +117,8 @@ func (s *imageStep) update() {
 		return
 	}
 	p.TalosVersion = s.version.Text
-	sc := p.Schematic()
-	id, err := factory.SchematicID(sc)
-	if err != nil {
-		s.setChoice(nil, err)
-		return
-	}
-	s.setChoice(&imageChoice{Source: "profile " + p.Name, Profile: &p, Schematic: sc, ID: id, Version: p.Version(), Arch: p.Architecture()}, nil)
+	c, err := plan.FromProfile(context.Background(), s.ui.deps.Factory, p, false) // offline
+	s.setChoice(c, err)
 }
 
 // useRef takes the installer reference typed into the field.
@@ -156,10 +128,13 @@ func (s *imageStep) useRef() {
 		s.setChoice(nil, err)
 		return
 	}
-	s.useInstaller(ref, nil, "installer "+ref.String())
+	c := plan.FromInstallerRef(s.ui.deps.Factory, ref, factory.DefaultArch)
+	c.Label = "installer " + ref.String()
+	s.useInstaller(c)
 }
 
-func (s *imageStep) useInstaller(ref factory.InstallerRef, sc *schematic.Schematic, source string) {
+func (s *imageStep) useInstaller(c *imageChoice) {
+	ref := c.Installer
 	s.customRef = true
 	s.ref.SetText(ref.String())
 	s.profile.ClearSelected()
@@ -167,7 +142,7 @@ func (s *imageStep) useInstaller(ref factory.InstallerRef, sc *schematic.Schemat
 	s.profile.Refresh()
 	s.customRef = true // ClearSelected ran the select callback
 	s.version.SetText(ref.Version)
-	s.setChoice(&imageChoice{Source: source, Schematic: sc, ID: ref.SchematicID, Version: ref.Version, Arch: factory.DefaultArch}, nil)
+	s.setChoice(c, nil)
 }
 
 // openInstallerFile reads a talos/installer-<role>.yaml.
@@ -188,17 +163,17 @@ func (s *imageStep) openInstallerFile() {
 }
 
 func (s *imageStep) loadInstallerFile(name string, data []byte) {
-	f, err := factory.ParseInstallerFile(data)
+	c, err := plan.FromInstallerData(s.ui.deps.Factory, name, data, factory.DefaultArch)
 	var mismatch *factory.SchematicMismatchError
-	if err != nil && !(errors.As(err, &mismatch) && f != nil) {
+	switch {
+	case errors.As(err, &mismatch):
+		s.ui.showError("Installer file "+name+" contradicts itself", err)
+		return
+	case err != nil:
 		s.ui.showError("Cannot use "+name, err)
 		return
 	}
-	if mismatch != nil {
-		s.ui.showError("Installer file "+name+" contradicts itself", err)
-		return
-	}
-	s.useInstaller(f.Ref, f.Schematic, name+" ("+f.Source+")")
+	s.useInstaller(c)
 }
 
 // setChoice shows the choice (or the problem) and looks up the image size
@@ -219,7 +194,7 @@ func (s *imageStep) setChoice(c *imageChoice, problem error) {
 		return
 	}
 	s.next.Enable()
-	s.id.SetText(c.ID)
+	s.id.SetText(c.SchematicID)
 	if c.Schematic != nil {
 		y, err := c.Schematic.Marshal()
 		if err != nil {
@@ -236,11 +211,11 @@ func (s *imageStep) setChoice(c *imageChoice, problem error) {
 // lookupSize reads the sizes of a cached image (cheap: the xz index).
 func (s *imageStep) lookupSize(c imageChoice) {
 	text, raw := "known after the download (not cached yet)", int64(0)
-	if comp, r, ok := cachedSizes(s.ui.deps.Cache, c.cacheKey()); ok {
+	if comp, r, ok := cachedSizes(s.ui.deps.Cache, c.CacheKey()); ok {
 		text, raw = sizeText(comp, r, true), r
 	}
 	s.ui.do(func() {
-		if s.choice == nil || s.choice.cacheKey() != c.cacheKey() {
+		if s.choice == nil || s.choice.CacheKey() != c.CacheKey() {
 			return // the choice changed meanwhile
 		}
 		s.rawSize = raw
@@ -255,7 +230,7 @@ func (s *imageStep) imageDownloaded(c imageChoice, path string) {
 		return
 	}
 	s.ui.do(func() {
-		if s.choice != nil && s.choice.cacheKey() == c.cacheKey() {
+		if s.choice != nil && s.choice.CacheKey() == c.CacheKey() {
 			s.rawSize = raw
 			s.size.SetText(sizeText(comp, raw, true))
 		}

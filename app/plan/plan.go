@@ -20,6 +20,7 @@ import (
 type Image struct {
 	Label       string               // what the user picked, for messages: "role worker", an installer ref, a file
 	Role        string               // profile name when picked by role/profile, else ""
+	Profile     *factory.Profile     // the profile when picked by role/profile
 	Schematic   *schematic.Schematic // nil when only the ID is known
 	SchematicID string
 	Version     string
@@ -29,11 +30,8 @@ type Image struct {
 	Installer   factory.InstallerRef
 }
 
-// FromProfile builds the profile's schematic, computes its ID offline and,
-// when register is set, checks the version, overlay and extensions exist on
-// the factory (it would accept unknown names and fail only when building the
-// image), registers the schematic and checks the factory agrees on the ID
-// (the image URL only works for a registered schematic).
+// FromProfile builds the profile's schematic and computes its ID offline;
+// with register it also registers it (see Register).
 func FromProfile(ctx context.Context, c *factory.Client, p factory.Profile, register bool) (*Image, error) {
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("profile %s: %w", p.Name, err)
@@ -43,31 +41,50 @@ func FromProfile(ctx context.Context, c *factory.Client, p factory.Profile, regi
 	if err != nil {
 		return nil, fmt.Errorf("profile %s: compute schematic ID: %w", p.Name, err)
 	}
-	if register {
-		if err := c.ValidateProfile(ctx, p); err != nil {
-			return nil, fmt.Errorf("profile %s: %w", p.Name, err)
-		}
-		if _, err := c.Register(ctx, s); err != nil {
-			return nil, fmt.Errorf("register schematic for %s: %w", p.Name, err)
-		}
-	}
-	return &Image{
-		Label:       "role " + p.Name,
+	im := &Image{
+		Label:       "profile " + p.Name,
 		Role:        p.Name,
+		Profile:     &p,
 		Schematic:   s,
 		SchematicID: id,
 		Version:     p.Version(),
 		Arch:        p.Architecture(),
 		URL:         c.ImageURL(id, p.Version(), p.Architecture()),
 		Installer:   factory.NewInstallerRef(c.RegistryHost(), id, p.Version()),
-	}, nil
+	}
+	if register {
+		if err := im.Register(ctx, c); err != nil {
+			return nil, err
+		}
+	}
+	return im, nil
+}
+
+// Register makes the factory able to build the image: for a profile it
+// first checks the version, overlay and extensions exist there (the factory
+// accepts unknown names and fails only when building the image), then
+// registers the schematic and checks the factory agrees on the ID. Without
+// a known schematic there is nothing to register.
+func (im *Image) Register(ctx context.Context, c *factory.Client) error {
+	if im.Profile != nil {
+		if err := c.ValidateProfile(ctx, *im.Profile); err != nil {
+			return fmt.Errorf("profile %s: %w", im.Profile.Name, err)
+		}
+	}
+	if im.Schematic == nil {
+		return nil
+	}
+	if _, err := c.Register(ctx, im.Schematic); err != nil {
+		return fmt.Errorf("register schematic for %s: %w", im.Label, err)
+	}
+	return nil
 }
 
 // FromInstallerRef flashes the metal image of an existing installer
 // reference. The image comes from the configured factory (c), whatever
-// registry the reference names; the schematic is looked up when the factory
-// can return it (older factories can't: then only the ID is known).
-func FromInstallerRef(ctx context.Context, c *factory.Client, ref factory.InstallerRef, arch string) *Image {
+// registry the reference names. Offline: only the schematic ID is known
+// (see LookupSchematic).
+func FromInstallerRef(c *factory.Client, ref factory.InstallerRef, arch string) *Image {
 	if arch == "" {
 		arch = factory.DefaultArch
 	}
@@ -79,35 +96,41 @@ func FromInstallerRef(ctx context.Context, c *factory.Client, ref factory.Instal
 		URL:         c.ImageURL(ref.SchematicID, ref.Version, arch),
 		Installer:   ref,
 	}
-	if s, err := c.Schematic(ctx, ref.SchematicID); err == nil {
-		im.Schematic = s
-	}
 	return im
 }
 
-// FromInstallerFile reads a talos/installer-<role>.yaml. A schematic pasted
-// in its comments is registered (so the factory can build the image) when
-// register is set; a comment that disagrees with the image is an error.
-func FromInstallerFile(ctx context.Context, c *factory.Client, file string, arch string, register bool) (*Image, error) {
+// LookupSchematic fills in the schematic from the factory when it is not
+// known; older factories can't return stored schematics, which is no error.
+func (im *Image) LookupSchematic(ctx context.Context, c *factory.Client) {
+	if im.Schematic != nil || im.SchematicID == "" {
+		return
+	}
+	if s, err := c.Schematic(ctx, im.SchematicID); err == nil {
+		im.Schematic = s
+	}
+}
+
+// FromInstallerData reads the contents of a talos/installer-<role>.yaml
+// named name. A schematic pasted in its comments comes along (Register
+// registers it); a comment that disagrees with the image is an error.
+func FromInstallerData(c *factory.Client, name string, data []byte, arch string) (*Image, error) {
+	inf, err := factory.ParseInstallerFile(data)
+	if err != nil {
+		return nil, fmt.Errorf("installer file %s: %w", name, err)
+	}
+	im := FromInstallerRef(c, inf.Ref, arch)
+	im.Schematic = inf.Schematic
+	im.Label = fmt.Sprintf("%s (%s)", name, inf.Source)
+	return im, nil
+}
+
+// FromInstallerFile is FromInstallerData for a file on disk.
+func FromInstallerFile(c *factory.Client, file string, arch string) (*Image, error) {
 	data, err := os.ReadFile(file)
 	if err != nil {
 		return nil, fmt.Errorf("read installer file: %w", err)
 	}
-	inf, err := factory.ParseInstallerFile(data)
-	if err != nil {
-		return nil, fmt.Errorf("installer file %s: %w", file, err)
-	}
-	if inf.Schematic != nil && register {
-		if _, err := c.Register(ctx, inf.Schematic); err != nil {
-			return nil, fmt.Errorf("register schematic from %s: %w", file, err)
-		}
-	}
-	im := FromInstallerRef(ctx, c, inf.Ref, arch)
-	if im.Schematic == nil {
-		im.Schematic = inf.Schematic
-	}
-	im.Label = fmt.Sprintf("%s (%s in %s)", inf.Ref, inf.Source, file)
-	return im, nil
+	return FromInstallerData(c, file, data, arch)
 }
 
 // FromFile flashes a local image file as is.
