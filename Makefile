@@ -5,7 +5,7 @@ BIN     ?= talosflash
 PKGS    := ./...
 STAMP   := .setup.stamp
 
-.PHONY: all setup build run test vet fuzz bench package screenshots clean
+.PHONY: all setup build build-cli run test vet fuzz bench package screenshots clean
 
 all: build
 
@@ -17,6 +17,10 @@ setup: $(STAMP)
 
 build: $(STAMP)
 	$(GO) build -o $(BIN) .
+
+# Headless CLI only: static, no cgo, runs on servers without X11/GL libraries.
+build-cli:
+	CGO_ENABLED=0 $(GO) build -tags nogui -o $(BIN)-cli .
 
 run: build
 	./$(BIN) $(ARGS)

@@ -81,8 +81,10 @@ func (m *meter) update(done int64, force bool) {
 	m.samples[m.ns%len(m.samples)] = sample{now, done}
 	m.ns++
 	p := Progress{Stage: m.stage, Done: done, Total: m.total, Compressed: m.compressed}
-	if dt := now.Sub(oldest.t).Seconds(); dt > 0 {
-		p.Rate = float64(done-oldest.done) / dt
+	// A window shorter than half a report interval gives absurd rates (a
+	// cache hit or the final "done" report): leave Rate unknown then.
+	if dt := now.Sub(oldest.t); dt >= progressInterval/2 {
+		p.Rate = float64(done-oldest.done) / dt.Seconds()
 	}
 	if p.Rate > 0 && m.total > done {
 		p.ETA = time.Duration(float64(m.total-done) / p.Rate * float64(time.Second))

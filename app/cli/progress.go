@@ -69,12 +69,13 @@ func (r *jsonReporter) Finish() {}
 // termReporter draws a single-line bar on a terminal, or prints a line per
 // stage change and every few seconds when stderr is not a terminal.
 type termReporter struct {
-	mu      sync.Mutex
-	out     io.Writer
-	tty     bool
-	stage   imaging.Stage
-	lastOut time.Time
-	drawn   bool
+	mu        sync.Mutex
+	out       io.Writer
+	tty       bool
+	stage     imaging.Stage
+	lastOut   time.Time
+	drawn     bool
+	finalDone bool // the current stage's 100% line is out
 }
 
 func newTermReporter(out io.Writer, tty bool) *termReporter {
@@ -84,8 +85,14 @@ func newTermReporter(out io.Writer, tty bool) *termReporter {
 func (r *termReporter) Progress(p imaging.Progress) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if p.Stage == imaging.StageDone {
+		return // the summary line says it better
+	}
 	now := time.Now()
 	changed := p.Stage != r.stage
+	if changed {
+		r.finalDone = false
+	}
 	if changed && r.drawn && r.tty {
 		fmt.Fprintln(r.out)
 		r.drawn = false
@@ -96,9 +103,13 @@ func (r *termReporter) Progress(p imaging.Progress) {
 		interval = 5 * time.Second
 	}
 	final := p.Total > 0 && p.Done >= p.Total
+	if final && r.finalDone {
+		return
+	}
 	if !changed && !final && now.Sub(r.lastOut) < interval {
 		return
 	}
+	r.finalDone = final
 	r.lastOut = now
 	line := formatProgress(p, 30)
 	if r.tty {

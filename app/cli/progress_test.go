@@ -1,0 +1,35 @@
+package cli
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/talosflash/talosflash/imaging"
+)
+
+func TestTermReporterLines(t *testing.T) {
+	var out bytes.Buffer
+	r := newTermReporter(&out, false)
+	const total = 1 << 30
+	r.Progress(imaging.Progress{Stage: imaging.StageWrite, Total: total})
+	r.Progress(imaging.Progress{Stage: imaging.StageWrite, Done: total / 2, Total: total, Rate: 40 << 20, ETA: 13 * time.Second})
+	r.Progress(imaging.Progress{Stage: imaging.StageWrite, Done: total, Total: total, Rate: 40 << 20})
+	r.Progress(imaging.Progress{Stage: imaging.StageWrite, Done: total, Total: total, Rate: 41 << 20})
+	r.Progress(imaging.Progress{Stage: imaging.StageVerify, Done: total, Total: total})
+	r.Progress(imaging.Progress{Stage: imaging.StageDone, Done: total, Total: total})
+	r.Finish()
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	want := []string{
+		"write    [..............................]   0%  0 B / 1.0 GiB",
+		"write    [##############################] 100%  1.0 GiB / 1.0 GiB  40 MiB/s",
+		"verify   [##############################] 100%  1.0 GiB / 1.0 GiB",
+	}
+	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("got lines:\n%s\nwant:\n%s", out.String(), strings.Join(want, "\n"))
+	}
+	if got := formatProgress(imaging.Progress{Stage: imaging.StageWrite, Done: total / 2, Total: total, Rate: 40 << 20, ETA: 13 * time.Second}, 10); got != "write    [#####.....]  50%  512 MiB / 1.0 GiB  40 MiB/s  ETA 13s" {
+		t.Fatalf("formatProgress = %q", got)
+	}
+}
