@@ -411,3 +411,15 @@ func TestInstallerRefChoice(t *testing.T) {
 		}
 	})
 }
+
+func TestImageStepWarnsAboutNewt(t *testing.T) {
+	h := newHarness(t, nil)
+	h.ui.image.profile.SetSelected("controlplane")
+	if !h.ui.image.notes.Visible() || !strings.Contains(h.ui.image.notes.Text, "ExtensionServiceConfig") {
+		t.Fatalf("controlplane (Newt) image: notes %q visible=%v, want the ESC warning", h.ui.image.notes.Text, h.ui.image.notes.Visible())
+	}
+	h.ui.image.profile.SetSelected("worker")
+	if h.ui.image.notes.Visible() {
+		t.Fatalf("worker image shows notes %q; want none", h.ui.image.notes.Text)
+	}
+}

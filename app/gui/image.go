@@ -40,8 +40,9 @@ type imageStep struct {
 	next      *widget.Button
 	customRef bool // the choice came from the installer field/file
 
-	choice  *imageChoice // nil while invalid
-	rawSize int64        // uncompressed size once known, else 0
+	notes   *widget.Label // what the image implies for the node's config (plan.ImageWarnings)
+	choice  *imageChoice  // nil while invalid
+	rawSize int64         // uncompressed size once known, else 0
 }
 
 const refChoiceLabel = "(installer image below)"
@@ -76,6 +77,9 @@ func newImageStep(ui *UI) *imageStep {
 	s.problem = wrapLabel("")
 	s.problem.Importance = widget.DangerImportance
 	s.problem.Hide()
+	s.notes = wrapLabel("")
+	s.notes.Importance = widget.WarningImportance
+	s.notes.Hide()
 	s.next = widget.NewButton("Next: choose the card  →", func() { ui.tabs.SelectIndex(tabTarget) })
 	s.next.Importance = widget.HighImportance
 
@@ -89,7 +93,7 @@ func newImageStep(ui *UI) *imageStep {
 	yamlBox := container.NewBorder(heading("Schematic (sent to the Image Factory)"), nil, nil, nil,
 		container.NewScroll(s.yaml))
 	s.content = container.NewBorder(
-		container.NewVBox(heading("Which node is this card for?"), form, s.problem),
+		container.NewVBox(heading("Which node is this card for?"), form, s.problem, s.notes),
 		container.NewHBox(layout.NewSpacer(), s.next),
 		nil, nil, yamlBox)
 	return s
@@ -186,6 +190,7 @@ func (s *imageStep) setChoice(c *imageChoice, problem error) {
 	} else {
 		s.problem.Hide()
 	}
+	s.showNotes(c)
 	if c == nil {
 		s.next.Disable()
 		s.id.SetText("")
@@ -206,6 +211,21 @@ func (s *imageStep) setChoice(c *imageChoice, problem error) {
 	}
 	s.size.SetText("checking the cache…")
 	go s.lookupSize(*c)
+}
+
+// showNotes shows what the chosen image demands of the machine config, e.g.
+// Newt's ExtensionServiceConfig (the reboot-loop incident).
+func (s *imageStep) showNotes(c *imageChoice) {
+	var notes []string
+	if c != nil {
+		notes = plan.ImageWarnings(c)
+	}
+	if len(notes) == 0 {
+		s.notes.Hide()
+		return
+	}
+	s.notes.SetText("⚠ " + strings.Join(notes, "\n⚠ "))
+	s.notes.Show()
 }
 
 // lookupSize reads the sizes of a cached image (cheap: the xz index).

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/node"
@@ -18,8 +19,8 @@ func ImageWarnings(im *Image) []string {
 			if e != se.Extension {
 				continue
 			}
-			msg := fmt.Sprintf("this image includes %s: the node's machine config must contain an ExtensionServiceConfig named %q (%v), or Talos stays in the booting stage and reboots every ~71 minutes",
-				e, se.ConfigName, se.Env)
+			msg := fmt.Sprintf("this image includes %s: the node's machine config must contain an ExtensionServiceConfig named %q (setting %s), or Talos stays in the booting stage and reboots every ~71 minutes",
+				e, se.ConfigName, strings.Join(se.Env, ", "))
 			if im.Role == "worker" {
 				msg = "the worker profile includes " + e + " (normally control plane only); " + msg
 			}
