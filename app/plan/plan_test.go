@@ -1,0 +1,87 @@
+package plan
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/talosflash/talosflash/factory"
+	"github.com/talosflash/talosflash/factory/factorytest"
+)
+
+func profile(t *testing.T, name string) factory.Profile {
+	t.Helper()
+	p, err := factory.FindProfile(factory.BuiltinProfiles(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestFromProfileRegistersAndBuildsURL(t *testing.T) {
+	srv := factorytest.New(t)
+	c := factory.NewClient(srv.URL, nil)
+	im, err := FromProfile(context.Background(), c, profile(t, "worker"), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const workerID = "ee21ef4a5ef808a9b7484cc0dda0f25075021691c8c09a276591eedb638ea1f9"
+	if im.SchematicID != workerID || im.URL != srv.URL+"/image/"+workerID+"/v1.14.5/metal-arm64.raw.xz" {
+		t.Fatalf("image %+v", im)
+	}
+	if got := srv.Schematics(); len(got) != 1 || got[0] != workerID {
+		t.Fatalf("factory has %v", got)
+	}
+	if im.CacheKey() != workerID+"/v1.14.5/metal-arm64.raw.xz" {
+		t.Fatalf("cache key %q", im.CacheKey())
+	}
+}
+
+func TestRegisterRejectsUnknownExtensionBeforePosting(t *testing.T) {
+	srv := factorytest.New(t)
+	c := factory.NewClient(srv.URL, nil)
+	p := profile(t, "worker")
+	p.Extensions = []string{"siderolabs/newtt"}
+	_, err := FromProfile(context.Background(), c, p, true)
+	if !errors.Is(err, factory.ErrUnknownExtension) || !strings.Contains(err.Error(), "siderolabs/newt") {
+		t.Fatalf("err = %v, want unknown extension with a suggestion", err)
+	}
+	if len(srv.Schematics()) != 0 {
+		t.Fatal("an invalid profile was registered")
+	}
+}
+
+func TestImageWarnings(t *testing.T) {
+	c := factory.NewClient("http://127.0.0.1:1", nil)
+	cp, _ := FromProfile(context.Background(), c, profile(t, "controlplane"), false)
+	if w := ImageWarnings(cp); len(w) != 1 || !strings.Contains(w[0], `ExtensionServiceConfig named "newt"`) {
+		t.Fatalf("controlplane warnings %q", w)
+	}
+	wk, _ := FromProfile(context.Background(), c, profile(t, "worker"), false)
+	if w := ImageWarnings(wk); len(w) != 0 {
+		t.Fatalf("worker warnings %q, want none", w)
+	}
+	// The incident: a worker profile that carries Newt.
+	p := profile(t, "worker")
+	p.Extensions = []string{factory.NewtExtension}
+	bad, _ := FromProfile(context.Background(), c, p, false)
+	if w := ImageWarnings(bad); len(w) != 1 || !strings.Contains(w[0], "worker profile includes siderolabs/newt") {
+		t.Fatalf("worker+newt warnings %q", w)
+	}
+}
+
+func TestFromInstallerData(t *testing.T) {
+	c := factory.NewClient("http://127.0.0.1:1", nil)
+	id := strings.Repeat("ab", 32)
+	im, err := FromInstallerData(c, "installer-worker.yaml", []byte("machine:\n  install:\n    image: factory.talos.dev/metal-installer/"+id+":v1.14.5\n"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if im.SchematicID != id || im.Version != "v1.14.5" || im.Schematic != nil || !strings.HasSuffix(im.URL, "/image/"+id+"/v1.14.5/metal-arm64.raw.xz") {
+		t.Fatalf("image %+v", im)
+	}
+	if _, err := FromInstallerData(c, "x.yaml", []byte("machine: {}\n"), ""); err == nil {
+		t.Fatal("a file without an installer image was accepted")
+	}
+}
