@@ -1,15 +1,11 @@
 package imaging
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -54,41 +50,13 @@ func writeTemp(t testing.TB, name string, data []byte) string {
 
 func sha256Prefix(t testing.TB, path string, n int64) string {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.CopyN(h, f, n); err != nil {
-		t.Fatalf("read %s: %v", path, err)
-	}
-	return hex.EncodeToString(h.Sum(nil))
+	return imagetest.FileSHA256(t, path, n)
 }
 
 // loopDevice attaches a sparse file of size bytes to a loop device.
 func loopDevice(t *testing.T, size int64) string {
 	t.Helper()
-	backing := filepath.Join(t.TempDir(), "card.img")
-	f, err := os.Create(backing)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Truncate(size); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-	out, err := exec.Command("losetup", "-f", "--show", backing).CombinedOutput()
-	if err != nil {
-		t.Skipf("loop devices unavailable (losetup -f --show: %v: %s)", err, bytes.TrimSpace(out))
-	}
-	dev := strings.TrimSpace(string(out))
-	t.Cleanup(func() {
-		if out, err := exec.Command("losetup", "-d", dev).CombinedOutput(); err != nil {
-			t.Errorf("losetup -d %s: %v: %s", dev, err, out)
-		}
-	})
-	return dev
+	return imagetest.LoopDevice(t, size, false)
 }
 
 // progressLog records progress reports.

@@ -3,10 +3,7 @@ package cli
 import (
 	"bufio"
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -81,16 +78,7 @@ func lastEvent(evs []map[string]any, name string) map[string]any {
 
 func fileSHA256(t *testing.T, path string, n int64) string {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.CopyN(h, f, n); err != nil {
-		t.Fatalf("read %s: %v", path, err)
-	}
-	return hex.EncodeToString(h.Sum(nil))
+	return imagetest.FileSHA256(t, path, n)
 }
 
 func TestFlashRoleToFileThenFromCache(t *testing.T) {
@@ -200,19 +188,7 @@ func TestFlashLoopDevice(t *testing.T) {
 	}
 	srv, fx := fakeFactory(t)
 	dir := t.TempDir()
-	backing := filepath.Join(dir, "loop.img")
-	if err := os.WriteFile(backing, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(backing, 16<<20); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command("losetup", "-f", "--show", backing).CombinedOutput()
-	if err != nil {
-		t.Skipf("losetup unavailable here: %v: %s", err, out)
-	}
-	loop := strings.TrimSpace(string(out))
-	t.Cleanup(func() { exec.Command("losetup", "-d", loop).Run() })
+	loop := imagetest.LoopDevice(t, 16<<20, false)
 
 	// A loop device is refused unless named explicitly for testing.
 	code, _, stderr := cliRun(t, "--flash", "--role", "worker", "--device", loop, "--yes",

@@ -452,27 +452,18 @@ func (s *Server) knownVersion(v string) bool {
 }
 
 func (s *Server) listExtensions(w http.ResponseWriter, version string) {
-	s.mu.Lock()
-	exts, ok := s.extensions[version]
-	known := s.knownVersion(version)
-	s.mu.Unlock()
-
-	if !known || !ok {
-		http.Error(w, fmt.Sprintf("version %q not found", version), http.StatusNotFound)
-
-		return
-	}
-
-	if exts == nil {
-		exts = []client.ExtensionInfo{}
-	}
-
-	writeJSON(w, http.StatusOK, exts)
+	serveVersionList(s, w, version, s.extensions)
 }
 
 func (s *Server) listOverlays(w http.ResponseWriter, version string) {
+	serveVersionList(s, w, version, s.overlays)
+}
+
+// serveVersionList answers a per-version list route: 404 for a version the
+// factory does not know, else the list (never JSON null).
+func serveVersionList[T any](s *Server, w http.ResponseWriter, version string, lists map[string][]T) {
 	s.mu.Lock()
-	ovs, ok := s.overlays[version]
+	list, ok := lists[version]
 	known := s.knownVersion(version)
 	s.mu.Unlock()
 
@@ -482,11 +473,11 @@ func (s *Server) listOverlays(w http.ResponseWriter, version string) {
 		return
 	}
 
-	if ovs == nil {
-		ovs = []client.OverlayInfo{}
+	if list == nil {
+		list = []T{}
 	}
 
-	writeJSON(w, http.StatusOK, ovs)
+	writeJSON(w, http.StatusOK, list)
 }
 
 func (s *Server) serveImage(w http.ResponseWriter, r *http.Request, f *Fault) {

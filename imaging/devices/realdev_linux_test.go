@@ -16,6 +16,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/talosflash/talosflash/imaging/imagetest"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -34,32 +36,7 @@ func requireRoot(t *testing.T) {
 func newLoop(t *testing.T, dir string, size int64, partScan bool) string {
 	t.Helper()
 	requireRoot(t)
-	if dir == "" {
-		dir = t.TempDir()
-	}
-	f, err := os.CreateTemp(dir, "loop-*.img")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Truncate(size); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
-	args := []string{"-f", "--show"}
-	if partScan {
-		args = append(args, "-P")
-	}
-	out, err := exec.Command("losetup", append(args, f.Name())...).CombinedOutput()
-	if err != nil {
-		t.Skipf("losetup failed (no loop device support?): %v: %s", err, out)
-	}
-	dev := strings.TrimSpace(string(out))
-	t.Cleanup(func() {
-		if out, err := exec.Command("losetup", "-d", dev).CombinedOutput(); err != nil {
-			t.Errorf("losetup -d %s: %v: %s", dev, err, out)
-		}
-	})
-	return dev
+	return imagetest.LoopDeviceIn(t, dir, size, partScan)
 }
 
 func mount(t *testing.T, args ...string) {
