@@ -38,7 +38,8 @@ Usage:
 
 Run "talosflash <command> -h" for a command's flags.
 Exit codes: 0 ok, 1 internal, 2 usage, 3 network, 4 verify mismatch,
-5 device refused, 6 write I/O error, 7 config invalid, 8 node refused, 130 interrupted.
+5 device refused, 6 write I/O error, 7 config invalid, 8 node refused,
+9 image corrupt, 130 interrupted.
 `
 
 // Main runs the CLI with args (without the program name) and returns the
