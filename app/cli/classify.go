@@ -9,9 +9,6 @@ import (
 	"github.com/talosflash/talosflash/node"
 )
 
-// ExitImage is for an image that is corrupt or not an image at all.
-const ExitImage = 9
-
 // classify maps the library packages' typed errors to exit codes.
 func classify(err error) int {
 	var (

@@ -17,6 +17,7 @@ const (
 	ExitWrite       = 6 // I/O error while writing (card removed, EIO)
 	ExitConfig      = 7 // machine config invalid or fails the incident checks
 	ExitApply       = 8 // the node refused the config
+	ExitImage       = 9 // the image is corrupt or not an image at all
 	ExitInterrupted = 130
 )
 
