@@ -246,15 +246,36 @@ func decodeCause(cause string) string {
 	var dump map[string]any
 	var keys []string
 	if err := yaml.Unmarshal([]byte(cause[i+len(unknown):]), &dump); err == nil {
-		for k := range dump {
-			keys = append(keys, safeName(k))
-		}
+		keys = unknownKeyPaths(dump, "")
 	}
 	sort.Strings(keys)
 	if len(keys) == 0 {
 		return sanitize(cause[:i]) + "unknown fields"
 	}
 	return sanitize(cause[:i]) + "unknown field(s) " + strings.Join(keys, ", ")
+}
+
+// unknownKeyPaths turns the loader's dump of unknown keys (nested down to
+// the misspelled key) into quoted dotted paths such as "machine.certSANz",
+// never including a value.
+func unknownKeyPaths(dump map[string]any, prefix string) []string {
+	var out []string
+	for k, v := range dump {
+		name := k
+		if !safeQuoted.MatchString(k) || looksRandom(k) {
+			name = redacted
+		}
+		path := name
+		if prefix != "" {
+			path = prefix + "." + name
+		}
+		if sub, ok := v.(map[string]any); ok && len(sub) > 0 && name != redacted {
+			out = append(out, unknownKeyPaths(sub, path)...)
+			continue
+		}
+		out = append(out, `"`+path+`"`)
+	}
+	return out
 }
 
 // safeName quotes s if it is a plain identifier, else hides it.

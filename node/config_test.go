@@ -127,3 +127,15 @@ func TestSanitizeKeepsUsefulWords(t *testing.T) {
 }
 
 func b64(s string) string { return base64Std(s) }
+
+func TestLoadConfigNamesUnknownKeyPath(t *testing.T) {
+	worker := string(readTestdata(t, "worker.yaml"))
+	bad := strings.Replace(worker, "  certSANs: []", "  certSANz: [s3cr3t-value-0123456789]", 1)
+	_, err := node.LoadConfig([]byte(bad))
+	if err == nil || !strings.Contains(err.Error(), `unknown field(s) "machine.certSANz"`) {
+		t.Fatalf("err = %v, want the dotted path of the misspelled key", err)
+	}
+	if strings.Contains(err.Error(), "s3cr3t") {
+		t.Fatalf("error echoes the value: %v", err)
+	}
+}
