@@ -2,6 +2,8 @@ package cli
 
 import (
 	"errors"
+	"net"
+	"net/url"
 
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/imaging"
@@ -35,9 +37,13 @@ func classify(err error) int {
 	case errors.Is(err, factory.ErrUnknownExtension), errors.Is(err, factory.ErrUnknownOverlay):
 		return ExitUsage
 	}
-	var fh *factory.HTTPError
-	var ih *imaging.HTTPError
-	if errors.As(err, &fh) || errors.As(err, &ih) ||
+	var (
+		fh     *factory.HTTPError
+		ih     *imaging.HTTPError
+		urlErr *url.Error // imaging's downloads wrap the transport's error as is
+		netErr net.Error
+	)
+	if errors.As(err, &fh) || errors.As(err, &ih) || errors.As(err, &urlErr) || errors.As(err, &netErr) ||
 		errors.Is(err, factory.ErrUnreachable) || errors.Is(err, factory.ErrNotFound) ||
 		errors.Is(err, factory.ErrBadResponse) || errors.Is(err, factory.ErrIDMismatch) ||
 		errors.Is(err, factory.ErrSchematicRejected) || errors.Is(err, imaging.ErrNotFound) {
