@@ -445,15 +445,7 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, out a
 
 	resp, err := c.http.Do(req)
 	if err != nil {
-		if perr := parent.Err(); perr != nil {
-			return fmt.Errorf("%s %s: %w", method, u, perr) // the caller gave up
-		}
-
-		if ctx.Err() != nil {
-			return fmt.Errorf("%w at %s: no answer within %s", ErrUnreachable, c.BaseURL(), APITimeout)
-		}
-
-		return fmt.Errorf("%w at %s: %w", ErrUnreachable, c.BaseURL(), unwrapURLError(err))
+		return c.transportError(parent, ctx, method, u, unwrapURLError(err))
 	}
 	defer resp.Body.Close() //nolint:errcheck
 
@@ -469,7 +461,7 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, out a
 
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAPIResponse+1))
 	if err != nil {
-		return fmt.Errorf("%s %s: reading reply: %w", method, u, err)
+		return c.transportError(parent, ctx, method, u, fmt.Errorf("reading reply: %w", err))
 	}
 
 	if len(data) > maxAPIResponse {
@@ -487,6 +479,20 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, out a
 	}
 
 	return nil
+}
+
+// transportError names a failed exchange (no reply, or a reply cut off):
+// the caller's own cancel stays its error, the rest is ErrUnreachable.
+func (c *Client) transportError(parent, ctx context.Context, method, u string, err error) error {
+	if perr := parent.Err(); perr != nil {
+		return fmt.Errorf("%s %s: %w", method, u, perr) // the caller gave up
+	}
+
+	if ctx.Err() != nil {
+		return fmt.Errorf("%w at %s: no answer within %s", ErrUnreachable, c.BaseURL(), APITimeout)
+	}
+
+	return fmt.Errorf("%w at %s: %w", ErrUnreachable, c.BaseURL(), err)
 }
 
 func unwrapURLError(err error) error {

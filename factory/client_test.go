@@ -217,6 +217,32 @@ func TestConnectionRefused(t *testing.T) {
 	}
 }
 
+// A connection lost in the middle of a reply is the factory being
+// unreachable (CLI exit 3), like one refused before it.
+func TestConnectionLostMidReply(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+
+	go func() {
+		conn, err := l.Accept()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+
+		_, _ = conn.Read(make([]byte, 4096))
+		_, _ = io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n[\"v1.")
+	}()
+
+	_, err = NewClient("http://"+l.Addr().String(), nil).Versions(context.Background())
+	if !errors.Is(err, ErrUnreachable) {
+		t.Fatalf("got %v", err)
+	}
+}
+
 func TestCallerCancel(t *testing.T) {
 	c, srv := newTestClient(t)
 
