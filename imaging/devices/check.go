@@ -34,9 +34,25 @@ func (l *Lister) Check(path string, imageSize int64, opts Options) (*Disk, error
 	resolved, err := filepath.EvalSymlinks(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		abs, aerr := filepath.Abs(path)
-		if aerr == nil && opts.CreateFile && !inDir(abs, p.DevRoot) {
-			if fi, err := os.Stat(filepath.Dir(abs)); err == nil && fi.IsDir() {
-				return &Disk{Name: filepath.Base(abs), Path: abs, Transport: TransportFile, SizeHuman: humanSize(0), Safe: true}, nil
+		// Where the new file would really be created: through a symlinked
+		// parent directory, never through a dangling symlink (both could
+		// put a regular file into DevRoot).
+		target := ""
+		if aerr == nil {
+			if dir, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil {
+				if dir, err = filepath.Abs(dir); err == nil {
+					target = filepath.Join(dir, filepath.Base(abs))
+				}
+			}
+		}
+		if target != "" && inDir(target, p.DevRoot) {
+			abs = target
+		}
+		if target != "" && opts.CreateFile && !inDir(abs, p.DevRoot) {
+			if fi, err := os.Stat(filepath.Dir(target)); err == nil && fi.IsDir() {
+				if _, err := os.Lstat(target); errors.Is(err, fs.ErrNotExist) {
+					return &Disk{Name: filepath.Base(target), Path: target, Transport: TransportFile, SizeHuman: humanSize(0), Safe: true}, nil
+				}
 			}
 		}
 		if aerr == nil && inDir(abs, p.DevRoot) {
@@ -154,6 +170,16 @@ func (l *Lister) Open(path string, imageSize int64, opts Options) (*Device, erro
 		f, err := os.OpenFile(d.Path, flags, 0o644)
 		if err != nil {
 			return nil, fmt.Errorf("open image file: %w", err)
+		}
+		// The path was checked before it was opened: make sure it still
+		// names a regular file (not a device swapped in or linked to since).
+		if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+			f.Close()
+			if err != nil {
+				return nil, fmt.Errorf("open image file: %w", err)
+			}
+			return nil, &RefusedError{Device: d.Path, Reason: CodeNotBlockDevice,
+				Msg: fmt.Sprintf("%s changed while it was being opened and is no longer a regular file; check the target again", d.Path)}
 		}
 		return newDevice(f, d, false, opts), nil
 	}

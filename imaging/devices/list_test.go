@@ -318,3 +318,52 @@ func TestIOErrorAndDeviceGone(t *testing.T) {
 		t.Error("ENODEV inside PathError")
 	}
 }
+
+// CreateFile must not create a regular file inside DevRoot through a
+// symlinked parent directory or a dangling symlink (the leftover that
+// `dd of=/dev/sdX` without a card makes), nor follow a dangling link at all.
+func TestCheckCreateFileNotIntoDev(t *testing.T) {
+	l := buildFakeSystem(t, fakeSystem)
+	outside := t.TempDir()
+	linkDir := filepath.Join(outside, "devlink")
+	if err := os.Symlink(l.DevRoot, linkDir); err != nil {
+		t.Fatal(err)
+	}
+	dangling := filepath.Join(outside, "card.raw")
+	if err := os.Symlink(filepath.Join(l.DevRoot, "sdz"), dangling); err != nil {
+		t.Fatal(err)
+	}
+	danglingOut := filepath.Join(outside, "other.raw")
+	if err := os.Symlink(filepath.Join(outside, "nowhere", "x.raw"), danglingOut); err != nil {
+		t.Fatal(err)
+	}
+	opts := Options{CreateFile: true}
+	for _, path := range []string{filepath.Join(linkDir, "sdz"), dangling, danglingOut} {
+		d, err := l.Check(path, 0, opts)
+		var r *RefusedError
+		if !errors.As(err, &r) || r.Reason != CodeNotFound {
+			t.Errorf("Check(%s): %+v %v, want %s refusal", path, d, err, CodeNotFound)
+		}
+		if dev, err := l.Open(path, 0, opts); err == nil {
+			dev.Close()
+			t.Errorf("Open(%s) succeeded", path)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(l.DevRoot, "sdz")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a file was created in DevRoot: %v", err)
+	}
+	// A symlinked directory outside DevRoot is fine; the disk names the real place.
+	realDir := t.TempDir()
+	var err error
+	okLink := filepath.Join(outside, "images")
+	if err := os.Symlink(realDir, okLink); err != nil {
+		t.Fatal(err)
+	}
+	if realDir, err = filepath.EvalSymlinks(realDir); err != nil {
+		t.Fatal(err)
+	}
+	d, err := l.Check(filepath.Join(okLink, "new.raw"), 0, opts)
+	if err != nil || d.Path != filepath.Join(realDir, "new.raw") {
+		t.Errorf("Check through symlinked dir: %+v %v", d, err)
+	}
+}
