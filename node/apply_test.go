@@ -250,3 +250,20 @@ func TestNormalizeEndpoint(t *testing.T) {
 		}
 	}
 }
+
+// A node that asks for a client certificate already has a config: the
+// maintenance client must abort the handshake and never send the config.
+// The same for a server that asks for one but would accept none.
+func TestApplyConfiguredNodeNeverGetsConfig(t *testing.T) {
+	for _, opts := range []nodetest.Options{{Configured: true}, {RequestClientCert: true, SkipValidation: true}} {
+		srv := nodetest.Start(t, opts)
+		_, err := node.Apply(context.Background(), node.ApplyOptions{Endpoint: srv.Addr(), Config: []byte("secret"), Timeout: 5 * time.Second})
+		var ne *node.NetworkError
+		if !errors.As(err, &ne) || ne.Kind != node.NetTLS || !strings.Contains(err.Error(), "client certificate") {
+			t.Errorf("%+v: err = %v, want TLS failure naming the client certificate", opts, err)
+		}
+		if reqs := srv.Requests(); len(reqs) != 0 {
+			t.Errorf("%+v: server received %d ApplyConfiguration calls", opts, len(reqs))
+		}
+	}
+}

@@ -79,9 +79,12 @@ func insecureTLS(trace *connTrace, pins []string) *tls.Config {
 	return &tls.Config{
 		InsecureSkipVerify: true, //nolint:gosec // maintenance mode has no trust anchor yet; same as talosctl --insecure
 		MinVersion:         tls.VersionTLS12,
+		// Maintenance mode never asks for a client certificate; a server
+		// that does is a configured node (or not Talos at all): abort the
+		// handshake so nothing, least of all a machine config, is sent to it.
 		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
 			trace.set(func(t *connTrace) { t.certReq = true })
-			return &tls.Certificate{}, nil // none: we have no talosconfig
+			return nil, errClientCertRequested
 		},
 		VerifyConnection: func(cs tls.ConnectionState) error {
 			var der []byte
@@ -101,6 +104,8 @@ func insecureTLS(trace *connTrace, pins []string) *tls.Config {
 		},
 	}
 }
+
+var errClientCertRequested = errors.New("the server asks for a client certificate: not a node in maintenance mode")
 
 // newInsecureClient builds a real machinery client the way talosctl's
 // WithClientMaintenance does (client.WithTLSConfig + client.WithEndpoints),

@@ -309,6 +309,9 @@ func tlsProbe(ctx context.Context, endpoint string, trace *connTrace) error {
 	cfg.NextProtos = []string{"h2"}
 	conn := tls.Client(raw, cfg)
 	if err := conn.HandshakeContext(ctx); err != nil {
+		if trace.snapshot().certReq {
+			return nil // aborted by us on the client-certificate request: a configured node
+		}
 		if ctx.Err() != nil {
 			return &NetworkError{Endpoint: endpoint, Kind: NetTimeout, Detail: "TLS handshake did not complete"}
 		}

@@ -45,6 +45,10 @@ type Options struct {
 	// Configured makes the node behave like one that already has a config:
 	// apid requires a client certificate, so insecure clients fail at TLS.
 	Configured bool
+	// RequestClientCert asks for a client certificate but accepts a client
+	// without one: not Talos maintenance mode (which never asks), a server
+	// a maintenance client must not send a config to.
+	RequestClientCert bool
 
 	// ApplyErr, if set, is returned by ApplyConfiguration (after Delay),
 	// e.g. status.Error(codes.InvalidArgument, "...").
@@ -120,6 +124,8 @@ func Start(t testing.TB, opts Options) *Server {
 	tlsCfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	if opts.Configured {
 		tlsCfg.ClientAuth = tls.RequireAnyClientCert
+	} else if opts.RequestClientCert {
+		tlsCfg.ClientAuth = tls.RequestClientCert
 	}
 
 	s := &Server{opts: opts, lis: lis, certDER: cert.Certificate[0]}
