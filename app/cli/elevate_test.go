@@ -2,11 +2,13 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"testing"
 
+	"github.com/talosflash/talosflash/app/elevate"
 	"github.com/talosflash/talosflash/imaging"
 )
 
@@ -66,5 +68,18 @@ func TestRelayElevated(t *testing.T) {
 	err = relayElevated(context.Background(), child("denied"), &recordingReporter{})
 	if exitCode(err) != ExitDevice {
 		t.Fatalf("denied child: code %d err %v", exitCode(err), err)
+	}
+}
+
+// The elevated child's exit codes mean to the GUI what they mean here.
+func TestElevateErrorMatchesExitCodes(t *testing.T) {
+	for code, target := range map[int]error{ExitVerify: imaging.ErrVerifyMismatch, ExitWrite: imaging.ErrIncomplete, ExitImage: imaging.ErrCorruptImage, ExitInterrupted: context.Canceled} {
+		err := &elevate.Error{Code: code, Message: "x", Reported: true}
+		if !errors.Is(err, target) {
+			t.Errorf("child exit %d does not match %v", code, target)
+		}
+		if got := classify(err); target != context.Canceled && got != code {
+			t.Errorf("child exit %d classifies as %d", code, got)
+		}
 	}
 }

@@ -1,20 +1,18 @@
 package cli
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
-	"time"
 
 	"github.com/dustin/go-humanize"
 
+	"github.com/talosflash/talosflash/app/elevate"
 	"github.com/talosflash/talosflash/app/plan"
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/imaging"
@@ -280,72 +278,31 @@ func flashElevated(ctx context.Context, f *flashFlags, im *plan.Image, src imagi
 	return relayElevated(ctx, cmd, rep)
 }
 
-// childLine is one JSON line of an elevated child's --json output.
-type childLine struct {
-	Event      string `json:"event"`
-	Stage      string `json:"stage"`
-	Done       int64  `json:"done"`
-	Total      int64  `json:"total"`
-	Rate       int64  `json:"rate"`
-	ETASeconds int64  `json:"eta_seconds"`
-	Code       int    `json:"code"`
-	Message    string `json:"message"`
-}
-
-func relayElevated(ctx context.Context, cmd interface {
-	StdoutPipe() (io.ReadCloser, error)
-	Start() error
-	Wait() error
-}, rep reporter) error {
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	if err := cmd.Start(); err != nil {
-		return withCode(ExitDevice, fmt.Errorf("start elevated write: %w", err))
-	}
-	var childErr *childLine
-	sc := bufio.NewScanner(out)
-	for sc.Scan() {
-		var l childLine
-		if json.Unmarshal(sc.Bytes(), &l) != nil {
-			continue
-		}
-		switch l.Event {
+// relayElevated runs the elevated child and relays its JSON lines to rep.
+func relayElevated(ctx context.Context, cmd *exec.Cmd, rep reporter) error {
+	err := elevate.Run(ctx, cmd, func(ev elevate.Event) {
+		switch ev.Event {
 		case "progress":
-			rep.Progress(progressFromChild(l))
-		case "error":
-			childErr = &l
+			rep.Progress(ev.Progress())
 		case "info", "warning":
-			rep.Info("%s", l.Message)
+			rep.Info("%s", ev.Message)
 		case "result":
 			var m map[string]any
-			_ = json.Unmarshal(sc.Bytes(), &m)
+			_ = json.Unmarshal(ev.Line, &m)
 			delete(m, "event")
 			rep.Event("result", m)
 		}
+	})
+	var ee *elevate.Error
+	switch {
+	case err == nil, ctx.Err() != nil:
+		return err
+	case !errors.As(err, &ee):
+		return withCode(ExitDevice, err) // the child did not start
+	case ee.Reported:
+		return withCode(ee.Code, errors.New(ee.Message))
+	case ee.NotGranted:
+		return withCode(ExitDevice, fmt.Errorf("permission to write the device was not granted: %w", err))
 	}
-	waitErr := cmd.Wait()
-	if childErr != nil {
-		return withCode(childErr.Code, errors.New(childErr.Message))
-	}
-	if waitErr != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		// pkexec: 126 = not authorized / dismissed, 127 = cannot authenticate.
-		var ee *exec.ExitError
-		if errors.As(waitErr, &ee) && (ee.ExitCode() == 126 || ee.ExitCode() == 127) {
-			return withCode(ExitDevice, fmt.Errorf("permission to write the device was not granted: %w", waitErr))
-		}
-		return withCode(ExitWrite, fmt.Errorf("elevated write step failed: %w", waitErr))
-	}
-	return nil
-}
-
-func progressFromChild(l childLine) imaging.Progress {
-	return imaging.Progress{
-		Stage: imaging.Stage(l.Stage), Done: l.Done, Total: l.Total,
-		Rate: float64(l.Rate), ETA: time.Duration(l.ETASeconds) * time.Second,
-	}
+	return withCode(ExitWrite, fmt.Errorf("elevated write step failed: %w", err))
 }
