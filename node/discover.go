@@ -50,6 +50,9 @@ type DiscoverOptions struct {
 const (
 	DefaultMaxHosts    = 1024
 	DefaultConcurrency = 64
+	// DefaultProbeTimeout bounds one Probe (also a direct call whose
+	// context has no deadline: a port that accepts and stays silent).
+	DefaultProbeTimeout = 3 * time.Second
 )
 
 // ErrTooManyHosts is returned when the prefixes hold more hosts than MaxHosts.
@@ -69,7 +72,7 @@ func Discover(ctx context.Context, opts DiscoverOptions) ([]Node, error) {
 		opts.DialTimeout = 500 * time.Millisecond
 	}
 	if opts.ProbeTimeout <= 0 {
-		opts.ProbeTimeout = 3 * time.Second
+		opts.ProbeTimeout = DefaultProbeTimeout
 	}
 	if opts.Concurrency <= 0 {
 		opts.Concurrency = DefaultConcurrency
@@ -209,6 +212,11 @@ func Probe(ctx context.Context, addr string) (*Node, error) {
 	endpoint, err := NormalizeEndpoint(addr)
 	if err != nil {
 		return nil, err
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultProbeTimeout)
+		defer cancel()
 	}
 	n := &Node{Addr: endpoint}
 	if host, _, err := net.SplitHostPort(endpoint); err == nil {

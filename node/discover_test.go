@@ -237,3 +237,36 @@ func testCert(t *testing.T) tls.Certificate {
 	}
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: k}
 }
+
+// A port that accepts and never answers must not hang a Probe whose
+// context has no deadline.
+func TestProbeSilentPortWithoutDeadline(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { c.Close() })
+		}
+	}()
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() {
+		_, err := node.Probe(context.Background(), l.Addr().String())
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, node.ErrNetwork) {
+			t.Errorf("err = %v, want a network error", err)
+		}
+	case <-time.After(node.DefaultProbeTimeout + 5*time.Second):
+		t.Fatalf("Probe still running after %v", time.Since(start))
+	}
+}
