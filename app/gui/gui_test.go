@@ -423,3 +423,24 @@ func TestImageStepWarnsAboutNewt(t *testing.T) {
 		t.Fatalf("worker image shows notes %q; want none", h.ui.image.notes.Text)
 	}
 }
+
+func TestInstallerRefLooksUpSchematic(t *testing.T) {
+	h := newHarness(t, nil)
+	cp, _ := factory.FindProfile(factory.BuiltinProfiles(), "controlplane")
+	id, err := h.factory.AddSchematic(cp.Schematic())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.ui.image.ref.SetText("factory.talos.dev/metal-installer/" + id + ":v1.14.5")
+	h.ui.image.useRef()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		var yaml, notes string
+		fyne.DoAndWait(func() { yaml, notes = h.ui.image.yaml.Text, h.ui.image.notes.Text })
+		if strings.Contains(yaml, "siderolabs/newt") && strings.Contains(notes, "ExtensionServiceConfig") {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("installer ref: schematic not looked up (yaml %q, notes %q)", h.ui.image.yaml.Text, h.ui.image.notes.Text)
+}

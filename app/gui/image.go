@@ -147,6 +147,25 @@ func (s *imageStep) useInstaller(c *imageChoice) {
 	s.customRef = true // ClearSelected ran the select callback
 	s.version.SetText(ref.Version)
 	s.setChoice(c, nil)
+	if c.Schematic == nil {
+		go s.lookupSchematic(c)
+	}
+}
+
+// lookupSchematic asks the factory for the schematic behind an installer
+// reference (as the CLI does), so its YAML and the extension notes show; an
+// older factory can't answer, which leaves the ID-only view.
+func (s *imageStep) lookupSchematic(c *imageChoice) {
+	found := *c
+	found.LookupSchematic(context.Background(), s.ui.deps.Factory)
+	if found.Schematic == nil {
+		return
+	}
+	s.ui.do(func() {
+		if s.choice == c { // still the user's choice
+			s.setChoice(&found, nil)
+		}
+	})
 }
 
 // openInstallerFile reads a talos/installer-<role>.yaml.
