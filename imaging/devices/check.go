@@ -115,10 +115,24 @@ func (l *Lister) Check(path string, imageSize int64, opts Options) (*Disk, error
 		if inDir(resolved, p.DevRoot) {
 			return nil, refuse(resolved, CodeNotBlockDevice, "%s is a regular file inside %s, not a device (is the card inserted?)", resolved, p.DevRoot)
 		}
+		if fi.Size() > 0 && !isImageFileName(resolved) {
+			return nil, refuse(resolved, CodeNotImageFile, "%s is an existing file that does not look like a disk image (.img, .raw, .bin, .iso); it would be overwritten: delete it or choose another name", resolved)
+		}
 		return &Disk{Name: filepath.Base(resolved), Path: resolved, Size: fi.Size(), SizeHuman: humanSize(fi.Size()),
 			Model: "image file", Transport: TransportFile, Safe: true}, nil
 	}
 	return nil, refuse(resolved, CodeNotBlockDevice, "%s is not a block device or a regular file", resolved)
+}
+
+// isImageFileName reports whether a file target's name says it is a disk
+// image: only those are overwritten when they already hold data, so a typo
+// like --device /etc/fstab (as root) cannot truncate a real file.
+func isImageFileName(path string) bool {
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".img", ".raw", ".bin", ".iso":
+		return true
+	}
+	return false
 }
 
 // partitionRefusal refuses a partition path and suggests its disk, but only

@@ -23,6 +23,7 @@ const (
 	CodeNotFound       Code = "not-found"        // path does not exist
 	CodeDirectory      Code = "directory"        // path is a directory
 	CodeNotBlockDevice Code = "not-block-device" // char device, socket, file in /dev
+	CodeNotImageFile   Code = "not-image-file"   // an existing non-empty file not named like an image
 	CodeUnknownDevice  Code = "unknown-device"   // block device not found in sysfs
 	CodeBusy           Code = "busy"             // EBUSY on exclusive open / unmount failed
 	CodeUnsupported    Code = "unsupported"      // raw devices on this OS
