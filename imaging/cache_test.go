@@ -3,6 +3,7 @@ package imaging
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -336,3 +337,34 @@ func TestFlashNoCacheCorruptStream(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconvFormat(n) }
+
+// Close of a --no-cache stream (a flash that failed) ends a Read that
+// waits to reconnect after a reset, and no new request is made.
+func TestHTTPStreamCloseEndsBackoff(t *testing.T) {
+	img := testImage(t)
+	srv, path, c := newFactory(t, img.XZ)
+	c.RetryDelay = 10 * time.Second
+	srv.ResetAfter(path, 1000)
+	s := newHTTPStream(context.Background(), newFetcher(c, srv.Client(), srv.ImageURL(testSchematic, testVersion, testFile)))
+	if err := s.open(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(io.Discard, s) // reads up to the reset, then backs off
+		done <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	s.Close()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("Read after Close succeeded")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not end the Read waiting to reconnect")
+	}
+	if n := len(srv.RequestsTo(path)); n != 1 {
+		t.Fatalf("%d requests, want 1 (no reconnect after Close)", n)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -302,16 +303,28 @@ func (b *idleBody) Close() error {
 // on transient failures it reconnects with a Range request and continues
 // where it left off; when the server answers 200 instead it skips the
 // bytes already delivered (after checking the ETag is unchanged).
+//
+// Read is called by one goroutine (the decoder's); Close may come from
+// another while a Read is blocked: it cancels the stream's context, so the
+// Read ends at once and does not reconnect.
 type httpStream struct {
 	ctx      context.Context
+	cancel   context.CancelFunc
 	f        *fetcher
+	mu       sync.Mutex // held by Read; guards resp against Close
 	resp     *response
 	off      int64
 	failures int
-	onRead   func(n int64)
+}
+
+func newHTTPStream(ctx context.Context, f *fetcher) *httpStream {
+	ctx, cancel := context.WithCancel(ctx)
+	return &httpStream{ctx: ctx, cancel: cancel, f: f}
 }
 
 func (s *httpStream) Read(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for {
 		if s.resp == nil {
 			if err := s.open(); err != nil {
@@ -320,9 +333,6 @@ func (s *httpStream) Read(p []byte) (int, error) {
 		}
 		n, err := s.resp.body.Read(p)
 		s.off += int64(n)
-		if n > 0 && s.onRead != nil {
-			s.onRead(int64(n))
-		}
 		if err == nil || n > 0 && err != io.EOF {
 			return n, nil
 		}
@@ -382,8 +392,13 @@ func (s *httpStream) open() error {
 }
 
 func (s *httpStream) Close() error {
+	s.cancel() // first: unblocks a Read in progress
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.resp != nil {
-		return s.resp.body.Close()
+		err := s.resp.body.Close()
+		s.resp = nil
+		return err
 	}
 	return nil
 }

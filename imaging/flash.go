@@ -126,8 +126,9 @@ func openSource(ctx context.Context, src Source, progress ProgressFunc) (*opened
 		}
 		if src.NoCache {
 			f := newFetcher(src.Cache, src.HTTPClient, src.URL)
-			stream := &httpStream{ctx: ctx, f: f}
+			stream := newHTTPStream(ctx, f)
 			if err := stream.open(); err != nil {
+				stream.cancel()
 				return nil, err
 			}
 			s.r, s.closer, s.xz, s.compressed = stream, stream, true, stream.resp.total
