@@ -172,7 +172,7 @@ func (c *Cache) Fetch(ctx context.Context, httpClient *http.Client, url, key str
 			if attempt > 0 {
 				err = fmt.Errorf("%w (gave up after %d attempts)", err, attempt+1)
 			}
-			return "", err
+			return "", downloadFailed(err)
 		}
 		if err := f.backoff(ctx, attempt+1); err != nil {
 			return "", fmt.Errorf("download %s: %w", url, err)

@@ -368,3 +368,39 @@ func TestHTTPStreamCloseEndsBackoff(t *testing.T) {
 		t.Fatalf("%d requests, want 1 (no reconnect after Close)", n)
 	}
 }
+
+// Every way a download can fail on the network's or server's side matches
+// ErrDownload (the CLI's network exit code); a cancel does not.
+func TestDownloadFailuresMatchErrDownload(t *testing.T) {
+	img := testImage(t)
+	for _, tc := range []struct {
+		name  string
+		fault func(srv *factorytest.Server, path string)
+	}{
+		{"stall", func(srv *factorytest.Server, path string) {
+			srv.Inject(path, factorytest.Fault{Kind: factorytest.FaultStall, After: 1000})
+		}},
+		{"reset", func(srv *factorytest.Server, path string) {
+			srv.Inject(path, factorytest.Fault{Kind: factorytest.FaultReset, After: 1000})
+		}},
+		{"503", func(srv *factorytest.Server, path string) { srv.FailPath(path, http.StatusServiceUnavailable, "busy") }},
+		{"404", func(srv *factorytest.Server, path string) { srv.FailPath(path, http.StatusNotFound, "no such image") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, path, c := newFactory(t, img.XZ)
+			c.Retries = 1
+			tc.fault(srv, path)
+			_, err := fetch(t, srv, c)
+			if !errors.Is(err, ErrDownload) {
+				t.Fatalf("err = %v, want ErrDownload", err)
+			}
+		})
+	}
+	srv, _, c := newFactory(t, img.XZ)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := c.Fetch(ctx, srv.Client(), srv.ImageURL(testSchematic, testVersion, testFile), CacheKey(testSchematic, testVersion, testFile), nil)
+	if errors.Is(err, ErrDownload) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled fetch: %v, want context.Canceled only", err)
+	}
+}

@@ -20,6 +20,20 @@ var ErrNotFound = errors.New("image not found")
 // errStall is returned when no byte arrived within the idle timeout.
 var errStall = errors.New("download stalled")
 
+// ErrDownload is matched by every download failure that is the network's or
+// the server's (retries exhausted, stall, reset, refused, HTTP error), as
+// opposed to a cancel or a corrupt image: the CLI maps it to its network
+// exit code.
+var ErrDownload = errors.New("image download failed")
+
+// downloadFailed marks err as a download failure, keeping its chain.
+func downloadFailed(err error) error {
+	if err == nil || errors.Is(err, ErrDownload) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrDownload, err)
+}
+
 // HTTPError is a non-success HTTP answer from the image server.
 type HTTPError struct {
 	URL        string
@@ -359,7 +373,7 @@ func (s *httpStream) retry(err error) error {
 		return s.ctx.Err()
 	}
 	if !retryable(err) || s.failures >= s.f.retries {
-		return err
+		return downloadFailed(err)
 	}
 	s.failures++
 	return s.f.backoff(s.ctx, s.failures)

@@ -129,7 +129,7 @@ func openSource(ctx context.Context, src Source, progress ProgressFunc) (*opened
 			stream := newHTTPStream(ctx, f)
 			if err := stream.open(); err != nil {
 				stream.cancel()
-				return nil, err
+				return nil, downloadFailed(err)
 			}
 			s.r, s.closer, s.xz, s.compressed = stream, stream, true, stream.resp.total
 			return s, nil
@@ -394,7 +394,9 @@ func writeStream(ctx context.Context, stream io.Reader, t Target, src *openedSou
 			}
 			b := c.buf[:c.n]
 			if limit > 0 && c.off+int64(len(b)) > limit {
-				writeErr = fmt.Errorf("%w: image exceeds %d bytes", ErrTargetTooSmall, limit)
+				// Found while writing (size unknown up front): the card is
+				// partly written, so this is also an incomplete card.
+				writeErr = fmt.Errorf("%w: image exceeds %d bytes; %w", ErrTargetTooSmall, limit, ErrIncomplete)
 				return
 			}
 			if direct && len(b)%alignment != 0 {

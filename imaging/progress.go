@@ -56,6 +56,9 @@ type sample struct {
 }
 
 func newMeter(fn ProgressFunc, stage Stage, total int64, compressed bool) *meter {
+	if total < 0 {
+		total = 0 // unknown, as Progress documents
+	}
 	m := &meter{fn: fn, stage: stage, total: total, compressed: compressed, now: time.Now}
 	m.samples[0] = sample{m.now(), 0}
 	m.ns = 1

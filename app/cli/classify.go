@@ -46,7 +46,8 @@ func classify(err error) int {
 	if errors.As(err, &fh) || errors.As(err, &ih) || errors.As(err, &urlErr) || errors.As(err, &netErr) ||
 		errors.Is(err, factory.ErrUnreachable) || errors.Is(err, factory.ErrNotFound) ||
 		errors.Is(err, factory.ErrBadResponse) || errors.Is(err, factory.ErrIDMismatch) ||
-		errors.Is(err, factory.ErrSchematicRejected) || errors.Is(err, imaging.ErrNotFound) {
+		errors.Is(err, factory.ErrSchematicRejected) || errors.Is(err, imaging.ErrNotFound) ||
+		errors.Is(err, imaging.ErrDownload) {
 		return ExitNetwork
 	}
 	return ExitFailure

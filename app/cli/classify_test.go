@@ -1,11 +1,14 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"net"
 	"net/http"
 	"testing"
+	"time"
 
+	"github.com/talosflash/talosflash/factory/factorytest"
 	"github.com/talosflash/talosflash/imaging"
 )
 
@@ -25,5 +28,17 @@ func TestClassifyImageDownloadUnreachable(t *testing.T) {
 	}
 	if code := exitCode(err); code != ExitNetwork {
 		t.Fatalf("exit code %d, want %d (%v)", code, ExitNetwork, err)
+	}
+}
+
+// A stalled image download (retries exhausted) is a network failure.
+func TestClassifyStalledDownload(t *testing.T) {
+	srv := factorytest.New(t)
+	srv.AddImage("x", "v1.14.5", "metal-arm64.raw.xz", bytes.Repeat([]byte{1}, 64<<10))
+	srv.Inject(factorytest.ImagePath("x", "v1.14.5", "metal-arm64.raw.xz"), factorytest.Fault{Kind: factorytest.FaultStall, After: 100})
+	c := &imaging.Cache{Dir: t.TempDir(), Retries: -1, IdleTimeout: 200 * time.Millisecond}
+	_, err := c.Fetch(context.Background(), srv.Client(), srv.ImageURL("x", "v1.14.5", "metal-arm64.raw.xz"), "x/v1.14.5/metal-arm64.raw.xz", nil)
+	if code := exitCode(err); code != ExitNetwork {
+		t.Fatalf("stalled download %v: exit %d, want %d", err, code, ExitNetwork)
 	}
 }
