@@ -160,6 +160,7 @@ func (c *Cache) Fetch(ctx context.Context, httpClient *http.Client, url, key str
 		_ = os.Remove(partial)
 	}
 	meter := newMeter(progress, StageDownload, f.total, false)
+	defer meter.keepAlive()()
 	for attempt := 0; ; attempt++ {
 		err = downloadOnce(ctx, f, partial, metaPath, meter)
 		if err == nil {
@@ -208,7 +209,7 @@ func downloadOnce(ctx context.Context, f *fetcher, partial, metaPath string, met
 		return err
 	}
 	defer resp.body.Close()
-	meter.total = resp.total
+	meter.setTotal(resp.total)
 	if resp.done {
 		return nil
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -402,5 +403,36 @@ func TestDownloadFailuresMatchErrDownload(t *testing.T) {
 	_, err := c.Fetch(ctx, srv.Client(), srv.ImageURL(testSchematic, testVersion, testFile), CacheKey(testSchematic, testVersion, testFile), nil)
 	if errors.Is(err, ErrDownload) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled fetch: %v, want context.Canceled only", err)
+	}
+}
+
+// While a download stalls (before the idle timeout gives up), progress keeps
+// coming once a second with a zero rate instead of freezing on the last
+// figure: the user sees it is stuck, not slow.
+func TestStallShowsZeroRate(t *testing.T) {
+	img := testImage(t)
+	srv, path, c := newFactory(t, img.XZ)
+	c.IdleTimeout = 4 * time.Second
+	srv.Inject(path, factorytest.Fault{Kind: factorytest.FaultStall, After: 200_000, Times: 1})
+	var mu sync.Mutex
+	var duringStall int
+	start := time.Now()
+	progress := func(p Progress) {
+		mu.Lock()
+		defer mu.Unlock()
+		if d := time.Since(start); d > 1500*time.Millisecond && d < 3800*time.Millisecond && p.Rate == 0 && p.Done < int64(len(img.XZ)) {
+			duringStall++
+		}
+	}
+	p, err := c.Fetch(context.Background(), srv.Client(), srv.ImageURL(testSchematic, testVersion, testFile),
+		CacheKey(testSchematic, testVersion, testFile), progress)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertFile(t, p, img.XZ)
+	mu.Lock()
+	defer mu.Unlock()
+	if duringStall < 2 {
+		t.Fatalf("%d zero-rate reports during the stall, want one a second", duringStall)
 	}
 }

@@ -457,7 +457,7 @@ func writeStream(ctx context.Context, stream io.Reader, t Target, src *openedSou
 		return nil, &WriteError{Offset: readN, Err: fmt.Errorf("sync: %w", err)}
 	}
 	if compressed {
-		meter.total = readN
+		meter.setTotal(readN)
 		meter.compressed = false
 	}
 	meter.update(readN, true)

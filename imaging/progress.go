@@ -45,6 +45,7 @@ type meter struct {
 	total      int64
 	compressed bool
 	last       time.Time
+	lastDone   int64
 	samples    [20]sample // ring: ~2 s of history at 10/s
 	ns         int
 	now        func() time.Time
@@ -76,11 +77,8 @@ func (m *meter) update(done int64, force bool) {
 	if !force && now.Sub(m.last) < progressInterval {
 		return
 	}
-	m.last = now
-	oldest := m.samples[0]
-	if m.ns >= len(m.samples) {
-		oldest = m.samples[m.ns%len(m.samples)]
-	}
+	m.last, m.lastDone = now, done
+	oldest := m.windowStart(now)
 	m.samples[m.ns%len(m.samples)] = sample{now, done}
 	m.ns++
 	p := Progress{Stage: m.stage, Done: done, Total: m.total, Compressed: m.compressed}
@@ -93,4 +91,61 @@ func (m *meter) update(done int64, force bool) {
 		p.ETA = time.Duration(float64(m.total-done) / p.Rate * float64(time.Second))
 	}
 	m.fn(p)
+}
+
+// rateWindow is how far back the rate looks: long enough to smooth bursty
+// reads, short enough that a stall shows as zero within seconds.
+const rateWindow = 2 * time.Second
+
+// windowStart is the oldest sample at most rateWindow old, or the newest
+// sample when all are older (a stall: the rate then drops to zero).
+func (m *meter) windowStart(now time.Time) sample {
+	n := min(m.ns, len(m.samples))
+	newest := m.samples[(m.ns-1)%len(m.samples)]
+	start, found := newest, false
+	for i := 0; i < n; i++ {
+		s := m.samples[i]
+		if now.Sub(s.t) <= rateWindow && (!found || s.t.Before(start.t)) {
+			start, found = s, true
+		}
+	}
+	return start
+}
+
+// setTotal changes the total (a response announced the size); <0 is unknown.
+func (m *meter) setTotal(total int64) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.total = max(total, 0)
+}
+
+// keepAlive re-reports the last count every second until stop is called, so
+// a stalled download shows its rate falling to zero instead of freezing on
+// the last good figure while the idle timeout and retries run.
+func (m *meter) keepAlive() (stop func()) {
+	if m == nil || m.fn == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				m.mu.Lock()
+				n, idle := m.lastDone, m.now().Sub(m.last) >= time.Second/2
+				m.mu.Unlock()
+				if idle {
+					m.update(n, false)
+				}
+			}
+		}
+	}()
+	return func() { close(done) }
 }
