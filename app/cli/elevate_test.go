@@ -1,12 +1,17 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/talosflash/talosflash/app/elevate"
 	"github.com/talosflash/talosflash/imaging"
@@ -81,5 +86,34 @@ func TestElevateErrorMatchesExitCodes(t *testing.T) {
 		if got := classify(err); target != context.Canceled && got != code {
 			t.Errorf("child exit %d classifies as %d", code, got)
 		}
+	}
+}
+
+// The elevated child stops when its parent closes its stdin (the parent
+// cannot signal a root process): an interrupted, incomplete card.
+func TestElevatedChildCancelsOnStdinClose(t *testing.T) {
+	dir := t.TempDir()
+	img := filepath.Join(dir, "big.raw")
+	if err := os.WriteFile(img, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(img, 1<<30); err != nil {
+		t.Fatal(err)
+	}
+	pr, pw := io.Pipe()
+	out := &killOnEvent{stage: "write", atLeast: 1 << 62} // never signals; we only watch the output
+	var errOut bytes.Buffer
+	time.AfterFunc(300*time.Millisecond, func() { pw.Close() })
+	start := time.Now()
+	code := Main([]string{"--flash", "--elevated", "--image", img, "--device", filepath.Join(dir, "card.img"), "--yes", "--json"},
+		Env{Stdin: pr, Stdout: out, Stderr: &errOut})
+	if code != ExitInterrupted {
+		t.Fatalf("exit %d, want %d: %s", code, ExitInterrupted, errOut.String())
+	}
+	if d := time.Since(start); d > 15*time.Second {
+		t.Fatalf("took %s to stop", d)
+	}
+	if !strings.Contains(errOut.String(), "incomplete") {
+		t.Fatalf("stderr: %s", errOut.String())
 	}
 }

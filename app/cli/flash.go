@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -152,6 +153,17 @@ func runFlash(ctx context.Context, args []string, env Env) error {
 	}
 	if f.device == "" {
 		return usageErrorf("flash: --device is required (list candidates with: talosflash devices)")
+	}
+	if f.elevated {
+		// The unprivileged parent cannot signal us (we run as root under
+		// pkexec); it cancels by closing our stdin.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		go func() {
+			_, _ = io.Copy(io.Discard, env.Stdin)
+			cancel()
+		}()
 	}
 
 	var rep reporter

@@ -86,8 +86,10 @@ func (e *Error) Is(target error) bool {
 }
 
 // Run starts cmd, calls on (when not nil) for every JSON line of its stdout
-// (other lines are skipped) and waits for it. Cancelling ctx interrupts the
-// child (SIGINT, then a kill after a grace period) and returns ctx's error.
+// (other lines are skipped) and waits for it. Cancelling ctx closes the
+// child's stdin and interrupts it (SIGINT, then a kill after a grace
+// period; both fail for a root child, the stdin close does not) and returns
+// ctx's error.
 // A failure is an *Error: the child's "error" line, else its exit status
 // with the start of its stderr; an exit 0 without a "result" line too.
 // cmd.Stderr is captured unless the caller set it.
@@ -100,6 +102,13 @@ func Run(ctx context.Context, cmd *exec.Cmd, on func(Event)) error {
 	if cmd.Stderr == nil {
 		cmd.Stderr = &limitedBuffer{buf: &stderr, max: 8 << 10}
 	}
+	// The child (talosflash --elevated) cancels itself when its stdin
+	// closes. That works across the privilege boundary, where a signal
+	// from the user to the root child is refused.
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return fmt.Errorf("start elevated write: %w", err)
+	}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start elevated write: %w", err)
 	}
@@ -110,6 +119,7 @@ func Run(ctx context.Context, cmd *exec.Cmd, on func(Event)) error {
 		defer close(watched)
 		select {
 		case <-ctx.Done():
+			_ = stdin.Close()
 			_ = cmd.Process.Signal(os.Interrupt)
 			select {
 			case <-stopWatch:
@@ -142,6 +152,7 @@ func Run(ctx context.Context, cmd *exec.Cmd, on func(Event)) error {
 	}
 	_, _ = io.Copy(io.Discard, stdout) // after an over-long line: never leave the child blocked on a full pipe
 	waitErr := cmd.Wait()
+	_ = stdin.Close()
 	close(stopWatch)
 	<-watched
 

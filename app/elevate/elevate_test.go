@@ -81,12 +81,29 @@ func TestRunCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	start := time.Now()
-	err := Run(ctx, sh(`sleep 5`), nil)
+	// Like the real child, the script stops on SIGINT (a plain `sh -c
+	// 'sleep 5'` waits for sleep before acting on it).
+	err := Run(ctx, sh(`trap 'exit 130' INT; sleep 5 & wait`), nil)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err %v", err)
 	}
 	if time.Since(start) > 4*time.Second {
 		t.Fatalf("cancel took %s", time.Since(start))
+	}
+}
+
+// A root child under pkexec can't be signalled by the user: cancelling must
+// still stop it, through its stdin.
+func TestRunCancelThroughStdin(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(200*time.Millisecond, cancel)
+	start := time.Now()
+	err := Run(ctx, sh(`trap '' INT; cat >/dev/null; exit 130`), nil)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err %v", err)
+	}
+	if time.Since(start) > 4*time.Second {
+		t.Fatalf("cancel through stdin took %s", time.Since(start))
 	}
 }
 

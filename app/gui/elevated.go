@@ -11,7 +11,7 @@ import (
 // ElevatedArgs is the CLI invocation that writes an already downloaded image
 // as root and reports JSON lines on stdout (see runElevated).
 func ElevatedArgs(imagePath, device string) []string {
-	return []string{"--flash", "--image", imagePath, "--device", device, "--yes", "--json"}
+	return []string{"--flash", "--elevated", "--image", imagePath, "--device", device, "--yes", "--json"}
 }
 
 // ElevatedError is a failure the elevated child reported (or its exit); it

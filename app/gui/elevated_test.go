@@ -30,7 +30,7 @@ echo '{"event":"result","bytes":1024,"sha256":"abc","verified":true}'`
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"--flash", "--image", "/cache/img.raw.xz", "--device", "/dev/sdz", "--yes", "--json"}
+	want := []string{"--flash", "--elevated", "--image", "/cache/img.raw.xz", "--device", "/dev/sdz", "--yes", "--json"}
 	if !slices.Equal(args, want) {
 		t.Fatalf("child args %q, want %q", args, want)
 	}
