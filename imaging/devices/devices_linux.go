@@ -62,6 +62,13 @@ func (p Lister) openBlock(d *Disk, imageSize int64, opts Options) (*Device, erro
 			return nil, refuse(CodeBusy, "%s changed while it was being opened (device %s, expected %s); check the target again", d.Path, num, d.Dev)
 		}
 	}
+	// A write-protected card opens read-write on many readers; the kernel's
+	// read-only flag is the truth (sysfs may have been read before the
+	// switch was flipped). Refuse now rather than fail with EPERM mid-write.
+	if ro, err := unix.IoctlGetInt(int(f.Fd()), unix.BLKROGET); err == nil && ro != 0 {
+		f.Close()
+		return nil, refuse(CodeReadOnly, "%s is read-only (check the write-protect switch on the card)", d.Path)
+	}
 	if size, err := f.Seek(0, io.SeekEnd); err == nil {
 		if imageSize > 0 && size < imageSize {
 			f.Close()

@@ -450,3 +450,25 @@ func TestElevation(t *testing.T) {
 		t.Errorf("shellJoin = %s, want %s", got, want)
 	}
 }
+
+// The card's write-protect is flipped (or the reader reports it late) after
+// Check: the open-time BLKROGET check refuses it before any write.
+func TestRealOpenRefusesReadOnlyAfterCheck(t *testing.T) {
+	loop := newLoop(t, "", 16<<20, false)
+	l := DefaultLister()
+	d, err := l.Check(loop, 1<<20, Options{AllowLoop: true})
+	if err != nil {
+		t.Fatalf("Check: %v", err)
+	}
+	if out, err := exec.Command("blockdev", "--setro", loop).CombinedOutput(); err != nil {
+		t.Skipf("blockdev --setro: %v: %s", err, out)
+	}
+	// The flag outlives the loop attachment: clear it before detaching.
+	t.Cleanup(func() { exec.Command("blockdev", "--setrw", loop).Run() })
+	dev, err := l.openBlock(d, 1<<20, Options{AllowLoop: true})
+	if err == nil {
+		dev.Close()
+		t.Fatal("a read-only device was opened for writing")
+	}
+	wantRefusal(t, err, CodeReadOnly, "read-only")
+}
