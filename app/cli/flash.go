@@ -287,7 +287,13 @@ func flashElevated(ctx context.Context, f *flashFlags, im *plan.Image, src imagi
 		return withCode(ExitDevice, err)
 	}
 	rep.Info("writing needs root: asking for permission (%s)", cmd.Path)
-	return relayElevated(ctx, cmd, rep)
+	err = relayElevated(ctx, cmd, rep)
+	if exitCode(err) == ExitImage && src.Path == "" {
+		// The child flashed our cache entry as a plain file and must not
+		// delete it; we own the cache: drop it so the next run re-downloads.
+		_ = src.Cache.Remove(src.Key)
+	}
+	return err
 }
 
 // relayElevated runs the elevated child and relays its JSON lines to rep.
