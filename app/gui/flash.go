@@ -189,7 +189,11 @@ func (s *flashStep) run(ctx context.Context, c imageChoice, disk devices.Disk) (
 		}
 		s.ui.image.imageDownloaded(c, path)
 		s.setStatus("Writing " + disk.Path + " (with administrator rights)…")
-		return runElevated(ctx, deps.ElevatedCommand, path, disk.Path, progress)
+		res, err := runElevated(ctx, deps.ElevatedCommand, path, disk.Path, progress)
+		if errors.Is(err, imaging.ErrCorruptImage) {
+			_ = deps.Cache.Remove(c.CacheKey()) // the child can't: it flashed a plain file
+		}
+		return res, err
 	}
 	res, err := imaging.Flash(ctx, imaging.FlashOptions{
 		Source:   src,
