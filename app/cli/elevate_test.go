@@ -93,13 +93,7 @@ func TestElevateErrorMatchesExitCodes(t *testing.T) {
 // cannot signal a root process): an interrupted, incomplete card.
 func TestElevatedChildCancelsOnStdinClose(t *testing.T) {
 	dir := t.TempDir()
-	img := filepath.Join(dir, "big.raw")
-	if err := os.WriteFile(img, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(img, 1<<30); err != nil {
-		t.Fatal(err)
-	}
+	img := bigSparseImage(t, dir)
 	pr, pw := io.Pipe()
 	out := &killOnEvent{stage: "write", atLeast: 1 << 62} // never signals; we only watch the output
 	var errOut bytes.Buffer

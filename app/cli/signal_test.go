@@ -100,16 +100,8 @@ func TestInterruptDownloadLeavesResumablePartial(t *testing.T) {
 }
 
 func TestInterruptWriteReportsIncompleteCard(t *testing.T) {
-	// A large raw image (sparse, reads as zeros) so the write is still
-	// running when the signal lands.
 	dir := t.TempDir()
-	img := filepath.Join(dir, "big.raw")
-	if err := os.WriteFile(img, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(img, 1<<30); err != nil {
-		t.Fatal(err)
-	}
+	img := bigSparseImage(t, dir)
 	out := &killOnEvent{stage: "write", atLeast: 1}
 	var errOut bytes.Buffer
 	card := filepath.Join(dir, "card.img")
@@ -142,4 +134,18 @@ func findPartials(dir string) []string {
 		return nil
 	})
 	return partials
+}
+
+// bigSparseImage is a 1 GiB raw image (sparse: reads as zeros) in dir, so a
+// write is still running when a test interrupts it.
+func bigSparseImage(t *testing.T, dir string) string {
+	t.Helper()
+	img := filepath.Join(dir, "big.raw")
+	if err := os.WriteFile(img, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(img, 1<<30); err != nil {
+		t.Fatal(err)
+	}
+	return img
 }
