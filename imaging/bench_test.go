@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/talosflash/talosflash/imaging/imagetest"
 )
@@ -145,3 +146,82 @@ func benchFlash(b *testing.B, verify bool) {
 
 func BenchmarkPipelineWrite(b *testing.B)       { benchFlash(b, false) }
 func BenchmarkPipelineWriteVerify(b *testing.B) { benchFlash(b, true) }
+
+// cardMBps is the emulated SD card's sequential write speed (a fast UHS-I
+// card); TALOSFLASH_BENCH_CARD_MBPS changes it.
+func cardMBps() float64 {
+	if v, err := strconv.ParseFloat(os.Getenv("TALOSFLASH_BENCH_CARD_MBPS"), 64); err == nil && v > 0 {
+		return v
+	}
+	return 60
+}
+
+// cardTarget is a file that accepts writes no faster than a card: each
+// write is held until the emulated card would have finished it.
+type cardTarget struct {
+	*os.File
+	start   time.Time
+	written int64
+	bps     float64
+}
+
+func (c *cardTarget) Write(p []byte) (int, error) {
+	if c.start.IsZero() {
+		c.start = time.Now()
+	}
+	n, err := c.File.Write(p)
+	c.written += int64(n)
+	due := c.start.Add(time.Duration(float64(c.written) / c.bps * float64(time.Second)))
+	time.Sleep(time.Until(due))
+	return n, err
+}
+
+func openCard(path string) (*cardTarget, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	return &cardTarget{File: f, bps: cardMBps() * 1e6}, nil
+}
+
+// BenchmarkStageWriteCard is the write stage alone at card speed: the
+// floor for flashing a real card.
+func BenchmarkStageWriteCard(b *testing.B) {
+	_, size := benchImage(b)
+	buf := benchChunk(b)[:chunkSize]
+	dst := filepath.Join(b.TempDir(), "card.img")
+	b.SetBytes(size)
+	for b.Loop() {
+		c, err := openCard(dst)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for off := int64(0); off < size; off += chunkSize {
+			if _, err := c.Write(buf); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := c.Sync(); err != nil {
+			b.Fatal(err)
+		}
+		c.Close()
+	}
+}
+
+// BenchmarkPipelineCard is the whole pipeline (decode, hash, write) onto
+// the same card-speed target: with the stages overlapped it should take
+// about as long as BenchmarkStageWriteCard.
+func BenchmarkPipelineCard(b *testing.B) {
+	path, size := benchImage(b)
+	dst := filepath.Join(b.TempDir(), "card.img")
+	b.SetBytes(size)
+	for b.Loop() {
+		res, err := Flash(context.Background(), FlashOptions{
+			Source: Source{Path: path}, Target: dst,
+			Open: func(p string, _ int64) (Target, error) { return openCard(p) },
+		})
+		if err != nil || res.Bytes != size {
+			b.Fatalf("%+v, %v", res, err)
+		}
+	}
+}
