@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -119,7 +120,7 @@ func TestFetchResumesOnlyMissingRange(t *testing.T) {
 	}
 	reqs := srv.RequestsTo(path)
 	last := reqs[len(reqs)-1].Header
-	if last.Get("Range") != "bytes="+itoa(have)+"-" || last.Get("If-Range") == "" {
+	if last.Get("Range") != "bytes="+strconv.FormatInt(have, 10)+"-" || last.Get("If-Range") == "" {
 		t.Fatalf("resume request Range %q If-Range %q", last.Get("Range"), last.Get("If-Range"))
 	}
 }
@@ -270,7 +271,7 @@ func TestFlashFromFactoryCached(t *testing.T) {
 	dst := filepath.Join(t.TempDir(), "card.img")
 	var log progressLog
 	res, err := Flash(context.Background(), FlashOptions{Source: src, Target: dst, Verify: true, Progress: log.fn})
-	if err != nil || res.SHA256 != img.SHA256 || sha256Prefix(t, dst, img.Size) != img.SHA256 {
+	if err != nil || res.SHA256 != img.SHA256 || imagetest.FileSHA256(t, dst, img.Size) != img.SHA256 {
 		t.Fatalf("%+v, %v", res, err)
 	}
 	if _, n := log.last(StageDownload); n == 0 {
@@ -312,7 +313,7 @@ func TestFlashNoCacheStreamsAndResumes(t *testing.T) {
 	dst := filepath.Join(t.TempDir(), "card.img")
 	var log progressLog
 	res, err := Flash(context.Background(), FlashOptions{Source: src, Target: dst, Verify: true, Progress: log.fn})
-	if err != nil || res.SHA256 != img.SHA256 || sha256Prefix(t, dst, img.Size) != img.SHA256 {
+	if err != nil || res.SHA256 != img.SHA256 || imagetest.FileSHA256(t, dst, img.Size) != img.SHA256 {
 		t.Fatalf("%+v, %v", res, err)
 	}
 	if reqs := srv.RequestsTo(path); len(reqs) != 2 || reqs[1].Header.Get("Range") == "" {
@@ -336,8 +337,6 @@ func TestFlashNoCacheCorruptStream(t *testing.T) {
 		t.Fatalf("got %v, want ErrCorruptImage + ErrIncomplete", err)
 	}
 }
-
-func itoa(n int64) string { return strconvFormat(n) }
 
 // Close of a --no-cache stream (a flash that failed) ends a Read that
 // waits to reconnect after a reset, and no new request is made.

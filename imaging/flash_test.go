@@ -61,7 +61,7 @@ func TestFlashRawFileAndMultiBlock(t *testing.T) {
 	}
 	src := writeTemp(t, "mb.raw.xz", mb.XZ)
 	res, err = Flash(context.Background(), FlashOptions{Source: Source{Path: src}, Target: dst, Verify: true})
-	if err != nil || res.SHA256 != mb.SHA256 || sha256Prefix(t, dst, mb.Size) != mb.SHA256 {
+	if err != nil || res.SHA256 != mb.SHA256 || imagetest.FileSHA256(t, dst, mb.Size) != mb.SHA256 {
 		t.Fatalf("multi-block: %+v, %v", res, err)
 	}
 }
@@ -69,12 +69,12 @@ func TestFlashRawFileAndMultiBlock(t *testing.T) {
 func TestFlashLoopDevice(t *testing.T) {
 	img := testImage(t)
 	src := writeTemp(t, "metal-arm64.raw.xz", img.XZ)
-	dev := loopDevice(t, 16<<20)
+	dev := imagetest.LoopDevice(t, 16<<20, false)
 	res, err := Flash(context.Background(), FlashOptions{Source: Source{Path: src}, Target: dev, Verify: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := sha256Prefix(t, dev, img.Size); got != img.SHA256 {
+	if got := imagetest.FileSHA256(t, dev, img.Size); got != img.SHA256 {
 		t.Fatalf("loop device holds %s, want %s", got, img.SHA256)
 	}
 	if res.VerifyMode != "O_DIRECT" {
@@ -85,12 +85,12 @@ func TestFlashLoopDevice(t *testing.T) {
 func TestFlashRefusesSmallTarget(t *testing.T) {
 	img := testImage(t)
 	src := writeTemp(t, "metal-arm64.raw.xz", img.XZ)
-	dev := loopDevice(t, 4<<20)
+	dev := imagetest.LoopDevice(t, 4<<20, false)
 	_, err := Flash(context.Background(), FlashOptions{Source: Source{Path: src}, Target: dev})
 	if !errors.Is(err, ErrTargetTooSmall) {
 		t.Fatalf("got %v, want ErrTargetTooSmall", err)
 	}
-	if got := sha256Prefix(t, dev, 4<<20); got != sha256Hex(make([]byte, 4<<20)) {
+	if got := imagetest.FileSHA256(t, dev, 4<<20); got != sha256Hex(make([]byte, 4<<20)) {
 		t.Fatal("device was written although the image does not fit")
 	}
 	dst := filepath.Join(t.TempDir(), "card.img")

@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -46,17 +45,6 @@ func writeTemp(t testing.TB, name string, data []byte) string {
 		t.Fatal(err)
 	}
 	return p
-}
-
-func sha256Prefix(t testing.TB, path string, n int64) string {
-	t.Helper()
-	return imagetest.FileSHA256(t, path, n)
-}
-
-// loopDevice attaches a sparse file of size bytes to a loop device.
-func loopDevice(t *testing.T, size int64) string {
-	t.Helper()
-	return imagetest.LoopDevice(t, size, false)
 }
 
 // progressLog records progress reports.
@@ -119,5 +107,3 @@ func sha256Hex(b []byte) string {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
 }
-
-func strconvFormat(n int64) string { return strconv.FormatInt(n, 10) }

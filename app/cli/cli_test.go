@@ -76,11 +76,6 @@ func lastEvent(evs []map[string]any, name string) map[string]any {
 	return nil
 }
 
-func fileSHA256(t *testing.T, path string, n int64) string {
-	t.Helper()
-	return imagetest.FileSHA256(t, path, n)
-}
-
 func TestFlashRoleToFileThenFromCache(t *testing.T) {
 	srv, fx := fakeFactory(t)
 	dir := t.TempDir()
@@ -92,7 +87,7 @@ func TestFlashRoleToFileThenFromCache(t *testing.T) {
 	if code != ExitOK {
 		t.Fatalf("exit %d, stderr: %s\nstdout: %s", code, stderr, stdout)
 	}
-	if got := fileSHA256(t, target, imageSize); got != fx.SHA256 {
+	if got := imagetest.FileSHA256(t, target, imageSize); got != fx.SHA256 {
 		t.Fatalf("target sha256 %s, want image %s", got, fx.SHA256)
 	}
 	evs := jsonEvents(t, stdout)
@@ -134,7 +129,7 @@ func TestFlashRoleToFileThenFromCache(t *testing.T) {
 	if srv.BytesServed() != served {
 		t.Fatalf("second flash downloaded %d more bytes; want the cache", srv.BytesServed()-served)
 	}
-	if got := fileSHA256(t, target2, imageSize); got != fx.SHA256 {
+	if got := imagetest.FileSHA256(t, target2, imageSize); got != fx.SHA256 {
 		t.Fatal("second card differs from the image")
 	}
 }
@@ -165,7 +160,7 @@ func TestFlashInstallerRefAndFile(t *testing.T) {
 	if code != ExitOK {
 		t.Fatalf("installer ref: exit %d: %s", code, stderr)
 	}
-	if fileSHA256(t, target, imageSize) != fx.SHA256 {
+	if imagetest.FileSHA256(t, target, imageSize) != fx.SHA256 {
 		t.Fatal("installer ref flash: wrong bytes")
 	}
 
@@ -177,7 +172,7 @@ func TestFlashInstallerRefAndFile(t *testing.T) {
 	if code != ExitOK {
 		t.Fatalf("installer file: exit %d: %s", code, stderr)
 	}
-	if fileSHA256(t, target, imageSize) != fx.SHA256 {
+	if imagetest.FileSHA256(t, target, imageSize) != fx.SHA256 {
 		t.Fatal("installer file flash: wrong bytes")
 	}
 }
@@ -205,7 +200,7 @@ func TestFlashLoopDevice(t *testing.T) {
 	if code != ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	if got := fileSHA256(t, loop, imageSize); got != fx.SHA256 {
+	if got := imagetest.FileSHA256(t, loop, imageSize); got != fx.SHA256 {
 		t.Fatalf("loop device holds %s, want %s", got, fx.SHA256)
 	}
 	if res := lastEvent(jsonEvents(t, stdout), "result"); res["verified"] != true {

@@ -108,15 +108,7 @@ func TestInterruptWriteReportsIncompleteCard(t *testing.T) {
 	args := []string{"--flash", "--image", img, "--device", card, "--yes", "--json"}
 	start := time.Now()
 	code := Main(args, Env{Stdin: strings.NewReader(""), Stdout: out, Stderr: &errOut})
-	if code != ExitInterrupted {
-		t.Fatalf("exit %d, want %d; stderr %s", code, ExitInterrupted, errOut.String())
-	}
-	if d := time.Since(start); d > 15*time.Second {
-		t.Errorf("interrupted write took %s to stop", d)
-	}
-	if !strings.Contains(errOut.String(), "incomplete") {
-		t.Fatalf("stderr should say the card is incomplete: %s", errOut.String())
-	}
+	assertInterruptedWrite(t, code, start, errOut.String())
 	if st, err := os.Stat(card); err == nil && st.Size() >= 1<<30 {
 		t.Fatalf("the whole image was written (%d bytes) despite the interrupt", st.Size())
 	}
@@ -148,4 +140,19 @@ func bigSparseImage(t *testing.T, dir string) string {
 		t.Fatal(err)
 	}
 	return img
+}
+
+// assertInterruptedWrite checks how an interrupted write ends: exit 130,
+// promptly, with the card reported incomplete.
+func assertInterruptedWrite(t *testing.T, code int, start time.Time, stderr string) {
+	t.Helper()
+	if code != ExitInterrupted {
+		t.Fatalf("exit %d, want %d; stderr %s", code, ExitInterrupted, stderr)
+	}
+	if d := time.Since(start); d > 15*time.Second {
+		t.Errorf("interrupted write took %s to stop", d)
+	}
+	if !strings.Contains(stderr, "incomplete") {
+		t.Fatalf("stderr should say the card is incomplete: %s", stderr)
+	}
 }
