@@ -357,3 +357,34 @@ func writeFile(t *testing.T, dir, name, data string) string {
 	}
 	return p
 }
+
+// A second card flashes from the cache with the factory gone: no
+// registration, no version list, nothing but the cache.
+func TestFlashFromCacheWithFactoryDown(t *testing.T) {
+	srv, fx := fakeFactory(t)
+	dir := t.TempDir()
+	cache := filepath.Join(dir, "cache")
+	for i, card := range []string{"card1.img", "card2.img"} {
+		if i == 1 {
+			srv.Close()
+		}
+		target := filepath.Join(dir, card)
+		code, _, stderr := cliRun(t, "--flash", "--role", "worker", "--device", target, "--yes",
+			"--factory", srv.URL, "--cache-dir", cache)
+		if code != ExitOK {
+			t.Fatalf("%s: exit %d: %s", card, code, stderr)
+		}
+		if got := imagetest.FileSHA256(t, target, imageSize); got != fx.SHA256 {
+			t.Fatalf("%s holds sha256 %s, want %s", card, got, fx.SHA256)
+		}
+		if i == 1 && !strings.Contains(stderr, "using the cached image") {
+			t.Errorf("second flash does not say it used the cache: %s", stderr)
+		}
+	}
+	// And without the cache entry the factory is needed: a network error.
+	code, _, stderr := cliRun(t, "--flash", "--role", "controlplane", "--device", filepath.Join(dir, "card3.img"), "--yes",
+		"--factory", srv.URL, "--cache-dir", cache)
+	if code != ExitNetwork {
+		t.Fatalf("uncached image with the factory down: exit %d, want %d: %s", code, ExitNetwork, stderr)
+	}
+}

@@ -6,9 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,62 +15,21 @@ import (
 	"github.com/talosflash/talosflash/imaging"
 )
 
-// TestHelperChild stands in for the elevated `talosflash --flash --json`
-// child: it prints what TALOSFLASH_CHILD says and exits.
-func TestHelperChild(t *testing.T) {
-	switch os.Getenv("TALOSFLASH_CHILD") {
-	case "ok":
-		fmt.Println(`{"event":"progress","stage":"write","done":5,"total":10,"rate":1,"eta_seconds":5}`)
-		fmt.Println(`not json from pkexec`)
-		fmt.Println(`{"event":"progress","stage":"verify","done":10,"total":10,"rate":1,"eta_seconds":0}`)
-		fmt.Println(`{"event":"result","device":"/dev/sdz","bytes":10,"verified":true}`)
-		os.Exit(0)
-	case "verify":
-		fmt.Println(`{"event":"error","code":4,"message":"verify mismatch at offset 4096"}`)
-		os.Exit(4)
-	case "denied":
-		os.Exit(126) // pkexec: the user dismissed the dialog
-	}
-}
-
-type recordingReporter struct {
-	progress []imaging.Progress
-	events   []map[string]any
-}
-
-func (r *recordingReporter) Progress(p imaging.Progress) { r.progress = append(r.progress, p) }
-func (r *recordingReporter) Info(string, ...any)         {}
-func (r *recordingReporter) Event(name string, f map[string]any) {
-	f["event"] = name
-	r.events = append(r.events, f)
-}
-func (r *recordingReporter) Finish() {}
-
-func child(mode string) *exec.Cmd {
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperChild$")
-	cmd.Env = append(os.Environ(), "TALOSFLASH_CHILD="+mode)
-	return cmd
-}
-
-func TestRelayElevated(t *testing.T) {
-	rep := &recordingReporter{}
-	if err := relayElevated(context.Background(), child("ok"), rep); err != nil {
-		t.Fatalf("ok child: %v", err)
-	}
-	if len(rep.progress) != 2 || rep.progress[1].Stage != imaging.StageVerify || rep.progress[1].Done != 10 {
-		t.Fatalf("relayed progress %+v", rep.progress)
-	}
-	if len(rep.events) != 1 || rep.events[0]["verified"] != true || rep.events[0]["device"] != "/dev/sdz" {
-		t.Fatalf("relayed result %v", rep.events)
-	}
-
-	err := relayElevated(context.Background(), child("verify"), &recordingReporter{})
-	if exitCode(err) != ExitVerify || err.Error() != "verify mismatch at offset 4096" {
+// The elevated child's failure ends the parent with the child's code and
+// words; rights not granted and a child that can't start are "device".
+func TestElevatedChildExitCodes(t *testing.T) {
+	err := fmt.Errorf("flash: %w", &elevate.Error{Code: ExitVerify, Message: "verify mismatch at offset 4096", Reported: true})
+	if exitCode(err) != ExitVerify || !strings.HasSuffix(err.Error(), ": verify mismatch at offset 4096") {
 		t.Fatalf("verify child: code %d err %v", exitCode(err), err)
 	}
-	err = relayElevated(context.Background(), child("denied"), &recordingReporter{})
-	if exitCode(err) != ExitDevice {
-		t.Fatalf("denied child: code %d err %v", exitCode(err), err)
+	if c := exitCode(&elevate.Error{Code: 126, Message: "not authorized", NotGranted: true}); c != ExitDevice {
+		t.Fatalf("denied child: code %d", c)
+	}
+	if c := exitCode(&elevate.Error{Code: 3, Message: "boom"}); c != ExitWrite {
+		t.Fatalf("child exit 3 without a report: code %d", c)
+	}
+	if c := exitCode(fmt.Errorf("%w: no pkexec", elevate.ErrStart)); c != ExitDevice {
+		t.Fatalf("child not started: code %d", c)
 	}
 }
 
@@ -81,6 +39,9 @@ func TestElevateErrorMatchesExitCodes(t *testing.T) {
 		err := &elevate.Error{Code: code, Message: "x", Reported: true}
 		if !errors.Is(err, target) {
 			t.Errorf("child exit %d does not match %v", code, target)
+		}
+		if got := exitCode(err); got != code {
+			t.Errorf("child exit %d maps to %d", code, got)
 		}
 		if got := classify(err); target != context.Canceled && got != code {
 			t.Errorf("child exit %d classifies as %d", code, got)

@@ -4,21 +4,24 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/talosflash/talosflash/app/elevate"
 )
 
 // Exit codes are part of the scripting interface; README documents them.
+// app/elevate owns them: the elevated child exits with the same ones.
 const (
-	ExitOK          = 0
-	ExitFailure     = 1 // unexpected internal failure
-	ExitUsage       = 2 // bad flags, unknown role/profile, bad input file
-	ExitNetwork     = 3 // Image Factory or node unreachable, HTTP errors
-	ExitVerify      = 4 // read-back hash differs from the image
-	ExitDevice      = 5 // target refused by the safety rules
-	ExitWrite       = 6 // I/O error while writing (card removed, EIO)
-	ExitConfig      = 7 // machine config invalid or fails the incident checks
-	ExitApply       = 8 // the node refused the config
-	ExitImage       = 9 // the image is corrupt or not an image at all
-	ExitInterrupted = 130
+	ExitOK          = elevate.ExitOK
+	ExitFailure     = elevate.ExitFailure
+	ExitUsage       = elevate.ExitUsage
+	ExitNetwork     = elevate.ExitNetwork
+	ExitVerify      = elevate.ExitVerify
+	ExitDevice      = elevate.ExitDevice
+	ExitWrite       = elevate.ExitWrite
+	ExitConfig      = elevate.ExitConfig
+	ExitApply       = elevate.ExitApply
+	ExitImage       = elevate.ExitImage
+	ExitInterrupted = elevate.ExitInterrupted
 )
 
 // exitError carries the exit code chosen where the failure was understood.
@@ -52,6 +55,14 @@ func exitCode(err error) int {
 	var ee *exitError
 	if errors.As(err, &ee) {
 		return ee.code
+	}
+	// The elevated child's failure ends the parent with the child's code.
+	var child *elevate.Error
+	if errors.As(err, &child) {
+		return child.ExitCode()
+	}
+	if errors.Is(err, elevate.ErrStart) {
+		return ExitDevice
 	}
 	return classify(err)
 }

@@ -2,14 +2,10 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
-	"os/exec"
 
 	"github.com/dustin/go-humanize"
 
@@ -174,12 +170,14 @@ func runFlash(ctx context.Context, args []string, env Env) error {
 	}
 	defer rep.Finish()
 	err := flash(ctx, &f, env, rep)
-	if err != nil && f.jsonOut {
-		rep.Event("error", map[string]any{"code": exitCode(err), "message": oneLine(err.Error())})
+	if err != nil {
+		rep.Error(exitCode(err), oneLine(err.Error()))
 	}
 	return err
 }
 
+// flash checks the device, resolves the image, confirms, and runs the
+// shared flash job (app/plan.Flash).
 func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 	opts := devices.Options{ForceNonRemovable: f.forceNonRemovable, AllowLoop: f.allowLoop, CreateFile: true}
 
@@ -189,7 +187,7 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 		return err
 	}
 
-	im, err := f.resolve(ctx, true)
+	im, err := f.resolve(ctx, false) // plan.Flash registers when it downloads
 	if err != nil {
 		return err
 	}
@@ -198,8 +196,7 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 		rep.Info("schematic %s, Talos %s, %s", im.SchematicID, im.Version, im.FileName())
 	}
 	for _, w := range plan.ImageWarnings(im) {
-		rep.Info("warning: %s", w)
-		rep.Event("warning", map[string]any{"message": w})
+		rep.Warning(w)
 	}
 
 	if !f.yes {
@@ -212,37 +209,29 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 	if err != nil {
 		return err
 	}
-	src := im.Source(cache, http.DefaultClient, f.noCache)
-
-	if !f.elevated && disk.Transport != devices.TransportFile && devices.NeedsElevation(disk.Path) {
-		return flashElevated(ctx, f, im, src, rep)
-	}
-
-	res, err := imaging.Flash(ctx, imaging.FlashOptions{
-		Source: src,
-		Target: disk.Path,
-		Open: func(p string, size int64) (imaging.Target, error) {
-			d, err := devices.Open(p, size, opts)
-			if err != nil {
-				return nil, err // not a typed-nil *Device inside the interface
-			}
-			return d, nil
-		},
-		Verify:   !f.noVerify,
+	job := plan.Job{
+		Image: im, Device: disk.Path, Cache: cache, Factory: f.client(),
+		NoCache: f.noCache, NoVerify: f.noVerify, Safety: opts,
 		Progress: rep.Progress,
-	})
+		Status:   func(msg string) { rep.Info("%s", msg) },
+	}
+	if !f.elevated && disk.Transport != devices.TransportFile {
+		// Only the write step runs as root, on the downloaded file.
+		job.Elevate, job.NeedsElevation = devices.ElevatedCommand, devices.NeedsElevation
+	}
+	out, err := plan.Flash(ctx, job)
 	if err != nil {
 		return err
 	}
 	rep.Finish()
 	verified := "not verified (--no-verify)"
-	if res.Verified {
-		verified = "verified by read-back (" + res.VerifyMode + ")"
+	if out.Verified {
+		verified = "verified by read-back (" + out.VerifyMode + ")"
 	}
-	rep.Info("wrote %s to %s, sha256 %s, %s", humanize.IBytes(uint64(res.Bytes)), disk.Path, res.SHA256, verified)
-	rep.Event("result", map[string]any{
-		"device": disk.Path, "bytes": res.Bytes, "sha256": res.SHA256, "verified": res.Verified,
-		"verify_mode": res.VerifyMode, "schematic": im.SchematicID, "version": im.Version,
+	rep.Info("wrote %s to %s, sha256 %s, %s", humanize.IBytes(uint64(out.Bytes)), disk.Path, out.SHA256, verified)
+	rep.Result(elevate.ResultEvent{
+		Device: disk.Path, Bytes: out.Bytes, SHA256: out.SHA256, Verified: out.Verified,
+		VerifyMode: out.VerifyMode, Schematic: im.SchematicID, Version: im.Version,
 	})
 	if im.Role != "" {
 		rep.Info("next: boot the Pi from this card, then `talosflash nodes` and `talosflash apply --node IP --file %s.yaml --role %s`", im.Role, im.Role)
@@ -259,68 +248,4 @@ func openCache(dir string) (*imaging.Cache, error) {
 		return nil, fmt.Errorf("image cache: %w", err)
 	}
 	return c, nil
-}
-
-// flashElevated downloads as the current user, then re-runs only the write
-// step as root (pkexec) on the cached file, relaying its JSON progress.
-func flashElevated(ctx context.Context, f *flashFlags, im *plan.Image, src imaging.Source, rep reporter) error {
-	local := src.Path
-	if local == "" {
-		p, err := src.Cache.Fetch(ctx, src.HTTPClient, src.URL, src.Key, rep.Progress)
-		if err != nil {
-			return err
-		}
-		local = p
-	}
-	args := []string{"--flash", "--elevated", "--json", "--yes", "--image", local, "--device", f.device}
-	if f.noVerify {
-		args = append(args, "--no-verify")
-	}
-	if f.forceNonRemovable {
-		args = append(args, "--force-non-removable")
-	}
-	if f.allowLoop {
-		args = append(args, "--allow-loop")
-	}
-	cmd, err := devices.ElevatedCommand(args)
-	if err != nil {
-		return withCode(ExitDevice, err)
-	}
-	rep.Info("writing needs root: asking for permission (%s)", cmd.Path)
-	err = relayElevated(ctx, cmd, rep)
-	if exitCode(err) == ExitImage && src.Path == "" {
-		// The child flashed our cache entry as a plain file and must not
-		// delete it; we own the cache: drop it so the next run re-downloads.
-		_ = src.Cache.Remove(src.Key)
-	}
-	return err
-}
-
-// relayElevated runs the elevated child and relays its JSON lines to rep.
-func relayElevated(ctx context.Context, cmd *exec.Cmd, rep reporter) error {
-	err := elevate.Run(ctx, cmd, func(ev elevate.Event) {
-		switch ev.Event {
-		case "progress":
-			rep.Progress(ev.Progress())
-		case "info", "warning":
-			rep.Info("%s", ev.Message)
-		case "result":
-			var m map[string]any
-			_ = json.Unmarshal(ev.Line, &m)
-			delete(m, "event")
-			rep.Event("result", m)
-		}
-	})
-	var ee *elevate.Error
-	switch {
-	case err == nil, ctx.Err() != nil:
-		return err
-	case !errors.As(err, &ee):
-		return withCode(ExitDevice, err) // the child did not start
-	case ee.Reported:
-		return withCode(ee.Code, errors.New(ee.Message))
-	case ee.NotGranted:
-		return withCode(ExitDevice, fmt.Errorf("permission to write the device was not granted: %w", err))
-	}
-	return withCode(ExitWrite, fmt.Errorf("elevated write step failed: %w", err))
 }

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/dustin/go-humanize"
 
+	"github.com/talosflash/talosflash/app/elevate"
 	"github.com/talosflash/talosflash/imaging"
 )
 
@@ -17,51 +17,38 @@ import (
 type reporter interface {
 	Progress(p imaging.Progress)
 	Info(format string, args ...any)
-	Event(name string, fields map[string]any) // machine-readable; ignored by the terminal view
+	Warning(msg string)
+	Result(r elevate.ResultEvent) // machine-readable; the terminal view prints its own line
+	Error(code int, msg string)   // machine-readable; Main prints the error
 	Finish()
 }
 
-// jsonReporter writes one JSON object per line to out (stdout): stable keys
-// for scripts, human text goes to stderr.
+// jsonReporter writes one JSON object per line to out (stdout): the typed
+// events of app/elevate, which the elevated child's parent reads back.
+// Human text goes to stderr.
 type jsonReporter struct {
+	*elevate.Writer
 	mu   sync.Mutex
-	enc  *json.Encoder
 	last map[imaging.Stage]time.Time
 }
 
 func newJSONReporter(out io.Writer) *jsonReporter {
-	return &jsonReporter{enc: json.NewEncoder(out), last: map[imaging.Stage]time.Time{}}
+	return &jsonReporter{Writer: elevate.NewWriter(out), last: map[imaging.Stage]time.Time{}}
 }
 
 func (r *jsonReporter) Progress(p imaging.Progress) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	// At most ~4 lines a second per stage, but always the stage's last one.
 	now := time.Now()
 	if p.Total <= 0 || p.Done < p.Total {
 		if now.Sub(r.last[p.Stage]) < 250*time.Millisecond {
+			r.mu.Unlock()
 			return
 		}
 	}
 	r.last[p.Stage] = now
-	_ = r.enc.Encode(map[string]any{
-		"event": "progress", "stage": string(p.Stage), "done": p.Done, "total": p.Total,
-		"rate": int64(p.Rate), "eta_seconds": int64(p.ETA.Seconds()),
-	})
-}
-
-func (r *jsonReporter) Info(format string, args ...any) {
-	r.Event("info", map[string]any{"message": fmt.Sprintf(format, args...)})
-}
-
-func (r *jsonReporter) Event(name string, fields map[string]any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	m := map[string]any{"event": name}
-	for k, v := range fields {
-		m[k] = v
-	}
-	_ = r.enc.Encode(m)
+	r.mu.Unlock()
+	r.Writer.Progress(p)
 }
 
 func (r *jsonReporter) Finish() {}
@@ -130,7 +117,11 @@ func (r *termReporter) Info(format string, args ...any) {
 	fmt.Fprintf(r.out, format+"\n", args...)
 }
 
-func (r *termReporter) Event(string, map[string]any) {}
+func (r *termReporter) Warning(msg string) { r.Info("warning: %s", msg) }
+
+func (r *termReporter) Result(elevate.ResultEvent) {}
+
+func (r *termReporter) Error(int, string) {}
 
 func (r *termReporter) Finish() {
 	r.mu.Lock()

@@ -1,16 +1,15 @@
-// Package elevate runs the privileged write step, `talosflash --flash --json`
-// re-run through devices.ElevatedCommand, and reads its JSON lines. The CLI
-// and the GUI both write a card needing root through it.
+// Package elevate owns the privileged write step's protocol: the arguments
+// of the child (`talosflash --flash --elevated --json ...`, run through
+// devices.ElevatedCommand), the typed JSON lines it writes and its parent
+// reads, and the exit codes both sides share. app/plan runs it for the CLI
+// and the GUI.
 package elevate
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -19,98 +18,104 @@ import (
 	"github.com/talosflash/talosflash/imaging"
 )
 
-// The CLI's exit codes (app/cli/exitcode.go) the child may report; app/cli
-// tests that these agree.
-const (
-	codeVerify      = 4
-	codeWrite       = 6
-	codeImage       = 9
-	codeInterrupted = 130
-)
-
 // killAfter is how long an interrupted child may take to stop.
 var killAfter = 10 * time.Second
 
-// Event is one JSON line of `talosflash --flash --json`.
-type Event struct {
-	Event      string  `json:"event"` // progress, result, error, info, warning
-	Stage      string  `json:"stage"`
-	Done       int64   `json:"done"`
-	Total      int64   `json:"total"`
-	Rate       float64 `json:"rate"`
-	ETASeconds float64 `json:"eta_seconds"`
-	Code       int     `json:"code"`
-	Message    string  `json:"message"`
-	Bytes      int64   `json:"bytes"`
-	SHA256     string  `json:"sha256"`
-	Verified   bool    `json:"verified"`
-	VerifyMode string  `json:"verify_mode"`
+// pipeWait is how long Run waits for the child's output to close after the
+// child exited: a grandchild left behind (pkexec's helpers, a shell's
+// background job) may hold it open for ever.
+var pipeWait = time.Second
 
-	Line []byte `json:"-"` // the line as the child wrote it
-}
-
-// Progress is a progress event as the pipeline reported it in the child.
-func (e *Event) Progress() imaging.Progress {
-	return imaging.Progress{
-		Stage: imaging.Stage(e.Stage), Done: e.Done, Total: e.Total,
-		Rate: e.Rate, ETA: time.Duration(e.ETASeconds * float64(time.Second)),
-	}
-}
+// ErrStart marks a child that could not be started (no pkexec, bad path).
+var ErrStart = errors.New("cannot start the elevated write")
 
 // Error is a failure the elevated child reported, or its exit without one.
 type Error struct {
-	Code       int // the CLI's exit code, -1 when unknown
+	Code       int // the child's exit code (Exit*), -1 when unknown
 	Message    string
 	Reported   bool // from the child's "error" line
 	NotGranted bool // pkexec exit 126/127: administrator rights were not granted
 }
 
 func (e *Error) Error() string {
+	if e.Reported {
+		return e.Message // the child's own words, as the same failure in process reads
+	}
 	return fmt.Sprintf("elevated write failed (exit code %d): %s", e.Code, e.Message)
 }
 
-// Is maps the CLI's exit codes back to the library's sentinel errors, so a
+// ExitCode is the exit code the parent should end with: the child's when
+// it reported one, "device" when rights were refused, else a write failure.
+func (e *Error) ExitCode() int {
+	switch {
+	case e.Reported:
+		return e.Code
+	case e.NotGranted:
+		return ExitDevice
+	}
+	return ExitWrite
+}
+
+// Is maps the exit codes back to the library's sentinel errors, so a
 // failure in the child reads like the same failure in process.
 func (e *Error) Is(target error) bool {
 	switch e.Code {
-	case codeVerify:
+	case ExitVerify:
 		return target == imaging.ErrVerifyMismatch
-	case codeWrite:
+	case ExitWrite:
 		return target == imaging.ErrIncomplete
-	case codeImage:
+	case ExitImage:
 		return target == imaging.ErrCorruptImage
-	case codeInterrupted:
+	case ExitInterrupted:
 		return target == context.Canceled
 	}
 	return false
 }
 
-// Run starts cmd, calls on (when not nil) for every JSON line of its stdout
-// (other lines are skipped) and waits for it. Cancelling ctx closes the
-// child's stdin and interrupts it (SIGINT, then a kill after a grace
+// Run starts cmd, calls on (when not nil) for every event line of its
+// stdout (other lines are skipped) and waits for it. Cancelling ctx closes
+// the child's stdin and interrupts it (SIGINT, then a kill after a grace
 // period; both fail for a root child, the stdin close does not) and returns
 // ctx's error.
 // A failure is an *Error: the child's "error" line, else its exit status
-// with the start of its stderr; an exit 0 without a "result" line too.
-// cmd.Stderr is captured unless the caller set it.
+// with the start of its stderr; an exit 0 without a "result" line too. A
+// child that cannot start is ErrStart. cmd.Stderr is captured unless the
+// caller set it; cmd.Stdout must be unset.
 func Run(ctx context.Context, cmd *exec.Cmd, on func(Event)) error {
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return fmt.Errorf("start elevated write: %w", err)
-	}
+	var childErr *Error
+	sawResult := false
+	lines := &lineWriter{max: 1 << 20, on: func(line []byte) {
+		ev, ok := Decode(line)
+		if !ok {
+			return // not ours (e.g. a stray log line)
+		}
+		switch ev.Type {
+		case TypeError:
+			childErr = &Error{Code: ev.Error.Code, Message: ev.Error.Message, Reported: true}
+		case TypeResult:
+			sawResult = true
+		}
+		if on != nil {
+			on(ev)
+		}
+	}}
+	// exec copies the output in its own goroutines and Wait waits for
+	// them, at most pipeWait once the child has exited.
+	cmd.Stdout = lines
 	var stderr bytes.Buffer
 	if cmd.Stderr == nil {
 		cmd.Stderr = &limitedBuffer{buf: &stderr, max: 8 << 10}
 	}
+	cmd.WaitDelay = pipeWait
 	// The child (talosflash --elevated) cancels itself when its stdin
 	// closes. That works across the privilege boundary, where a signal
 	// from the user to the root child is refused.
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		return fmt.Errorf("start elevated write: %w", err)
+		return fmt.Errorf("%w: %w", ErrStart, err)
 	}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start elevated write: %w", err)
+		return fmt.Errorf("%w: %w", ErrStart, err)
 	}
 
 	stopWatch := make(chan struct{})
@@ -130,28 +135,11 @@ func Run(ctx context.Context, cmd *exec.Cmd, on func(Event)) error {
 		}
 	}()
 
-	var childErr *Error
-	sawResult := false
-	sc := bufio.NewScanner(stdout)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		var ev Event
-		if json.Unmarshal(sc.Bytes(), &ev) != nil {
-			continue // not ours (e.g. a stray log line)
-		}
-		switch ev.Event {
-		case "error":
-			childErr = &Error{Code: ev.Code, Message: ev.Message, Reported: true}
-		case "result":
-			sawResult = true
-		}
-		if on != nil {
-			ev.Line = bytes.Clone(sc.Bytes())
-			on(ev)
-		}
-	}
-	_, _ = io.Copy(io.Discard, stdout) // after an over-long line: never leave the child blocked on a full pipe
 	waitErr := cmd.Wait()
+	if errors.Is(waitErr, exec.ErrWaitDelay) {
+		waitErr = nil // exited cleanly; something it left behind held the output open
+	}
+	lines.flush()
 	_ = stdin.Close()
 	close(stopWatch)
 	<-watched
@@ -180,6 +168,51 @@ func Run(ctx context.Context, cmd *exec.Cmd, on func(Event)) error {
 		return &Error{Code: -1, Message: "the elevated write ended without reporting a result"}
 	}
 	return nil
+}
+
+// lineWriter calls on for every complete line written to it; a line longer
+// than max is dropped whole (never buffered without bound). Only exec's
+// copying goroutine writes to it.
+type lineWriter struct {
+	max      int
+	on       func([]byte)
+	buf      []byte
+	overlong bool
+}
+
+func (l *lineWriter) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		chunk := p
+		if i >= 0 {
+			chunk = p[:i]
+		}
+		if !l.overlong {
+			if len(l.buf)+len(chunk) > l.max {
+				l.overlong, l.buf = true, l.buf[:0]
+			} else {
+				l.buf = append(l.buf, chunk...)
+			}
+		}
+		if i < 0 {
+			break
+		}
+		if !l.overlong {
+			l.on(l.buf)
+		}
+		l.buf, l.overlong = l.buf[:0], false
+		p = p[i+1:]
+	}
+	return n, nil
+}
+
+// flush hands on a last line without a newline.
+func (l *lineWriter) flush() {
+	if len(l.buf) > 0 && !l.overlong {
+		l.on(l.buf)
+	}
+	l.buf = nil
 }
 
 // limitedBuffer keeps the first max bytes written to it.

@@ -1,9 +1,12 @@
 package elevate
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os/exec"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,24 +17,84 @@ import (
 func sh(script string) *exec.Cmd { return exec.Command("sh", "-c", script) }
 
 func TestRunParsesLines(t *testing.T) {
-	script := `echo '{"event":"progress","stage":"write","done":512,"total":1024,"rate":2048,"eta_seconds":3}'
+	script := `echo '{"event":"progress","stage":"write","done":512,"total":1024,"rate":2048,"eta_seconds":3,"compressed":true}'
 echo 'a stray log line'
 echo '{"event":"info","message":"hello"}'
-echo '{"event":"result","bytes":1024,"sha256":"abc","verified":true,"verify_mode":"O_DIRECT"}'`
+printf '{"event":"result","bytes":1024,"sha256":"abc","verified":true,"verify_mode":"O_DIRECT"}'`
 	var got []Event
 	if err := Run(context.Background(), sh(script), func(ev Event) { got = append(got, ev) }); err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 3 || got[0].Event != "progress" || got[1].Message != "hello" || got[2].Event != "result" {
+	if len(got) != 3 || got[0].Type != TypeProgress || got[1].Message.Message != "hello" || got[2].Type != TypeResult {
 		t.Fatalf("events %+v", got)
 	}
-	p := got[0].Progress()
-	if p.Stage != imaging.StageWrite || p.Done != 512 || p.Total != 1024 || p.Rate != 2048 || p.ETA != 3*time.Second {
+	p := got[0].Progress.Progress()
+	if p.Stage != imaging.StageWrite || p.Done != 512 || p.Total != 1024 || p.Rate != 2048 || p.ETA != 3*time.Second || !p.Compressed {
 		t.Fatalf("progress %+v", p)
 	}
-	r := got[2]
-	if r.Bytes != 1024 || r.SHA256 != "abc" || !r.Verified || r.VerifyMode != "O_DIRECT" || !strings.Contains(string(r.Line), `"sha256":"abc"`) {
+	r := got[2].Result // the last line has no newline
+	if r.Bytes != 1024 || r.SHA256 != "abc" || !r.Verified || r.VerifyMode != "O_DIRECT" {
 		t.Fatalf("result %+v", r)
+	}
+}
+
+// What the child writes, the parent reads back field for field.
+func TestEventsRoundTrip(t *testing.T) {
+	var buf bytes.Buffer
+	w := NewWriter(&buf)
+	prog := imaging.Progress{Stage: imaging.StageWrite, Done: 3 << 20, Total: 9 << 20, Rate: 5 << 20, ETA: 7 * time.Second, Compressed: true}
+	res := ResultEvent{Device: "/dev/sdz", Bytes: 9 << 20, SHA256: "ab12", Verified: true, VerifyMode: "O_DIRECT", Schematic: "ee21", Version: "v1.14.5"}
+	w.Progress(prog)
+	w.Info("hello %d", 1)
+	w.Warning("careful")
+	w.Result(res)
+	w.Error(ExitVerify, "mismatch")
+
+	var got []Event
+	lw := &lineWriter{max: 1 << 20, on: func(l []byte) {
+		ev, ok := Decode(l)
+		if !ok {
+			t.Fatalf("line not decoded: %s", l)
+		}
+		got = append(got, ev)
+	}}
+	_, _ = lw.Write(buf.Bytes())
+	if len(got) != 5 {
+		t.Fatalf("%d events from %q", len(got), buf.String())
+	}
+	if p := got[0].Progress.Progress(); p != prog {
+		t.Errorf("progress %+v, want %+v", p, prog)
+	}
+	if m := *got[1].Message; m != (MessageEvent{TypeInfo, "hello 1"}) {
+		t.Errorf("info %+v", m)
+	}
+	if m := *got[2].Message; m != (MessageEvent{TypeWarning, "careful"}) {
+		t.Errorf("warning %+v", m)
+	}
+	res.Event = TypeResult
+	if r := *got[3].Result; r != res {
+		t.Errorf("result %+v, want %+v", r, res)
+	}
+	if e := *got[4].Error; e != (ErrorEvent{TypeError, ExitVerify, "mismatch"}) {
+		t.Errorf("error %+v", e)
+	}
+	// Every field of every event struct is set in this test: a new field
+	// that is not carried fails here.
+	for i, v := range []any{NewProgressEvent(prog), res, *got[4].Error} {
+		rv := reflect.ValueOf(v)
+		for f := 0; f < rv.NumField(); f++ {
+			if rv.Field(f).IsZero() {
+				t.Errorf("event %d: field %s not exercised", i, rv.Type().Field(f).Name)
+			}
+		}
+	}
+}
+
+func TestArgs(t *testing.T) {
+	got := Args{Image: "/c/img.raw.xz", Device: "/dev/sdz", NoVerify: true, AllowLoop: true}.List()
+	want := []string{"--flash", "--elevated", "--image", "/c/img.raw.xz", "--device", "/dev/sdz", "--yes", "--json", "--no-verify", "--allow-loop"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("args %q, want %q", got, want)
 	}
 }
 
@@ -54,7 +117,7 @@ func TestRunErrors(t *testing.T) {
 		t.Fatalf("no result: %v", err)
 	}
 	err = Run(context.Background(), exec.Command("/nonexistent/talosflash"), nil)
-	if err == nil || errors.As(err, &ee) {
+	if !errors.Is(err, ErrStart) || errors.As(err, &ee) {
 		t.Fatalf("start failure: %v", err)
 	}
 }
@@ -74,6 +137,19 @@ func TestRunOverlongLine(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("Run hung on an over-long line")
+	}
+}
+
+// A child that exits while something it started still holds its stdout
+// (pkexec helpers, a background job) must not keep Run waiting for that.
+func TestRunChildExitsGrandchildHoldsOutput(t *testing.T) {
+	start := time.Now()
+	err := Run(context.Background(), sh(`sleep 30 & echo '{"event":"result","bytes":1}'; exit 0`), nil)
+	if err != nil {
+		t.Fatalf("err %v", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("Run returned after %s: it waited for the grandchild", d)
 	}
 }
 

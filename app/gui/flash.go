@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
+	"strings"
 	"time"
 
 	"fyne.io/fyne/v2"
@@ -15,6 +15,7 @@ import (
 	"fyne.io/fyne/v2/widget"
 	"github.com/dustin/go-humanize"
 
+	"github.com/talosflash/talosflash/app/plan"
 	"github.com/talosflash/talosflash/imaging"
 	"github.com/talosflash/talosflash/imaging/devices"
 )
@@ -25,17 +26,17 @@ type flashStep struct {
 	ui      *UI
 	content fyne.CanvasObject
 
-	summary  *widget.Label
-	bars     map[imaging.Stage]*stageBar
-	status   *widget.Label
-	start    *widget.Button
-	cancel   *widget.Button
-	another  *widget.Button
-	toNodes  *widget.Button
-	confirm  *dialog.ConfirmDialog // the last confirmation shown (tests)
-	running  context.CancelFunc
-	done     chan struct{} // closed when the running flash ends (tests)
-	flashed  []imageChoice // completed flashes this session, oldest first
+	summary *widget.Label
+	bars    map[imaging.Stage]*stageBar
+	status  *widget.Label
+	start   *widget.Button
+	cancel  *widget.Button
+	another *widget.Button
+	toNodes *widget.Button
+	running context.CancelFunc
+	// flashed mirrors Session.Flashed for nodes.go until it observes the
+	// session itself.
+	flashed  []imageChoice
 	lastErr  error
 	finished bool
 }
@@ -75,15 +76,20 @@ func newFlashStep(ui *UI) *flashStep {
 		container.NewVBox(s.status, container.NewHBox(s.start, s.cancel, layout.NewSpacer(), s.another, s.toNodes)),
 		nil, nil, container.NewVScroll(grid))
 	s.refreshSummary()
+	ui.session.AddListener(func(c Change) {
+		if c == ChangeChoice || c == ChangeDisk {
+			s.refreshSummary()
+		}
+	})
 	return s
 }
 
 // refreshSummary names what will be written where (UI goroutine).
 func (s *flashStep) refreshSummary() {
-	c, d := s.ui.image.choice, s.ui.target.selected
+	c, d := s.ui.session.Choice(), s.ui.session.Disk()
 	img := "no image chosen (step 1)"
 	if c != nil {
-		img = fmt.Sprintf("Talos %s, %s, schematic %s", c.Version, c.Label, short(c.SchematicID))
+		img = fmt.Sprintf("Talos %s, %s, schematic %s", c.Version, c.Label, plan.ShortID(c.SchematicID))
 	}
 	card := "no card chosen (step 2)"
 	if d != nil {
@@ -99,16 +105,9 @@ func (s *flashStep) refreshSummary() {
 	}
 }
 
-func short(id string) string {
-	if len(id) > 12 {
-		return id[:12] + "…"
-	}
-	return id
-}
-
 // askConfirm shows the last chance to back out, naming the device.
 func (s *flashStep) askConfirm() {
-	c, d := s.ui.image.choice, s.ui.target.selected
+	c, d := s.ui.session.Choice(), s.ui.session.Disk()
 	if c == nil || d == nil {
 		s.refreshSummary()
 		return
@@ -118,20 +117,20 @@ func (s *flashStep) askConfirm() {
 	if s.ui.deps.NeedsElevation(disk.Path) {
 		msg += "\n\nWriting to the card needs administrator rights: you will be asked for your password."
 	}
-	s.confirm = dialog.NewConfirm("Erase "+disk.Path+"?", msg, func(ok bool) {
+	confirm := dialog.NewConfirm("Erase "+disk.Path+"?", msg, func(ok bool) {
 		if ok {
 			s.begin(choice, disk)
 		}
 	}, s.ui.Window)
-	s.confirm.SetConfirmText("Erase and flash")
-	s.confirm.SetDismissText("Keep the card")
-	s.confirm.Show()
+	confirm.SetConfirmText("Erase and flash")
+	confirm.SetDismissText("Keep the card")
+	confirm.Show()
 }
 
 // begin starts the flash in the background (UI goroutine).
 func (s *flashStep) begin(choice imageChoice, disk devices.Disk) {
 	ctx, cancel := context.WithCancel(s.ui.ctx)
-	s.running, s.done, s.lastErr, s.finished = cancel, make(chan struct{}), nil, false
+	s.running, s.lastErr, s.finished = cancel, nil, false
 	for _, b := range s.bars {
 		b.bar.SetValue(0)
 		b.detail.SetText("waiting")
@@ -142,12 +141,10 @@ func (s *flashStep) begin(choice imageChoice, disk devices.Disk) {
 	s.toNodes.Hide()
 	s.status.Importance = widget.MediumImportance
 	s.status.SetText("Preparing " + choice.FileName() + "…")
-	done := s.done
 	go func() {
-		defer close(done)
-		res, err := s.run(ctx, choice, disk)
+		out, err := s.run(ctx, choice, disk)
 		cancel()
-		s.ui.do(func() { s.finish(choice, disk, res, err) })
+		s.ui.do(func() { s.finish(choice, disk, out, err) })
 	}()
 }
 
@@ -160,54 +157,15 @@ func (s *flashStep) Cancel() {
 	}
 }
 
-// run does the work off the UI goroutine.
-func (s *flashStep) run(ctx context.Context, c imageChoice, disk devices.Disk) (*imaging.Result, error) {
+// run does the work off the UI goroutine: the flash job the CLI runs too.
+func (s *flashStep) run(ctx context.Context, c imageChoice, disk devices.Disk) (*plan.Outcome, error) {
 	deps := s.ui.deps
-	url := c.URL
-	_, _, cached := cachedSizes(deps.Cache, c.CacheKey())
-	if !cached {
-		// The factory builds images only for schematics it knows: check the
-		// profile against it, register (idempotent), compare the IDs.
-		s.setStatus("Registering the schematic with " + deps.Factory.BaseURL() + "…")
-		if err := c.Register(ctx, deps.Factory); err != nil {
-			return nil, err
-		}
-	}
-	if cached {
-		s.setStatus("Using the cached image")
-	} else {
-		s.setStatus("Downloading " + url)
-	}
-	progress := func(p imaging.Progress) { s.ui.do(func() { s.showProgress(p) }) }
-	src := c.Source(deps.Cache, deps.Factory.HTTPClient(), false)
-
-	if deps.NeedsElevation(disk.Path) {
-		// Download as the user, write as root: the child only gets the file.
-		path, err := deps.Cache.Fetch(ctx, src.HTTPClient, url, src.Key, progress)
-		if err != nil {
-			return nil, err
-		}
-		s.ui.image.imageDownloaded(c, path)
-		s.setStatus("Writing " + disk.Path + " (with administrator rights)…")
-		res, err := runElevated(ctx, deps.ElevatedCommand, path, disk.Path, progress)
-		if errors.Is(err, imaging.ErrCorruptImage) {
-			_ = deps.Cache.Remove(c.CacheKey()) // the child can't: it flashed a plain file
-		}
-		return res, err
-	}
-	res, err := imaging.Flash(ctx, imaging.FlashOptions{
-		Source:   src,
-		Target:   disk.Path,
-		Open:     deps.Open,
-		Verify:   true,
-		Progress: progress,
+	return plan.Flash(ctx, plan.Job{
+		Image: &c, Device: disk.Path, Cache: deps.Cache, Factory: deps.Factory,
+		Open: deps.Open, Elevate: deps.ElevatedCommand, NeedsElevation: deps.NeedsElevation,
+		Progress: func(p imaging.Progress) { s.ui.do(func() { s.showProgress(p) }) },
+		Status:   func(msg string) { s.setStatus(strings.ToUpper(msg[:1]) + msg[1:]) },
 	})
-	if p, perr := deps.Cache.Path(c.CacheKey()); perr == nil {
-		if _, serr := os.Stat(p); serr == nil {
-			s.ui.image.imageDownloaded(c, p)
-		}
-	}
-	return res, err
 }
 
 func (s *flashStep) setStatus(text string) { s.ui.do(func() { s.status.SetText(text) }) }
@@ -257,7 +215,7 @@ func progressText(p imaging.Progress) string {
 }
 
 // finish shows the outcome (UI goroutine).
-func (s *flashStep) finish(c imageChoice, disk devices.Disk, res *imaging.Result, err error) {
+func (s *flashStep) finish(c imageChoice, disk devices.Disk, out *plan.Outcome, err error) {
 	s.running, s.lastErr, s.finished = nil, err, true
 	s.cancel.Disable()
 	s.start.Enable()
@@ -272,7 +230,6 @@ func (s *flashStep) finish(c imageChoice, disk devices.Disk, res *imaging.Result
 		s.ui.showError("Flashing "+disk.Path+" failed", err)
 		return
 	}
-	s.flashed = append(s.flashed, c)
 	for st, b := range s.bars {
 		b.bar.SetValue(1)
 		if st == imaging.StageDownload && b.detail.Text == "waiting" {
@@ -281,16 +238,18 @@ func (s *flashStep) finish(c imageChoice, disk devices.Disk, res *imaging.Result
 	}
 	s.status.Importance = widget.SuccessImportance
 	verified := "written"
-	if res != nil && res.Verified {
+	if out.Verified {
 		verified = "written and verified"
 	}
-	sum := ""
-	if res != nil {
-		sum = fmt.Sprintf(" (%s, SHA-256 %s)", humanize.IBytes(uint64(res.Bytes)), short(res.SHA256))
+	text := fmt.Sprintf("%s %s (%s, SHA-256 %s). Put it in the Pi and power it on, then configure it under Nodes.",
+		disk.Path, verified, humanize.IBytes(uint64(out.Bytes)), plan.ShortID(out.SHA256))
+	for _, n := range out.Notes {
+		text += "\n" + n
 	}
-	s.status.SetText(fmt.Sprintf("%s %s%s. Put it in the Pi and power it on, then configure it under Nodes.", disk.Path, verified, sum))
+	s.status.SetText(text)
 	s.toNodes.Show()
-	s.ui.nodes.flashedChanged()
+	s.flashed = append(s.flashed, c)
+	s.ui.session.AddFlashed(Flashed{Image: c, Device: disk.Path, Result: out.Result, CachePath: out.CachePath, At: time.Now()})
 }
 
 // flashAnother keeps the image (cached) and goes back to the card list.
@@ -303,6 +262,5 @@ func (s *flashStep) flashAnother() {
 	s.status.SetText("Insert the next card and select it. The image is cached: no second download.")
 	s.another.Hide()
 	s.toNodes.Hide()
-	s.ui.target.Refresh()
-	s.ui.tabs.SelectIndex(tabTarget)
+	s.ui.tabs.SelectIndex(tabTarget) // the card list refreshes when shown
 }

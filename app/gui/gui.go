@@ -24,6 +24,7 @@ import (
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
 
+	"github.com/talosflash/talosflash/app/plan"
 	"github.com/talosflash/talosflash/assets"
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/imaging"
@@ -108,14 +109,7 @@ func (d *Deps) fill() {
 		d.ListDevices = devices.List
 	}
 	if d.Open == nil {
-		open := devices.Opener(devices.Options{})
-		d.Open = func(path string, size int64) (imaging.Target, error) {
-			dev, err := open(path, size)
-			if err != nil {
-				return nil, err // not a typed nil *Device
-			}
-			return dev, nil
-		}
+		d.Open = plan.DeviceOpener(devices.Options{})
 	}
 	if d.NeedsElevation == nil {
 		d.NeedsElevation = devices.NeedsElevation
@@ -168,6 +162,10 @@ type UI struct {
 
 	tabs *container.AppTabs
 
+	// session is the state the steps share (they observe it, not each
+	// other's widgets).
+	session *Session
+
 	image  *imageStep
 	target *targetStep
 	flash  *flashStep
@@ -190,7 +188,7 @@ func New(a fyne.App, deps Deps) *UI {
 	w := a.NewWindow("talosflash: Talos Linux for Raspberry Pi")
 	w.SetIcon(icon)
 
-	ui := &UI{Window: w, deps: deps}
+	ui := &UI{Window: w, deps: deps, session: NewSession(deps.Factory, deps.Profiles)}
 	ui.ctx, ui.cancel = context.WithCancel(context.Background())
 
 	ui.image = newImageStep(ui)
@@ -204,7 +202,17 @@ func New(a fyne.App, deps Deps) *UI {
 		container.NewTabItem("3  Flash", ui.flash.content),
 		container.NewTabItem("4  Nodes", ui.nodes.content),
 	)
-	ui.tabs.OnSelected = func(*container.TabItem) { ui.flash.refreshSummary() }
+	ui.tabs.OnSelected = func(*container.TabItem) {
+		if ui.tabs.SelectedIndex() == tabTarget {
+			ui.target.Refresh() // a card may have been swapped
+		}
+	}
+	// Until the Nodes step observes the session itself.
+	ui.session.AddListener(func(c Change) {
+		if c == ChangeFlashed {
+			ui.nodes.flashedChanged()
+		}
+	})
 	w.SetContent(ui.tabs)
 	w.Resize(fyne.NewSize(1000, 700))
 	w.SetOnDropped(ui.HandleDrop)

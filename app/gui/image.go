@@ -40,9 +40,8 @@ type imageStep struct {
 	next      *widget.Button
 	customRef bool // the choice came from the installer field/file
 
-	notes   *widget.Label // what the image implies for the node's config (plan.ImageWarnings)
-	choice  *imageChoice  // nil while invalid
-	rawSize int64         // uncompressed size once known, else 0
+	notes  *widget.Label // what the image implies for the node's config (plan.ImageWarnings)
+	choice *imageChoice  // nil while invalid; shared as Session.Choice
 }
 
 const refChoiceLabel = "(installer image below)"
@@ -96,6 +95,11 @@ func newImageStep(ui *UI) *imageStep {
 		container.NewVBox(heading("Which node is this card for?"), form, s.problem, s.notes),
 		container.NewHBox(layout.NewSpacer(), s.next),
 		nil, nil, yamlBox)
+	ui.session.AddListener(func(c Change) {
+		if c == ChangeFlashed {
+			s.imageDownloaded(ui.session.Flashed()[len(ui.session.Flashed())-1])
+		}
+	})
 	return s
 }
 
@@ -202,7 +206,8 @@ func (s *imageStep) loadInstallerFile(name string, data []byte) {
 // setChoice shows the choice (or the problem) and looks up the image size
 // in the cache.
 func (s *imageStep) setChoice(c *imageChoice, problem error) {
-	s.choice, s.rawSize = c, 0
+	s.choice = c
+	s.ui.session.SetChoice(c)
 	if problem != nil {
 		s.problem.SetText(errorText(problem))
 		s.problem.Show()
@@ -257,23 +262,23 @@ func (s *imageStep) lookupSize(c imageChoice) {
 		if s.choice == nil || s.choice.CacheKey() != c.CacheKey() {
 			return // the choice changed meanwhile
 		}
-		s.rawSize = raw
+		s.ui.session.SetImageSize(c.CacheKey(), raw)
 		s.size.SetText(text)
 	})
 }
 
-// imageDownloaded updates the size after a flash fetched the image.
-func (s *imageStep) imageDownloaded(c imageChoice, path string) {
-	comp, raw, ok := fileSizes(path)
-	if !ok {
+// imageDownloaded shows the size once a flash has the image in the cache:
+// the bytes it wrote, and the cached file's (one stat, no read).
+func (s *imageStep) imageDownloaded(f Flashed) {
+	if f.CachePath == "" || s.choice == nil || s.choice.CacheKey() != f.Image.CacheKey() {
 		return
 	}
-	s.ui.do(func() {
-		if s.choice != nil && s.choice.CacheKey() == c.CacheKey() {
-			s.rawSize = raw
-			s.size.SetText(sizeText(comp, raw, true))
-		}
-	})
+	st, err := os.Stat(f.CachePath)
+	if err != nil {
+		return
+	}
+	s.ui.session.SetImageSize(f.Image.CacheKey(), f.Result.Bytes)
+	s.size.SetText(sizeText(st.Size(), f.Result.Bytes, true))
 }
 
 func sizeText(compressed, raw int64, cached bool) string {

@@ -69,14 +69,12 @@ func newTargetStep(ui *UI) *targetStep {
 		d := s.disks[i]
 		if r := s.refusal(d); r != nil {
 			s.list.Unselect(i)
-			s.selected = nil
-			s.next.Disable()
+			s.choose(nil)
 			s.status.SetText("Cannot use " + d.Path + ": " + r.Msg)
 			return
 		}
-		s.selected = &d
+		s.choose(&d)
 		s.status.SetText("Selected " + d.String())
-		s.next.Enable()
 	}
 	s.status = wrapLabel("Looking for disks…")
 	s.next = widget.NewButton("Next: flash  →", func() { ui.tabs.SelectIndex(tabFlash) })
@@ -89,7 +87,23 @@ func newTargetStep(ui *UI) *targetStep {
 			wrapLabel("Only removable cards and USB disks can be chosen. Everything on the card will be erased.")),
 		container.NewVBox(s.status, container.NewHBox(refresh, layout.NewSpacer(), s.next)),
 		nil, nil, s.list)
+	ui.session.AddListener(func(c Change) {
+		if c == ChangeImageSize {
+			s.list.Refresh() // a card too small for the image is now known
+		}
+	})
 	return s
+}
+
+// choose makes d (nil: none) the card to write.
+func (s *targetStep) choose(d *devices.Disk) {
+	s.selected = d
+	if d == nil {
+		s.next.Disable()
+	} else {
+		s.next.Enable()
+	}
+	s.ui.session.SetDisk(d)
 }
 
 // refusal is why d may not be written, given the image size once known.
@@ -100,7 +114,7 @@ func (s *targetStep) refusal(d devices.Disk) *devices.RefusedError {
 		}
 		return &devices.RefusedError{Device: d.Path, Msg: d.Path + " is not a safe target"}
 	}
-	if raw := s.ui.image.rawSize; raw > 0 {
+	if raw := s.ui.session.ImageSize(); raw > 0 {
 		return d.Assess(raw, devices.Options{})
 	}
 	return nil
@@ -184,9 +198,9 @@ func signature(disks []devices.Disk, err error) string {
 func (s *targetStep) setDisks(disks []devices.Disk, err error) {
 	prev := s.selected
 	s.disks = disks
-	s.selected = nil
+	s.ui.session.SetDisks(disks)
 	s.list.UnselectAll()
-	s.next.Disable()
+	s.choose(nil)
 	switch {
 	case errors.Is(err, devices.ErrUnsupported):
 		s.status.SetText(err.Error())

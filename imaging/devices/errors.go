@@ -32,9 +32,6 @@ const (
 // ErrUnsupported is returned by List on systems without device enumeration.
 var ErrUnsupported = errors.New("listing block devices is not supported on this operating system yet")
 
-// ExitCodeRefused is the CLI exit code for any refused target.
-const ExitCodeRefused = 5
-
 // RefusedError says why a target may not be written.
 type RefusedError struct {
 	Device string // the path as resolved ("/dev/sdb")
@@ -51,16 +48,6 @@ func (e *RefusedError) Error() string {
 		msg += " (did you mean " + e.Suggestion + "?)"
 	}
 	return msg
-}
-
-// ExitCode lets the CLI map the error without knowing the package.
-func (e *RefusedError) ExitCode() int { return ExitCodeRefused }
-
-// IsRefused reports whether err is (or wraps) a *RefusedError and returns it.
-func IsRefused(err error) (*RefusedError, bool) {
-	var r *RefusedError
-	ok := errors.As(err, &r)
-	return r, ok
 }
 
 // IOError is a failed read, write or sync on a target with the byte region

@@ -1,0 +1,141 @@
+package plan
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/talosflash/talosflash/app/elevate"
+	"github.com/talosflash/talosflash/factory"
+	"github.com/talosflash/talosflash/factory/factorytest"
+	"github.com/talosflash/talosflash/imaging"
+	"github.com/talosflash/talosflash/imaging/devices"
+	"github.com/talosflash/talosflash/imaging/imagetest"
+)
+
+// elevatedJob is a job for the worker image whose write step "needs root"
+// and runs script as the child; args records what the child was told.
+func elevatedJob(t *testing.T, srv *factorytest.Server, cache *imaging.Cache, script string, args *[]string) (Job, *[]string) {
+	c := factory.NewClient(srv.URL, srv.Client())
+	im, err := FromProfile(context.Background(), c, profile(t, "worker"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var status []string
+	return Job{
+		Image: im, Device: "/dev/sdz", Cache: cache, Factory: c,
+		NeedsElevation: func(p string) bool { return p == "/dev/sdz" },
+		Elevate: func(a []string) (*exec.Cmd, error) {
+			*args = a
+			return exec.Command("sh", "-c", script), nil
+		},
+		Status: func(m string) { status = append(status, m) },
+	}, &status
+}
+
+func TestFlashElevatedThenCorruptDropsCacheEntry(t *testing.T) {
+	srv := factorytest.New(t)
+	fx := imagetest.New(t, 1<<20, 3, 1<<20)
+	id, _ := profile(t, "worker").SchematicID()
+	srv.AddImage(id, factory.DefaultTalosVersion, "metal-arm64.raw.xz", fx.XZ)
+	cache := &imaging.Cache{Dir: t.TempDir()}
+
+	var args []string
+	var progress []imaging.Progress
+	ok := `echo '{"event":"progress","stage":"write","done":5,"total":10,"rate":1,"eta_seconds":5,"compressed":true}'
+echo '{"event":"info","message":"unmounted /media/card before writing"}'
+echo '{"event":"result","device":"/dev/sdz","bytes":10,"sha256":"ab","verified":true,"verify_mode":"O_DIRECT"}'`
+	job, status := elevatedJob(t, srv, cache, ok, &args)
+	job.Progress = func(p imaging.Progress) { progress = append(progress, p) }
+	out, err := Flash(context.Background(), job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := job.Image.CacheKey()
+	cached, _ := cache.Path(key)
+	if want := (elevate.Args{Image: cached, Device: "/dev/sdz"}).List(); !slices.Equal(args, want) {
+		t.Fatalf("child args %q, want %q", args, want)
+	}
+	if got := srv.Schematics(); len(got) != 1 || got[0] != id {
+		t.Fatalf("registered %v before downloading, want %s", got, id)
+	}
+	if data, err := os.ReadFile(cached); err != nil || !bytes.Equal(data, fx.XZ) {
+		t.Fatal("cache entry is not the served image")
+	}
+	last := progress[len(progress)-1]
+	if progress[0].Stage != imaging.StageDownload || last.Stage != imaging.StageWrite || last.Done != 5 || !last.Compressed {
+		t.Fatalf("progress %+v", progress)
+	}
+	if !slices.Contains(*status, "unmounted /media/card before writing") {
+		t.Fatalf("child's info not relayed: %q", *status)
+	}
+	if !out.Elevated || out.CachePath != cached || out.Bytes != 10 || out.SHA256 != "ab" || !out.Verified || out.VerifyMode != "O_DIRECT" || out.Path != cached {
+		t.Fatalf("outcome %+v", out)
+	}
+
+	// Second card: cached, so no factory call at all; the child finds the
+	// image corrupt and the parent (which owns the cache) drops it.
+	before := len(srv.Requests())
+	corrupt := fmt.Sprintf(`echo '{"event":"error","code":%d,"message":"xz: corrupt block"}'; exit %d`, elevate.ExitImage, elevate.ExitImage)
+	job, status = elevatedJob(t, srv, cache, corrupt, &args)
+	_, err = Flash(context.Background(), job)
+	if !errors.Is(err, imaging.ErrCorruptImage) || err.Error() != "xz: corrupt block" {
+		t.Fatalf("err %v", err)
+	}
+	if n := len(srv.Requests()) - before; n != 0 {
+		t.Fatalf("%d factory requests for a cached image", n)
+	}
+	if _, err := os.Stat(cached); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("corrupt cache entry kept: %v", err)
+	}
+	if !slices.Contains(*status, "using the cached image") {
+		t.Fatalf("status %q", *status)
+	}
+}
+
+// In process: a file target, the cached image, no factory needed the
+// second time.
+func TestFlashInProcessUsesCacheOffline(t *testing.T) {
+	srv := factorytest.New(t)
+	fx := imagetest.New(t, 1<<20, 4, 1<<20)
+	id, _ := profile(t, "worker").SchematicID()
+	srv.AddImage(id, factory.DefaultTalosVersion, "metal-arm64.raw.xz", fx.XZ)
+	dir := t.TempDir()
+	cache := &imaging.Cache{Dir: filepath.Join(dir, "cache")}
+	c := factory.NewClient(srv.URL, srv.Client())
+	im, err := FromProfile(context.Background(), c, profile(t, "worker"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, card := range []string{"a.img", "b.img"} {
+		if i == 1 {
+			srv.Close()
+		}
+		target := filepath.Join(dir, card)
+		out, err := Flash(context.Background(), Job{Image: im, Device: target, Cache: cache, Factory: c,
+			Safety: devices.Options{CreateFile: true}})
+		if err != nil {
+			t.Fatalf("%s: %v", card, err)
+		}
+		if out.SHA256 != fx.SHA256 || !out.Verified || out.Elevated || !strings.HasPrefix(out.CachePath, cache.Dir) {
+			t.Fatalf("%s: outcome %+v", card, out)
+		}
+		if got := imagetest.FileSHA256(t, target, int64(len(fx.Raw))); got != fx.SHA256 {
+			t.Fatalf("%s holds %s", card, got)
+		}
+	}
+}
+
+func TestDeviceNotes(t *testing.T) {
+	got := DeviceNotes(&devices.Device{Unmounted: []string{"/media/u/boot"}})
+	if !slices.Equal(got, []string{"unmounted /media/u/boot before writing"}) {
+		t.Fatalf("notes %q", got)
+	}
+}
