@@ -20,6 +20,8 @@ import (
 type imageFlags struct {
 	role, profiles, version, factoryURL, arch string
 	installer, installerFile, image           string
+
+	factory *factory.Client // one client (and HTTP client) per run
 }
 
 func (f *imageFlags) register(fs *flag.FlagSet) {
@@ -33,8 +35,12 @@ func (f *imageFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.image, "image", "", "local .raw.xz or .raw image file (no download)")
 }
 
+// client is the run's Image Factory client; its HTTP client also downloads.
 func (f *imageFlags) client() *factory.Client {
-	return factory.NewClient(f.factoryURL, nil)
+	if f.factory == nil {
+		f.factory = factory.NewClient(f.factoryURL, nil)
+	}
+	return f.factory
 }
 
 // profile resolves --role/--profiles/--version/--arch into one profile.

@@ -37,8 +37,7 @@ type flashStep struct {
 	// flashed mirrors Session.Flashed for nodes.go until it observes the
 	// session itself.
 	flashed  []imageChoice
-	lastErr  error
-	finished bool
+	finished bool // the last flash ended (status says how)
 }
 
 // stageBar is one progress row: name, bar, "12 MiB of 80 MiB · 5 MiB/s · 10 seconds left".
@@ -130,7 +129,7 @@ func (s *flashStep) askConfirm() {
 // begin starts the flash in the background (UI goroutine).
 func (s *flashStep) begin(choice imageChoice, disk devices.Disk) {
 	ctx, cancel := context.WithCancel(s.ui.ctx)
-	s.running, s.lastErr, s.finished = cancel, nil, false
+	s.running, s.finished = cancel, false
 	for _, b := range s.bars {
 		b.bar.SetValue(0)
 		b.detail.SetText("waiting")
@@ -216,7 +215,7 @@ func progressText(p imaging.Progress) string {
 
 // finish shows the outcome (UI goroutine).
 func (s *flashStep) finish(c imageChoice, disk devices.Disk, out *plan.Outcome, err error) {
-	s.running, s.lastErr, s.finished = nil, err, true
+	s.running, s.finished = nil, true
 	s.cancel.Disable()
 	s.start.Enable()
 	s.another.Show()

@@ -174,8 +174,8 @@ func TestFlashFlowAndFlashAnotherHitsCache(t *testing.T) {
 
 	h.flash()
 	h.onUI(func() {
-		if err := ui.flash.lastErr; err != nil {
-			t.Fatalf("flash failed: %v", err)
+		if f := ui.session.Flashed(); len(f) != 1 || f[0].Device != h.target || f[0].Result.SHA256 != h.image.SHA256 || f[0].CachePath == "" {
+			t.Fatalf("flash failed (%q): session has %+v", ui.flash.status.Text, f)
 		}
 		for st, b := range ui.flash.bars {
 			if b.bar.Value != 1 {
@@ -207,8 +207,8 @@ func TestFlashFlowAndFlashAnotherHitsCache(t *testing.T) {
 	})
 	h.flash()
 	h.onUI(func() {
-		if err := ui.flash.lastErr; err != nil {
-			t.Fatalf("second flash failed: %v", err)
+		if f := ui.session.Flashed(); len(f) != 2 || f[1].Image.Role != "worker" {
+			t.Fatalf("second flash failed (%q): session has %+v", ui.flash.status.Text, f)
 		}
 	})
 	assertTargetIs(t, h.target, h.image.Raw)
