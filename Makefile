@@ -5,7 +5,7 @@ BIN     ?= talosflash
 PKGS    := ./...
 STAMP   := .setup.stamp
 
-.PHONY: all setup build build-cli run test vet fuzz bench package screenshots clean
+.PHONY: all setup build build-cli run test vet fmt-check lint fuzz bench package screenshots clean
 
 all: build
 
@@ -28,8 +28,18 @@ run: build
 vet: $(STAMP)
 	$(GO) vet $(PKGS)
 
+# One formatting style for the module: gofmt's.
+fmt-check:
+	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "not gofmt-formatted:"; echo "$$out"; exit 1; fi
+
+# staticcheck 2025.1.1 (module version v0.6.1), fetched from the Go module proxy.
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.6.1
+lint: $(STAMP)
+	$(GO) run $(STATICCHECK) $(PKGS)
+	$(GO) run $(STATICCHECK) -tags demo ./app/gui/...
+
 # Tests use loop devices when run as root (skipped with a message otherwise).
-test: vet
+test: vet fmt-check lint
 	$(GO) test -count=1 $(PKGS)
 	./scripts/fuzz.sh 5s
 

@@ -364,7 +364,7 @@ func ParseProfiles(data []byte) ([]Profile, error) {
 
 func decodeProfile(n *yaml.Node) (Profile, error) {
 	if n.Kind != yaml.MappingNode {
-		return Profile{}, fmt.Errorf("line %d: each profile must be a mapping with name, overlay, extensions, ...", n.Line)
+		return Profile{}, fmt.Errorf("line %d: each profile must be a mapping (name, overlay, extensions and so on)", n.Line)
 	}
 
 	if err := checkKeys(n, "profile", profileFields); err != nil {

@@ -112,17 +112,6 @@ func TestSchematicKeepsOrder(t *testing.T) {
 	}
 }
 
-func writeTemp(t *testing.T, name, data string) string {
-	t.Helper()
-
-	p := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
-		t.Fatal(err)
-	}
-
-	return p
-}
-
 func TestLoadProfilesGood(t *testing.T) {
 	all, err := LoadProfiles("testdata/profiles/good.yaml")
 	if err != nil {

@@ -121,7 +121,7 @@ func (s *imageStep) update() {
 		return
 	}
 	if err := factory.ValidateVersion(s.version.Text); err != nil {
-		s.setChoice(nil, fmt.Errorf("Talos version: %w", err))
+		s.setChoice(nil, fmt.Errorf("talos version: %w", err))
 		return
 	}
 	p.TalosVersion = s.version.Text
