@@ -202,15 +202,7 @@ func Flash(ctx context.Context, opts FlashOptions) (*Result, error) {
 	}
 	defer src.closer.Close()
 
-	limit := opts.MaxSize
-	if limit > 0 && src.size > limit {
-		return nil, fmt.Errorf("%w: image needs %d bytes, limit is %d", ErrTargetTooSmall, src.size, limit)
-	}
-	open := opts.Open
-	if open == nil {
-		open = OpenFile
-	}
-	t, err := open(opts.Target, src.size)
+	t, limit, err := openTarget(opts, src.size)
 	if err != nil {
 		return nil, err
 	}
@@ -220,25 +212,13 @@ func Flash(ctx context.Context, opts FlashOptions) (*Result, error) {
 			t.Close()
 		}
 	}()
-	if capacity, ok, err := targetCapacity(t); err != nil {
-		return nil, err
-	} else if ok && (limit <= 0 || capacity < limit) {
-		limit = capacity
-	}
-	if limit > 0 && src.size > limit {
-		return nil, fmt.Errorf("%w: image needs %d bytes, %s holds %d", ErrTargetTooSmall, src.size, opts.Target, limit)
-	}
 
-	var stream io.Reader = src
-	if src.xz {
-		dec, err := newDecompressor(src)
-		if err != nil {
-			return nil, src.decodeErr(err)
-		}
-		if c, ok := dec.(io.Closer); ok {
-			defer c.Close() // stops decoder goroutines on cancel or write error
-		}
-		stream = dec
+	stream, err := decode(src)
+	if err != nil {
+		return nil, err
+	}
+	if c, ok := stream.(io.Closer); ok {
+		defer c.Close() // stops decoder goroutines on cancel or write error
 	}
 
 	w, err := writeStream(ctx, stream, t, src, limit, opts.Progress)
@@ -259,6 +239,50 @@ func Flash(ctx context.Context, opts FlashOptions) (*Result, error) {
 	}
 	newMeter(opts.Progress, StageDone, w.n, false).update(w.n, true)
 	return res, nil
+}
+
+// openTarget opens the target for an image of size bytes (-1 unknown) and
+// returns the most bytes it may take (0: no known limit). A known size that
+// does not fit is refused before anything is written.
+func openTarget(opts FlashOptions, size int64) (Target, int64, error) {
+	limit := opts.MaxSize
+	if limit > 0 && size > limit {
+		return nil, 0, fmt.Errorf("%w: image needs %d bytes, limit is %d", ErrTargetTooSmall, size, limit)
+	}
+	open := opts.Open
+	if open == nil {
+		open = OpenFile
+	}
+	t, err := open(opts.Target, size)
+	if err != nil {
+		return nil, 0, err
+	}
+	capacity, ok, err := targetCapacity(t)
+	if err != nil {
+		t.Close()
+		return nil, 0, err
+	}
+	if ok && (limit <= 0 || capacity < limit) {
+		limit = capacity
+	}
+	if limit > 0 && size > limit {
+		t.Close()
+		return nil, 0, fmt.Errorf("%w: image needs %d bytes, %s holds %d", ErrTargetTooSmall, size, opts.Target, limit)
+	}
+	return t, limit, nil
+}
+
+// decode is the source's uncompressed stream: the decoder for xz (an
+// io.Closer the caller closes), the source itself for a raw image.
+func decode(src *openedSource) (io.Reader, error) {
+	if !src.xz {
+		return src, nil
+	}
+	dec, err := newDecompressor(src)
+	if err != nil {
+		return nil, src.decodeErr(err)
+	}
+	return dec, nil
 }
 
 // decodeErr tells a failing download apart from corrupt data.
@@ -297,171 +321,218 @@ type written struct {
 	crcs []uint32 // CRC32C per crcBlock, to locate a verify mismatch
 }
 
-// writeStream runs three goroutines linked by bounded channels:
-// reader (decompress into chunks) -> writer (target) and hasher (SHA-256 +
-// block CRCs). A chunk returns to the pool when both consumers are done.
+// writeStream is the write stage: it runs the pipeline's three goroutines
+// and waits for them. Decoding runs ahead of the card by at most the pool.
 func writeStream(ctx context.Context, stream io.Reader, t Target, src *openedSource, limit int64, progress ProgressFunc) (*written, error) {
+	p := newPipeline(ctx, stream, t, src, limit, progress)
+	go p.read()
+	go p.hash()
+	go p.write()
+	if err := p.wait(); err != nil {
+		return nil, err
+	}
+	return p.finish()
+}
+
+// pipeline links three stages by bounded channels over a pool of chunks:
+// read (decompress into chunks) -> write (to the target) and hash (SHA-256
+// + block CRCs). A chunk returns to the pool when both consumers are done.
+// Each stage's results are set by its goroutine before it closes the
+// channel (or done channel) that the next reader waits on.
+type pipeline struct {
+	ctx        context.Context
+	stream     io.Reader
+	t          Target
+	src        *openedSource
+	limit      int64 // >0: most bytes the target takes
+	meter      *meter
+	compressed bool // the meter counts compressed bytes (size unknown)
+
+	free            chan *chunk   // the pool
+	toWrite, toHash chan *chunk   // closed by read
+	stop            chan struct{} // closed when write gives up: read stops
+
+	// read
+	readN   int64
+	readErr error
+	// hash
+	hashDone chan struct{}
+	sum      []byte
+	crcs     []uint32
+	// write
+	writeDone chan struct{}
+	wrote     atomic.Int64
+	writeErr  error
+}
+
+func newPipeline(ctx context.Context, stream io.Reader, t Target, src *openedSource, limit int64, progress ProgressFunc) *pipeline {
 	total, compressed := src.size, false
 	if total < 0 {
 		total, compressed = src.compressed, true
 	}
-	meter := newMeter(progress, StageWrite, total, compressed)
-	meter.update(0, true)
-
-	free := make(chan *chunk, poolSize)
+	p := &pipeline{
+		ctx: ctx, stream: stream, t: t, src: src, limit: limit,
+		meter: newMeter(progress, StageWrite, total, compressed), compressed: compressed,
+		free:     make(chan *chunk, poolSize),
+		toWrite:  make(chan *chunk, poolSize),
+		toHash:   make(chan *chunk, poolSize),
+		stop:     make(chan struct{}),
+		hashDone: make(chan struct{}), writeDone: make(chan struct{}),
+	}
 	for range poolSize {
-		free <- &chunk{buf: alignedBuf(chunkSize)}
+		p.free <- &chunk{buf: alignedBuf(chunkSize)}
 	}
-	toWrite := make(chan *chunk, poolSize)
-	toHash := make(chan *chunk, poolSize)
-	stop := make(chan struct{}) // closed when the writer gives up
-	release := func(c *chunk) {
-		if c.refs.Add(-1) == 0 {
-			free <- c
+	p.meter.update(0, true)
+	return p
+}
+
+// release returns c to the pool once its last consumer is done with it.
+func (p *pipeline) release(c *chunk) {
+	if c.refs.Add(-1) == 0 {
+		p.free <- c
+	}
+}
+
+// read fills whole chunks so every write but the last is 4 MiB.
+func (p *pipeline) read() {
+	defer close(p.toWrite)
+	defer close(p.toHash)
+	var off int64
+	for {
+		var c *chunk
+		select {
+		case c = <-p.free:
+		case <-p.stop:
+			return
+		}
+		n, err := io.ReadFull(p.stream, c.buf)
+		if n > 0 {
+			c.n, c.off = n, off
+			off += int64(n)
+			c.refs.Store(2)
+			p.toHash <- c // never blocks: at most poolSize chunks exist
+			p.toWrite <- c
+		}
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			p.readN = off
+			return
+		}
+		if err != nil {
+			p.readN, p.readErr = off, err
+			return
 		}
 	}
+}
 
-	// Reader: fill whole chunks so every write but the last is 4 MiB.
-	var readErr error
-	var readN int64
-	go func() {
-		defer close(toWrite)
-		defer close(toHash)
-		var off int64
-		for {
-			var c *chunk
-			select {
-			case c = <-free:
-			case <-stop:
-				return
-			}
-			n, err := io.ReadFull(stream, c.buf)
-			if n > 0 {
-				c.n, c.off = n, off
-				off += int64(n)
-				c.refs.Store(2)
-				toHash <- c // never blocks: at most poolSize chunks exist
-				toWrite <- c
-			}
-			if err == io.EOF || err == io.ErrUnexpectedEOF {
-				readN = off
-				return
-			}
-			if err != nil {
-				readN, readErr = off, err
-				return
-			}
-		}
-	}()
-
-	// Hasher: off the write path.
+// hash runs off the write path.
+func (p *pipeline) hash() {
+	defer close(p.hashDone)
 	h := sha256.New()
-	var crcs []uint32
-	hashDone := make(chan struct{})
-	go func() {
-		defer close(hashDone)
-		for c := range toHash {
-			b := c.buf[:c.n]
-			h.Write(b)
-			for i := 0; i < len(b); i += crcBlock {
-				crcs = append(crcs, crc32.Checksum(b[i:min(i+crcBlock, len(b))], crcTable))
-			}
-			release(c)
+	for c := range p.toHash {
+		b := c.buf[:c.n]
+		h.Write(b)
+		for i := 0; i < len(b); i += crcBlock {
+			p.crcs = append(p.crcs, crc32.Checksum(b[i:min(i+crcBlock, len(b))], crcTable))
 		}
-	}()
+		p.release(c)
+	}
+	p.sum = h.Sum(nil)
+}
 
-	// Writer: in its own goroutine so cancellation can return even if a
-	// write is stuck in the kernel (a vanished USB reader).
-	var (
-		wrote    atomic.Int64
-		writeErr error
-	)
-	writeDone := make(chan struct{})
-	go func() {
-		defer close(writeDone)
-		defer close(stop)
-		direct := false
-		if f, ok := t.(fdTarget); ok && setDirect(f.Fd(), true) == nil {
-			// O_DIRECT writes: no dirty page cache build-up, so progress
-			// shows the card's real speed and fsync is quick.
-			direct = true
-			defer setDirect(f.Fd(), false)
+// write runs in its own goroutine so cancellation can return even if a
+// write is stuck in the kernel (a vanished USB reader).
+func (p *pipeline) write() {
+	defer close(p.writeDone)
+	defer close(p.stop)
+	direct := false
+	if f, ok := p.t.(fdTarget); ok && setDirect(f.Fd(), true) == nil {
+		// O_DIRECT writes: no dirty page cache build-up, so progress
+		// shows the card's real speed and fsync is quick.
+		direct = true
+		defer setDirect(f.Fd(), false)
+	}
+	for c := range p.toWrite {
+		if p.ctx.Err() != nil {
+			p.writeErr = p.ctx.Err()
+			return
 		}
-		for c := range toWrite {
-			if ctx.Err() != nil {
-				writeErr = ctx.Err()
-				return
-			}
-			b := c.buf[:c.n]
-			if limit > 0 && c.off+int64(len(b)) > limit {
-				// Found while writing (size unknown up front): the card is
-				// partly written, so this is also an incomplete card.
-				writeErr = fmt.Errorf("%w: image exceeds %d bytes; %w", ErrTargetTooSmall, limit, ErrIncomplete)
-				return
-			}
-			if direct && len(b)%alignment != 0 {
-				// Unaligned tail: O_DIRECT would refuse it.
-				if f, ok := t.(fdTarget); ok && setDirect(f.Fd(), false) == nil {
-					direct = false
-				}
-			}
-			n, err := t.Write(b)
-			wrote.Add(int64(n))
-			if err == nil && n < len(b) {
-				err = io.ErrShortWrite
-			}
-			if err != nil {
-				writeErr = &WriteError{Offset: c.off + int64(n), Err: err}
-				return
-			}
-			release(c)
-			if compressed {
-				meter.update(src.consumed.Load(), false)
-			} else {
-				meter.update(wrote.Load(), false)
+		b := c.buf[:c.n]
+		if p.limit > 0 && c.off+int64(len(b)) > p.limit {
+			// Found while writing (size unknown up front): the card is
+			// partly written, so this is also an incomplete card.
+			p.writeErr = fmt.Errorf("%w: image exceeds %d bytes; %w", ErrTargetTooSmall, p.limit, ErrIncomplete)
+			return
+		}
+		if direct && len(b)%alignment != 0 {
+			// Unaligned tail: O_DIRECT would refuse it.
+			if f, ok := p.t.(fdTarget); ok && setDirect(f.Fd(), false) == nil {
+				direct = false
 			}
 		}
-	}()
+		n, err := p.t.Write(b)
+		p.wrote.Add(int64(n))
+		if err == nil && n < len(b) {
+			err = io.ErrShortWrite
+		}
+		if err != nil {
+			p.writeErr = &WriteError{Offset: c.off + int64(n), Err: err}
+			return
+		}
+		p.release(c)
+		if p.compressed {
+			p.meter.update(p.src.consumed.Load(), false)
+		} else {
+			p.meter.update(p.wrote.Load(), false)
+		}
+	}
+}
 
+// wait waits for the write stage to end. On cancellation it gives a write
+// stuck in the kernel cancelGrace, syncs what was written (bounded too) and
+// reports an incomplete card.
+func (p *pipeline) wait() error {
 	cancelled := false
 	select {
-	case <-writeDone:
-	case <-ctx.Done():
+	case <-p.writeDone:
+	case <-p.ctx.Done():
 		cancelled = true
 		select {
-		case <-writeDone:
+		case <-p.writeDone:
 		case <-time.After(cancelGrace):
 		}
 	}
-	if cancelled || errors.Is(writeErr, context.Canceled) || errors.Is(writeErr, context.DeadlineExceeded) {
-		done := wrote.Load()
-		if syncErr := syncBounded(t, cancelGrace); syncErr != nil {
-			return nil, fmt.Errorf("flash interrupted after %d bytes (%w), and syncing them failed: %v: %w", done, ctx.Err(), syncErr, ErrIncomplete)
+	if cancelled || errors.Is(p.writeErr, context.Canceled) || errors.Is(p.writeErr, context.DeadlineExceeded) {
+		done := p.wrote.Load()
+		if syncErr := syncBounded(p.t, cancelGrace); syncErr != nil {
+			return fmt.Errorf("flash interrupted after %d bytes (%w), and syncing them failed: %v: %w", done, p.ctx.Err(), syncErr, ErrIncomplete)
 		}
-		return nil, fmt.Errorf("flash interrupted after %d bytes (%w): %w", done, ctx.Err(), ErrIncomplete)
+		return fmt.Errorf("flash interrupted after %d bytes (%w): %w", done, p.ctx.Err(), ErrIncomplete)
 	}
-	if writeErr != nil {
-		return nil, writeErr
-	}
-	<-hashDone
-	if readErr != nil {
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("flash interrupted after %d bytes (%w): %w", wrote.Load(), ctx.Err(), ErrIncomplete)
+	return p.writeErr
+}
+
+// finish checks that the whole image was decoded, syncs the target and
+// returns what the verify stage compares against.
+func (p *pipeline) finish() (*written, error) {
+	<-p.hashDone
+	if p.readErr != nil {
+		if p.ctx.Err() != nil {
+			return nil, fmt.Errorf("flash interrupted after %d bytes (%w): %w", p.wrote.Load(), p.ctx.Err(), ErrIncomplete)
 		}
-		return nil, fmt.Errorf("%w (after %d bytes were written: %w)", src.decodeErr(readErr), readN, ErrIncomplete)
+		return nil, fmt.Errorf("%w (after %d bytes were written: %w)", p.src.decodeErr(p.readErr), p.readN, ErrIncomplete)
 	}
-	if src.size >= 0 && readN != src.size {
-		return nil, src.corrupt(fmt.Errorf("write stage: %w: decompressed %d bytes, the xz index says %d (%w)", ErrCorruptImage, readN, src.size, ErrIncomplete))
+	if p.src.size >= 0 && p.readN != p.src.size {
+		return nil, p.src.corrupt(fmt.Errorf("write stage: %w: decompressed %d bytes, the xz index says %d (%w)", ErrCorruptImage, p.readN, p.src.size, ErrIncomplete))
 	}
-	if err := t.Sync(); err != nil {
-		return nil, &WriteError{Offset: readN, Err: fmt.Errorf("sync: %w", err)}
+	if err := p.t.Sync(); err != nil {
+		return nil, &WriteError{Offset: p.readN, Err: fmt.Errorf("sync: %w", err)}
 	}
-	if compressed {
-		meter.setTotal(readN)
-		meter.compressed = false
+	if p.compressed {
+		p.meter.setTotal(p.readN)
+		p.meter.compressed = false
 	}
-	meter.update(readN, true)
-	return &written{n: readN, sum: h.Sum(nil), crcs: crcs}, nil
+	p.meter.update(p.readN, true)
+	return &written{n: p.readN, sum: p.sum, crcs: p.crcs}, nil
 }
 
 // syncBounded syncs but gives up waiting after d (a dead device may hang).
