@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"fyne.io/fyne/v2"
@@ -163,7 +162,7 @@ func (s *flashStep) run(ctx context.Context, c imageChoice, disk devices.Disk) (
 		Image: &c, Device: disk.Path, Cache: deps.Cache, Factory: deps.Factory,
 		Open: deps.Open, Elevate: deps.ElevatedCommand, NeedsElevation: deps.NeedsElevation,
 		Progress: func(p imaging.Progress) { s.ui.do(func() { s.showProgress(p) }) },
-		Status:   func(msg string) { s.setStatus(strings.ToUpper(msg[:1]) + msg[1:]) },
+		Status:   func(msg string) { s.setStatus(sentence(msg)) },
 	})
 }
 

@@ -251,11 +251,18 @@ func (ui *UI) showError(title string, err error) {
 
 // errorText is the error with the first letter capitalized.
 func errorText(err error) string {
-	s := err.Error()
-	if s == "" {
-		return "unknown error"
+	if s := err.Error(); s != "" {
+		return sentence(s)
 	}
-	return strings.ToUpper(s[:1]) + s[1:]
+	return "unknown error"
+}
+
+// sentence capitalizes a library's lower-case message for display.
+func sentence(msg string) string {
+	if msg == "" {
+		return msg
+	}
+	return strings.ToUpper(msg[:1]) + msg[1:]
 }
 
 // errorHint says what the user can do about the common failures.
