@@ -79,15 +79,25 @@ func Flash(ctx context.Context, job Job) (*Outcome, error) {
 	return job.flashInProcess(ctx, src)
 }
 
-// cached says whether the image is in the cache (Fetch checks its structure
-// before using it).
+// cached says whether the image is in the cache and passes the container
+// check Cache.Fetch makes (milliseconds, no decode). A damaged entry counts
+// as absent: Fetch replaces it, so the schematic is registered first.
 func (job *Job) cached() bool {
 	p, err := job.Cache.Path(job.Image.CacheKey())
 	if err != nil {
 		return false
 	}
-	st, err := os.Stat(p)
-	return err == nil && st.Mode().IsRegular()
+	f, err := os.Open(p)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() {
+		return false
+	}
+	_, err = imaging.CheckXZ(f, st.Size())
+	return err == nil
 }
 
 func (job *Job) status(msg string) {

@@ -133,6 +133,37 @@ func TestFlashInProcessUsesCacheOffline(t *testing.T) {
 	}
 }
 
+// A damaged cache entry is not "cached": the schematic is registered again
+// before Fetch replaces the entry (the factory may have forgotten it).
+func TestFlashDamagedCacheEntryRegistersFirst(t *testing.T) {
+	srv := factorytest.New(t)
+	fx := imagetest.New(t, 1<<20, 5, 1<<20)
+	id, _ := profile(t, "worker").SchematicID()
+	srv.AddImage(id, factory.DefaultTalosVersion, "metal-arm64.raw.xz", fx.XZ)
+	dir := t.TempDir()
+	cache := &imaging.Cache{Dir: filepath.Join(dir, "cache")}
+	c := factory.NewClient(srv.URL, srv.Client())
+	im, err := FromProfile(context.Background(), c, profile(t, "worker"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry, _ := cache.Path(im.CacheKey())
+	if err := os.MkdirAll(filepath.Dir(entry), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(entry, fx.XZ[:len(fx.XZ)/2], 0o644); err != nil { // truncated: no index
+		t.Fatal(err)
+	}
+	target := filepath.Join(dir, "card.img")
+	out, err := Flash(context.Background(), Job{Image: im, Device: target, Cache: cache, Factory: c, Safety: devices.Options{CreateFile: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := srv.Schematics(); len(got) != 1 || got[0] != id || out.SHA256 != fx.SHA256 {
+		t.Fatalf("registered %v, flashed %s", got, out.SHA256)
+	}
+}
+
 func TestDeviceNotes(t *testing.T) {
 	got := DeviceNotes(&devices.Device{Unmounted: []string{"/media/u/boot"}})
 	if !slices.Equal(got, []string{"unmounted /media/u/boot before writing"}) {
