@@ -153,13 +153,19 @@ func TestRunChildExitsGrandchildHoldsOutput(t *testing.T) {
 	}
 }
 
+// Cancelling once the child has a background job holding its stdout: the
+// child stops on SIGINT, its job lives on, Run returns anyway.
 func TestRunCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
+	defer cancel()
 	start := time.Now()
 	// Like the real child, the script stops on SIGINT (a plain `sh -c
 	// 'sleep 5'` waits for sleep before acting on it).
-	err := Run(ctx, sh(`trap 'exit 130' INT; sleep 5 & wait`), nil)
+	err := Run(ctx, sh(`trap 'exit 130' INT; sleep 5 & echo '{"event":"info","message":"started"}'; wait`), func(ev Event) {
+		if ev.Type == TypeInfo {
+			cancel()
+		}
+	})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err %v", err)
 	}
