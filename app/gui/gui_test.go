@@ -3,7 +3,9 @@ package gui
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +16,7 @@ import (
 	"fyne.io/fyne/v2/test"
 	"fyne.io/fyne/v2/widget"
 
+	"github.com/talosflash/talosflash/app/elevate"
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/factory/factorytest"
 	"github.com/talosflash/talosflash/imaging"
@@ -435,4 +438,38 @@ func TestInstallerRefLooksUpSchematic(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatalf("installer ref: schematic not looked up (yaml %q, notes %q)", h.ui.image.yaml.Text, h.ui.image.notes.Text)
+}
+
+// A card that needs root is written by the elevated child on the cached
+// image; its result lands in the session like an in-process flash.
+func TestFlashThroughElevatedChild(t *testing.T) {
+	h := newHarness(t, nil)
+	var args []string
+	h.onUI(func() {
+		h.ui.deps.NeedsElevation = func(p string) bool { return p == h.target }
+		h.ui.deps.ElevatedCommand = func(a []string) (*exec.Cmd, error) {
+			args = a
+			return exec.Command("sh", "-c", `echo '{"event":"progress","stage":"write","done":4096,"total":4096}'
+echo '{"event":"result","device":"x","bytes":4096,"sha256":"feedbeef","verified":true,"verify_mode":"O_DIRECT"}'`), nil
+		}
+		h.ui.image.profile.SetSelected("worker")
+	})
+	h.flash()
+	var cached string
+	h.onUI(func() {
+		f := h.ui.session.Flashed()
+		if len(f) != 1 || f[0].Result.SHA256 != "feedbeef" || !f[0].Result.Verified || f[0].CachePath == "" {
+			t.Fatalf("flash through the child (%q): session has %+v", h.ui.flash.status.Text, f)
+		}
+		cached = f[0].CachePath
+		if !strings.Contains(h.ui.flash.status.Text, "written and verified") {
+			t.Errorf("status %q", h.ui.flash.status.Text)
+		}
+	})
+	if want := (elevate.Args{Image: cached, Device: h.target}).List(); !slices.Equal(args, want) {
+		t.Fatalf("child args %q, want %q", args, want)
+	}
+	if data, err := os.ReadFile(cached); err != nil || !bytes.Equal(data, h.image.XZ) {
+		t.Fatalf("the child was not given the downloaded image: %v", err)
+	}
 }
