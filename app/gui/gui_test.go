@@ -409,14 +409,16 @@ func TestInstallerRefChoice(t *testing.T) {
 
 func TestImageStepWarnsAboutNewt(t *testing.T) {
 	h := newHarness(t, nil)
-	h.ui.image.profile.SetSelected("controlplane")
-	if !h.ui.image.notes.Visible() || !strings.Contains(h.ui.image.notes.Text, "ExtensionServiceConfig") {
-		t.Fatalf("controlplane (Newt) image: notes %q visible=%v, want the ESC warning", h.ui.image.notes.Text, h.ui.image.notes.Visible())
-	}
-	h.ui.image.profile.SetSelected("worker")
-	if h.ui.image.notes.Visible() {
-		t.Fatalf("worker image shows notes %q; want none", h.ui.image.notes.Text)
-	}
+	h.onUI(func() {
+		h.ui.image.profile.SetSelected("controlplane")
+		if !h.ui.image.notes.Visible() || !strings.Contains(h.ui.image.notes.Text, "ExtensionServiceConfig") {
+			t.Fatalf("controlplane (Newt) image: notes %q visible=%v, want the ESC warning", h.ui.image.notes.Text, h.ui.image.notes.Visible())
+		}
+		h.ui.image.profile.SetSelected("worker")
+		if h.ui.image.notes.Visible() {
+			t.Fatalf("worker image shows notes %q; want none", h.ui.image.notes.Text)
+		}
+	})
 }
 
 func TestInstallerRefLooksUpSchematic(t *testing.T) {
@@ -426,18 +428,13 @@ func TestInstallerRefLooksUpSchematic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.ui.image.ref.SetText("factory.talos.dev/metal-installer/" + id + ":v1.14.5")
-	h.ui.image.useRef()
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		var yaml, notes string
-		fyne.DoAndWait(func() { yaml, notes = h.ui.image.yaml.Text, h.ui.image.notes.Text })
-		if strings.Contains(yaml, "siderolabs/newt") && strings.Contains(notes, "ExtensionServiceConfig") {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("installer ref: schematic not looked up (yaml %q, notes %q)", h.ui.image.yaml.Text, h.ui.image.notes.Text)
+	h.onUI(func() {
+		h.ui.image.ref.SetText("factory.talos.dev/metal-installer/" + id + ":v1.14.5")
+		h.ui.image.useRef()
+	})
+	h.waitFor("the schematic YAML and the Newt note", func() bool {
+		return strings.Contains(h.ui.image.yaml.Text, "siderolabs/newt") && strings.Contains(h.ui.image.notes.Text, "ExtensionServiceConfig")
+	})
 }
 
 // A card that needs root is written by the elevated child on the cached
