@@ -61,13 +61,13 @@ type RefusedError struct {
 	Code     codes.Code
 	Message  string // the node's message, sanitized
 	// UnsupportedMode is set when the node rejected the apply mode
-	// (maintenance mode only accepts auto, reboot and try).
+	// (Talos <= 1.12 maintenance mode only accepts auto, reboot and try).
 	UnsupportedMode bool
 }
 
 func (e *RefusedError) Error() string {
 	if e.UnsupportedMode {
-		return fmt.Sprintf("node refused the apply mode: %s; a node in maintenance mode only supports --mode auto, reboot or try (node %s)", e.Message, e.Endpoint)
+		return fmt.Sprintf("node refused the apply mode: %s; Talos <= 1.12 in maintenance mode only supports --mode auto, reboot or try (node %s)", e.Message, e.Endpoint)
 	}
 	return fmt.Sprintf("node refused the config: %s (node %s)", e.Message, e.Endpoint)
 }
