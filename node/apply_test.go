@@ -361,3 +361,56 @@ func TestApplyConfiguredNodeNeverGetsConfig(t *testing.T) {
 		}
 	}
 }
+
+// Every node error path, both generations, with fresh key material: the
+// node's own messages (loader dumps of unknown keys with their values,
+// validation errors, URLs with userinfo) never reach the user unredacted.
+func TestApplyNodeErrorsAreRedacted(t *testing.T) {
+	worker := string(readTestdata(t, "worker.yaml"))
+	for _, legacy := range []bool{false, true} {
+		t.Run(generation(legacy), func(t *testing.T) {
+			key, token := fakeKeyMaterial(t)
+			// a Talos-style token of lowercase letters only: no "random"-looking shape to catch
+			letters := make([]byte, 23)
+			for i := range letters {
+				letters[i] = 'a' + token[i]%26
+			}
+			letters[6] = '.'
+			wordToken := string(letters)
+			password := "pw" + string(letters[7:]) // word-like too
+			cases := map[string]string{
+				"unknown key, word token": strings.Replace(worker, "  token: fakeaa.fakeplaceholder00", "  tokn: "+wordToken, 1),
+				// a misspelled key holding a secret: the node's loader dumps "machine: tokn: <value>"
+				"unknown key": strings.Replace(worker, "  token: fakeaa.fakeplaceholder00", "  tokn: "+token, 1),
+				"unknown key with PEM": strings.Replace(worker, "  certSANs: []", "  certSANz: |\n"+indent(key, "    "), 1),
+				// validation error quoting a URL with userinfo
+				"endpoint with password": strings.Replace(worker, "endpoint: https://192.168.1.10:6443", "endpoint: https://admin:"+password+"@192.168.1.10:bad", 1),
+			}
+			srv := nodetest.Start(t, nodetest.Options{Legacy: legacy})
+			for name, cfg := range cases {
+				_, err := node.Apply(context.Background(), node.ApplyOptions{Endpoint: srv.Addr(), Config: []byte(cfg)})
+				var re *node.RefusedError
+				if !errors.As(err, &re) {
+					t.Fatalf("%s: err = %v, want the node's refusal", name, err)
+				}
+				assertNoSecret(t, err.Error(), key, token, password, wordToken)
+				t.Logf("%s: %v", name, err)
+			}
+			// A node message that is itself a URL with userinfo.
+			srv2 := nodetest.Start(t, nodetest.Options{Legacy: legacy, ApplyErr: status.Errorf(codes.InvalidArgument, "failed to fetch https://user:%s@registry.example/v2/: 401", password)})
+			_, err := node.Apply(context.Background(), node.ApplyOptions{Endpoint: srv2.Addr(), Config: []byte(worker)})
+			if err == nil || !strings.Contains(err.Error(), "https://<redacted>@") {
+				t.Fatalf("userinfo: %v", err)
+			}
+			assertNoSecret(t, err.Error(), password)
+		})
+	}
+}
+
+func indent(s, pre string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	for i := range lines {
+		lines[i] = pre + lines[i]
+	}
+	return strings.Join(lines, "\n") + "\n"
+}

@@ -365,7 +365,10 @@ func decodeCause(cause string) string {
 		return sanitize(cause)
 	}
 	i := strings.Index(cause, "unknown keys found during decoding:")
-	return sanitize(cause[:i]) + "unknown field(s) " + keys
+	if prefix := sanitize(cause[:i]); prefix != "" {
+		return prefix + " unknown field(s) " + keys
+	}
+	return "unknown field(s) " + keys
 }
 
 // unknownKeys returns the key paths of a loader's or node's "unknown keys
