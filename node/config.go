@@ -130,7 +130,6 @@ func checkLocally(cfg *Config, data []byte, docs []docInfo) error {
 			if keys, ok := unknownKeys(err.Error()); ok {
 				where := docAt(docs, lineOf(err.Error()))
 				cfg.Warnings = append(cfg.Warnings, fmt.Sprintf("%s: unknown field(s) %s: a typo, or a field newer than Talos machinery %s (not checked locally; the node decides)", where, keys, MachineryVersion))
-				cfg.Unchecked = append(cfg.Unchecked, fmt.Sprintf("%s: unknown field(s) %s", where, keys))
 				return nil
 			}
 			return loaderError(err, docs)

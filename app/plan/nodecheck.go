@@ -125,8 +125,9 @@ func (nc NodeCheck) Options(ctx context.Context) (node.InspectOptions, error) {
 		if b.SchematicID != "" {
 			opts.Installer = factory.NewInstallerRef(nc.registryHost(), b.SchematicID, version).String()
 		}
-		// The role comes from what the node booted; the user's word does not override it.
-		opts.Role = nc.MatchBooted().Role
+		// The node's image decides the extension checks, not the role: a
+		// worker may run the Newt image with its ExtensionServiceConfig, and
+		// the user's declared role does not override what the node booted.
 		return opts, nil
 	}
 

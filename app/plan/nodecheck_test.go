@@ -49,7 +49,7 @@ func TestNodeCheckUsesWhatTheNodeBooted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if opts.Booted == nil || opts.Flashed != nil || opts.Role != "controlplane" || opts.Node != "192.168.1.51" {
+	if opts.Booted == nil || opts.Flashed != nil || opts.Role != "" || opts.Node != "192.168.1.51" {
 		t.Errorf("opts = %+v", opts)
 	}
 	// registry host from the factory client, version from the node
