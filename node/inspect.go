@@ -267,7 +267,11 @@ func checkInstallImage(cfg *Config, ref factory.InstallerRef, refErr error, node
 		if installer == "" {
 			return base
 		}
-		return fmt.Sprintf("%s: set machine.install.image to %s, and upgrade only with the role's installer: %s", base, installer, upgrade)
+		field := cfg.InstallImageFrom
+		if field == "" {
+			field = "machine.install.image"
+		}
+		return fmt.Sprintf("%s: set %s to %s, and upgrade only with the node's installer: %s", base, field, installer, upgrade)
 	}
 	switch {
 	case cfg.InstallImage == "":
