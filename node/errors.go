@@ -38,7 +38,7 @@ type NetworkError struct {
 func (e *NetworkError) Error() string {
 	switch e.Kind {
 	case NetRefused:
-		return fmt.Sprintf("cannot reach %s: connection refused (is the node booted and in maintenance mode? Talos listens on TCP 50000)", e.Endpoint)
+		return fmt.Sprintf("cannot reach %s: connection refused (is the node booted and in maintenance mode? Talos listens on TCP %d)", e.Endpoint, DefaultPort)
 	case NetTimeout:
 		return fmt.Sprintf("no answer from %s within %s (wrong address, node still booting, or a firewall drops the traffic)", e.Endpoint, e.Timeout)
 	case NetTLS:

@@ -58,7 +58,8 @@ type ServiceExtension struct {
 // stage and reboots after BootTimeout. Checked against siderolabs/extensions
 // (network/newt, network/cloudflared, network/tailscale, network/bird2,
 // network/lldpd, network/nebula, network/netbird, network/zerotier,
-// power/nut-client, storage/multipathd), late 2026.
+// power/nut-client, storage/multipath-tools), siderolabs/extensions of
+// 2026-08-20. The document is named after the service, not the extension.
 var serviceExtensions = []ServiceExtension{
 	{Extension: "siderolabs/newt", ConfigName: "newt", Env: []string{"PANGOLIN_ENDPOINT", "NEWT_ID", "NEWT_SECRET"}},
 	{Extension: "siderolabs/cloudflared", ConfigName: "cloudflared", Env: []string{"TUNNEL_TOKEN"}},
@@ -69,7 +70,7 @@ var serviceExtensions = []ServiceExtension{
 	{Extension: "siderolabs/netbird", ConfigName: "netbird"},
 	{Extension: "siderolabs/zerotier", ConfigName: "zerotier"},
 	{Extension: "siderolabs/nut-client", ConfigName: "nut-client"},
-	{Extension: "siderolabs/multipathd", ConfigName: "multipathd"},
+	{Extension: "siderolabs/multipath-tools", ConfigName: "multipathd"}, // service multipathd.yaml
 }
 
 // ServiceExtensions lists the extensions that need an ExtensionServiceConfig.

@@ -143,7 +143,7 @@ func TestInspectEveryServiceExtension(t *testing.T) {
 		t.Errorf("%d service extensions, want the 10 of siderolabs/extensions", n)
 	}
 	for _, se := range node.ServiceExtensions() {
-		b := &node.Booted{SchematicID: workerID, Extensions: []string{se.ConfigName}}
+		b := &node.Booted{SchematicID: workerID, Extensions: []string{se.Extension[strings.LastIndex(se.Extension, "/")+1:]}} // manifest name
 		f, ok := byCode(node.InspectWith(cfg, node.InspectOptions{Booted: b}))[node.CodeExtensionConfigMissing]
 		if !ok || !strings.Contains(f.Fix, "name: "+se.ConfigName) {
 			t.Errorf("%s: %+v", se.Extension, f)

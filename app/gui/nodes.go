@@ -60,7 +60,7 @@ type applyPrompt struct {
 func newNodesStep(ui *UI) *nodesStep {
 	s := &nodesStep{ui: ui, applied: make(chan struct{}, 16)}
 	s.rowBox = container.NewVBox()
-	s.empty = wrapLabel("No nodes yet. Boot a Pi from a fresh card (it waits in maintenance mode on port 50000), then press Scan or type its IP address.")
+	s.empty = wrapLabel(fmt.Sprintf("No nodes yet. Boot a Pi from a fresh card (it waits in maintenance mode on port %d), then press Scan or type its IP address.", node.DefaultPort))
 	s.status = wrapLabel("")
 	s.scan = widget.NewButtonWithIcon("Scan this network", theme.SearchIcon(), s.Scan)
 	s.scan.Importance = widget.HighImportance
