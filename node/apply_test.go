@@ -381,7 +381,7 @@ func TestApplyNodeErrorsAreRedacted(t *testing.T) {
 			cases := map[string]string{
 				"unknown key, word token": strings.Replace(worker, "  token: fakeaa.fakeplaceholder00", "  tokn: "+wordToken, 1),
 				// a misspelled key holding a secret: the node's loader dumps "machine: tokn: <value>"
-				"unknown key": strings.Replace(worker, "  token: fakeaa.fakeplaceholder00", "  tokn: "+token, 1),
+				"unknown key":          strings.Replace(worker, "  token: fakeaa.fakeplaceholder00", "  tokn: "+token, 1),
 				"unknown key with PEM": strings.Replace(worker, "  certSANs: []", "  certSANz: |\n"+indent(key, "    "), 1),
 				// validation error quoting a URL with userinfo
 				"endpoint with password": strings.Replace(worker, "endpoint: https://192.168.1.10:6443", "endpoint: https://admin:"+password+"@192.168.1.10:bad", 1),
