@@ -2,6 +2,7 @@ package gui
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
 	"github.com/talosflash/talosflash/app/plan"
+	"github.com/talosflash/talosflash/internal/userfile"
 	"github.com/talosflash/talosflash/node"
 )
 
@@ -357,6 +359,15 @@ func (s *nodesStep) applyURI(r *nodeRow, u fyne.URI) {
 }
 
 func readURI(u fyne.URI, limit int64) ([]byte, error) {
+	if u.Scheme() == "file" {
+		// A dropped FIFO or device must not hang or flood the app.
+		data, err := userfile.Read(u.Path(), node.MaxConfigSize)
+		var tooLarge *userfile.TooLargeError
+		if errors.As(err, &tooLarge) {
+			return make([]byte, limit), nil // reported as too large by checkAndPrompt
+		}
+		return data, err
+	}
 	rc, err := storage.Reader(u)
 	if err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -157,4 +158,22 @@ func TestNodesUnknownBootedShowsFallbackChoice(t *testing.T) {
 			t.Fatalf("findings %+v", p.findings)
 		}
 	})
+}
+
+// A FIFO dropped on a node is refused at once, not read forever.
+func TestNodesDropFIFORefused(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "fifo.yaml")
+	if err := syscall.Mkfifo(p, 0o600); err != nil {
+		t.Skip(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := readURI(storage.NewFileURI(p), node.MaxConfigSize+1); done <- err }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "FIFO") {
+			t.Fatalf("err = %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("reading a dropped FIFO blocks")
+	}
 }
