@@ -22,8 +22,6 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/siderolabs/image-factory/pkg/schematic"
-
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/node"
 	"github.com/talosflash/talosflash/node/nodetest"
@@ -138,8 +136,7 @@ func options(sp spec, profiles []factory.Profile, i int) (nodetest.Options, erro
 		if err != nil {
 			return opts, err
 		}
-		var s *schematic.Schematic = p.Schematic()
-		opts.Schematic = s
+		opts.Schematic = p.Schematic()
 	}
 	return opts, nil
 }
