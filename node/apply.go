@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,8 +20,18 @@ const (
 	ModeStaged   = "staged"
 )
 
-// MaintenanceModes are the modes a node in maintenance mode accepts.
+// MaintenanceModes are the modes Talos <= 1.12 accepts in maintenance mode;
+// Talos >= 1.13 accepts every mode (see ModesFor).
 var MaintenanceModes = []string{ModeAuto, ModeReboot, ModeTry}
+
+// ModesFor lists the apply modes a maintenance node running talosVersion
+// accepts ("" or unreadable: Talos <= 1.12, which hides its version).
+func ModesFor(talosVersion string) []string {
+	if UnifiedMaintenance(talosVersion) {
+		return []string{ModeAuto, ModeReboot, ModeNoReboot, ModeTry, ModeStaged}
+	}
+	return slices.Clone(MaintenanceModes)
+}
 
 const (
 	DefaultApplyTimeout = 30 * time.Second
@@ -43,8 +54,10 @@ type ApplyOptions struct {
 
 // ApplyMessage is one node's answer.
 type ApplyMessage struct {
-	Node        string // node name from the reply metadata ("" for a direct call)
-	Mode        string // mode the node chose (relevant for auto)
+	Node string // node name from the reply metadata ("" for a direct call)
+	// Mode is the mode the node reports it used: Talos >= 1.13 answers
+	// auto and reboot as "no-reboot"; Talos <= 1.12 leaves it unset ("").
+	Mode        string
 	ModeDetails string
 	Warnings    []string
 }
@@ -140,6 +153,12 @@ func Apply(ctx context.Context, opts ApplyOptions) (*ApplyResult, error) {
 			Node:        m.GetMetadata().GetHostname(),
 			Mode:        modeName(m.GetMode()),
 			ModeDetails: sanitizeLines(m.GetModeDetails()),
+		}
+		// REBOOT is the enum's zero value: a node >= 1.13 never answers it
+		// in maintenance mode (it becomes NO_REBOOT), so it means "unset",
+		// as Talos <= 1.12 replies.
+		if m.GetMode() == machine.ApplyConfigurationRequest_REBOOT {
+			msg.Mode = ""
 		}
 		for _, w := range m.GetWarnings() {
 			msg.Warnings = append(msg.Warnings, sanitize(w))

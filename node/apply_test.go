@@ -9,6 +9,8 @@ import (
 	"errors"
 	"net"
 	"os"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -31,42 +33,68 @@ func readTestdata(t testing.TB, name string) []byte {
 }
 
 func TestApplyDeliversExactConfigModeAndDryRun(t *testing.T) {
-	srv := nodetest.Start(t, nodetest.Options{Warnings: []string{"use of deprecated field"}})
-	cfg := readTestdata(t, "worker.yaml")
-	ctx := context.Background()
+	for _, legacy := range []bool{false, true} {
+		t.Run(generation(legacy), func(t *testing.T) {
+			srv := nodetest.Start(t, nodetest.Options{Legacy: legacy, Warnings: []string{"use of deprecated field"}})
+			cfg := readTestdata(t, "worker.yaml")
+			ctx := context.Background()
 
-	res, err := node.Apply(ctx, node.ApplyOptions{Endpoint: srv.Addr(), Config: cfg, Mode: "try", TryTimeout: 90 * time.Second})
-	if err != nil {
-		t.Fatalf("apply: %v", err)
-	}
-	res2, err := node.Apply(ctx, node.ApplyOptions{Endpoint: srv.Addr(), Config: cfg, DryRun: true})
-	if err != nil {
-		t.Fatalf("dry-run apply: %v", err)
-	}
+			res, err := node.Apply(ctx, node.ApplyOptions{Endpoint: srv.Addr(), Config: cfg, Mode: "try", TryTimeout: 90 * time.Second})
+			if err != nil {
+				t.Fatalf("apply: %v", err)
+			}
+			res2, err := node.Apply(ctx, node.ApplyOptions{Endpoint: srv.Addr(), Config: cfg, DryRun: true})
+			if err != nil {
+				t.Fatalf("dry-run apply: %v", err)
+			}
 
-	reqs := srv.Requests()
-	if len(reqs) != 2 {
-		t.Fatalf("server got %d requests, want 2", len(reqs))
+			reqs := srv.Requests()
+			if len(reqs) != 2 {
+				t.Fatalf("server got %d requests, want 2", len(reqs))
+			}
+			if !bytes.Equal(reqs[0].Config, cfg) || !bytes.Equal(reqs[1].Config, cfg) {
+				t.Fatal("config bytes received differ from the file")
+			}
+			if reqs[0].Mode != machine.ApplyConfigurationRequest_TRY || reqs[0].DryRun || reqs[0].TryTimeout != 90*time.Second {
+				t.Errorf("request 1 = mode %v dry-run %v try-timeout %v, want TRY false 1m30s", reqs[0].Mode, reqs[0].DryRun, reqs[0].TryTimeout)
+			}
+			if reqs[1].Mode != machine.ApplyConfigurationRequest_AUTO || !reqs[1].DryRun || reqs[1].TryTimeout != 0 {
+				t.Errorf("request 2 = mode %v dry-run %v try-timeout %v, want AUTO true 0", reqs[1].Mode, reqs[1].DryRun, reqs[1].TryTimeout)
+			}
+			if res.Mode != "try" || res.DryRun || len(res.Warnings) != 1 || res.Warnings[0] != "use of deprecated field" {
+				t.Errorf("result = %+v", res)
+			}
+			if want := spki(t, srv.CertDER()); res.CertFingerprint != want {
+				t.Errorf("cert fingerprint %s, want the server's %s", res.CertFingerprint, want)
+			}
+			if !res2.DryRun || !strings.HasPrefix(res2.ModeDetails, "Dry run summary:\n") {
+				t.Fatalf("dry-run mode details = %q", res2.ModeDetails)
+			}
+			if legacy {
+				if !strings.Contains(res2.ModeDetails, "Node is running in maintenance mode") || res.Messages[0].Mode != "" {
+					t.Errorf("legacy: details %q, reply mode %q (want unset)", res2.ModeDetails, res.Messages[0].Mode)
+				}
+				return
+			}
+			// 1.13+: the summary and a diff; values of secret keys redacted, indentation kept.
+			for _, want := range []string{"Applied configuration without a reboot (skipped in dry-run).", "Config diff:", "+machine:", "+    type: worker", "+        hostname: worker-1"} {
+				if !strings.Contains(res2.ModeDetails, want) {
+					t.Errorf("dry-run details lack %q:\n%s", want, res2.ModeDetails)
+				}
+			}
+			assertNoSecret(t, res2.ModeDetails, "fakeaa.fakeplaceholder00", "RkFLRS1QTEFDRUhPTERFUi1DTFVTVEVSLVNFQ1JFVA==")
+			if res.Messages[0].Mode != "try" || !strings.Contains(res.ModeDetails, "reverted back in 1m30s") {
+				t.Errorf("try: reply mode %q details %q", res.Messages[0].Mode, res.ModeDetails)
+			}
+		})
 	}
-	if !bytes.Equal(reqs[0].Config, cfg) || !bytes.Equal(reqs[1].Config, cfg) {
-		t.Fatal("config bytes received differ from the file")
-	}
-	if reqs[0].Mode != machine.ApplyConfigurationRequest_TRY || reqs[0].DryRun || reqs[0].TryTimeout != 90*time.Second {
-		t.Errorf("request 1 = mode %v dry-run %v try-timeout %v, want TRY false 1m30s", reqs[0].Mode, reqs[0].DryRun, reqs[0].TryTimeout)
-	}
-	if reqs[1].Mode != machine.ApplyConfigurationRequest_AUTO || !reqs[1].DryRun || reqs[1].TryTimeout != 0 {
-		t.Errorf("request 2 = mode %v dry-run %v try-timeout %v, want AUTO true 0", reqs[1].Mode, reqs[1].DryRun, reqs[1].TryTimeout)
-	}
+}
 
-	if res.Mode != "try" || res.DryRun || len(res.Warnings) != 1 || res.Warnings[0] != "use of deprecated field" {
-		t.Errorf("result = %+v", res)
+func generation(legacy bool) string {
+	if legacy {
+		return "talos-1.12"
 	}
-	if !strings.Contains(res2.ModeDetails, "Dry run summary:\nNode is running in maintenance mode") || !res2.DryRun {
-		t.Errorf("dry-run mode details = %q", res2.ModeDetails)
-	}
-	if want := spki(t, srv.CertDER()); res.CertFingerprint != want {
-		t.Errorf("cert fingerprint %s, want the server's %s", res.CertFingerprint, want)
-	}
+	return "talos-1.14"
 }
 
 // spki computes the fingerprint independently: base64(sha256(SubjectPublicKeyInfo)).
@@ -95,37 +123,103 @@ func TestApplyPinnedFingerprint(t *testing.T) {
 	}
 }
 
+// Every mode on both generations: what the node received and what it
+// reports it did.
 func TestApplyModes(t *testing.T) {
-	srv := nodetest.Start(t, nodetest.Options{SkipValidation: true})
 	want := map[string]machine.ApplyConfigurationRequest_Mode{
 		"auto": machine.ApplyConfigurationRequest_AUTO, "reboot": machine.ApplyConfigurationRequest_REBOOT,
 		"try": machine.ApplyConfigurationRequest_TRY, "no-reboot": machine.ApplyConfigurationRequest_NO_REBOOT,
 		"staged": machine.ApplyConfigurationRequest_STAGED,
 	}
-	for _, mode := range []string{"auto", "reboot", "try", "no-reboot", "staged"} {
-		before := len(srv.Requests())
-		_, err := node.Apply(context.Background(), node.ApplyOptions{Endpoint: srv.Addr(), Config: []byte("x"), Mode: mode})
-		got := srv.Requests()
-		if len(got) != before+1 || got[len(got)-1].Mode != want[mode] {
-			t.Fatalf("mode %s: server did not receive mode %v", mode, want[mode])
-		}
-		switch mode {
-		case "no-reboot", "staged":
-			var re *node.RefusedError
-			if !errors.As(err, &re) || !re.UnsupportedMode || re.Code != codes.Unimplemented || !errors.Is(err, node.ErrRefused) {
-				t.Fatalf("mode %s: err = %v, want unsupported-mode RefusedError", mode, err)
-			}
-			if !strings.Contains(err.Error(), "auto, reboot or try") || !strings.Contains(err.Error(), mode) {
-				t.Errorf("mode %s: message %q does not name the supported modes", mode, err)
-			}
-		default:
-			if err != nil {
-				t.Fatalf("mode %s: %v", mode, err)
-			}
-		}
+	// reply mode per generation; "refused" = Unimplemented
+	replies := map[bool]map[string]string{
+		false: {"auto": "no-reboot", "reboot": "no-reboot", "try": "try", "no-reboot": "no-reboot", "staged": "staged"},
+		true:  {"auto": "", "reboot": "", "try": "", "no-reboot": "refused", "staged": "refused"},
 	}
+	for _, legacy := range []bool{false, true} {
+		t.Run(generation(legacy), func(t *testing.T) {
+			srv := nodetest.Start(t, nodetest.Options{Legacy: legacy})
+			cfg := readTestdata(t, "worker.yaml")
+			for _, mode := range []string{"auto", "reboot", "try", "no-reboot", "staged"} {
+				before := len(srv.Requests())
+				res, err := node.Apply(context.Background(), node.ApplyOptions{Endpoint: srv.Addr(), Config: cfg, Mode: mode})
+				got := srv.Requests()
+				if len(got) != before+1 || got[len(got)-1].Mode != want[mode] {
+					t.Fatalf("mode %s: server did not receive mode %v", mode, want[mode])
+				}
+				wantReply := replies[legacy][mode]
+				if wantReply == "refused" {
+					var re *node.RefusedError
+					if !errors.As(err, &re) || !re.UnsupportedMode || re.Code != codes.Unimplemented || !errors.Is(err, node.ErrRefused) {
+						t.Fatalf("mode %s: err = %v, want unsupported-mode RefusedError", mode, err)
+					}
+					if !strings.Contains(err.Error(), "auto, reboot or try") || !strings.Contains(err.Error(), mode) {
+						t.Errorf("mode %s: message %q does not name the supported modes", mode, err)
+					}
+					continue
+				}
+				if err != nil {
+					t.Fatalf("mode %s: %v", mode, err)
+				}
+				if res.Mode != mode || len(res.Messages) != 1 || res.Messages[0].Mode != wantReply {
+					t.Errorf("mode %s: requested %q, node answered %q, want %q", mode, res.Mode, res.Messages[0].Mode, wantReply)
+				}
+				if !legacy && mode == "staged" && !strings.Contains(res.ModeDetails, "Staged configuration") {
+					t.Errorf("staged: details %q", res.ModeDetails)
+				}
+			}
+			if !slices.Equal(node.ModesFor(srv.TalosVersion()), map[bool][]string{false: {"auto", "reboot", "no-reboot", "try", "staged"}, true: {"auto", "reboot", "try"}}[legacy]) {
+				t.Errorf("ModesFor(%s) = %v", srv.TalosVersion(), node.ModesFor(srv.TalosVersion()))
+			}
+		})
+	}
+	srv := nodetest.Start(t, nodetest.Options{SkipValidation: true})
 	if _, err := node.Apply(context.Background(), node.ApplyOptions{Endpoint: srv.Addr(), Config: []byte("x"), Mode: "sometimes"}); err == nil {
 		t.Fatal("unknown mode accepted")
+	}
+}
+
+// Talos 1.14 answers FailedPrecondition while another apply runs.
+func TestApplyWhileApplying(t *testing.T) {
+	gate := make(chan struct{})
+	srv := nodetest.Start(t, nodetest.Options{Gate: gate})
+	cfg := readTestdata(t, "worker.yaml")
+	first := make(chan error, 1)
+	go func() {
+		_, err := node.Apply(context.Background(), node.ApplyOptions{Endpoint: srv.Addr(), Config: cfg})
+		first <- err
+	}()
+	for len(srv.Requests()) == 0 { // the first call is inside the node, holding the apply lock
+		runtime.Gosched()
+	}
+	_, err := node.Apply(context.Background(), node.ApplyOptions{Endpoint: srv.Addr(), Config: cfg})
+	var re *node.RefusedError
+	if !errors.As(err, &re) || re.Code != codes.FailedPrecondition || !strings.Contains(err.Error(), "another apply configuration is already in progress") {
+		t.Fatalf("second apply: %v", err)
+	}
+	close(gate)
+	if err := <-first; err != nil {
+		t.Fatalf("first apply: %v", err)
+	}
+}
+
+// A config as talosctl gen config v1.14 makes it with the user's patches
+// reaches a 1.14 node byte for byte; a 1.12 node refuses the kinds it does
+// not know, and says so.
+func TestApplyNewerConfig(t *testing.T) {
+	cfg := readTestdata(t, "worker-v114.yaml")
+	srv := nodetest.Start(t, nodetest.Options{})
+	if _, err := node.Apply(context.Background(), node.ApplyOptions{Endpoint: srv.Addr(), Config: cfg}); err != nil {
+		t.Fatal(err)
+	}
+	if reqs := srv.Requests(); len(reqs) != 1 || !bytes.Equal(reqs[0].Config, cfg) {
+		t.Fatal("the node did not receive the file byte for byte")
+	}
+	old := nodetest.Start(t, nodetest.Options{Legacy: true})
+	_, err := node.Apply(context.Background(), node.ApplyOptions{Endpoint: old.Addr(), Config: cfg})
+	var re *node.RefusedError
+	if !errors.As(err, &re) || re.Code != codes.Unknown || !strings.Contains(err.Error(), "UnattendedInstallConfig") {
+		t.Fatalf("1.12 node: %v", err)
 	}
 }
 
@@ -266,4 +360,57 @@ func TestApplyConfiguredNodeNeverGetsConfig(t *testing.T) {
 			t.Errorf("%+v: server received %d ApplyConfiguration calls", opts, len(reqs))
 		}
 	}
+}
+
+// Every node error path, both generations, with fresh key material: the
+// node's own messages (loader dumps of unknown keys with their values,
+// validation errors, URLs with userinfo) never reach the user unredacted.
+func TestApplyNodeErrorsAreRedacted(t *testing.T) {
+	worker := string(readTestdata(t, "worker.yaml"))
+	for _, legacy := range []bool{false, true} {
+		t.Run(generation(legacy), func(t *testing.T) {
+			key, token := fakeKeyMaterial(t)
+			// a Talos-style token of lowercase letters only: no "random"-looking shape to catch
+			letters := make([]byte, 23)
+			for i := range letters {
+				letters[i] = 'a' + token[i]%26
+			}
+			letters[6] = '.'
+			wordToken := string(letters)
+			password := "pw" + string(letters[7:]) // word-like too
+			cases := map[string]string{
+				"unknown key, word token": strings.Replace(worker, "  token: fakeaa.fakeplaceholder00", "  tokn: "+wordToken, 1),
+				// a misspelled key holding a secret: the node's loader dumps "machine: tokn: <value>"
+				"unknown key":          strings.Replace(worker, "  token: fakeaa.fakeplaceholder00", "  tokn: "+token, 1),
+				"unknown key with PEM": strings.Replace(worker, "  certSANs: []", "  certSANz: |\n"+indent(key, "    "), 1),
+				// validation error quoting a URL with userinfo
+				"endpoint with password": strings.Replace(worker, "endpoint: https://192.168.1.10:6443", "endpoint: https://admin:"+password+"@192.168.1.10:bad", 1),
+			}
+			srv := nodetest.Start(t, nodetest.Options{Legacy: legacy})
+			for name, cfg := range cases {
+				_, err := node.Apply(context.Background(), node.ApplyOptions{Endpoint: srv.Addr(), Config: []byte(cfg)})
+				var re *node.RefusedError
+				if !errors.As(err, &re) {
+					t.Fatalf("%s: err = %v, want the node's refusal", name, err)
+				}
+				assertNoSecret(t, err.Error(), key, token, password, wordToken)
+				t.Logf("%s: %v", name, err)
+			}
+			// A node message that is itself a URL with userinfo.
+			srv2 := nodetest.Start(t, nodetest.Options{Legacy: legacy, ApplyErr: status.Errorf(codes.InvalidArgument, "failed to fetch https://user:%s@registry.example/v2/: 401", password)})
+			_, err := node.Apply(context.Background(), node.ApplyOptions{Endpoint: srv2.Addr(), Config: []byte(worker)})
+			if err == nil || !strings.Contains(err.Error(), "https://<redacted>@") {
+				t.Fatalf("userinfo: %v", err)
+			}
+			assertNoSecret(t, err.Error(), password)
+		})
+	}
+}
+
+func indent(s, pre string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	for i := range lines {
+		lines[i] = pre + lines[i]
+	}
+	return strings.Join(lines, "\n") + "\n"
 }

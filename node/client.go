@@ -175,7 +175,9 @@ func classify(ctx context.Context, endpoint string, timeout time.Duration, err e
 		return netErr(NetUnreachable, st.Message())
 	}
 
-	msg := sanitize(st.Message())
+	// The node's message may quote the config (a loader error dumps the
+	// unknown keys with their values): the same redaction as local errors.
+	msg := decodeCause(st.Message())
 	if msg == "" {
 		msg = st.Code().String()
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -14,6 +15,8 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
 	"github.com/siderolabs/talos/pkg/machinery/config/validation"
 	"gopkg.in/yaml.v3"
+
+	"github.com/talosflash/talosflash/node/internal/yamldocs"
 )
 
 // MaxConfigSize bounds what LoadConfig parses: real machine configs are tens
@@ -21,30 +24,34 @@ import (
 const MaxConfigSize = 4 << 20
 
 // Config is a loaded machine config, reduced to what talosflash checks. It
-// deliberately exposes no secret-bearing field.
+// deliberately exposes no secret-bearing field. The fields are read from the
+// YAML itself, so they are known even in documents the local Talos machinery
+// does not know (a config made by a newer talosctl).
 type Config struct {
 	MachineType       string   // "controlplane", "worker", "init"; "" if the file has no v1alpha1 document
-	InstallImage      string   // machine.install.image
+	InstallImage      string   // installer image: UnattendedInstallConfig installer.image, else machine.install.image
+	InstallImageFrom  string   // where InstallImage comes from ("machine.install.image" or "UnattendedInstallConfig installer.image")
 	InstallDisk       string   // machine.install.disk ("" if a diskSelector is used)
 	Hostname          string   // static hostname, if set (machine.network.hostname or HostnameConfig)
-	ExtensionServices []string // names of ExtensionServiceConfig documents
+	ExtensionServices []string // names of ExtensionServiceConfig documents (any apiVersion)
 	Kinds             []string // document kinds in file order; the legacy machine config is "v1alpha1"
-	Warnings          []string // validation warnings (sanitized)
+	Warnings          []string // local validation warnings (sanitized)
+	// Unchecked lists what the local machinery could not check: document
+	// kinds or fields newer than it. They are sent byte for byte; the node decides.
+	Unchecked []string
 
 	size int
 }
+
+// MachineryVersion is the Talos machinery this build checks configs with.
+const MachineryVersion = "v1.13"
 
 // Size is the config's length in bytes.
 func (c *Config) Size() int { return c.size }
 
 // HasExtensionService reports whether an ExtensionServiceConfig named name exists.
 func (c *Config) HasExtensionService(name string) bool {
-	for _, n := range c.ExtensionServices {
-		if n == name {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(c.ExtensionServices, name)
 }
 
 // metalMode is the runtime mode a Raspberry Pi runs in (Talos "metal"):
@@ -55,9 +62,12 @@ func (metalMode) String() string        { return "metal" }
 func (metalMode) RequiresInstall() bool { return true }
 func (metalMode) InContainer() bool     { return false }
 
-// LoadConfig parses and validates a machine config (one or more YAML
-// documents) with the Talos machinery loader. Errors are *ConfigError
-// (errors.Is ErrInvalidConfig) and never contain config values.
+// LoadConfig reads a machine config (one or more YAML documents). Input that
+// is not a config at all (not YAML, not a mapping, no kind) is a
+// *ConfigError (errors.Is ErrInvalidConfig), as is a config the Talos
+// machinery loader rejects. Document kinds and fields this machinery does
+// not know are not errors: they are listed in Unchecked and left to the
+// node. Errors never contain config values.
 func LoadConfig(data []byte) (cfg *Config, err error) {
 	if len(data) > MaxConfigSize {
 		return nil, &ConfigError{Reason: fmt.Sprintf("file is %d bytes; a machine config is at most %d bytes, is this the right file?", len(data), MaxConfigSize)}
@@ -73,10 +83,18 @@ func LoadConfig(data []byte) (cfg *Config, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(docs) == 0 {
+		return nil, &ConfigError{Reason: "no Talos config documents found"}
+	}
+	cfg = &Config{size: len(data)}
 	for _, d := range docs {
 		if (d.Kind == "") != (d.APIVersion == "") {
 			return nil, &ConfigError{Line: d.Line, Reason: fmt.Sprintf("document %d: needs both apiVersion and kind (or neither, for the main v1alpha1 machine config)", d.Index)}
 		}
+		if d.Kind == "" && !d.v1alpha1 {
+			return nil, &ConfigError{Line: d.Line, Reason: fmt.Sprintf("document %d has no kind and is not a v1alpha1 machine config (version/machine/cluster); this is not a Talos config", d.Index)}
+		}
+		d.fill(cfg)
 	}
 
 	// The loader is third-party code fed untrusted bytes: never let it crash the app.
@@ -85,59 +103,158 @@ func LoadConfig(data []byte) (cfg *Config, err error) {
 			cfg, err = nil, &ConfigError{Reason: "the config loader could not process this file"}
 		}
 	}()
-
-	provider, err := configloader.NewFromBytes(data)
-	if err != nil {
-		return nil, loaderError(err, docs)
+	if err := checkLocally(cfg, data, docs); err != nil {
+		return nil, err
 	}
+	return cfg, nil
+}
 
-	cfg = describe(provider)
-	cfg.size = len(data)
+// checkLocally loads and validates what the local machinery knows. Unknown
+// document kinds are blanked (keeping line numbers) and noted; unknown
+// fields are a warning with their key paths (a typo such as
+// machine.certSANz, or a field newer than this machinery).
+func checkLocally(cfg *Config, data []byte, docs []docInfo) error {
+	chunks := yamldocs.Split(data)
+	masked := data
+	var blanked []yamldocs.Chunk
+	skipped := map[int]bool{}
+	for range len(docs) + 1 {
+		provider, err := configloader.NewFromBytes(masked)
+		if err == nil {
+			return validateLocally(cfg, provider, len(skipped) > 0)
+		}
+		if errors.Is(err, configloader.ErrNoConfig) && len(skipped) > 0 {
+			return nil // every document is newer than the machinery: the node checks them
+		}
+		if !strings.Contains(err.Error(), "not registered") {
+			if keys, ok := unknownKeys(err.Error()); ok {
+				where := docAt(docs, lineOf(err.Error()))
+				cfg.Warnings = append(cfg.Warnings, fmt.Sprintf("%s: unknown field(s) %s: a typo, or a field newer than Talos machinery %s (not checked locally; the node decides)", where, keys, MachineryVersion))
+				return nil
+			}
+			return loaderError(err, docs)
+		}
+		matched := false
+		for i, d := range docs {
+			if d.Kind == "" || skipped[i] || !strings.Contains(err.Error(), fmt.Sprintf("%q %q", d.Kind, d.APIVersion)) {
+				continue
+			}
+			matched = true
+			skipped[i] = true
+			cfg.Unchecked = append(cfg.Unchecked, fmt.Sprintf("document %d (%s %s): not checked locally (newer than Talos machinery %s)", d.Index, safeName(d.Kind), safeName(d.APIVersion), MachineryVersion))
+			for _, c := range chunks {
+				if c.Contains(d.Line) {
+					blanked = append(blanked, c)
+				}
+			}
+		}
+		if !matched {
+			return &ConfigError{Reason: "unknown document kind or apiVersion"}
+		}
+		masked = yamldocs.Blank(data, blanked)
+	}
+	return &ConfigError{Reason: "the config loader could not process this file"}
+}
 
+// validateLocally runs the machinery's validation. With documents left out
+// (newer than the machinery) a failure may only mean a check needs them:
+// then it is a warning and the node's verdict counts.
+func validateLocally(cfg *Config, provider config.Provider, partial bool) error {
 	warnings, err := provider.Validate(metalMode{}, validation.WithLocal())
 	for _, w := range warnings {
 		cfg.Warnings = append(cfg.Warnings, sanitize(w))
 	}
-	if err != nil {
-		msg := sanitize(err.Error())
-		return nil, &ConfigError{Line: lineOf(msg), Reason: "validation failed: " + msg}
+	if err == nil {
+		return nil
 	}
-
-	return cfg, nil
+	msg := sanitize(err.Error())
+	if partial {
+		cfg.Warnings = append(cfg.Warnings, "local validation without the documents newer than Talos machinery "+MachineryVersion+": "+msg+" (the node decides)")
+		return nil
+	}
+	return &ConfigError{Line: lineOf(msg), Reason: "validation failed: " + msg}
 }
 
-func describe(p config.Provider) *Config {
-	cfg := &Config{}
-	for _, d := range p.Documents() {
-		cfg.Kinds = append(cfg.Kinds, d.Kind())
-	}
-	if raw := p.RawV1Alpha1(); raw != nil && raw.MachineConfig != nil {
-		m := raw.MachineConfig
-		cfg.MachineType = m.MachineType
-		if m.MachineInstall != nil {
-			cfg.InstallImage = m.MachineInstall.InstallImage
-			cfg.InstallDisk = m.MachineInstall.InstallDisk
-		}
-		if m.MachineNetwork != nil {
-			cfg.Hostname = m.MachineNetwork.NetworkHostname
+// docAt names the document containing line, for messages.
+func docAt(docs []docInfo, line int) string {
+	var best *docInfo
+	for i := range docs {
+		if docs[i].Line <= line || best == nil && line == 0 {
+			best = &docs[i]
 		}
 	}
-	if h := p.NetworkHostnameConfig(); h != nil && h.Hostname() != "" {
-		cfg.Hostname = h.Hostname()
+	if best == nil || line == 0 {
+		return "a document"
 	}
-	for _, esc := range p.ExtensionServiceConfigs() {
-		cfg.ExtensionServices = append(cfg.ExtensionServices, esc.Name())
+	kind := best.Kind
+	if kind == "" {
+		kind = "v1alpha1"
 	}
-	return cfg
+	return fmt.Sprintf("document %d (%s)", best.Index, safeName(kind))
 }
 
 // docInfo is what a pre-scan learns about one YAML document, so errors can
-// point at a document and line without quoting its content.
+// point at a document and line without quoting its content, and the
+// incident checks can read any document, known to the machinery or not.
 type docInfo struct {
 	Index      int // 1-based
 	Line       int
 	Kind       string
 	APIVersion string
+	root       *yaml.Node
+	v1alpha1   bool // kindless with version/machine/cluster: the main machine config
+}
+
+// fill copies what the checks need from the document into cfg.
+func (d docInfo) fill(cfg *Config) {
+	switch d.Kind {
+	case "":
+		cfg.Kinds = append(cfg.Kinds, "v1alpha1")
+		cfg.MachineType = scalarAt(d.root, "machine", "type")
+		if img := scalarAt(d.root, "machine", "install", "image"); img != "" && cfg.InstallImageFrom == "" {
+			cfg.InstallImage, cfg.InstallImageFrom = img, "machine.install.image"
+		}
+		cfg.InstallDisk = scalarAt(d.root, "machine", "install", "disk")
+		if h := scalarAt(d.root, "machine", "network", "hostname"); h != "" && cfg.Hostname == "" {
+			cfg.Hostname = h
+		}
+	case "ExtensionServiceConfig":
+		cfg.Kinds = append(cfg.Kinds, d.Kind)
+		cfg.ExtensionServices = append(cfg.ExtensionServices, scalarAt(d.root, "name"))
+	case "UnattendedInstallConfig":
+		cfg.Kinds = append(cfg.Kinds, d.Kind)
+		// Talos 1.14: the installer of an unattended install wins over machine.install.
+		if img := scalarAt(d.root, "installer", "image"); img != "" {
+			cfg.InstallImage, cfg.InstallImageFrom = img, "UnattendedInstallConfig installer.image"
+		}
+	case "HostnameConfig":
+		cfg.Kinds = append(cfg.Kinds, d.Kind)
+		if h := scalarAt(d.root, "hostname"); h != "" {
+			cfg.Hostname = h
+		}
+	default:
+		cfg.Kinds = append(cfg.Kinds, d.Kind)
+	}
+}
+
+// scalarAt follows mapping keys from n and returns the scalar found there.
+func scalarAt(n *yaml.Node, path ...string) string {
+	for _, key := range path {
+		if n == nil || n.Kind != yaml.MappingNode {
+			return ""
+		}
+		var next *yaml.Node
+		for j := 0; j+1 < len(n.Content); j += 2 {
+			if n.Content[j].Value == key {
+				next = n.Content[j+1]
+			}
+		}
+		n = next
+	}
+	if n == nil || n.Kind != yaml.ScalarNode {
+		return ""
+	}
+	return n.Value
 }
 
 // scanDocuments walks the YAML documents with yaml.v3 to give precise,
@@ -162,11 +279,15 @@ func scanDocuments(data []byte) ([]docInfo, error) {
 		if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
 			root = root.Content[0]
 		}
-		info := docInfo{Index: i, Line: root.Line}
+		info := docInfo{Index: i, Line: root.Line, root: root}
 		switch root.Kind {
 		case yaml.MappingNode:
 			for j := 0; j+1 < len(root.Content); j += 2 {
 				k, v := root.Content[j], root.Content[j+1]
+				switch k.Value {
+				case "machine", "cluster", "version":
+					info.v1alpha1 = true
+				}
 				if v.Kind != yaml.ScalarNode {
 					continue
 				}
@@ -238,21 +359,35 @@ var decodeDocErr = regexp.MustCompile(`error decoding document \S* \(line \d+\):
 // <YAML dump of the keys and their values>" to the key names only: the
 // values may be secrets under a misspelled key.
 func decodeCause(cause string) string {
-	const unknown = "unknown keys found during decoding:"
-	i := strings.Index(cause, unknown)
-	if i < 0 {
+	keys, ok := unknownKeys(cause)
+	if !ok {
 		return sanitize(cause)
+	}
+	i := strings.Index(cause, "unknown keys found during decoding:")
+	if prefix := sanitize(cause[:i]); prefix != "" {
+		return prefix + " unknown field(s) " + keys
+	}
+	return "unknown field(s) " + keys
+}
+
+// unknownKeys returns the key paths of a loader's or node's "unknown keys
+// found during decoding" error, without any value.
+func unknownKeys(msg string) (string, bool) {
+	const unknown = "unknown keys found during decoding:"
+	i := strings.Index(msg, unknown)
+	if i < 0 {
+		return "", false
 	}
 	var dump map[string]any
 	var keys []string
-	if err := yaml.Unmarshal([]byte(cause[i+len(unknown):]), &dump); err == nil {
+	if err := yaml.Unmarshal([]byte(msg[i+len(unknown):]), &dump); err == nil {
 		keys = unknownKeyPaths(dump, "")
 	}
-	sort.Strings(keys)
 	if len(keys) == 0 {
-		return sanitize(cause[:i]) + "unknown fields"
+		return "(names not shown)", true
 	}
-	return sanitize(cause[:i]) + "unknown field(s) " + strings.Join(keys, ", ")
+	sort.Strings(keys)
+	return strings.Join(keys, ", "), true
 }
 
 // unknownKeyPaths turns the loader's dump of unknown keys (nested down to

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -31,8 +32,33 @@ type Node struct {
 	Hostname        string
 	MAC             string // first physical link's hardware address
 	TalosVersion    string
+	Arch            string // from MachineService.Version (Talos >= 1.13 answers it in maintenance mode)
 	CertFingerprint string // TLS certificate SPKI fingerprint (pin it with ApplyOptions.CertFingerprints)
-	Note            string // what could not be read, or why it counts as Talos
+	// Booted is what the node's image contains (schematic, overlay,
+	// extensions); nil when the node exposes no extension statuses.
+	Booted *Booted `json:",omitempty"`
+	Note   string  // what could not be read, or why it counts as Talos
+}
+
+// Unified reports whether the node runs Talos >= 1.13, whose maintenance
+// mode is the regular API (all apply modes, Version, dry-run diff).
+func (n *Node) Unified() bool { return UnifiedMaintenance(n.TalosVersion) }
+
+// UnifiedMaintenance reports whether Talos version v (e.g. "v1.14.5") has
+// the maintenance mode of 1.13 and later. Unknown versions count as older:
+// Talos <= 1.12 does not reveal its version to an insecure client.
+func UnifiedMaintenance(v string) bool {
+	v = strings.TrimPrefix(strings.TrimSpace(v), "v")
+	parts := strings.SplitN(v, ".", 3)
+	if len(parts) < 2 {
+		return false
+	}
+	major, err1 := strconv.Atoi(parts[0])
+	minor, err2 := strconv.Atoi(strings.SplitN(parts[1], "-", 2)[0])
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	return major > 1 || major == 1 && minor >= 13
 }
 
 // DiscoverOptions configures Discover. Only the given prefixes are scanned.
@@ -256,11 +282,15 @@ func Probe(ctx context.Context, addr string) (*Node, error) {
 		notes = append(notes, "machine status unreadable")
 	}
 
-	_, verr := c.MachineClient.Version(ctx, &emptypb.Empty{})
+	vresp, verr := c.MachineClient.Version(ctx, &emptypb.Empty{})
 	vst, _ := status.FromError(verr)
 	switch {
 	case verr == nil:
 		evidence = append(evidence, "version API")
+		if msgs := vresp.GetMessages(); len(msgs) > 0 {
+			n.TalosVersion = msgs[0].GetVersion().GetTag()
+			n.Arch = msgs[0].GetVersion().GetArch()
+		}
 	case vst.Code() == codes.Unimplemented && strings.Contains(vst.Message(), "maintenance"):
 		// Talos' maintenance service refuses Version to non-admins with exactly this.
 		n.Maintenance = n.Maintenance || n.Stage == ""
@@ -276,10 +306,17 @@ func Probe(ctx context.Context, addr string) (*Node, error) {
 		return nil, fmt.Errorf("%s speaks TLS but is not a Talos API (%s)", endpoint, sanitize(vst.Message()))
 	}
 
-	if v, err := safe.StateGet[*runtime.Version](ctx, c.COSI, resource.NewMetadata(runtime.NamespaceName, runtime.VersionType, "version", resource.VersionUndefined)); err == nil {
-		n.TalosVersion = v.TypedSpec().Version
+	if n.TalosVersion == "" { // not from the Version API: the COSI Version resource
+		if v, err := safe.StateGet[*runtime.Version](ctx, c.COSI, resource.NewMetadata(runtime.NamespaceName, runtime.VersionType, "version", resource.VersionUndefined)); err == nil {
+			n.TalosVersion = v.TypedSpec().Version
+		} else {
+			notes = append(notes, "version unreadable")
+		}
+	}
+	if b, err := readBooted(ctx, c); err != nil || b == nil {
+		notes = append(notes, "no extension statuses (what it booted is unknown)")
 	} else {
-		notes = append(notes, "version unreadable")
+		n.Booted = b
 	}
 	if h, err := safe.StateGet[*network.HostnameStatus](ctx, c.COSI, resource.NewMetadata(network.NamespaceName, network.HostnameStatusType, network.HostnameID, resource.VersionUndefined)); err == nil {
 		n.Hostname = h.TypedSpec().Hostname

@@ -38,7 +38,7 @@ type NetworkError struct {
 func (e *NetworkError) Error() string {
 	switch e.Kind {
 	case NetRefused:
-		return fmt.Sprintf("cannot reach %s: connection refused (is the node booted and in maintenance mode? Talos listens on TCP 50000)", e.Endpoint)
+		return fmt.Sprintf("cannot reach %s: connection refused (is the node booted and in maintenance mode? Talos listens on TCP %d)", e.Endpoint, DefaultPort)
 	case NetTimeout:
 		return fmt.Sprintf("no answer from %s within %s (wrong address, node still booting, or a firewall drops the traffic)", e.Endpoint, e.Timeout)
 	case NetTLS:
@@ -61,13 +61,13 @@ type RefusedError struct {
 	Code     codes.Code
 	Message  string // the node's message, sanitized
 	// UnsupportedMode is set when the node rejected the apply mode
-	// (maintenance mode only accepts auto, reboot and try).
+	// (Talos <= 1.12 maintenance mode only accepts auto, reboot and try).
 	UnsupportedMode bool
 }
 
 func (e *RefusedError) Error() string {
 	if e.UnsupportedMode {
-		return fmt.Sprintf("node refused the apply mode: %s; a node in maintenance mode only supports --mode auto, reboot or try (node %s)", e.Message, e.Endpoint)
+		return fmt.Sprintf("node refused the apply mode: %s; Talos <= 1.12 in maintenance mode only supports --mode auto, reboot or try (node %s)", e.Message, e.Endpoint)
 	}
 	return fmt.Sprintf("node refused the config: %s (node %s)", e.Message, e.Endpoint)
 }

@@ -47,7 +47,7 @@ func FuzzLoadConfigInspect(f *testing.F) {
 			texts = append(texts, err.Error())
 		} else {
 			for _, role := range []string{"worker", "controlplane", ""} {
-				for _, fd := range node.Inspect(cfg, cpSchematic(), role) {
+				for _, fd := range node.InspectWith(cfg, node.InspectOptions{Flashed: cpSchematic(), Role: role}) {
 					texts = append(texts, fd.Message, fd.Fix)
 				}
 			}

@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -31,6 +32,7 @@ const (
 	CodeInstallImageMismatch   = "install-image-schematic-mismatch"
 	CodeRoleMismatch           = "role-mismatch"
 	CodeNoMachineConfig        = "no-machine-config"
+	CodeBootedUnknown          = "booted-unknown-fallback"
 )
 
 // Finding is one problem Inspect found, with the fix to show the user.
@@ -42,52 +44,67 @@ type Finding struct {
 }
 
 // ServiceExtension is a system extension whose service only starts once an
-// ExtensionServiceConfig with ConfigName exists (its service definition in
-// siderolabs/extensions has `depends: - configuration: true`, or it needs
-// credentials from that document).
+// ExtensionServiceConfig with ConfigName exists.
 type ServiceExtension struct {
 	Extension  string   // official name, e.g. "siderolabs/newt"
-	ConfigName string   // ExtensionServiceConfig name
-	Env        []string // environment variables the user must provide
+	ConfigName string   // ExtensionServiceConfig name (the extension's service name)
+	Env        []string // environment variables the user must provide, where known
 }
 
-// ServiceExtensions lists the known extensions that need an
-// ExtensionServiceConfig (checked against siderolabs/extensions:
-// network/newt/newt.yaml and network/cloudflared/cloudflared.yaml declare
-// `configuration: true`; tailscale takes TS_AUTHKEY from the document).
-func ServiceExtensions() []ServiceExtension {
-	return []ServiceExtension{
-		{Extension: "siderolabs/newt", ConfigName: "newt", Env: []string{"PANGOLIN_ENDPOINT", "NEWT_ID", "NEWT_SECRET"}},
-		{Extension: "siderolabs/cloudflared", ConfigName: "cloudflared", Env: []string{"TUNNEL_TOKEN"}},
-		{Extension: "siderolabs/tailscale", ConfigName: "tailscale", Env: []string{"TS_AUTHKEY"}},
-	}
+// serviceExtensions is the one list of extensions that wait for their
+// ExtensionServiceConfig: their service definition in siderolabs/extensions
+// (<group>/<name>/<name>.yaml) declares `depends: - configuration: true`, so
+// without the document the service never starts, Talos stays in the booting
+// stage and reboots after BootTimeout. Checked against siderolabs/extensions
+// (network/newt, network/cloudflared, network/tailscale, network/bird2,
+// network/lldpd, network/nebula, network/netbird, network/zerotier,
+// power/nut-client, storage/multipath-tools), siderolabs/extensions of
+// 2026-08-20. The document is named after the service, not the extension.
+var serviceExtensions = []ServiceExtension{
+	{Extension: "siderolabs/newt", ConfigName: "newt", Env: []string{"PANGOLIN_ENDPOINT", "NEWT_ID", "NEWT_SECRET"}},
+	{Extension: "siderolabs/cloudflared", ConfigName: "cloudflared", Env: []string{"TUNNEL_TOKEN"}},
+	{Extension: "siderolabs/tailscale", ConfigName: "tailscale", Env: []string{"TS_AUTHKEY"}},
+	{Extension: "siderolabs/bird2", ConfigName: "bird2"},
+	{Extension: "siderolabs/lldpd", ConfigName: "lldpd"},
+	{Extension: "siderolabs/nebula", ConfigName: "nebula"},
+	{Extension: "siderolabs/netbird", ConfigName: "netbird"},
+	{Extension: "siderolabs/zerotier", ConfigName: "zerotier"},
+	{Extension: "siderolabs/nut-client", ConfigName: "nut-client"},
+	{Extension: "siderolabs/multipath-tools", ConfigName: "multipathd"}, // service multipathd.yaml
 }
 
-// InspectOptions extends Inspect.
+// ServiceExtensions lists the extensions that need an ExtensionServiceConfig.
+func ServiceExtensions() []ServiceExtension { return slices.Clone(serviceExtensions) }
+
+// InspectOptions says what the config is checked against.
 type InspectOptions struct {
-	// Flashed is the schematic written to the card (nil: derive it from the
-	// config's installer image via Resolve).
+	// Booted is what the node reports it booted (Node.Booted). When set, it
+	// is the truth for the extension and installer checks, whatever the
+	// user declared.
+	Booted *Booted
+	// Flashed is the schematic the user says is on the card (a role or
+	// profile): the fallback when Booted is nil.
 	Flashed *schematic.Schematic
-	// Role is the intended role ("controlplane" or "worker"; "" skips the check).
+	// Role is the intended role ("controlplane", "worker", "init"; "" skips the check).
 	Role string
+	// Fallback, when Booted is nil and Flashed is set, says where Flashed
+	// comes from (e.g. "the role you declared (worker)"), for the finding
+	// that tells the user the check used their word, not the node's.
+	Fallback string
 	// Resolve maps a schematic ID to its schematic (e.g. factory.Client.Schematic).
 	// Optional: an installer image alone only names the schematic ID.
 	Resolve func(id string) (*schematic.Schematic, error)
 	// Node is the node address used in the suggested upgrade command.
 	Node string
-	// Installer is the role's factory installer reference for fixes; ""
-	// derives it from Flashed (or the config's installer if that is a factory one).
+	// Installer is the node's factory installer reference for fixes; ""
+	// derives it from the booted/flashed schematic (or the config's installer).
 	Installer string
 }
 
-// Inspect runs the incident checks: extensions that need a service config
-// the config lacks, an installer image that would drop the Pi overlay or
-// belongs to another schematic, and a config for the wrong role.
-func Inspect(cfg *Config, flashed *schematic.Schematic, wantRole string) []Finding {
-	return InspectWith(cfg, InspectOptions{Flashed: flashed, Role: wantRole})
-}
-
-// InspectWith is Inspect with all options.
+// InspectWith runs the incident checks: extensions that need a service
+// config the config lacks, an installer image that would drop the Pi
+// overlay or belongs to another schematic than the node's, and a config for
+// the wrong role.
 func InspectWith(cfg *Config, opts InspectOptions) []Finding {
 	if cfg == nil {
 		return nil
@@ -102,44 +119,79 @@ func InspectWith(cfg *Config, opts InspectOptions) []Finding {
 		ref, refErr = factory.ParseInstallerRef(cfg.InstallImage)
 	}
 
-	flashed, flashedID := opts.Flashed, ""
-	if flashed != nil {
-		if id, err := factory.SchematicID(flashed); err == nil {
-			flashedID = id
+	nodeID := ""
+	switch {
+	case opts.Booted != nil:
+		nodeID = opts.Booted.SchematicID
+	case opts.Flashed != nil:
+		if id, err := factory.SchematicID(opts.Flashed); err == nil {
+			nodeID = id
 		}
 	}
 
 	installer := opts.Installer
 	if installer == "" {
-		installer = roleInstaller(flashedID, ref, refErr == nil && cfg.InstallImage != "")
+		installer = roleInstaller(nodeID, ref, refErr == nil && cfg.InstallImage != "")
 	}
 	upgrade := UpgradeCommand(opts.Node, installer)
 
-	out = append(out, checkInstallImage(cfg, ref, refErr, flashedID, installer, upgrade)...)
+	out = append(out, checkInstallImage(cfg, ref, refErr, nodeID, opts.Booted != nil, installer, upgrade)...)
 
-	// The schematic the node runs: the flashed one, else the installer's.
-	var nodeSchematic *schematic.Schematic
 	switch {
-	case flashed != nil:
-		nodeSchematic = flashed
-	case refErr == nil && cfg.InstallImage != "" && opts.Resolve != nil:
-		if s, err := opts.Resolve(ref.SchematicID); err == nil && s != nil {
-			nodeSchematic = s
-		}
-	}
-	if nodeSchematic == nil {
+	case opts.Booted != nil:
+		out = append(out, checkExtensions(cfg, opts.Booted.HasExtension, "the node booted an image with")...)
+	case opts.Flashed != nil:
 		out = append(out, Finding{
 			Severity: SeverityInfo,
-			Code:     CodeSchematicUnknown,
-			Message:  "the node's schematic is unknown (no flashed schematic given and the installer image names only a schematic ID), so its extensions were not checked",
-			Fix:      "pass the schematic or the profile the card was flashed with",
+			Code:     CodeBootedUnknown,
+			Message:  "the node exposes no extension statuses (Talos <= 1.12 or an image not from the Image Factory), so the checks fall back to " + orDefault(opts.Fallback, "the schematic you named"),
+			Fix:      "make sure the card really was flashed with that role; a node running Talos >= 1.13 from the Image Factory reports what it booted",
 		})
-	} else {
-		out = append(out, checkExtensions(cfg, nodeSchematic)...)
+		out = append(out, checkExtensions(cfg, schematicHas(opts.Flashed), "the card was flashed (as you say) with")...)
+	default:
+		var s *schematic.Schematic
+		if refErr == nil && cfg.InstallImage != "" && opts.Resolve != nil {
+			if r, err := opts.Resolve(ref.SchematicID); err == nil && r != nil {
+				s = r
+			}
+		}
+		if s == nil {
+			out = append(out, Finding{
+				Severity: SeverityInfo,
+				Code:     CodeSchematicUnknown,
+				Message:  "what the node booted is unknown (it exposes no extension statuses, no role was given, and the installer image names only a schematic ID), so its extensions were not checked",
+				Fix:      "pass the role or profile the card was flashed with",
+			})
+		} else {
+			out = append(out, checkExtensions(cfg, schematicHas(s), "the config's installer schematic has")...)
+		}
 	}
 
 	sort.SliceStable(out, func(i, j int) bool { return rank(out[i].Severity) < rank(out[j].Severity) })
 	return out
+}
+
+func safeNames(kinds []string) string {
+	out := make([]string, len(kinds))
+	for i, k := range kinds {
+		out[i] = safeName(k)
+	}
+	return strings.Join(out, ", ")
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func schematicHas(s *schematic.Schematic) func(string) bool {
+	present := map[string]bool{}
+	for _, e := range s.Customization.SystemExtensions.OfficialExtensions {
+		present[extensionName(e)] = true
+	}
+	return func(name string) bool { return present[extensionName(name)] }
 }
 
 func rank(s Severity) int {
@@ -166,7 +218,7 @@ func checkRole(cfg *Config, want string) []Finding {
 		return []Finding{{
 			Severity: SeverityError,
 			Code:     CodeNoMachineConfig,
-			Message:  "the file has no v1alpha1 machine config document (machine: / cluster:), only " + strings.Join(cfg.Kinds, ", ") + "; a node in maintenance mode needs a complete config",
+			Message:  "the file has no v1alpha1 machine config document (machine: / cluster:), only " + safeNames(cfg.Kinds) + "; a node in maintenance mode needs a complete config",
 			Fix:      "apply the full controlplane.yaml / worker.yaml generated by `talosctl gen config`, with this file as a patch",
 		}}
 	}
@@ -195,7 +247,8 @@ func roleInstaller(flashedID string, ref factory.InstallerRef, refOK bool) strin
 	return ""
 }
 
-func registryHost() string { return strings.TrimPrefix(factory.DefaultBaseURL, "https://") }
+// registryHost is the default factory's installer registry.
+func registryHost() string { return factory.NewClient(factory.DefaultBaseURL, nil).RegistryHost() }
 
 // isGenericInstaller matches Sidero's plain installer image, which has no
 // board overlay: ghcr.io/siderolabs/installer[:tag] (or a mirror of it).
@@ -210,26 +263,30 @@ func isGenericInstaller(image string) bool {
 	return strings.HasSuffix(name, "siderolabs/installer") || name == "installer"
 }
 
-func checkInstallImage(cfg *Config, ref factory.InstallerRef, refErr error, flashedID, installer, upgrade string) []Finding {
+func checkInstallImage(cfg *Config, ref factory.InstallerRef, refErr error, nodeID string, booted bool, installer, upgrade string) []Finding {
 	fix := func(base string) string {
 		if installer == "" {
 			return base
 		}
-		return fmt.Sprintf("%s: set machine.install.image to %s, and upgrade only with the role's installer: %s", base, installer, upgrade)
+		field := cfg.InstallImageFrom
+		if field == "" {
+			field = "machine.install.image"
+		}
+		return fmt.Sprintf("%s: set %s to %s, and upgrade only with the node's installer: %s", base, field, installer, upgrade)
 	}
 	switch {
 	case cfg.InstallImage == "":
 		return []Finding{{
 			Severity: SeverityWarning,
 			Code:     CodeInstallImageMissing,
-			Message:  "machine.install.image is not set, so Talos falls back to the generic installer without the Raspberry Pi overlay",
+			Message:  "no installer image is set (machine.install.image or UnattendedInstallConfig), so Talos falls back to the generic installer without the Raspberry Pi overlay",
 			Fix:      fix("add the factory installer of this node's schematic"),
 		}}
 	case isGenericInstaller(cfg.InstallImage):
 		return []Finding{{
 			Severity: SeverityWarning,
 			Code:     CodeInstallImageGeneric,
-			Message: "machine.install.image is the generic installer (" + sanitize(cfg.InstallImage) + ") without the Raspberry Pi overlay: " +
+			Message: cfg.InstallImageFrom + " is the generic installer (" + sanitize(cfg.InstallImage) + ") without the Raspberry Pi overlay: " +
 				"an install or `talosctl upgrade` with it replaces the Pi bootloader/overlay and the node may not boot again",
 			Fix: fix("use the Image Factory installer"),
 		}}
@@ -237,16 +294,20 @@ func checkInstallImage(cfg *Config, ref factory.InstallerRef, refErr error, flas
 		return []Finding{{
 			Severity: SeverityWarning,
 			Code:     CodeInstallImageForeign,
-			Message:  "machine.install.image is not an Image Factory installer, so it cannot be checked against the flashed schematic: " + sanitize(refErr.Error()),
+			Message:  cfg.InstallImageFrom + " is not an Image Factory installer, so it cannot be checked against the node's schematic: " + sanitize(refErr.Error()),
 			Fix:      fix("use the Image Factory installer"),
 		}}
-	case flashedID != "" && ref.SchematicID != flashedID:
+	case nodeID != "" && ref.SchematicID != nodeID:
+		what := "the card was flashed with"
+		if booted {
+			what = "the node booted"
+		}
 		return []Finding{{
 			Severity: SeverityWarning,
 			Code:     CodeInstallImageMismatch,
-			Message: fmt.Sprintf("machine.install.image uses schematic %s but the card was flashed with schematic %s: the next install/upgrade switches the node to other extensions/overlay",
-				short(ref.SchematicID), short(flashedID)),
-			Fix: fix("match the flashed schematic"),
+			Message: fmt.Sprintf("%s uses schematic %s but %s schematic %s: the install and every later `talosctl upgrade` with it switch the node to other extensions/overlay",
+				cfg.InstallImageFrom, short(ref.SchematicID), what, short(nodeID)),
+			Fix: fix("match the node's schematic"),
 		}}
 	}
 	return nil
@@ -276,30 +337,33 @@ func extensionName(e string) string {
 	return e
 }
 
-func checkExtensions(cfg *Config, s *schematic.Schematic) []Finding {
+func checkExtensions(cfg *Config, has func(ext string) bool, source string) []Finding {
 	var out []Finding
-	present := map[string]bool{}
-	for _, e := range s.Customization.SystemExtensions.OfficialExtensions {
-		present[extensionName(e)] = true
-	}
-	for _, se := range ServiceExtensions() {
-		has := cfg.HasExtensionService(se.ConfigName)
+	for _, se := range serviceExtensions {
+		hasDoc := cfg.HasExtensionService(se.ConfigName)
+		present := has(se.Extension)
 		switch {
-		case present[se.Extension] && !has:
+		case present && !hasDoc:
+			doc := fmt.Sprintf("---\napiVersion: v1alpha1\nkind: ExtensionServiceConfig\nname: %s\n", se.ConfigName)
+			if len(se.Env) > 0 {
+				doc += "environment:\n" + envLines(se.Env)
+			} else {
+				doc += "# configFiles / environment: see the extension's README in siderolabs/extensions\n"
+			}
 			out = append(out, Finding{
 				Severity: SeverityError,
 				Code:     CodeExtensionConfigMissing,
-				Message: fmt.Sprintf("the node's image contains %s, but the config has no ExtensionServiceConfig named %q: the %s service waits for it, "+
+				Message: fmt.Sprintf("%s %s, but the config has no ExtensionServiceConfig named %q: the %s service waits for it, "+
 					"Talos stays in the booting stage and reboots after BootTimeout (%d min), about every 71 minutes",
-					se.Extension, se.ConfigName, se.ConfigName, int(constants.BootTimeout.Minutes())),
-				Fix: fmt.Sprintf("either add this document to the config (fill in the values):\n---\napiVersion: v1alpha1\nkind: ExtensionServiceConfig\nname: %s\nenvironment:\n%s"+
-					"or flash the node with a schematic without %s (e.g. the worker profile)", se.ConfigName, envLines(se.Env), se.Extension),
+					source, se.Extension, se.ConfigName, se.ConfigName, int(constants.BootTimeout.Minutes())),
+				Fix: fmt.Sprintf("either add this document to the config (fill in the values):\n%s"+
+					"or flash the node with a schematic without %s (e.g. the worker profile)", doc, se.Extension),
 			})
-		case has && !present[se.Extension]:
+		case hasDoc && !present:
 			out = append(out, Finding{
 				Severity: SeverityInfo,
 				Code:     CodeExtensionConfigUnused,
-				Message:  fmt.Sprintf("the config has an ExtensionServiceConfig %q but the node's image does not contain %s; the document has no effect", se.ConfigName, se.Extension),
+				Message:  fmt.Sprintf("the config has an ExtensionServiceConfig %q but %s is not in the image (%s); the document has no effect", se.ConfigName, se.Extension, strings.TrimSuffix(source, " with")),
 				Fix:      fmt.Sprintf("flash a schematic with %s if the node should run it", se.Extension),
 			})
 		}

@@ -53,7 +53,7 @@ func TestSchematicIDsOfFixtures(t *testing.T) {
 // The incident: workers flashed with the controlplane (Newt) schematic, and
 // a worker config without an ExtensionServiceConfig for Newt.
 func TestInspectNewtIncident(t *testing.T) {
-	fs := node.Inspect(loadTestConfig(t, "worker.yaml"), cpSchematic(), "worker")
+	fs := node.InspectWith(loadTestConfig(t, "worker.yaml"), node.InspectOptions{Flashed: cpSchematic(), Role: "worker"})
 	got := byCode(fs)
 	f, ok := got[node.CodeExtensionConfigMissing]
 	if !ok {
@@ -78,14 +78,75 @@ func TestInspectNewtIncident(t *testing.T) {
 	}
 }
 
+// booted is what a factory node reports for s (ExtensionStatuses).
+func booted(s *schematic.Schematic) *node.Booted {
+	id, _ := factory.SchematicID(s)
+	b := &node.Booted{SchematicID: id, Schematic: s, Overlay: s.Overlay.Image}
+	for _, e := range s.Customization.SystemExtensions.OfficialExtensions {
+		b.Extensions = append(b.Extensions, e[strings.LastIndex(e, "/")+1:])
+	}
+	return b
+}
+
 func TestInspectFixedSetups(t *testing.T) {
 	for name, fs := range map[string][]node.Finding{
-		"worker schematic without newt": node.Inspect(loadTestConfig(t, "worker.yaml"), workerSchematic(), "worker"),
-		"newt schematic with ESC":       node.Inspect(loadTestConfig(t, "worker-newt-esc.yaml"), cpSchematic(), "worker"),
-		"controlplane with ESC":         node.Inspect(loadTestConfig(t, "controlplane.yaml"), cpSchematic(), "controlplane"),
+		"worker schematic without newt": node.InspectWith(loadTestConfig(t, "worker.yaml"), node.InspectOptions{Booted: booted(workerSchematic()), Role: "worker"}),
+		"newt schematic with ESC":       node.InspectWith(loadTestConfig(t, "worker-newt-esc.yaml"), node.InspectOptions{Booted: booted(cpSchematic()), Role: "worker"}),
+		"controlplane with ESC":         node.InspectWith(loadTestConfig(t, "controlplane.yaml"), node.InspectOptions{Booted: booted(cpSchematic()), Role: "controlplane"}),
+		"v1.14 worker on worker image":  node.InspectWith(loadTestConfig(t, "worker-v114.yaml"), node.InspectOptions{Booted: booted(workerSchematic()), Role: "worker"}),
 	} {
 		if len(fs) != 0 {
 			t.Errorf("%s: unexpected findings %+v", name, fs)
+		}
+	}
+}
+
+// What the node booted wins over what the user declared: a worker config
+// for a node that booted the Newt image is blocked even when the user's
+// declared schematic is the worker one.
+func TestInspectBootedWinsOverDeclared(t *testing.T) {
+	for _, file := range []string{"worker.yaml", "worker-v114.yaml"} {
+		fs := node.InspectWith(loadTestConfig(t, file), node.InspectOptions{Booted: booted(cpSchematic()), Flashed: workerSchematic(), Role: "worker", Node: "192.168.1.51"})
+		got := byCode(fs)
+		f, ok := got[node.CodeExtensionConfigMissing]
+		if !ok || f.Severity != node.SeverityError || !strings.Contains(f.Message, "the node booted an image with siderolabs/newt") {
+			t.Fatalf("%s: %+v", file, fs)
+		}
+		m, ok := got[node.CodeInstallImageMismatch]
+		if !ok || !strings.Contains(m.Fix, "talosctl upgrade --nodes 192.168.1.51 --image factory.talos.dev/metal-installer/"+cpID+":v1.14.5") {
+			t.Errorf("%s: upgrade trap: %+v", file, m)
+		}
+		if _, fb := got[node.CodeBootedUnknown]; fb {
+			t.Errorf("%s: fallback reported although the node said what it booted", file)
+		}
+	}
+	// The v1.14 config's installer comes from its UnattendedInstallConfig.
+	m := byCode(node.InspectWith(loadTestConfig(t, "worker-v114.yaml"), node.InspectOptions{Booted: booted(cpSchematic())}))[node.CodeInstallImageMismatch]
+	if !strings.Contains(m.Message, "UnattendedInstallConfig installer.image") {
+		t.Errorf("mismatch message %q does not name the UnattendedInstallConfig", m.Message)
+	}
+}
+
+// Without extension statuses the declared role is the fallback, and the
+// findings say so.
+func TestInspectFallbackIsAnnounced(t *testing.T) {
+	fs := node.InspectWith(loadTestConfig(t, "worker.yaml"), node.InspectOptions{Flashed: workerSchematic(), Role: "worker", Fallback: "the role you declared (worker)"})
+	if len(fs) != 1 || fs[0].Code != node.CodeBootedUnknown || !strings.Contains(fs[0].Message, "the role you declared (worker)") {
+		t.Fatalf("%+v", fs)
+	}
+}
+
+// Every extension of the list blocks without its document.
+func TestInspectEveryServiceExtension(t *testing.T) {
+	cfg := loadTestConfig(t, "worker.yaml")
+	if n := len(node.ServiceExtensions()); n != 10 {
+		t.Errorf("%d service extensions, want the 10 of siderolabs/extensions", n)
+	}
+	for _, se := range node.ServiceExtensions() {
+		b := &node.Booted{SchematicID: workerID, Extensions: []string{se.Extension[strings.LastIndex(se.Extension, "/")+1:]}} // manifest name
+		f, ok := byCode(node.InspectWith(cfg, node.InspectOptions{Booted: b}))[node.CodeExtensionConfigMissing]
+		if !ok || !strings.Contains(f.Fix, "name: "+se.ConfigName) {
+			t.Errorf("%s: %+v", se.Extension, f)
 		}
 	}
 }
@@ -108,7 +169,7 @@ func TestInspectResolvesSchematicFromInstaller(t *testing.T) {
 	}
 
 	// Without a resolver only the ID is known: say so instead of guessing.
-	fs = node.Inspect(cfg, nil, "worker")
+	fs = node.InspectWith(cfg, node.InspectOptions{Flashed: nil, Role: "worker"})
 	if f, ok := byCode(fs)[node.CodeSchematicUnknown]; !ok || f.Severity != node.SeverityInfo || len(fs) != 1 {
 		t.Errorf("findings %+v", fs)
 	}
@@ -131,17 +192,17 @@ func TestInspectGenericInstaller(t *testing.T) {
 func TestInspectMissingOrForeignInstallImage(t *testing.T) {
 	cfg := loadTestConfig(t, "worker.yaml")
 	cfg.InstallImage = ""
-	if _, ok := byCode(node.Inspect(cfg, workerSchematic(), "worker"))[node.CodeInstallImageMissing]; !ok {
+	if _, ok := byCode(node.InspectWith(cfg, node.InspectOptions{Flashed: workerSchematic(), Role: "worker"}))[node.CodeInstallImageMissing]; !ok {
 		t.Error("missing install image not reported")
 	}
 	cfg.InstallImage = "registry.example.com/my/installer:v1"
-	if _, ok := byCode(node.Inspect(cfg, workerSchematic(), "worker"))[node.CodeInstallImageForeign]; !ok {
+	if _, ok := byCode(node.InspectWith(cfg, node.InspectOptions{Flashed: workerSchematic(), Role: "worker"}))[node.CodeInstallImageForeign]; !ok {
 		t.Error("non-factory installer not reported")
 	}
 }
 
 func TestInspectRoleMismatch(t *testing.T) {
-	fs := node.Inspect(loadTestConfig(t, "worker.yaml"), workerSchematic(), "controlplane")
+	fs := node.InspectWith(loadTestConfig(t, "worker.yaml"), node.InspectOptions{Flashed: workerSchematic(), Role: "controlplane"})
 	f, ok := byCode(fs)[node.CodeRoleMismatch]
 	if !ok || f.Severity != node.SeverityError || !strings.Contains(f.Message, "worker config") || !strings.Contains(f.Message, "controlplane") {
 		t.Fatalf("findings %+v", fs)
@@ -149,21 +210,21 @@ func TestInspectRoleMismatch(t *testing.T) {
 	// init is a controlplane type.
 	cfg := loadTestConfig(t, "controlplane.yaml")
 	cfg.MachineType = "init"
-	if _, ok := byCode(node.Inspect(cfg, cpSchematic(), "controlplane"))[node.CodeRoleMismatch]; ok {
+	if _, ok := byCode(node.InspectWith(cfg, node.InspectOptions{Flashed: cpSchematic(), Role: "controlplane"}))[node.CodeRoleMismatch]; ok {
 		t.Error("init reported as a mismatch for controlplane")
 	}
 }
 
 func TestInspectUnusedESCAndPatchOnly(t *testing.T) {
-	fs := node.Inspect(loadTestConfig(t, "controlplane.yaml"), workerSchematic(), "controlplane")
+	fs := node.InspectWith(loadTestConfig(t, "controlplane.yaml"), node.InspectOptions{Flashed: workerSchematic(), Role: "controlplane"})
 	if f, ok := byCode(fs)[node.CodeExtensionConfigUnused]; !ok || f.Severity != node.SeverityInfo {
 		t.Errorf("findings %+v", fs)
 	}
 	cfg := &node.Config{Kinds: []string{"ExtensionServiceConfig"}, ExtensionServices: []string{"newt"}}
-	if _, ok := byCode(node.Inspect(cfg, cpSchematic(), "worker"))[node.CodeNoMachineConfig]; !ok {
+	if _, ok := byCode(node.InspectWith(cfg, node.InspectOptions{Flashed: cpSchematic(), Role: "worker"}))[node.CodeNoMachineConfig]; !ok {
 		t.Error("patch-only file not reported")
 	}
-	if node.Inspect(nil, nil, "") != nil {
+	if node.InspectWith(nil, node.InspectOptions{Flashed: nil, Role: ""}) != nil {
 		t.Error("nil config produced findings")
 	}
 }

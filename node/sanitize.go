@@ -12,6 +12,7 @@ import (
 const redacted = "<redacted>"
 
 var (
+	urlUserinfo    = regexp.MustCompile(`(?i)\b([a-z][a-z0-9+.\-]*://)[^\s/?#@]*@`)
 	pemBlock       = regexp.MustCompile(`(?s)-----BEGIN[^-]*-----.*?(-----END[^-]*-----|$)`)
 	quoted         = regexp.MustCompile("\"(?:[^\"\\\\\\n]|\\\\.)*\"|'[^'\\n]*'|`[^`\\n]*`")
 	tokenRun       = regexp.MustCompile(`[A-Za-z0-9+/=_\-.:]{16,}`)
@@ -32,6 +33,7 @@ var (
 // its length.
 func sanitize(msg string) string {
 	msg = pemBlock.ReplaceAllString(msg, redacted)
+	msg = urlUserinfo.ReplaceAllString(msg, "${1}"+redacted+"@") // https://user:password@host
 	// go-multierror's "1 error occurred:\n\t* a\n\t* b" -> "a; b"
 	msg = multiErrHead.ReplaceAllString(msg, "")
 	msg = multiErrBullet.ReplaceAllString(msg, "; ")
@@ -97,16 +99,21 @@ func lineOf(msg string) int {
 	return n
 }
 
-// sanitizeLines is sanitize for multi-line text (e.g. an apply's mode
-// details), keeping the line structure.
+// sanitizeLines is sanitize for multi-line text (an apply's mode details,
+// a dry run's config diff), keeping the line structure and indentation.
 func sanitizeLines(msg string) string {
 	msg = pemBlock.ReplaceAllString(msg, redacted)
+	if _, ok := unknownKeys(msg); ok {
+		return decodeCause(msg) // the dump of unknown keys spans lines and holds values
+	}
+	const maxLines = 1000
 	lines := strings.Split(msg, "\n")
-	if len(lines) > 50 {
-		lines = append(lines[:50], "…")
+	if len(lines) > maxLines {
+		lines = append(lines[:maxLines], "…")
 	}
 	for i, l := range lines {
-		lines[i] = sanitize(l)
+		indent := l[:len(l)-len(strings.TrimLeft(l, " \t+-@"))]
+		lines[i] = indent + sanitize(l[len(indent):])
 	}
 	return strings.Join(lines, "\n")
 }

@@ -3,16 +3,18 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
-	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/siderolabs/image-factory/pkg/schematic"
-
+	"github.com/talosflash/talosflash/app/plan"
 	"github.com/talosflash/talosflash/factory"
+	"github.com/talosflash/talosflash/imaging"
+	"github.com/talosflash/talosflash/internal/userfile"
 	"github.com/talosflash/talosflash/node"
 )
 
@@ -50,12 +52,19 @@ func runNodes(ctx context.Context, args []string, env Env) error {
 	var jsonOut bool
 	var timeout time.Duration
 	var port int
+	var profilesFile, factoryURL string
 	fs := newFlagSet("nodes", env)
 	fs.Var(&subnets, "subnet", "subnet(s) to scan, CIDR, repeatable (default: this machine's local /22-or-smaller IPv4 subnets)")
 	fs.BoolVar(&jsonOut, "json", false, "print JSON")
 	fs.DurationVar(&timeout, "timeout", 500*time.Millisecond, "TCP connect timeout per host")
-	fs.IntVar(&port, "port", 50000, "Talos API port")
+	fs.IntVar(&port, "port", node.DefaultPort, "Talos API port")
+	fs.StringVar(&profilesFile, "profiles", "", "YAML file with custom profiles (to name what each node booted)")
+	fs.StringVar(&factoryURL, "factory", factory.DefaultBaseURL, "Image Factory base URL")
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	all, err := loadProfiles(profilesFile)
+	if err != nil {
 		return err
 	}
 	if len(subnets) == 0 {
@@ -71,25 +80,70 @@ func runNodes(ctx context.Context, args []string, env Env) error {
 	fmt.Fprintf(env.Stderr, "scanning %s for Talos on port %d...\n", subnets.String(), port)
 	found, err := node.Discover(ctx, node.DiscoverOptions{Prefixes: subnets, Port: port, DialTimeout: timeout})
 	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		return withCode(ExitUsage, err)
 	}
+	cached := cachedIDs()
+	rows := make([]nodeRow, len(found))
+	for i := range found {
+		nc := plan.NodeCheck{Profiles: all, Factory: factory.NewClient(factoryURL, nil), CachedIDs: cached, Node: &found[i]}
+		rows[i] = nodeRow{Node: found[i], Match: nc.MatchBooted()}
+	}
 	if jsonOut {
-		return json.NewEncoder(env.Stdout).Encode(found)
+		return json.NewEncoder(env.Stdout).Encode(rows)
 	}
 	if len(found) == 0 {
 		fmt.Fprintln(env.Stderr, "no Talos nodes found (is the Pi booted and on this network? a maintenance node shows its IP on HDMI)")
 		return nil
 	}
 	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ADDRESS\tSTATE\tHOSTNAME\tMAC\tTALOS\tNOTE")
-	for _, n := range found {
+	fmt.Fprintln(tw, "ADDRESS\tSTATE\tTALOS\tBOOTED\tSCHEMATIC\tEXTENSIONS\tHOSTNAME\tMAC")
+	for _, r := range rows {
+		n := r.Node
 		state := "configured"
 		if n.Maintenance {
 			state = "maintenance"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", n.Addr, state, dash(n.Hostname), dash(n.MAC), dash(n.TalosVersion), n.Note)
+		talos := n.TalosVersion
+		if n.Arch != "" {
+			talos += "/" + n.Arch
+		}
+		booted, id, exts := bootedColumns(r)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Addr, state, dash(talos), booted, id, exts, dash(n.Hostname), dash(n.MAC))
 	}
 	return tw.Flush()
+}
+
+// nodeRow is one discovered node with the profile its booted image matches
+// (the JSON of `nodes --json`).
+type nodeRow struct {
+	node.Node
+	Match plan.Match `json:"Matches"`
+}
+
+func bootedColumns(r nodeRow) (booted, id, exts string) {
+	b := r.Node.Booted
+	if b == nil {
+		if r.Node.Configured {
+			return "-", "-", "-"
+		}
+		return "unknown (no extension statuses)", "-", "-"
+	}
+	booted = r.Match.Label()
+	if booted == "" {
+		booted = "no known profile"
+	}
+	id = dash(b.SchematicID)
+	if len(id) > 12 {
+		id = id[:12]
+	}
+	exts = "none"
+	if len(b.Extensions) > 0 {
+		exts = strings.Join(b.Extensions, ",")
+	}
+	return booted, id, exts
 }
 
 func dash(s string) string {
@@ -97,6 +151,15 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// cachedIDs are the schematic IDs of images this machine downloaded.
+func cachedIDs() []string {
+	c, err := imaging.DefaultCache()
+	if err != nil {
+		return nil
+	}
+	return plan.CachedSchematicIDs(c)
 }
 
 func runApply(ctx context.Context, args []string, env Env) error {
@@ -110,15 +173,15 @@ func runApply(ctx context.Context, args []string, env Env) error {
 	fs.StringVar(&endpoint, "n", "", "shorthand for --node")
 	fs.StringVar(&file, "file", "", "machine config file, e.g. worker.yaml")
 	fs.StringVar(&file, "f", "", "shorthand for --file")
-	fs.StringVar(&mode, "mode", "auto", "apply mode: auto, reboot, try (maintenance mode), no-reboot, staged")
-	fs.BoolVar(&dryRun, "dry-run", false, "ask the node to validate without applying")
-	fs.StringVar(&role, "role", "", "the role the card was flashed with (controlplane, worker, or a profile): enables the incident checks")
+	fs.StringVar(&mode, "mode", "auto", "apply mode: auto, reboot, try, no-reboot, staged (the last two need Talos >= 1.13)")
+	fs.BoolVar(&dryRun, "dry-run", false, "ask the node to validate and show its summary/diff without applying")
+	fs.StringVar(&role, "role", "", "the role/profile the card was flashed with: used only when the node does not report what it booted")
 	fs.StringVar(&profiles, "profiles", "", "YAML file with custom profiles")
-	fs.StringVar(&installer, "flashed-installer", "", "installer ref the card was flashed from, if not a role")
+	fs.StringVar(&installer, "flashed-installer", "", "installer ref the card was flashed from (fallback, like --role)")
 	fs.StringVar(&factoryURL, "factory", factory.DefaultBaseURL, "Image Factory base URL (to resolve schematic IDs)")
 	fs.BoolVar(&force, "force", false, "send even if the incident checks find errors")
 	fs.BoolVar(&jsonOut, "json", false, "print the result as JSON")
-	fs.DurationVar(&timeout, "timeout", node.DefaultApplyTimeout, "timeout for the call")
+	fs.DurationVar(&timeout, "timeout", node.DefaultApplyTimeout, "timeout for each call to the node")
 	fs.Bool("insecure", true, "accepted for talosctl compatibility: maintenance mode is always insecure")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -129,6 +192,7 @@ func runApply(ctx context.Context, args []string, env Env) error {
 	if _, err := node.ParseMode(mode); err != nil {
 		return withCode(ExitUsage, err)
 	}
+	mode = strings.ToLower(strings.TrimSpace(mode))
 	data, err := readConfigFile(file)
 	if err != nil {
 		return err
@@ -137,35 +201,42 @@ func runApply(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", file, err)
 	}
-
+	for _, u := range cfg.Unchecked {
+		fmt.Fprintf(env.Stderr, "note: %s\n", u)
+	}
+	for _, w := range cfg.Warnings {
+		fmt.Fprintf(env.Stderr, "warning: %s\n", w)
+	}
 	all, err := loadProfiles(profiles)
 	if err != nil {
 		return err
 	}
-	opts := node.InspectOptions{Node: endpoint, Resolve: resolver(ctx, all, factory.NewClient(factoryURL, nil))}
-	if role != "" {
-		p, err := factory.FindProfile(all, role)
-		if err != nil {
-			return withCode(ExitUsage, err)
+
+	// What did the node boot? The checks use its answer, not the user's word.
+	pctx, cancel := context.WithTimeout(ctx, timeout)
+	n, err := node.Probe(pctx, endpoint)
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
 		}
-		opts.Role = p.Name
-		opts.Flashed = p.Schematic()
-		id, _ := p.SchematicID()
-		opts.Installer = factory.NewInstallerRef(strings.TrimPrefix(strings.TrimPrefix(factoryURL, "https://"), "http://"), id, p.Version()).String()
+		return err
 	}
-	if installer != "" {
-		ref, err := factory.ParseInstallerRef(installer)
-		if err != nil {
-			return withCode(ExitUsage, err)
-		}
-		opts.Installer = ref.String()
-		if s, err := opts.Resolve(ref.SchematicID); err == nil {
-			opts.Flashed = s
-		}
+	if n.Configured {
+		return withCode(ExitApply, fmt.Errorf("%s already has a config (it asks for a client certificate): use talosctl with its talosconfig", n.Addr))
 	}
-	findings := node.InspectWith(cfg, opts)
+	fmt.Fprintf(env.Stderr, "node %s: Talos %s, booted %s\n", n.Addr, dash(n.TalosVersion), describeBooted(n, all))
+
+	nc := plan.NodeCheck{Profiles: all, Factory: factory.NewClient(factoryURL, nil), CachedIDs: cachedIDs(), Node: n, Declared: role, FlashedInstaller: installer, Endpoint: endpoint}
+	opts, err := nc.Options(ctx)
+	if err != nil {
+		return withCode(ExitUsage, err)
+	}
+	if note := nc.DeclaredNote(); note != "" {
+		fmt.Fprintf(env.Stderr, "note: %s\n", note)
+	}
 	blocking := false
-	for _, fd := range findings {
+	for _, fd := range node.InspectWith(cfg, opts) {
 		fmt.Fprintf(env.Stderr, "%s: %s\n", fd.Severity, fd.Message)
 		if fd.Fix != "" {
 			fmt.Fprintf(env.Stderr, "  fix: %s\n", fd.Fix)
@@ -175,10 +246,29 @@ func runApply(ctx context.Context, args []string, env Env) error {
 		}
 	}
 	if blocking && !force {
-		return withCode(ExitConfig, fmt.Errorf("%s fails the checks above; fix the config or pass --force to send it anyway", file))
+		return withCode(ExitConfig, fmt.Errorf("%s fails the checks above; nothing was sent. Fix the config or pass --force to send it anyway", file))
 	}
 
-	res, err := node.Apply(ctx, node.ApplyOptions{Endpoint: endpoint, Config: data, Mode: mode, DryRun: dryRun, Timeout: timeout})
+	if !slices.Contains(node.ModesFor(n.TalosVersion), mode) {
+		return usageErrorf("--mode %s: Talos <= 1.12 in maintenance mode only accepts %s (node reports %s)", mode, strings.Join(node.ModesFor(n.TalosVersion), ", "), dash(n.TalosVersion))
+	}
+	if mode == node.ModeTry && n.Unified() && !dryRun {
+		fmt.Fprintf(env.Stderr, "warning: --mode try on Talos >= 1.13 applies the config without persisting it and rolls back after %s: the node will not keep it\n", node.DefaultTryTimeout)
+	}
+	pins := []string{n.CertFingerprint} // the node we probed and checked, not another one at the same address
+	applyOpts := node.ApplyOptions{Endpoint: endpoint, Config: data, Mode: mode, Timeout: timeout, CertFingerprints: pins}
+
+	// Talos >= 1.13 validates in maintenance mode: ask it first and show its verdict.
+	if n.Unified() && !dryRun {
+		check := applyOpts
+		check.DryRun = true
+		if _, err := node.Apply(ctx, check); err != nil {
+			return fmt.Errorf("the node's dry run refused %s, nothing was applied: %w", file, err)
+		}
+		fmt.Fprintf(env.Stderr, "node's dry run: %s accepted\n", file)
+	}
+	applyOpts.DryRun = dryRun
+	res, err := node.Apply(ctx, applyOpts)
 	if err != nil {
 		return err
 	}
@@ -187,9 +277,9 @@ func runApply(ctx context.Context, args []string, env Env) error {
 	}
 	verb := "applied"
 	if dryRun {
-		verb = "validated (dry run)"
+		verb = "validated (dry run, nothing applied)"
 	}
-	fmt.Fprintf(env.Stdout, "%s %s to %s (mode %s)\n", verb, file, res.Endpoint, res.Mode)
+	fmt.Fprintf(env.Stdout, "%s %s to %s (mode %s requested; node answered %s)\n", verb, file, res.Endpoint, res.Mode, replyModes(res))
 	if res.ModeDetails != "" {
 		fmt.Fprintln(env.Stdout, res.ModeDetails)
 	}
@@ -199,36 +289,41 @@ func runApply(ctx context.Context, args []string, env Env) error {
 	return nil
 }
 
-// maxConfigSize bounds what apply reads; real machine configs are tens of KiB.
-const maxConfigSize = 4 << 20
+// replyModes is what the node says it did, truthfully: Talos <= 1.12 does not say.
+func replyModes(res *node.ApplyResult) string {
+	var modes []string
+	for _, m := range res.Messages {
+		if m.Mode == "" {
+			modes = append(modes, "no mode (Talos <= 1.12 does not report it; it installs and reboots)")
+		} else {
+			modes = append(modes, m.Mode)
+		}
+	}
+	if len(modes) == 0 {
+		return "nothing"
+	}
+	return strings.Join(modes, ", ")
+}
+
+func describeBooted(n *node.Node, all []factory.Profile) string {
+	if n.Booted == nil {
+		return "unknown (no extension statuses: Talos <= 1.12 or an image not from the Image Factory)"
+	}
+	m := (plan.NodeCheck{Profiles: all, CachedIDs: cachedIDs(), Node: n}).MatchBooted()
+	if l := m.Label(); l != "" {
+		return l + ": " + n.Booted.String()
+	}
+	return n.Booted.String()
+}
 
 func readConfigFile(path string) ([]byte, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return nil, withCode(ExitUsage, fmt.Errorf("config file: %w", err))
-	}
-	if st.IsDir() {
-		return nil, withCode(ExitUsage, fmt.Errorf("config file %s is a directory", path))
-	}
-	if st.Size() > maxConfigSize {
-		return nil, withCode(ExitConfig, fmt.Errorf("config file %s is %d bytes: too large for a machine config (max %d)", path, st.Size(), maxConfigSize))
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
+	data, err := userfile.Read(path, node.MaxConfigSize)
+	var tooLarge *userfile.TooLargeError
+	switch {
+	case errors.As(err, &tooLarge):
+		return nil, withCode(ExitConfig, fmt.Errorf("config file %s is too large for a machine config (max %d bytes)", path, node.MaxConfigSize))
+	case err != nil:
 		return nil, withCode(ExitUsage, fmt.Errorf("config file: %w", err))
 	}
 	return data, nil
-}
-
-// resolver maps a schematic ID to its content: first the known profiles
-// (offline), then the factory.
-func resolver(ctx context.Context, profiles []factory.Profile, c *factory.Client) func(string) (*schematic.Schematic, error) {
-	return func(id string) (*schematic.Schematic, error) {
-		for _, p := range profiles {
-			if pid, err := p.SchematicID(); err == nil && pid == id {
-				return p.Schematic(), nil
-			}
-		}
-		return c.Schematic(ctx, id)
-	}
 }

@@ -70,10 +70,15 @@ func RunDemo(step string) error {
 		{Name: "nvme0n1", Path: "/dev/nvme0n1", Size: 512110190592, SizeHuman: "477 GiB", Model: "Samsung SSD 980 PRO", Transport: devices.TransportNVMe,
 			Refusal: &devices.RefusedError{Device: "/dev/nvme0n1", Reason: devices.CodeSystemDisk, Msg: "/dev/nvme0n1 holds the system filesystem /"}},
 	}
+	booted := func(role string, exts ...string) *node.Booted { // what each Pi reports it booted
+		p, _ := factory.FindProfile(factory.BuiltinProfiles(), role)
+		id, _ := p.SchematicID()
+		return &node.Booted{SchematicID: id, Schematic: p.Schematic(), Overlay: factory.RPiOverlayImage, Extensions: exts}
+	}
 	demoNodes := []node.Node{
-		{Addr: "192.168.1.31:50000", Maintenance: true, Stage: "maintenance", Hostname: "talos-7xk-2qa", MAC: "dc:a6:32:1a:2b:31", TalosVersion: "v1.14.5"},
-		{Addr: "192.168.1.32:50000", Maintenance: true, Stage: "maintenance", Hostname: "talos-m3p-9cd", MAC: "dc:a6:32:1a:2b:32", TalosVersion: "v1.14.5"},
-		{Addr: "192.168.1.33:50000", Maintenance: true, Stage: "maintenance", Hostname: "talos-q8r-4ef", MAC: "dc:a6:32:1a:2b:33", TalosVersion: "v1.14.5"},
+		{Addr: "192.168.1.31:50000", Maintenance: true, Stage: "maintenance", Hostname: "talos-7xk-2qa", MAC: "dc:a6:32:1a:2b:31", TalosVersion: "v1.14.5", Arch: "arm64", Booted: booted("controlplane", "newt")},
+		{Addr: "192.168.1.32:50000", Maintenance: true, Stage: "maintenance", Hostname: "talos-m3p-9cd", MAC: "dc:a6:32:1a:2b:32", TalosVersion: "v1.14.5", Arch: "arm64", Booted: booted("worker")},
+		{Addr: "192.168.1.33:50000", Maintenance: true, Stage: "maintenance", Hostname: "talos-q8r-4ef", MAC: "dc:a6:32:1a:2b:33", TalosVersion: "v1.12.6"},
 	}
 	slow := step == "flashing"
 	deps := Deps{
@@ -98,7 +103,7 @@ func RunDemo(step string) error {
 		},
 		Probe: func(ctx context.Context, addr string) (*node.Node, error) { n := demoNodes[0]; return &n, nil },
 		Apply: func(ctx context.Context, o node.ApplyOptions) (*node.ApplyResult, error) {
-			return &node.ApplyResult{Endpoint: o.Endpoint, Mode: node.ModeAuto, Messages: []node.ApplyMessage{{Mode: "reboot"}}, ModeDetails: "Applied configuration with a reboot"}, nil
+			return &node.ApplyResult{Endpoint: o.Endpoint, Mode: node.ModeAuto, Messages: []node.ApplyMessage{{Mode: "no-reboot"}}, ModeDetails: "Applied configuration without a reboot"}, nil
 		},
 		RefreshEvery: -1,
 	}

@@ -2,9 +2,9 @@ package gui
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
-	"net"
 	"strings"
 	"time"
 
@@ -15,9 +15,8 @@ import (
 	"fyne.io/fyne/v2/storage"
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
-	"github.com/siderolabs/image-factory/pkg/schematic"
-
-	"github.com/talosflash/talosflash/factory"
+	"github.com/talosflash/talosflash/app/plan"
+	"github.com/talosflash/talosflash/internal/userfile"
 	"github.com/talosflash/talosflash/node"
 )
 
@@ -42,12 +41,14 @@ type nodesStep struct {
 
 // nodeRow is one node in the list; box is what a drop is hit-tested against.
 type nodeRow struct {
-	node    node.Node
-	box     *fyne.Container
-	title   *widget.Label
-	flashed *widget.Select
-	reply   *widget.Label
-	pick    *widget.Button
+	node       node.Node
+	box        *fyne.Container
+	title      *widget.Label
+	badge      *widget.Label // what the node booted (role/profile, schematic)
+	flashed    *widget.Select
+	flashedBox *fyne.Container // "Card flashed as": only when the node does not say what it booted
+	reply      *widget.Label
+	pick       *widget.Button
 }
 
 // applyPrompt is the dialog between a dropped file and the node.
@@ -61,7 +62,7 @@ type applyPrompt struct {
 func newNodesStep(ui *UI) *nodesStep {
 	s := &nodesStep{ui: ui, applied: make(chan struct{}, 16)}
 	s.rowBox = container.NewVBox()
-	s.empty = wrapLabel("No nodes yet. Boot a Pi from a fresh card (it waits in maintenance mode on port 50000), then press Scan or type its IP address.")
+	s.empty = wrapLabel(fmt.Sprintf("No nodes yet. Boot a Pi from a fresh card (it waits in maintenance mode on port %d), then press Scan or type its IP address.", node.DefaultPort))
 	s.status = wrapLabel("")
 	s.scan = widget.NewButtonWithIcon("Scan this network", theme.SearchIcon(), s.Scan)
 	s.scan.Importance = widget.HighImportance
@@ -157,11 +158,13 @@ func (s *nodesStep) addNode(n node.Node) *nodeRow {
 		if r.node.Addr == n.Addr {
 			r.node = n
 			r.title.SetText(nodeTitle(n))
+			s.showBooted(r)
 			return r
 		}
 	}
 	r := &nodeRow{node: n}
 	r.title = widget.NewLabelWithStyle(nodeTitle(n), fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
+	r.badge = widget.NewLabelWithStyle("", fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
 	r.reply = wrapLabel(nodeNote(n))
 	r.flashed = widget.NewSelect(s.flashOptions(), nil)
 	r.flashed.SetSelected(s.defaultFlash())
@@ -169,16 +172,60 @@ func (s *nodesStep) addNode(n node.Node) *nodeRow {
 	if n.Configured {
 		r.pick.Disable()
 	}
-	flashed := container.NewHBox(widget.NewLabel("Card flashed as"), r.flashed)
+	r.flashedBox = container.NewHBox(widget.NewLabel("Card flashed as (the node does not say)"), r.flashed)
 	bg := canvasCard()
 	r.box = container.NewStack(bg, container.NewPadded(container.NewVBox(
-		container.NewBorder(nil, nil, widget.NewIcon(theme.ComputerIcon()), container.NewHBox(flashed, r.pick), r.title),
+		container.NewBorder(nil, nil, widget.NewIcon(theme.ComputerIcon()), container.NewHBox(r.flashedBox, r.pick), r.title),
+		r.badge,
 		r.reply,
 	)))
+	s.showBooted(r)
 	s.rows = append(s.rows, r)
 	s.rowBox.Add(r.box)
 	s.empty.Hide()
 	return r
+}
+
+// nodeCheck is the shared config-check input for a row (app/plan).
+func (s *nodesStep) nodeCheck(r *nodeRow) plan.NodeCheck {
+	n := r.node
+	nc := plan.NodeCheck{Profiles: s.ui.deps.Profiles, Factory: s.ui.deps.Factory, CachedIDs: plan.CachedSchematicIDs(s.ui.deps.Cache), Node: &n}
+	if n.Booted == nil && r.flashed.Selected != unknownFlash {
+		nc.Declared = r.flashed.Selected
+	}
+	return nc
+}
+
+// showBooted sets the row's badge from what the node booted, and shows the
+// "Card flashed as" choice only when the node does not say.
+func (s *nodesStep) showBooted(r *nodeRow) {
+	b := r.node.Booted
+	switch {
+	case r.node.Configured:
+		r.badge.SetText("")
+		r.badge.Hide()
+		r.flashedBox.Hide()
+		return
+	case b == nil:
+		r.badge.Importance = widget.WarningImportance
+		r.badge.SetText("Booted image unknown (no extension statuses: Talos <= 1.12 or not an Image Factory image); the checks use the choice on the right as a fallback")
+		r.flashedBox.Show()
+	default:
+		label := s.nodeCheck(r).MatchBooted().Label()
+		if label == "" {
+			label = "unknown profile"
+		}
+		r.badge.Importance = widget.HighImportance
+		r.badge.SetText("Booted: " + label + "  ·  " + b.String())
+		for _, se := range node.ServiceExtensions() {
+			if b.HasExtension(se.Extension) {
+				r.badge.Importance = widget.WarningImportance
+				r.badge.SetText(r.badge.Text + "  ·  needs an ExtensionServiceConfig " + se.ConfigName)
+			}
+		}
+		r.flashedBox.Hide()
+	}
+	r.badge.Show()
 }
 
 func nodeTitle(n node.Node) string {
@@ -188,6 +235,9 @@ func nodeTitle(n node.Node) string {
 	}
 	if n.TalosVersion != "" {
 		t += "   Talos " + n.TalosVersion
+		if n.Arch != "" {
+			t += " " + n.Arch
+		}
 	}
 	return t
 }
@@ -309,6 +359,15 @@ func (s *nodesStep) applyURI(r *nodeRow, u fyne.URI) {
 }
 
 func readURI(u fyne.URI, limit int64) ([]byte, error) {
+	if u.Scheme() == "file" {
+		// A dropped FIFO or device must not hang or flood the app.
+		data, err := userfile.Read(u.Path(), node.MaxConfigSize)
+		var tooLarge *userfile.TooLargeError
+		if errors.As(err, &tooLarge) {
+			return make([]byte, limit), nil // reported as too large by checkAndPrompt
+		}
+		return data, err
+	}
 	rc, err := storage.Reader(u)
 	if err != nil {
 		return nil, err
@@ -330,47 +389,23 @@ func (s *nodesStep) checkAndPrompt(r *nodeRow, name string, data []byte) {
 		s.ui.showError(name+" is not a valid machine config", err)
 		return
 	}
-	opts := s.inspectOptions(r)
+	nc := s.nodeCheck(r)
 	r.reply.SetText("Checking " + name + "…")
+	ctx := s.ui.ctx
 	go func() {
+		opts, err := nc.Options(ctx)
+		if err != nil {
+			s.ui.do(func() { r.reply.SetText(nodeNote(r.node)); s.ui.showError("Cannot check "+name, err) })
+			return
+		}
 		findings := node.InspectWith(cfg, opts)
-		s.ui.do(func() { s.prompt(r, name, data, cfg, findings) })
+		note := nc.DeclaredNote()
+		s.ui.do(func() { s.prompt(r, name, data, cfg, note, findings) })
 	}()
 }
 
-// inspectOptions describes what the row's card was flashed with.
-func (s *nodesStep) inspectOptions(r *nodeRow) node.InspectOptions {
-	host := r.node.Addr
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	opts := node.InspectOptions{Node: host}
-	client := s.ui.deps.Factory
-	if p, err := factory.FindProfile(s.ui.deps.Profiles, r.flashed.Selected); err == nil {
-		if v := s.ui.image.version.Text; factory.ValidateVersion(v) == nil && p.TalosVersion == "" {
-			p.TalosVersion = v
-		}
-		opts.Flashed = p.Schematic()
-		if id, err := factory.SchematicID(opts.Flashed); err == nil {
-			opts.Installer = factory.NewInstallerRef(client.RegistryHost(), id, p.Version()).String()
-		}
-		switch strings.ToLower(p.Name) {
-		case "controlplane", "worker", "init":
-			opts.Role = p.Name
-		}
-		return opts
-	}
-	ctx := s.ui.ctx
-	opts.Resolve = func(id string) (*schematic.Schematic, error) {
-		c, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		return client.Schematic(c, id)
-	}
-	return opts
-}
-
 // prompt shows the findings; errors block Apply until overridden.
-func (s *nodesStep) prompt(r *nodeRow, name string, data []byte, cfg *node.Config, findings []node.Finding) {
+func (s *nodesStep) prompt(r *nodeRow, name string, data []byte, cfg *node.Config, note string, findings []node.Finding) {
 	r.reply.SetText(nodeNote(r.node))
 	p := &applyPrompt{findings: findings}
 	blocking := 0
@@ -383,6 +418,12 @@ func (s *nodesStep) prompt(r *nodeRow, name string, data []byte, cfg *node.Confi
 		what += " to " + cfg.InstallDisk
 	}
 	items.Add(wrapLabel(what))
+	if note != "" {
+		items.Add(findingView(node.Finding{Severity: node.SeverityInfo, Message: note}))
+	}
+	for _, u := range cfg.Unchecked {
+		items.Add(findingView(node.Finding{Severity: node.SeverityInfo, Message: u + "; the node validates it"}))
+	}
 	for _, f := range findings {
 		if f.Severity == node.SeverityError {
 			blocking++
@@ -459,8 +500,24 @@ func (s *nodesStep) send(r *nodeRow, name string, data []byte) {
 	r.reply.Importance = widget.MediumImportance
 	r.reply.SetText("Sending " + name + "…")
 	r.pick.Disable()
+	n := r.node
 	go func() {
-		res, err := s.ui.deps.Apply(s.ui.ctx, node.ApplyOptions{Endpoint: r.node.Addr, Config: data, Mode: node.ModeAuto})
+		opts := node.ApplyOptions{Endpoint: n.Addr, Config: data, Mode: node.ModeAuto}
+		if n.CertFingerprint != "" {
+			opts.CertFingerprints = []string{n.CertFingerprint} // the node that was probed and checked
+		}
+		var res *node.ApplyResult
+		var err error
+		if n.Unified() { // Talos >= 1.13 validates in maintenance mode: its verdict first
+			check := opts
+			check.DryRun = true
+			if _, err = s.ui.deps.Apply(s.ui.ctx, check); err != nil {
+				err = fmt.Errorf("the node's dry run refused it, nothing was applied: %w", err)
+			}
+		}
+		if err == nil {
+			res, err = s.ui.deps.Apply(s.ui.ctx, opts)
+		}
 		s.ui.do(func() {
 			r.pick.Enable()
 			defer func() {
@@ -487,10 +544,12 @@ func applyText(name string, res *node.ApplyResult) string {
 	for _, m := range res.Messages {
 		if m.Mode != "" {
 			modes = append(modes, m.Mode)
+		} else {
+			modes = append(modes, "not reported (Talos <= 1.12)")
 		}
 	}
 	if len(modes) > 0 {
-		t += " (node chose mode " + strings.Join(modes, ", ") + ")"
+		t += " (node answered mode " + strings.Join(modes, ", ") + ")"
 	}
 	if res.ModeDetails != "" {
 		t += ": " + strings.Join(strings.Fields(res.ModeDetails), " ")

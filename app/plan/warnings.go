@@ -19,8 +19,12 @@ func ImageWarnings(im *Image) []string {
 			if e != se.Extension {
 				continue
 			}
-			msg := fmt.Sprintf("this image includes %s: the node's machine config must contain an ExtensionServiceConfig named %q (setting %s), or Talos stays in the booting stage and reboots every ~71 minutes",
-				e, se.ConfigName, strings.Join(se.Env, ", "))
+			setting := ""
+			if len(se.Env) > 0 {
+				setting = " (setting " + strings.Join(se.Env, ", ") + ")"
+			}
+			msg := fmt.Sprintf("this image includes %s: the node's machine config must contain an ExtensionServiceConfig named %q%s, or Talos stays in the booting stage and reboots every ~71 minutes",
+				e, se.ConfigName, setting)
 			if im.Role == "worker" {
 				msg = "the worker profile includes " + e + " (normally control plane only); " + msg
 			}

@@ -1,6 +1,24 @@
-// Package nodetest runs a real Talos-like gRPC API on loopback for tests: the
+// Package nodetest runs a real Talos-like gRPC API on loopback for tests and
+// for trying the app without hardware (./node/nodetest/fakenode): the
 // machinery MachineService and COSI State service behind a self-signed TLS
-// certificate, behaving like a Raspberry Pi in Talos maintenance mode.
+// certificate, behaving like a Raspberry Pi in Talos maintenance mode of
+// either generation:
+//
+//   - Talos >= 1.13 (the default, v1.14.5; maintenance and regular APIs
+//     unified): Version answers; every apply mode is accepted (REBOOT and
+//     AUTO answered as NO_REBOOT, STAGED, TRY); parse and validation errors
+//     are InvalidArgument with the loader's raw message; dry run answers
+//     "Dry run summary:" with a diff; a second apply while one is running
+//     gets FailedPrecondition (1.14).
+//   - Talos <= 1.12 (Options.Legacy): only TRY/REBOOT/AUTO (others
+//     Unimplemented), Version Unimplemented for non-admins, reply mode unset,
+//     parse errors Unknown, validation errors InvalidArgument
+//     "configuration validation failed: ...".
+//
+// Both serve non-sensitive COSI resources (machine status, version, hostname,
+// links, system information and, for a factory image, ExtensionStatuses with
+// the virtual "schematic" extension) and refuse sensitive ones and writes,
+// as internal/app/resources/access.go does.
 package nodetest
 
 import (
@@ -8,11 +26,15 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/base64"
+	"fmt"
 	"math/big"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -24,9 +46,14 @@ import (
 	"github.com/cosi-project/runtime/pkg/state/impl/inmem"
 	"github.com/cosi-project/runtime/pkg/state/impl/namespaced"
 	cosiserver "github.com/cosi-project/runtime/pkg/state/protobuf/server"
+	"github.com/siderolabs/image-factory/pkg/schematic"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	configpkg "github.com/siderolabs/talos/pkg/machinery/config"
+	"github.com/siderolabs/talos/pkg/machinery/config/configdiff"
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
+	"github.com/siderolabs/talos/pkg/machinery/extensions"
 	"github.com/siderolabs/talos/pkg/machinery/nethelpers"
+	"github.com/siderolabs/talos/pkg/machinery/resources/config"
 	"github.com/siderolabs/talos/pkg/machinery/resources/hardware"
 	"github.com/siderolabs/talos/pkg/machinery/resources/network"
 	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
@@ -35,6 +62,9 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
+	"gopkg.in/yaml.v3"
+
+	"github.com/talosflash/talosflash/node/internal/yamldocs"
 )
 
 // Options shape the fake node. The zero value is a node in maintenance mode
@@ -64,8 +94,29 @@ type Options struct {
 
 	Hostname     string // default "talos-2ab-4cd"
 	MAC          string // default "dc:a6:32:00:00:01" (a Raspberry Pi OUI)
-	TalosVersion string // default "v1.13.0"
+	TalosVersion string // default "v1.14.5", or "v1.12.6" with Legacy
+
+	// Legacy models Talos <= 1.12 maintenance mode (see the package comment).
+	Legacy bool
+	// Schematic is the Image Factory schematic of the booted image: served as
+	// ExtensionStatuses (the virtual "schematic" extension with the ID and
+	// the YAML, plus one entry per official extension). Nil: no extension
+	// statuses at all (an image not from the factory, or older Talos).
+	Schematic *schematic.Schematic
+	// Gate, if set, holds every ApplyConfiguration until it can receive from
+	// it (or the call is cancelled): lets a test overlap two applies
+	// deterministically.
+	Gate <-chan struct{}
+	// Logf, if set, gets one line per API call (never config content).
+	Logf func(format string, args ...any)
 }
+
+// Talos versions the fake reports by default.
+const (
+	DefaultVersion = "v1.14.5"
+	LegacyVersion  = "v1.12.6"
+	arch           = "arm64"
+)
 
 // Request is one ApplyConfiguration call as received.
 type Request struct {
@@ -89,6 +140,8 @@ type Server struct {
 	grpc     *grpc.Server
 	state    state.State
 	certDER  []byte
+	done     chan struct{}
+	applying sync.Mutex // 1.14: one apply at a time
 	mu       sync.Mutex
 	requests []Request
 	versions int
@@ -97,6 +150,16 @@ type Server struct {
 // Start runs a fake node until the test ends.
 func Start(t testing.TB, opts Options) *Server {
 	t.Helper()
+	s, err := New(opts)
+	if err != nil {
+		t.Fatalf("nodetest: %v", err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// New starts a fake node; Close stops it.
+func New(opts Options) (*Server, error) {
 	if opts.Addr == "" {
 		opts.Addr = "127.0.0.1:0"
 	}
@@ -107,19 +170,25 @@ func Start(t testing.TB, opts Options) *Server {
 		opts.MAC = "dc:a6:32:00:00:01"
 	}
 	if opts.TalosVersion == "" {
-		opts.TalosVersion = "v1.13.0"
+		opts.TalosVersion = DefaultVersion
+		if opts.Legacy {
+			opts.TalosVersion = LegacyVersion
+		}
+	}
+	if opts.Logf == nil {
+		opts.Logf = func(string, ...any) {}
 	}
 
 	lis, err := net.Listen("tcp", opts.Addr)
 	if err != nil {
-		t.Fatalf("nodetest: listen %s: %v", opts.Addr, err)
+		return nil, fmt.Errorf("listen %s: %w", opts.Addr, err)
 	}
 	host, _, _ := net.SplitHostPort(lis.Addr().String())
 
 	cert, err := selfSigned(host)
 	if err != nil {
 		lis.Close()
-		t.Fatalf("nodetest: certificate: %v", err)
+		return nil, fmt.Errorf("certificate: %w", err)
 	}
 	tlsCfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	if opts.Configured {
@@ -128,26 +197,68 @@ func Start(t testing.TB, opts Options) *Server {
 		tlsCfg.ClientAuth = tls.RequestClientCert
 	}
 
-	s := &Server{opts: opts, lis: lis, certDER: cert.Certificate[0]}
+	s := &Server{opts: opts, lis: lis, certDER: cert.Certificate[0], done: make(chan struct{})}
 	if s.state, err = s.buildState(); err != nil {
 		lis.Close()
-		t.Fatalf("nodetest: state: %v", err)
+		return nil, fmt.Errorf("state: %w", err)
 	}
 
 	s.grpc = grpc.NewServer(grpc.Creds(credentials.NewTLS(tlsCfg)))
 	machine.RegisterMachineServiceServer(s.grpc, s)
-	cosiv1alpha1.RegisterStateServer(s.grpc, cosiserver.NewState(s.state))
+	// Reads go through the node's access policy: non-sensitive types only, no writes.
+	cosiv1alpha1.RegisterStateServer(s.grpc, cosiserver.NewState(state.WrapCore(state.Filter(s.state, accessPolicy))))
 
-	done := make(chan struct{})
 	go func() {
-		defer close(done)
+		defer close(s.done)
 		_ = s.grpc.Serve(lis)
 	}()
-	t.Cleanup(func() {
-		s.grpc.Stop()
-		<-done
-	})
-	return s
+	return s, nil
+}
+
+// Close stops the node and waits for its server to end.
+func (s *Server) Close() {
+	s.grpc.Stop()
+	<-s.done
+}
+
+// CertFingerprint is the SPKI fingerprint the node's console would print.
+func (s *Server) CertFingerprint() string {
+	cert, err := x509.ParseCertificate(s.certDER)
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256(cert.RawSubjectPublicKeyInfo)
+	return base64.StdEncoding.EncodeToString(sum[:])
+}
+
+// SchematicID is the ID of Options.Schematic ("" without one).
+func (s *Server) SchematicID() string {
+	if s.opts.Schematic == nil {
+		return ""
+	}
+	id, _ := s.opts.Schematic.ID()
+	return id
+}
+
+// accessPolicy is Talos' rule for the COSI API (internal/app/resources/access.go)
+// as an insecure client (reader role) meets it: no writes, no sensitive types.
+func accessPolicy(_ context.Context, access state.Access) error {
+	if !access.Verb.Readonly() {
+		return status.Error(codes.PermissionDenied, "write access is not allowed")
+	}
+	if sensitiveTypes[access.ResourceType] || access.ResourceNamespace == "secrets" {
+		return status.Error(codes.PermissionDenied, "not authorized")
+	}
+	return nil
+}
+
+// sensitiveTypes are resource types Talos marks meta.Sensitive that a test
+// may ask for (machine config and the PKI).
+var sensitiveTypes = map[resource.Type]bool{
+	config.MachineConfigType:                  true,
+	"OSRootSecrets.secrets.talos.dev":         true,
+	"KubernetesRootSecrets.secrets.talos.dev": true,
+	"EtcdRootSecrets.secrets.talos.dev":       true,
 }
 
 // Addr is host:port of the node.
@@ -178,9 +289,8 @@ func (s *Server) VersionCalls() int {
 	return s.versions
 }
 
-// ApplyConfiguration behaves like Talos' maintenance service
-// (internal/app/maintenance/server.go): only TRY, REBOOT and AUTO, the config
-// is loaded and validated, dry run answers without applying.
+// ApplyConfiguration behaves like the maintenance API of the node's
+// generation (see the package comment). Every call is recorded, byte for byte.
 func (s *Server) ApplyConfiguration(ctx context.Context, in *machine.ApplyConfigurationRequest) (*machine.ApplyConfigurationResponse, error) {
 	req := Request{Config: append([]byte(nil), in.GetData()...), Mode: in.GetMode(), DryRun: in.GetDryRun()}
 	if d := in.GetTryModeTimeout(); d != nil {
@@ -189,7 +299,21 @@ func (s *Server) ApplyConfiguration(ctx context.Context, in *machine.ApplyConfig
 	s.mu.Lock()
 	s.requests = append(s.requests, req)
 	s.mu.Unlock()
+	s.opts.Logf("ApplyConfiguration: %d bytes, mode %s, dry run %v", len(req.Config), req.ModeName(), req.DryRun)
 
+	if !s.opts.Legacy {
+		if !s.applying.TryLock() {
+			return nil, status.Error(codes.FailedPrecondition, "another apply configuration is already in progress")
+		}
+		defer s.applying.Unlock()
+	}
+	if s.opts.Gate != nil {
+		select {
+		case <-s.opts.Gate:
+		case <-ctx.Done():
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+	}
 	if s.opts.Delay > 0 {
 		select {
 		case <-time.After(s.opts.Delay):
@@ -200,39 +324,135 @@ func (s *Server) ApplyConfiguration(ctx context.Context, in *machine.ApplyConfig
 	if s.opts.ApplyErr != nil {
 		return nil, s.opts.ApplyErr
 	}
+	if s.opts.Legacy {
+		return s.applyLegacy(in)
+	}
+	return s.applyUnified(in)
+}
 
+// applyLegacy is internal/app/maintenance/server.go of Talos <= 1.12.
+func (s *Server) applyLegacy(in *machine.ApplyConfigurationRequest) (*machine.ApplyConfigurationResponse, error) {
 	switch in.GetMode() {
 	case machine.ApplyConfigurationRequest_TRY, machine.ApplyConfigurationRequest_REBOOT, machine.ApplyConfigurationRequest_AUTO:
 	default:
-		return nil, status.Errorf(codes.Unimplemented, "apply configuration --mode='%s' is not supported in maintenance mode", req.ModeName())
+		return nil, status.Errorf(codes.Unimplemented, "apply configuration --mode='%s' is not supported in maintenance mode",
+			strings.ReplaceAll(strings.ToLower(in.GetMode().String()), "_", "-"))
 	}
-
-	warnings := append([]string(nil), s.opts.Warnings...)
+	var warnings []string
 	if !s.opts.SkipValidation {
 		cfg, err := configloader.NewFromBytes(in.GetData())
 		if err != nil {
-			return nil, status.Errorf(codes.Unknown, "failed to parse config: %s", err)
+			return nil, fmt.Errorf("failed to parse config: %w", err) // gRPC: Unknown
 		}
 		w, err := cfg.Validate(metal{})
 		if err != nil {
 			return nil, status.Errorf(codes.InvalidArgument, "configuration validation failed: %s", err)
 		}
-		warnings = append(warnings, w...)
+		warnings = w
 	}
-
-	reply := &machine.ApplyConfigurationResponse{Messages: []*machine.ApplyConfiguration{{Warnings: warnings, Mode: in.GetMode()}}}
+	warnings = append(warnings, s.opts.Warnings...)
+	reply := &machine.ApplyConfigurationResponse{Messages: []*machine.ApplyConfiguration{{Warnings: warnings}}} // mode left unset
 	if in.GetDryRun() {
 		reply.Messages[0].ModeDetails = "Dry run summary:\nNode is running in maintenance mode and does not have a config yet."
 	}
 	return reply, nil
 }
 
-// Version is refused without the os:admin role, as in maintenance mode.
+// applyUnified is ApplyConfiguration of Talos >= 1.13
+// (internal/app/machined/internal/server/v1alpha1) for a node without a config.
+func (s *Server) applyUnified(in *machine.ApplyConfigurationRequest) (*machine.ApplyConfigurationResponse, error) {
+	var (
+		provider configpkg.Provider
+		warnings []string
+	)
+	if !s.opts.SkipValidation {
+		cfg, err := loadAsNewer(in.GetData())
+		if err != nil {
+			return nil, status.Error(codes.InvalidArgument, err.Error())
+		}
+		w, err := cfg.Validate(metal{})
+		if err != nil {
+			return nil, status.Error(codes.InvalidArgument, err.Error())
+		}
+		provider, warnings = cfg, w
+	}
+	warnings = append(warnings, s.opts.Warnings...)
+
+	mode := in.GetMode()
+	var details string
+	switch mode {
+	case machine.ApplyConfigurationRequest_REBOOT, machine.ApplyConfigurationRequest_AUTO:
+		mode = machine.ApplyConfigurationRequest_NO_REBOOT
+		details = "Applied configuration without a reboot"
+	case machine.ApplyConfigurationRequest_TRY, machine.ApplyConfigurationRequest_NO_REBOOT:
+		details = "Applied configuration without a reboot"
+	case machine.ApplyConfigurationRequest_STAGED:
+		details = "Staged configuration to be applied after the next reboot"
+	default:
+		return nil, status.Errorf(codes.InvalidArgument, "incorrect mode '%s' specified for the apply config call", in.GetMode().String())
+	}
+
+	if in.GetDryRun() {
+		diff := "No changes."
+		if provider != nil {
+			if d, err := configdiff.DiffConfigs(nil, provider); err == nil && d != "" {
+				diff = d
+			}
+		}
+		return &machine.ApplyConfigurationResponse{Messages: []*machine.ApplyConfiguration{{
+			Mode:        mode,
+			ModeDetails: fmt.Sprintf("Dry run summary:\n%s (skipped in dry-run).\nConfig diff:\n\n%s", details, diff),
+		}}}, nil
+	}
+	if mode == machine.ApplyConfigurationRequest_TRY {
+		timeout := time.Minute
+		if in.GetTryModeTimeout() != nil {
+			timeout = in.GetTryModeTimeout().AsDuration()
+		}
+		details += fmt.Sprintf("\nThe config is applied in 'try' mode and will be automatically reverted back in %s", timeout)
+	}
+	return &machine.ApplyConfigurationResponse{Messages: []*machine.ApplyConfiguration{{Mode: mode, Warnings: warnings, ModeDetails: details}}}, nil
+}
+
+// newerKinds are the document kinds Talos 1.14 knows and machinery v1.13
+// (what this module builds with) does not (pkg/machinery/config/types of
+// v1.14.0-rc.1 minus v1.13.0). The fake 1.14 node accepts them unchecked.
+var newerKinds = map[string]bool{
+	"BGPInstanceConfig": true, "CRIBaseRuntimeSpecConfig": true, "CRICustomizationConfig": true, "ContainerConfig": true,
+	"DiscoveryIdentityConfig": true, "DiscoveryServiceConfig": true, "EtcFileConfig": true, "FilesystemScrubConfig": true,
+	"FilesystemTrimConfig": true, "HTTPProbeConfig": true, "KernelModuleConfig": true, "LVMLogicalVolumeConfig": true,
+	"LVMVolumeGroupConfig": true, "RAIDArrayConfig": true, "SecurityProfileConfig": true, "SysctlConfig": true,
+	"SysfsConfig": true, "UdevRulesConfig": true, "UnattendedInstallConfig": true, "VethConfig": true,
+}
+
+// loadAsNewer loads data as a 1.14 node would, as far as machinery v1.13
+// can: documents of newerKinds are blanked (line numbers kept), anything
+// else unknown is an error with the loader's raw message.
+func loadAsNewer(data []byte) (configpkg.Provider, error) {
+	var blank []yamldocs.Chunk
+	for _, c := range yamldocs.Split(data) {
+		var doc struct {
+			Kind string `yaml:"kind"`
+		}
+		if yaml.Unmarshal(data[c.Start:c.End], &doc) == nil && newerKinds[doc.Kind] {
+			blank = append(blank, c)
+		}
+	}
+	return configloader.NewFromBytes(yamldocs.Blank(data, blank))
+}
+
+// Version answers on Talos >= 1.13; Talos <= 1.12 maintenance mode refuses
+// it to clients without the os:admin role.
 func (s *Server) Version(context.Context, *emptypb.Empty) (*machine.VersionResponse, error) {
 	s.mu.Lock()
 	s.versions++
 	s.mu.Unlock()
-	return nil, status.Error(codes.Unimplemented, "API is not implemented in maintenance mode")
+	if s.opts.Legacy {
+		return nil, status.Error(codes.Unimplemented, "API is not implemented in maintenance mode")
+	}
+	return &machine.VersionResponse{Messages: []*machine.Version{{
+		Version: &machine.VersionInfo{Tag: s.opts.TalosVersion, Arch: arch},
+	}}}, nil
 }
 
 type metal struct{}
@@ -276,7 +496,30 @@ func (s *Server) buildState() (state.State, error) {
 	si.TypedSpec().Manufacturer = "Raspberry Pi Foundation"
 	si.TypedSpec().ProductName = "Raspberry Pi 4 Model B Rev 1.5"
 
-	for _, r := range []resource.Resource{ms, ver, hn, lo, eth, si} {
+	resources := []resource.Resource{ms, ver, hn, lo, eth, si}
+	if sc := s.opts.Schematic; sc != nil {
+		id, err := sc.ID()
+		if err != nil {
+			return nil, err
+		}
+		yml, err := sc.Marshal()
+		if err != nil {
+			return nil, err
+		}
+		// Layer order as on a node: the extensions, then the factory's virtual one.
+		var layers []extensions.Metadata
+		for _, e := range sc.Customization.SystemExtensions.OfficialExtensions {
+			layers = append(layers, extensions.Metadata{Name: e[strings.LastIndex(e, "/")+1:], Version: "v1.0.0", Author: "Sidero Labs"})
+		}
+		layers = append(layers, extensions.Metadata{Name: "schematic", Version: id, Description: "Image Factory schematic", ExtraInfo: string(yml)})
+		for i, md := range layers {
+			es := runtime.NewExtensionStatus(runtime.NamespaceName, strconv.Itoa(i))
+			es.TypedSpec().Image = fmt.Sprintf("%03d.sqsh", i)
+			es.TypedSpec().Metadata = md
+			resources = append(resources, es)
+		}
+	}
+	for _, r := range resources {
 		if err := st.Create(ctx, r); err != nil {
 			return nil, err
 		}
@@ -314,3 +557,6 @@ func selfSigned(host string) (tls.Certificate, error) {
 	}
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
 }
+
+// TalosVersion is the version the node reports.
+func (s *Server) TalosVersion() string { return s.opts.TalosVersion }

@@ -1,0 +1,296 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/siderolabs/image-factory/pkg/schematic"
+
+	"github.com/talosflash/talosflash/factory"
+	"github.com/talosflash/talosflash/node/nodetest"
+)
+
+func builtinSchematic(t *testing.T, role string) *schematic.Schematic {
+	t.Helper()
+	p, err := factory.FindProfile(factory.BuiltinProfiles(), role)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.Schematic()
+}
+
+// testConfig copies node/testdata/name into a temp dir.
+func testConfig(t *testing.T, name string) (path string, data []byte) {
+	t.Helper()
+	data, err := os.ReadFile("../../node/testdata/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path = filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path, data
+}
+
+// appliedConfigs are the non-dry-run configs a fake node received.
+func appliedConfigs(srv *nodetest.Server) [][]byte {
+	var out [][]byte
+	for _, r := range srv.Requests() {
+		if !r.DryRun {
+			out = append(out, r.Config)
+		}
+	}
+	return out
+}
+
+// The seed's case: worker.yaml sent to the node that booted the Newt image
+// is blocked, whatever role the user passes, and the node receives nothing.
+func TestApplyBlocksWorkerConfigOnNewtImage(t *testing.T) {
+	srv := nodetest.Start(t, nodetest.Options{Schematic: builtinSchematic(t, "controlplane")})
+	for _, file := range []string{"worker.yaml", "worker-v114.yaml"} {
+		path, _ := testConfig(t, file)
+		for _, extra := range [][]string{nil, {"--role", "worker"}, {"--role", "controlplane"}} {
+			args := append([]string{"apply", "--node", srv.Addr(), "--file", path}, extra...)
+			code, _, stderr := cliRun(t, args...)
+			if code != ExitConfig {
+				t.Fatalf("%s %v: exit %d, want %d: %s", file, extra, code, ExitConfig, stderr)
+			}
+			for _, want := range []string{"the node booted an image with siderolabs/newt", "ExtensionServiceConfig", "nothing was sent", "booted controlplane"} {
+				if !strings.Contains(stderr, want) {
+					t.Errorf("%s %v: stderr lacks %q:\n%s", file, extra, want, stderr)
+				}
+			}
+			if len(extra) > 0 && extra[1] == "worker" && !strings.Contains(stderr, "you declared worker, but the node reports it booted profile controlplane") {
+				t.Errorf("declared role not called out:\n%s", stderr)
+			}
+		}
+	}
+	if n := len(srv.Requests()); n != 0 {
+		t.Fatalf("the node received %d ApplyConfiguration calls, want none", n)
+	}
+	// --force is the explicit override.
+	path, data := testConfig(t, "worker.yaml")
+	if code, _, stderr := cliRun(t, "apply", "--node", srv.Addr(), "--file", path, "--force"); code != ExitOK {
+		t.Fatalf("--force: exit %d: %s", code, stderr)
+	}
+	if got := appliedConfigs(srv); len(got) != 1 || !bytes.Equal(got[0], data) {
+		t.Fatal("--force did not send the file byte for byte")
+	}
+}
+
+// The three fixed setups pass, and the node gets the file byte for byte
+// (after its own dry run).
+func TestApplyFixedSetups(t *testing.T) {
+	for _, tc := range []struct{ image, file string }{
+		{"worker", "worker.yaml"},
+		{"worker", "worker-v114.yaml"},
+		{"controlplane", "worker-newt-esc.yaml"},
+		{"controlplane", "controlplane.yaml"},
+	} {
+		srv := nodetest.Start(t, nodetest.Options{Schematic: builtinSchematic(t, tc.image)})
+		path, data := testConfig(t, tc.file)
+		code, stdout, stderr := cliRun(t, "apply", "--node", srv.Addr(), "--file", path)
+		if code != ExitOK {
+			t.Fatalf("%s on %s image: exit %d: %s", tc.file, tc.image, code, stderr)
+		}
+		if got := appliedConfigs(srv); len(got) != 1 || !bytes.Equal(got[0], data) {
+			t.Fatalf("%s: the node did not receive the file byte for byte", tc.file)
+		}
+		reqs := srv.Requests()
+		if len(reqs) != 2 || !reqs[0].DryRun {
+			t.Errorf("%s: want the node's dry run before the apply, got %d requests", tc.file, len(reqs))
+		}
+		if !strings.Contains(stdout, "node answered no-reboot") || !strings.Contains(stderr, "node's dry run: ") {
+			t.Errorf("%s: stdout %q stderr %q", tc.file, stdout, stderr)
+		}
+		if tc.file == "worker-v114.yaml" && !strings.Contains(stderr, "not checked locally (newer than Talos machinery v1.13)") {
+			t.Errorf("newer kinds not reported: %s", stderr)
+		}
+	}
+}
+
+// Without extension statuses (Talos <= 1.12) the declared role is the
+// fallback, said so; a custom profile maps to no role, so `--role storage`
+// (the README's custom worker profile) takes a worker config.
+func TestApplyFallbackRoleAndCustomProfile(t *testing.T) {
+	srv := nodetest.Start(t, nodetest.Options{Legacy: true})
+	profiles := writeFile(t, t.TempDir(), "profiles.yaml", `profiles:
+  - name: storage
+    description: Pi worker with iSCSI for Longhorn
+    talosVersion: v1.14.5
+    overlay: {image: siderolabs/sbc-raspberrypi, name: rpi_generic}
+    extensions: [siderolabs/iscsi-tools, siderolabs/util-linux-tools]
+`)
+	path, data := testConfig(t, "worker.yaml")
+	code, stdout, stderr := cliRun(t, "apply", "--node", srv.Addr(), "--file", path, "--role", "storage", "--profiles", profiles)
+	if code != ExitOK {
+		t.Fatalf("--role storage: exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stderr, "as you declared (fallback)") || !strings.Contains(stdout, "Talos <= 1.12 does not report it") {
+		t.Errorf("stderr %q stdout %q", stderr, stdout)
+	}
+	if got := appliedConfigs(srv); len(got) != 1 || !bytes.Equal(got[0], data) || len(srv.Requests()) != 1 {
+		t.Fatal("1.12 node: want exactly one apply (no dry run on <= 1.12), byte for byte")
+	}
+	// Fallback still blocks the incident: declared controlplane (Newt) + worker config.
+	code, _, stderr = cliRun(t, "apply", "--node", srv.Addr(), "--file", path, "--role", "controlplane")
+	if code != ExitConfig || !strings.Contains(stderr, "fall back to the profile you declared (controlplane)") {
+		t.Fatalf("fallback incident: exit %d: %s", code, stderr)
+	}
+}
+
+// Modes per generation, and what the node says it did.
+func TestApplyModesPerGeneration(t *testing.T) {
+	newer := nodetest.Start(t, nodetest.Options{Schematic: builtinSchematic(t, "worker")})
+	older := nodetest.Start(t, nodetest.Options{Legacy: true})
+	path, _ := testConfig(t, "worker.yaml")
+
+	code, stdout, stderr := cliRun(t, "apply", "--node", newer.Addr(), "--file", path, "--mode", "try")
+	if code != ExitOK || !strings.Contains(stderr, "without persisting it") || !strings.Contains(stdout, "node answered try") {
+		t.Fatalf("try on 1.14: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	code, stdout, _ = cliRun(t, "apply", "--node", newer.Addr(), "--file", path, "--mode", "staged")
+	if code != ExitOK || !strings.Contains(stdout, "node answered staged") || !strings.Contains(stdout, "Staged configuration") {
+		t.Fatalf("staged on 1.14: exit %d %s", code, stdout)
+	}
+	code, stdout, _ = cliRun(t, "apply", "--node", newer.Addr(), "--file", path, "--mode", "reboot")
+	if code != ExitOK || !strings.Contains(stdout, "mode reboot requested; node answered no-reboot") {
+		t.Fatalf("reboot on 1.14: exit %d %s", code, stdout)
+	}
+	before := len(older.Requests())
+	code, _, stderr = cliRun(t, "apply", "--node", older.Addr(), "--file", path, "--mode", "staged")
+	if code != ExitUsage || !strings.Contains(stderr, "only accepts auto, reboot, try") || len(older.Requests()) != before {
+		t.Fatalf("staged on 1.12: exit %d, %d requests: %s", code, len(older.Requests())-before, stderr)
+	}
+}
+
+// --dry-run shows the node's summary and diff, secrets redacted.
+func TestApplyDryRunShowsNodeDiff(t *testing.T) {
+	srv := nodetest.Start(t, nodetest.Options{Schematic: builtinSchematic(t, "worker")})
+	path, _ := testConfig(t, "worker.yaml")
+	code, stdout, stderr := cliRun(t, "apply", "--node", srv.Addr(), "--file", path, "--dry-run")
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{"validated (dry run, nothing applied)", "Dry run summary:", "Config diff:", "+        hostname: worker-1"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, stdout)
+		}
+	}
+	if strings.Contains(stdout, "fakeaa.fakeplaceholder00") || strings.Contains(stdout, "RkFLRS1QTEFDRUhPTERFUi1DTFVTVEVSLVNFQ1JFVA") {
+		t.Error("the diff prints secrets")
+	}
+	if got := appliedConfigs(srv); len(got) != 0 {
+		t.Error("dry run applied")
+	}
+}
+
+// Ctrl-C while apply waits on a node ends the command with 130, promptly.
+func TestApplyInterruptedWhileWaiting(t *testing.T) {
+	gate := make(chan struct{}) // never opened: the node holds the call
+	srv := nodetest.Start(t, nodetest.Options{Schematic: builtinSchematic(t, "worker"), Gate: gate})
+	path, _ := testConfig(t, "worker.yaml")
+	go func() {
+		for len(srv.Requests()) == 0 {
+			time.Sleep(5 * time.Millisecond)
+		}
+		_ = syscall.Kill(os.Getpid(), syscall.SIGINT)
+	}()
+	start := time.Now()
+	code, _, stderr := cliRun(t, "apply", "--node", srv.Addr(), "--file", path, "--timeout", "1m")
+	if code != ExitInterrupted {
+		t.Fatalf("exit %d, want %d: %s", code, ExitInterrupted, stderr)
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Errorf("took %v to stop", d)
+	}
+}
+
+// apply --file on a FIFO is refused at once instead of blocking.
+func TestApplyFileFIFO(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "fifo.yaml")
+	if err := syscall.Mkfifo(p, 0o600); err != nil {
+		t.Skip(err)
+	}
+	code, _, stderr := cliRun(t, "apply", "--node", "127.0.0.1:1", "--file", p)
+	if code != ExitUsage || !strings.Contains(stderr, "FIFO") {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+}
+
+// nodes over 127.0.0.0/29 with mixed fake nodes: each row says what it booted.
+func TestNodesTellsBootedImagesApart(t *testing.T) {
+	hosts := []string{"127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5", "127.0.0.6"}
+	port := commonFreePort(t, hosts)
+	at := func(h string) string { return net.JoinHostPort(h, strconv.Itoa(port)) }
+	nodetest.Start(t, nodetest.Options{Addr: at("127.0.0.2"), Schematic: builtinSchematic(t, "controlplane")})
+	nodetest.Start(t, nodetest.Options{Addr: at("127.0.0.3"), Schematic: builtinSchematic(t, "worker")})
+	nodetest.Start(t, nodetest.Options{Addr: at("127.0.0.4"), Legacy: true})
+
+	code, stdout, stderr := cliRun(t, "nodes", "--subnet", "127.0.0.0/29", "--port", strconv.Itoa(port), "--json")
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var rows []struct {
+		Addr, TalosVersion, Arch string
+		Booted                   *struct {
+			SchematicID string
+			Extensions  []string
+		}
+		Matches struct{ Profile, Role, Source string }
+	}
+	if err := json.Unmarshal([]byte(stdout), &rows); err != nil || len(rows) != 3 {
+		t.Fatalf("rows %v (%v): %s", rows, err, stdout)
+	}
+	cpID, _ := factory.SchematicID(builtinSchematic(t, "controlplane"))
+	if rows[0].Booted == nil || rows[0].Booted.SchematicID != cpID || rows[0].Matches.Profile != "controlplane" || rows[0].Arch != "arm64" || len(rows[0].Booted.Extensions) != 1 {
+		t.Errorf("row 0 %+v", rows[0])
+	}
+	if rows[1].Booted == nil || rows[1].Matches.Role != "worker" {
+		t.Errorf("row 1 %+v", rows[1])
+	}
+	if rows[2].Booted != nil || rows[2].Matches.Profile != "" {
+		t.Errorf("row 2 %+v", rows[2])
+	}
+	code, stdout, _ = cliRun(t, "nodes", "--subnet", "127.0.0.0/29", "--port", strconv.Itoa(port))
+	for _, want := range []string{"BOOTED", "controlplane", "newt", "worker", "unknown (no extension statuses)", "v1.14.5/arm64"} {
+		if code != ExitOK || !strings.Contains(stdout, want) {
+			t.Errorf("table lacks %q:\n%s", want, stdout)
+		}
+	}
+}
+
+func commonFreePort(t *testing.T, hosts []string) int {
+	t.Helper()
+	for range 20 {
+		l, err := net.Listen("tcp", hosts[0]+":0")
+		if err != nil {
+			t.Skipf("listen: %v", err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		ok := true
+		for _, h := range hosts[1:] {
+			l2, err := net.Listen("tcp", net.JoinHostPort(h, strconv.Itoa(port)))
+			if err != nil {
+				ok = false
+				break
+			}
+			l2.Close()
+		}
+		if ok {
+			return port
+		}
+	}
+	t.Fatal("no common free port")
+	return 0
+}

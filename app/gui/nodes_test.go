@@ -1,0 +1,179 @@
+package gui
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/storage"
+	"fyne.io/fyne/v2/test"
+
+	"github.com/talosflash/talosflash/factory"
+	"github.com/talosflash/talosflash/node"
+	"github.com/talosflash/talosflash/node/nodetest"
+)
+
+// probedRow probes a fake node as a scan would, lists it and drops file on it.
+func (h *harness) dropOnProbedNode(srv *nodetest.Server, file string) (*nodeRow, *applyPrompt) {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	n, err := node.Probe(ctx, srv.Addr())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var row *nodeRow
+	var pos fyne.Position
+	h.onUI(func() {
+		h.ui.tabs.SelectIndex(tabNodes)
+		row = h.ui.nodes.addNode(*n)
+		h.ui.Window.Content().Refresh()
+	})
+	h.onUI(func() {
+		pos = fyne.CurrentApp().Driver().AbsolutePositionForObject(row.box).Add(fyne.NewPos(20, row.box.Size().Height/2))
+		h.ui.nodes.pending = nil
+		h.ui.HandleDrop(pos, []fyne.URI{storage.NewFileURI(file)})
+	})
+	var p *applyPrompt
+	h.waitFor("findings dialog", func() bool { p = h.ui.nodes.pending; return p != nil })
+	return row, p
+}
+
+func builtin(t *testing.T, name string) factory.Profile {
+	t.Helper()
+	p, err := factory.FindProfile(factory.BuiltinProfiles(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// The incident as it happened: the node booted the Newt image, the user's
+// worker.yaml has no ExtensionServiceConfig. The row says what the node
+// booted (no "Card flashed as" guess), and Apply is blocked.
+func TestNodesBootedNewtImageBlocksWorkerConfig(t *testing.T) {
+	h := newHarness(t, nil)
+	srv := nodetest.Start(t, nodetest.Options{Schematic: builtin(t, "controlplane").Schematic()})
+	file, _ := filepath.Abs("testdata/worker.yaml")
+	row, p := h.dropOnProbedNode(srv, file)
+	h.onUI(func() {
+		if !strings.Contains(row.badge.Text, "Booted: controlplane") || !strings.Contains(row.badge.Text, "extensions newt") {
+			t.Errorf("badge %q", row.badge.Text)
+		}
+		if row.flashedBox.Visible() {
+			t.Error(`"Card flashed as" shown although the node says what it booted`)
+		}
+		blocked := false
+		for _, f := range p.findings {
+			if f.Code == node.CodeExtensionConfigMissing && strings.Contains(f.Message, "the node booted an image with siderolabs/newt") {
+				blocked = true
+			}
+		}
+		if !blocked || !p.apply.Disabled() || p.override == nil {
+			t.Fatalf("not blocked: %+v", p.findings)
+		}
+		test.Tap(p.apply)
+	})
+	time.Sleep(100 * time.Millisecond)
+	if n := len(srv.Requests()); n != 0 {
+		t.Fatalf("blocked config reached the node (%d requests)", n)
+	}
+}
+
+// A worker image node: the worker config passes, the node's dry run comes
+// first, the config arrives byte for byte, the row reports the node's mode.
+func TestNodesWorkerImageApplies(t *testing.T) {
+	h := newHarness(t, nil)
+	srv := nodetest.Start(t, nodetest.Options{Schematic: builtin(t, "worker").Schematic()})
+	file, _ := filepath.Abs("testdata/worker.yaml")
+	want, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	row, p := h.dropOnProbedNode(srv, file)
+	h.onUI(func() {
+		if !strings.Contains(row.badge.Text, "Booted: worker") {
+			t.Errorf("badge %q", row.badge.Text)
+		}
+		if p.apply.Disabled() {
+			t.Fatalf("blocked: %+v", p.findings)
+		}
+		test.Tap(p.apply)
+	})
+	select {
+	case <-h.ui.nodes.applied:
+	case <-time.After(20 * time.Second):
+		t.Fatal("apply did not finish")
+	}
+	reqs := srv.Requests()
+	if len(reqs) != 2 || !reqs[0].DryRun || reqs[1].DryRun || !bytes.Equal(reqs[1].Config, want) {
+		t.Fatalf("node got %d requests; want its dry run, then worker.yaml byte for byte", len(reqs))
+	}
+	h.onUI(func() {
+		if !strings.Contains(row.reply.Text, "node answered mode no-reboot") {
+			t.Errorf("reply %q", row.reply.Text)
+		}
+	})
+}
+
+// Without extension statuses the "Card flashed as" choice appears and is
+// the announced fallback.
+func TestNodesUnknownBootedShowsFallbackChoice(t *testing.T) {
+	h := newHarness(t, nil)
+	srv := nodetest.Start(t, nodetest.Options{Legacy: true})
+	file, _ := filepath.Abs("testdata/worker.yaml")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	n, err := node.Probe(ctx, srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var row *nodeRow
+	h.onUI(func() {
+		h.ui.tabs.SelectIndex(tabNodes)
+		row = h.ui.nodes.addNode(*n)
+		row.flashed.SetSelected("controlplane")
+		if !row.flashedBox.Visible() || !strings.Contains(row.badge.Text, "unknown") {
+			t.Errorf("fallback not offered: badge %q", row.badge.Text)
+		}
+		h.ui.nodes.pending = nil
+		data, _ := os.ReadFile(file)
+		h.ui.nodes.checkAndPrompt(row, "worker.yaml", data)
+	})
+	var p *applyPrompt
+	h.waitFor("findings dialog", func() bool { p = h.ui.nodes.pending; return p != nil })
+	h.onUI(func() {
+		fallback, blocked := false, false
+		for _, f := range p.findings {
+			fallback = fallback || f.Code == node.CodeBootedUnknown
+			blocked = blocked || f.Code == node.CodeExtensionConfigMissing
+		}
+		if !fallback || !blocked || !p.apply.Disabled() {
+			t.Fatalf("findings %+v", p.findings)
+		}
+	})
+}
+
+// A FIFO dropped on a node is refused at once, not read forever.
+func TestNodesDropFIFORefused(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "fifo.yaml")
+	if err := syscall.Mkfifo(p, 0o600); err != nil {
+		t.Skip(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := readURI(storage.NewFileURI(p), node.MaxConfigSize+1); done <- err }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "FIFO") {
+			t.Fatalf("err = %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("reading a dropped FIFO blocks")
+	}
+}

@@ -1,0 +1,126 @@
+package plan
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/siderolabs/image-factory/pkg/schematic"
+
+	"github.com/talosflash/talosflash/factory"
+	"github.com/talosflash/talosflash/imaging"
+	"github.com/talosflash/talosflash/node"
+)
+
+const (
+	cpID     = "29a2fae6a7f059e83882db3447b6411d474c6154d8cd1a34ec27779ab198f50d"
+	workerID = "ee21ef4a5ef808a9b7484cc0dda0f25075021691c8c09a276591eedb638ea1f9"
+)
+
+// The README's custom worker profile.
+var storage = factory.Profile{Name: "storage", Overlay: schematic.Overlay{Image: factory.RPiOverlayImage, Name: factory.RPiOverlayName},
+	Extensions: []string{"siderolabs/iscsi-tools", "siderolabs/util-linux-tools"}}
+
+func profiles() []factory.Profile { return append(factory.BuiltinProfiles(), storage) }
+
+func bootedNode(s *schematic.Schematic, version string) *node.Node {
+	id, _ := factory.SchematicID(s)
+	b := &node.Booted{SchematicID: id, Schematic: s, Overlay: s.Overlay.Image}
+	for _, e := range s.Customization.SystemExtensions.OfficialExtensions {
+		b.Extensions = append(b.Extensions, e[strings.LastIndex(e, "/")+1:])
+	}
+	return &node.Node{Addr: "192.168.1.51:50000", TalosVersion: version, Booted: b}
+}
+
+func TestRoleOf(t *testing.T) {
+	for name, want := range map[string]string{"controlplane": "controlplane", "worker": "worker", "init": "init", "storage": "", "Worker": "worker"} {
+		if got := RoleOf(factory.Profile{Name: name}); got != want {
+			t.Errorf("RoleOf(%s) = %q, want %q", name, got, want)
+		}
+	}
+}
+
+func TestNodeCheckUsesWhatTheNodeBooted(t *testing.T) {
+	cp := profile(t, "controlplane").Schematic()
+	nc := NodeCheck{Profiles: profiles(), Factory: factory.NewClient("http://127.0.0.1:8080", nil), Node: bootedNode(cp, "v1.14.4"), Declared: "worker"}
+	opts, err := nc.Options(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts.Booted == nil || opts.Flashed != nil || opts.Role != "" || opts.Node != "192.168.1.51" {
+		t.Errorf("opts = %+v", opts)
+	}
+	// registry host from the factory client, version from the node
+	if opts.Installer != "127.0.0.1:8080/metal-installer/"+cpID+":v1.14.4" {
+		t.Errorf("installer %q", opts.Installer)
+	}
+	if m := nc.MatchBooted(); m.Profile != "controlplane" || m.Source != "profile" {
+		t.Errorf("match %+v", m)
+	}
+	if note := nc.DeclaredNote(); !strings.Contains(note, "you declared worker") || !strings.Contains(note, "profile controlplane") {
+		t.Errorf("note %q", note)
+	}
+}
+
+// Custom profiles map to no role: `--role storage` with a worker config is
+// no role mismatch (it was: the profile name was taken as a role).
+func TestNodeCheckCustomProfileRole(t *testing.T) {
+	nc := NodeCheck{Profiles: profiles(), Node: &node.Node{Addr: "10.0.0.5:50000"}, Declared: "storage"}
+	opts, err := nc.Options(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts.Role != "" || opts.Flashed == nil || !strings.Contains(opts.Fallback, "storage") {
+		t.Fatalf("opts = %+v", opts)
+	}
+	cfg, err := node.LoadConfig(mustRead(t, "../../node/testdata/worker.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range node.InspectWith(cfg, opts) {
+		if f.Code == node.CodeRoleMismatch {
+			t.Fatalf("storage profile blocks a worker config: %+v", f)
+		}
+	}
+	if !strings.Contains(nc.DeclaredNote(), "fallback") {
+		t.Errorf("note %q", nc.DeclaredNote())
+	}
+	// booted storage image: matched by the profile, still no role
+	nc.Node, nc.Declared = bootedNode(storage.Schematic(), ""), ""
+	if m := nc.MatchBooted(); m.Profile != "storage" || m.Role != "" {
+		t.Errorf("match %+v", m)
+	}
+}
+
+func TestCachedSchematicIDs(t *testing.T) {
+	dir := t.TempDir()
+	for _, d := range []string{cpID + "/v1.14.5", "not-an-id", workerID} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ids := CachedSchematicIDs(&imaging.Cache{Dir: dir})
+	if len(ids) != 2 {
+		t.Fatalf("ids %v", ids)
+	}
+	other := &schematic.Schematic{Overlay: schematic.Overlay{Image: "x/y", Name: "z"}}
+	n := bootedNode(other, "")
+	n.Booted.SchematicID = cpID // an ID only the cache knows (no profiles given)
+	if m := (NodeCheck{CachedIDs: ids, Node: n}).MatchBooted(); m.Source != "cache" || m.Label() != "flashed here" {
+		t.Errorf("match %+v", m)
+	}
+	if CachedSchematicIDs(&imaging.Cache{Dir: filepath.Join(dir, "missing")}) != nil {
+		t.Error("missing cache")
+	}
+}
+
+func mustRead(t *testing.T, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

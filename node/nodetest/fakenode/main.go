@@ -1,0 +1,142 @@
+// Command fakenode runs fake Talos nodes in maintenance mode on loopback, so
+// `talosflash nodes`, `talosflash apply` and the app's Nodes step can be
+// tried without a Raspberry Pi:
+//
+//	go run ./node/nodetest/fakenode --listen 127.0.0.2:50000 --talos v1.14.5 --image controlplane
+//	go run ./node/nodetest/fakenode --listen 127.0.0.2:50000 --image controlplane \
+//	    --listen 127.0.0.3:50000 --image worker --listen 127.0.0.4:50000 --talos v1.12.6 --image none
+//
+// Each --listen starts a node; the --talos/--image/--hostname flags after it
+// (or before the first --listen) apply to it. Talos versions below v1.13
+// behave like the old maintenance service. Only loopback addresses are
+// accepted. Configs sent to a node are counted, never printed or stored.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/talosflash/talosflash/factory"
+	"github.com/talosflash/talosflash/node"
+	"github.com/talosflash/talosflash/node/nodetest"
+)
+
+type spec struct {
+	listen, talos, image, hostname string
+}
+
+func main() {
+	log.SetFlags(log.Ltime)
+	specs, profilesFile, err := parseArgs(os.Args[1:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fakenode:", err)
+		os.Exit(2)
+	}
+	profiles := factory.BuiltinProfiles()
+	if profilesFile != "" {
+		custom, err := factory.LoadProfiles(profilesFile)
+		if err != nil {
+			log.Fatalf("profiles: %v", err)
+		}
+		profiles = factory.MergeProfiles(profiles, custom)
+	}
+	var servers []*nodetest.Server
+	for i, sp := range specs {
+		opts, err := options(sp, profiles, i)
+		if err != nil {
+			log.Fatalf("%s: %v", sp.listen, err)
+		}
+		srv, err := nodetest.New(opts)
+		if err != nil {
+			log.Fatalf("%s: %v", sp.listen, err)
+		}
+		servers = append(servers, srv)
+		booted := "no extension statuses"
+		if id := srv.SchematicID(); id != "" {
+			booted = "image " + sp.image + " (schematic " + id + ")"
+		}
+		log.Printf("node %s: Talos %s in maintenance mode, %s, hostname %s", srv.Addr(), opts.TalosVersion, booted, opts.Hostname)
+		log.Printf("  talosctl apply-config --insecure --nodes %s --cert-fingerprint '%s' --file <config>", srv.Addr(), srv.CertFingerprint())
+	}
+	ports := map[string]bool{}
+	for _, s := range servers {
+		_, p, _ := net.SplitHostPort(s.Addr())
+		ports[p] = true
+	}
+	if len(ports) == 1 {
+		for p := range ports {
+			log.Printf("try: talosflash nodes --subnet 127.0.0.0/29 --port %s", p)
+		}
+	}
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	<-ch
+	for _, s := range servers {
+		s.Close()
+	}
+}
+
+// parseArgs reads repeated --listen groups; flags before the first --listen
+// are defaults for every node.
+func parseArgs(args []string) ([]spec, string, error) {
+	def := spec{talos: nodetest.DefaultVersion, image: "worker"}
+	var specs []spec
+	var profiles string
+	cur := &def
+	fs := flag.NewFlagSet("fakenode", flag.ContinueOnError)
+	fs.Func("listen", "loopback host:port of a fake node (repeatable; default 127.0.0.2:50000)", func(v string) error {
+		specs = append(specs, spec{listen: v, talos: def.talos, image: def.image})
+		cur = &specs[len(specs)-1]
+		return nil
+	})
+	fs.Func("talos", "Talos version the node reports (below v1.13: the old maintenance API)", func(v string) error { cur.talos = v; return nil })
+	fs.Func("image", "what the node booted: a profile name (controlplane, worker, or from --profiles), or none (no extension statuses)", func(v string) error { cur.image = v; return nil })
+	fs.Func("hostname", "hostname (default: a random-looking talos-xxx-yyy)", func(v string) error { cur.hostname = v; return nil })
+	fs.StringVar(&profiles, "profiles", "", "YAML file with custom profiles (for --image)")
+	if err := fs.Parse(args); err != nil {
+		return nil, "", err
+	}
+	if fs.NArg() > 0 {
+		return nil, "", fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if len(specs) == 0 {
+		def.listen = "127.0.0.2:" + fmt.Sprint(node.DefaultPort)
+		specs = []spec{def}
+	}
+	return specs, profiles, nil
+}
+
+func options(sp spec, profiles []factory.Profile, i int) (nodetest.Options, error) {
+	host, _, err := net.SplitHostPort(sp.listen)
+	if err != nil {
+		return nodetest.Options{}, err
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return nodetest.Options{}, fmt.Errorf("only loopback addresses (127.0.0.0/8, ::1): this fake must not be reachable from the network")
+	}
+	opts := nodetest.Options{
+		Addr:         sp.listen,
+		TalosVersion: sp.talos,
+		Legacy:       !node.UnifiedMaintenance(sp.talos),
+		Hostname:     sp.hostname,
+		MAC:          fmt.Sprintf("dc:a6:32:00:00:%02x", i+1),
+		Logf:         func(f string, a ...any) { log.Printf(sp.listen+": "+f, a...) },
+	}
+	if opts.Hostname == "" {
+		opts.Hostname = fmt.Sprintf("talos-%03x-%03x", 0xa1b+i*0x111, 0x2c3+i*0x222)
+	}
+	if !strings.EqualFold(sp.image, "none") {
+		p, err := factory.FindProfile(profiles, sp.image)
+		if err != nil {
+			return opts, err
+		}
+		opts.Schematic = p.Schematic()
+	}
+	return opts, nil
+}

@@ -1,0 +1,54 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/talosflash/talosflash/factory"
+	"github.com/talosflash/talosflash/node"
+	"github.com/talosflash/talosflash/node/nodetest"
+)
+
+func TestParseArgsGroupsFlagsPerNode(t *testing.T) {
+	specs, _, err := parseArgs(strings.Fields("--talos v1.13.2 --listen 127.0.0.2:50000 --image controlplane --listen 127.0.0.3:50000 --talos v1.12.6 --image none --hostname old"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(specs) != 2 || specs[0].talos != "v1.13.2" || specs[0].image != "controlplane" ||
+		specs[1].talos != "v1.12.6" || specs[1].image != "none" || specs[1].hostname != "old" {
+		t.Fatalf("specs %+v", specs)
+	}
+	if specs, _, err := parseArgs(nil); err != nil || len(specs) != 1 || specs[0].listen != "127.0.0.2:50000" || specs[0].image != "worker" {
+		t.Fatalf("defaults %+v %v", specs, err)
+	}
+}
+
+func TestOptionsLoopbackOnlyAndGenerations(t *testing.T) {
+	if _, err := options(spec{listen: "192.168.1.5:50000", talos: "v1.14.5", image: "worker"}, factory.BuiltinProfiles(), 0); err == nil {
+		t.Fatal("a non-loopback address was accepted")
+	}
+	if _, err := options(spec{listen: "127.0.0.2:50000", talos: "v1.14.5", image: "storage"}, factory.BuiltinProfiles(), 0); err == nil {
+		t.Fatal("an unknown profile was accepted")
+	}
+	opts, err := options(spec{listen: "127.0.0.1:0", talos: "v1.12.6", image: "none"}, factory.BuiltinProfiles(), 1)
+	if err != nil || !opts.Legacy || opts.Schematic != nil {
+		t.Fatalf("1.12 node: %+v %v", opts, err)
+	}
+	opts, err = options(spec{listen: "127.0.0.1:0", talos: "v1.14.5", image: "controlplane"}, factory.BuiltinProfiles(), 0)
+	if err != nil || opts.Legacy || opts.Schematic == nil {
+		t.Fatalf("1.14 node: %+v %v", opts, err)
+	}
+	srv, err := nodetest.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	n, err := node.Probe(ctx, srv.Addr())
+	if err != nil || n.Booted == nil || !n.Booted.HasExtension(factory.NewtExtension) || n.Hostname != opts.Hostname {
+		t.Fatalf("probe: %+v %v", n, err)
+	}
+}
