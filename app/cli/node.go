@@ -74,7 +74,7 @@ func runNodes(ctx context.Context, args []string, env Env) error {
 		return withCode(ExitUsage, err)
 	}
 	if jsonOut {
-		return json.NewEncoder(env.Stdout).Encode(found)
+		return json.NewEncoder(env.Stdout).Encode(nodesJSON(found))
 	}
 	if len(found) == 0 {
 		fmt.Fprintln(env.Stderr, "no Talos nodes found (is the Pi booted and on this network? a maintenance node shows its IP on HDMI)")
@@ -183,7 +183,7 @@ func runApply(ctx context.Context, args []string, env Env) error {
 		return err
 	}
 	if jsonOut {
-		return json.NewEncoder(env.Stdout).Encode(res)
+		return json.NewEncoder(env.Stdout).Encode(applyResultJSON(res))
 	}
 	verb := "applied"
 	if dryRun {
