@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -134,5 +135,94 @@ func TestSchematicNodesApplyJSONKeys(t *testing.T) {
 	wantKeys(t, "apply --json", keys, "endpoint", "dry_run", "mode_details", "messages")
 	if len(srv.Requests()) != 1 || !srv.Requests()[0].DryRun {
 		t.Fatalf("server got %d requests, want one dry run", len(srv.Requests()))
+	}
+}
+
+// jsonLines parses every stdout line of a --json run as one JSON object
+// with an "event", and returns them.
+func jsonLines(t *testing.T, what, stdout string) []map[string]any {
+	t.Helper()
+	var evs []map[string]any
+	for i, line := range strings.Split(strings.TrimSuffix(stdout, "\n"), "\n") {
+		var ev map[string]any
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatalf("%s: stdout line %d is not a JSON object: %q", what, i+1, line)
+		}
+		if ev["event"] == nil {
+			t.Fatalf("%s: stdout line %d has no event: %q", what, i+1, line)
+		}
+		assertSnakeCase(t, what, []byte(line))
+		evs = append(evs, ev)
+	}
+	return evs
+}
+
+// With --json, stdout is only JSON event lines; human text is on stderr
+// (the "info" messages used to go to stdout as JSON).
+func TestFlashJSONStdoutIsOnlyJSON(t *testing.T) {
+	srv, fx := fakeFactory(t)
+	dir := t.TempDir()
+	target := filepath.Join(dir, "card.img")
+	code, stdout, stderr := cliRun(t, "--flash", "--role", "controlplane", "--device", target, "--yes", "--json",
+		"--factory", srv.URL, "--cache-dir", filepath.Join(dir, "cache"))
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if imagetest.FileSHA256(t, target, imageSize) != fx.SHA256 {
+		t.Fatal("card does not hold the image")
+	}
+	counts := map[string]int{}
+	for _, ev := range jsonLines(t, "flash --json", stdout) {
+		counts[ev["event"].(string)]++
+	}
+	if counts["info"] != 0 || counts["result"] != 1 || counts["warning"] != 1 || counts["progress"] == 0 {
+		t.Fatalf("events %v: want progress, one warning (newt), one result, no info", counts)
+	}
+	for _, want := range []string{"image: ", "warning: ", "wrote ", "next: "} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks the human line %q:\n%s", want, stderr)
+		}
+	}
+	if strings.Contains(stderr, "{") {
+		t.Errorf("JSON on stderr:\n%s", stderr)
+	}
+
+	// A failure: an "error" event on stdout, the message on stderr.
+	code, stdout, stderr = cliRun(t, "--flash", "--role", "worker", "--device", filepath.Join(dir, "nope", "card.img"), "--yes", "--json",
+		"--factory", srv.URL, "--cache-dir", filepath.Join(dir, "cache"))
+	evs := jsonLines(t, "failed flash --json", stdout)
+	if code == ExitOK || len(evs) == 0 || evs[len(evs)-1]["event"] != "error" || !strings.HasPrefix(stderr, "talosflash: ") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+}
+
+// The elevated child still sends its human text as "info" events: its
+// parent relays them (app/elevate reads only stdout).
+func TestElevatedChildRelaysInfo(t *testing.T) {
+	dir := t.TempDir()
+	_, fx := fakeFactory(t)
+	img := filepath.Join(dir, "metal-arm64.raw.xz")
+	if err := os.WriteFile(img, fx.XZ, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pr, pw := io.Pipe() // stdin stays open: closing it cancels the child
+	defer pw.Close()
+	var out, errOut strings.Builder
+	code := Main([]string{"--flash", "--elevated", "--image", img, "--device", filepath.Join(dir, "card.img"), "--yes", "--json"},
+		Env{Stdin: pr, Stdout: &out, Stderr: &errOut})
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	infos := 0
+	for _, ev := range jsonLines(t, "elevated child", out.String()) {
+		if ev["event"] == "info" {
+			infos++
+		}
+	}
+	if imagetest.FileSHA256(t, filepath.Join(dir, "card.img"), imageSize) != fx.SHA256 {
+		t.Fatal("card does not hold the image")
+	}
+	if infos == 0 || errOut.Len() != 0 {
+		t.Fatalf("child: %d info events, stderr %q", infos, errOut.String())
 	}
 }

@@ -22,15 +22,19 @@ type reporter interface {
 }
 
 // jsonReporter writes one JSON object per line to out (stdout): stable keys
-// for scripts, human text goes to stderr.
+// for scripts, and nothing else there; human text (Info) goes to human
+// (stderr). The elevated child (relayInfo) sends its human text as "info"
+// events instead: its parent relays them to the user.
 type jsonReporter struct {
-	mu   sync.Mutex
-	enc  *json.Encoder
-	last map[imaging.Stage]time.Time
+	mu        sync.Mutex
+	enc       *json.Encoder
+	human     io.Writer
+	relayInfo bool
+	last      map[imaging.Stage]time.Time
 }
 
-func newJSONReporter(out io.Writer) *jsonReporter {
-	return &jsonReporter{enc: json.NewEncoder(out), last: map[imaging.Stage]time.Time{}}
+func newJSONReporter(out, human io.Writer, relayInfo bool) *jsonReporter {
+	return &jsonReporter{enc: json.NewEncoder(out), human: human, relayInfo: relayInfo, last: map[imaging.Stage]time.Time{}}
 }
 
 func (r *jsonReporter) Progress(p imaging.Progress) {
@@ -51,7 +55,13 @@ func (r *jsonReporter) Progress(p imaging.Progress) {
 }
 
 func (r *jsonReporter) Info(format string, args ...any) {
-	r.Event("info", map[string]any{"message": fmt.Sprintf(format, args...)})
+	if r.relayInfo {
+		r.Event("info", map[string]any{"message": fmt.Sprintf(format, args...)})
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	fmt.Fprintf(r.human, format+"\n", args...)
 }
 
 func (r *jsonReporter) Event(name string, fields map[string]any) {
