@@ -123,6 +123,7 @@ func (r *termReporter) Progress(p imaging.Progress) {
 	r.lastOut = now
 	line := formatProgress(p, 30)
 	if r.tty {
+		line = fitProgress(p, termWidth(r.out)) // termbar.go: never wraps
 		fmt.Fprintf(r.out, "\r\033[K%s", line)
 		r.drawn = true
 	} else {
