@@ -45,43 +45,99 @@ func termWidth(w io.Writer) int {
 //	write     50%  512 MiB / 1.0 GiB  40 MiB/s  ETA 13s
 //	write     50%  40 MiB/s  ETA 13s
 //	write     50%  ETA 13s
+//
+// Fields have fixed widths (numbers right-aligned), so the layout depends
+// only on the width and the total: the bar does not jump as the rate or
+// the time left change length, or vanish when the ETA does.
 func fitProgress(p imaging.Progress, cols int) string {
 	avail := cols - 1
 	stage := fmt.Sprintf("%-8s", p.Stage)
-	var pct, amount, rate, eta string
+	var pct, amount, rate, eta field
 	if p.Total > 0 {
-		pct = fmt.Sprintf("%3.0f%%", fraction(p)*100)
-		amount = humanize.IBytes(uint64(p.Done)) + " / " + humanize.IBytes(uint64(p.Total))
+		pct = field{text: fmt.Sprintf("%.0f%%", fraction(p)*100), width: len("100%")}
+		total := humanize.IBytes(uint64(p.Total))
+		w := max(len(total), len("1023 MiB"))
+		amount = field{text: fmt.Sprintf("%*s / %s", w, humanize.IBytes(uint64(p.Done)), total), width: w + 3 + len(total)}
+		eta = field{"", len("ETA 59m59s"), true}
+		if d := p.ETA.Round(time.Second); d > 0 {
+			eta.text = "ETA " + d.String()
+		} else if p.ETA > 0 {
+			eta.text = "ETA <1s"
+		}
 	} else {
-		amount = humanize.IBytes(uint64(p.Done)) // size unknown: no percentage
+		amount = field{text: humanize.IBytes(uint64(p.Done)), width: len("1023 MiB")} // size unknown: no percentage
 	}
+	rate = field{width: len("1023 MiB/s")}
 	if p.Rate > 0 {
-		rate = humanize.IBytes(uint64(p.Rate)) + "/s"
-	}
-	if p.ETA > 0 {
-		eta = "ETA " + p.ETA.Round(time.Second).String()
+		rate.text = humanize.IBytes(uint64(p.Rate)) + "/s"
 	}
 
 	if p.Total > 0 {
 		// With the bar: "stage [bar] pct  amount  rate  eta".
-		rest := join(pct, amount, rate, eta)
-		if bar := avail - len(stage) - 1 - 2 - 1 - len(rest); bar >= minBarWidth {
+		rest := []field{pct, amount, rate, eta}
+		if bar := avail - len(stage) - len(" [] ") - width(rest); bar >= minBarWidth {
 			bar = min(bar, maxBarWidth)
 			n := int(fraction(p) * float64(bar))
-			return stage + " [" + strings.Repeat("#", n) + strings.Repeat(".", bar-n) + "] " + rest
+			return strings.TrimRight(stage+" ["+strings.Repeat("#", n)+strings.Repeat(".", bar-n)+"] "+render(rest), " ")
 		}
 	}
-	candidates := [][]string{{pct, amount, rate, eta}, {pct, rate, eta}, {pct, eta}, {pct}}
+	candidates := [][]field{{pct, amount, rate, eta}, {pct, rate, eta}, {pct, eta}, {pct}}
 	if p.Total <= 0 {
-		candidates = [][]string{{amount, rate, eta}, {amount, rate}, {amount}}
+		candidates = [][]field{{amount, rate}, {amount}}
 	}
-	for _, parts := range candidates {
-		if line := stage + " " + join(parts...); len(line) <= avail {
+	for _, fields := range candidates {
+		if len(stage)+1+width(fields) <= avail {
+			return strings.TrimRight(stage+" "+render(fields), " ")
+		}
+		// Too narrow for the aligned fields: the same ones, unpadded.
+		if line := stage + " " + compact(fields); len(line) <= avail {
 			return line
 		}
 	}
-	line := strings.TrimRight(stage, " ") + " " + join(candidates[len(candidates)-1]...)
+	last := candidates[len(candidates)-1][0]
+	line := strings.TrimRight(stage, " ") + " " + last.text
 	return line[:min(len(line), max(avail, 0))]
+}
+
+// field is one part of the progress line, padded to width (on the right
+// when left-aligned).
+type field struct {
+	text  string
+	width int
+	left  bool
+}
+
+// width is the columns fields take, two spaces apart.
+func width(fields []field) int {
+	w := 2 * (len(fields) - 1)
+	for _, f := range fields {
+		w += max(f.width, len(f.text))
+	}
+	return w
+}
+
+// render pads each field to its width, two spaces apart.
+func render(fields []field) string {
+	parts := make([]string, len(fields))
+	for i, f := range fields {
+		if f.left {
+			parts[i] = fmt.Sprintf("%-*s", f.width, f.text)
+		} else {
+			parts[i] = fmt.Sprintf("%*s", f.width, f.text)
+		}
+	}
+	return strings.Join(parts, "  ")
+}
+
+// compact joins the non-empty fields' text, two spaces apart.
+func compact(fields []field) string {
+	var parts []string
+	for _, f := range fields {
+		if t := strings.TrimSpace(f.text); t != "" {
+			parts = append(parts, t)
+		}
+	}
+	return strings.Join(parts, "  ")
 }
 
 func fraction(p imaging.Progress) float64 {
@@ -89,15 +145,4 @@ func fraction(p imaging.Progress) float64 {
 		return 0
 	}
 	return min(float64(p.Done)/float64(p.Total), 1)
-}
-
-// join joins the non-empty parts with two spaces.
-func join(parts ...string) string {
-	var kept []string
-	for _, s := range parts {
-		if s != "" {
-			kept = append(kept, s)
-		}
-	}
-	return strings.Join(kept, "  ")
 }

@@ -72,7 +72,7 @@ func TestFitProgressDegrades(t *testing.T) {
 			t.Errorf("cols %d: bar of %d in %q, want at least %d", c.cols, bar-1, line, c.barAtLeast)
 		}
 	}
-	if got := fitProgress(barCases[4], 60); got != "write    700 MiB  30 MiB/s" {
+	if got := fitProgress(barCases[4], 60); got != "write     700 MiB    30 MiB/s" {
 		t.Errorf("unknown size: %q", got)
 	}
 }
@@ -162,5 +162,28 @@ func TestProgressIn60ColumnTmux(t *testing.T) {
 	}
 	if stages["write"] != 1 || stages["verify"] != 1 {
 		t.Errorf("want exactly one write and one verify line, got %v; screen:\n%s", stages, screen)
+	}
+}
+
+// The layout does not jump while one stage runs: the bar keeps its width
+// and the percentage its column as the rate and the time left change.
+func TestFitProgressIsStable(t *testing.T) {
+	const total = 1300 << 20
+	for _, cols := range []int{60, 80, 120} {
+		pctCol, barEnd := -1, -1
+		for i := 0; i <= 20; i++ {
+			p := imaging.Progress{Stage: imaging.StageWrite, Done: total * int64(i) / 20, Total: total}
+			if i > 0 && i < 20 {
+				p.Rate = float64(int64(1) << (10 + i)) // 2 KiB/s .. 512 MiB/s
+				p.ETA = time.Duration(i*i*7) * time.Second
+			}
+			line := fitProgress(p, cols)
+			if pctCol < 0 {
+				pctCol, barEnd = strings.Index(line, "%"), strings.Index(line, "]")
+			}
+			if strings.Index(line, "%") != pctCol || strings.Index(line, "]") != barEnd {
+				t.Errorf("cols %d: %q moved the percentage or the bar (want %% at %d, ] at %d)", cols, line, pctCol, barEnd)
+			}
+		}
 	}
 }
