@@ -75,6 +75,8 @@ func TestCLIHasNoFyneNoiseUnderAnyLocale(t *testing.T) {
 		{"flash", "-h"},
 		{"devices", "--json"},
 		{"apply"}, // usage error
+		{"nodes", "--subnet", "127.0.0.1/32", "--timeout", "100ms"},
+		{"gui", "-h"},
 	}
 	for _, loc := range locales {
 		for _, args := range commands {
