@@ -160,3 +160,15 @@ func (b *lockedBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// fynelocale must be initialized before Fyne's lang package reads the
+// locale: Go's init order (import paths sorted, dependencies first) makes it
+// so only while fynelocale imports nothing lang does not.
+func TestFyneLocaleInitsBeforeFyneLang(t *testing.T) {
+	_, _, stderr := runBinary(t, []string{"GODEBUG=inittrace=1"}, "version")
+	ours := strings.Index(stderr, "init github.com/talosflash/talosflash/internal/fynelocale ")
+	fyne := strings.Index(stderr, "init fyne.io/fyne/v2/lang ")
+	if ours < 0 || fyne < 0 || ours > fyne {
+		t.Fatalf("init order: fynelocale at %d, fyne.io/fyne/v2/lang at %d (want fynelocale first)", ours, fyne)
+	}
+}

@@ -12,7 +12,8 @@
 // import-path order, the first package whose imports are initialized: this
 // one imports only os and strings, which Fyne's lang package also depends
 // on, and its path sorts before golang.org/x/text, which lang imports; so it
-// always runs first. Restore puts the user's values back (the CLI calls it
+// always runs first (keep it to those imports; the main package's tests
+// check the order with GODEBUG=inittrace=1). Restore puts the user's values back (the CLI calls it
 // first thing, so child processes see the real locale); the GUI keeps the
 // rewritten values, since Fyne reads the locale again while it runs.
 package fynelocale
