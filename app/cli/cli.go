@@ -103,12 +103,11 @@ func run(ctx context.Context, args []string, env Env) error {
 			return runFlash(ctx, append(append([]string{}, args[:i]...), args[i+1:]...), env)
 		}
 	}
-	fmt.Fprint(env.Stderr, usageText)
-	return usageErrorf("unknown command %q", cmd)
+	return usageErrorf("unknown command %q (see: talosflash --help)", cmd)
 }
 
 // newFlagSet builds a FlagSet whose parse errors become usage errors (exit
-// 2) and whose -h prints the command's usage (usage.go) on stdout.
+// 2) and whose -h prints the command's usage (printUsage) on stdout.
 func newFlagSet(name string, env Env) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	// The flag package's own messages are dropped: parseFlags reports the

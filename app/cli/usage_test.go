@@ -77,3 +77,10 @@ func TestBadFlagIsOneLine(t *testing.T) {
 		t.Fatalf("stderr %q", stderr)
 	}
 }
+
+func TestUnknownCommandIsOneLine(t *testing.T) {
+	code, stdout, stderr := cliRun(t, "frobnicate")
+	if code != ExitUsage || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "talosflash --help") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+}
