@@ -117,9 +117,11 @@ func TestProgressIn60ColumnTmux(t *testing.T) {
 	if err := os.WriteFile(img, fx.XZ, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	socket := "talosflash-test-" + strconv.Itoa(os.Getpid())
+	// A server of our own on a fresh socket: reusing a name races with the
+	// previous server's exit ("server exited unexpectedly").
+	socket := filepath.Join(dir, "tmux.sock")
 	run := func(args ...string) (string, error) {
-		cmd := exec.Command(tmux, append([]string{"-L", socket, "-f", "/dev/null"}, args...)...)
+		cmd := exec.Command(tmux, append([]string{"-S", socket, "-f", "/dev/null"}, args...)...)
 		cmd.Env = append(os.Environ(), "TALOSFLASH_CLI_TEST_MAIN=1")
 		out, err := cmd.CombinedOutput()
 		return string(out), err
