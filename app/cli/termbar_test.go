@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -126,8 +125,8 @@ func TestProgressIn60ColumnTmux(t *testing.T) {
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
-	shell := strconv.Quote(os.Args[0]) + " --flash --image " + strconv.Quote(img) + " --device " +
-		strconv.Quote(filepath.Join(dir, "card.img")) + " --yes --cache-dir " + strconv.Quote(dir) + "; echo __END__ $?; sleep 600"
+	shell := shellQuote(os.Args[0]) + " --flash --image " + shellQuote(img) + " --device " +
+		shellQuote(filepath.Join(dir, "card.img")) + " --yes --cache-dir " + shellQuote(dir) + "; echo __END__ $?; sleep 600"
 	if out, err := run("new-session", "-d", "-x", "60", "-y", "30", "-s", "flash", shell); err != nil {
 		t.Fatalf("tmux: %v: %s", err, out)
 	}
@@ -188,4 +187,8 @@ func TestFitProgressIsStable(t *testing.T) {
 			}
 		}
 	}
+}
+
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
