@@ -3,28 +3,98 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
+	"runtime"
+	"strings"
 
 	"github.com/talosflash/talosflash/app/gui"
 	"github.com/talosflash/talosflash/factory"
 )
 
+const guiUsage = `Usage: talosflash [gui] [--factory URL] [--profiles FILE]
+
+Start the desktop app: pick a role, a card, flash it, then configure the
+booted Pi. Without a display, use the CLI: talosflash --help.
+
+Flags:
+  --factory URL     Image Factory base URL (default %s)
+  --profiles FILE   YAML file with custom profiles
+
+Example:
+  talosflash gui --profiles profiles.yaml
+`
+
+// noDisplayHint is the one line printed instead of the app when there is no
+// display to open a window on.
+const noDisplayHint = "the desktop app needs a graphical session; for the CLI run `talosflash --help` (or build it without the app: `make build-cli`)"
+
 // runGUI starts the desktop app: `talosflash` or `talosflash gui [flags]`.
 func runGUI(args []string) int {
+	return runGUIWith(args, os.Stdout, os.Stderr, os.Getenv, func(o gui.Options) error { return gui.Run(o) })
+}
+
+func runGUIWith(args []string, stdout, stderr io.Writer, getenv func(string) string, run func(gui.Options) error) (code int) {
 	fs := flag.NewFlagSet("gui", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	factoryURL := fs.String("factory", factory.DefaultBaseURL, "Image Factory base URL")
 	profiles := fs.String("profiles", "", "YAML file with custom profiles")
 	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(stdout, guiUsage, factory.DefaultBaseURL)
 			return 0
 		}
+		fmt.Fprintf(stderr, "talosflash: gui: %v (see: talosflash gui -h)\n", err)
 		return 2
 	}
-	if err := gui.Run(gui.Options{FactoryURL: *factoryURL, ProfilesFile: *profiles}); err != nil {
-		fmt.Fprintf(os.Stderr, "talosflash: %v\n", err)
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "talosflash: unknown command %q; run `talosflash --help`\n", fs.Arg(0))
+		return 2
+	}
+	if missing := missingDisplay(runtime.GOOS, getenv); missing != "" {
+		fmt.Fprintf(stderr, "talosflash: no display (%s): %s\n", missing, noDisplayHint)
+		return 2
+	}
+	// A display that cannot be opened (DISPLAY pointing nowhere, Wayland
+	// only) makes GLFW panic on the main goroutine while the first window
+	// is created: one line instead of a stack trace.
+	defer func() {
+		if r := recover(); r != nil {
+			if !isDisplayPanic(r) {
+				panic(r) // a bug, not the display: keep its trace
+			}
+			fmt.Fprintf(stderr, "talosflash: cannot open the display (%v): %s\n", r, noDisplayHint)
+			code = 2
+		}
+	}()
+	if err := run(gui.Options{FactoryURL: *factoryURL, ProfilesFile: *profiles}); err != nil {
+		fmt.Fprintf(stderr, "talosflash: %v\n", err)
 		return 1
 	}
 	return 0
+}
+
+// missingDisplay says why no window can be opened on goos, or "" when a
+// display is configured. Fyne's default Linux/BSD build speaks X11 (Wayland
+// needs -tags wayland); a Wayland session normally sets DISPLAY for XWayland.
+func missingDisplay(goos string, getenv func(string) string) string {
+	switch goos {
+	case "darwin", "windows", "android", "ios", "js":
+		return ""
+	}
+	if getenv("DISPLAY") == "" && getenv("WAYLAND_DISPLAY") == "" {
+		return "DISPLAY and WAYLAND_DISPLAY are not set"
+	}
+	return ""
+}
+
+// isDisplayPanic recognises the panic of go-gl/glfw when glfw.Init failed
+// ("NotInitialized: The GLFW library is not initialized").
+func isDisplayPanic(r any) bool {
+	msg := fmt.Sprint(r)
+	return strings.Contains(msg, "GLFW") || strings.Contains(msg, "NotInitialized")
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/talosflash/talosflash/app/cli"
+	"github.com/talosflash/talosflash/internal/fynelocale"
 )
 
 func main() {
@@ -17,5 +18,8 @@ func main() {
 		}
 		os.Exit(runGUI(args))
 	}
+	// The locale was only rewritten for Fyne (see fynelocale): the CLI and
+	// the processes it starts get the user's.
+	fynelocale.Restore()
 	os.Exit(cli.Main(args, cli.Env{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}))
 }

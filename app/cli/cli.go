@@ -27,14 +27,23 @@ type Env struct {
 const usageText = `talosflash: flash Talos Linux for Raspberry Pi onto SD cards, then configure the nodes.
 
 Usage:
-  talosflash                          start the desktop app
-  talosflash --flash [flags]          flash a card (same as: talosflash flash)
-  talosflash schematic [flags]        print a role's schematic YAML and ID
-  talosflash profiles [--profiles F]  list roles/profiles
-  talosflash devices [--json]         list disks and whether they are safe targets
-  talosflash nodes [--subnet CIDR]    find Talos nodes in maintenance mode
-  talosflash apply --node IP --file worker.yaml [--dry-run]
-  talosflash version
+  talosflash [gui] [--factory URL] [--profiles FILE]   start the desktop app
+  talosflash <command> [flags]
+
+Commands:
+  gui         start the desktop app (the default without a command)
+  flash       write a role's Talos image to a card and verify it (also: --flash)
+  schematic   print a role's schematic YAML, ID, image URL and installer
+  profiles    list the roles and custom profiles with their schematic IDs
+  devices     list disks and whether they are safe targets
+  nodes       find Talos nodes in maintenance mode on the local network
+  apply       check a machine config and send it to a node in maintenance mode
+  version     print the version
+  help [cmd]  this text, or a command's flags
+
+Examples:
+  talosflash --flash --role controlplane --device /dev/sdb
+  talosflash apply --node 192.168.1.50 --file controlplane.yaml --role controlplane
 
 Run "talosflash <command> -h" for a command's flags.
 Exit codes: 0 ok, 1 internal, 2 usage, 3 network, 4 verify mismatch,
@@ -82,6 +91,9 @@ func run(ctx context.Context, args []string, env Env) error {
 		fmt.Fprintf(env.Stdout, "talosflash %s\n", Version)
 		return nil
 	case "help", "-h", "--help":
+		if len(rest) > 0 && rest[0] != "help" && commandHelp[rest[0]].synopsis != "" {
+			return run(ctx, []string{rest[0], "-h"}, env) // "help flash" = "flash -h"
+		}
 		fmt.Fprint(env.Stdout, usageText)
 		return nil
 	}
@@ -91,23 +103,29 @@ func run(ctx context.Context, args []string, env Env) error {
 			return runFlash(ctx, append(append([]string{}, args[:i]...), args[i+1:]...), env)
 		}
 	}
-	fmt.Fprint(env.Stderr, usageText)
-	return usageErrorf("unknown command %q", cmd)
+	return usageErrorf("unknown command %q (see: talosflash --help)", cmd)
 }
 
-// newFlagSet builds a FlagSet whose parse errors become usage errors (exit 2).
+// newFlagSet builds a FlagSet whose parse errors become usage errors (exit
+// 2) and whose -h prints the command's usage (printUsage) on stdout.
 func newFlagSet(name string, env Env) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
+	// The flag package's own messages are dropped: parseFlags reports the
+	// error once, and prints the usage itself.
+	fs.SetOutput(flagOutput{help: env.Stdout})
+	fs.Usage = func() {}
 	return fs
 }
 
 func parseFlags(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			if out, ok := fs.Output().(flagOutput); ok {
+				printUsage(out.help, fs)
+			}
 			return err
 		}
-		return withCode(ExitUsage, err)
+		return withCode(ExitUsage, fmt.Errorf("%s: %w (see: talosflash %s -h)", fs.Name(), err, fs.Name()))
 	}
 	if fs.NArg() > 0 {
 		return usageErrorf("%s: unexpected argument %q", fs.Name(), fs.Arg(0))
@@ -115,7 +133,175 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
+// flagOutput swallows the flag package's output and carries where a
+// command's -h usage goes.
+type flagOutput struct{ help io.Writer }
+
+func (flagOutput) Write(p []byte) (int, error) { return len(p), nil }
+
 // oneLine keeps error output to one line so scripts can log it verbatim.
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
+}
+
+// help is one command's usage text; flags are listed from its FlagSet.
+type help struct {
+	synopsis, about, example string
+	order                    []string // flags shown first, in this order; the rest sorted
+}
+
+var commandHelp = map[string]help{
+	"flash": {
+		synopsis: "talosflash --flash (--role R | --installer REF | --installer-file F | --image F) --device D [flags]",
+		about: "Download the Talos image for a role or profile (cached, resumed when\n" +
+			"interrupted), write it to a card, then verify it by reading the card back.\n" +
+			"Asks you to type the device name unless --yes. A loop device is refused\n" +
+			"unless --allow-loop.",
+		example: "talosflash --flash --role controlplane --device /dev/sdb\n" +
+			"talosflash --flash --installer-file talos/installer-worker.yaml --device /dev/sdb\n" +
+			"talosflash --flash --role worker --device /dev/sdb --yes --json   # in a script",
+		order: []string{"role", "installer", "installer-file", "image", "device", "yes", "json", "profiles", "version"},
+	},
+	"schematic": {
+		synopsis: "talosflash schematic (--role R | --installer REF | --installer-file F) [flags]",
+		about:    "Print the schematic YAML and ID (computed offline), the image URL and the\ninstaller reference.",
+		example:  "talosflash schematic --role controlplane\ntalosflash schematic --role worker --register --json",
+		order:    []string{"role", "installer", "installer-file", "register", "json"},
+	},
+	"profiles": {
+		synopsis: "talosflash profiles [--profiles FILE]",
+		about:    "List the built-in roles and your custom profiles with their Talos version,\nextensions and schematic ID.",
+		example:  "talosflash profiles --profiles profiles.yaml",
+	},
+	"devices": {
+		synopsis: "talosflash devices [--json]",
+		about:    "List the disks of this machine and whether each is a safe target (and why not).",
+		example:  "talosflash devices",
+	},
+	"nodes": {
+		synopsis: "talosflash nodes [--subnet CIDR] [flags]",
+		about: "Scan for Talos nodes (TCP port 50000) and show which are in maintenance\n" +
+			"mode, waiting for a config. Without --subnet: this machine's IPv4 subnets\n" +
+			"of /22 or smaller.",
+		example: "talosflash nodes\ntalosflash nodes --subnet 192.168.1.0/24 --json",
+		order:   []string{"subnet", "json"},
+	},
+	"apply": {
+		synopsis: "talosflash apply --node IP --file CONFIG [flags]",
+		about: "Check a machine config (with --role also the incident checks, e.g. Newt\n" +
+			"without its ExtensionServiceConfig), then send it to a node in maintenance\n" +
+			"mode, like talosctl apply-config --insecure.",
+		example: "talosflash apply --node 192.168.1.50 --file controlplane.yaml --role controlplane\n" +
+			"talosflash apply --node 192.168.1.51 --file worker.yaml --role worker --dry-run",
+		order: []string{"node", "file", "role", "dry-run", "mode", "json"},
+	},
+}
+
+// hiddenFlags are accepted but not shown: internal plumbing and
+// compatibility no-ops.
+var hiddenFlags = map[string]bool{
+	"elevated": true, // the privileged child of a flash (pkexec)
+	"insecure": true, // apply: talosctl compatibility, always insecure
+}
+
+// placeholders name flag values in usage texts.
+var placeholders = map[string]string{
+	"role": "NAME", "profiles": "FILE", "version": "VERSION", "factory": "URL", "arch": "ARCH",
+	"installer": "REF", "installer-file": "FILE", "image": "FILE", "device": "DEVICE", "cache-dir": "DIR",
+	"subnet": "CIDR", "timeout": "DURATION", "port": "PORT", "node": "IP", "file": "FILE", "mode": "MODE",
+	"flashed-installer": "REF",
+}
+
+// printUsage writes fs's command usage: synopsis, description, public flags
+// and an example.
+func printUsage(w io.Writer, fs *flag.FlagSet) {
+	h := commandHelp[fs.Name()]
+	if h.synopsis == "" {
+		h.synopsis = "talosflash " + fs.Name() + " [flags]"
+	}
+	fmt.Fprintf(w, "Usage: %s\n\n%s\n\nFlags:\n", h.synopsis, h.about)
+	type row struct{ names, usage string }
+	var rows []row
+	width := 0
+	for _, f := range orderedFlags(fs, h.order) {
+		if hiddenFlags[f.Name] || strings.HasPrefix(f.Usage, "shorthand for --") {
+			continue
+		}
+		names := "--" + f.Name
+		if short := shorthandFor(fs, f.Name); short != "" {
+			names = "-" + short + ", " + names
+		}
+		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); !ok || !b.IsBoolFlag() {
+			ph := placeholders[f.Name]
+			if ph == "" {
+				ph, _ = flag.UnquoteUsage(f)
+				ph = strings.ToUpper(ph)
+			}
+			names += " " + ph
+		}
+		usage := f.Usage
+		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" && f.DefValue != "[]" {
+			usage += " (default " + f.DefValue + ")"
+		}
+		rows = append(rows, row{names, usage})
+		width = max(width, len(names))
+	}
+	for _, r := range rows {
+		for i, line := range wrapWords(r.usage, max(30, 80-width-6)) {
+			first := ""
+			if i == 0 {
+				first = r.names
+			}
+			fmt.Fprintf(w, "  %-*s  %s\n", width, first, line)
+		}
+	}
+	fmt.Fprintf(w, "\nExample:\n  %s\n", strings.ReplaceAll(h.example, "\n", "\n  "))
+}
+
+// orderedFlags lists fs's flags: those named in first, in that order, then
+// the others by name.
+func orderedFlags(fs *flag.FlagSet, first []string) []*flag.Flag {
+	var out []*flag.Flag
+	seen := map[string]bool{}
+	for _, name := range first {
+		if f := fs.Lookup(name); f != nil {
+			out = append(out, f)
+			seen[name] = true
+		}
+	}
+	fs.VisitAll(func(f *flag.Flag) {
+		if !seen[f.Name] {
+			out = append(out, f)
+		}
+	})
+	return out
+}
+
+// shorthandFor finds the one-letter alias of long ("shorthand for --long").
+func shorthandFor(fs *flag.FlagSet, long string) string {
+	short := ""
+	fs.VisitAll(func(f *flag.Flag) {
+		if len(f.Name) == 1 && f.Usage == "shorthand for --"+long {
+			short = f.Name
+		}
+	})
+	return short
+}
+
+// wrapWords breaks s into lines of at most width bytes, at spaces.
+func wrapWords(s string, width int) []string {
+	var lines []string
+	line := ""
+	for _, w := range strings.Fields(s) {
+		if line != "" && len(line)+1+len(w) > width {
+			lines = append(lines, line)
+			line = w
+			continue
+		}
+		if line != "" {
+			line += " "
+		}
+		line += w
+	}
+	return append(lines, line)
 }

@@ -188,8 +188,8 @@ func TestFlashLoopDevice(t *testing.T) {
 	// A loop device is refused unless named explicitly for testing.
 	code, _, stderr := cliRun(t, "--flash", "--role", "worker", "--device", loop, "--yes",
 		"--factory", srv.URL, "--cache-dir", dir)
-	if code != ExitDevice {
-		t.Fatalf("loop without --allow-loop: exit %d, want %d: %s", code, ExitDevice, stderr)
+	if code != ExitDevice || !strings.Contains(stderr, "--allow-loop") {
+		t.Fatalf("loop without --allow-loop: exit %d, want %d and the flag named: %s", code, ExitDevice, stderr)
 	}
 	if srv.BytesServed() != 0 {
 		t.Fatal("a refused device must be refused before downloading")
@@ -344,7 +344,7 @@ func TestNodesFindsTestServer(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &nodes); err != nil {
 		t.Fatalf("bad JSON %q: %v", stdout, err)
 	}
-	if len(nodes) != 1 || nodes[0]["Maintenance"] != true {
+	if len(nodes) != 1 || nodes[0]["maintenance"] != true {
 		t.Fatalf("nodes %v; want the one maintenance test server", nodes)
 	}
 }

@@ -170,7 +170,7 @@ func runFlash(ctx context.Context, args []string, env Env) error {
 
 	var rep reporter
 	if f.jsonOut {
-		rep = newJSONReporter(env.Stdout)
+		rep = newJSONReporter(env.Stdout, env.Stderr, f.elevated)
 	} else {
 		rep = newTermReporter(env.Stderr, isTerminal(env.Stderr))
 	}

@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/talosflash/talosflash/imaging/devices"
+	"github.com/talosflash/talosflash/node"
 )
 
 func runSchematic(ctx context.Context, args []string, env Env) error {
@@ -89,7 +90,7 @@ func runDevices(_ context.Context, args []string, env Env) error {
 		return err
 	}
 	if jsonOut {
-		return json.NewEncoder(env.Stdout).Encode(disks)
+		return json.NewEncoder(env.Stdout).Encode(devicesJSON(disks))
 	}
 	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "DEVICE\tSIZE\tMODEL\tTRANSPORT\tTARGET")
@@ -101,4 +102,161 @@ func runDevices(_ context.Context, args []string, env Env) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", d.Path, d.SizeHuman, d.Description(), d.Transport, verdict)
 	}
 	return tw.Flush()
+}
+
+// JSON output. Every --json output of the CLI uses snake_case keys (as the
+// flash events and `schematic --json` do), declared here rather than
+// derived from Go field names, so renaming a field cannot change the output.
+
+type diskJSON struct {
+	Name        string          `json:"name"`
+	Path        string          `json:"path"`
+	Size        int64           `json:"size"`
+	SizeHuman   string          `json:"size_human"`
+	Vendor      string          `json:"vendor"`
+	Model       string          `json:"model"`
+	Description string          `json:"description"`
+	Transport   string          `json:"transport"`
+	MMCType     string          `json:"mmc_type,omitempty"`
+	Removable   bool            `json:"removable"`
+	ReadOnly    bool            `json:"read_only"`
+	Dev         string          `json:"dev"`
+	Partitions  []partitionJSON `json:"partitions"`
+	Mounts      []mountJSON     `json:"mounts"`
+	Swap        bool            `json:"swap"`
+	Holders     []string        `json:"holders"`
+	Safe        bool            `json:"safe"`
+	Refusal     *refusalJSON    `json:"refusal"` // null when safe
+}
+
+type partitionJSON struct {
+	Name    string      `json:"name"`
+	Path    string      `json:"path"`
+	Number  int         `json:"number"`
+	Size    int64       `json:"size"`
+	Mounts  []mountJSON `json:"mounts"`
+	Swap    bool        `json:"swap"`
+	Holders []string    `json:"holders"`
+}
+
+type mountJSON struct {
+	Point  string `json:"point"`
+	FSType string `json:"fs_type"`
+	Via    string `json:"via,omitempty"`
+}
+
+type refusalJSON struct {
+	Reason     string `json:"reason"`
+	Message    string `json:"message"`
+	Suggestion string `json:"suggestion,omitempty"`
+}
+
+// devicesJSON is `devices --json`: an array of disks, lists never null.
+func devicesJSON(disks []devices.Disk) []diskJSON {
+	out := make([]diskJSON, 0, len(disks))
+	for _, d := range disks {
+		j := diskJSON{
+			Name: d.Name, Path: d.Path, Size: d.Size, SizeHuman: d.SizeHuman, Vendor: d.Vendor, Model: d.Model,
+			Description: d.Description(), Transport: string(d.Transport), MMCType: d.MMCType,
+			Removable: d.Removable, ReadOnly: d.ReadOnly, Dev: d.Dev, Partitions: []partitionJSON{},
+			Mounts: mountsJSON(d.Mounts), Swap: d.Swap, Holders: nonNil(d.Holders), Safe: d.Safe,
+		}
+		for _, p := range d.Partitions {
+			j.Partitions = append(j.Partitions, partitionJSON{Name: p.Name, Path: p.Path, Number: p.Number, Size: p.Size,
+				Mounts: mountsJSON(p.Mounts), Swap: p.Swap, Holders: nonNil(p.Holders)})
+		}
+		if d.Refusal != nil {
+			j.Refusal = &refusalJSON{Reason: string(d.Refusal.Reason), Message: d.Refusal.Msg, Suggestion: d.Refusal.Suggestion}
+		}
+		out = append(out, j)
+	}
+	return out
+}
+
+func mountsJSON(ms []devices.Mount) []mountJSON {
+	out := make([]mountJSON, 0, len(ms))
+	for _, m := range ms {
+		out = append(out, mountJSON{Point: m.Point, FSType: m.FSType, Via: m.Via})
+	}
+	return out
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+type nodeJSON struct {
+	Address         string      `json:"address"`
+	IP              string      `json:"ip"`
+	Maintenance     bool        `json:"maintenance"`
+	Configured      bool        `json:"configured"`
+	Stage           string      `json:"stage"`
+	Hostname        string      `json:"hostname"`
+	MAC             string      `json:"mac"`
+	TalosVersion    string      `json:"talos_version"`
+	Arch            string      `json:"arch"`
+	CertFingerprint string      `json:"cert_fingerprint"`
+	Booted          *bootedJSON `json:"booted"` // null: the node exposes no extension statuses
+	Matches         matchJSON   `json:"matches"`
+	Note            string      `json:"note"`
+}
+
+type bootedJSON struct {
+	SchematicID string   `json:"schematic_id"`
+	Overlay     string   `json:"overlay"`
+	Extensions  []string `json:"extensions"`
+}
+
+// matchJSON is the profile the booted image matches (plan.Match).
+type matchJSON struct {
+	Profile string `json:"profile"`
+	Role    string `json:"role"`
+	Source  string `json:"source"`
+}
+
+// nodesJSON is `nodes --json`: an array of the nodes found, with what each booted.
+func nodesJSON(rows []nodeRow) []nodeJSON {
+	out := make([]nodeJSON, 0, len(rows))
+	for _, r := range rows {
+		n := r.Node
+		j := nodeJSON{Address: n.Addr, IP: n.IP.String(), Maintenance: n.Maintenance, Configured: n.Configured,
+			Stage: n.Stage, Hostname: n.Hostname, MAC: n.MAC, TalosVersion: n.TalosVersion, Arch: n.Arch,
+			CertFingerprint: n.CertFingerprint, Note: n.Note,
+			Matches: matchJSON{Profile: r.Match.Profile, Role: r.Match.Role, Source: r.Match.Source}}
+		if b := n.Booted; b != nil {
+			j.Booted = &bootedJSON{SchematicID: b.SchematicID, Overlay: b.Overlay, Extensions: nonNil(b.Extensions)}
+		}
+		out = append(out, j)
+	}
+	return out
+}
+
+type applyJSON struct {
+	Endpoint        string             `json:"endpoint"`
+	Mode            string             `json:"mode"`
+	DryRun          bool               `json:"dry_run"`
+	Messages        []applyMessageJSON `json:"messages"`
+	Warnings        []string           `json:"warnings"`
+	ModeDetails     string             `json:"mode_details"`
+	CertFingerprint string             `json:"cert_fingerprint"`
+}
+
+type applyMessageJSON struct {
+	Node        string   `json:"node"`
+	Mode        string   `json:"mode"`
+	ModeDetails string   `json:"mode_details"`
+	Warnings    []string `json:"warnings"`
+}
+
+// applyResultJSON is `apply --json`: the node's answer.
+func applyResultJSON(r *node.ApplyResult) applyJSON {
+	out := applyJSON{Endpoint: r.Endpoint, Mode: r.Mode, DryRun: r.DryRun, Messages: []applyMessageJSON{},
+		Warnings: nonNil(r.Warnings), ModeDetails: r.ModeDetails, CertFingerprint: r.CertFingerprint}
+	for _, m := range r.Messages {
+		out.Messages = append(out.Messages, applyMessageJSON{Node: m.Node, Mode: m.Mode, ModeDetails: m.ModeDetails, Warnings: nonNil(m.Warnings)})
+	}
+	return out
 }

@@ -92,7 +92,7 @@ func runNodes(ctx context.Context, args []string, env Env) error {
 		rows[i] = nodeRow{Node: found[i], Match: nc.MatchBooted()}
 	}
 	if jsonOut {
-		return json.NewEncoder(env.Stdout).Encode(rows)
+		return json.NewEncoder(env.Stdout).Encode(nodesJSON(rows))
 	}
 	if len(found) == 0 {
 		fmt.Fprintln(env.Stderr, "no Talos nodes found (is the Pi booted and on this network? a maintenance node shows its IP on HDMI)")
@@ -120,7 +120,7 @@ func runNodes(ctx context.Context, args []string, env Env) error {
 // (the JSON of `nodes --json`).
 type nodeRow struct {
 	node.Node
-	Match plan.Match `json:"Matches"`
+	Match plan.Match
 }
 
 func bootedColumns(r nodeRow) (booted, id, exts string) {
@@ -273,7 +273,7 @@ func runApply(ctx context.Context, args []string, env Env) error {
 		return err
 	}
 	if jsonOut {
-		return json.NewEncoder(env.Stdout).Encode(res)
+		return json.NewEncoder(env.Stdout).Encode(applyResultJSON(res))
 	}
 	verb := "applied"
 	if dryRun {

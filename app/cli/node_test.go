@@ -241,12 +241,14 @@ func TestNodesTellsBootedImagesApart(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	var rows []struct {
-		Addr, TalosVersion, Arch string
-		Booted                   *struct {
-			SchematicID string
-			Extensions  []string
-		}
-		Matches struct{ Profile, Role, Source string }
+		Address      string `json:"address"`
+		TalosVersion string `json:"talos_version"`
+		Arch         string `json:"arch"`
+		Booted       *struct {
+			SchematicID string   `json:"schematic_id"`
+			Extensions  []string `json:"extensions"`
+		} `json:"booted"`
+		Matches struct{ Profile, Role, Source string } `json:"matches"`
 	}
 	if err := json.Unmarshal([]byte(stdout), &rows); err != nil || len(rows) != 3 {
 		t.Fatalf("rows %v (%v): %s", rows, err, stdout)

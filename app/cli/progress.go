@@ -24,16 +24,19 @@ type reporter interface {
 }
 
 // jsonReporter writes one JSON object per line to out (stdout): the typed
-// events of app/elevate, which the elevated child's parent reads back.
-// Human text goes to stderr.
+// events of app/elevate, stable keys for scripts and nothing else there.
+// Human text (Info) goes to human (stderr), except in the elevated child
+// (relayInfo), which sends it as "info" events for its parent to relay.
 type jsonReporter struct {
 	*elevate.Writer
-	mu   sync.Mutex
-	last map[imaging.Stage]time.Time
+	mu        sync.Mutex
+	human     io.Writer
+	relayInfo bool
+	last      map[imaging.Stage]time.Time
 }
 
-func newJSONReporter(out io.Writer) *jsonReporter {
-	return &jsonReporter{Writer: elevate.NewWriter(out), last: map[imaging.Stage]time.Time{}}
+func newJSONReporter(out, human io.Writer, relayInfo bool) *jsonReporter {
+	return &jsonReporter{Writer: elevate.NewWriter(out), human: human, relayInfo: relayInfo, last: map[imaging.Stage]time.Time{}}
 }
 
 func (r *jsonReporter) Progress(p imaging.Progress) {
@@ -49,6 +52,27 @@ func (r *jsonReporter) Progress(p imaging.Progress) {
 	r.last[p.Stage] = now
 	r.mu.Unlock()
 	r.Writer.Progress(p)
+}
+
+func (r *jsonReporter) Info(format string, args ...any) {
+	if r.relayInfo {
+		r.Writer.Info(format, args...)
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	fmt.Fprintf(r.human, format+"\n", args...)
+}
+
+// Warning is a "warning" event for scripts and, outside the elevated child,
+// the same line on stderr for the human watching.
+func (r *jsonReporter) Warning(msg string) {
+	r.Writer.Warning(msg)
+	if !r.relayInfo {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		fmt.Fprintf(r.human, "warning: %s\n", msg)
+	}
 }
 
 func (r *jsonReporter) Finish() {}
@@ -100,6 +124,7 @@ func (r *termReporter) Progress(p imaging.Progress) {
 	r.lastOut = now
 	line := formatProgress(p, 30)
 	if r.tty {
+		line = fitProgress(p, termWidth(r.out)) // termbar.go: never wraps
 		fmt.Fprintf(r.out, "\r\033[K%s", line)
 		r.drawn = true
 	} else {

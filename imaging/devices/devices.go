@@ -224,7 +224,7 @@ func (d *Disk) Assess(imageSize int64, opts Options) *RefusedError {
 	}
 	if d.Transport.Virtual() && !(d.Transport == TransportLoop && opts.AllowLoop) {
 		if d.Transport == TransportLoop {
-			return refuse(CodeVirtual, "%s is a loop device, not a card (allow loop devices explicitly to write to it)", d.Path)
+			return refuse(CodeVirtual, "%s is a loop device, not a card (allowed with --allow-loop, for testing)", d.Path)
 		}
 		return refuse(CodeVirtual, "%s is a virtual %s device, not a card", d.Path, d.Transport)
 	}

@@ -210,7 +210,7 @@ func TestCheckPaths(t *testing.T) {
 		{path: filepath.Join(dev, "nvme0n1p2"), code: CodePartition, msg: "and its disk " + filepath.Join(dev, "nvme0n1") + " is refused too"},
 		{path: filepath.Join(dev, "nvme0n1"), code: CodeSystemDisk, msg: "system filesystem", disk: "nvme0n1"},
 		{path: filepath.Join(dev, "mapper/vg-home"), code: CodeVirtual, msg: "virtual dm device", disk: "dm-0"},
-		{path: filepath.Join(dev, "loop0"), code: CodeVirtual, msg: "allow loop devices explicitly", disk: "loop0"},
+		{path: filepath.Join(dev, "loop0"), code: CodeVirtual, msg: "not a card (allowed with --allow-loop", disk: "loop0"},
 		{path: filepath.Join(dev, "loop0"), opts: Options{AllowLoop: true}, disk: "loop0"},
 		{path: filepath.Join(dev, "sdz"), code: CodeNotFound, msg: "does not exist (is the card inserted?"},
 		{path: filepath.Join(dev, "sdq"), code: CodeNotBlockDevice, msg: "regular file inside"},

@@ -1,0 +1,228 @@
+package cli
+
+import (
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/talosflash/talosflash/imaging/devices"
+	"github.com/talosflash/talosflash/imaging/imagetest"
+	"github.com/talosflash/talosflash/node/nodetest"
+)
+
+var snakeCase = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
+
+// jsonKeys returns every object key in a decoded JSON value, as paths.
+func jsonKeys(v any, prefix string, out map[string]bool) {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			out[prefix+k] = true
+			jsonKeys(e, prefix+k+".", out)
+		}
+	case []any:
+		for _, e := range x {
+			jsonKeys(e, prefix, out)
+		}
+	}
+}
+
+// assertSnakeCase decodes data (one JSON document) and checks every key;
+// it returns the key paths for further checks.
+func assertSnakeCase(t *testing.T, what string, data []byte) map[string]bool {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(data, &v); err != nil {
+		t.Fatalf("%s: not JSON: %v: %q", what, err, data)
+	}
+	keys := map[string]bool{}
+	jsonKeys(v, "", keys)
+	for k := range keys {
+		if !snakeCase.MatchString(k[strings.LastIndex(k, ".")+1:]) {
+			t.Errorf("%s: key %q is not snake_case", what, k)
+		}
+	}
+	return keys
+}
+
+func wantKeys(t *testing.T, what string, keys map[string]bool, want ...string) {
+	t.Helper()
+	for _, k := range want {
+		if !keys[k] {
+			t.Errorf("%s: no key %q (have %v)", what, k, keys)
+		}
+	}
+}
+
+// `devices --json` used Go field names (SizeHuman, Refusal.Msg).
+func TestDevicesJSONKeys(t *testing.T) {
+	disk := devices.Disk{Name: "sdb", Path: "/dev/sdb", Size: 32 << 30, SizeHuman: "32.0 GiB", Transport: devices.TransportUSB,
+		MMCType: "SD", Partitions: []devices.Partition{{Name: "sdb1", Path: "/dev/sdb1", Number: 1,
+			Mounts: []devices.Mount{{Point: "/media/u/boot", FSType: "vfat", Via: "dm-0"}}}},
+		Refusal: &devices.RefusedError{Device: "/dev/sdb", Reason: devices.CodeMounted, Msg: "mounted", Suggestion: "/dev/sdc"}}
+	data, err := json.Marshal(devicesJSON([]devices.Disk{disk}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := assertSnakeCase(t, "devicesJSON", data)
+	wantKeys(t, "devicesJSON", keys, "size_human", "read_only", "mmc_type", "refusal.message", "refusal.reason",
+		"refusal.suggestion", "partitions.mounts.fs_type", "partitions.mounts.via", "holders")
+
+	// The real command, with a loop device attached when we are root.
+	var loop string
+	if os.Geteuid() == 0 {
+		loop = imagetest.LoopDevice(t, 1<<20, false)
+	}
+	code, stdout, stderr := cliRun(t, "devices", "--json")
+	if code != ExitOK {
+		t.Fatalf("devices --json: exit %d: %s", code, stderr)
+	}
+	assertSnakeCase(t, "devices --json", []byte(stdout))
+	if loop == "" {
+		return
+	}
+	var list []diskJSON
+	if err := json.Unmarshal([]byte(stdout), &list); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range list {
+		if d.Path == loop {
+			if d.Safe || d.Refusal == nil || !strings.Contains(d.Refusal.Message, "--allow-loop") {
+				t.Fatalf("loop device %s: safe %v refusal %+v; want refused naming --allow-loop", loop, d.Safe, d.Refusal)
+			}
+			return
+		}
+	}
+	t.Fatalf("loop device %s not listed:\n%s", loop, stdout)
+}
+
+func TestSchematicNodesApplyJSONKeys(t *testing.T) {
+	code, stdout, stderr := cliRun(t, "schematic", "--role", "worker", "--json")
+	if code != ExitOK {
+		t.Fatalf("schematic: exit %d: %s", code, stderr)
+	}
+	wantKeys(t, "schematic --json", assertSnakeCase(t, "schematic --json", []byte(stdout)), "id", "image_url")
+
+	srv := nodetest.Start(t, nodetest.Options{Addr: "127.0.0.1:0", Hostname: "pi-1"})
+	code, stdout, stderr = cliRun(t, "nodes", "--subnet", "127.0.0.1/32", "--port", strconv.Itoa(srv.Port()), "--json")
+	if code != ExitOK {
+		t.Fatalf("nodes: exit %d: %s", code, stderr)
+	}
+	keys := assertSnakeCase(t, "nodes --json", []byte(stdout))
+	wantKeys(t, "nodes --json", keys, "address", "maintenance", "talos_version", "cert_fingerprint")
+	if !strings.Contains(stdout, `"address":"`+srv.Addr()+`"`) {
+		t.Errorf("nodes --json lacks the server's address %s: %s", srv.Addr(), stdout)
+	}
+
+	worker, err := os.ReadFile("../../node/testdata/worker.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "worker.yaml")
+	if err := os.WriteFile(file, worker, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr = cliRun(t, "apply", "--node", srv.Addr(), "--file", file, "--role", "worker", "--dry-run", "--json")
+	if code != ExitOK {
+		t.Fatalf("apply: exit %d: %s", code, stderr)
+	}
+	keys = assertSnakeCase(t, "apply --json", []byte(stdout))
+	wantKeys(t, "apply --json", keys, "endpoint", "dry_run", "mode_details", "messages")
+	if len(srv.Requests()) != 1 || !srv.Requests()[0].DryRun {
+		t.Fatalf("server got %d requests, want one dry run", len(srv.Requests()))
+	}
+}
+
+// jsonLines parses every stdout line of a --json run as one JSON object
+// with an "event", and returns them.
+func jsonLines(t *testing.T, what, stdout string) []map[string]any {
+	t.Helper()
+	var evs []map[string]any
+	for i, line := range strings.Split(strings.TrimSuffix(stdout, "\n"), "\n") {
+		var ev map[string]any
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatalf("%s: stdout line %d is not a JSON object: %q", what, i+1, line)
+		}
+		if ev["event"] == nil {
+			t.Fatalf("%s: stdout line %d has no event: %q", what, i+1, line)
+		}
+		assertSnakeCase(t, what, []byte(line))
+		evs = append(evs, ev)
+	}
+	return evs
+}
+
+// With --json, stdout is only JSON event lines; human text is on stderr
+// (the "info" messages used to go to stdout as JSON).
+func TestFlashJSONStdoutIsOnlyJSON(t *testing.T) {
+	srv, fx := fakeFactory(t)
+	dir := t.TempDir()
+	target := filepath.Join(dir, "card.img")
+	code, stdout, stderr := cliRun(t, "--flash", "--role", "controlplane", "--device", target, "--yes", "--json",
+		"--factory", srv.URL, "--cache-dir", filepath.Join(dir, "cache"))
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if imagetest.FileSHA256(t, target, imageSize) != fx.SHA256 {
+		t.Fatal("card does not hold the image")
+	}
+	counts := map[string]int{}
+	for _, ev := range jsonLines(t, "flash --json", stdout) {
+		counts[ev["event"].(string)]++
+	}
+	if counts["info"] != 0 || counts["result"] != 1 || counts["warning"] != 1 || counts["progress"] == 0 {
+		t.Fatalf("events %v: want progress, one warning (newt), one result, no info", counts)
+	}
+	for _, want := range []string{"image: ", "warning: ", "wrote ", "next: "} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks the human line %q:\n%s", want, stderr)
+		}
+	}
+	if strings.Contains(stderr, "{") {
+		t.Errorf("JSON on stderr:\n%s", stderr)
+	}
+
+	// A failure: an "error" event on stdout, the message on stderr.
+	code, stdout, stderr = cliRun(t, "--flash", "--role", "worker", "--device", filepath.Join(dir, "nope", "card.img"), "--yes", "--json",
+		"--factory", srv.URL, "--cache-dir", filepath.Join(dir, "cache"))
+	evs := jsonLines(t, "failed flash --json", stdout)
+	if code == ExitOK || len(evs) == 0 || evs[len(evs)-1]["event"] != "error" || !strings.HasPrefix(stderr, "talosflash: ") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+}
+
+// The elevated child still sends its human text as "info" events: its
+// parent relays them (app/elevate reads only stdout).
+func TestElevatedChildRelaysInfo(t *testing.T) {
+	dir := t.TempDir()
+	_, fx := fakeFactory(t)
+	img := filepath.Join(dir, "metal-arm64.raw.xz")
+	if err := os.WriteFile(img, fx.XZ, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pr, pw := io.Pipe() // stdin stays open: closing it cancels the child
+	defer pw.Close()
+	var out, errOut strings.Builder
+	code := Main([]string{"--flash", "--elevated", "--image", img, "--device", filepath.Join(dir, "card.img"), "--yes", "--json"},
+		Env{Stdin: pr, Stdout: &out, Stderr: &errOut})
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	infos := 0
+	for _, ev := range jsonLines(t, "elevated child", out.String()) {
+		if ev["event"] == "info" {
+			infos++
+		}
+	}
+	if imagetest.FileSHA256(t, filepath.Join(dir, "card.img"), imageSize) != fx.SHA256 {
+		t.Fatal("card does not hold the image")
+	}
+	if infos == 0 || errOut.Len() != 0 {
+		t.Fatalf("child: %d info events, stderr %q", infos, errOut.String())
+	}
+}

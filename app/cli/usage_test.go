@@ -1,0 +1,86 @@
+package cli
+
+import (
+	"strings"
+	"testing"
+)
+
+var subcommands = []string{"flash", "schematic", "profiles", "devices", "nodes", "apply"}
+
+// `flash -h` used to be a bare "Usage of flash:" listing -elevated.
+func TestEverySubcommandHasUsage(t *testing.T) {
+	for _, cmd := range subcommands {
+		for _, args := range [][]string{{cmd, "-h"}, {cmd, "--help"}, {"help", cmd}} {
+			code, stdout, stderr := cliRun(t, args...)
+			if code != ExitOK || stderr != "" {
+				t.Errorf("%v: exit %d, stderr %q", args, code, stderr)
+			}
+			for _, want := range []string{"Usage: talosflash ", "Flags:\n", "Example:\n  talosflash "} {
+				if !strings.Contains(stdout, want) {
+					t.Errorf("%v: usage lacks %q:\n%s", args, want, stdout)
+				}
+			}
+			if strings.Contains(stdout, "elevated") || strings.Contains(stdout, "insecure (") || strings.Contains(stdout, "Usage of") {
+				t.Errorf("%v: usage shows an internal flag or the bare default:\n%s", args, stdout)
+			}
+		}
+	}
+	code, stdout, _ := cliRun(t, "--help")
+	for _, cmd := range append(subcommands, "version", "gui") {
+		if code != ExitOK || !strings.Contains(stdout, "\n  "+cmd) {
+			t.Errorf("talosflash --help does not list %s:\n%s", cmd, stdout)
+		}
+	}
+}
+
+// Every public flag of a command is in its usage, with its shorthand.
+func TestUsageListsPublicFlags(t *testing.T) {
+	code, stdout, _ := cliRun(t, "apply", "-h")
+	if code != ExitOK {
+		t.Fatalf("exit %d", code)
+	}
+	for _, want := range []string{"-n, --node IP", "-f, --file FILE", "--dry-run ", "--timeout DURATION", "(default auto)"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("apply -h lacks %q:\n%s", want, stdout)
+		}
+	}
+	_, stdout, _ = cliRun(t, "flash", "-h")
+	for _, want := range []string{"--allow-loop", "--device DEVICE", "--force-non-removable", "--no-verify"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("flash -h lacks %q", want)
+		}
+	}
+	for _, line := range strings.Split(stdout, "\n") {
+		if len(line) > 80 && !strings.HasPrefix(line, "Usage:") && !strings.HasPrefix(line, "  talosflash ") {
+			t.Errorf("flash -h line longer than 80 columns: %q", line)
+		}
+	}
+}
+
+// Hidden flags still work: the elevated child is started with --elevated.
+func TestHiddenFlagsStillParse(t *testing.T) {
+	fs := newFlagSet("flash", Env{})
+	elevated := fs.Bool("elevated", false, "internal")
+	if err := parseFlags(fs, []string{"--elevated"}); err != nil || !*elevated {
+		t.Fatalf("--elevated: %v, set %v", err, *elevated)
+	}
+}
+
+// A bad flag is one error line naming the help, not the flag package's
+// message plus the whole usage.
+func TestBadFlagIsOneLine(t *testing.T) {
+	code, stdout, stderr := cliRun(t, "flash", "--bogus")
+	if code != ExitUsage || stdout != "" {
+		t.Fatalf("exit %d, stdout %q", code, stdout)
+	}
+	if strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "talosflash flash -h") {
+		t.Fatalf("stderr %q", stderr)
+	}
+}
+
+func TestUnknownCommandIsOneLine(t *testing.T) {
+	code, stdout, stderr := cliRun(t, "frobnicate")
+	if code != ExitUsage || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "talosflash --help") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+}

@@ -1,0 +1,174 @@
+//go:build !nogui
+
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/talosflash/talosflash/app/gui"
+)
+
+// `make run` without a display used to end in GLFW's panic and a stack trace.
+func TestGUIWithoutDisplayPrintsOneLine(t *testing.T) {
+	code, stdout, stderr := runBinary(t, []string{"LANG=C.UTF-8", "HOME=" + t.TempDir()})
+	if code != 2 {
+		t.Errorf("exit %d, want 2", code)
+	}
+	lines := strings.Split(strings.TrimRight(stderr, "\n"), "\n")
+	if len(lines) != 1 || !strings.Contains(stderr, "talosflash --help") || !strings.Contains(stderr, "make build-cli") {
+		t.Errorf("stderr should be one line suggesting the CLI, got:\n%s", stderr)
+	}
+	if strings.Contains(stderr, "goroutine") || strings.Contains(stderr, "panic") || stdout != "" {
+		t.Errorf("stack trace or output:\n%s%s", stdout, stderr)
+	}
+}
+
+func TestMissingDisplay(t *testing.T) {
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	if missingDisplay("linux", env(nil)) == "" {
+		t.Error("linux without DISPLAY/WAYLAND_DISPLAY: want a reason")
+	}
+	for _, m := range []map[string]string{{"DISPLAY": ":0"}, {"WAYLAND_DISPLAY": "wayland-0"}} {
+		if r := missingDisplay("linux", env(m)); r != "" {
+			t.Errorf("linux %v: %q, want none", m, r)
+		}
+	}
+	if r := missingDisplay("darwin", env(nil)); r != "" {
+		t.Errorf("darwin needs no DISPLAY, got %q", r)
+	}
+}
+
+// A display that cannot be opened panics inside GLFW: one line, exit 2.
+// Other panics are bugs and keep their trace.
+func TestGUIDisplayPanicIsOneLine(t *testing.T) {
+	var stderr bytes.Buffer
+	run := func(gui.Options) error { panic("NotInitialized: The GLFW library is not initialized") }
+	code := runGUIWith(nil, &bytes.Buffer{}, &stderr, func(string) string { return ":99" }, run)
+	if code != 2 || strings.Count(stderr.String(), "\n") != 1 || !strings.Contains(stderr.String(), "talosflash --help") {
+		t.Fatalf("exit %d, stderr %q", code, stderr.String())
+	}
+	defer func() {
+		if r := recover(); r != "boom" {
+			t.Fatalf("a non-display panic must propagate, got %v", r)
+		}
+	}()
+	runGUIWith(nil, &bytes.Buffer{}, &stderr, func(string) string { return ":99" }, func(gui.Options) error { panic("boom") })
+}
+
+func TestGUIHelp(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := runGUIWith([]string{"-h"}, &stdout, &stderr, func(string) string { return "" }, nil)
+	if code != 0 || !strings.Contains(stdout.String(), "--factory URL") || strings.Contains(stdout.String(), "elevated") {
+		t.Fatalf("exit %d, usage:\n%s%s", code, stdout.String(), stderr.String())
+	}
+}
+
+// The app still starts (and says nothing) under C.UTF-8 on a real X server.
+func TestGUIStartsUnderXvfb(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts Xvfb")
+	}
+	xvfb, err := exec.LookPath("Xvfb")
+	if err != nil {
+		t.Skip("Xvfb not installed")
+	}
+	if _, err := exec.LookPath("xwininfo"); err != nil {
+		t.Skip("xwininfo not installed")
+	}
+	display := startXvfb(t, xvfb)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "gui", "--factory", "http://127.0.0.1:1")
+	cmd.Env = append(baseEnv(), "TALOSFLASH_TEST_RUN_MAIN=1", "LANG=C.UTF-8", "DISPLAY="+display, "HOME="+t.TempDir())
+	var stderr lockedBuffer
+	cmd.Stdout, cmd.Stderr = &stderr, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+
+	// Wait for the window to be mapped, or for the app to die.
+	deadline := time.Now().Add(2 * time.Minute)
+	for !windowShown(display, "talosflash") {
+		select {
+		case err := <-exited:
+			t.Fatalf("the app exited (%v) before showing its window:\n%s", err, stderr.String())
+		case <-time.After(200 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no window after 2 minutes:\n%s", stderr.String())
+		}
+	}
+	cancel()
+	<-exited
+	if out := stderr.String(); strings.Contains(out, "Fyne") || strings.Contains(out, "panic") {
+		t.Fatalf("app output:\n%s", out)
+	}
+}
+
+// startXvfb starts a private X server (no TCP) and returns its display name.
+func startXvfb(t *testing.T, xvfb string) string {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(xvfb, "-displayfd", "3", "-nolisten", "tcp", "-screen", "0", "1024x768x24")
+	cmd.ExtraFiles = []*os.File{w}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	_ = w.Close()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	line, err := bufio.NewReader(r).ReadString('\n')
+	_ = r.Close()
+	if err != nil {
+		t.Fatalf("Xvfb did not report its display: %v", err)
+	}
+	return ":" + strings.TrimSpace(line)
+}
+
+func windowShown(display, title string) bool {
+	out, err := exec.Command("xwininfo", "-display", display, "-root", "-tree").Output()
+	return err == nil && bytes.Contains(out, []byte(title))
+}
+
+// lockedBuffer is a bytes.Buffer the exec copier and the test can share.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// fynelocale must be initialized before Fyne's lang package reads the
+// locale: Go's init order (import paths sorted, dependencies first) makes it
+// so only while fynelocale imports nothing lang does not.
+func TestFyneLocaleInitsBeforeFyneLang(t *testing.T) {
+	_, _, stderr := runBinary(t, []string{"GODEBUG=inittrace=1"}, "version")
+	ours := strings.Index(stderr, "init github.com/talosflash/talosflash/internal/fynelocale ")
+	fyne := strings.Index(stderr, "init fyne.io/fyne/v2/lang ")
+	if ours < 0 || fyne < 0 || ours > fyne {
+		t.Fatalf("init order: fynelocale at %d, fyne.io/fyne/v2/lang at %d (want fynelocale first)", ours, fyne)
+	}
+}
