@@ -332,9 +332,15 @@ func TestFlashNoCacheCorruptStream(t *testing.T) {
 	srv, path, c := newFactory(t, img.XZ)
 	srv.Inject(path, factorytest.Fault{Kind: factorytest.FaultCorrupt, After: int64(len(img.XZ) / 2)})
 	src := Source{URL: srv.ImageURL(testSchematic, testVersion, testFile), NoCache: true, Cache: c, HTTPClient: srv.Client()}
-	_, err := Flash(context.Background(), FlashOptions{Source: src, Target: filepath.Join(t.TempDir(), "card.img")})
-	if !errors.Is(err, ErrCorruptImage) || !errors.Is(err, ErrIncomplete) {
-		t.Fatalf("got %v, want ErrCorruptImage + ErrIncomplete", err)
+	dst := filepath.Join(t.TempDir(), "card.img")
+	_, err := Flash(context.Background(), FlashOptions{Source: src, Target: dst})
+	if !errors.Is(err, ErrCorruptImage) {
+		t.Fatalf("got %v, want ErrCorruptImage", err)
+	}
+	// The parallel decoder may find the bad block before the first write
+	// (then the target is never opened) or after (then it is incomplete).
+	if _, statErr := os.Stat(dst); statErr == nil && !errors.Is(err, ErrIncomplete) {
+		t.Fatalf("target was opened but the error does not say it is incomplete: %v", err)
 	}
 }
 

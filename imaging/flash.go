@@ -47,6 +47,10 @@ type FlashOptions struct {
 	// addition to the capacity the target itself reports.
 	MaxSize  int64
 	Progress ProgressFunc
+	// ForceRaw writes a decoded stream that does not start like a disk (no
+	// MBR signature, no GPT header); without it such a stream is refused
+	// with ErrUnsupportedImage before the target is opened.
+	ForceRaw bool
 }
 
 // Result describes a completed flash.
@@ -90,9 +94,10 @@ var crcTable = crc32.MakeTable(crc32.Castagnoli)
 type openedSource struct {
 	r          io.Reader // compressed (xz) or raw bytes
 	closer     io.Closer
-	xz         bool
-	size       int64 // uncompressed size, -1 unknown
-	compressed int64 // compressed size, -1 unknown
+	xz         bool   // format == FormatXZ
+	format     Format // told by the content, not the name
+	size       int64  // uncompressed size, -1 unknown
+	compressed int64  // compressed size, -1 unknown
 	consumed   *atomic.Int64
 	path       string // local file
 	cachePath  string // set when the file is a cache entry (deleted if corrupt)
@@ -131,7 +136,17 @@ func openSource(ctx context.Context, src Source, progress ProgressFunc) (*opened
 				stream.cancel()
 				return nil, downloadFailed(err)
 			}
-			s.r, s.closer, s.xz, s.compressed = stream, stream, true, stream.resp.total
+			br := bufio.NewReaderSize(stream, 1<<20)
+			s.r, s.closer, s.compressed = br, stream, stream.resp.total
+			head, err := br.Peek(sniffHeadSize)
+			if err != nil && err != io.EOF {
+				stream.Close()
+				return nil, downloadFailed(err)
+			}
+			if err := s.setFormat(head, -1); err != nil {
+				stream.Close()
+				return nil, err
+			}
 			return s, nil
 		}
 		cache := src.Cache
@@ -150,7 +165,12 @@ func openSource(ctx context.Context, src Source, progress ProgressFunc) (*opened
 		}
 		path, s.cachePath = p, p
 	}
-	f, err := os.Open(path)
+	open := os.Open
+	if s.cachePath != "" {
+		// Never through a symlink planted in the cache.
+		open = func(p string) (*os.File, error) { return openNoFollow(p, os.O_RDONLY, 0) }
+	}
+	f, err := open(path)
 	if err != nil {
 		return nil, fmt.Errorf("open image: %w", err)
 	}
@@ -163,22 +183,48 @@ func openSource(ctx context.Context, src Source, progress ProgressFunc) (*opened
 		f.Close()
 		return nil, fmt.Errorf("image %s is not a regular file", path)
 	}
-	head := make([]byte, len(xzMagic))
-	n, _ := f.ReadAt(head, 0)
+	head := make([]byte, sniffHeadSize)
+	n, err := f.ReadAt(head, 0)
+	if err != nil && err != io.EOF {
+		f.Close()
+		return nil, fmt.Errorf("read image %s: %w", path, err)
+	}
 	s.path, s.closer, s.compressed = path, f, st.Size()
 	s.r = bufio.NewReaderSize(f, 1<<20)
-	if n == len(xzMagic) && bytes.Equal(head, xzMagic) {
-		s.xz = true
+	if err := s.setFormat(head[:n], st.Size()); err != nil {
+		f.Close()
+		return nil, s.corrupt(fmt.Errorf("image %s: %w", path, err))
+	}
+	if s.xz {
 		size, err := XZUncompressedSize(f, st.Size())
 		if err != nil {
 			f.Close()
 			return nil, s.corrupt(fmt.Errorf("image %s: %w", path, err))
 		}
 		s.size = size
-	} else {
-		s.size = st.Size()
 	}
 	return s, nil
+}
+
+// setFormat sniffs the source's format from its first bytes and sets what
+// the header tells of the decoded size (fileSize: the raw file's, or -1).
+func (s *openedSource) setFormat(head []byte, fileSize int64) error {
+	format, err := sniffFormat(head)
+	if err != nil {
+		return err
+	}
+	s.format, s.xz = format, format == FormatXZ
+	switch format {
+	case FormatZstd:
+		size, err := zstdContentSize(head)
+		if err != nil {
+			return err
+		}
+		s.size = size
+	case FormatRaw:
+		s.size = fileSize
+	}
+	return nil
 }
 
 // corrupt deletes the cache entry the data came from and explains.
@@ -201,6 +247,22 @@ func Flash(ctx context.Context, opts FlashOptions) (*Result, error) {
 		return nil, err
 	}
 	defer src.closer.Close()
+
+	// Decode (and look at the start of the decoded data) before the target
+	// is touched: what is not a disk image is refused with the card intact.
+	stream, err := decoderFor(src.format, src)
+	if err != nil {
+		return nil, src.decodeErr(err)
+	}
+	if c, ok := stream.(io.Closer); ok {
+		defer c.Close() // stops decoder goroutines on cancel or write error
+	}
+	if stream, err = peekDisk(stream, opts.ForceRaw); err != nil {
+		if errors.Is(err, ErrUnsupportedImage) {
+			return nil, fmt.Errorf("image %s: %w", src.name(), err)
+		}
+		return nil, src.decodeErr(err)
+	}
 
 	limit := opts.MaxSize
 	if limit > 0 && src.size > limit {
@@ -229,18 +291,6 @@ func Flash(ctx context.Context, opts FlashOptions) (*Result, error) {
 		return nil, fmt.Errorf("%w: image needs %d bytes, %s holds %d", ErrTargetTooSmall, src.size, opts.Target, limit)
 	}
 
-	var stream io.Reader = src
-	if src.xz {
-		dec, err := newDecompressor(src)
-		if err != nil {
-			return nil, src.decodeErr(err)
-		}
-		if c, ok := dec.(io.Closer); ok {
-			defer c.Close() // stops decoder goroutines on cancel or write error
-		}
-		stream = dec
-	}
-
 	w, err := writeStream(ctx, stream, t, src, limit, opts.Progress)
 	if err != nil {
 		return nil, err
@@ -266,11 +316,14 @@ func (s *openedSource) decodeErr(err error) error {
 	if serr := s.sourceErr(); serr != nil {
 		return fmt.Errorf("write stage: reading image: %w", serr)
 	}
-	name := s.path
-	if name == "" {
-		name = "downloaded stream"
+	return s.corrupt(fmt.Errorf("write stage: decompressing %s: %w: %v", s.name(), ErrCorruptImage, err))
+}
+
+func (s *openedSource) name() string {
+	if s.path == "" {
+		return "downloaded stream"
 	}
-	return s.corrupt(fmt.Errorf("write stage: decompressing %s: %w: %v", name, ErrCorruptImage, err))
+	return s.path
 }
 
 type chunk struct {
@@ -451,7 +504,7 @@ func writeStream(ctx context.Context, stream io.Reader, t Target, src *openedSou
 		return nil, fmt.Errorf("%w (after %d bytes were written: %w)", src.decodeErr(readErr), readN, ErrIncomplete)
 	}
 	if src.size >= 0 && readN != src.size {
-		return nil, src.corrupt(fmt.Errorf("write stage: %w: decompressed %d bytes, the xz index says %d (%w)", ErrCorruptImage, readN, src.size, ErrIncomplete))
+		return nil, src.corrupt(fmt.Errorf("write stage: %w: decompressed %d bytes, the %s header says %d (%w)", ErrCorruptImage, readN, src.format, src.size, ErrIncomplete))
 	}
 	if err := t.Sync(); err != nil {
 		return nil, &WriteError{Offset: readN, Err: fmt.Errorf("sync: %w", err)}

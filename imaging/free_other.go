@@ -1,0 +1,5 @@
+//go:build !linux && !darwin
+
+package imaging
+
+func freeSpace(string) (int64, bool) { return 0, false }
