@@ -197,6 +197,14 @@ func lockEntry(ctx context.Context, final string, waiting func()) (*os.File, err
 	}
 }
 
+// removeSymlink deletes a symlink planted where the cache keeps a file of
+// its own (the link, never its target); opens use O_NOFOLLOW anyway.
+func removeSymlink(p string) {
+	if fi, err := os.Lstat(p); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		_ = os.Remove(p)
+	}
+}
+
 // cachedEntry reports whether final is a complete, checked entry; a
 // damaged one (or a symlink in its place) is removed.
 func cachedEntry(final string) (int64, bool, error) {
@@ -311,6 +319,7 @@ func (c *Cache) Fetch(ctx context.Context, httpClient *http.Client, url, key str
 // the partial can't be resumed (errRestart) it is dropped and the request
 // made again from byte 0, once.
 func downloadOnce(ctx context.Context, f *fetcher, dir, partial, metaPath string, meter *meter) error {
+	removeSymlink(partial)
 	out, err := openNoFollow(partial, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return permanent(cacheError(partial, err))

@@ -117,10 +117,11 @@ const (
 	// DefaultBuildTimeout bounds the wait for response headers: Image
 	// Factory builds a new image before it answers, which takes minutes.
 	DefaultBuildTimeout = 30 * time.Minute
-	// buildNotice is how long headers may take before progress says the
-	// factory is building the image.
-	buildNotice = 2 * time.Second
 )
+
+// buildNotice is how long headers may take before progress says the
+// factory is building the image (a variable for tests).
+var buildNotice = 2 * time.Second
 
 // fetcher issues (range) GETs for one URL and remembers the validators of
 // the first answer so resumed requests ask for the same content.
