@@ -290,6 +290,9 @@ func Flash(ctx context.Context, opts FlashOptions) (*Result, error) {
 	if limit > 0 && src.size > limit {
 		return nil, fmt.Errorf("%w: image needs %d bytes, %s holds %d", ErrTargetTooSmall, src.size, opts.Target, limit)
 	}
+	if free, ok := fileTargetFree(t); ok && src.size > free {
+		return nil, fmt.Errorf("%w: image needs %d bytes, the file system of %s has %d free", ErrTargetTooSmall, src.size, opts.Target, free)
+	}
 
 	w, err := writeStream(ctx, stream, t, src, limit, opts.Progress)
 	if err != nil {
