@@ -586,7 +586,9 @@ func verifyTarget(ctx context.Context, t Target, w *written, progress ProgressFu
 				err = fmt.Errorf("target ends at byte %d, expected %d bytes", off+int64(n), w.n)
 			}
 			if err != nil {
-				readErr = fmt.Errorf("verify: read target at byte %d: %w", off+int64(n), err)
+				// The card shrank, vanished or fails to read: it can't be
+				// trusted to hold the image.
+				readErr = fmt.Errorf("verify: read target at byte %d: %w; %w", off+int64(n), err, ErrIncomplete)
 				return
 			}
 			c.n, c.off = want, off

@@ -131,6 +131,8 @@ type flashFlags struct {
 	noCache, noVerify bool
 	forceNonRemovable bool
 	allowLoop         bool
+	forceRaw          bool
+	format            string
 	cacheDir          string
 	elevated          bool
 }
@@ -146,6 +148,8 @@ func runFlash(ctx context.Context, args []string, env Env) error {
 	fs.BoolVar(&f.noVerify, "no-verify", false, "skip reading the card back (not recommended)")
 	fs.BoolVar(&f.forceNonRemovable, "force-non-removable", false, "allow a disk that is not removable (still never a system disk)")
 	fs.BoolVar(&f.allowLoop, "allow-loop", false, "allow a loop device as target (testing)")
+	fs.BoolVar(&f.forceRaw, "force-raw", false, "write an image that does not start like a disk (no MBR/GPT)")
+	fs.StringVar(&f.format, "format", "xz", "download format from the factory: xz or zst")
 	fs.StringVar(&f.cacheDir, "cache-dir", "", "image cache directory (default: user cache dir)")
 	fs.BoolVar(&f.elevated, "elevated", false, "internal: this process is the privileged write step")
 	if err := parseFlags(fs, args); err != nil {
@@ -189,10 +193,14 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 		return err
 	}
 
+	if f.format != "xz" && f.format != "zst" {
+		return usageErrorf("flash: --format %q: want xz or zst", f.format)
+	}
 	im, err := f.resolve(ctx, true)
 	if err != nil {
 		return err
 	}
+	im.UseFormat(f.format)
 	rep.Info("image: %s", im.Label)
 	if im.SchematicID != "" {
 		rep.Info("schematic %s, Talos %s, %s", im.SchematicID, im.Version, im.FileName())
@@ -229,6 +237,7 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 			return d, nil
 		},
 		Verify:   !f.noVerify,
+		ForceRaw: f.forceRaw,
 		Progress: rep.Progress,
 	})
 	if err != nil {
@@ -281,6 +290,9 @@ func flashElevated(ctx context.Context, f *flashFlags, im *plan.Image, src imagi
 	}
 	if f.allowLoop {
 		args = append(args, "--allow-loop")
+	}
+	if f.forceRaw {
+		args = append(args, "--force-raw")
 	}
 	cmd, err := devices.ElevatedCommand(args)
 	if err != nil {

@@ -3,9 +3,9 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -13,6 +13,7 @@ import (
 	"github.com/siderolabs/image-factory/pkg/schematic"
 
 	"github.com/talosflash/talosflash/factory"
+	"github.com/talosflash/talosflash/internal/userfile"
 	"github.com/talosflash/talosflash/node"
 )
 
@@ -203,18 +204,12 @@ func runApply(ctx context.Context, args []string, env Env) error {
 const maxConfigSize = 4 << 20
 
 func readConfigFile(path string) ([]byte, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return nil, withCode(ExitUsage, fmt.Errorf("config file: %w", err))
-	}
-	if st.IsDir() {
-		return nil, withCode(ExitUsage, fmt.Errorf("config file %s is a directory", path))
-	}
-	if st.Size() > maxConfigSize {
-		return nil, withCode(ExitConfig, fmt.Errorf("config file %s is %d bytes: too large for a machine config (max %d)", path, st.Size(), maxConfigSize))
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
+	data, err := userfile.Read(path, maxConfigSize)
+	var tooLarge *userfile.TooLargeError
+	switch {
+	case errors.As(err, &tooLarge):
+		return nil, withCode(ExitConfig, fmt.Errorf("config file %s: too large for a machine config (max %d bytes)", path, maxConfigSize))
+	case err != nil:
 		return nil, withCode(ExitUsage, fmt.Errorf("config file: %w", err))
 	}
 	return data, nil

@@ -35,8 +35,8 @@
 package devices
 
 import (
-	"os"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/dustin/go-humanize"
