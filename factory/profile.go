@@ -367,7 +367,7 @@ func ParseProfiles(data []byte) ([]Profile, error) {
 
 func decodeProfile(n *yaml.Node) (Profile, error) {
 	if n.Kind != yaml.MappingNode {
-		return Profile{}, fmt.Errorf("line %d: each profile must be a mapping with name, overlay, extensions, ...", n.Line)
+		return Profile{}, fmt.Errorf("line %d: each profile must be a mapping of name, overlay, extensions and the other fields", n.Line)
 	}
 
 	if err := checkKeys(n, "profile", profileFields); err != nil {

@@ -188,7 +188,6 @@ type response struct {
 	body  io.ReadCloser
 	start int64 // offset of the first body byte in the file
 	total int64 // full file size, -1 unknown
-	done  bool  // nothing to read: the local copy already holds total bytes
 }
 
 // get asks for the file from offset off. The server may answer 206 (start

@@ -15,7 +15,5 @@ func openNoFollow(path string, flag int, perm os.FileMode) (*os.File, error) {
 	return os.OpenFile(path, flag, perm)
 }
 
-// lockFile is a no-op where flock is missing (untested platforms).
-func lockFile(*os.File) error { return nil }
-
+// tryLockFile always succeeds where flock is missing (untested platforms).
 func tryLockFile(*os.File) (bool, error) { return true, nil }

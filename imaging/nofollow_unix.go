@@ -14,21 +14,9 @@ func openNoFollow(path string, flag int, perm os.FileMode) (*os.File, error) {
 	return os.OpenFile(path, flag|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, perm)
 }
 
-// lockFile takes an exclusive advisory lock on f, waiting for it; the lock
-// ends when f is closed (also when the process dies).
-func lockFile(f *os.File) error {
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
-		if err != syscall.EINTR {
-			if err != nil {
-				return fmt.Errorf("lock %s: %w", f.Name(), err)
-			}
-			return nil
-		}
-	}
-}
-
-// tryLockFile is lockFile without waiting: false when another holds it.
+// tryLockFile takes an exclusive advisory lock on f without waiting: false
+// when another open file holds it. The lock ends when f is closed (also
+// when the process dies).
 func tryLockFile(f *os.File) (bool, error) {
 	err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 	if err == syscall.EWOULDBLOCK {
