@@ -736,6 +736,19 @@ type faultWriter struct {
 	dead    bool
 }
 
+// send writes p and counts it. The count goes up before the write: a client
+// may read the last byte before the server's Write returns, and a test that
+// checks BytesServed after its read must already see it.
+func (fw *faultWriter) send(p []byte) (int, error) {
+	fw.counter.Add(int64(len(p)))
+
+	n, err := fw.ResponseWriter.Write(p)
+	fw.written += int64(n)
+	fw.counter.Add(int64(n - len(p)))
+
+	return n, err
+}
+
 func (fw *faultWriter) Write(p []byte) (int, error) {
 	if fw.dead {
 		return 0, net.ErrClosed
@@ -747,27 +760,17 @@ func (fw *faultWriter) Write(p []byte) (int, error) {
 			p = corruptFrom(p, fw.written, f.After)
 		}
 
-		n, err := fw.ResponseWriter.Write(p)
-		fw.written += int64(n)
-		fw.counter.Add(int64(n))
-
-		return n, err
+		return fw.send(p)
 	}
 
 	allowed := f.After - fw.written
 	if allowed >= int64(len(p)) {
-		n, err := fw.ResponseWriter.Write(p)
-		fw.written += int64(n)
-		fw.counter.Add(int64(n))
-
-		return n, err
+		return fw.send(p)
 	}
 
 	n := 0
 	if allowed > 0 {
-		n, _ = fw.ResponseWriter.Write(p[:allowed])
-		fw.written += int64(n)
-		fw.counter.Add(int64(n))
+		n, _ = fw.send(p[:allowed])
 	}
 
 	if fl, ok := fw.ResponseWriter.(http.Flusher); ok {
