@@ -211,7 +211,7 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 	}
 
 	if !f.yes {
-		if err := confirmDevice(env.Stdin, env.Stderr, disk.Path, disk.String()); err != nil {
+		if err := confirmDevice(ctx, env.Stdin, env.Stderr, disk.Path, disk.String()); err != nil {
 			return err
 		}
 	}

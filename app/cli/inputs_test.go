@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -191,4 +192,59 @@ func TestTermAndHupEndLikeInterrupt(t *testing.T) {
 func sha256hex(b []byte) string {
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
+}
+
+// Ctrl-C at the "type the device name" prompt ends the command (exit 130)
+// instead of waiting for a line that never comes; the card is untouched.
+func TestInterruptAtConfirmationPrompt(t *testing.T) {
+	stdinIsTerminal = func(any) bool { return true }
+	t.Cleanup(func() { stdinIsTerminal = isTerminal })
+	dir := t.TempDir()
+	img := bigSparseImage(t, dir)
+	card := filepath.Join(dir, "card.img")
+	pr, pw := io.Pipe() // stdin that never delivers a line
+	t.Cleanup(func() { pw.Close() })
+	prompt := &sigOnText{text: "Type", sig: syscall.SIGINT}
+	done := make(chan int, 1)
+	go func() {
+		done <- Main([]string{"--flash", "--image", img, "--device", card}, Env{Stdin: pr, Stdout: io.Discard, Stderr: prompt})
+	}()
+	select {
+	case code := <-done:
+		if code != ExitInterrupted {
+			t.Fatalf("exit %d, want %d: %s", code, ExitInterrupted, prompt.String())
+		}
+	case <-time.After(10 * time.Second):
+		pw.Close()
+		t.Fatal("Ctrl-C at the prompt did not end the command")
+	}
+	if _, err := os.Stat(card); err == nil {
+		t.Fatal("the card was touched")
+	}
+}
+
+// sigOnText sends sig to this process once text was written to it.
+type sigOnText struct {
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	text  string
+	sig   syscall.Signal
+	fired bool
+}
+
+func (s *sigOnText) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.buf.Write(p)
+	if !s.fired && strings.Contains(s.buf.String(), s.text) {
+		s.fired = true
+		_ = syscall.Kill(os.Getpid(), s.sig)
+	}
+	return len(p), nil
+}
+
+func (s *sigOnText) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.String()
 }
