@@ -348,13 +348,15 @@ func downloadOnce(ctx context.Context, f *fetcher, dir, partial, metaPath string
 	}
 	defer resp.body.Close()
 	meter.setTotal(resp.total)
-	limit := f.max
+	limit, byFree := f.max, false
 	if free, ok := freeSpace(dir); ok {
 		room := free + off - freeReserve
 		if resp.total >= 0 && resp.total-resp.start > free {
 			return permanent(cacheError(dir, fmt.Errorf("%w: the download needs %d more bytes, the file system has %d free", ErrTooLarge, resp.total-resp.start, free)))
 		}
-		limit = min(limit, max(room, 0))
+		if room < limit {
+			limit, byFree = max(room, 0), true
+		}
 	}
 	if resp.start == 0 {
 		// New content (or first request): save its validators for resuming.
@@ -382,7 +384,10 @@ func downloadOnce(ctx context.Context, f *fetcher, dir, partial, metaPath string
 				// No Content-Length: never fill the disk. Nothing to resume.
 				_ = out.Truncate(0)
 				_ = os.Remove(metaPath)
-				return permanent(fmt.Errorf("download %s: no size announced and more than %d bytes sent (the most a download may take here): %w", f.url, limit, ErrTooLarge))
+				if byFree {
+					return permanent(cacheError(dir, fmt.Errorf("%w: download %s announced no size and would fill the file system (stopped at %d bytes, %d kept free)", ErrTooLarge, f.url, limit, freeReserve)))
+				}
+				return permanent(fmt.Errorf("download %s: no size announced and more than %d bytes sent (the most a download may take): %w", f.url, limit, ErrTooLarge))
 			}
 			if _, werr := out.Write(buf[:n]); werr != nil {
 				return permanent(cacheError(partial, werr))

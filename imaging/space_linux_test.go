@@ -5,6 +5,7 @@ package imaging
 import (
 	"context"
 	"errors"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -58,5 +59,27 @@ func TestFlashChecksFreeSpaceOfFileTarget(t *testing.T) {
 	}
 	if st, err := os.Stat(dst); err != nil || st.Size() != 0 {
 		t.Fatalf("target: %v %v, want an empty file", st, err)
+	}
+}
+
+// A download without a size on a nearly full cache file system stops
+// before filling it and is a cache (storage) error, not a network one.
+func TestFetchWithoutLengthStopsBeforeDiskIsFull(t *testing.T) {
+	h := newHostile(t, func(n int, w http.ResponseWriter, r *http.Request) {
+		buf := make([]byte, 64<<10)
+		for i := 0; i < 1024 && r.Context().Err() == nil; i++ { // at most 64 MiB
+			if _, err := w.Write(buf); err != nil {
+				return
+			}
+		}
+	})
+	c := hostileCache(t)
+	c.Dir = smallFS(t)
+	_, err := h.fetch(t, c)
+	if !errors.Is(err, ErrTooLarge) || !errors.Is(err, ErrCache) || errors.Is(err, ErrDownload) {
+		t.Fatalf("got %v, want a cache error (would fill the disk)", err)
+	}
+	if free, ok := freeSpace(c.Dir); !ok || free < 1<<20 {
+		t.Fatalf("free space left: %d", free)
 	}
 }
