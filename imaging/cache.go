@@ -170,6 +170,7 @@ func (c *Cache) mkdirs(dir string) error {
 // lock takes the entry's lock file, waiting (cancellably) while another
 // process holds it; waiting is called once if it has to wait.
 func lockEntry(ctx context.Context, final string, waiting func()) (*os.File, error) {
+	removeSymlink(final + lockSuffix)
 	lf, err := openNoFollow(final+lockSuffix, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, cacheError(final+lockSuffix, err)

@@ -33,7 +33,7 @@ func TestCacheNeverFollowsSymlinks(t *testing.T) {
 		}
 	}
 
-	for _, suffix := range []string{partialSuffix, metaSuffix, metaSuffix + ".tmp", ""} {
+	for _, suffix := range []string{partialSuffix, metaSuffix, metaSuffix + ".tmp", lockSuffix, ""} {
 		t.Run("link as "+suffix, func(t *testing.T) {
 			c, final, outside, run := setup(t)
 			if err := os.MkdirAll(filepath.Dir(final), 0o700); err != nil {
