@@ -48,16 +48,36 @@ type HTTPError struct {
 	URL        string
 	StatusCode int
 	Status     string
+	Body       string // the start of the server's plain-text answer, one line
 }
 
 func (e *HTTPError) Error() string {
+	said := ""
+	if e.Body != "" {
+		said = ": " + e.Body
+	}
 	if e.StatusCode == http.StatusNotFound {
 		if id, version, file, ok := splitImageURL(e.URL); ok {
-			return fmt.Sprintf("Image Factory has no %s for schematic %s, Talos %s (HTTP 404 from %s)", file, id, version, e.URL)
+			return fmt.Sprintf("Image Factory has no %s for schematic %s, Talos %s (HTTP 404 from %s%s)", file, id, version, e.URL, said)
 		}
-		return fmt.Sprintf("image not found (HTTP 404 from %s)", e.URL)
+		return fmt.Sprintf("image not found (HTTP 404 from %s%s)", e.URL, said)
 	}
-	return fmt.Sprintf("download %s: server answered %s", e.URL, e.Status)
+	return fmt.Sprintf("download %s: server answered %s%s", e.URL, e.Status, said)
+}
+
+// maxErrorBody bounds how much of an error answer is read and shown.
+const maxErrorBody = 200
+
+// errorBody is the start of an error answer as one printable line.
+func errorBody(r io.Reader) string {
+	b, _ := io.ReadAll(io.LimitReader(r, maxErrorBody))
+	line := strings.Join(strings.Fields(strings.ToValidUTF8(string(b), "?")), " ")
+	return strings.Map(func(c rune) rune {
+		if c < ' ' || c == 0x7f {
+			return '?'
+		}
+		return c
+	}, line)
 }
 
 // Is makes a 404 match ErrNotFound.
@@ -256,8 +276,9 @@ func (f *fetcher) get(ctx context.Context, off int64) (*response, error) {
 		// Whatever the partial copy is, the server does not have it.
 		return nil, fmt.Errorf("download %s: server refused range from %d (%s): %w", f.url, off, resp.Status, errRestart)
 	default:
+		body := errorBody(idle)
 		idle.Close()
-		return nil, &HTTPError{URL: f.url, StatusCode: resp.StatusCode, Status: resp.Status}
+		return nil, &HTTPError{URL: f.url, StatusCode: resp.StatusCode, Status: resp.Status, Body: body}
 	}
 	if r.total > f.max {
 		idle.Close()

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -287,5 +288,23 @@ func writeFile(t *testing.T, p string, data []byte) {
 	t.Helper()
 	if err := os.WriteFile(p, data, 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The factory's plain-text error answer is shown, bounded and on one line.
+func TestFetchErrorShowsFactoryAnswer(t *testing.T) {
+	srv, _, c := newFactory(t, testImage(t).XZ)
+	url := srv.ImageURL(testSchematic, "v9.9.9", testFile)
+	_, err := c.Fetch(context.Background(), srv.Client(), url, CacheKey(testSchematic, "v9.9.9", testFile), nil)
+	if !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "version v9.9.9 is not available") {
+		t.Fatalf("got %v", err)
+	}
+	h := newHostile(t, func(n int, w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = w.Write(bytes.Repeat([]byte("bad\n\x1b[2J"), 10_000))
+	})
+	_, err = h.fetch(t, hostileCache(t))
+	if err == nil || len(err.Error()) > 600 || strings.ContainsAny(err.Error(), "\n\x1b") {
+		t.Fatalf("error answer not bounded to one clean line: %q", err)
 	}
 }
