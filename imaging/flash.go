@@ -15,6 +15,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/talosflash/talosflash/imaging/xzpar"
@@ -165,10 +166,12 @@ func openSource(ctx context.Context, src Source, progress ProgressFunc) (*opened
 		}
 		path, s.cachePath = p, p
 	}
-	open := os.Open
+	// Non-blocking: a FIFO named as the image is refused below instead of
+	// hanging the open (regular files ignore the flag).
+	open := func(p string) (*os.File, error) { return os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0) }
 	if s.cachePath != "" {
 		// Never through a symlink planted in the cache.
-		open = func(p string) (*os.File, error) { return openNoFollow(p, os.O_RDONLY, 0) }
+		open = func(p string) (*os.File, error) { return openNoFollow(p, os.O_RDONLY|syscall.O_NONBLOCK, 0) }
 	}
 	f, err := open(path)
 	if err != nil {
@@ -181,7 +184,7 @@ func openSource(ctx context.Context, src Source, progress ProgressFunc) (*opened
 	}
 	if !st.Mode().IsRegular() {
 		f.Close()
-		return nil, fmt.Errorf("image %s is not a regular file", path)
+		return nil, fmt.Errorf("image %s: %w: it is not a regular file (%v)", path, ErrUnsupportedImage, st.Mode().Type())
 	}
 	head := make([]byte, sniffHeadSize)
 	n, err := f.ReadAt(head, 0)

@@ -248,3 +248,28 @@ func (s *sigOnText) String() string {
 	defer s.mu.Unlock()
 	return s.buf.String()
 }
+
+// --image naming a device or a FIFO is refused at once (exit 9), not read
+// endlessly or waited on.
+func TestImageFlagRefusesDevicesAndFIFOs(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "image.fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	unblock := func() {
+		if f, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			f.Close()
+		}
+	}
+	card := filepath.Join(dir, "card.img")
+	for _, src := range []string{"/dev/zero", fifo} {
+		code, stderr := runBounded(t, 10*time.Second, unblock, "--flash", "--image", src, "--device", card, "--yes")
+		if code != ExitImage || !strings.Contains(stderr, "not a regular file") {
+			t.Fatalf("%s: exit %d, want %d: %s", src, code, ExitImage, stderr)
+		}
+		if _, err := os.Stat(card); err == nil {
+			t.Fatal("the card was touched")
+		}
+	}
+}
