@@ -198,14 +198,20 @@ func openSource(ctx context.Context, src Source, progress ProgressFunc) (*opened
 		f.Close()
 		return nil, s.corrupt(fmt.Errorf("image %s: %w", path, err))
 	}
-	if s.xz {
-		size, err := XZUncompressedSize(f, st.Size())
-		if err != nil {
-			f.Close()
-			return nil, s.corrupt(fmt.Errorf("image %s: %w", path, err))
-		}
-		s.size = size
+	var size int64
+	switch s.format {
+	case FormatXZ:
+		size, err = XZUncompressedSize(f, st.Size())
+	case FormatZstd:
+		size, err = zstdFileSize(f, st.Size()) // every frame, not just the first
+	default:
+		size = s.size
 	}
+	if err != nil {
+		f.Close()
+		return nil, s.corrupt(fmt.Errorf("image %s: %w", path, err))
+	}
+	s.size = size
 	return s, nil
 }
 
@@ -219,11 +225,11 @@ func (s *openedSource) setFormat(head []byte, fileSize int64) error {
 	s.format, s.xz = format, format == FormatXZ
 	switch format {
 	case FormatZstd:
-		size, err := zstdContentSize(head)
-		if err != nil {
+		// A stream may hold more frames than the first header tells of:
+		// its size stays unknown (files are walked frame by frame).
+		if _, err := zstdContentSize(head); err != nil {
 			return err
 		}
-		s.size = size
 	case FormatRaw:
 		s.size = fileSize
 	}
@@ -510,7 +516,7 @@ func writeStream(ctx context.Context, stream io.Reader, t Target, src *openedSou
 		return nil, fmt.Errorf("%w (after %d bytes were written: %w)", src.decodeErr(readErr), readN, ErrIncomplete)
 	}
 	if src.size >= 0 && readN != src.size {
-		return nil, src.corrupt(fmt.Errorf("write stage: %w: decompressed %d bytes, the %s header says %d (%w)", ErrCorruptImage, readN, src.format, src.size, ErrIncomplete))
+		return nil, src.corrupt(fmt.Errorf("write stage: %w: decompressed %d bytes, the %s image should give %d (%w)", ErrCorruptImage, readN, src.format, src.size, ErrIncomplete))
 	}
 	if err := t.Sync(); err != nil {
 		return nil, &WriteError{Offset: readN, Err: fmt.Errorf("sync: %w", err)}

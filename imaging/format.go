@@ -136,6 +136,69 @@ func zstdContentSize(head []byte) (int64, error) {
 	return int64(h.FrameContentSize), nil
 }
 
+// zstdFileSize walks the frames of a zstd file (headers and block headers
+// only, no decoding) and returns the decoded size the frame headers add up
+// to, or -1 when a frame does not declare its size. Several frames (pzstd,
+// concatenated files) are summed; a structure that does not add up to the
+// file size is corrupt.
+func zstdFileSize(r io.ReaderAt, size int64) (int64, error) {
+	corrupt := func(format string, args ...any) (int64, error) {
+		return -1, fmt.Errorf("%w: zstd: %s", ErrCorruptImage, fmt.Sprintf(format, args...))
+	}
+	var total int64
+	known := true
+	buf := make([]byte, 32)
+	for pos := int64(0); pos < size; {
+		n, err := r.ReadAt(buf[:min(int64(len(buf)), size-pos)], pos)
+		if err != nil && err != io.EOF {
+			return -1, err
+		}
+		var h zstd.Header
+		if err := h.Decode(buf[:n]); err != nil {
+			return corrupt("frame header at byte %d: %v", pos, err)
+		}
+		pos += int64(h.HeaderSize)
+		if h.Skippable {
+			pos += int64(h.SkippableSize)
+			continue
+		}
+		if h.HasFCS {
+			total += int64(h.FrameContentSize)
+		} else {
+			known = false
+		}
+		for last := false; !last; {
+			var bh [3]byte
+			if _, err := r.ReadAt(bh[:], pos); err != nil {
+				return corrupt("block header at byte %d: %v", pos, err)
+			}
+			v := uint32(bh[0]) | uint32(bh[1])<<8 | uint32(bh[2])<<16
+			last = v&1 == 1
+			switch (v >> 1) & 3 {
+			case 0, 2: // raw, compressed: that many bytes follow
+				pos += 3 + int64(v>>3)
+			case 1: // RLE: one byte follows
+				pos += 4
+			default:
+				return corrupt("reserved block type at byte %d", pos)
+			}
+			if pos > size {
+				return corrupt("block at byte %d runs past the end of the file", pos)
+			}
+		}
+		if h.HasCheckSum {
+			pos += 4
+		}
+		if pos > size {
+			return corrupt("frame checksum past the end of the file")
+		}
+	}
+	if !known {
+		return -1, nil
+	}
+	return total, nil
+}
+
 // decoderFor wraps the compressed stream r in the decoder of format.
 func decoderFor(format Format, r io.Reader) (io.Reader, error) {
 	switch format {
@@ -155,8 +218,9 @@ func decoderFor(format Format, r io.Reader) (io.Reader, error) {
 }
 
 // checkImageFile checks a downloaded or cached file is an image in a format
-// talosflash writes: the xz container's structure and checks (CheckXZ), a
-// valid zstd frame header, a gzip header. Data checks come while flashing.
+// talosflash writes: the xz container's structure and checks (CheckXZ), the
+// zstd frames and block headers adding up to the file size, a gzip header.
+// Data checks come while flashing.
 func checkImageFile(path string) error {
 	f, err := openNoFollow(path, os.O_RDONLY, 0)
 	if err != nil {
@@ -184,7 +248,7 @@ func checkImageFile(path string) error {
 		_, err = CheckXZ(f, st.Size())
 		return err
 	case FormatZstd:
-		_, err = zstdContentSize(head[:n])
+		_, err = zstdFileSize(f, st.Size())
 		return err
 	case FormatGzip:
 		_, err = gzip.NewReader(bytes.NewReader(head[:n]))

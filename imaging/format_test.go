@@ -193,3 +193,37 @@ func TestFetchRefusesUncompressedDownload(t *testing.T) {
 	}
 	assertNoEntry(t, c)
 }
+
+// A zstd file of several frames (pzstd, concatenated files) is written
+// whole; its size is the sum of the frames', checked before writing.
+func TestFlashMultiFrameZstd(t *testing.T) {
+	img := testImage(t)
+	half := len(img.Raw) / 2
+	skippable := []byte{0x50, 0x2A, 0x4D, 0x18, 5, 0, 0, 0, 'h', 'e', 'l', 'l', 'o'} // as some tools write
+	data := append(append(zstdBytes(t, img.Raw[:half]), skippable...), zstdBytes(t, img.Raw[half:])...)
+	src := writeTemp(t, "metal-arm64.raw.zst", data)
+	size, err := zstdFileSize(bytes.NewReader(data), int64(len(data)))
+	if err != nil || size != img.Size {
+		t.Fatalf("size %d, %v; want %d", size, err, img.Size)
+	}
+	dst := filepath.Join(t.TempDir(), "card.img")
+	res, err := Flash(context.Background(), FlashOptions{Source: Source{Path: src}, Target: dst, Verify: true})
+	if err != nil || res.Bytes != img.Size || res.SHA256 != img.SHA256 {
+		t.Fatalf("%+v %v", res, err)
+	}
+	// A truncated file does not add up.
+	if _, err := zstdFileSize(bytes.NewReader(data[:len(data)-10]), int64(len(data)-10)); !errors.Is(err, ErrCorruptImage) {
+		t.Fatalf("truncated: %v, want ErrCorruptImage", err)
+	}
+}
+
+// A truncated .raw.zst download never becomes a cache entry.
+func TestFetchRefusesTruncatedZstd(t *testing.T) {
+	img := testImage(t)
+	data := zstdBytes(t, img.Raw)
+	srv, _, c := newFactory(t, data[:len(data)-100])
+	if _, err := fetch(t, srv, c); !errors.Is(err, ErrCorruptImage) {
+		t.Fatalf("got %v, want ErrCorruptImage", err)
+	}
+	assertNoEntry(t, c)
+}
