@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 
 	"github.com/klauspost/compress/zstd"
@@ -136,6 +137,9 @@ func zstdContentSize(head []byte) (int64, error) {
 	return int64(h.FrameContentSize), nil
 }
 
+// zstdMaxBlock is the most a zstd block decodes to (RFC 8878 Block_Maximum_Size).
+const zstdMaxBlock = 128 << 10
+
 // zstdFileSize walks the frames of a zstd file (headers and block headers
 // only, no decoding) and returns the decoded size the frame headers add up
 // to, or -1 when a frame does not declare its size. Several frames (pzstd,
@@ -162,12 +166,8 @@ func zstdFileSize(r io.ReaderAt, size int64) (int64, error) {
 			pos += int64(h.SkippableSize)
 			continue
 		}
-		if h.HasFCS {
-			total += int64(h.FrameContentSize)
-		} else {
-			known = false
-		}
-		for last := false; !last; {
+		var blocks uint64
+		for last := false; !last; blocks++ {
 			var bh [3]byte
 			if _, err := r.ReadAt(bh[:], pos); err != nil {
 				return corrupt("block header at byte %d: %v", pos, err)
@@ -191,6 +191,16 @@ func zstdFileSize(r io.ReaderAt, size int64) (int64, error) {
 		}
 		if pos > size {
 			return corrupt("frame checksum past the end of the file")
+		}
+		// A block decodes to at most 128 KiB: a header claiming more than
+		// its blocks can hold lies (and must not pass a size check).
+		switch {
+		case !h.HasFCS:
+			known = false
+		case h.FrameContentSize > blocks*zstdMaxBlock || int64(h.FrameContentSize) > math.MaxInt64-total:
+			return corrupt("frame declares %d bytes in %d blocks", h.FrameContentSize, blocks)
+		default:
+			total += int64(h.FrameContentSize)
 		}
 	}
 	if !known {
