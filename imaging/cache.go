@@ -198,6 +198,21 @@ func lockEntry(ctx context.Context, final string, waiting func()) (*os.File, err
 	}
 }
 
+// setStage switches what the meter reports (the build wait, then the
+// download) and, if done >= 0, reports it at once.
+func (m *meter) setStage(s Stage, done int64) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	changed := m.stage != s
+	m.stage = s
+	m.mu.Unlock()
+	if changed && done >= 0 {
+		m.update(done, true)
+	}
+}
+
 // removeSymlink deletes a symlink planted where the cache keeps a file of
 // its own (the link, never its target); opens use O_NOFOLLOW anyway.
 func removeSymlink(p string) {
@@ -271,11 +286,6 @@ func (c *Cache) Fetch(ctx context.Context, httpClient *http.Client, url, key str
 	}
 	partial, metaPath := final+partialSuffix, final+metaSuffix
 	f := newFetcher(c, httpClient, url)
-	f.building = func() {
-		if progress != nil {
-			progress(Progress{Stage: StageBuild})
-		}
-	}
 	if m, ok := loadMeta(metaPath); ok && m.URL == url && (m.ETag != "" || m.LastModified != "") {
 		f.etag, f.modified, f.total = m.ETag, m.LastModified, m.Size
 	} else {
@@ -284,6 +294,9 @@ func (c *Cache) Fetch(ctx context.Context, httpClient *http.Client, url, key str
 		_ = os.Remove(metaPath)
 	}
 	meter := newMeter(progress, StageDownload, f.total, false)
+	// Late headers: the factory is building the image. Reported through the
+	// meter (serialized; its keep-alive repeats it) until the body flows.
+	f.building = func() { meter.setStage(StageBuild, 0) }
 	defer meter.keepAlive()()
 	for attempt := 0; ; attempt++ {
 		err = downloadOnce(ctx, f, c.Dir, partial, metaPath, meter)
@@ -344,6 +357,7 @@ func downloadOnce(ctx context.Context, f *fetcher, dir, partial, metaPath string
 		off = 0
 		resp, err = f.get(ctx, 0)
 	}
+	meter.setStage(StageDownload, -1)
 	if err != nil {
 		return err
 	}

@@ -279,6 +279,18 @@ func TestFetchWaitsForBuild(t *testing.T) {
 	if _, n := log.last(StageBuild); n == 0 {
 		t.Fatal("no build notice while the factory was building")
 	}
+	// Once building is reported, nothing says "download 0 B" until bytes flow.
+	log.mu.Lock()
+	seenBuild := false
+	for _, p := range log.reps {
+		switch {
+		case p.Stage == StageBuild:
+			seenBuild = true
+		case seenBuild && p.Stage == StageDownload && p.Done == 0 && p.Total == 0:
+			t.Errorf("a zero download report interleaved with the build notice: %+v", log.reps)
+		}
+	}
+	log.mu.Unlock()
 	if n := len(srv.RequestsTo(path)); n != 1 {
 		t.Fatalf("%d requests, want 1", n)
 	}
