@@ -7,6 +7,7 @@ require (
 	github.com/blang/semver/v4 v4.0.0
 	github.com/cosi-project/runtime v1.14.1
 	github.com/dustin/go-humanize v1.1.0
+	github.com/klauspost/compress v1.18.5
 	github.com/siderolabs/image-factory v0.8.4
 	github.com/siderolabs/talos/pkg/machinery v1.13.0
 	github.com/ulikunitz/xz v0.5.17

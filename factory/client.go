@@ -69,15 +69,15 @@ func (e *IDMismatchError) Error() string {
 
 func (e *IDMismatchError) Unwrap() error { return ErrIDMismatch }
 
-// Timeouts for metadata calls. Image downloads get no overall timeout (they
-// are hundreds of MiB on slow links); HTTPClient's transport still bounds
-// connecting and waiting for response headers.
+// Timeouts for metadata calls (APITimeout bounds each whole call). Image
+// downloads get no overall timeout and no header timeout: they are hundreds
+// of MiB on slow links, and Image Factory builds a new image (minutes)
+// before it sends any header; imaging bounds that wait itself.
 const (
-	APITimeout            = 30 * time.Second
-	DialTimeout           = 10 * time.Second
-	ResponseHeaderTimeout = 60 * time.Second
-	maxAPIResponse        = 8 << 20
-	maxErrorBody          = 300
+	APITimeout     = 30 * time.Second
+	DialTimeout    = 10 * time.Second
+	maxAPIResponse = 8 << 20
+	maxErrorBody   = 300
 )
 
 // Client talks to an Image Factory.
@@ -88,13 +88,12 @@ type Client struct {
 }
 
 // NewHTTPClient returns the http.Client talosflash uses for the factory:
-// proxy from the environment, bounded dial/TLS/header waits, no overall
-// timeout (so it is fit for image downloads too).
+// proxy from the environment, bounded dial/TLS waits, no overall or header
+// timeout (so it is fit for image downloads, which wait for a build too).
 func NewHTTPClient() *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.DialContext = (&net.Dialer{Timeout: DialTimeout, KeepAlive: 30 * time.Second}).DialContext
 	t.TLSHandshakeTimeout = DialTimeout
-	t.ResponseHeaderTimeout = ResponseHeaderTimeout
 
 	return &http.Client{Transport: t}
 }

@@ -348,3 +348,12 @@ func TestValidateProfile(t *testing.T) {
 		t.Fatal("invalid profile must fail before any request")
 	}
 }
+
+// The factory's HTTP client also downloads images: it must not give up on
+// headers while Image Factory builds an image (minutes on a first request).
+func TestHTTPClientWaitsForImageBuild(t *testing.T) {
+	tr, ok := NewHTTPClient().Transport.(*http.Transport)
+	if !ok || tr.ResponseHeaderTimeout != 0 || NewHTTPClient().Timeout != 0 {
+		t.Fatalf("transport %+v: want no header or overall timeout", tr)
+	}
+}

@@ -10,13 +10,13 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"os"
 	"regexp"
 	"slices"
 	"strings"
 
 	"github.com/blang/semver/v4"
 	"github.com/siderolabs/image-factory/pkg/schematic"
+	"github.com/talosflash/talosflash/internal/userfile"
 	"gopkg.in/yaml.v3"
 )
 
@@ -250,11 +250,14 @@ func MergeProfiles(base, overrides []Profile) []Profile {
 	return out
 }
 
+// MaxProfileFile bounds a profile file (regular files only).
+const MaxProfileFile = 1 << 20
+
 // LoadProfiles reads a user profile file and returns the effective set: the
 // builtin profiles, with user profiles of the same name replacing them, then
 // the user's other profiles in file order.
 func LoadProfiles(path string) ([]Profile, error) {
-	data, err := os.ReadFile(path)
+	data, err := userfile.Read(path, MaxProfileFile)
 	if err != nil {
 		return nil, fmt.Errorf("load profiles: %w", err)
 	}

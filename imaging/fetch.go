@@ -26,9 +26,18 @@ var errStall = errors.New("download stalled")
 // exit code.
 var ErrDownload = errors.New("image download failed")
 
+// errRestart asks for a download to start again from byte 0: the server
+// could not prove that what it would send continues the partial copy (no
+// validator, a different one, 416, a size that does not fit).
+var errRestart = errors.New("the partial download cannot be resumed")
+
+// ErrTooLarge is matched when a download exceeds the cache's size bound or
+// the free space of the cache's file system.
+var ErrTooLarge = errors.New("download too large")
+
 // downloadFailed marks err as a download failure, keeping its chain.
 func downloadFailed(err error) error {
-	if err == nil || errors.Is(err, ErrDownload) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if err == nil || errors.Is(err, ErrDownload) || errors.Is(err, ErrCache) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
 	return fmt.Errorf("%w: %w", ErrDownload, err)
@@ -39,16 +48,36 @@ type HTTPError struct {
 	URL        string
 	StatusCode int
 	Status     string
+	Body       string // the start of the server's plain-text answer, one line
 }
 
 func (e *HTTPError) Error() string {
+	said := ""
+	if e.Body != "" {
+		said = ": " + e.Body
+	}
 	if e.StatusCode == http.StatusNotFound {
 		if id, version, file, ok := splitImageURL(e.URL); ok {
-			return fmt.Sprintf("Image Factory has no %s for schematic %s, Talos %s (HTTP 404 from %s)", file, id, version, e.URL)
+			return fmt.Sprintf("Image Factory has no %s for schematic %s, Talos %s (HTTP 404 from %s%s)", file, id, version, e.URL, said)
 		}
-		return fmt.Sprintf("image not found (HTTP 404 from %s)", e.URL)
+		return fmt.Sprintf("image not found (HTTP 404 from %s%s)", e.URL, said)
 	}
-	return fmt.Sprintf("download %s: server answered %s", e.URL, e.Status)
+	return fmt.Sprintf("download %s: server answered %s%s", e.URL, e.Status, said)
+}
+
+// maxErrorBody bounds how much of an error answer is read and shown.
+const maxErrorBody = 200
+
+// errorBody is the start of an error answer as one printable line.
+func errorBody(r io.Reader) string {
+	b, _ := io.ReadAll(io.LimitReader(r, maxErrorBody))
+	line := strings.Join(strings.Fields(strings.ToValidUTF8(string(b), "?")), " ")
+	return strings.Map(func(c rune) rune {
+		if c < ' ' || c == 0x7f {
+			return '?'
+		}
+		return c
+	}, line)
 }
 
 // Is makes a 404 match ErrNotFound.
@@ -86,7 +115,7 @@ func retryable(err error) bool {
 	var pe permanentError
 	var he *HTTPError
 	switch {
-	case err == nil, errors.As(err, &pe), errors.Is(err, ErrCorruptImage),
+	case err == nil, errors.As(err, &pe), errors.Is(err, ErrCorruptImage), errors.Is(err, ErrTooLarge), errors.Is(err, ErrCache),
 		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return false
 	case errors.As(err, &he):
@@ -101,7 +130,18 @@ const (
 	DefaultRetryDelay  = time.Second
 	DefaultIdleTimeout = 30 * time.Second
 	maxRetryDelay      = 30 * time.Second
+
+	// DefaultMaxDownload bounds a download (and what a server may announce):
+	// Talos images are 0.3 GiB compressed, 1.3 GiB raw.
+	DefaultMaxDownload = 4 << 30
+	// DefaultBuildTimeout bounds the wait for response headers: Image
+	// Factory builds a new image before it answers, which takes minutes.
+	DefaultBuildTimeout = 30 * time.Minute
 )
+
+// buildNotice is how long headers may take before progress says the
+// factory is building the image (a variable for tests).
+var buildNotice = 2 * time.Second
 
 // fetcher issues (range) GETs for one URL and remembers the validators of
 // the first answer so resumed requests ask for the same content.
@@ -114,14 +154,24 @@ type fetcher struct {
 	etag     string
 	modified string
 	total    int64 // full size, -1 unknown
+	max      int64 // most bytes accepted
+	build    time.Duration
+	building func() // called once per request when headers are late
 }
 
 func newFetcher(c *Cache, hc *http.Client, url string) *fetcher {
 	if hc == nil {
 		hc = http.DefaultClient
 	}
-	f := &fetcher{client: hc, url: url, idle: DefaultIdleTimeout, retries: DefaultRetries, delay: DefaultRetryDelay, total: -1}
+	f := &fetcher{client: hc, url: url, idle: DefaultIdleTimeout, retries: DefaultRetries, delay: DefaultRetryDelay, total: -1,
+		max: DefaultMaxDownload, build: DefaultBuildTimeout}
 	if c != nil {
+		if c.MaxDownload > 0 {
+			f.max = c.MaxDownload
+		}
+		if c.BuildTimeout > 0 {
+			f.build = c.BuildTimeout
+		}
 		if c.IdleTimeout > 0 {
 			f.idle = c.IdleTimeout
 		}
@@ -158,13 +208,18 @@ type response struct {
 	body  io.ReadCloser
 	start int64 // offset of the first body byte in the file
 	total int64 // full file size, -1 unknown
-	done  bool  // nothing to read: the local copy already holds total bytes
 }
 
 // get asks for the file from offset off. The server may answer 206 (start
 // == off) or 200 (start == 0, e.g. the file changed or Range unsupported).
-// The body is guarded by the idle timeout.
+// A 206 is only accepted when it carries the validator the copy was saved
+// with; otherwise, and for a 416, get returns errRestart. Headers may take
+// up to the build timeout (the factory builds a new image first); the body
+// is then guarded by the idle timeout.
 func (f *fetcher) get(ctx context.Context, off int64) (*response, error) {
+	if off > 0 && f.validator() == "" {
+		return nil, errRestart // nothing to prove a 206 continues our copy
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, f.url, nil)
 	if err != nil {
@@ -175,24 +230,27 @@ func (f *fetcher) get(ctx context.Context, off int64) (*response, error) {
 	req.Header.Set("Accept-Encoding", "identity")
 	if off > 0 {
 		req.Header.Set("Range", "bytes="+strconv.FormatInt(off, 10)+"-")
-		switch {
-		case f.etag != "" && !strings.HasPrefix(f.etag, "W/"):
-			req.Header.Set("If-Range", f.etag)
-		case f.modified != "":
-			req.Header.Set("If-Range", f.modified)
-		}
+		req.Header.Set("If-Range", f.validator())
 	}
 	idle := &idleBody{cancel: cancel}
-	idle.timer = time.AfterFunc(f.idle, idle.fire)
+	idle.timer = time.AfterFunc(f.build, idle.fire)
 	idle.d = f.idle
+	var notice *time.Timer
+	if f.building != nil {
+		notice = time.AfterFunc(buildNotice, f.building)
+	}
 	resp, err := f.client.Do(req)
+	if notice != nil {
+		notice.Stop()
+	}
 	if err != nil {
 		idle.stop()
 		if idle.stalled.Load() {
-			err = errStall
+			err = fmt.Errorf("%w: no answer within %v", errStall, f.build)
 		}
 		return nil, fmt.Errorf("download %s: %w", f.url, err)
 	}
+	idle.timer.Reset(f.idle) // the body flows: from now on, the idle timeout
 	idle.body = resp.Body
 	r := &response{body: idle, total: -1}
 	switch resp.StatusCode {
@@ -200,9 +258,13 @@ func (f *fetcher) get(ctx context.Context, off int64) (*response, error) {
 		r.total = resp.ContentLength
 	case http.StatusPartialContent:
 		start, total, ok := parseContentRange(resp.Header.Get("Content-Range"))
-		if !ok || start != off {
+		if !ok || start != off || off == 0 {
 			idle.Close()
-			return nil, fmt.Errorf("download %s: asked for bytes from %d, got Content-Range %q", f.url, off, resp.Header.Get("Content-Range"))
+			return nil, fmt.Errorf("download %s: asked for bytes from %d, got Content-Range %q: %w", f.url, off, resp.Header.Get("Content-Range"), errRestart)
+		}
+		if !f.sameValidator(resp.Header) {
+			idle.Close()
+			return nil, fmt.Errorf("download %s: the server's answer does not carry the validator the partial copy was saved with: %w", f.url, errRestart)
 		}
 		r.start, r.total = start, total
 		if resp.ContentLength >= 0 && total >= 0 && resp.ContentLength != total-start {
@@ -211,28 +273,45 @@ func (f *fetcher) get(ctx context.Context, off int64) (*response, error) {
 		}
 	case http.StatusRequestedRangeNotSatisfiable:
 		idle.Close()
-		// "bytes */N": our copy is already complete if N == off.
-		if total, ok := parseUnsatisfiedRange(resp.Header.Get("Content-Range")); ok && off > 0 && total == off {
-			return &response{body: http.NoBody, start: off, total: total, done: true}, nil
-		}
-		return nil, fmt.Errorf("download %s: server refused range from %d (%s)", f.url, off, resp.Status)
+		// Whatever the partial copy is, the server does not have it.
+		return nil, fmt.Errorf("download %s: server refused range from %d (%s): %w", f.url, off, resp.Status, errRestart)
 	default:
+		body := errorBody(idle)
 		idle.Close()
-		return nil, &HTTPError{URL: f.url, StatusCode: resp.StatusCode, Status: resp.Status}
+		return nil, &HTTPError{URL: f.url, StatusCode: resp.StatusCode, Status: resp.Status, Body: body}
 	}
-	etag, modified := resp.Header.Get("ETag"), resp.Header.Get("Last-Modified")
+	if r.total > f.max {
+		idle.Close()
+		return nil, permanent(fmt.Errorf("download %s: the server announces %d bytes, more than the %d a Talos image can be: %w", f.url, r.total, f.max, ErrTooLarge))
+	}
 	if r.start == 0 {
-		f.etag, f.modified = etag, modified
-	} else if f.etag != "" && etag != "" && etag != f.etag {
+		f.etag, f.modified = resp.Header.Get("ETag"), resp.Header.Get("Last-Modified")
+	} else if f.total >= 0 && r.total >= 0 && r.total != f.total {
 		idle.Close()
-		return nil, fmt.Errorf("download %s: server sent a different file (ETag %s, expected %s)", f.url, etag, f.etag)
-	}
-	if f.total >= 0 && r.total >= 0 && r.total != f.total && r.start > 0 {
-		idle.Close()
-		return nil, fmt.Errorf("download %s: file size changed from %d to %d", f.url, f.total, r.total)
+		return nil, fmt.Errorf("download %s: file size changed from %d to %d: %w", f.url, f.total, r.total, errRestart)
 	}
 	f.total = r.total
 	return r, nil
+}
+
+// validator is what a resumed request sends in If-Range: a strong ETag,
+// else Last-Modified; "" when the copy was saved without either.
+func (f *fetcher) validator() string {
+	switch {
+	case f.etag != "" && !strings.HasPrefix(f.etag, "W/"):
+		return f.etag
+	case f.modified != "":
+		return f.modified
+	}
+	return ""
+}
+
+// sameValidator reports whether a 206 carries the validator sent in If-Range.
+func (f *fetcher) sameValidator(h http.Header) bool {
+	if f.etag != "" && !strings.HasPrefix(f.etag, "W/") {
+		return h.Get("ETag") == f.etag
+	}
+	return f.modified != "" && h.Get("Last-Modified") == f.modified
 }
 
 func parseContentRange(v string) (start, total int64, ok bool) {
@@ -263,15 +342,6 @@ func parseContentRange(v string) (start, total int64, ok bool) {
 		total = t
 	}
 	return start, total, true
-}
-
-func parseUnsatisfiedRange(v string) (int64, bool) {
-	v, found := strings.CutPrefix(v, "bytes */")
-	if !found {
-		return 0, false
-	}
-	t, err := strconv.ParseInt(v, 10, 64)
-	return t, err == nil
 }
 
 // idleBody cancels its request when no data arrived for d, and reports
@@ -329,6 +399,7 @@ type httpStream struct {
 	resp     *response
 	off      int64
 	failures int
+	noRange  bool // the server can't resume: ask from 0 and skip
 }
 
 func newHTTPStream(ctx context.Context, f *fetcher) *httpStream {
@@ -382,7 +453,15 @@ func (s *httpStream) retry(err error) error {
 func (s *httpStream) open() error {
 	for {
 		etag := s.f.etag
-		resp, err := s.f.get(s.ctx, s.off)
+		from := s.off
+		if s.noRange {
+			from = 0
+		}
+		resp, err := s.f.get(s.ctx, from)
+		if errors.Is(err, errRestart) && !s.noRange {
+			s.noRange = true
+			continue
+		}
 		if err == nil && resp.start < s.off {
 			// 200 to a range request: same file (ETag), so skip what we have.
 			if etag != "" && s.f.etag != etag {

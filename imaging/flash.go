@@ -15,6 +15,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/talosflash/talosflash/imaging/xzpar"
@@ -47,6 +48,10 @@ type FlashOptions struct {
 	// addition to the capacity the target itself reports.
 	MaxSize  int64
 	Progress ProgressFunc
+	// ForceRaw writes a decoded stream that does not start like a disk (no
+	// MBR signature, no GPT header); without it such a stream is refused
+	// with ErrUnsupportedImage before the target is opened.
+	ForceRaw bool
 }
 
 // Result describes a completed flash.
@@ -90,9 +95,10 @@ var crcTable = crc32.MakeTable(crc32.Castagnoli)
 type openedSource struct {
 	r          io.Reader // compressed (xz) or raw bytes
 	closer     io.Closer
-	xz         bool
-	size       int64 // uncompressed size, -1 unknown
-	compressed int64 // compressed size, -1 unknown
+	xz         bool   // format == FormatXZ
+	format     Format // told by the content, not the name
+	size       int64  // uncompressed size, -1 unknown
+	compressed int64  // compressed size, -1 unknown
 	consumed   *atomic.Int64
 	path       string // local file
 	cachePath  string // set when the file is a cache entry (deleted if corrupt)
@@ -131,7 +137,17 @@ func openSource(ctx context.Context, src Source, progress ProgressFunc) (*opened
 				stream.cancel()
 				return nil, downloadFailed(err)
 			}
-			s.r, s.closer, s.xz, s.compressed = stream, stream, true, stream.resp.total
+			br := bufio.NewReaderSize(stream, 1<<20)
+			s.r, s.closer, s.compressed = br, stream, stream.resp.total
+			head, err := br.Peek(sniffHeadSize)
+			if err != nil && err != io.EOF {
+				stream.Close()
+				return nil, downloadFailed(err)
+			}
+			if err := s.setFormat(head, -1); err != nil {
+				stream.Close()
+				return nil, err
+			}
 			return s, nil
 		}
 		cache := src.Cache
@@ -150,7 +166,14 @@ func openSource(ctx context.Context, src Source, progress ProgressFunc) (*opened
 		}
 		path, s.cachePath = p, p
 	}
-	f, err := os.Open(path)
+	// Non-blocking: a FIFO named as the image is refused below instead of
+	// hanging the open (regular files ignore the flag).
+	open := func(p string) (*os.File, error) { return os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0) }
+	if s.cachePath != "" {
+		// Never through a symlink planted in the cache.
+		open = func(p string) (*os.File, error) { return openNoFollow(p, os.O_RDONLY|syscall.O_NONBLOCK, 0) }
+	}
+	f, err := open(path)
 	if err != nil {
 		return nil, fmt.Errorf("open image: %w", err)
 	}
@@ -161,24 +184,56 @@ func openSource(ctx context.Context, src Source, progress ProgressFunc) (*opened
 	}
 	if !st.Mode().IsRegular() {
 		f.Close()
-		return nil, fmt.Errorf("image %s is not a regular file", path)
+		return nil, fmt.Errorf("image %s: %w: it is not a regular file (%v)", path, ErrUnsupportedImage, st.Mode().Type())
 	}
-	head := make([]byte, len(xzMagic))
-	n, _ := f.ReadAt(head, 0)
+	head := make([]byte, sniffHeadSize)
+	n, err := f.ReadAt(head, 0)
+	if err != nil && err != io.EOF {
+		f.Close()
+		return nil, fmt.Errorf("read image %s: %w", path, err)
+	}
 	s.path, s.closer, s.compressed = path, f, st.Size()
 	s.r = bufio.NewReaderSize(f, 1<<20)
-	if n == len(xzMagic) && bytes.Equal(head, xzMagic) {
-		s.xz = true
-		size, err := XZUncompressedSize(f, st.Size())
-		if err != nil {
-			f.Close()
-			return nil, s.corrupt(fmt.Errorf("image %s: %w", path, err))
-		}
-		s.size = size
-	} else {
-		s.size = st.Size()
+	if err := s.setFormat(head[:n], st.Size()); err != nil {
+		f.Close()
+		return nil, s.corrupt(fmt.Errorf("image %s: %w", path, err))
 	}
+	var size int64
+	switch s.format {
+	case FormatXZ:
+		size, err = XZUncompressedSize(f, st.Size())
+	case FormatZstd:
+		size, err = zstdFileSize(f, st.Size()) // every frame, not just the first
+	default:
+		size = s.size
+	}
+	if err != nil {
+		f.Close()
+		return nil, s.corrupt(fmt.Errorf("image %s: %w", path, err))
+	}
+	s.size = size
 	return s, nil
+}
+
+// setFormat sniffs the source's format from its first bytes and sets what
+// the header tells of the decoded size (fileSize: the raw file's, or -1).
+func (s *openedSource) setFormat(head []byte, fileSize int64) error {
+	format, err := sniffFormat(head)
+	if err != nil {
+		return err
+	}
+	s.format, s.xz = format, format == FormatXZ
+	switch format {
+	case FormatZstd:
+		// A stream may hold more frames than the first header tells of:
+		// its size stays unknown (files are walked frame by frame).
+		if _, err := zstdContentSize(head); err != nil {
+			return err
+		}
+	case FormatRaw:
+		s.size = fileSize
+	}
+	return nil
 }
 
 // corrupt deletes the cache entry the data came from and explains.
@@ -202,6 +257,14 @@ func Flash(ctx context.Context, opts FlashOptions) (*Result, error) {
 	}
 	defer src.closer.Close()
 
+	// Decode (and look at the start of the decoded data) before the target
+	// is touched: what is not a disk image is refused with the card intact.
+	stream, closeStream, err := decode(src, opts.ForceRaw)
+	if err != nil {
+		return nil, err
+	}
+	defer closeStream() // stops decoder goroutines on cancel or write error
+
 	t, limit, err := openTarget(opts, src.size)
 	if err != nil {
 		return nil, err
@@ -212,14 +275,6 @@ func Flash(ctx context.Context, opts FlashOptions) (*Result, error) {
 			t.Close()
 		}
 	}()
-
-	stream, err := decode(src)
-	if err != nil {
-		return nil, err
-	}
-	if c, ok := stream.(io.Closer); ok {
-		defer c.Close() // stops decoder goroutines on cancel or write error
-	}
 
 	w, err := writeStream(ctx, stream, t, src, limit, opts.Progress)
 	if err != nil {
@@ -269,20 +324,34 @@ func openTarget(opts FlashOptions, size int64) (Target, int64, error) {
 		t.Close()
 		return nil, 0, fmt.Errorf("%w: image needs %d bytes, %s holds %d", ErrTargetTooSmall, size, opts.Target, limit)
 	}
+	if free, ok := fileTargetFree(t); ok && size > free {
+		t.Close()
+		return nil, 0, fmt.Errorf("%w: image needs %d bytes, the file system of %s has %d free", ErrTargetTooSmall, size, opts.Target, free)
+	}
 	return t, limit, nil
 }
 
-// decode is the source's uncompressed stream: the decoder for xz (an
-// io.Closer the caller closes), the source itself for a raw image.
-func decode(src *openedSource) (io.Reader, error) {
-	if !src.xz {
-		return src, nil
-	}
-	dec, err := newDecompressor(src)
+// decode is the source's uncompressed stream, in the format its content
+// says (xz, zstd, gzip or raw), checked to start like a disk (MBR or GPT)
+// unless forceRaw. close stops the decoder's goroutines.
+func decode(src *openedSource, forceRaw bool) (r io.Reader, close func(), err error) {
+	dec, err := decoderFor(src.format, src)
 	if err != nil {
-		return nil, src.decodeErr(err)
+		return nil, nil, src.decodeErr(err)
 	}
-	return dec, nil
+	close = func() {}
+	if c, ok := dec.(io.Closer); ok && dec != io.Reader(src) {
+		close = func() { c.Close() }
+	}
+	r, err = peekDisk(dec, forceRaw)
+	if err != nil {
+		close()
+		if errors.Is(err, ErrUnsupportedImage) {
+			return nil, nil, fmt.Errorf("image %s: %w", src.name(), err)
+		}
+		return nil, nil, src.decodeErr(err)
+	}
+	return r, close, nil
 }
 
 // decodeErr tells a failing download apart from corrupt data.
@@ -290,11 +359,14 @@ func (s *openedSource) decodeErr(err error) error {
 	if serr := s.sourceErr(); serr != nil {
 		return fmt.Errorf("write stage: reading image: %w", serr)
 	}
-	name := s.path
-	if name == "" {
-		name = "downloaded stream"
+	return s.corrupt(fmt.Errorf("write stage: decompressing %s: %w: %v", s.name(), ErrCorruptImage, err))
+}
+
+func (s *openedSource) name() string {
+	if s.path == "" {
+		return "downloaded stream"
 	}
-	return s.corrupt(fmt.Errorf("write stage: decompressing %s: %w: %v", name, ErrCorruptImage, err))
+	return s.path
 }
 
 type chunk struct {
@@ -522,7 +594,7 @@ func (p *pipeline) finish() (*written, error) {
 		return nil, fmt.Errorf("%w (after %d bytes were written: %w)", p.src.decodeErr(p.readErr), p.readN, ErrIncomplete)
 	}
 	if p.src.size >= 0 && p.readN != p.src.size {
-		return nil, p.src.corrupt(fmt.Errorf("write stage: %w: decompressed %d bytes, the xz index says %d (%w)", ErrCorruptImage, p.readN, p.src.size, ErrIncomplete))
+		return nil, p.src.corrupt(fmt.Errorf("write stage: %w: decompressed %d bytes, the %s image should give %d (%w)", ErrCorruptImage, p.readN, p.src.format, p.src.size, ErrIncomplete))
 	}
 	if err := p.t.Sync(); err != nil {
 		return nil, &WriteError{Offset: p.readN, Err: fmt.Errorf("sync: %w", err)}
@@ -601,7 +673,9 @@ func verifyTarget(ctx context.Context, t Target, w *written, progress ProgressFu
 				err = fmt.Errorf("target ends at byte %d, expected %d bytes", off+int64(n), w.n)
 			}
 			if err != nil {
-				readErr = fmt.Errorf("verify: read target at byte %d: %w", off+int64(n), err)
+				// The card shrank, vanished or fails to read: it can't be
+				// trusted to hold the image.
+				readErr = fmt.Errorf("verify: read target at byte %d: %w; %w", off+int64(n), err, ErrIncomplete)
 				return
 			}
 			c.n, c.off = want, off

@@ -149,3 +149,7 @@ func (m *meter) keepAlive() (stop func()) {
 	}()
 	return func() { close(done) }
 }
+
+// StageBuild is reported (Done 0) while Image Factory builds an image it
+// has not served before: the download's headers are late, not stalled.
+const StageBuild Stage = "build"

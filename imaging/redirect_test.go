@@ -8,17 +8,14 @@ import (
 	"github.com/talosflash/talosflash/factory/factorytest"
 )
 
-// Image Factory answers some image requests with a redirect to storage;
-// the download, its resume and the cache must follow it.
+// Image Factory with an object-storage cache answers image GETs with a
+// redirect to storage; the download, its resume and the cache follow it.
 func TestFetchFollowsRedirect(t *testing.T) {
 	img := testImage(t)
-	srv, path, c := newFactory(t, img.XZ)
-	mirror := factorytest.ImagePath("mirror", testVersion, testFile)
-	srv.AddImage("mirror", testVersion, testFile, img.XZ)
-	srv.Redirect(path, mirror, http.StatusFound)
+	srv, path, c := newStorageFactory(t, img.XZ)
 
 	// Interrupted at the redirect target, then resumed through the redirect.
-	srv.ResetAfter(mirror, int64(len(img.XZ)/3))
+	srv.ResetAfter(path, int64(len(img.XZ)/3))
 	p, err := fetch(t, srv, c)
 	if err != nil {
 		t.Fatalf("fetch through redirect: %v", err)
@@ -30,9 +27,9 @@ func TestFetchFollowsRedirect(t *testing.T) {
 	if len(srv.RequestsTo(path)) < 2 {
 		t.Fatalf("want the resume to go through the original URL again, got %d requests", len(srv.RequestsTo(path)))
 	}
-	reqs := srv.RequestsTo(mirror)
+	reqs := srv.RequestsTo(factorytest.StoragePrefix + path)
 	if len(reqs) != 2 || !strings.HasPrefix(reqs[1].Header.Get("Range"), "bytes=") || reqs[1].Header.Get("Range") == "bytes=0-" {
-		t.Fatalf("mirror requests %d, second Range %q: want one reset then one ranged resume", len(reqs), reqs[len(reqs)-1].Header.Get("Range"))
+		t.Fatalf("storage requests %d, second Range %q: want one reset then one ranged resume", len(reqs), reqs[len(reqs)-1].Header.Get("Range"))
 	}
 }
 

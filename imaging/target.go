@@ -24,24 +24,41 @@ type Target interface {
 type fdTarget interface{ Fd() uintptr }
 type sizedTarget interface{ Size() (int64, error) }
 
-// OpenFile is the default Target opener: it opens a regular file (created
-// or truncated) or a block device read-write. It refuses directories and
-// adds no other safety checks: imaging/devices supplies the opener that
-// protects system disks.
+// OpenFile is the default Target opener: it opens a regular file (created,
+// or truncated once opened) or a block device read-write. It refuses
+// directories and adds no other safety checks: imaging/devices supplies the
+// opener that protects system disks. An existing file is truncated only if
+// the opened file is the one that was looked at (no check-then-open race).
 func OpenFile(path string, size int64) (Target, error) {
-	flags := os.O_RDWR
 	st, err := os.Stat(path)
 	switch {
 	case err == nil && st.IsDir():
 		return nil, fmt.Errorf("target %s is a directory", path)
-	case err == nil && st.Mode().IsRegular(), errors.Is(err, os.ErrNotExist):
-		flags |= os.O_CREATE | os.O_TRUNC
+	case errors.Is(err, os.ErrNotExist):
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("open target: %w", err)
+		}
+		return f, nil
 	case err != nil:
 		return nil, fmt.Errorf("target %s: %w", path, err)
 	}
-	f, err := os.OpenFile(path, flags, 0o644)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return nil, fmt.Errorf("open target: %w", err)
+	}
+	if st.Mode().IsRegular() {
+		fi, err := f.Stat()
+		if err == nil && !os.SameFile(fi, st) {
+			err = fmt.Errorf("target %s changed while it was being opened", path)
+		}
+		if err == nil {
+			err = f.Truncate(0)
+		}
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("open target: %w", err)
+		}
 	}
 	return f, nil
 }

@@ -24,8 +24,12 @@ func classify(err error) int {
 		return ExitDevice
 	case errors.Is(err, imaging.ErrVerifyMismatch):
 		return ExitVerify
-	case errors.Is(err, imaging.ErrCorruptImage):
+	case errors.Is(err, imaging.ErrCorruptImage), errors.Is(err, imaging.ErrUnsupportedImage):
 		return ExitImage
+	case errors.Is(err, imaging.ErrCache):
+		// Local (read-only, full, a symlink in the way): the message names
+		// the path; retrying the network would not help.
+		return ExitStorage
 	case errors.As(err, &writeErr), errors.As(err, &ioErr), errors.Is(err, imaging.ErrIncomplete):
 		return ExitWrite
 	case errors.Is(err, node.ErrInvalidConfig):
@@ -34,7 +38,8 @@ func classify(err error) int {
 		return ExitApply
 	case errors.Is(err, node.ErrNetwork):
 		return ExitNetwork
-	case errors.Is(err, factory.ErrUnknownExtension), errors.Is(err, factory.ErrUnknownOverlay):
+	case errors.Is(err, factory.ErrUnknownExtension), errors.Is(err, factory.ErrUnknownOverlay),
+		errors.Is(err, factory.ErrUnknownVersion):
 		return ExitUsage
 	}
 	var (
@@ -52,3 +57,8 @@ func classify(err error) int {
 	}
 	return ExitFailure
 }
+
+// ExitStorage: the image cache directory or its file system can't be used
+// (read-only, full, not a directory, a symlink in the way); the message
+// names the path.
+const ExitStorage = 10

@@ -3,11 +3,14 @@ package cli
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"net/http"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/factory/factorytest"
 	"github.com/talosflash/talosflash/imaging"
 )
@@ -40,5 +43,23 @@ func TestClassifyStalledDownload(t *testing.T) {
 	_, err := c.Fetch(context.Background(), srv.Client(), srv.ImageURL("x", "v1.14.5", "metal-arm64.raw.xz"), "x/v1.14.5/metal-arm64.raw.xz", nil)
 	if code := exitCode(err); code != ExitNetwork {
 		t.Fatalf("stalled download %v: exit %d, want %d", err, code, ExitNetwork)
+	}
+}
+
+// Each input and storage failure maps to the documented exit code.
+func TestClassifyInputsAndStorage(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		code int
+	}{
+		{fmt.Errorf("image x: %w: it is a bzip2 file", imaging.ErrUnsupportedImage), ExitImage},
+		{&imaging.CacheError{Path: "/ro/cache", Err: syscall.EROFS}, ExitStorage},
+		{fmt.Errorf("verify: read target at byte 5: EOF; %w", imaging.ErrIncomplete), ExitWrite},
+		{fmt.Errorf("profile x: %w v1.99.0", factory.ErrUnknownVersion), ExitUsage},
+		{fmt.Errorf("profile x: %w", factory.ErrUnknownExtension), ExitUsage},
+	} {
+		if got := exitCode(c.err); got != c.code {
+			t.Errorf("%v: exit %d, want %d", c.err, got, c.code)
+		}
 	}
 }

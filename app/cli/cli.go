@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -48,13 +49,14 @@ Examples:
 Run "talosflash <command> -h" for a command's flags.
 Exit codes: 0 ok, 1 internal, 2 usage, 3 network, 4 verify mismatch,
 5 device refused, 6 write I/O error, 7 config invalid, 8 node refused,
-9 image corrupt, 130 interrupted.
+9 image corrupt or not an image, 10 cache/storage unusable,
+130 interrupted (143 SIGTERM, 129 SIGHUP).
 `
 
 // Main runs the CLI with args (without the program name) and returns the
 // process exit code.
 func Main(args []string, env Env) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, caught, stop := signalContext()
 	defer stop()
 	err := run(ctx, args, env)
 	if err == nil {
@@ -64,8 +66,39 @@ func Main(args []string, env Env) int {
 		return ExitOK
 	}
 	code := exitCode(err)
+	if s, ok := caught().(syscall.Signal); ok && code == ExitInterrupted {
+		code = 128 + int(s) // 130 SIGINT, 143 SIGTERM, 129 SIGHUP, as shells report them
+	}
 	fmt.Fprintf(env.Stderr, "talosflash: %s\n", oneLine(err.Error()))
 	return code
+}
+
+// signalContext is cancelled by SIGINT, SIGTERM or SIGHUP alike (the flash
+// syncs and reports the card incomplete); caught tells which one came.
+func signalContext() (ctx context.Context, caught func() os.Signal, stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	var got atomic.Value
+	done := make(chan struct{})
+	go func() {
+		select {
+		case s := <-ch:
+			got.Store(s)
+			cancel()
+		case <-done:
+		}
+	}()
+	caught = func() os.Signal {
+		s, _ := got.Load().(os.Signal)
+		return s
+	}
+	stop = func() {
+		signal.Stop(ch)
+		close(done)
+		cancel()
+	}
+	return ctx, caught, stop
 }
 
 func run(ctx context.Context, args []string, env Env) error {

@@ -238,7 +238,7 @@ func TestExitCodes(t *testing.T) {
 		{"missing device", append([]string{"--flash", "--role", "worker", "--device", "/dev/talosflash-nope", "--yes"}, common...), ExitDevice, "talosflash-nope"},
 		{"system disk", append([]string{"--flash", "--role", "worker", "--device", rootDisk(t), "--yes"}, common...), ExitDevice, "refusing"},
 		{"factory down", []string{"--flash", "--role", "worker", "--device", card, "--yes", "--factory", "http://127.0.0.1:1", "--cache-dir", dir}, ExitNetwork, "127.0.0.1:1"},
-		{"unknown version on factory", append([]string{"--flash", "--role", "worker", "--version", "v1.99.0", "--device", card, "--yes"}, common...), ExitNetwork, "v1.99.0"},
+		{"unknown version on factory", append([]string{"--flash", "--role", "worker", "--version", "v1.99.0", "--device", card, "--yes"}, common...), ExitUsage, "v1.99.0"},
 		{"corrupt image", []string{"--flash", "--image", notXZ, "--device", card, "--yes"}, ExitImage, "xz"},
 		{"apply no file", []string{"apply", "--node", "127.0.0.1"}, ExitUsage, "--file"},
 		{"apply bad mode", []string{"apply", "--node", "127.0.0.1", "--file", notXZ, "--mode", "sometimes"}, ExitUsage, "mode"},

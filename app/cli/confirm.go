@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -17,15 +18,37 @@ func isTerminal(f any) bool {
 	return ok && term.IsTerminal(int(file.Fd()))
 }
 
+// stdinIsTerminal is isTerminal for the confirmation's input (tests
+// replace it to drive the prompt through a pipe).
+var stdinIsTerminal = isTerminal
+
 // confirmDevice asks the user to type the device's name, the same guard
-// rpi-imager and dd wrappers lack: a typo'd "y" can't destroy a disk.
-func confirmDevice(in io.Reader, out io.Writer, device, summary string) error {
-	if !isTerminal(in) {
+// rpi-imager and dd wrappers lack: a typo'd "y" can't destroy a disk. A
+// signal (Ctrl-C) while it waits ends it: the read is left behind.
+func confirmDevice(ctx context.Context, in io.Reader, out io.Writer, device, summary string) error {
+	if !stdinIsTerminal(in) {
 		return usageErrorf("refusing to write %s without confirmation: no terminal to ask on; pass --yes to confirm in scripts", device)
 	}
 	want := filepath.Base(device)
 	fmt.Fprintf(out, "About to ERASE %s\n  %s\nType %q to continue: ", device, summary, want)
-	line, err := bufio.NewReader(in).ReadString('\n')
+	type answer struct {
+		line string
+		err  error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		line, err := bufio.NewReader(in).ReadString('\n')
+		got <- answer{line, err}
+	}()
+	var line string
+	var err error
+	select {
+	case <-ctx.Done():
+		fmt.Fprintln(out)
+		return fmt.Errorf("confirmation interrupted; nothing was written: %w", ctx.Err())
+	case a := <-got:
+		line, err = a.line, a.err
+	}
 	if err != nil && line == "" {
 		return usageErrorf("confirmation aborted")
 	}

@@ -133,6 +133,8 @@ type flashFlags struct {
 	noCache, noVerify bool
 	forceNonRemovable bool
 	allowLoop         bool
+	forceRaw          bool
+	format            string
 	cacheDir          string
 	elevated          bool
 }
@@ -148,6 +150,8 @@ func runFlash(ctx context.Context, args []string, env Env) error {
 	fs.BoolVar(&f.noVerify, "no-verify", false, "skip reading the card back (not recommended)")
 	fs.BoolVar(&f.forceNonRemovable, "force-non-removable", false, "allow a disk that is not removable (still never a system disk)")
 	fs.BoolVar(&f.allowLoop, "allow-loop", false, "allow a loop device as target (testing)")
+	fs.BoolVar(&f.forceRaw, "force-raw", false, "write an image that does not start like a disk (no MBR/GPT)")
+	fs.StringVar(&f.format, "format", "xz", "download format from the factory: xz or zst")
 	fs.StringVar(&f.cacheDir, "cache-dir", "", "image cache directory (default: user cache dir)")
 	fs.BoolVar(&f.elevated, "elevated", false, "internal: this process is the privileged write step")
 	if err := parseFlags(fs, args); err != nil {
@@ -193,10 +197,14 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 		return err
 	}
 
+	if f.format != "xz" && f.format != "zst" {
+		return usageErrorf("flash: --format %q: want xz or zst", f.format)
+	}
 	im, err := f.resolve(ctx, false) // plan.Flash registers when it downloads
 	if err != nil {
 		return err
 	}
+	im.UseFormat(f.format)
 	rep.Info("image: %s", im.Label)
 	if im.SchematicID != "" {
 		rep.Info("schematic %s, Talos %s, %s", im.SchematicID, im.Version, im.FileName())
@@ -206,7 +214,7 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 	}
 
 	if !f.yes {
-		if err := confirmDevice(env.Stdin, env.Stderr, disk.Path, disk.String()); err != nil {
+		if err := confirmDevice(ctx, env.Stdin, env.Stderr, disk.Path, disk.String()); err != nil {
 			return err
 		}
 	}
@@ -217,7 +225,7 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 	}
 	job := plan.Job{
 		Image: im, Device: disk.Path, Cache: cache, Factory: f.client(),
-		NoCache: f.noCache, NoVerify: f.noVerify, Safety: opts,
+		NoCache: f.noCache, NoVerify: f.noVerify, ForceRaw: f.forceRaw, Safety: opts,
 		Progress: rep.Progress,
 		Status:   func(msg string) { rep.Info("%s", msg) },
 	}

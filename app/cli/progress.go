@@ -159,6 +159,9 @@ func (r *termReporter) Finish() {
 
 // formatProgress renders "write    [#####.....]  45%  610 MB / 1.3 GB  42 MB/s  ETA 17s".
 func formatProgress(p imaging.Progress, width int) string {
+	if p.Stage == imaging.StageBuild {
+		return "the factory is building this image (first download of it); waiting for it"
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%-8s ", p.Stage)
 	if p.Total > 0 {

@@ -33,3 +33,10 @@ func TestTermReporterLines(t *testing.T) {
 		t.Fatalf("formatProgress = %q", got)
 	}
 }
+
+// While Image Factory builds an image, progress says so instead of "0 B".
+func TestProgressSaysFactoryIsBuilding(t *testing.T) {
+	if got := formatProgress(imaging.Progress{Stage: imaging.StageBuild}, 30); !strings.Contains(got, "building this image") {
+		t.Fatalf("%q", got)
+	}
+}

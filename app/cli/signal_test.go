@@ -45,6 +45,7 @@ func (k *killOnEvent) Write(p []byte) (int, error) {
 
 func TestInterruptDownloadLeavesResumablePartial(t *testing.T) {
 	srv, fx := fakeFactory(t)
+	srv.SetObjectStorage(true) // where Image Factory downloads can resume
 	dir := t.TempDir()
 	workerID, _ := factory.BuiltinProfiles()[1].SchematicID()
 	path := factorytest.ImagePath(workerID, factory.DefaultTalosVersion, "metal-arm64.raw.xz")
@@ -128,12 +129,15 @@ func findPartials(dir string) []string {
 	return partials
 }
 
-// bigSparseImage is a 1 GiB raw image (sparse: reads as zeros) in dir, so a
-// write is still running when a test interrupts it.
+// bigSparseImage is a 1 GiB raw image (sparse: reads as zeros after an MBR
+// signature, so it starts like a disk) in dir, so a write is still running
+// when a test interrupts it.
 func bigSparseImage(t *testing.T, dir string) string {
 	t.Helper()
 	img := filepath.Join(dir, "big.raw")
-	if err := os.WriteFile(img, nil, 0o644); err != nil {
+	mbr := make([]byte, 512)
+	mbr[510], mbr[511] = 0x55, 0xAA
+	if err := os.WriteFile(img, mbr, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Truncate(img, 1<<30); err != nil {

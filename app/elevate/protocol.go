@@ -35,6 +35,7 @@ type Args struct {
 	NoVerify          bool
 	ForceNonRemovable bool
 	AllowLoop         bool
+	ForceRaw          bool
 }
 
 // List is the child's command line after the program name.
@@ -48,6 +49,9 @@ func (a Args) List() []string {
 	}
 	if a.AllowLoop {
 		args = append(args, "--allow-loop")
+	}
+	if a.ForceRaw {
+		args = append(args, "--force-raw")
 	}
 	return args
 }

@@ -3,7 +3,6 @@ package plan
 import (
 	"context"
 	"errors"
-	"os"
 	"os/exec"
 	"sync"
 
@@ -22,6 +21,9 @@ type Job struct {
 	Factory *factory.Client // registration, and its HTTP client downloads the image
 	// NoCache streams the download straight to the card (in process only).
 	NoCache, NoVerify bool
+	// ForceRaw writes a decoded stream that does not start like a disk
+	// (no MBR signature, no GPT header).
+	ForceRaw bool
 	// Safety rules for Open and for the elevated child.
 	Safety devices.Options
 
@@ -79,25 +81,11 @@ func Flash(ctx context.Context, job Job) (*Outcome, error) {
 	return job.flashInProcess(ctx, src)
 }
 
-// cached says whether the image is in the cache and passes the container
-// check Cache.Fetch makes (milliseconds, no decode). A damaged entry counts
-// as absent: Fetch replaces it, so the schematic is registered first.
+// cached says whether the image is in the cache and passes the checks
+// Cache.Fetch makes (milliseconds, no decode). A damaged entry counts as
+// absent: Fetch replaces it, so the schematic is registered first.
 func (job *Job) cached() bool {
-	p, err := job.Cache.Path(job.Image.CacheKey())
-	if err != nil {
-		return false
-	}
-	f, err := os.Open(p)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil || !st.Mode().IsRegular() {
-		return false
-	}
-	_, err = imaging.CheckXZ(f, st.Size())
-	return err == nil
+	return job.Cache.Has(job.Image.CacheKey())
 }
 
 func (job *Job) status(msg string) {
@@ -126,6 +114,7 @@ func (job *Job) flashInProcess(ctx context.Context, src imaging.Source) (*Outcom
 			return t, err
 		},
 		Verify:   !job.NoVerify,
+		ForceRaw: job.ForceRaw,
 		Progress: job.Progress,
 	})
 	if err != nil {
@@ -171,7 +160,7 @@ func (job *Job) flashElevated(ctx context.Context, src imaging.Source) (*Outcome
 		local = p
 	}
 	args := elevate.Args{Image: local, Device: job.Device, NoVerify: job.NoVerify,
-		ForceNonRemovable: job.Safety.ForceNonRemovable, AllowLoop: job.Safety.AllowLoop}
+		ForceNonRemovable: job.Safety.ForceNonRemovable, AllowLoop: job.Safety.AllowLoop, ForceRaw: job.ForceRaw}
 	cmd, err := job.Elevate(args.List())
 	if err != nil {
 		return nil, err

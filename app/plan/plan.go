@@ -7,13 +7,14 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"path"
+	"strings"
 
 	"github.com/siderolabs/image-factory/pkg/schematic"
 
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/imaging"
+	"github.com/talosflash/talosflash/internal/userfile"
 )
 
 // Image is a resolved choice: which schematic, version and file to flash.
@@ -124,9 +125,13 @@ func FromInstallerData(c *factory.Client, name string, data []byte, arch string)
 	return im, nil
 }
 
-// FromInstallerFile is FromInstallerData for a file on disk.
+// MaxInstallerFile bounds an installer file: a few lines of YAML.
+const MaxInstallerFile = 1 << 20
+
+// FromInstallerFile is FromInstallerData for a file on disk (a regular
+// file of at most MaxInstallerFile bytes).
 func FromInstallerFile(c *factory.Client, file string, arch string) (*Image, error) {
-	data, err := os.ReadFile(file)
+	data, err := userfile.Read(file, MaxInstallerFile)
 	if err != nil {
 		return nil, fmt.Errorf("read installer file: %w", err)
 	}
@@ -136,6 +141,14 @@ func FromInstallerFile(c *factory.Client, file string, arch string) (*Image, err
 // FromFile flashes a local image file as is.
 func FromFile(p string) *Image {
 	return &Image{Label: p, LocalPath: p}
+}
+
+// UseFormat picks the factory's compression for the download: "zst" for
+// .raw.zst, anything else keeps .raw.xz. A local file is left alone.
+func (im *Image) UseFormat(format string) {
+	if im.URL != "" && format == "zst" {
+		im.URL = strings.TrimSuffix(im.URL, ".raw.xz") + ".raw.zst"
+	}
 }
 
 // FileName is the image's file name on the factory.

@@ -1,8 +1,20 @@
 // Package factorytest runs an in-process fake Talos Image Factory on
-// 127.0.0.1 for tests. It speaks the real HTTP API shape (image-factory
-// v0.8.x plus GET /schematics/<id> of newer releases) and adds hooks to
-// observe traffic and inject faults: resets, stalls, wrong sizes, corrupted
-// bytes, error statuses and redirects.
+// 127.0.0.1 for tests. By default it behaves like the real one (image-factory
+// v1.5; SetFactoryVersion picks an older release's routes and error shapes):
+//
+//   - image downloads answer 200 with Content-Length, Content-Type and
+//     Content-Disposition, and no ETag, Last-Modified or Accept-Ranges; Range
+//     is ignored. So a cut download can only restart from zero.
+//   - the first GET of an image waits BuildDelay before any header ("the
+//     factory builds the image"); requests during the build join it.
+//   - SetObjectStorage(true) is the factory with an object-storage cache: GET
+//     answers 302 to a presigned-like URL under /storage/ that honours Range
+//     and carries ETag and Last-Modified; HEAD is never redirected.
+//   - errors are plain text: unknown Talos version 404 "version X is not
+//     available" (500 "internal server error" before v1.1.0).
+//
+// Hooks observe traffic and inject faults: resets, stalls, wrong sizes,
+// corrupted bytes, error statuses and redirects.
 package factorytest
 
 import (
@@ -37,6 +49,16 @@ var (
 		"siderolabs/qemu-guest-agent",
 	}
 )
+
+// DefaultFactoryVersion is the image-factory release a new Server imitates.
+const DefaultFactoryVersion = "v1.5.0"
+
+// DefaultBuildDelay is how long the first GET of each image waits before
+// its headers: short, but real clients must not treat it as a stall.
+const DefaultBuildDelay = 50 * time.Millisecond
+
+// StoragePrefix is the path prefix of object-storage URLs (SetObjectStorage).
+const StoragePrefix = "/storage"
 
 // Request is one request the server received.
 type Request struct {
@@ -111,6 +133,10 @@ type Server struct {
 	faults            map[string][]*fault
 	requests          []Request
 	noSchematicLookup bool
+	factoryVersion    string
+	objectStorage     bool
+	buildDelay        time.Duration
+	builds            map[string]chan struct{} // closed when the image is "built"
 
 	bytesServed atomic.Int64
 }
@@ -133,6 +159,10 @@ func NewServer() *Server {
 		overlays:   map[string][]client.OverlayInfo{},
 		images:     map[string]*image{},
 		faults:     map[string][]*fault{},
+		builds:     map[string]chan struct{}{},
+
+		factoryVersion: DefaultFactoryVersion,
+		buildDelay:     DefaultBuildDelay,
 	}
 
 	s.SetVersions(DefaultVersions...)
@@ -195,6 +225,76 @@ func (s *Server) DisableSchematicLookup() {
 	defer s.mu.Unlock()
 
 	s.noSchematicLookup = true
+}
+
+// SetFactoryVersion makes the server answer like that image-factory
+// release (e.g. "v0.8.4"): GET /schematics/<id> from v0.9.0, the
+// schematic in POST /schematics replies and /readyz from v1.3.0, 404 for an
+// unknown Talos version from v1.1.0 (500 before).
+func (s *Server) SetFactoryVersion(v string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	s.factoryVersion = v
+}
+
+// SetObjectStorage switches image GETs to the object-storage mode: a 302 to
+// StoragePrefix+path, which honours Range and sends ETag/Last-Modified.
+func (s *Server) SetObjectStorage(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	s.objectStorage = on
+}
+
+// SetBuildDelay sets how long the first GET of each image added afterwards
+// (or not yet requested) waits before answering.
+func (s *Server) SetBuildDelay(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	s.buildDelay = d
+}
+
+// atLeast reports whether the imitated factory is release v or newer.
+func (s *Server) atLeast(v string) bool {
+	s.mu.Lock()
+	cur := s.factoryVersion
+	s.mu.Unlock()
+
+	return versionLess(v, cur) || v == cur
+}
+
+// versionLess compares "vX.Y.Z" numerically.
+func versionLess(a, b string) bool {
+	pa, pb := versionParts(a), versionParts(b)
+	for i := range pa {
+		if pa[i] != pb[i] {
+			return pa[i] < pb[i]
+		}
+	}
+
+	return false
+}
+
+func versionParts(v string) [3]int {
+	var p [3]int
+
+	_, _ = fmt.Sscanf(strings.TrimPrefix(v, "v"), "%d.%d.%d", &p[0], &p[1], &p[2])
+
+	return p
+}
+
+// unknownVersion answers a request naming a Talos version the factory
+// does not have, as the imitated release does.
+func (s *Server) unknownVersion(w http.ResponseWriter, version string) {
+	if s.atLeast("v1.1.0") {
+		http.Error(w, fmt.Sprintf("version %s is not available", version), http.StatusNotFound)
+
+		return
+	}
+
+	http.Error(w, "internal server error", http.StatusInternalServerError)
 }
 
 // AddSchematic stores a schematic as if it had been POSTed; returns its ID.
@@ -347,7 +447,32 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 
 	s.mu.Lock()
 	s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body})
+	storage := s.objectStorage
 	s.mu.Unlock()
+
+	// Object storage: the bytes (and their faults) come from the storage URL.
+	if rest, ok := strings.CutPrefix(r.URL.Path, StoragePrefix+"/image/"); ok && storage {
+		f := s.takeFault("/image/" + rest)
+		if f != nil && f.Kind == FaultStatus {
+			http.Error(w, f.Body, f.Status)
+
+			return
+		}
+
+		onlyMethods(w, r, func() { s.serveStorage(w, r, "/image/"+rest, f) }, http.MethodGet, http.MethodHead)
+
+		return
+	}
+
+	if storage && r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/image/") {
+		if !s.waitBuild(r) {
+			return
+		}
+
+		http.Redirect(w, r, StoragePrefix+r.URL.Path+"?X-Amz-Expires=3600", http.StatusFound)
+
+		return
+	}
 
 	f := s.takeFault(r.URL.Path)
 
@@ -372,8 +497,10 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.URL.Path == "/schematics":
 		onlyMethods(w, r, func() { s.createSchematic(w, body) }, http.MethodPost)
-	case len(parts) == 2 && parts[0] == "schematics":
+	case len(parts) == 2 && parts[0] == "schematics" && s.atLeast("v0.9.0"):
 		onlyMethods(w, r, func() { s.getSchematic(w, parts[1]) }, http.MethodGet)
+	case r.URL.Path == "/healthz", r.URL.Path == "/readyz" && s.atLeast("v1.3.0"):
+		_, _ = io.WriteString(w, "OK")
 	case r.URL.Path == "/versions":
 		onlyMethods(w, r, func() { s.listVersions(w) }, http.MethodGet)
 	case len(parts) == 4 && parts[0] == "version" && parts[2] == "extensions" && parts[3] == "official":
@@ -419,7 +546,12 @@ func (s *Server) createSchematic(w http.ResponseWriter, body []byte) {
 		return
 	}
 
-	writeJSON(w, http.StatusCreated, map[string]string{"id": id})
+	reply := map[string]string{"id": id}
+	if s.atLeast("v1.3.0") {
+		reply["schematic"] = string(body)
+	}
+
+	writeJSON(w, http.StatusCreated, reply)
 }
 
 func (s *Server) getSchematic(w http.ResponseWriter, id string) {
@@ -468,7 +600,7 @@ func serveVersionList[T any](s *Server, w http.ResponseWriter, version string, l
 	s.mu.Unlock()
 
 	if !known || !ok {
-		http.Error(w, fmt.Sprintf("version %q not found", version), http.StatusNotFound)
+		s.unknownVersion(w, version)
 
 		return
 	}
@@ -480,15 +612,24 @@ func serveVersionList[T any](s *Server, w http.ResponseWriter, version string, l
 	writeJSON(w, http.StatusOK, list)
 }
 
-func (s *Server) serveImage(w http.ResponseWriter, r *http.Request, f *Fault) {
+// lookupImage finds the image for path, answering the factory's error when
+// there is none (unknown version or schematic).
+func (s *Server) lookupImage(w http.ResponseWriter, path string, f *Fault) *image {
+	parts := strings.Split(strings.TrimPrefix(path, "/"), "/")
+
 	s.mu.Lock()
-	img := s.images[r.URL.Path]
+	img := s.images[path]
+	known := len(parts) == 4 && s.knownVersion(parts[2])
 	s.mu.Unlock()
 
 	if img == nil {
-		http.Error(w, "image not found", http.StatusNotFound)
+		if !known {
+			s.unknownVersion(w, parts[min(2, len(parts)-1)])
+		} else {
+			http.Error(w, "schematic not found", http.StatusNotFound)
+		}
 
-		return
+		return nil
 	}
 
 	if f != nil && f.Kind == FaultContent {
@@ -496,16 +637,91 @@ func (s *Server) serveImage(w http.ResponseWriter, r *http.Request, f *Fault) {
 		img = &image{data: f.Data, etag: `"` + hex.EncodeToString(sum[:16]) + `"`, modTime: img.modTime.Add(time.Second)}
 	}
 
-	w.Header().Set("ETag", img.etag)
-	w.Header().Set("Content-Type", "application/x-xz")
+	return img
+}
 
+// waitBuild holds the first GET of an image (and those joining it) for the
+// build delay; false when the client gave up.
+func (s *Server) waitBuild(r *http.Request) bool {
+	if r.Method != http.MethodGet {
+		return true
+	}
+
+	s.mu.Lock()
+	ch, ok := s.builds[r.URL.Path]
+
+	if !ok {
+		ch = make(chan struct{})
+		s.builds[r.URL.Path] = ch
+
+		time.AfterFunc(s.buildDelay, func() { close(ch) })
+	}
+	s.mu.Unlock()
+
+	select {
+	case <-ch:
+		return true
+	case <-r.Context().Done():
+		return false
+	}
+}
+
+func contentType(name string) string {
+	switch {
+	case strings.HasSuffix(name, ".xz"):
+		return "application/x-xz"
+	case strings.HasSuffix(name, ".zst"):
+		return "application/zstd"
+	case strings.HasSuffix(name, ".gz"):
+		return "application/gzip"
+	}
+
+	return "application/octet-stream"
+}
+
+// serveImage is the direct path: 200 with the whole file, Range ignored,
+// no validators, after the build on first request.
+func (s *Server) serveImage(w http.ResponseWriter, r *http.Request, f *Fault) {
+	img := s.lookupImage(w, r.URL.Path, f)
+	if img == nil || !s.waitBuild(r) {
+		return
+	}
+
+	name := r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:]
+	w.Header().Set("Content-Type", contentType(name))
+	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", name))
+	w.Header().Set("Content-Length", fmt.Sprint(len(img.data)))
+	w.WriteHeader(http.StatusOK)
+
+	if r.Method == http.MethodHead {
+		return
+	}
+
+	fw := s.faultWriter(w, r, f)
+	_, _ = fw.Write(img.data)
+}
+
+// serveStorage is the object-storage URL: Range, ETag and Last-Modified.
+func (s *Server) serveStorage(w http.ResponseWriter, r *http.Request, path string, f *Fault) {
+	img := s.lookupImage(w, path, f)
+	if img == nil {
+		return
+	}
+
+	w.Header().Set("ETag", img.etag)
+	w.Header().Set("Content-Type", contentType(path))
+
+	name := path[strings.LastIndex(path, "/")+1:]
+	http.ServeContent(s.faultWriter(w, r, f), r, name, img.modTime, bytes.NewReader(img.data))
+}
+
+func (s *Server) faultWriter(w http.ResponseWriter, r *http.Request, f *Fault) *faultWriter {
 	fw := &faultWriter{ResponseWriter: w, ctx: r, fault: f, counter: &s.bytesServed}
 	if f != nil && f.Kind == FaultCorrupt {
 		fw.corrupt = true
 	}
 
-	name := r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:]
-	http.ServeContent(fw, r, name, img.modTime, bytes.NewReader(img.data))
+	return fw
 }
 
 // faultWriter counts image bytes and applies byte-offset faults.
@@ -520,6 +736,19 @@ type faultWriter struct {
 	dead    bool
 }
 
+// send writes p and counts it. The count goes up before the write: a client
+// may read the last byte before the server's Write returns, and a test that
+// checks BytesServed after its read must already see it.
+func (fw *faultWriter) send(p []byte) (int, error) {
+	fw.counter.Add(int64(len(p)))
+
+	n, err := fw.ResponseWriter.Write(p)
+	fw.written += int64(n)
+	fw.counter.Add(int64(n - len(p)))
+
+	return n, err
+}
+
 func (fw *faultWriter) Write(p []byte) (int, error) {
 	if fw.dead {
 		return 0, net.ErrClosed
@@ -531,27 +760,17 @@ func (fw *faultWriter) Write(p []byte) (int, error) {
 			p = corruptFrom(p, fw.written, f.After)
 		}
 
-		n, err := fw.ResponseWriter.Write(p)
-		fw.written += int64(n)
-		fw.counter.Add(int64(n))
-
-		return n, err
+		return fw.send(p)
 	}
 
 	allowed := f.After - fw.written
 	if allowed >= int64(len(p)) {
-		n, err := fw.ResponseWriter.Write(p)
-		fw.written += int64(n)
-		fw.counter.Add(int64(n))
-
-		return n, err
+		return fw.send(p)
 	}
 
 	n := 0
 	if allowed > 0 {
-		n, _ = fw.ResponseWriter.Write(p[:allowed])
-		fw.written += int64(n)
-		fw.counter.Add(int64(n))
+		n, _ = fw.send(p[:allowed])
 	}
 
 	if fl, ok := fw.ResponseWriter.(http.Flusher); ok {

@@ -100,8 +100,56 @@ func TestSchematicRoundTrip(t *testing.T) {
 	}
 }
 
-func TestImageRangeAndCounter(t *testing.T) {
+// The direct path is what the real factory serves: the whole file, its
+// length, type and name, no validator, Range ignored.
+func TestImageDirectPathIgnoresRange(t *testing.T) {
 	s := New(t)
+	data := testData(100_000)
+	s.AddImage("abc", "v1.14.5", "metal-arm64.raw.xz", data)
+	path := ImagePath("abc", "v1.14.5", "metal-arm64.raw.xz")
+
+	r, body, err := get(t, s, path, nil)
+	if err != nil || r.StatusCode != http.StatusOK || !bytes.Equal(body, data) {
+		t.Fatalf("full GET: err=%v len=%d headers=%v", err, len(body), r.Header)
+	}
+
+	for _, h := range []string{"ETag", "Last-Modified", "Accept-Ranges"} {
+		if v := r.Header.Get(h); v != "" {
+			t.Fatalf("direct path sent %s: %q", h, v)
+		}
+	}
+
+	if r.Header.Get("Content-Disposition") != `attachment; filename="metal-arm64.raw.xz"` || r.Header.Get("Content-Type") != "application/x-xz" {
+		t.Fatalf("headers %v", r.Header)
+	}
+
+	r, body, err = get(t, s, path, map[string]string{"Range": "bytes=1000-"})
+	if err != nil || r.StatusCode != http.StatusOK || !bytes.Equal(body, data) {
+		t.Fatalf("range GET on the direct path: %v status=%d len=%d, want 200 with the whole file", err, r.StatusCode, len(body))
+	}
+
+	if got, want := s.BytesServed(), int64(2*len(data)); got != want {
+		t.Fatalf("BytesServed = %d, want %d", got, want)
+	}
+
+	req, _ := http.NewRequest(http.MethodHead, s.URL+path, nil)
+
+	resp, err := s.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+
+	if resp.ContentLength != int64(len(data)) || s.BytesServed() != int64(2*len(data)) {
+		t.Fatalf("HEAD: length %d, served %d", resp.ContentLength, s.BytesServed())
+	}
+}
+
+// With object storage, GET redirects to a URL that honours Range and
+// carries validators; HEAD is not redirected.
+func TestImageObjectStorageRange(t *testing.T) {
+	s := New(t)
+	s.SetObjectStorage(true)
 	data := testData(100_000)
 	s.AddImage("abc", "v1.14.5", "metal-arm64.raw.xz", data)
 	path := ImagePath("abc", "v1.14.5", "metal-arm64.raw.xz")
@@ -109,6 +157,10 @@ func TestImageRangeAndCounter(t *testing.T) {
 	r, body, err := get(t, s, path, nil)
 	if err != nil || !bytes.Equal(body, data) || r.Header.Get("ETag") == "" || r.Header.Get("Last-Modified") == "" {
 		t.Fatalf("full GET: err=%v len=%d headers=%v", err, len(body), r.Header)
+	}
+
+	if r.Request.URL.Path != StoragePrefix+path {
+		t.Fatalf("GET ended at %s, want the storage URL", r.Request.URL)
 	}
 
 	etag := r.Header.Get("ETag")
@@ -122,11 +174,8 @@ func TestImageRangeAndCounter(t *testing.T) {
 		t.Fatalf("Content-Range %q", cr)
 	}
 
-	if got, want := s.BytesServed(), int64(2*len(data)-1000); got != want {
-		t.Fatalf("BytesServed = %d, want %d", got, want)
-	}
-
 	req, _ := http.NewRequest(http.MethodHead, s.URL+path, nil)
+	req.Header.Set("Range", "bytes=5-")
 
 	resp, err := s.Client().Do(req)
 	if err != nil {
@@ -134,8 +183,92 @@ func TestImageRangeAndCounter(t *testing.T) {
 	}
 	resp.Body.Close()
 
-	if resp.ContentLength != int64(len(data)) || s.BytesServed() != int64(2*len(data)-1000) {
-		t.Fatalf("HEAD: length %d, served %d", resp.ContentLength, s.BytesServed())
+	if resp.StatusCode != http.StatusOK || resp.Request.URL.Path != path || resp.ContentLength != int64(len(data)) {
+		t.Fatalf("HEAD: %d at %s, length %d", resp.StatusCode, resp.Request.URL, resp.ContentLength)
+	}
+}
+
+// The first GET of an image waits for the build before any header; a
+// request during the build joins it instead of starting another.
+func TestImageBuildDelaysHeaders(t *testing.T) {
+	s := New(t)
+	s.SetBuildDelay(300 * time.Millisecond)
+	s.AddImage("abc", "v1.14.5", "metal-arm64.raw.xz", testData(1000))
+	path := ImagePath("abc", "v1.14.5", "metal-arm64.raw.xz")
+
+	start := time.Now()
+	done := make(chan time.Duration, 2)
+
+	for range 2 {
+		go func() {
+			resp, err := s.Client().Get(s.URL + path)
+			if err == nil {
+				resp.Body.Close()
+			}
+			done <- time.Since(start)
+		}()
+	}
+
+	for range 2 {
+		if d := <-done; d < 300*time.Millisecond {
+			t.Fatalf("headers after %v, before the 300 ms build", d)
+		}
+	}
+
+	// Built once: a later GET does not wait again (an hour would time out).
+	s.SetBuildDelay(time.Hour)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.URL+path, nil)
+
+	resp, err := s.Client().Do(req)
+	if err != nil {
+		t.Fatalf("GET of a built image: %v", err)
+	}
+	resp.Body.Close()
+}
+
+// Error shapes by factory release: plain text, unknown version 404 from
+// v1.1.0 and 500 before; the schematic lookup route from v0.9.0.
+func TestErrorShapesByFactoryVersion(t *testing.T) {
+	s := New(t)
+	path := ImagePath("abc", "v9.9.9", "metal-arm64.raw.xz")
+
+	r, body, _ := get(t, s, path, nil)
+	if r.StatusCode != http.StatusNotFound || strings.TrimSpace(string(body)) != "version v9.9.9 is not available" {
+		t.Fatalf("v1.5 unknown version: %d %q", r.StatusCode, body)
+	}
+
+	r, body, _ = get(t, s, "/version/v9.9.9/extensions/official", nil)
+	if r.StatusCode != http.StatusNotFound || !strings.Contains(string(body), "is not available") {
+		t.Fatalf("v1.5 unknown version extensions: %d %q", r.StatusCode, body)
+	}
+
+	s.SetFactoryVersion("v0.8.4")
+
+	r, body, _ = get(t, s, path, nil)
+	if r.StatusCode != http.StatusInternalServerError || strings.TrimSpace(string(body)) != "internal server error" {
+		t.Fatalf("v0.8.4 unknown version: %d %q", r.StatusCode, body)
+	}
+
+	r, body, _ = get(t, s, "/schematics/"+strings.Repeat("0", 64), nil)
+	if r.StatusCode != http.StatusNotFound || !strings.Contains(string(body), "404 page not found") {
+		t.Fatalf("v0.8.4 schematic lookup: %d %q", r.StatusCode, body)
+	}
+
+	resp, err := s.Client().Post(s.URL+"/schematics", "application/yaml", strings.NewReader("customization: {}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var reply map[string]string
+	_ = json.NewDecoder(resp.Body).Decode(&reply)
+	resp.Body.Close()
+
+	if _, ok := reply["schematic"]; ok || reply["id"] == "" {
+		t.Fatalf("v0.8.4 POST reply %v, want only an id", reply)
 	}
 }
 

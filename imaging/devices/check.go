@@ -119,7 +119,7 @@ func (l *Lister) Check(path string, imageSize int64, opts Options) (*Disk, error
 			return nil, refuse(resolved, CodeNotImageFile, "%s is an existing file that does not look like a disk image (.img, .raw, .bin, .iso); it would be overwritten: delete it or choose another name", resolved)
 		}
 		return &Disk{Name: filepath.Base(resolved), Path: resolved, Size: fi.Size(), SizeHuman: humanSize(fi.Size()),
-			Model: "image file", Transport: TransportFile, Safe: true}, nil
+			Model: "image file", Transport: TransportFile, Safe: true, checked: fi}, nil
 	}
 	return nil, refuse(resolved, CodeNotBlockDevice, "%s is not a block device or a regular file", resolved)
 }
@@ -177,25 +177,55 @@ func (l *Lister) Open(path string, imageSize int64, opts Options) (*Device, erro
 		return nil, err
 	}
 	if d.Transport == TransportFile {
-		flags := os.O_RDWR | os.O_TRUNC
-		if opts.CreateFile {
-			flags |= os.O_CREATE
-		}
-		f, err := os.OpenFile(d.Path, flags, 0o644)
+		f, err := openImageFile(d, opts)
 		if err != nil {
-			return nil, fmt.Errorf("open image file: %w", err)
-		}
-		// The path was checked before it was opened: make sure it still
-		// names a regular file (not a device swapped in or linked to since).
-		if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-			f.Close()
-			if err != nil {
-				return nil, fmt.Errorf("open image file: %w", err)
-			}
-			return nil, &RefusedError{Device: d.Path, Reason: CodeNotBlockDevice,
-				Msg: fmt.Sprintf("%s changed while it was being opened and is no longer a regular file; check the target again", d.Path)}
+			return nil, err
 		}
 		return newDevice(f, d, false, opts), nil
 	}
 	return l.paths().openBlock(d, imageSize, opts)
+}
+
+// beforeFileOpen runs between Check and the open of an image file (tests
+// swap the file there).
+var beforeFileOpen = func() {}
+
+// openImageFile opens the file Check approved without a check-then-open
+// race: never through a symlink (O_NOFOLLOW), never truncating on open; a
+// new file is created exclusively, an existing one must be the same file
+// (device and inode) Check saw, and is truncated only then.
+func openImageFile(d *Disk, opts Options) (*os.File, error) {
+	beforeFileOpen()
+	changed := func() error {
+		return &RefusedError{Device: d.Path, Reason: CodeNotImageFile,
+			Msg: fmt.Sprintf("%s changed between the check and the open (replaced or linked elsewhere); nothing was written, check the target again", d.Path)}
+	}
+	flags := os.O_RDWR | noFollow
+	if d.checked == nil {
+		if !opts.CreateFile {
+			return nil, fmt.Errorf("open image file %s: %w", d.Path, fs.ErrNotExist)
+		}
+		flags |= os.O_CREATE | os.O_EXCL
+	}
+	f, err := os.OpenFile(d.Path, flags, 0o644)
+	if err != nil {
+		if errors.Is(err, fs.ErrExist) || isLoop(err) {
+			return nil, changed()
+		}
+		return nil, fmt.Errorf("open image file: %w", err)
+	}
+	fi, err := f.Stat()
+	switch {
+	case err != nil:
+		f.Close()
+		return nil, fmt.Errorf("open image file: %w", err)
+	case !fi.Mode().IsRegular(), d.checked != nil && !os.SameFile(fi, d.checked):
+		f.Close()
+		return nil, changed()
+	}
+	if err := f.Truncate(0); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("truncate image file %s: %w", d.Path, err)
+	}
+	return f, nil
 }

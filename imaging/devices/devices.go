@@ -36,6 +36,7 @@ package devices
 
 import (
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/dustin/go-humanize"
@@ -111,6 +112,10 @@ type Disk struct {
 	// unsafe disks disabled with Refusal.Msg.
 	Safe    bool
 	Refusal *RefusedError
+
+	// checked is what Check saw of an existing image-file target: Open
+	// only writes the very same file (no check-then-open race).
+	checked os.FileInfo
 }
 
 // Options relax the safety rules. The zero value is the safe default.
@@ -265,9 +270,19 @@ func (d *Disk) Assess(imageSize int64, opts Options) *RefusedError {
 		return refuse(CodeNotRemovable, "%s (%s) is not a removable disk; force non-removable disks explicitly if you are sure", d.Path, strings.TrimPrefix(d.String(), d.Name+"  "))
 	}
 	if imageSize > 0 && d.Size < imageSize {
-		return refuse(CodeTooSmall, "%s is too small: %s, the image needs %s", d.Path, d.SizeHuman, humanSize(imageSize))
+		return refuse(CodeTooSmall, "%s", tooSmallMsg(d.Path, d.Size, imageSize))
 	}
 	return nil
+}
+
+// tooSmallMsg says by how much a target is too small, in exact bytes when
+// the rounded sizes read the same ("64.0 MiB, the image needs 64.0 MiB").
+func tooSmallMsg(path string, have, need int64) string {
+	h, n := humanSize(have), humanSize(need)
+	if h == n {
+		h, n = fmt.Sprintf("%s (%d bytes)", h, have), fmt.Sprintf("%s (%d bytes)", n, need)
+	}
+	return fmt.Sprintf("%s is too small: %s, the image needs %s", path, h, n)
 }
 
 func via(holder string) string {

@@ -72,7 +72,7 @@ func (p Lister) openBlock(d *Disk, imageSize int64, opts Options) (*Device, erro
 	if size, err := f.Seek(0, io.SeekEnd); err == nil {
 		if imageSize > 0 && size < imageSize {
 			f.Close()
-			return nil, refuse(CodeTooSmall, "%s is too small: %s, the image needs %s", d.Path, humanSize(size), humanSize(imageSize))
+			return nil, refuse(CodeTooSmall, "%s", tooSmallMsg(d.Path, size, imageSize))
 		}
 		if _, err := f.Seek(0, io.SeekStart); err != nil {
 			f.Close()
@@ -159,3 +159,8 @@ func IsDeviceGone(err error) bool {
 	}
 	return false
 }
+
+// noFollow makes an open fail (ELOOP) on a symlink in the last element.
+const noFollow = unix.O_NOFOLLOW
+
+func isLoop(err error) bool { return errors.Is(err, unix.ELOOP) }

@@ -31,3 +31,9 @@ func NeedsElevation(string) bool { return false }
 func IsDeviceGone(err error) bool {
 	return errors.Is(err, syscall.ENODEV) || errors.Is(err, syscall.ENXIO) || errors.Is(err, syscall.EIO)
 }
+
+// noFollow: no portable O_NOFOLLOW here; the device/inode comparison after
+// the open still catches a swapped target.
+const noFollow = 0
+
+func isLoop(error) bool { return false }
