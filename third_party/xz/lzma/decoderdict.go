@@ -89,6 +89,23 @@ func (d *decoderDict) writeMatch(dist int64, length int) error {
 	d.head += int64(length)
 
 	i := d.buf.front - int(dist)
+	if i >= 0 && d.buf.front+length <= len(d.buf.data) {
+		// Neither the source nor the destination wraps around the end
+		// of the circular buffer: copy in bulk. For dist >= length one
+		// copy suffices. For an overlapping match (dist < length) the
+		// output repeats the dist bytes before front, so copy them
+		// once, then double the written prefix with each copy: the
+		// prefix is always a whole number of periods. A run of zeros
+		// (dist 1, length 273) takes 9 copy calls instead of 273
+		// one-byte buffer writes.
+		dst := d.buf.data[d.buf.front : d.buf.front+length]
+		n := copy(dst, d.buf.data[i:d.buf.front])
+		for n < length {
+			n += copy(dst[n:], dst[:n])
+		}
+		d.buf.front = d.buf.addIndex(d.buf.front, length)
+		return nil
+	}
 	if i < 0 {
 		i += len(d.buf.data)
 	}
