@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/talosflash/talosflash/imaging/imagetest"
+	forkxz "github.com/talosflash/talosflash/third_party/xz"
 	"github.com/ulikunitz/xz"
 )
 
@@ -58,6 +59,12 @@ func plain(r io.Reader) (io.Reader, error) {
 	return xz.NewReader(bufio.NewReaderSize(r, 1<<20))
 }
 
+// forkPlain is the same single-threaded reader from the patched fork
+// (third_party/xz), which imaging uses.
+func forkPlain(r io.Reader) (io.Reader, error) {
+	return forkxz.NewReader(bufio.NewReaderSize(r, 1<<20))
+}
+
 func par(workers int) func(io.Reader) (io.Reader, error) {
 	return func(r io.Reader) (io.Reader, error) { return NewReader(r, workers) }
 }
@@ -65,9 +72,11 @@ func par(workers int) func(io.Reader) (io.Reader, error) {
 func BenchmarkDecode(b *testing.B) {
 	multi, single := benchFixtures(b)
 	b.Run("multiblock/ulikunitz", func(b *testing.B) { benchDecode(b, multi, plain) })
+	b.Run("multiblock/fork", func(b *testing.B) { benchDecode(b, multi, forkPlain) })
 	b.Run("multiblock/xzpar-1", func(b *testing.B) { benchDecode(b, multi, par(1)) })
 	b.Run("multiblock/xzpar-2", func(b *testing.B) { benchDecode(b, multi, par(2)) })
 	b.Run("singleblock/ulikunitz", func(b *testing.B) { benchDecode(b, single, plain) })
+	b.Run("singleblock/fork", func(b *testing.B) { benchDecode(b, single, forkPlain) })
 	b.Run("singleblock/xzpar-2", func(b *testing.B) { benchDecode(b, single, par(2)) })
 }
 

@@ -35,7 +35,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/ulikunitz/xz/lzma"
+	"github.com/talosflash/talosflash/third_party/xz/lzma"
 )
 
 // DefaultMemoryLimit bounds the bytes held by blocks in flight (compressed
