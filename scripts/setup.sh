@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building and testing talosflash needs on Debian/Ubuntu:
-# Fyne's cgo headers (X11 + GL), Xvfb for screenshots, xz and util-linux for
-# tests, zstd for the .raw.zst test images and benchmarks, then the Go modules. Idempotent: installs only what is missing.
+# Fyne's cgo headers (X11 + GL), Xvfb for screenshots, xz, zstd and util-linux
+# for tests and benchmarks, then the Go modules. Idempotent: installs only
+# what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
