@@ -39,9 +39,14 @@ import (
 )
 
 // DefaultMemoryLimit bounds the bytes held by blocks in flight (compressed
-// input, decoded output and LZMA2 dictionaries). xz -T0 -6 blocks are 24 MiB
-// with an 8 MiB dictionary, so this holds about four of them.
-const DefaultMemoryLimit = 128 << 20
+// input, decoded output and LZMA2 dictionaries). It is sized to what Image
+// Factory serves, xz -0 -T0: 1 MiB blocks with a 256 KiB dictionary cost
+// about 2.3 MiB each, and the job queue keeps about workers+3 of them in
+// flight, far below this bound. Blocks costing more than the bound (xz -6
+// -T0 writes 24 MiB blocks with an 8 MiB dictionary, ~57 MiB each) are
+// decoded streaming on one core instead, so a flash stays within a few tens
+// of MiB whatever the image (docs/PERFORMANCE.md).
+const DefaultMemoryLimit = 32 << 20
 
 // maxStreamDict caps the dictionary allocated for a streamed block whose
 // size is unknown: twice the memory limit, at least 64 MiB (xz -9 uses
@@ -77,10 +82,11 @@ func newReader(r io.Reader, workers int, memLimit int64) (*Reader, error) {
 		return nil, err
 	}
 	x := &Reader{
-		bufs: make(chan []byte, workers+2),
-		jobs: make(chan *job, workers),
-		quit: make(chan struct{}),
-		mem:  newBudget(memLimit),
+		outBufs: make(chan []byte, workers+2),
+		inBufs:  make(chan []byte, workers+2),
+		jobs:    make(chan *job, workers),
+		quit:    make(chan struct{}),
+		mem:     newBudget(memLimit),
 	}
 	d := &dispatcher{
 		in:       in,
@@ -97,12 +103,18 @@ func newReader(r io.Reader, workers int, memLimit int64) (*Reader, error) {
 
 // Reader is the decoded stream returned by NewReader.
 type Reader struct {
-	// bufs recycles block buffers: fresh 24 MiB allocations cost page
-	// faults and zeroing, measurably slowing decode (see docs/PERFORMANCE.md).
-	bufs chan []byte
-	jobs chan *job // decoded blocks in stream order
-	quit chan struct{}
-	mem  *budget
+	// outBufs and inBufs recycle decoded-block and compressed-payload
+	// buffers: fresh allocations cost page faults and zeroing, measurably
+	// slowing decode, and every dropped buffer is garbage that raises the
+	// heap's peak (docs/PERFORMANCE.md). Kept apart so a small payload
+	// buffer never stands in for an output buffer; each pool allocates at
+	// the largest size it has seen, so after the first blocks every buffer
+	// fits every block and nothing more is allocated.
+	outBufs, inBufs  chan []byte
+	maxOut, maxInput atomic.Int64
+	jobs             chan *job // decoded blocks in stream order
+	quit             chan struct{}
+	mem              *budget
 
 	cur    *job
 	off    int
@@ -113,25 +125,31 @@ type Reader struct {
 	parallel, streamed atomic.Int64 // blocks per path, for tests
 }
 
-// getBuf returns a buffer of length n, recycled when one is big enough.
-// Its contents are arbitrary: callers overwrite it completely.
-func (x *Reader) getBuf(n int64) []byte {
+// getBuf returns a buffer of length n from pool, recycled when one is big
+// enough, else allocated with the capacity of the largest seen (high tracks
+// it). Its contents are arbitrary: callers overwrite it completely.
+func getBuf(pool chan []byte, high *atomic.Int64, n int64) []byte {
 	select {
-	case b := <-x.bufs:
+	case b := <-pool:
 		if int64(cap(b)) >= n {
 			return b[:n]
 		}
 	default:
 	}
-	return make([]byte, n)
+	for {
+		h := high.Load()
+		if n <= h || high.CompareAndSwap(h, n) {
+			return make([]byte, n, max(n, h))
+		}
+	}
 }
 
-func (x *Reader) putBuf(b []byte) {
+func putBuf(pool chan []byte, b []byte) {
 	if cap(b) == 0 {
 		return
 	}
 	select {
-	case x.bufs <- b:
+	case pool <- b:
 	default:
 	}
 }
@@ -196,7 +214,7 @@ func (x *Reader) finishCurrent() {
 	if j.finished != nil {
 		close(j.finished)
 	}
-	x.putBuf(j.out)
+	putBuf(x.outBufs, j.out)
 	j.out = nil
 	x.mem.release(j.cost)
 }
@@ -479,7 +497,7 @@ func (d *dispatcher) stream(check byte) error {
 		}
 		d.x.parallel.Add(1)
 		j.cost = cost
-		j.payload = d.x.getBuf(bh.compressedSize + int64(padLen(bh.compressedSize)+checkSize(check)))
+		j.payload = getBuf(d.x.inBufs, &d.x.maxInput, bh.compressedSize+int64(padLen(bh.compressedSize)+checkSize(check)))
 		if err := d.in.readFull(j.payload, fmt.Sprintf("block %d data", n)); err != nil {
 			d.x.mem.release(cost)
 			return err
@@ -612,8 +630,8 @@ func (d *dispatcher) worker() {
 			continue
 		default:
 		}
-		j.out, j.err = decodeBlock(j, d.x.getBuf(j.hdr.uncompressedSize))
-		d.x.putBuf(j.payload)
+		j.out, j.err = decodeBlock(j, getBuf(d.x.outBufs, &d.x.maxOut, j.hdr.uncompressedSize))
+		putBuf(d.x.inBufs, j.payload)
 		j.payload = nil
 		close(j.done)
 	}
