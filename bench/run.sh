@@ -46,7 +46,7 @@ cat "${IMG[@]}" > /dev/null # compressed inputs in the page cache for every run
 # row NAME OURS-LABEL OURS-CMD REF-LABEL REF-CMD
 row() { "$TOOL" pair -n "$N" -name "$1" -la "$2" -a "$3" -lb "$4" -b "$5" | tee -a "$RES"; }
 dd_to="dd of='$T' bs=4M conv=fsync status=none"
-flash() { echo "rm -f '$T'; '$BIN' --flash --image '$1' --device '$T' --yes $2 >/dev/null"; }
+flash() { echo "rm -f '$T'; '$BIN' --flash --image '$1' --device '$T' --yes ${2:-} >/dev/null"; }
 want() { [ -z "${BENCH_ONLY:-}" ] || [ "$BENCH_ONLY" = "$1" ]; }
 
 {
