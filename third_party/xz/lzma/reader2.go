@@ -71,6 +71,26 @@ func (c Reader2Config) NewReader2(lzma2 io.Reader) (r *Reader2, err error) {
 	return r, nil
 }
 
+// Reset makes r read a new LZMA2 chunk sequence from lzma2, exactly as a
+// reader returned by NewReader2 with the same configuration would, but
+// reusing the dictionary buffer of r instead of allocating a new one. The
+// buffer's old contents are never visible: the dictionary starts empty, as
+// in a new reader. Callers decoding many small LZMA2 streams with the same
+// dictionary capacity (xz blocks) avoid allocating a dictionary per stream.
+func (r *Reader2) Reset(lzma2 io.Reader) {
+	r.r = lzma2
+	r.err = nil
+	r.cstate = start
+	r.dict.Reset()
+	r.dict.buf.Reset()
+	r.ur = nil
+	r.decoder = nil
+	r.chunkReader = nil
+	if err := r.startChunk(); err != nil {
+		r.err = err
+	}
+}
+
 // uncompressed tests whether the chunk type specifies an uncompressed
 // chunk.
 func uncompressed(ctype chunkType) bool {
