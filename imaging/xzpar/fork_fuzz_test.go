@@ -128,6 +128,23 @@ func referenceLZMA(t testing.TB, plain []byte, dict int) []byte {
 	return buf.Bytes()
 }
 
+// referenceLZMA2 compresses plain into raw LZMA2 chunks (4 KiB dictionary).
+func referenceLZMA2(t testing.TB, plain []byte) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	w, err := lzma.Writer2Config{DictCap: lzma.MinDictCap}.NewWriter2(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(plain); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
 func forkXZ(z []byte) ([]byte, error) {
 	return decodeBounded(func() (io.Reader, error) { return forkxz.NewReader(bytes.NewReader(z)) })
 }
@@ -202,6 +219,26 @@ func checkFork(t *testing.T, data []byte, sel byte) {
 	got, gerr = forkLZMA2(data)
 	want, werr = upstreamLZMA2(data)
 	sameResult(t, "raw LZMA2 bytes", got, gerr, want, werr)
+
+	// The fork's Reader2.Reset (xzpar reuses one reader per worker): a
+	// reader that has decoded a valid stream, reset onto the raw bytes,
+	// behaves as a new upstream reader; reset again onto the valid stream,
+	// it decodes plain.
+	z2 := referenceLZMA2(t, plain)
+	lr, err := forklzma.Reader2Config{DictCap: forklzma.MinDictCap}.NewReader2(bytes.NewReader(z2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := io.ReadAll(io.LimitReader(lr, maxForkOut+1)); err != nil || !bytes.Equal(got, plain) {
+		t.Fatalf("raw LZMA2 stream: fork gave %d of %d bytes (%v)", len(got), len(plain), err)
+	}
+	lr.Reset(bytes.NewReader(data))
+	got, gerr = io.ReadAll(io.LimitReader(lr, maxForkOut+1))
+	sameResult(t, "raw LZMA2 bytes after Reset", got, gerr, want, werr)
+	lr.Reset(bytes.NewReader(z2))
+	if got, err := io.ReadAll(io.LimitReader(lr, maxForkOut+1)); err != nil || !bytes.Equal(got, plain) {
+		t.Fatalf("raw LZMA2 stream after Reset: fork gave %d of %d bytes (%v)", len(got), len(plain), err)
+	}
 	got, gerr = forkLZMA(data)
 	want, werr = upstreamLZMA(data)
 	sameResult(t, "raw lzma bytes", got, gerr, want, werr)

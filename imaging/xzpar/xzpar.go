@@ -623,6 +623,7 @@ func (d *dispatcher) index(records []record, check byte) error {
 
 // worker decodes parallel blocks.
 func (d *dispatcher) worker() {
+	var lr blockReader
 	for j := range d.work {
 		select {
 		case <-d.x.quit:
@@ -630,18 +631,44 @@ func (d *dispatcher) worker() {
 			continue
 		default:
 		}
-		j.out, j.err = decodeBlock(j, getBuf(d.x.outBufs, &d.x.maxOut, j.hdr.uncompressedSize))
+		j.out, j.err = decodeBlock(j, getBuf(d.x.outBufs, &d.x.maxOut, j.hdr.uncompressedSize), &lr)
 		putBuf(d.x.inBufs, j.payload)
 		j.payload = nil
 		close(j.done)
 	}
 }
 
+// blockReader is a worker's LZMA2 reader, reset for each block with the
+// same dictionary size (every block of a factory image) instead of
+// allocating a new dictionary per block: 256 KiB of garbage per 1 MiB block
+// otherwise, which makes the GC run far more often.
+type blockReader struct {
+	lr   *lzma.Reader2
+	dict int64 // the reader's dictionary capacity
+}
+
+// open returns an LZMA2 reader of src with exactly dict bytes of dictionary
+// (the block's own: a larger one would accept distances the block's header
+// does not allow).
+func (b *blockReader) open(src io.Reader, dict int64) (*lzma.Reader2, error) {
+	if b.lr != nil && b.dict == dict {
+		b.lr.Reset(src)
+		return b.lr, nil
+	}
+	lr, err := lzma.Reader2Config{DictCap: int(dict)}.NewReader2(src)
+	if err != nil {
+		return nil, err
+	}
+	b.lr, b.dict = lr, dict
+	return lr, nil
+}
+
 // decodeBlock decodes and verifies a block whose sizes are in its header.
-// out has the block's uncompressed size.
-func decodeBlock(j *job, out []byte) (_ []byte, err error) {
+// out has the block's uncompressed size; br is the worker's reader.
+func decodeBlock(j *job, out []byte, br *blockReader) (_ []byte, err error) {
 	defer func() {
 		if r := recover(); r != nil { // malformed data must not crash the app
+			br.lr = nil // its state is unknown: never reuse it
 			err = fmt.Errorf("xz block %d: LZMA2 decoder failure: %v", j.block, r)
 		}
 	}()
@@ -654,7 +681,7 @@ func decodeBlock(j *job, out []byte) (_ []byte, err error) {
 	}
 	src := bytes.NewReader(comp)
 	dict := min(h.dictCap, max(h.uncompressedSize, lzma.MinDictCap))
-	lr, err := lzma.Reader2Config{DictCap: int(dict)}.NewReader2(src)
+	lr, err := br.open(src, dict)
 	if err != nil {
 		return nil, fmt.Errorf("xz block %d: %w", j.block, err)
 	}
