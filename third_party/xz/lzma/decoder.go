@@ -63,14 +63,24 @@ func (d *decoder) Reopen(br io.ByteReader, size int64) error {
 }
 
 // decodeLiteral decodes a single literal from the LZMA stream.
-func (d *decoder) decodeLiteral() (op operation, err error) {
+func (d *decoder) decodeLiteral() (op decOp, err error) {
 	litState := d.State.litState(d.Dict.byteAt(1), d.Dict.head)
 	match := d.Dict.byteAt(int(d.State.rep[0]) + 1)
 	s, err := d.State.litCodec.Decode(d.rd, d.State.state, match, litState)
 	if err != nil {
-		return nil, err
+		return decOp{}, err
 	}
-	return lit{s}, nil
+	return decOp{b: s}, nil
+}
+
+// decOp is an operation read by the decoder: a match of length n > 0 at
+// distance, or, with n == 0, the literal b. A concrete type rather than the
+// operation interface: converting a match to an interface allocated 16
+// bytes for every match decoded.
+type decOp struct {
+	distance int64
+	n        int
+	b        byte
 }
 
 // errEOS indicates that an EOS marker has been found.
@@ -79,7 +89,7 @@ var errEOS = errors.New("EOS marker found")
 // readOp decodes the next operation from the compressed stream. It
 // returns the operation. If an explicit end of stream marker is
 // identified the eos error is returned.
-func (d *decoder) readOp() (op operation, err error) {
+func (d *decoder) readOp() (op decOp, err error) {
 	// Value of the end of stream (EOS) marker
 	const eosDist = 1<<32 - 1
 
@@ -87,20 +97,20 @@ func (d *decoder) readOp() (op operation, err error) {
 
 	b, err := d.State.isMatch[state2].Decode(d.rd)
 	if err != nil {
-		return nil, err
+		return decOp{}, err
 	}
 	if b == 0 {
 		// literal
 		op, err := d.decodeLiteral()
 		if err != nil {
-			return nil, err
+			return decOp{}, err
 		}
 		d.State.updateStateLiteral()
 		return op, nil
 	}
 	b, err = d.State.isRep[state].Decode(d.rd)
 	if err != nil {
-		return nil, err
+		return decOp{}, err
 	}
 	if b == 0 {
 		// simple match
@@ -111,49 +121,49 @@ func (d *decoder) readOp() (op operation, err error) {
 		// The length decoder returns the length offset.
 		n, err := d.State.lenCodec.Decode(d.rd, posState)
 		if err != nil {
-			return nil, err
+			return decOp{}, err
 		}
 		// The dist decoder returns the distance offset. The actual
 		// distance is 1 higher.
 		d.State.rep[0], err = d.State.distCodec.Decode(d.rd, n)
 		if err != nil {
-			return nil, err
+			return decOp{}, err
 		}
 		if d.State.rep[0] == eosDist {
 			d.eosMarker = true
-			return nil, errEOS
+			return decOp{}, errEOS
 		}
-		op = match{n: int(n) + minMatchLen,
+		op = decOp{n: int(n) + minMatchLen,
 			distance: int64(d.State.rep[0]) + minDistance}
 		return op, nil
 	}
 	b, err = d.State.isRepG0[state].Decode(d.rd)
 	if err != nil {
-		return nil, err
+		return decOp{}, err
 	}
 	dist := d.State.rep[0]
 	if b == 0 {
 		// rep match 0
 		b, err = d.State.isRepG0Long[state2].Decode(d.rd)
 		if err != nil {
-			return nil, err
+			return decOp{}, err
 		}
 		if b == 0 {
 			d.State.updateStateShortRep()
-			op = match{n: 1, distance: int64(dist) + minDistance}
+			op = decOp{n: 1, distance: int64(dist) + minDistance}
 			return op, nil
 		}
 	} else {
 		b, err = d.State.isRepG1[state].Decode(d.rd)
 		if err != nil {
-			return nil, err
+			return decOp{}, err
 		}
 		if b == 0 {
 			dist = d.State.rep[1]
 		} else {
 			b, err = d.State.isRepG2[state].Decode(d.rd)
 			if err != nil {
-				return nil, err
+				return decOp{}, err
 			}
 			if b == 0 {
 				dist = d.State.rep[2]
@@ -168,25 +178,19 @@ func (d *decoder) readOp() (op operation, err error) {
 	}
 	n, err := d.State.repLenCodec.Decode(d.rd, posState)
 	if err != nil {
-		return nil, err
+		return decOp{}, err
 	}
 	d.State.updateStateRep()
-	op = match{n: int(n) + minMatchLen, distance: int64(dist) + minDistance}
+	op = decOp{n: int(n) + minMatchLen, distance: int64(dist) + minDistance}
 	return op, nil
 }
 
 // apply takes the operation and transforms the decoder dictionary accordingly.
-func (d *decoder) apply(op operation) error {
-	var err error
-	switch x := op.(type) {
-	case match:
-		err = d.Dict.writeMatch(x.distance, x.n)
-	case lit:
-		err = d.Dict.WriteByte(x.b)
-	default:
-		panic("op is neither a match nor a literal")
+func (d *decoder) apply(op decOp) error {
+	if op.n == 0 {
+		return d.Dict.WriteByte(op.b)
 	}
-	return err
+	return d.Dict.writeMatch(op.distance, op.n)
 }
 
 // decompress fills the dictionary unless no space for new data is
