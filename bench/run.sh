@@ -44,7 +44,7 @@ RES="$D/results.md"
 cat "${IMG[@]}" > /dev/null # compressed inputs in the page cache for every run
 
 # row NAME OURS-LABEL OURS-CMD REF-LABEL REF-CMD
-row() { "$TOOL" pair -n "$N" -name "$1" -la "$2" -a "$3" -lb "$4" -b "$5" | tee -a "$RES"; }
+row() { "$TOOL" pair -n "$N" -name "$1" -la "$2" -a "$3" -lb "$4" -b "$5" 2>>"$D/commands.log" | tee -a "$RES"; }
 dd_to="dd of='$T' bs=4M conv=fsync status=none"
 flash() { echo "rm -f '$T'; '$BIN' --flash --image '$1' --device '$T' --yes ${2:-} >/dev/null"; }
 want() { [ -z "${BENCH_ONLY:-}" ] || [ "$BENCH_ONLY" = "$1" ]; }
@@ -65,11 +65,11 @@ want() { [ -z "${BENCH_ONLY:-}" ] || [ "$BENCH_ONLY" = "$1" ]; }
 X=${IMG[xz0]}
 if want xz0; then
   row "xz -0: flash + verify to a file" "talosflash --flash" "$(flash "$X")" \
-    "xz -dc | dd conv=fsync" "rm -f '$T'; xz -dc '$X' | $dd_to"
+    "xz -dc \\| dd conv=fsync" "rm -f '$T'; xz -dc '$X' | $dd_to"
   row "xz -0: flash + verify to a file" "talosflash --flash" "$(flash "$X")" \
-    "xz -T0 -dc | dd conv=fsync" "rm -f '$T'; xz -T0 -dc '$X' | $dd_to"
+    "xz -T0 -dc \\| dd conv=fsync" "rm -f '$T'; xz -T0 -dc '$X' | $dd_to"
   row "xz -0: flash, no verify" "talosflash --flash --no-verify" "$(flash "$X" --no-verify)" \
-    "xz -dc | dd conv=fsync" "rm -f '$T'; xz -dc '$X' | $dd_to"
+    "xz -dc \\| dd conv=fsync" "rm -f '$T'; xz -dc '$X' | $dd_to"
   row "xz -0: decode alone" "xzpar, 2 workers" "'$TOOL' decode -workers 2 '$X' >/dev/null" \
     "xz -dc" "xz -dc '$X' >/dev/null"
   row "xz -0: decode alone" "xzpar, 2 workers" "'$TOOL' decode -workers 2 '$X' >/dev/null" \
@@ -82,12 +82,12 @@ if want zst18; then
   row "zstd -18: decode alone" "klauspost/compress/zstd" "'$TOOL' decode '$Z' >/dev/null" \
     "zstd -dc" "zstd -dc '$Z' >/dev/null"
   row "zstd -18: decode + write to a file, no verify" "klauspost zstd + write + fsync" "rm -f '$T'; '$TOOL' write '$Z' '$T'" \
-    "zstd -dc | dd conv=fsync" "rm -f '$T'; zstd -dc '$Z' | $dd_to"
+    "zstd -dc \\| dd conv=fsync" "rm -f '$T'; zstd -dc '$Z' | $dd_to"
   # Only once talosflash decodes .zst (an older build would copy it as a raw
   # image): the probe's target must be the raw image.
   if sh -c "$(flash "$Z" --no-verify)" 2>/dev/null && cmp -s "$T" "$RAW"; then
     row "zstd -18: flash + verify to a file" "talosflash --flash" "$(flash "$Z")" \
-      "zstd -dc | dd conv=fsync" "rm -f '$T'; zstd -dc '$Z' | $dd_to"
+      "zstd -dc \\| dd conv=fsync" "rm -f '$T'; zstd -dc '$Z' | $dd_to"
   else
     echo "| zstd -18: flash + verify to a file | skipped: this talosflash does not flash .raw.zst yet | | | | | | |" | tee -a "$RES"
   fi
@@ -95,7 +95,7 @@ fi
 X6=${IMG[xz6]}
 if want xz6; then
   row "xz -6: flash + verify to a file" "talosflash --flash" "$(flash "$X6")" \
-    "xz -dc | dd conv=fsync" "rm -f '$T'; xz -dc '$X6' | $dd_to"
+    "xz -dc \\| dd conv=fsync" "rm -f '$T'; xz -dc '$X6' | $dd_to"
   row "xz -6: decode alone" "xzpar, 2 workers" "'$TOOL' decode -workers 2 '$X6' >/dev/null" \
     "xz -dc" "xz -dc '$X6' >/dev/null"
 fi
