@@ -379,6 +379,7 @@ type dispatcher struct {
 	in       *input
 	x        *Reader
 	work     chan *job
+	streamLR blockReader // reused by streamed blocks, decoded one at a time
 	memLimit int64
 	blocks   int // blocks seen, over all streams
 }
@@ -520,7 +521,7 @@ func (d *dispatcher) stream(check byte) error {
 // streamed hands block j to the consumer to decode from the input directly
 // and waits until it is done. ok is false if decoding failed or was closed.
 func (d *dispatcher) streamed(j *job) (rec record, ok bool) {
-	s, err := newStreamBlock(d.in, j, d.memLimit)
+	s, err := newStreamBlock(d.in, j, d.memLimit, &d.streamLR)
 	if err != nil {
 		j.err = err
 		close(j.done)
@@ -711,7 +712,8 @@ func decodeBlock(j *job, out []byte, br *blockReader) (_ []byte, err error) {
 type streamBlock struct {
 	in    *input
 	j     *job
-	start int64 // input position of the compressed data
+	br    *blockReader // the dispatcher's, which owns lr between blocks
+	start int64        // input position of the compressed data
 	lr    *lzma.Reader2
 	sum   hash.Hash
 	n     int64 // bytes decoded
@@ -721,7 +723,7 @@ type streamBlock struct {
 	ok    bool
 }
 
-func newStreamBlock(in *input, j *job, memLimit int64) (*streamBlock, error) {
+func newStreamBlock(in *input, j *job, memLimit int64, br *blockReader) (*streamBlock, error) {
 	h := j.hdr
 	dict := h.dictCap
 	if h.uncompressedSize >= 0 {
@@ -731,12 +733,12 @@ func newStreamBlock(in *input, j *job, memLimit int64) (*streamBlock, error) {
 		return nil, fmt.Errorf("xz block %d: LZMA2 dictionary of %d MiB is larger than supported (%d MiB)",
 			j.block, dict>>20, limit>>20)
 	}
-	s := &streamBlock{in: in, j: j, start: in.pos, sum: newCheck(j.check)}
+	s := &streamBlock{in: in, j: j, br: br, start: in.pos, sum: newCheck(j.check)}
 	var src io.Reader = in
 	if h.compressedSize >= 0 {
 		src = io.LimitReader(in, h.compressedSize)
 	}
-	lr, err := lzma.Reader2Config{DictCap: int(dict)}.NewReader2(src)
+	lr, err := br.open(src, dict)
 	if err != nil {
 		return nil, fmt.Errorf("xz block %d: %w", j.block, err)
 	}
@@ -753,6 +755,7 @@ func (s *streamBlock) Read(p []byte) (n int, err error) {
 	}
 	defer func() {
 		if r := recover(); r != nil {
+			s.br.lr = nil // its state is unknown: never reuse it
 			n, err = 0, fmt.Errorf("xz block %d: LZMA2 decoder failure: %v", s.j.block, r)
 		}
 		if err != nil && err != io.EOF {
