@@ -41,6 +41,7 @@ lint: $(STAMP)
 # Tests use loop devices when run as root (skipped with a message otherwise).
 test: vet fmt-check lint
 	$(GO) test -count=1 $(PKGS)
+	cd third_party/xz && $(GO) vet ./... && $(GO) test -count=1 ./...  # patched xz fork: its own suite
 	./scripts/fuzz.sh 5s
 
 fuzz: $(STAMP)

@@ -10,6 +10,7 @@ require (
 	github.com/klauspost/compress v1.18.5
 	github.com/siderolabs/image-factory v0.8.4
 	github.com/siderolabs/talos/pkg/machinery v1.13.0
+	github.com/talosflash/talosflash/third_party/xz v0.0.0
 	github.com/ulikunitz/xz v0.5.17
 	golang.org/x/sys v0.50.0
 	golang.org/x/term v0.48.0
@@ -96,3 +97,5 @@ require (
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260311181403-84a4fc48630c // indirect
 	gopkg.in/yaml.v2 v2.4.0 // indirect
 )
+
+replace github.com/talosflash/talosflash/third_party/xz => ./third_party/xz

@@ -1,115 +1,107 @@
 #!/usr/bin/env bash
-# Performance benchmark for talosflash's decompress -> write -> verify path.
-# Run by hand (not CI): ./bench/run.sh   (or `make bench`). Results are
-# appended to bench/out/results.txt; docs/PERFORMANCE.md records a run.
+# Performance benchmark on images shaped like Image Factory's (`make bench`;
+# by hand, never CI). Prints one markdown table, each row our command against
+# a shell pipeline, timed in turn (A B A B ..., one warm-up each): median
+# wall time (range), peak RSS of the largest process, and the median of the
+# per-pair time ratios ours/theirs (< 1: we are faster). The table is also
+# appended to $BENCH_DIR/results.md.
 #
-# Generates once, under bench/out/ (git-ignored): a realistic raw image
-# (imaging/imagetest layout, default 1280 MiB = a Talos metal-arm64 image),
-# compressed with xz -T0 (multi-block, like Image Factory) and with
-# single-threaded xz (one block, no sizes). Then times, each command under
-# /usr/bin/time -v (elapsed, max RSS), bounded by STEP_TIMEOUT:
-#   (a) xz -dc | dd conv=fsync to a file        (reference pipeline)
-#   (b) decode alone to /dev/null: xz -dc vs xzpar (1, 2 workers) vs ulikunitz
-#   (c) talosflash --flash to a file target (skipped if the binary lacks it)
-#   (d) SHA-256 throughput: sha256sum vs Go crypto/sha256
-#   (e) write everything vs seek over zero chunks, to a file target
-# Environment: BENCH_SIZE (bytes), STEP_TIMEOUT (seconds, default 900),
-# SKIP_PLAIN=1 to skip the slow ulikunitz single-threaded runs.
+# Generates once, under $BENCH_DIR (default /tmp/talosflash-bench, outside the
+# repo): a 1246 MiB GPT disk-like raw image (imaging/imagetest, the factory's
+# raw size) compressed as the factory does, `xz -0 -T0` (1 MiB blocks,
+# 256 KiB dictionary) and `zstd -T0 -18`, plus the older `xz -6 -T0` shape.
+# Environment: BENCH_DIR, BENCH_SIZE (bytes), BENCH_RUNS (pairs, default 3),
+# BENCH_ONLY=xz0|zst18|xz6 (one shape), TALOSFLASH (binary, default
+# ./talosflash). A .zst flash row runs once talosflash accepts .raw.zst.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-OUT=bench/out
-SIZE=${BENCH_SIZE:-$((1280 << 20))}
-STEP_TIMEOUT=${STEP_TIMEOUT:-900}
-mkdir -p "$OUT"
-RES="$OUT/results.txt"
+D=${BENCH_DIR:-/tmp/talosflash-bench}
+SIZE=${BENCH_SIZE:-1306525696}
+N=${BENCH_RUNS:-3}
+BIN=$(realpath "${TALOSFLASH:-./talosflash}")
+mkdir -p "$D"
+for t in xz zstd dd; do
+  command -v $t >/dev/null || { echo "bench: $t not installed (scripts/setup.sh)"; exit 1; }
+done
+[ -x "$BIN" ] || { echo "bench: $BIN missing (make build)"; exit 1; }
 
-command -v xz >/dev/null || { echo "bench: xz not installed (apt-get install xz-utils)"; exit 1; }
-[ -x /usr/bin/time ] || { echo "bench: /usr/bin/time missing (apt-get install time)"; exit 1; }
-
-go build -o "$OUT/benchtool" ./bench/benchtool
-TOOL="$OUT/benchtool"
-RAW="$OUT/img-$SIZE.raw"
-XZ_MT="$RAW.T0.xz"
-XZ_1="$RAW.T1.xz"
-TARGET="$OUT/target.img"
-
+go build -o "$D/benchtool" ./bench/benchtool
+TOOL="$D/benchtool"
+RAW="$D/img-$SIZE.raw"
+T="$D/target.img"
 if [ ! -s "$RAW" ]; then
   echo "generating $RAW ($SIZE bytes)"
   "$TOOL" gen -size "$SIZE" -seed 1 "$RAW.tmp" && mv "$RAW.tmp" "$RAW"
 fi
-if [ ! -s "$XZ_MT" ]; then
-  echo "compressing with xz -T0 (multi-block)"
-  xz -T0 -6 -c "$RAW" > "$XZ_MT.tmp" && mv "$XZ_MT.tmp" "$XZ_MT"
-fi
-if [ ! -s "$XZ_1" ]; then
-  echo "compressing with xz -T1 (single block)"
-  xz -T1 -6 -c "$RAW" > "$XZ_1.tmp" && mv "$XZ_1.tmp" "$XZ_1"
-fi
+declare -A IMG=([xz0]="$RAW.xz0.xz" [zst18]="$RAW.zst18.zst" [xz6]="$RAW.xz6.xz")
+for s in xz0 zst18 xz6; do
+  if [ ! -s "${IMG[$s]}" ]; then
+    echo "compressing $RAW ($s)"
+    "$TOOL" compress -shape "$s" "$RAW" "${IMG[$s]}"
+  fi
+done
+RES="$D/results.md"
+cat "${IMG[@]}" > /dev/null # compressed inputs in the page cache for every run
+
+# row NAME OURS-LABEL OURS-CMD REF-LABEL REF-CMD
+row() { "$TOOL" pair -n "$N" -name "$1" -la "$2" -a "$3" -lb "$4" -b "$5" 2>>"$D/commands.log" | tee -a "$RES"; }
+dd_to="dd of='$T' bs=4M conv=fsync status=none"
+flash() { echo "rm -f '$T'; '$BIN' --flash --image '$1' --device '$T' --yes ${2:-} >/dev/null"; }
+want() { [ -z "${BENCH_ONLY:-}" ] || [ "$BENCH_ONLY" = "$1" ]; }
 
 {
-  echo "=== $(date -u +%FT%TZ) $(uname -srm), $(nproc) CPUs: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
-  echo "raw $(stat -c %s "$RAW") B; $(xz --robot -l "$XZ_MT" | awk '$1=="totals"{print "T0.xz " $5 " B, " $3 " blocks"}'); $(xz --robot -l "$XZ_1" | awk '$1=="totals"{print "T1.xz " $5 " B, " $3 " blocks"}')"
+  echo
+  echo "### $(date -u +%FT%TZ) $(uname -sr), $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); $N pairs per row"
+  echo
+  echo "raw $(stat -c %s "$RAW") B;" \
+    "xz0 $(stat -c %s "${IMG[xz0]}") B in $(xz --robot -l "${IMG[xz0]}" | awk '$1=="totals"{print $3}') blocks;" \
+    "zst18 $(stat -c %s "${IMG[zst18]}") B;" \
+    "xz6 $(stat -c %s "${IMG[xz6]}") B in $(xz --robot -l "${IMG[xz6]}" | awk '$1=="totals"{print $3}') blocks"
+  echo
+  echo "| case | ours | median (range) | peak RSS | reference | median (range) | peak RSS | ours/ref |"
+  echo "|---|---|---|---|---|---|---|---|"
 } | tee -a "$RES"
 
-# measure NAME CMD...: runs CMD (a shell string) under time -v, prints
-# seconds, MB/s of raw image bytes, and max RSS.
-measure() {
-  local name=$1 cmd=$2 log
-  log=$(mktemp)
-  sync
-  if ! timeout "$STEP_TIMEOUT" /usr/bin/time -v -o "$log" bash -c "$cmd"; then
-    echo "$(printf '%-40s' "$name") FAILED or timed out" | tee -a "$RES"
-    rm -f "$log"; return 0
+X=${IMG[xz0]}
+if want xz0; then
+  row "xz -0: flash + verify to a file" "talosflash --flash" "$(flash "$X")" \
+    "xz -dc \\| dd conv=fsync" "rm -f '$T'; xz -dc '$X' | $dd_to"
+  row "xz -0: flash + verify to a file" "talosflash --flash" "$(flash "$X")" \
+    "xz -T0 -dc \\| dd conv=fsync" "rm -f '$T'; xz -T0 -dc '$X' | $dd_to"
+  row "xz -0: flash, no verify" "talosflash --flash --no-verify" "$(flash "$X" --no-verify)" \
+    "xz -dc \\| dd conv=fsync" "rm -f '$T'; xz -dc '$X' | $dd_to"
+  row "xz -0: decode alone" "xzpar, 2 workers" "'$TOOL' decode -workers 2 '$X' >/dev/null" \
+    "xz -dc" "xz -dc '$X' >/dev/null"
+  row "xz -0: decode alone" "xzpar, 2 workers" "'$TOOL' decode -workers 2 '$X' >/dev/null" \
+    "xz -T0 -dc" "xz -T0 -dc '$X' >/dev/null"
+  row "xz -0: the decoder patch, 1 thread" "third_party/xz NewReader" "'$TOOL' decode -fork '$X' >/dev/null" \
+    "ulikunitz/xz v0.5.17 NewReader" "'$TOOL' decode -plain '$X' >/dev/null"
+fi
+Z=${IMG[zst18]}
+if want zst18; then
+  row "zstd -18: decode alone" "klauspost/compress/zstd" "'$TOOL' decode '$Z' >/dev/null" \
+    "zstd -dc" "zstd -dc '$Z' >/dev/null"
+  row "zstd -18: decode + write to a file, no verify" "klauspost zstd + write + fsync" "rm -f '$T'; '$TOOL' write '$Z' '$T'" \
+    "zstd -dc \\| dd conv=fsync" "rm -f '$T'; zstd -dc '$Z' | $dd_to"
+  # Only once talosflash decodes .zst (an older build would copy it as a raw
+  # image): the probe's target must be the raw image.
+  if sh -c "$(flash "$Z" --no-verify)" 2>/dev/null && cmp -s "$T" "$RAW"; then
+    row "zstd -18: flash + verify to a file" "talosflash --flash" "$(flash "$Z")" \
+      "zstd -dc \\| dd conv=fsync" "rm -f '$T'; zstd -dc '$Z' | $dd_to"
+  else
+    echo "| zstd -18: flash + verify to a file | skipped: this talosflash does not flash .raw.zst yet | | | | | | |" | tee -a "$RES"
   fi
-  local el rss secs
-  el=$(awk -F': ' '/Elapsed \(wall clock\)/{print $2}' "$log")
-  rss=$(awk -F': ' '/Maximum resident set size/{print $2}' "$log")
-  secs=$(echo "$el" | awk -F: '{ if (NF==3) print $1*3600+$2*60+$3; else print $1*60+$2 }')
-  printf '%-40s %8.2f s %8.1f MB/s  maxRSS %6d MiB\n' "$name" "$secs" \
-    "$(echo "$SIZE $secs" | awk '{print $1/1e6/$2}')" $((rss / 1024)) | tee -a "$RES"
-  rm -f "$log"
-}
-
-# Warm the page cache so every run reads the compressed files from memory.
-cat "$XZ_MT" "$XZ_1" > /dev/null
-
-echo "--- (b) decode alone to /dev/null" | tee -a "$RES"
-measure "xz -dc T0.xz"                 "xz -dc '$XZ_MT' > /dev/null"
-measure "xz -T2 -dc T0.xz"             "xz -T2 -dc '$XZ_MT' > /dev/null"
-measure "xzpar 2 workers T0.xz"        "'$TOOL' decode -workers 2 '$XZ_MT' > /dev/null"
-measure "xzpar 1 worker T0.xz"         "'$TOOL' decode -workers 1 '$XZ_MT' > /dev/null"
-measure "xz -dc T1.xz"                 "xz -dc '$XZ_1' > /dev/null"
-measure "xzpar T1.xz (streamed)"       "'$TOOL' decode -workers 2 '$XZ_1' > /dev/null"
-if [ "${SKIP_PLAIN:-0}" != 1 ]; then
-  measure "ulikunitz xz.NewReader T0.xz" "'$TOOL' decode -plain '$XZ_MT' > /dev/null"
 fi
-
-echo "--- (a) reference pipeline to a file" | tee -a "$RES"
-measure "xz -dc | dd bs=4M conv=fsync"  "xz -dc '$XZ_MT' | dd of='$TARGET' bs=4M conv=fsync status=none"
-measure "xz -T2 -dc | dd bs=4M conv=fsync" "xz -T2 -dc '$XZ_MT' | dd of='$TARGET' bs=4M conv=fsync status=none"
-
-echo "--- (e) write everything vs skip zero chunks (file target)" | tee -a "$RES"
-rm -f "$TARGET"
-measure "xzpar write all, fsync"        "'$TOOL' write -workers 2 '$XZ_MT' '$TARGET'"
-rm -f "$TARGET"
-measure "xzpar write skip-zeros, fsync" "'$TOOL' write -skip-zeros -workers 2 '$XZ_MT' '$TARGET'"
-cmp -s "$TARGET" "$RAW" && echo "skip-zeros target identical to raw image" | tee -a "$RES"
-
-echo "--- (d) SHA-256 of the raw image (page cache)" | tee -a "$RES"
-cat "$RAW" > /dev/null
-measure "sha256sum raw"                 "sha256sum '$RAW' > /dev/null"
-measure "Go crypto/sha256 raw"          "'$TOOL' sha256 '$RAW' > /dev/null"
-
-echo "--- (c) full pipeline: talosflash --flash to a file target" | tee -a "$RES"
-BIN=./talosflash
-[ -x "$BIN" ] || go build -o "$BIN" . 2>/dev/null || true
-if [ -x "$BIN" ] && "$BIN" --flash --help 2>&1 | grep -q -- '-device'; then
-  rm -f "$TARGET"
-  measure "talosflash --flash (verify)"   "'$BIN' --flash --image '$XZ_MT' --device '$TARGET' --yes > /dev/null"
-  measure "talosflash --flash --no-verify" "'$BIN' --flash --image '$XZ_MT' --device '$TARGET' --yes --no-verify > /dev/null"
-  cmp -s "$TARGET" "$RAW" && echo "talosflash target identical to raw image" | tee -a "$RES"
-else
-  echo "skipped: $BIN has no --flash yet (run again once the CLI is in)" | tee -a "$RES"
+X6=${IMG[xz6]}
+if want xz6; then
+  row "xz -6: flash + verify to a file" "talosflash --flash" "$(flash "$X6")" \
+    "xz -dc \\| dd conv=fsync" "rm -f '$T'; xz -dc '$X6' | $dd_to"
+  row "xz -6: decode alone" "xzpar, 2 workers" "'$TOOL' decode -workers 2 '$X6' >/dev/null" \
+    "xz -dc" "xz -dc '$X6' >/dev/null"
 fi
-rm -f "$TARGET"
-echo "results appended to $RES"
+# The last flash must have produced the raw image exactly.
+if want xz0 || want xz6; then
+  sh -c "$(flash "$X")" && cmp -s "$T" "$RAW" && echo "check: talosflash target identical to the raw image" | tee -a "$RES"
+fi
+rm -f "$T"
+echo "table appended to $RES"

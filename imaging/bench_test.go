@@ -48,8 +48,13 @@ func benchImage(b *testing.B) (xzPath string, size int64) {
 			return
 		}
 		benchXZ = filepath.Join(benchDir, "metal-arm64.raw.xz")
-		// Multi-block like the factory's images (xz -T0), 16 MiB blocks.
-		benchErr = imagetest.WriteXZFile(context.Background(), benchXZ, benchSize, 1, 16<<20, true)
+		// Shaped like the factory's images: xz -0 -T0, 1 MiB blocks, 256 KiB
+		// dictionary (without the xz tool: ulikunitz's writer, 1 MiB blocks).
+		if imagetest.ShapeXZ0.HaveTool() {
+			benchErr = imagetest.WriteFactoryFile(context.Background(), benchXZ, imagetest.ShapeXZ0, benchSize, 1)
+		} else {
+			benchErr = imagetest.WriteXZFile(context.Background(), benchXZ, benchSize, 1, 1<<20, false)
+		}
 	})
 	if benchErr != nil {
 		b.Fatal(benchErr)

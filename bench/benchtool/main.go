@@ -1,17 +1,28 @@
 // Command benchtool is the helper behind bench/run.sh (not shipped):
 //
 //	benchtool gen -size N -seed S FILE        write an imagetest raw image
-//	benchtool decode [-workers N|-plain] FILE decode an .xz to stdout
+//	benchtool compress -shape xz0|xz6|zst18 RAW OUT
+//	                                          compress like Image Factory
+//	benchtool decode [-workers N|-plain|-fork] FILE
+//	                                          decode an .xz (xzpar, upstream
+//	                                          or forked xz.NewReader) or a
+//	                                          .zst (klauspost) to stdout
 //	benchtool sha256 FILE                     hash a file (Go crypto/sha256)
 //	benchtool write [-skip-zeros] -workers N XZ TARGET
 //	                                          decode into TARGET, fsync; with
 //	                                          -skip-zeros, seek over all-zero
 //	                                          4 MiB chunks (files only)
+//	benchtool pair -n N -name NAME -a CMD -b CMD
+//	                                          run two shell commands in turn
+//	                                          (A B A B ..., after one warm-up
+//	                                          each), print a table row: median
+//	                                          wall time, peak RSS, ratio A/B
 package main
 
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -19,9 +30,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
+
+	"github.com/klauspost/compress/zstd"
 
 	"github.com/talosflash/talosflash/imaging/imagetest"
 	"github.com/talosflash/talosflash/imaging/xzpar"
+	forkxz "github.com/talosflash/talosflash/third_party/xz"
 	"github.com/ulikunitz/xz"
 )
 
@@ -40,6 +55,10 @@ func main() {
 		err = hashFile(args)
 	case "write":
 		err = write(args)
+	case "compress":
+		err = compress(args)
+	case "pair":
+		err = pair(args)
 	default:
 		err = fmt.Errorf("unknown command %q", cmd)
 	}
@@ -73,37 +92,57 @@ func gen(args []string) error {
 	return f.Close()
 }
 
-// openXZ opens an .xz file with xzpar (workers > 0) or plain ulikunitz/xz.
-func openXZ(path string, workers int, plain bool) (io.Reader, func(), error) {
+// decoder selects how an image file is decoded.
+type decoder struct {
+	workers     int  // xzpar workers
+	plain, fork bool // single-threaded xz.NewReader: upstream v0.5.17 or the fork
+}
+
+// openImage opens an .xz file with xzpar (or a single-threaded
+// xz.NewReader), or a .zst file with klauspost/compress/zstd.
+func openImage(path string, d decoder) (io.Reader, func(), error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, nil, err
 	}
-	if plain {
-		r, err := xz.NewReader(bufio.NewReaderSize(f, 1<<20))
-		if err != nil {
-			f.Close()
-			return nil, nil, err
+	var r io.Reader
+	done := func() { f.Close() }
+	switch {
+	case strings.HasSuffix(path, ".zst"):
+		zr, zerr := zstd.NewReader(f)
+		r, err = zr, zerr
+		if zerr == nil {
+			done = func() { zr.Close(); f.Close() }
 		}
-		return r, func() { f.Close() }, nil
+	case d.plain:
+		r, err = xz.NewReader(bufio.NewReaderSize(f, 1<<20))
+	case d.fork:
+		r, err = forkxz.NewReader(bufio.NewReaderSize(f, 1<<20))
+	default:
+		xr, xerr := xzpar.NewReader(f, d.workers)
+		r, err = xr, xerr
+		if xerr == nil {
+			done = func() { xr.Close(); f.Close() }
+		}
 	}
-	r, err := xzpar.NewReader(f, workers)
 	if err != nil {
 		f.Close()
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return r, func() { r.Close(); f.Close() }, nil
+	return r, done, nil
 }
 
 func decode(args []string) error {
 	fs := flag.NewFlagSet("decode", flag.ExitOnError)
-	workers := fs.Int("workers", 2, "xzpar workers")
-	plain := fs.Bool("plain", false, "use ulikunitz/xz.NewReader instead of xzpar")
+	var d decoder
+	fs.IntVar(&d.workers, "workers", 2, "xzpar workers")
+	fs.BoolVar(&d.plain, "plain", false, "use upstream ulikunitz/xz.NewReader (v0.5.17) instead of xzpar")
+	fs.BoolVar(&d.fork, "fork", false, "use the patched fork's xz.NewReader (single-threaded) instead of xzpar")
 	fs.Parse(args)
 	if fs.NArg() != 1 {
-		return errors.New("decode: need an .xz file")
+		return errors.New("decode: need an .xz or .zst file")
 	}
-	r, done, err := openXZ(fs.Arg(0), *workers, *plain)
+	r, done, err := openImage(fs.Arg(0), d)
 	if err != nil {
 		return err
 	}
@@ -137,7 +176,7 @@ func write(args []string) error {
 	if fs.NArg() != 2 {
 		return errors.New("write: need an .xz file and a target")
 	}
-	r, done, err := openXZ(fs.Arg(0), *workers, false)
+	r, done, err := openImage(fs.Arg(0), decoder{workers: *workers})
 	if err != nil {
 		return err
 	}
@@ -174,4 +213,41 @@ func write(args []string) error {
 		return err
 	}
 	return t.Sync()
+}
+
+func compress(args []string) error {
+	fs := flag.NewFlagSet("compress", flag.ExitOnError)
+	name := fs.String("shape", "xz0", "xz0 (factory .raw.xz), zst18 (factory .raw.zst) or xz6")
+	fs.Parse(args)
+	if fs.NArg() != 2 {
+		return errors.New("compress: need a raw image and an output file")
+	}
+	var shape imagetest.Shape
+	for _, s := range imagetest.FactoryShapes {
+		if s.Name == *name {
+			shape = s
+		}
+	}
+	if shape.Name == "" {
+		return fmt.Errorf("compress: unknown shape %q", *name)
+	}
+	in, err := os.Open(fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	tmp := fs.Arg(1) + ".tmp"
+	out, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	err = shape.Compress(context.Background(), out, in)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return os.Rename(tmp, fs.Arg(1))
 }

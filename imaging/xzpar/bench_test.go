@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/talosflash/talosflash/imaging/imagetest"
+	forkxz "github.com/talosflash/talosflash/third_party/xz"
 	"github.com/ulikunitz/xz"
 )
 
@@ -19,8 +20,8 @@ import (
 const benchSize = 64 << 20
 
 var (
-	benchOnce          sync.Once
-	benchMulti, bench1 []byte
+	benchOnce                    sync.Once
+	benchMulti, bench1, benchXZ0 []byte
 )
 
 func benchFixtures(b *testing.B) (multi, single []byte) {
@@ -32,6 +33,8 @@ func benchFixtures(b *testing.B) (multi, single []byte) {
 		}
 		benchMulti = xzRun(b, raw, "-c", "-6", "-T2", "--block-size=8MiB")
 		bench1 = xzRun(b, raw, "-c", "-6", "-T1")
+		// Image Factory's own shape: xz -0 -T0, 1 MiB blocks, 256 KiB dictionary.
+		benchXZ0 = xzRun(b, raw, append([]string(nil), imagetest.ShapeXZ0.Cmd[1:]...)...)
 	})
 	return benchMulti, bench1
 }
@@ -58,16 +61,35 @@ func plain(r io.Reader) (io.Reader, error) {
 	return xz.NewReader(bufio.NewReaderSize(r, 1<<20))
 }
 
+// forkPlain is the same single-threaded reader from the patched fork
+// (third_party/xz), which imaging uses.
+func forkPlain(r io.Reader) (io.Reader, error) {
+	return forkxz.NewReader(bufio.NewReaderSize(r, 1<<20))
+}
+
 func par(workers int) func(io.Reader) (io.Reader, error) {
 	return func(r io.Reader) (io.Reader, error) { return NewReader(r, workers) }
+}
+
+// BenchmarkDecodeFactory decodes the factory's xz -0 -T0 shape (1 MiB
+// blocks): xzpar as the flash path uses it, and single-threaded readers
+// from the fork and from upstream v0.5.17.
+func BenchmarkDecodeFactory(b *testing.B) {
+	benchFixtures(b)
+	b.Run("xz0/xzpar-2", func(b *testing.B) { benchDecode(b, benchXZ0, par(2)) })
+	b.Run("xz0/xzpar-1", func(b *testing.B) { benchDecode(b, benchXZ0, par(1)) })
+	b.Run("xz0/fork", func(b *testing.B) { benchDecode(b, benchXZ0, forkPlain) })
+	b.Run("xz0/ulikunitz", func(b *testing.B) { benchDecode(b, benchXZ0, plain) })
 }
 
 func BenchmarkDecode(b *testing.B) {
 	multi, single := benchFixtures(b)
 	b.Run("multiblock/ulikunitz", func(b *testing.B) { benchDecode(b, multi, plain) })
+	b.Run("multiblock/fork", func(b *testing.B) { benchDecode(b, multi, forkPlain) })
 	b.Run("multiblock/xzpar-1", func(b *testing.B) { benchDecode(b, multi, par(1)) })
 	b.Run("multiblock/xzpar-2", func(b *testing.B) { benchDecode(b, multi, par(2)) })
 	b.Run("singleblock/ulikunitz", func(b *testing.B) { benchDecode(b, single, plain) })
+	b.Run("singleblock/fork", func(b *testing.B) { benchDecode(b, single, forkPlain) })
 	b.Run("singleblock/xzpar-2", func(b *testing.B) { benchDecode(b, single, par(2)) })
 }
 

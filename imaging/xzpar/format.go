@@ -2,7 +2,8 @@ package xzpar
 
 // Parsing of the xz container (https://tukaani.org/xz/xz-file-format.txt):
 // stream header/footer, block headers, index. Only structure lives here; the
-// LZMA2 data itself is decoded by github.com/ulikunitz/xz/lzma.
+// LZMA2 data itself is decoded by github.com/ulikunitz/xz/lzma (the patched
+// fork in third_party/xz: bulk match copies, same output).
 
 import (
 	"bytes"
@@ -14,7 +15,7 @@ import (
 	"hash/crc32"
 	"hash/crc64"
 
-	"github.com/ulikunitz/xz/lzma"
+	"github.com/talosflash/talosflash/third_party/xz/lzma"
 )
 
 const (

@@ -35,13 +35,18 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/ulikunitz/xz/lzma"
+	"github.com/talosflash/talosflash/third_party/xz/lzma"
 )
 
 // DefaultMemoryLimit bounds the bytes held by blocks in flight (compressed
-// input, decoded output and LZMA2 dictionaries). xz -T0 -6 blocks are 24 MiB
-// with an 8 MiB dictionary, so this holds about four of them.
-const DefaultMemoryLimit = 128 << 20
+// input, decoded output and LZMA2 dictionaries). It is sized to what Image
+// Factory serves, xz -0 -T0: 1 MiB blocks with a 256 KiB dictionary cost
+// about 2.3 MiB each, and the job queue keeps about workers+3 of them in
+// flight, far below this bound. Blocks costing more than the bound (xz -6
+// -T0 writes 24 MiB blocks with an 8 MiB dictionary, ~57 MiB each) are
+// decoded streaming on one core instead, so a flash stays within a few tens
+// of MiB whatever the image (docs/PERFORMANCE.md).
+const DefaultMemoryLimit = 32 << 20
 
 // maxStreamDict caps the dictionary allocated for a streamed block whose
 // size is unknown: twice the memory limit, at least 64 MiB (xz -9 uses
@@ -77,10 +82,11 @@ func newReader(r io.Reader, workers int, memLimit int64) (*Reader, error) {
 		return nil, err
 	}
 	x := &Reader{
-		bufs: make(chan []byte, workers+2),
-		jobs: make(chan *job, workers),
-		quit: make(chan struct{}),
-		mem:  newBudget(memLimit),
+		outBufs: make(chan []byte, workers+2),
+		inBufs:  make(chan []byte, workers+2),
+		jobs:    make(chan *job, workers),
+		quit:    make(chan struct{}),
+		mem:     newBudget(memLimit),
 	}
 	d := &dispatcher{
 		in:       in,
@@ -97,12 +103,18 @@ func newReader(r io.Reader, workers int, memLimit int64) (*Reader, error) {
 
 // Reader is the decoded stream returned by NewReader.
 type Reader struct {
-	// bufs recycles block buffers: fresh 24 MiB allocations cost page
-	// faults and zeroing, measurably slowing decode (see docs/PERFORMANCE.md).
-	bufs chan []byte
-	jobs chan *job // decoded blocks in stream order
-	quit chan struct{}
-	mem  *budget
+	// outBufs and inBufs recycle decoded-block and compressed-payload
+	// buffers: fresh allocations cost page faults and zeroing, measurably
+	// slowing decode, and every dropped buffer is garbage that raises the
+	// heap's peak (docs/PERFORMANCE.md). Kept apart so a small payload
+	// buffer never stands in for an output buffer; each pool allocates at
+	// the largest size it has seen, so after the first blocks every buffer
+	// fits every block and nothing more is allocated.
+	outBufs, inBufs  chan []byte
+	maxOut, maxInput atomic.Int64
+	jobs             chan *job // decoded blocks in stream order
+	quit             chan struct{}
+	mem              *budget
 
 	cur    *job
 	off    int
@@ -113,25 +125,31 @@ type Reader struct {
 	parallel, streamed atomic.Int64 // blocks per path, for tests
 }
 
-// getBuf returns a buffer of length n, recycled when one is big enough.
-// Its contents are arbitrary: callers overwrite it completely.
-func (x *Reader) getBuf(n int64) []byte {
+// getBuf returns a buffer of length n from pool, recycled when one is big
+// enough, else allocated with the capacity of the largest seen (high tracks
+// it). Its contents are arbitrary: callers overwrite it completely.
+func getBuf(pool chan []byte, high *atomic.Int64, n int64) []byte {
 	select {
-	case b := <-x.bufs:
+	case b := <-pool:
 		if int64(cap(b)) >= n {
 			return b[:n]
 		}
 	default:
 	}
-	return make([]byte, n)
+	for {
+		h := high.Load()
+		if n <= h || high.CompareAndSwap(h, n) {
+			return make([]byte, n, max(n, h))
+		}
+	}
 }
 
-func (x *Reader) putBuf(b []byte) {
+func putBuf(pool chan []byte, b []byte) {
 	if cap(b) == 0 {
 		return
 	}
 	select {
-	case x.bufs <- b:
+	case pool <- b:
 	default:
 	}
 }
@@ -196,7 +214,7 @@ func (x *Reader) finishCurrent() {
 	if j.finished != nil {
 		close(j.finished)
 	}
-	x.putBuf(j.out)
+	putBuf(x.outBufs, j.out)
 	j.out = nil
 	x.mem.release(j.cost)
 }
@@ -361,6 +379,7 @@ type dispatcher struct {
 	in       *input
 	x        *Reader
 	work     chan *job
+	streamLR blockReader // reused by streamed blocks, decoded one at a time
 	memLimit int64
 	blocks   int // blocks seen, over all streams
 }
@@ -479,7 +498,7 @@ func (d *dispatcher) stream(check byte) error {
 		}
 		d.x.parallel.Add(1)
 		j.cost = cost
-		j.payload = d.x.getBuf(bh.compressedSize + int64(padLen(bh.compressedSize)+checkSize(check)))
+		j.payload = getBuf(d.x.inBufs, &d.x.maxInput, bh.compressedSize+int64(padLen(bh.compressedSize)+checkSize(check)))
 		if err := d.in.readFull(j.payload, fmt.Sprintf("block %d data", n)); err != nil {
 			d.x.mem.release(cost)
 			return err
@@ -502,7 +521,7 @@ func (d *dispatcher) stream(check byte) error {
 // streamed hands block j to the consumer to decode from the input directly
 // and waits until it is done. ok is false if decoding failed or was closed.
 func (d *dispatcher) streamed(j *job) (rec record, ok bool) {
-	s, err := newStreamBlock(d.in, j, d.memLimit)
+	s, err := newStreamBlock(d.in, j, d.memLimit, &d.streamLR)
 	if err != nil {
 		j.err = err
 		close(j.done)
@@ -605,6 +624,7 @@ func (d *dispatcher) index(records []record, check byte) error {
 
 // worker decodes parallel blocks.
 func (d *dispatcher) worker() {
+	var lr blockReader
 	for j := range d.work {
 		select {
 		case <-d.x.quit:
@@ -612,18 +632,44 @@ func (d *dispatcher) worker() {
 			continue
 		default:
 		}
-		j.out, j.err = decodeBlock(j, d.x.getBuf(j.hdr.uncompressedSize))
-		d.x.putBuf(j.payload)
+		j.out, j.err = decodeBlock(j, getBuf(d.x.outBufs, &d.x.maxOut, j.hdr.uncompressedSize), &lr)
+		putBuf(d.x.inBufs, j.payload)
 		j.payload = nil
 		close(j.done)
 	}
 }
 
+// blockReader is a worker's LZMA2 reader, reset for each block with the
+// same dictionary size (every block of a factory image) instead of
+// allocating a new dictionary per block: 256 KiB of garbage per 1 MiB block
+// otherwise, which makes the GC run far more often.
+type blockReader struct {
+	lr   *lzma.Reader2
+	dict int64 // the reader's dictionary capacity
+}
+
+// open returns an LZMA2 reader of src with exactly dict bytes of dictionary
+// (the block's own: a larger one would accept distances the block's header
+// does not allow).
+func (b *blockReader) open(src io.Reader, dict int64) (*lzma.Reader2, error) {
+	if b.lr != nil && b.dict == dict {
+		b.lr.Reset(src)
+		return b.lr, nil
+	}
+	lr, err := lzma.Reader2Config{DictCap: int(dict)}.NewReader2(src)
+	if err != nil {
+		return nil, err
+	}
+	b.lr, b.dict = lr, dict
+	return lr, nil
+}
+
 // decodeBlock decodes and verifies a block whose sizes are in its header.
-// out has the block's uncompressed size.
-func decodeBlock(j *job, out []byte) (_ []byte, err error) {
+// out has the block's uncompressed size; br is the worker's reader.
+func decodeBlock(j *job, out []byte, br *blockReader) (_ []byte, err error) {
 	defer func() {
 		if r := recover(); r != nil { // malformed data must not crash the app
+			br.lr = nil // its state is unknown: never reuse it
 			err = fmt.Errorf("xz block %d: LZMA2 decoder failure: %v", j.block, r)
 		}
 	}()
@@ -636,7 +682,7 @@ func decodeBlock(j *job, out []byte) (_ []byte, err error) {
 	}
 	src := bytes.NewReader(comp)
 	dict := min(h.dictCap, max(h.uncompressedSize, lzma.MinDictCap))
-	lr, err := lzma.Reader2Config{DictCap: int(dict)}.NewReader2(src)
+	lr, err := br.open(src, dict)
 	if err != nil {
 		return nil, fmt.Errorf("xz block %d: %w", j.block, err)
 	}
@@ -666,7 +712,8 @@ func decodeBlock(j *job, out []byte) (_ []byte, err error) {
 type streamBlock struct {
 	in    *input
 	j     *job
-	start int64 // input position of the compressed data
+	br    *blockReader // the dispatcher's, which owns lr between blocks
+	start int64        // input position of the compressed data
 	lr    *lzma.Reader2
 	sum   hash.Hash
 	n     int64 // bytes decoded
@@ -676,7 +723,7 @@ type streamBlock struct {
 	ok    bool
 }
 
-func newStreamBlock(in *input, j *job, memLimit int64) (*streamBlock, error) {
+func newStreamBlock(in *input, j *job, memLimit int64, br *blockReader) (*streamBlock, error) {
 	h := j.hdr
 	dict := h.dictCap
 	if h.uncompressedSize >= 0 {
@@ -686,12 +733,12 @@ func newStreamBlock(in *input, j *job, memLimit int64) (*streamBlock, error) {
 		return nil, fmt.Errorf("xz block %d: LZMA2 dictionary of %d MiB is larger than supported (%d MiB)",
 			j.block, dict>>20, limit>>20)
 	}
-	s := &streamBlock{in: in, j: j, start: in.pos, sum: newCheck(j.check)}
+	s := &streamBlock{in: in, j: j, br: br, start: in.pos, sum: newCheck(j.check)}
 	var src io.Reader = in
 	if h.compressedSize >= 0 {
 		src = io.LimitReader(in, h.compressedSize)
 	}
-	lr, err := lzma.Reader2Config{DictCap: int(dict)}.NewReader2(src)
+	lr, err := br.open(src, dict)
 	if err != nil {
 		return nil, fmt.Errorf("xz block %d: %w", j.block, err)
 	}
@@ -708,6 +755,7 @@ func (s *streamBlock) Read(p []byte) (n int, err error) {
 	}
 	defer func() {
 		if r := recover(); r != nil {
+			s.br.lr = nil // its state is unknown: never reuse it
 			n, err = 0, fmt.Errorf("xz block %d: LZMA2 decoder failure: %v", s.j.block, r)
 		}
 		if err != nil && err != io.EOF {

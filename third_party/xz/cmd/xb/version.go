@@ -1,0 +1,3 @@
+package main
+
+const version = "v0.5.16"

@@ -1,0 +1,3 @@
+module github.com/talosflash/talosflash/third_party/xz
+
+go 1.20
