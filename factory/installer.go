@@ -64,6 +64,15 @@ var (
 	anySchematicID = regexp.MustCompile(`(?i)/[0-9a-f]{40,}(?::|$)`)
 )
 
+// ShortID shortens a schematic ID (or any hex digest) for display: its
+// first 12 characters and an ellipsis.
+func ShortID(id string) string {
+	if len(id) > 12 {
+		return id[:12] + "…"
+	}
+	return id
+}
+
 // IsSchematicID reports whether id has the shape of a schematic ID.
 func IsSchematicID(id string) bool { return schematicRe.MatchString(id) }
 

@@ -10,6 +10,8 @@ import (
 	"github.com/siderolabs/image-factory/pkg/schematic"
 	"github.com/siderolabs/talos/pkg/machinery/client"
 	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
+
+	"github.com/talosflash/talosflash/factory"
 )
 
 // SchematicExtension is the virtual extension the Image Factory adds to
@@ -57,7 +59,7 @@ func (b *Booted) String() string {
 	}
 	var parts []string
 	if b.SchematicID != "" {
-		parts = append(parts, "schematic "+short(b.SchematicID))
+		parts = append(parts, "schematic "+factory.ShortID(b.SchematicID))
 	} else {
 		parts = append(parts, "no factory schematic")
 	}

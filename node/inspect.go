@@ -306,18 +306,11 @@ func checkInstallImage(cfg *Config, ref factory.InstallerRef, refErr error, node
 			Severity: SeverityWarning,
 			Code:     CodeInstallImageMismatch,
 			Message: fmt.Sprintf("%s uses schematic %s but %s schematic %s: the install and every later `talosctl upgrade` with it switch the node to other extensions/overlay",
-				cfg.InstallImageFrom, short(ref.SchematicID), what, short(nodeID)),
+				cfg.InstallImageFrom, factory.ShortID(ref.SchematicID), what, factory.ShortID(nodeID)),
 			Fix: fix("match the node's schematic"),
 		}}
 	}
 	return nil
-}
-
-func short(id string) string {
-	if len(id) > 12 {
-		return id[:12] + "…"
-	}
-	return id
 }
 
 // extensionName reduces "siderolabs/newt", "ghcr.io/siderolabs/newt:v1.2@sha256:…"

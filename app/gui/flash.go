@@ -15,6 +15,7 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/talosflash/talosflash/app/plan"
+	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/imaging"
 	"github.com/talosflash/talosflash/imaging/devices"
 )
@@ -87,7 +88,7 @@ func (s *flashStep) refreshSummary() {
 	c, d := s.ui.session.Choice(), s.ui.session.Disk()
 	img := "no image chosen (step 1)"
 	if c != nil {
-		img = fmt.Sprintf("Talos %s, %s, schematic %s", c.Version, c.Label, plan.ShortID(c.SchematicID))
+		img = fmt.Sprintf("Talos %s, %s, schematic %s", c.Version, c.Label, factory.ShortID(c.SchematicID))
 	}
 	card := "no card chosen (step 2)"
 	if d != nil {
@@ -240,7 +241,7 @@ func (s *flashStep) finish(c imageChoice, disk devices.Disk, out *plan.Outcome, 
 		verified = "written and verified"
 	}
 	text := fmt.Sprintf("%s %s (%s, SHA-256 %s). Put it in the Pi and power it on, then configure it under Nodes.",
-		disk.Path, verified, humanize.IBytes(uint64(out.Bytes)), plan.ShortID(out.SHA256))
+		disk.Path, verified, humanize.IBytes(uint64(out.Bytes)), factory.ShortID(out.SHA256))
 	for _, n := range out.Notes {
 		text += "\n" + n
 	}

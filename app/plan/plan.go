@@ -180,11 +180,3 @@ func (im *Image) Extensions() []string {
 	}
 	return im.Schematic.Customization.SystemExtensions.OfficialExtensions
 }
-
-// ShortID is the start of a schematic ID or hash, for one-line summaries.
-func ShortID(id string) string {
-	if len(id) > 12 {
-		return id[:12] + "…"
-	}
-	return id
-}

@@ -85,3 +85,32 @@ func TestFromInstallerData(t *testing.T) {
 		t.Fatal("a file without an installer image was accepted")
 	}
 }
+
+// An installer reference for SecureBoot or another platform still flashes
+// the metal image of its schematic, and says so.
+func TestImageWarningsInstallerPlatform(t *testing.T) {
+	c := factory.NewClient("http://127.0.0.1:1", nil)
+	id := strings.Repeat("ab", 32)
+	for ref, want := range map[string]string{
+		"factory.talos.dev/metal-installer/" + id + ":v1.14.5":            "",
+		"factory.talos.dev/installer/" + id + ":v1.14.5":                  "",
+		"factory.talos.dev/metal-installer-secureboot/" + id + ":v1.14.5": "SecureBoot",
+		"factory.talos.dev/aws-installer/" + id + ":v1.14.5":              "platform aws",
+	} {
+		r, err := factory.ParseInstallerRef(ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		im := FromInstallerRef(c, r, "")
+		if !strings.HasSuffix(im.URL, "/image/"+id+"/v1.14.5/metal-arm64.raw.xz") {
+			t.Errorf("%s: URL %s, want the metal image", ref, im.URL)
+		}
+		w := ImageWarnings(im)
+		switch {
+		case want == "" && len(w) != 0:
+			t.Errorf("%s: warnings %q, want none", ref, w)
+		case want != "" && (len(w) != 1 || !strings.Contains(w[0], want)):
+			t.Errorf("%s: warnings %q, want one naming %q", ref, w, want)
+		}
+	}
+}

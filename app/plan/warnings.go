@@ -31,6 +31,13 @@ func ImageWarnings(im *Image) []string {
 			out = append(out, msg)
 		}
 	}
+	if ref := im.Installer; ref.SchematicID != "" {
+		if ref.SecureBoot() {
+			out = append(out, "the installer reference is a SecureBoot one ("+ref.Repository+"): a Raspberry Pi does not boot SecureBoot images; the card gets the plain metal image of the same schematic")
+		} else if p := ref.Platform(); p != "" && p != "metal" {
+			out = append(out, "the installer reference is for platform "+p+" ("+ref.Repository+"): the card gets the metal image of the same schematic, and the node's machine.install.image should be a metal-installer one")
+		}
+	}
 	if im.Schematic != nil && im.Schematic.Overlay.Name == "" && (im.Arch == "" || im.Arch == factory.DefaultArch) {
 		out = append(out, "this schematic has no board overlay: a Raspberry Pi needs the sbc-raspberrypi overlay (rpi_generic) to boot")
 	}
