@@ -23,6 +23,14 @@ var (
 	plainWord      = regexp.MustCompile(`^[a-z][a-z.\-/_:]*$`)
 	keyValue       = regexp.MustCompile(`(?i)((?:^|[^a-z])(?:key|token|secret|password|passwd|crt|cert|ca|authkey|bootstraptoken|secretboxencryptionsecret|aescbcencryptionsecret)\s*[:=]\s*)[^\s,;)\]}]+`)
 	lineNumber     = regexp.MustCompile(`\bline (\d+)\b`)
+	// A YAML "key: value" line of a config diff. Keys are schema names,
+	// never secret; the value is what may be.
+	yamlKeyLine = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9_\-]{0,63}:)(\s+)(\S.*)$`)
+	secretKey   = regexp.MustCompile(`(?i)^(?:ca|crt|cert|key|.*(?:token|secret|password|passwd|authkey|key))$`)
+	// A public container image reference (registry/path:tag@digest), as in
+	// machine.install.image or kubelet.image: shown so the user can check it.
+	imageKey = regexp.MustCompile(`(?i)^(?:image|.*image)$`)
+	imageRef = regexp.MustCompile(`^[a-z0-9][a-z0-9.\-]*(?::[0-9]{1,5})?(?:/[a-z0-9][a-z0-9._\-]*)+(?::[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127})?(?:@sha256:[0-9a-f]{64})?$`)
 	crlf           = strings.NewReplacer("\r", " ", "\n", " ", "\t", " ")
 )
 
@@ -113,7 +121,27 @@ func sanitizeLines(msg string) string {
 	}
 	for i, l := range lines {
 		indent := l[:len(l)-len(strings.TrimLeft(l, " \t+-@"))]
-		lines[i] = indent + sanitize(l[len(indent):])
+		lines[i] = indent + sanitizeLine(l[len(indent):])
 	}
 	return strings.Join(lines, "\n")
+}
+
+// sanitizeLine is sanitize for one line of a config diff: a YAML key stays
+// (a long camelCase key is not key material), the value of a secret-named
+// key is dropped whole, a public image reference under an image key is kept,
+// and any other value goes through sanitize.
+func sanitizeLine(l string) string {
+	m := yamlKeyLine.FindStringSubmatch(l)
+	if m == nil {
+		return sanitize(l)
+	}
+	key, sep, val := m[1], m[2], m[3]
+	name := strings.TrimSuffix(key, ":")
+	switch {
+	case secretKey.MatchString(name):
+		return key + sep + redacted
+	case imageKey.MatchString(name) && imageRef.MatchString(val):
+		return key + sep + val
+	}
+	return key + sep + sanitize(val)
 }
