@@ -30,8 +30,10 @@ var (
 	// A public container image reference (registry/path:tag@digest), as in
 	// machine.install.image or kubelet.image: shown so the user can check it.
 	imageKey = regexp.MustCompile(`(?i)^(?:image|.*image)$`)
+	// A URL without userinfo, query or fragment (cluster endpoints).
+	plainURL = regexp.MustCompile(`^[a-z][a-z0-9+.\-]*://[A-Za-z0-9.\-]+(?::[0-9]{1,5})?(?:/[A-Za-z0-9._\-/]*)?$`)
 	imageRef = regexp.MustCompile(`^[a-z0-9][a-z0-9.\-]*(?::[0-9]{1,5})?(?:/[a-z0-9][a-z0-9._\-]*)+(?::[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127})?(?:@sha256:[0-9a-f]{64})?$`)
-	crlf           = strings.NewReplacer("\r", " ", "\n", " ", "\t", " ")
+	crlf     = strings.NewReplacer("\r", " ", "\n", " ", "\t", " ")
 )
 
 // sanitize removes anything from msg that could be config content: PEM
@@ -128,8 +130,9 @@ func sanitizeLines(msg string) string {
 
 // sanitizeLine is sanitize for one line of a config diff: a YAML key stays
 // (a long camelCase key is not key material), the value of a secret-named
-// key is dropped whole, a public image reference under an image key is kept,
-// and any other value goes through sanitize.
+// key is dropped whole, a public image reference under an image key and a
+// URL without userinfo or query are kept, and any other value goes through
+// sanitize.
 func sanitizeLine(l string) string {
 	m := yamlKeyLine.FindStringSubmatch(l)
 	if m == nil {
@@ -140,7 +143,7 @@ func sanitizeLine(l string) string {
 	switch {
 	case secretKey.MatchString(name):
 		return key + sep + redacted
-	case imageKey.MatchString(name) && imageRef.MatchString(val):
+	case imageKey.MatchString(name) && imageRef.MatchString(val), plainURL.MatchString(val):
 		return key + sep + val
 	}
 	return key + sep + sanitize(val)

@@ -31,6 +31,10 @@ func TestSanitizeLinesDiff(t *testing.T) {
 		"+    image: " + token, // not an image reference: a secret in the wrong place
 		"+        - NEWT_SECRET=" + token,
 		"+cluster:",
+		"+    controlPlane:",
+		"+        endpoint: https://192.168.1.10:6443",
+		"+        other: https://user:" + token + "@host:6443",
+		"+        withQuery: https://host/x?token=" + token,
 		"+    secretboxEncryptionSecret: " + token,
 	}, "\n")
 	got := sanitizeLines(diff)
@@ -39,6 +43,7 @@ func TestSanitizeLinesDiff(t *testing.T) {
 		"+        defaultRuntimeSeccompProfileEnabled: true",
 		"+        image: " + installer,
 		"+        disk: /dev/mmcblk0",
+		"+        endpoint: https://192.168.1.10:6443",
 		"+    token: <redacted>",
 		"+    secretboxEncryptionSecret: <redacted>",
 	} {
