@@ -67,7 +67,8 @@ func (e *Error) Is(target error) bool {
 	case ExitImage:
 		return target == imaging.ErrCorruptImage
 	case ExitInterrupted:
-		return target == context.Canceled
+		// The child stopped mid-write: the card holds part of the image.
+		return target == context.Canceled || target == imaging.ErrIncomplete
 	}
 	return false
 }
@@ -145,8 +146,12 @@ func Run(ctx context.Context, cmd *exec.Cmd, on func(Event)) error {
 	<-watched
 
 	switch {
+	case ctx.Err() != nil && childErr != nil:
+		// The child's own words say how far it got ("interrupted after N
+		// bytes ... incomplete"); the cause stays the caller's cancel.
+		return fmt.Errorf("%w (%w)", childErr, ctx.Err())
 	case ctx.Err() != nil:
-		return fmt.Errorf("elevated write: %w", ctx.Err())
+		return fmt.Errorf("elevated write interrupted (%w): the card may hold part of the image: %w", ctx.Err(), imaging.ErrIncomplete)
 	case childErr != nil:
 		return childErr
 	case waitErr != nil:

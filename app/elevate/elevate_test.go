@@ -189,6 +189,21 @@ func TestRunCancelThroughStdin(t *testing.T) {
 	}
 }
 
+// A cancel after the child reported how far it got keeps the child's words
+// (the card is incomplete) and the cancel as the cause.
+func TestRunCancelKeepsChildReport(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(200*time.Millisecond, cancel)
+	err := Run(ctx, sh(`trap '' INT; cat >/dev/null
+echo '{"event":"error","code":130,"message":"flash interrupted after 5 bytes (context canceled): the target is incomplete"}'; exit 130`), nil)
+	if !errors.Is(err, context.Canceled) || !errors.Is(err, imaging.ErrIncomplete) {
+		t.Fatalf("err %v: want context.Canceled and ErrIncomplete", err)
+	}
+	if !strings.Contains(err.Error(), "interrupted after 5 bytes") || !strings.Contains(err.Error(), "incomplete") {
+		t.Fatalf("err %q lost the child's report", err)
+	}
+}
+
 func TestErrorIs(t *testing.T) {
 	for code, target := range map[int]error{4: imaging.ErrVerifyMismatch, 6: imaging.ErrIncomplete, 9: imaging.ErrCorruptImage, 130: context.Canceled} {
 		if !errors.Is(&Error{Code: code}, target) {
