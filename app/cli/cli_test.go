@@ -4,12 +4,17 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/talosflash/talosflash/factory"
@@ -386,5 +391,53 @@ func TestFlashFromCacheWithFactoryDown(t *testing.T) {
 		"--factory", srv.URL, "--cache-dir", cache)
 	if code != ExitNetwork {
 		t.Fatalf("uncached image with the factory down: exit %d, want %d: %s", code, ExitNetwork, stderr)
+	}
+}
+
+// An installer reference of a built-in role is recognised offline: with
+// its image cached, a factory that accepts connections and never answers
+// is not asked anything (it used to hold the flash for the 30 s API
+// timeout looking the schematic up).
+func TestFlashInstallerRefOfBuiltinRoleOffline(t *testing.T) {
+	srv, fx := fakeFactory(t)
+	target, err := url.Parse(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	var silent atomic.Bool
+	var asked atomic.Int32
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if silent.Load() {
+			asked.Add(1)
+			<-r.Context().Done() // a factory that never answers
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	defer front.Close()
+
+	dir := t.TempDir()
+	cache := filepath.Join(dir, "cache")
+	code, _, stderr := cliRun(t, "--flash", "--role", "worker", "--device", filepath.Join(dir, "card1.img"), "--yes",
+		"--factory", front.URL, "--cache-dir", cache)
+	if code != ExitOK {
+		t.Fatalf("first card: exit %d: %s", code, stderr)
+	}
+	silent.Store(true)
+	worker, _ := factory.FindProfile(factory.BuiltinProfiles(), "worker")
+	id, _ := worker.SchematicID()
+	ref := strings.TrimPrefix(front.URL, "http://") + "/metal-installer/" + id + ":" + factory.DefaultTalosVersion
+	card2 := filepath.Join(dir, "card2.img")
+	code, _, stderr = cliRun(t, "--flash", "--installer", ref, "--device", card2, "--yes",
+		"--factory", front.URL, "--cache-dir", cache)
+	if code != ExitOK {
+		t.Fatalf("second card: exit %d: %s", code, stderr)
+	}
+	if got := imagetest.FileSHA256(t, card2, imageSize); got != fx.SHA256 {
+		t.Fatalf("card2 holds sha256 %s, want %s", got, fx.SHA256)
+	}
+	if n := asked.Load(); n != 0 {
+		t.Fatalf("the silent factory was asked %d times for a cached built-in image", n)
 	}
 }

@@ -78,6 +78,21 @@ func loadProfiles(path string) ([]factory.Profile, error) {
 	return all, nil
 }
 
+// matchProfile recognises an installer's schematic among the known
+// profiles offline, so a cached image of a built-in role flashes with no
+// factory at all.
+func (f *imageFlags) matchProfile(im *plan.Image) error {
+	if im.Schematic != nil {
+		return nil
+	}
+	all, err := loadProfiles(f.profiles)
+	if err != nil {
+		return err
+	}
+	im.MatchProfile(all)
+	return nil
+}
+
 // resolve turns the flags into exactly one image choice.
 func (f *imageFlags) resolve(ctx context.Context, register bool) (*plan.Image, error) {
 	chosen := 0
@@ -104,6 +119,9 @@ func (f *imageFlags) resolve(ctx context.Context, register bool) (*plan.Image, e
 			return nil, usageErrorf("--version %s contradicts the installer's version %s", f.version, ref.Version)
 		}
 		im := plan.FromInstallerRef(f.client(), ref, f.arch)
+		if err := f.matchProfile(im); err != nil {
+			return nil, err
+		}
 		im.LookupSchematic(ctx, f.client())
 		return im, nil
 	case f.installerFile != "":
@@ -115,6 +133,9 @@ func (f *imageFlags) resolve(ctx context.Context, register bool) (*plan.Image, e
 			if err := im.Register(ctx, f.client()); err != nil {
 				return nil, err
 			}
+		}
+		if err := f.matchProfile(im); err != nil {
+			return nil, err
 		}
 		im.LookupSchematic(ctx, f.client())
 		return im, nil
