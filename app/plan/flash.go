@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os/exec"
+	"path/filepath"
 	"sync"
 
 	"github.com/talosflash/talosflash/app/elevate"
@@ -153,13 +154,28 @@ func DeviceNotes(d *devices.Device) []string {
 func (job *Job) flashElevated(ctx context.Context, src imaging.Source) (*Outcome, error) {
 	local := src.Path
 	if local == "" {
+		// The child reads a file, so even --no-cache downloads one; it is
+		// removed afterwards unless it was cached before.
+		if src.NoCache && !src.Cache.Has(src.Key) {
+			defer func() { _ = src.Cache.Remove(src.Key) }()
+		}
 		p, err := src.Cache.Fetch(ctx, src.HTTPClient, src.URL, src.Key, job.Progress)
 		if err != nil {
 			return nil, err
 		}
 		local = p
 	}
-	args := elevate.Args{Image: local, Device: job.Device, NoVerify: job.NoVerify,
+	// pkexec starts the child in root's home: relative paths would name
+	// other files there.
+	local, err := filepath.Abs(local)
+	if err != nil {
+		return nil, err
+	}
+	device, err := filepath.Abs(job.Device)
+	if err != nil {
+		return nil, err
+	}
+	args := elevate.Args{Image: local, Device: device, NoVerify: job.NoVerify,
 		ForceNonRemovable: job.Safety.ForceNonRemovable, AllowLoop: job.Safety.AllowLoop, ForceRaw: job.ForceRaw}
 	cmd, err := job.Elevate(args.List())
 	if err != nil {
@@ -167,7 +183,7 @@ func (job *Job) flashElevated(ctx context.Context, src imaging.Source) (*Outcome
 	}
 	job.status("writing " + job.Device + " needs administrator rights: asking for permission (" + cmd.Path + ")")
 	out := &Outcome{Elevated: true}
-	if src.Path == "" {
+	if src.Path == "" && !src.NoCache {
 		out.CachePath = local
 	}
 	var res *elevate.ResultEvent

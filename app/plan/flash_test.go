@@ -170,3 +170,53 @@ func TestDeviceNotes(t *testing.T) {
 		t.Fatalf("notes %q", got)
 	}
 }
+
+// pkexec starts the child in root's home: a relative image path must reach
+// it absolute, or it names another file there.
+func TestFlashElevatedRelativeImagePathIsAbsolute(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	if err := os.WriteFile("disk.raw", []byte("not read by the fake child"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var args []string
+	job := Job{
+		Image: FromFile("disk.raw"), Device: "/dev/sdz",
+		NeedsElevation: func(string) bool { return true },
+		Elevate: func(a []string) (*exec.Cmd, error) {
+			args = a
+			return exec.Command("sh", "-c", `echo '{"event":"result","device":"/dev/sdz","bytes":1,"sha256":"ab","verified":true}'`), nil
+		},
+	}
+	if _, err := Flash(context.Background(), job); err != nil {
+		t.Fatal(err)
+	}
+	want := (elevate.Args{Image: filepath.Join(dir, "disk.raw"), Device: "/dev/sdz"}).List()
+	if !slices.Equal(args, want) {
+		t.Fatalf("child args %q, want %q", args, want)
+	}
+}
+
+// --no-cache through the elevated child: the child needs a file, but
+// nothing new stays in the cache afterwards.
+func TestFlashElevatedNoCacheKeepsNothing(t *testing.T) {
+	srv := factorytest.New(t)
+	fx := imagetest.New(t, 1<<20, 3, 1<<20)
+	id, _ := profile(t, "worker").SchematicID()
+	srv.AddImage(id, factory.DefaultTalosVersion, "metal-arm64.raw.xz", fx.XZ)
+	cache := &imaging.Cache{Dir: t.TempDir()}
+	var args []string
+	ok := `echo '{"event":"result","device":"/dev/sdz","bytes":10,"sha256":"ab","verified":true}'`
+	job, _ := elevatedJob(t, srv, cache, ok, &args)
+	job.NoCache = true
+	out, err := Flash(context.Background(), job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(srv.RequestsTo(factorytest.ImagePath(id, factory.DefaultTalosVersion, "metal-arm64.raw.xz"))) == 0 {
+		t.Fatal("the image was not downloaded")
+	}
+	if cache.Has(job.Image.CacheKey()) || out.CachePath != "" {
+		t.Fatalf("--no-cache left the image in the cache (CachePath %q)", out.CachePath)
+	}
+}
