@@ -347,7 +347,9 @@ func decode(src *openedSource, forceRaw bool) (r io.Reader, close func(), err er
 	if err != nil {
 		close()
 		if errors.Is(err, ErrUnsupportedImage) {
-			return nil, nil, fmt.Errorf("image %s: %w", src.name(), err)
+			// A cache entry the factory served is dropped: it is not what
+			// was asked for (the elevated child's parent does the same).
+			return nil, nil, src.corrupt(fmt.Errorf("image %s: %w", src.name(), err))
 		}
 		return nil, nil, src.decodeErr(err)
 	}

@@ -227,3 +227,27 @@ func TestFetchRefusesTruncatedZstd(t *testing.T) {
 	}
 	assertNoEntry(t, c)
 }
+
+// A factory download that decodes to something other than a disk is not
+// kept: the cache entry is dropped (as the elevated child's parent does for
+// the same exit code), so a later run neither trusts it nor needs
+// --force-raw for what the factory should have served.
+func TestFlashNotADiskFromFactoryDropsCacheEntry(t *testing.T) {
+	const file = "metal-arm64.raw.zst"
+	srv := factorytest.New(t)
+	srv.AddImage(testSchematic, testVersion, file, zstdBytes(t, bytes.Repeat([]byte("not a disk "), 1<<16)))
+	c := &Cache{Dir: t.TempDir()}
+	key := CacheKey(testSchematic, testVersion, file)
+	src := Source{URL: srv.ImageURL(testSchematic, testVersion, file), Key: key, Cache: c, HTTPClient: srv.Client()}
+	dst := filepath.Join(t.TempDir(), "card.img")
+	_, err := Flash(context.Background(), FlashOptions{Source: src, Target: dst, Verify: true})
+	if !errors.Is(err, ErrUnsupportedImage) || !strings.Contains(err.Error(), "removed it from the cache") {
+		t.Fatalf("err %v, want ErrUnsupportedImage and the entry removed", err)
+	}
+	if c.Has(key) {
+		t.Fatal("the non-disk download stays in the cache")
+	}
+	if _, err := os.Stat(dst); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("target touched: %v", err)
+	}
+}
