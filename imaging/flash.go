@@ -236,6 +236,26 @@ func (s *openedSource) setFormat(head []byte, fileSize int64) error {
 	return nil
 }
 
+// notTarget refuses a target that is the source file itself: opening it
+// for writing would truncate the image before a byte is read.
+func (s *openedSource) notTarget(target string) error {
+	from := s.path
+	if from == "" {
+		from = s.cachePath
+	}
+	if from == "" {
+		return nil // streamed (--no-cache): no file to destroy
+	}
+	si, err := os.Stat(from)
+	if err != nil {
+		return nil
+	}
+	if ti, err := os.Stat(target); err == nil && os.SameFile(si, ti) {
+		return fmt.Errorf("%w: %s is %s", ErrTargetIsSource, target, from)
+	}
+	return nil
+}
+
 // corrupt deletes the cache entry the data came from and explains.
 func (s *openedSource) corrupt(err error) error {
 	if s.cachePath == "" {
@@ -265,6 +285,9 @@ func Flash(ctx context.Context, opts FlashOptions) (*Result, error) {
 	}
 	defer closeStream() // stops decoder goroutines on cancel or write error
 
+	if err := src.notTarget(opts.Target); err != nil {
+		return nil, err
+	}
 	t, limit, err := openTarget(opts, src.size)
 	if err != nil {
 		return nil, err

@@ -251,3 +251,28 @@ func TestCorruptLocalFileKept(t *testing.T) {
 		t.Fatal("a user's local file must not be deleted")
 	}
 }
+
+// Flashing an image file onto itself is refused before the target is
+// opened: the file keeps every byte (it used to be truncated to the first
+// chunk and then blamed as a corrupt image).
+func TestFlashRefusesTargetThatIsTheSource(t *testing.T) {
+	img := testImage(t)
+	dir := t.TempDir()
+	self := filepath.Join(dir, "self.raw")
+	if err := os.WriteFile(self, img.Raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link.raw")
+	if err := os.Link(self, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, target := range []string{self, link} {
+		_, err := Flash(context.Background(), FlashOptions{Source: Source{Path: self}, Target: target, Verify: true})
+		if !errors.Is(err, ErrTargetIsSource) {
+			t.Fatalf("target %s: err %v, want ErrTargetIsSource", target, err)
+		}
+		if got := imagetest.FileSHA256(t, self, img.Size); got != img.SHA256 {
+			t.Fatalf("the source file changed")
+		}
+	}
+}

@@ -71,6 +71,10 @@ var ErrIncomplete = errors.New("the target is incomplete and will not boot; flas
 // fit the target.
 var ErrTargetTooSmall = errors.New("image is larger than the target")
 
+// ErrTargetIsSource refuses a target that is the image file being flashed
+// (or the cache entry it comes from): writing would destroy the source.
+var ErrTargetIsSource = errors.New("the target is the image file being flashed")
+
 // WriteError is a failure of the target during the write stage. Offset is
 // how many bytes were written successfully before it.
 type WriteError struct {

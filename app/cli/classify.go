@@ -22,6 +22,8 @@ func classify(err error) int {
 	switch {
 	case errors.As(err, &refused), errors.As(err, &elevation), errors.Is(err, imaging.ErrTargetTooSmall):
 		return ExitDevice
+	case errors.Is(err, imaging.ErrTargetIsSource):
+		return ExitUsage
 	case errors.Is(err, imaging.ErrVerifyMismatch):
 		return ExitVerify
 	case errors.Is(err, imaging.ErrCorruptImage), errors.Is(err, imaging.ErrUnsupportedImage):
