@@ -56,6 +56,21 @@ func (a Args) List() []string {
 	return args
 }
 
+// Human is the same write as a command for a person to run as root: the
+// public flags only, without the child protocol (--elevated, --json, --yes),
+// so it asks for confirmation and draws its progress.
+func (a Args) Human() []string {
+	var args []string
+	for _, f := range a.List() {
+		switch f {
+		case "--elevated", "--json", "--yes":
+			continue
+		}
+		args = append(args, f)
+	}
+	return args
+}
+
 // Event types: the "event" field of every JSON line.
 const (
 	TypeProgress = "progress"

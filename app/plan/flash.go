@@ -3,8 +3,10 @@ package plan
 import (
 	"context"
 	"errors"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/talosflash/talosflash/app/elevate"
@@ -178,6 +180,13 @@ func (job *Job) flashElevated(ctx context.Context, src imaging.Source) (*Outcome
 	args := elevate.Args{Image: local, Device: device, NoVerify: job.NoVerify,
 		ForceNonRemovable: job.Safety.ForceNonRemovable, AllowLoop: job.Safety.AllowLoop, ForceRaw: job.ForceRaw}
 	cmd, err := job.Elevate(args.List())
+	var manual *devices.ElevationError
+	if errors.As(err, &manual) && strings.HasPrefix(manual.Command, "sudo ") {
+		// Suggest what a person runs, not the child protocol.
+		if exe, exeErr := os.Executable(); exeErr == nil {
+			manual.Command = devices.ShellJoin(append([]string{"sudo", exe}, args.Human()...))
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -220,3 +220,35 @@ func TestFlashElevatedNoCacheKeepsNothing(t *testing.T) {
 		t.Fatalf("--no-cache left the image in the cache (CachePath %q)", out.CachePath)
 	}
 }
+
+// Without pkexec the error suggests the command a person runs as root,
+// not the child protocol (which ends at once without a stdin and prints JSON).
+func TestFlashElevatedManualCommandIsForPeople(t *testing.T) {
+	dir := t.TempDir()
+	img := filepath.Join(dir, "disk.raw")
+	if err := os.WriteFile(img, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	job := Job{
+		Image: FromFile(img), Device: "/dev/sdz", Safety: devices.Options{AllowLoop: true},
+		NeedsElevation: func(string) bool { return true },
+		Elevate: func(a []string) (*exec.Cmd, error) {
+			return nil, &devices.ElevationError{Command: devices.ShellJoin(append([]string{"sudo", "/usr/bin/talosflash"}, a...)), Reason: "no pkexec"}
+		},
+	}
+	_, err := Flash(context.Background(), job)
+	var ee *devices.ElevationError
+	if !errors.As(err, &ee) {
+		t.Fatalf("err %v, want ElevationError", err)
+	}
+	for _, internal := range []string{"--elevated", "--json", "--yes"} {
+		if strings.Contains(ee.Command, internal) {
+			t.Errorf("suggested command %q has %s", ee.Command, internal)
+		}
+	}
+	for _, want := range []string{"sudo ", "--flash", "--image " + img, "--device /dev/sdz", "--allow-loop"} {
+		if !strings.Contains(ee.Command, want) {
+			t.Errorf("suggested command %q lacks %q", ee.Command, want)
+		}
+	}
+}

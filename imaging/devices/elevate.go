@@ -34,20 +34,20 @@ func ElevatedCommand(args []string) (*exec.Cmd, error) {
 		return exec.Command(exe, args...), nil
 	}
 	if runtime.GOOS == "windows" {
-		return nil, &ElevationError{Command: shellJoin(append([]string{exe}, args...)), Reason: "writing to a disk needs administrator rights"}
+		return nil, &ElevationError{Command: ShellJoin(append([]string{exe}, args...)), Reason: "writing to a disk needs administrator rights"}
 	}
 	if pk, err := exec.LookPath("pkexec"); err == nil {
 		return exec.Command(pk, append([]string{exe}, args...)...), nil
 	}
 	return nil, &ElevationError{
-		Command: shellJoin(append([]string{"sudo", exe}, args...)),
+		Command: ShellJoin(append([]string{"sudo", exe}, args...)),
 		Reason:  "writing to a disk needs root and pkexec (polkit) is not installed",
 	}
 }
 
-// shellJoin quotes args for a POSIX shell so the suggested command can be
+// ShellJoin quotes args for a POSIX shell so a suggested command can be
 // pasted as is.
-func shellJoin(args []string) string {
+func ShellJoin(args []string) string {
 	quoted := make([]string, len(args))
 	for i, a := range args {
 		if a != "" && strings.Trim(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:@+,") == "" {

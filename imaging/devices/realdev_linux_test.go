@@ -446,8 +446,8 @@ func TestElevation(t *testing.T) {
 	} else if !NeedsElevation("/etc/shadow") {
 		t.Error("non-root writing /etc/shadow needs elevation")
 	}
-	if got, want := shellJoin([]string{"sudo", "/usr/bin/talosflash", "--image", "/tmp/my image.raw", "it's"}), `sudo /usr/bin/talosflash --image '/tmp/my image.raw' 'it'\''s'`; got != want {
-		t.Errorf("shellJoin = %s, want %s", got, want)
+	if got, want := ShellJoin([]string{"sudo", "/usr/bin/talosflash", "--image", "/tmp/my image.raw", "it's"}), `sudo /usr/bin/talosflash --image '/tmp/my image.raw' 'it'\''s'`; got != want {
+		t.Errorf("ShellJoin = %s, want %s", got, want)
 	}
 }
 
