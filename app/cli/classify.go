@@ -59,8 +59,3 @@ func classify(err error) int {
 	}
 	return ExitFailure
 }
-
-// ExitStorage: the image cache directory or its file system can't be used
-// (read-only, full, not a directory, a symlink in the way); the message
-// names the path.
-const ExitStorage = 10

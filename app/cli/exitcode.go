@@ -21,6 +21,7 @@ const (
 	ExitConfig      = elevate.ExitConfig
 	ExitApply       = elevate.ExitApply
 	ExitImage       = elevate.ExitImage
+	ExitStorage     = elevate.ExitStorage
 	ExitInterrupted = elevate.ExitInterrupted
 )
 

@@ -15,15 +15,16 @@ import (
 // "error" line; the CLI uses the same constants.
 const (
 	ExitOK          = 0
-	ExitFailure     = 1 // unexpected internal failure
-	ExitUsage       = 2 // bad flags, unknown role/profile, bad input file
-	ExitNetwork     = 3 // Image Factory or node unreachable, HTTP errors
-	ExitVerify      = 4 // read-back hash differs from the image
-	ExitDevice      = 5 // target refused by the safety rules
-	ExitWrite       = 6 // I/O error while writing (card removed, EIO)
-	ExitConfig      = 7 // machine config invalid or fails the incident checks
-	ExitApply       = 8 // the node refused the config
-	ExitImage       = 9 // the image is corrupt or not an image at all
+	ExitFailure     = 1  // unexpected internal failure
+	ExitUsage       = 2  // bad flags, unknown role/profile, bad input file
+	ExitNetwork     = 3  // Image Factory or node unreachable, HTTP errors
+	ExitVerify      = 4  // read-back hash differs from the image
+	ExitDevice      = 5  // target refused by the safety rules
+	ExitWrite       = 6  // I/O error while writing (card removed, EIO)
+	ExitConfig      = 7  // machine config invalid or fails the incident checks
+	ExitApply       = 8  // the node refused the config
+	ExitImage       = 9  // the image is corrupt or not an image at all
+	ExitStorage     = 10 // the image cache or its file system can't be used; the message names the path
 	ExitInterrupted = 130
 )
 
