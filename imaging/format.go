@@ -237,12 +237,17 @@ func checkImageFile(path string) error {
 		return err
 	}
 	defer f.Close()
+	return checkImage(f)
+}
+
+// checkImage is checkImageFile for an open file.
+func checkImage(f *os.File) error {
 	st, err := f.Stat()
 	if err != nil {
 		return err
 	}
 	if !st.Mode().IsRegular() {
-		return fmt.Errorf("%s is not a regular file", path)
+		return fmt.Errorf("%s is not a regular file", f.Name())
 	}
 	head := make([]byte, sniffHeadSize)
 	n, err := f.ReadAt(head, 0)
