@@ -634,11 +634,3 @@ func saveMeta(d *cacheDir, name string, m partialMeta) error {
 	}
 	return nil
 }
-
-// syncDir makes a rename durable; best effort.
-func syncDir(dir string) {
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		d.Close()
-	}
-}

@@ -81,4 +81,10 @@ func (d *cacheDir) remove(name string) error {
 
 func (d *cacheDir) rename(from, to string) error { return os.Rename(d.join(from), d.join(to)) }
 
-func (d *cacheDir) sync() { syncDir(d.path) }
+// sync makes renames in d durable; best effort.
+func (d *cacheDir) sync() {
+	if f, err := os.Open(d.path); err == nil {
+		_ = f.Sync()
+		f.Close()
+	}
+}
