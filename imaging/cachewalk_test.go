@@ -199,3 +199,50 @@ func TestCacheOpen(t *testing.T) {
 		t.Fatalf("Open read %d bytes (%v), want the cached image", buf.Len(), err)
 	}
 }
+
+// The flash pipeline drops a corrupt entry by the path Fetch returned: the
+// removal walks the cache again, so a directory swapped for a symlink in
+// between protects what it points to, and a path Fetch never returned is
+// not removed at all.
+func TestRemoveEntryAfterSwapDoesNotFollow(t *testing.T) {
+	img := testImage(t)
+	srv, _, c := newFactory(t, img.XZ)
+	p, err := fetch(t, srv, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	version := filepath.Dir(p)
+	elsewhere := t.TempDir()
+	outside := filepath.Join(elsewhere, testFile)
+	writeFile(t, outside, []byte("my notes\n"))
+	if err := os.Rename(version, version+".old"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(elsewhere, version); err != nil {
+		t.Fatal(err)
+	}
+	if err := removeEntry(p); !errors.Is(err, ErrCache) {
+		t.Fatalf("removeEntry through a swapped directory: %v, want ErrCache", err)
+	}
+	if got, err := os.ReadFile(outside); err != nil || string(got) != "my notes\n" {
+		t.Fatalf("the file behind the link changed: %q %v", got, err)
+	}
+	if err := removeEntry(outside); err == nil {
+		t.Fatal("removeEntry accepted a path Fetch never returned")
+	}
+	if _, err := os.Stat(outside); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(version); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(version+".old", version); err != nil {
+		t.Fatal(err)
+	}
+	if err := removeEntry(p); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("entry still there after removeEntry: %v", err)
+	}
+}
