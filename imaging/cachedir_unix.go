@@ -23,8 +23,8 @@ type cacheDir struct {
 
 // openCacheDir walks from root (the user's choice: it may itself be or
 // sit below a symlink) down segs. Each component must be a directory, not
-// a symlink, owned by this user (or by root's owner, for a cache shared
-// with sudo); one of ours that others can reach is made 0700. With create,
+// a symlink, owned by this user (root also accepts Dir's owner: sudo in
+// the user's cache); one of ours that others can reach is made 0700. With create,
 // missing components are made 0700; without, a missing one is
 // fs.ErrNotExist.
 func openCacheDir(root string, segs []string, create bool) (*cacheDir, error) {
@@ -110,7 +110,8 @@ func checkOwnDir(fd int, path string, rootUID uint32) error {
 				return cacheError(path, fmt.Errorf("make it private (0700): %w", err))
 			}
 		}
-	case st.Uid == rootUID:
+	case euid == 0 && st.Uid == rootUID:
+		// Root (sudo keeping HOME) in the cache of the user who owns Dir.
 		if perm&0o022 != 0 {
 			return cacheError(path, fmt.Errorf("owned by uid %d and writable by others: refusing to use it", st.Uid))
 		}

@@ -246,3 +246,36 @@ func TestRemoveEntryAfterSwapDoesNotFollow(t *testing.T) {
 		t.Fatalf("entry still there after removeEntry: %v", err)
 	}
 }
+
+// Root (sudo keeping HOME) uses the cache of the user who owns its
+// directory, but not a directory of that user that others can write to.
+func TestCacheRootInUsersCache(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	img := testImage(t)
+	srv, _, c := newFactory(t, img.XZ)
+	final := finalPath(t, c)
+	schematicDir := filepath.Dir(filepath.Dir(final))
+	if err := os.MkdirAll(schematicDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{c.Dir, filepath.Dir(schematicDir), schematicDir} {
+		if err := os.Chown(d, 4242, 4242); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := fetch(t, srv, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertFile(t, p, img.XZ)
+	if err := os.Chmod(schematicDir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	_, err = fetch(t, srv, c)
+	var ce *CacheError
+	if !errors.As(err, &ce) || ce.Path != schematicDir || !strings.Contains(err.Error(), "writable by others") {
+		t.Fatalf("got %v, want a CacheError naming %s", err, schematicDir)
+	}
+}
