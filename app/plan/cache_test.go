@@ -1,3 +1,5 @@
+//go:build unix
+
 package plan
 
 import (
@@ -6,7 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/factory/factorytest"
@@ -69,5 +73,54 @@ func TestCacheKeyDefaultFactory(t *testing.T) {
 	im := FromInstallerRef(c, factory.InstallerRef{SchematicID: strings.Repeat("a", 64), Version: "v1.14.5"}, "")
 	if want := "factory.talos.dev/" + strings.Repeat("a", 64) + "/v1.14.5/metal-arm64.raw.xz"; im.CacheKey() != want {
 		t.Fatalf("key %q, want %q", im.CacheKey(), want)
+	}
+}
+
+// A FIFO planted as the partial download's sidecar (the review's
+// reproduction) neither hangs the flash nor survives it.
+func TestFlashWithFIFOSidecar(t *testing.T) {
+	srv := factorytest.New(t)
+	fx := imagetest.New(t, 1<<20, 3, 1<<20)
+	id, _ := profile(t, "worker").SchematicID()
+	srv.AddImage(id, factory.DefaultTalosVersion, "metal-arm64.raw.xz", fx.XZ)
+	dir := t.TempDir()
+	cache := &imaging.Cache{Dir: filepath.Join(dir, "cache")}
+	c := factory.NewClient(srv.URL, srv.Client())
+	im, err := FromProfile(context.Background(), c, profile(t, "worker"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry, _ := cache.Path(im.CacheKey())
+	if err := os.MkdirAll(filepath.Dir(entry), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	fifo := entry + ".partial.json"
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { // unblocks a hung open so the test fails instead of hanging
+		if w, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			w.Close()
+		}
+	})
+	target := filepath.Join(dir, "card.img")
+	done := make(chan error, 1)
+	go func() {
+		_, err := Flash(context.Background(), Job{Image: im, Device: target, Cache: cache, Factory: c, Safety: devices.Options{CreateFile: true}})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the flash hangs on a FIFO at " + fifo)
+	}
+	if got, err := os.ReadFile(target); err != nil || !bytes.Equal(got, fx.Raw) {
+		t.Fatal("the card does not hold the served image")
+	}
+	if fi, err := os.Lstat(fifo); err == nil && fi.Mode()&os.ModeNamedPipe != 0 {
+		t.Fatal("the FIFO is still there")
 	}
 }
