@@ -2,26 +2,33 @@ package imaging
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 )
 
 // Cache stores downloaded images under Dir, one file per key
-// (<Dir>/<schematic>/<version>/<file>). A file under its final name is
-// always complete and passed the container check (checkImageFile);
-// downloads in progress live in <name>.partial with their HTTP validators
-// in <name>.partial.json. Nothing in the cache is reached through a
-// symlink; files are 0600 and directories 0700. Processes sharing an entry
-// take turns through a lock on <name>.lock: one downloads, the others wait
-// and reuse its result.
+// (<Dir>/<factory>/<schematic>/<version>/<file>, see FactoryCacheKey). A
+// file under its final name is always complete and passed the container
+// check (checkImage); downloads in progress live in <name>.partial with
+// their HTTP validators in <name>.partial.json. Nothing below Dir is
+// reached through a symlink: every access walks down from Dir with
+// O_NOFOLLOW directory descriptors (cacheDir), and a symlinked directory
+// is refused (ErrCache), never followed or deleted through. Files are
+// regular (anything else at our names is removed), 0600, directories 0700
+// and ours. Processes sharing an entry take turns through a lock on
+// <name>.lock: one downloads, the others wait and reuse its result.
 type Cache struct {
 	Dir string
 
@@ -66,9 +73,55 @@ func DefaultCache() (*Cache, error) {
 	return &Cache{Dir: filepath.Join(dir, "talosflash", "images")}, nil
 }
 
-// CacheKey builds the cache key of an Image Factory file.
+// DefaultFactoryURL is the public Image Factory, whose images are keyed
+// under its plain host name.
+const DefaultFactoryURL = "https://factory.talos.dev"
+
+// CacheKey is the cache key of a file from the public Image Factory
+// (FactoryCacheKey with DefaultFactoryURL).
 func CacheKey(schematicID, version, file string) string {
-	return sanitizeSegment(schematicID) + "/" + sanitizeSegment(version) + "/" + sanitizeSegment(file)
+	return FactoryCacheKey(DefaultFactoryURL, schematicID, version, file)
+}
+
+// FactoryCacheKey builds the cache key of an Image Factory file:
+// <factory>/<schematic>/<version>/<file>. Images of different factories
+// never share an entry: the factory segment is "factory.talos.dev" for the
+// public factory, else the host (and port) of factoryURL with a short hash
+// of its scheme, host, port and path prefix. factoryURL is the factory's
+// base URL or the image URL itself; userinfo and query never enter the key.
+func FactoryCacheKey(factoryURL, schematicID, version, file string) string {
+	return factorySegment(factoryURL) + "/" + sanitizeSegment(schematicID) + "/" + sanitizeSegment(version) + "/" + sanitizeSegment(file)
+}
+
+func factorySegment(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		sum := sha256.Sum256([]byte(raw))
+		return "factory-" + hex.EncodeToString(sum[:4])
+	}
+	scheme, host, port := strings.ToLower(u.Scheme), strings.ToLower(u.Hostname()), u.Port()
+	if scheme == "https" && port == "443" || scheme == "http" && port == "80" {
+		port = ""
+	}
+	// An image URL: the factory is what comes before /image/<id>/<version>/<file>.
+	parts := strings.Split(strings.Trim(u.EscapedPath(), "/"), "/")
+	if n := len(parts); n >= 4 && parts[n-4] == "image" {
+		parts = parts[:n-4]
+	}
+	origin := scheme + "://" + host
+	name := host
+	if port != "" {
+		origin += ":" + port
+		name += "_" + port
+	}
+	if prefix := strings.Join(parts, "/"); prefix != "" {
+		origin += "/" + prefix
+	}
+	if origin == DefaultFactoryURL {
+		return "factory.talos.dev"
+	}
+	sum := sha256.Sum256([]byte(origin))
+	return sanitizeSegment(name) + "-" + hex.EncodeToString(sum[:4])
 }
 
 // sanitizeSegment keeps [A-Za-z0-9._+-] and replaces anything else.
@@ -94,86 +147,115 @@ const (
 // Keys are '/'-separated; each segment is sanitized, and keys that could
 // leave Dir ("..", empty segments) or clash with temporary files are refused.
 func (c *Cache) Path(key string) (string, error) {
+	segs, err := c.segments(key)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(c.Dir, filepath.Join(segs...)), nil
+}
+
+func (c *Cache) segments(key string) ([]string, error) {
 	if c == nil || c.Dir == "" {
-		return "", errors.New("image cache: no directory configured")
+		return nil, errors.New("image cache: no directory configured")
 	}
 	segs := strings.Split(key, "/")
 	for i, s := range segs {
 		s = sanitizeSegment(s)
 		if s == "" || s == "." || s == ".." {
-			return "", fmt.Errorf("image cache: invalid key %q", key)
+			return nil, fmt.Errorf("image cache: invalid key %q", key)
 		}
 		segs[i] = s
 	}
 	last := segs[len(segs)-1]
 	if strings.Contains(last, partialSuffix) || strings.HasSuffix(last, lockSuffix) {
-		return "", fmt.Errorf("image cache: invalid key %q", key)
+		return nil, fmt.Errorf("image cache: invalid key %q", key)
 	}
-	rel := filepath.Join(segs...)
-	if !filepath.IsLocal(rel) {
-		return "", fmt.Errorf("image cache: invalid key %q", key)
+	if !filepath.IsLocal(filepath.Join(segs...)) {
+		return nil, fmt.Errorf("image cache: invalid key %q", key)
 	}
-	return filepath.Join(c.Dir, rel), nil
+	return segs, nil
 }
 
-// Remove deletes the entry for key and any partial download of it.
+// entryDir opens the directory that holds key's files (see openCacheDir)
+// and returns it with the entry's file name.
+func (c *Cache) entryDir(key string, create bool) (*cacheDir, string, error) {
+	segs, err := c.segments(key)
+	if err != nil {
+		return nil, "", err
+	}
+	d, err := openCacheDir(c.Dir, segs[:len(segs)-1], create)
+	if err != nil {
+		return nil, "", err
+	}
+	return d, segs[len(segs)-1], nil
+}
+
+// Remove deletes the entry for key and any partial download of it. A
+// symlinked directory on the way is refused (ErrCache), nothing behind it
+// is deleted.
 func (c *Cache) Remove(key string) error {
-	p, err := c.Path(key)
+	d, name, err := c.entryDir(key, false)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
 	if err != nil {
 		return err
 	}
-	return removeEntry(p)
-}
-
-func removeEntry(p string) error {
+	defer d.close()
 	var errs []error
-	for _, f := range []string{p, p + partialSuffix, p + metaSuffix} {
-		if err := os.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, err)
+	for _, f := range []string{name, name + partialSuffix, name + metaSuffix, name + metaSuffix + ".tmp"} {
+		if err := d.remove(f); err != nil {
+			errs = append(errs, cacheError(d.join(f), err))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// mkdirs creates the directories from c.Dir down to dir (0700), refusing a
-// symlink at any level below c.Dir: a link planted in the cache must not
-// send a download elsewhere.
-func (c *Cache) mkdirs(dir string) error {
-	if err := os.MkdirAll(c.Dir, 0o700); err != nil {
-		return cacheError(c.Dir, err)
+// fetched maps the paths Fetch returned to their cache and key, so that
+// removeEntry (called with a path by the flash pipeline when the data turns
+// out corrupt) removes through the same symlink-free walk as Remove.
+var fetched sync.Map // string -> entryRef
+
+type entryRef struct{ dir, key string }
+
+// removeEntry deletes the cache entry at p, a path Fetch returned in this
+// process; any other path is refused rather than removed unchecked.
+func removeEntry(p string) error {
+	ref, ok := fetched.Load(p)
+	if !ok {
+		return fmt.Errorf("image cache: %s was not fetched by this process: not removing it", p)
 	}
-	rel, err := filepath.Rel(c.Dir, dir)
-	if err != nil || !filepath.IsLocal(rel) {
-		return fmt.Errorf("image cache: %s is outside %s", dir, c.Dir)
-	}
-	cur := c.Dir
-	for _, seg := range strings.Split(rel, string(filepath.Separator)) {
-		cur = filepath.Join(cur, seg)
-		fi, err := os.Lstat(cur)
-		if errors.Is(err, fs.ErrNotExist) {
-			if err := os.Mkdir(cur, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-				return cacheError(cur, err)
-			}
-			if fi, err = os.Lstat(cur); err != nil {
-				return cacheError(cur, err)
-			}
-		} else if err != nil {
-			return cacheError(cur, err)
-		}
-		if !fi.IsDir() {
-			return cacheError(cur, errors.New("not a directory (a symlink?); refusing to use it"))
-		}
-	}
-	return nil
+	r := ref.(entryRef)
+	return (&Cache{Dir: r.dir}).Remove(r.key)
 }
 
-// lock takes the entry's lock file, waiting (cancellably) while another
-// process holds it; waiting is called once if it has to wait.
-func lockEntry(ctx context.Context, final string, waiting func()) (*os.File, error) {
-	removeSymlink(final + lockSuffix)
-	lf, err := openNoFollow(final+lockSuffix, os.O_RDWR|os.O_CREATE, 0o600)
+// errNotRegular is what cacheDir.open returns for a symlink, FIFO, device
+// or directory where the cache keeps a file.
+var errNotRegular = errors.New("not a regular file")
+
+// openOwn opens one of the cache's own files in d; a symlink, FIFO or
+// other non-regular file planted at its name is removed first (the name
+// itself, in a directory reached without symlinks, never what it points to).
+func openOwn(d *cacheDir, name string, flag int, perm os.FileMode) (*os.File, error) {
+	f, err := d.open(name, flag, perm)
+	if errors.Is(err, errNotRegular) {
+		if rerr := d.remove(name); rerr != nil {
+			return nil, cacheError(d.join(name), fmt.Errorf("%w, and it can't be removed: %w", errNotRegular, rerr))
+		}
+		f, err = d.open(name, flag, perm)
+	}
 	if err != nil {
-		return nil, cacheError(final+lockSuffix, err)
+		return nil, cacheError(d.join(name), err)
+	}
+	return f, nil
+}
+
+// lockEntry takes the entry's lock file, waiting (cancellably) while
+// another process holds it; waiting is called once if it has to wait.
+func lockEntry(ctx context.Context, d *cacheDir, name string, waiting func()) (*os.File, error) {
+	lf, err := openOwn(d, name+lockSuffix, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
 	}
 	told := false
 	for {
@@ -213,43 +295,91 @@ func (m *meter) setStage(s Stage, done int64) {
 	}
 }
 
-// removeSymlink deletes a symlink planted where the cache keeps a file of
-// its own (the link, never its target); opens use O_NOFOLLOW anyway.
-func removeSymlink(p string) {
-	if fi, err := os.Lstat(p); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
-		_ = os.Remove(p)
-	}
-}
-
 // Has reports whether the entry for key is complete and passes the same
-// checks Fetch makes before it reuses one (no symlink, a valid container),
-// without any network. Like Fetch, it removes a damaged entry.
+// checks Fetch makes before it reuses one, without any network. Like Fetch,
+// it removes a damaged entry. An unusable cache counts as no entry (see
+// Lookup for the reason).
 func (c *Cache) Has(key string) bool {
-	final, err := c.Path(key)
-	if err != nil {
-		return false
-	}
-	_, ok, err := cachedEntry(final)
-	return err == nil && ok
+	ok, err := c.Lookup(key)
+	return ok && err == nil
 }
 
-// cachedEntry reports whether final is a complete, checked entry; a
-// damaged one (or a symlink in its place) is removed.
-func cachedEntry(final string) (int64, bool, error) {
-	fi, err := os.Lstat(final)
+// Lookup is Has with the reason an entry can't be used: an error matching
+// ErrCache for a symlinked or foreign directory on the way, or a damaged
+// entry that can't be removed. A missing entry is (false, nil).
+func (c *Cache) Lookup(key string) (bool, error) {
+	d, name, err := c.entryDir(key, false)
 	if errors.Is(err, fs.ErrNotExist) {
-		return 0, false, nil
+		return false, nil
 	}
 	if err != nil {
-		return 0, false, cacheError(final, err)
+		return false, err
 	}
-	if fi.Mode().IsRegular() && checkImageFile(final) == nil {
-		return fi.Size(), true, nil
+	defer d.close()
+	f, err := openEntry(d, name)
+	if f != nil {
+		f.Close()
 	}
-	if err := os.Remove(final); err != nil {
-		return 0, false, fmt.Errorf("remove damaged cache entry %s: %w", final, err)
+	return f != nil, err
+}
+
+// Open opens the complete, checked entry for key for reading (no
+// network); fs.ErrNotExist when there is none (a damaged one is removed).
+// Unlike opening Fetch's path, nothing can be swapped in between.
+func (c *Cache) Open(key string) (*os.File, error) {
+	d, name, err := c.entryDir(key, false)
+	if err != nil {
+		return nil, err
 	}
-	return 0, false, nil
+	defer d.close()
+	f, err := openEntry(d, name)
+	if err == nil && f == nil {
+		err = &fs.PathError{Op: "open", Path: d.join(name), Err: fs.ErrNotExist}
+	}
+	return f, err
+}
+
+// openEntry opens name in d if it is a complete, checked entry (nil
+// without error if absent); a damaged one, or a non-regular file in its
+// place, is removed.
+func openEntry(d *cacheDir, name string) (*os.File, error) {
+	f, err := d.open(name, os.O_RDONLY, 0)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, nil
+	case errors.Is(err, errNotRegular):
+	case err != nil:
+		return nil, cacheError(d.join(name), err)
+	default:
+		cerr := checkImage(f)
+		if cerr == nil {
+			if _, err := f.Seek(0, io.SeekStart); err != nil {
+				f.Close()
+				return nil, cacheError(d.join(name), err)
+			}
+			return f, nil
+		}
+		f.Close()
+	}
+	if err := d.remove(name); err != nil {
+		return nil, cacheError(d.join(name), fmt.Errorf("remove damaged cache entry: %w", err))
+	}
+	return nil, nil
+}
+
+// cachedEntry reports the size of name in d if it is a complete, checked
+// entry (see openEntry).
+func cachedEntry(d *cacheDir, name string) (int64, bool, error) {
+	f, err := openEntry(d, name)
+	if f == nil || err != nil {
+		return 0, false, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return 0, false, cacheError(d.join(name), err)
+	}
+	return st.Size(), true, nil
 }
 
 // partialMeta is saved beside a partial download so a later run can
@@ -270,18 +400,23 @@ func (c *Cache) Fetch(ctx context.Context, httpClient *http.Client, url, key str
 	if err != nil {
 		return "", err
 	}
-	if size, ok, err := cachedEntry(final); err != nil {
+	// Walks from Dir (creating what is missing) and refuses a symlinked
+	// or foreign directory, on a hit as on a miss.
+	d, name, err := c.entryDir(key, true)
+	if err != nil {
+		return "", err
+	}
+	defer d.close()
+	if size, ok, err := cachedEntry(d, name); err != nil {
 		return "", err
 	} else if ok {
 		newMeter(progress, StageDownload, size, false).update(size, true)
+		fetched.Store(final, entryRef{c.Dir, key})
 		return final, nil
-	}
-	if err := c.mkdirs(filepath.Dir(final)); err != nil {
-		return "", err
 	}
 	// One process downloads an entry at a time; the others wait here, then
 	// find it complete.
-	lf, err := lockEntry(ctx, final, func() {
+	lf, err := lockEntry(ctx, d, name, func() {
 		if progress != nil {
 			progress(Progress{Stage: StageDownload})
 		}
@@ -290,20 +425,21 @@ func (c *Cache) Fetch(ctx context.Context, httpClient *http.Client, url, key str
 		return "", err
 	}
 	defer lf.Close()
-	if size, ok, err := cachedEntry(final); err != nil {
+	if size, ok, err := cachedEntry(d, name); err != nil {
 		return "", err
 	} else if ok {
 		newMeter(progress, StageDownload, size, false).update(size, true)
+		fetched.Store(final, entryRef{c.Dir, key})
 		return final, nil
 	}
-	partial, metaPath := final+partialSuffix, final+metaSuffix
+	partial, metaName := name+partialSuffix, name+metaSuffix
 	f := newFetcher(c, httpClient, url)
-	if m, ok := loadMeta(metaPath); ok && m.URL == url && (m.ETag != "" || m.LastModified != "") {
+	if m, ok := loadMeta(d, metaName); ok && m.URL == url && (m.ETag != "" || m.LastModified != "") {
 		f.etag, f.modified, f.total = m.ETag, m.LastModified, m.Size
 	} else {
 		// A partial without a validator can't be proven to continue: start over.
-		_ = os.Remove(partial)
-		_ = os.Remove(metaPath)
+		_ = d.remove(partial)
+		_ = d.remove(metaName)
 	}
 	meter := newMeter(progress, StageDownload, f.total, false)
 	// Late headers: the factory is building the image. Reported through the
@@ -311,7 +447,7 @@ func (c *Cache) Fetch(ctx context.Context, httpClient *http.Client, url, key str
 	f.building = func() { meter.setStage(StageBuild, 0) }
 	defer meter.keepAlive()()
 	for attempt := 0; ; attempt++ {
-		err = downloadOnce(ctx, f, c.Dir, partial, metaPath, meter)
+		err = downloadOnce(ctx, f, d, partial, metaName, meter)
 		if err == nil {
 			break
 		}
@@ -328,32 +464,42 @@ func (c *Cache) Fetch(ctx context.Context, httpClient *http.Client, url, key str
 			return "", fmt.Errorf("download %s: %w", url, err)
 		}
 	}
-	if err := checkImageFile(partial); err != nil {
-		_ = os.Remove(partial)
-		_ = os.Remove(metaPath)
+	if err := checkPartial(d, partial); err != nil {
+		_ = d.remove(partial)
+		_ = d.remove(metaName)
 		return "", fmt.Errorf("downloaded %s: %w", url, err)
 	}
-	if err := os.Rename(partial, final); err != nil {
+	if err := d.rename(partial, name); err != nil {
 		return "", cacheError(final, err)
 	}
-	_ = os.Remove(metaPath)
-	syncDir(filepath.Dir(final))
+	_ = d.remove(metaName)
+	d.sync()
+	fetched.Store(final, entryRef{c.Dir, key})
 	return final, nil
+}
+
+// checkPartial runs the container check on a finished download.
+func checkPartial(d *cacheDir, partial string) error {
+	pf, err := d.open(partial, os.O_RDONLY, 0)
+	if err != nil {
+		return cacheError(d.join(partial), err)
+	}
+	defer pf.Close()
+	return checkImage(pf)
 }
 
 // downloadOnce makes one request and appends what it gets to partial. When
 // the partial can't be resumed (errRestart) it is dropped and the request
 // made again from byte 0, once.
-func downloadOnce(ctx context.Context, f *fetcher, dir, partial, metaPath string, meter *meter) error {
-	removeSymlink(partial)
-	out, err := openNoFollow(partial, os.O_RDWR|os.O_CREATE, 0o600)
+func downloadOnce(ctx context.Context, f *fetcher, d *cacheDir, partial, metaName string, meter *meter) error {
+	out, err := openOwn(d, partial, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return permanent(cacheError(partial, err))
+		return permanent(err)
 	}
 	defer out.Close()
 	st, err := out.Stat()
-	if err != nil || !st.Mode().IsRegular() {
-		return permanent(cacheError(partial, errors.New("not a regular file")))
+	if err != nil {
+		return permanent(cacheError(d.join(partial), err))
 	}
 	off := st.Size()
 	if off > 0 && f.total == off {
@@ -364,7 +510,7 @@ func downloadOnce(ctx context.Context, f *fetcher, dir, partial, metaPath string
 	}
 	resp, err := f.get(ctx, off)
 	if errors.Is(err, errRestart) {
-		_ = os.Remove(metaPath)
+		_ = d.remove(metaName)
 		f.etag, f.modified, f.total = "", "", -1
 		off = 0
 		resp, err = f.get(ctx, 0)
@@ -376,6 +522,7 @@ func downloadOnce(ctx context.Context, f *fetcher, dir, partial, metaPath string
 	defer resp.body.Close()
 	meter.setTotal(resp.total)
 	limit, byFree := f.max, false
+	dir := d.path
 	if free, ok := freeSpace(dir); ok {
 		room := free + off - freeReserve
 		if resp.total >= 0 && resp.total-resp.start > free {
@@ -387,15 +534,15 @@ func downloadOnce(ctx context.Context, f *fetcher, dir, partial, metaPath string
 	}
 	if resp.start == 0 {
 		// New content (or first request): save its validators for resuming.
-		if err := saveMeta(metaPath, partialMeta{URL: f.url, ETag: f.etag, LastModified: f.modified, Size: f.total}); err != nil {
+		if err := saveMeta(d, metaName, partialMeta{URL: f.url, ETag: f.etag, LastModified: f.modified, Size: f.total}); err != nil {
 			return permanent(err)
 		}
 	}
 	if err := out.Truncate(resp.start); err != nil {
-		return permanent(cacheError(partial, err))
+		return permanent(cacheError(d.join(partial), err))
 	}
 	if _, err := out.Seek(resp.start, io.SeekStart); err != nil {
-		return permanent(cacheError(partial, err))
+		return permanent(cacheError(d.join(partial), err))
 	}
 	pos := resp.start
 	meter.update(pos, true)
@@ -410,14 +557,14 @@ func downloadOnce(ctx context.Context, f *fetcher, dir, partial, metaPath string
 			if resp.total < 0 && pos+int64(n) > limit {
 				// No Content-Length: never fill the disk. Nothing to resume.
 				_ = out.Truncate(0)
-				_ = os.Remove(metaPath)
+				_ = d.remove(metaName)
 				if byFree {
 					return permanent(cacheError(dir, fmt.Errorf("%w: download %s announced no size and would fill the file system (stopped at %d bytes, %d kept free)", ErrTooLarge, f.url, limit, freeReserve)))
 				}
 				return permanent(fmt.Errorf("download %s: no size announced and more than %d bytes sent (the most a download may take): %w", f.url, limit, ErrTooLarge))
 			}
 			if _, werr := out.Write(buf[:n]); werr != nil {
-				return permanent(cacheError(partial, werr))
+				return permanent(cacheError(d.join(partial), werr))
 			}
 			pos += int64(n)
 			meter.update(pos, false)
@@ -431,7 +578,7 @@ func downloadOnce(ctx context.Context, f *fetcher, dir, partial, metaPath string
 	}
 	// Keep what arrived even on error: the next attempt resumes from it.
 	if err := out.Sync(); err != nil {
-		return permanent(cacheError(partial, err))
+		return permanent(cacheError(d.join(partial), err))
 	}
 	meter.update(pos, true)
 	if readErr != nil {
@@ -446,9 +593,11 @@ func downloadOnce(ctx context.Context, f *fetcher, dir, partial, metaPath string
 	return nil
 }
 
-func loadMeta(path string) (partialMeta, bool) {
+// loadMeta reads the sidecar of a partial download (bounded; a
+// non-regular file there is removed, see openOwn).
+func loadMeta(d *cacheDir, name string) (partialMeta, bool) {
 	var m partialMeta
-	f, err := openNoFollow(path, os.O_RDONLY, 0)
+	f, err := openOwn(d, name, os.O_RDONLY, 0)
 	if err != nil {
 		return m, false
 	}
@@ -460,34 +609,28 @@ func loadMeta(path string) (partialMeta, bool) {
 	return m, true
 }
 
-func saveMeta(path string, m partialMeta) error {
+func saveMeta(d *cacheDir, name string, m partialMeta) error {
 	data, err := json.Marshal(m)
 	if err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	_ = os.Remove(tmp) // a symlink planted there is removed, not followed
-	f, err := openNoFollow(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	tmp := name + ".tmp"
+	if err := d.remove(tmp); err != nil { // a link planted there is removed, not followed
+		return cacheError(d.join(tmp), err)
+	}
+	f, err := d.open(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
-		return cacheError(tmp, err)
+		return cacheError(d.join(tmp), err)
 	}
 	_, err = f.Write(data)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return cacheError(tmp, err)
+		return cacheError(d.join(tmp), err)
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		return cacheError(path, err)
+	if err := d.rename(tmp, name); err != nil {
+		return cacheError(d.join(name), err)
 	}
 	return nil
-}
-
-// syncDir makes a rename durable; best effort.
-func syncDir(dir string) {
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		d.Close()
-	}
 }

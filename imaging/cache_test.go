@@ -483,3 +483,40 @@ func TestStallShowsZeroRate(t *testing.T) {
 		t.Fatalf("%d zero-rate reports during the stall, want one a second", duringStall)
 	}
 }
+
+// The factory is part of the key: the public factory keeps a readable
+// segment however its URL is spelled; any other gets its host, port and a
+// hash of its origin (scheme, host, port, path prefix), never userinfo.
+func TestFactoryCacheKey(t *testing.T) {
+	const tail = "/" + testSchematic + "/" + testVersion + "/" + testFile
+	for _, u := range []string{"https://factory.talos.dev", "https://factory.talos.dev/", "https://FACTORY.talos.dev:443",
+		"https://factory.talos.dev/image/" + testSchematic + "/" + testVersion + "/" + testFile} {
+		if got := FactoryCacheKey(u, testSchematic, testVersion, testFile); got != "factory.talos.dev"+tail {
+			t.Errorf("%s: key %q", u, got)
+		}
+	}
+	if CacheKey(testSchematic, testVersion, testFile) != "factory.talos.dev"+tail {
+		t.Errorf("CacheKey %q", CacheKey(testSchematic, testVersion, testFile))
+	}
+	seen := map[string]string{}
+	for _, u := range []string{"http://factory.talos.dev", "https://factory.talos.dev:8443", "https://factory.talos.dev/mirror",
+		"http://127.0.0.1:8080", "http://127.0.0.1:8081", "https://127.0.0.1:8080", "http://[::1]:8080", "not a url"} {
+		seg, _, _ := strings.Cut(FactoryCacheKey(u, testSchematic, testVersion, testFile), "/")
+		if prev, dup := seen[seg]; dup {
+			t.Errorf("%s and %s share the segment %q", prev, u, seg)
+		}
+		seen[seg] = u
+		if seg == "factory.talos.dev" || sanitizeSegment(seg) != seg {
+			t.Errorf("%s: segment %q", u, seg)
+		}
+	}
+	if seg, _, _ := strings.Cut(FactoryCacheKey("http://127.0.0.1:8080/image/x/v1/f", "x", "v1", "f"), "/"); !strings.HasPrefix(seg, "127.0.0.1_8080-") {
+		t.Errorf("loopback segment %q", seg)
+	}
+	// Same factory, with or without credentials and query: same key, no secret in it.
+	a := FactoryCacheKey("https://user:s3cret@f.example.com/?token=s3cret", testSchematic, testVersion, testFile)
+	b := FactoryCacheKey("https://f.example.com", testSchematic, testVersion, testFile)
+	if a != b || strings.Contains(a, "s3cret") || strings.Contains(a, "user") {
+		t.Errorf("keys %q and %q", a, b)
+	}
+}

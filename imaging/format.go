@@ -227,22 +227,17 @@ func decoderFor(format Format, r io.Reader) (io.Reader, error) {
 	return r, nil
 }
 
-// checkImageFile checks a downloaded or cached file is an image in a format
-// talosflash writes: the xz container's structure and checks (CheckXZ), the
-// zstd frames and block headers adding up to the file size, a gzip header.
-// Data checks come while flashing.
-func checkImageFile(path string) error {
-	f, err := openNoFollow(path, os.O_RDONLY, 0)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
+// checkImage checks a downloaded or cached file (opened by the cache) is
+// an image in a format talosflash writes: the xz container's structure and
+// checks (CheckXZ), the zstd frames and block headers adding up to the file
+// size, a gzip header. Data checks come while flashing.
+func checkImage(f *os.File) error {
 	st, err := f.Stat()
 	if err != nil {
 		return err
 	}
 	if !st.Mode().IsRegular() {
-		return fmt.Errorf("%s is not a regular file", path)
+		return fmt.Errorf("%s is not a regular file", f.Name())
 	}
 	head := make([]byte, sniffHeadSize)
 	n, err := f.ReadAt(head, 0)

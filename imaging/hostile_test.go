@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -200,13 +199,15 @@ func TestFetchDropsPartialLargerThanAnnounced(t *testing.T) {
 	})
 	c := hostileCache(t)
 	final, _ := c.Path(CacheKey(testSchematic, testVersion, testFile))
-	if err := c.mkdirs(filepath.Dir(final)); err != nil {
+	d, name, err := c.entryDir(CacheKey(testSchematic, testVersion, testFile), true)
+	if err != nil {
 		t.Fatal(err)
 	}
+	defer d.close()
 	big := make([]byte, len(a)+4096)
 	copy(big, a)
 	writeFile(t, final+partialSuffix, big)
-	if err := saveMeta(final+metaSuffix, partialMeta{URL: h.url(), ETag: `"a"`, Size: int64(len(a))}); err != nil {
+	if err := saveMeta(d, name+metaSuffix, partialMeta{URL: h.url(), ETag: `"a"`, Size: int64(len(a))}); err != nil {
 		t.Fatal(err)
 	}
 	p, err := h.fetch(t, c)

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -219,9 +221,10 @@ func (nc NodeCheck) resolver(ctx context.Context) func(string) (*schematic.Schem
 
 var schematicIDRe = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
-// CachedSchematicIDs lists the schematic IDs the image cache holds (its
-// top-level directories, see imaging.CacheKey): images flashed from this
-// machine. A missing cache is no error.
+// CachedSchematicIDs lists the schematic IDs the image cache holds (the
+// directories below each factory's, see imaging.FactoryCacheKey; top-level
+// ones from before the factory was part of the key): images flashed from
+// this machine. Symlinks are not followed; a missing cache is no error.
 func CachedSchematicIDs(c *imaging.Cache) []string {
 	if c == nil || c.Dir == "" {
 		return nil
@@ -231,9 +234,27 @@ func CachedSchematicIDs(c *imaging.Cache) []string {
 		return nil
 	}
 	var ids []string
+	add := func(name string) {
+		if schematicIDRe.MatchString(name) && !slices.Contains(ids, name) {
+			ids = append(ids, name)
+		}
+	}
 	for _, e := range entries {
-		if e.IsDir() && schematicIDRe.MatchString(e.Name()) {
-			ids = append(ids, e.Name())
+		if !e.IsDir() { // a DirEntry of a symlink is not a directory
+			continue
+		}
+		if schematicIDRe.MatchString(e.Name()) {
+			add(e.Name())
+			continue
+		}
+		sub, err := os.ReadDir(filepath.Join(c.Dir, e.Name()))
+		if err != nil {
+			continue
+		}
+		for _, s := range sub {
+			if s.IsDir() {
+				add(s.Name())
+			}
 		}
 	}
 	return ids

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -103,7 +104,27 @@ func TestCachedSchematicIDs(t *testing.T) {
 	}
 	ids := CachedSchematicIDs(&imaging.Cache{Dir: dir})
 	if len(ids) != 2 {
-		t.Fatalf("ids %v", ids)
+		t.Fatalf("legacy layout: ids %v", ids)
+	}
+	// The layout keyed by factory; a symlinked factory directory is not
+	// followed, an ID cached from two factories is listed once.
+	storageID := strings.Repeat("5", 64)
+	for _, d := range []string{"factory.talos.dev/" + cpID + "/v1.14.5", "127.0.0.1_8080-0a1b2c3d/" + storageID + "/v1.14.5", "127.0.0.1_8080-0a1b2c3d/" + cpID} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	elsewhere := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(elsewhere, strings.Repeat("e", 64)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(elsewhere, filepath.Join(dir, "linked-factory")); err != nil {
+		t.Fatal(err)
+	}
+	ids = CachedSchematicIDs(&imaging.Cache{Dir: dir})
+	slices.Sort(ids)
+	if want := []string{cpID, storageID, workerID}; !slices.Equal(ids, slices.Sorted(slices.Values(want))) {
+		t.Fatalf("ids %v, want %v", ids, want)
 	}
 	other := &schematic.Schematic{Overlay: schematic.Overlay{Image: "x/y", Name: "z"}}
 	n := bootedNode(other, "")

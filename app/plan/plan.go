@@ -184,9 +184,10 @@ func (im *Image) FileName() string {
 	return path.Base(im.URL)
 }
 
-// CacheKey is the image's key in the download cache.
+// CacheKey is the image's key in the download cache: the factory it comes
+// from (im.URL's) is part of it, so another factory's image is never reused.
 func (im *Image) CacheKey() string {
-	return imaging.CacheKey(im.SchematicID, im.Version, im.FileName())
+	return imaging.FactoryCacheKey(im.URL, im.SchematicID, im.Version, im.FileName())
 }
 
 // Source is the imaging source for this image.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/factory/factorytest"
+	"github.com/talosflash/talosflash/imaging"
 )
 
 func profile(t *testing.T, name string) factory.Profile {
@@ -33,7 +34,7 @@ func TestFromProfileRegistersAndBuildsURL(t *testing.T) {
 	if got := srv.Schematics(); len(got) != 1 || got[0] != workerID {
 		t.Fatalf("factory has %v", got)
 	}
-	if im.CacheKey() != workerID+"/v1.14.5/metal-arm64.raw.xz" {
+	if im.CacheKey() != imaging.FactoryCacheKey(srv.URL, workerID, "v1.14.5", "metal-arm64.raw.xz") || !strings.HasPrefix(im.CacheKey(), "127.0.0.1_") {
 		t.Fatalf("cache key %q", im.CacheKey())
 	}
 }
