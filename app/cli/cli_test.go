@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"path"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/factory/factorytest"
+	"github.com/talosflash/talosflash/imaging"
 	"github.com/talosflash/talosflash/imaging/imagetest"
 	"github.com/talosflash/talosflash/node/nodetest"
 )
@@ -439,5 +442,44 @@ func TestFlashInstallerRefOfBuiltinRoleOffline(t *testing.T) {
 	}
 	if n := asked.Load(); n != 0 {
 		t.Fatalf("the silent factory was asked %d times for a cached built-in image", n)
+	}
+}
+
+// A symlinked directory inside the cache is refused, offline too: exit 10
+// naming the path (not "factory unreachable"), nothing behind the link is
+// flashed or deleted.
+func TestFlashRefusesSymlinkedCacheDirOffline(t *testing.T) {
+	_, fx := fakeFactory(t)
+	dir := t.TempDir()
+	const offline = "http://127.0.0.1:1"
+	worker, _ := factory.FindProfile(factory.BuiltinProfiles(), "worker")
+	id, _ := worker.SchematicID()
+	key := imaging.FactoryCacheKey(offline, id, factory.DefaultTalosVersion, "metal-arm64.raw.xz")
+	cache := filepath.Join(dir, "cache")
+	versionDir := filepath.Join(cache, filepath.FromSlash(path.Dir(key)))
+	if err := os.MkdirAll(filepath.Dir(versionDir), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	elsewhere := filepath.Join(dir, "elsewhere")
+	if err := os.Mkdir(elsewhere, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	outside := filepath.Join(elsewhere, "metal-arm64.raw.xz")
+	if err := os.WriteFile(outside, fx.XZ, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(elsewhere, versionDir); err != nil {
+		t.Fatal(err)
+	}
+	card := filepath.Join(dir, "card.img")
+	code, _, stderr := cliRun(t, "--flash", "--role", "worker", "--device", card, "--yes", "--factory", offline, "--cache-dir", cache)
+	if code != ExitStorage || !strings.Contains(stderr, "symbolic link") {
+		t.Fatalf("exit %d, want %d naming the link: %s", code, ExitStorage, stderr)
+	}
+	if _, err := os.Stat(card); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("card written: %v", err)
+	}
+	if data, err := os.ReadFile(outside); err != nil || !bytes.Equal(data, fx.XZ) {
+		t.Fatalf("the file behind the link changed: %v", err)
 	}
 }

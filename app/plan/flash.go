@@ -68,7 +68,11 @@ func Flash(ctx context.Context, job Job) (*Outcome, error) {
 			return nil, errors.New("flash: a download needs a cache and a factory client")
 		}
 		src = imaging.Source{URL: im.URL, Key: im.CacheKey(), Cache: job.Cache, NoCache: job.NoCache, HTTPClient: job.Factory.HTTPClient()}
-		if job.NoCache || !job.cached() {
+		cached, err := job.cached()
+		if err != nil {
+			return nil, err // a cache that can't be used: say so, not "factory unreachable"
+		}
+		if !cached {
 			job.status("registering the schematic with " + job.Factory.BaseURL())
 			if err := im.Register(ctx, job.Factory); err != nil {
 				return nil, err
@@ -86,9 +90,14 @@ func Flash(ctx context.Context, job Job) (*Outcome, error) {
 
 // cached says whether the image is in the cache and passes the checks
 // Cache.Fetch makes (milliseconds, no decode). A damaged entry counts as
-// absent: Fetch replaces it, so the schematic is registered first.
-func (job *Job) cached() bool {
-	return job.Cache.Has(job.Image.CacheKey())
+// absent (Fetch replaces it, so the schematic is registered first); a cache
+// that can't be used at all (a symlinked directory on the way) is an error.
+// --no-cache never uses an entry.
+func (job *Job) cached() (bool, error) {
+	if job.NoCache {
+		return false, nil
+	}
+	return job.Cache.Lookup(job.Image.CacheKey())
 }
 
 func (job *Job) status(msg string) {
