@@ -71,11 +71,7 @@ func sanitize(msg string) string {
 	})
 	msg = crlf.Replace(msg)
 	msg = strings.Join(strings.Fields(msg), " ")
-	const maxLen = 400
-	if len(msg) > maxLen {
-		msg = msg[:maxLen] + "…"
-	}
-	return msg
+	return printable(msg, maxMessage) // a node's message may hold terminal escapes
 }
 
 // looksRandom reports whether s looks like key material rather than a word:

@@ -106,12 +106,12 @@ func runNodes(ctx context.Context, args []string, env Env) error {
 		if n.Maintenance {
 			state = "maintenance"
 		}
-		talos := n.TalosVersion
-		if n.Arch != "" {
+		talos := talosLabel(&n)
+		if n.Arch != "" && n.InvalidVersion == "" {
 			talos += "/" + n.Arch
 		}
 		booted, id, exts := bootedColumns(r)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Addr, state, dash(talos), booted, id, exts, dash(n.Hostname), dash(n.MAC))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Addr, state, talos, booted, id, exts, dash(n.Hostname), dash(n.MAC))
 	}
 	return tw.Flush()
 }
@@ -144,6 +144,16 @@ func bootedColumns(r nodeRow) (booted, id, exts string) {
 		exts = strings.Join(b.Extensions, ",")
 	}
 	return booted, id, exts
+}
+
+// talosLabel is the node's Talos version as shown: "-" when unknown,
+// "invalid (...)" when what it reported is not a version (node.Probe
+// escaped and bounded it).
+func talosLabel(n *node.Node) string {
+	if n.InvalidVersion != "" {
+		return "invalid (" + n.InvalidVersion + ")"
+	}
+	return dash(n.TalosVersion)
 }
 
 func dash(s string) string {
@@ -225,7 +235,7 @@ func runApply(ctx context.Context, args []string, env Env) error {
 	if n.Configured {
 		return withCode(ExitApply, fmt.Errorf("%s already has a config (it asks for a client certificate): use talosctl with its talosconfig", n.Addr))
 	}
-	fmt.Fprintf(env.Stderr, "node %s: Talos %s, booted %s\n", n.Addr, dash(n.TalosVersion), describeBooted(n, all))
+	fmt.Fprintf(env.Stderr, "node %s: Talos %s, booted %s\n", n.Addr, talosLabel(n), describeBooted(n, all))
 
 	nc := plan.NodeCheck{Profiles: all, Factory: factory.NewClient(factoryURL, nil), CachedIDs: cachedIDs(), Node: n, Declared: role, FlashedInstaller: installer, Endpoint: endpoint}
 	opts, err := nc.Options(ctx)
@@ -250,7 +260,7 @@ func runApply(ctx context.Context, args []string, env Env) error {
 	}
 
 	if !slices.Contains(node.ModesFor(n.TalosVersion), mode) {
-		return usageErrorf("--mode %s: Talos <= 1.12 in maintenance mode only accepts %s (node reports %s)", mode, strings.Join(node.ModesFor(n.TalosVersion), ", "), dash(n.TalosVersion))
+		return usageErrorf("--mode %s: Talos <= 1.12 in maintenance mode only accepts %s (node reports %s)", mode, strings.Join(node.ModesFor(n.TalosVersion), ", "), talosLabel(n))
 	}
 	if mode == node.ModeTry && n.Unified() && !dryRun {
 		fmt.Fprintf(env.Stderr, "warning: --mode try on Talos >= 1.13 applies the config without persisting it and rolls back after %s: the node will not keep it\n", node.DefaultTryTimeout)
