@@ -255,6 +255,31 @@ type applyJSON struct {
 	Warnings        []string           `json:"warnings"`
 	ModeDetails     string             `json:"mode_details"`
 	CertFingerprint string             `json:"cert_fingerprint"`
+	Findings        []findingJSON      `json:"findings"` // the incident checks' findings
+}
+
+// applyErrorJSON is `apply --json` when apply fails (exit code != 0): the
+// flash's error event plus the findings that blocked it, if any.
+type applyErrorJSON struct {
+	Event    string        `json:"event"` // "error"
+	Code     int           `json:"code"`
+	Message  string        `json:"message"`
+	Findings []findingJSON `json:"findings"`
+}
+
+type findingJSON struct {
+	Severity string `json:"severity"`
+	Code     string `json:"code"`
+	Message  string `json:"message"`
+	Fix      string `json:"fix"`
+}
+
+func findingsJSON(fs []node.Finding) []findingJSON {
+	out := make([]findingJSON, 0, len(fs))
+	for _, f := range fs {
+		out = append(out, findingJSON{Severity: string(f.Severity), Code: f.Code, Message: f.Message, Fix: f.Fix})
+	}
+	return out
 }
 
 type applyMessageJSON struct {
