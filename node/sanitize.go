@@ -158,7 +158,7 @@ func sanitizeLines(msg string) string {
 			out = append(out, indent+m[1]+m[2]+m[3])
 			continue
 		}
-		out = append(out, indent+sanitizeLine(body, inESC))
+		out = append(out, printable(indent+sanitizeLine(body, inESC), maxDiffLine))
 	}
 	return strings.Join(out, "\n")
 }
@@ -171,6 +171,9 @@ var (
 	// The keys of an ExtensionServiceConfig whose values are shown.
 	escPlainKey = regexp.MustCompile(`^(?:apiVersion|kind|name|mountPath)$`)
 )
+
+// maxDiffLine bounds one line of a diff (a long image reference fits).
+const maxDiffLine = 512
 
 // isDocBoundary reports whether a (diff) line is a YAML document separator.
 func isDocBoundary(l string) bool {
