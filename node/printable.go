@@ -81,7 +81,7 @@ func (n *Node) clean() []string {
 		n.Arch = ""
 	}
 	if n.Booted != nil {
-		notes = append(notes, n.Booted.clean()...)
+		notes = append(notes, n.Booted.notes...) // cleaned by readBooted
 	}
 	return notes
 }

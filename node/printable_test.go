@@ -64,7 +64,7 @@ func TestProbeCleansWhatTheNodeReports(t *testing.T) {
 	if n.Booted == nil {
 		t.Fatal("no booted")
 	}
-	if n.Booted.SchematicID != "" {
+	if n.Booted.SchematicID != "" || !strings.Contains(n.Note, "invalid schematic ID") {
 		t.Errorf("schematic ID %q accepted", n.Booted.SchematicID)
 	}
 	assertPrintable(t, "overlay", n.Booted.Overlay, 256)
