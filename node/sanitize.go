@@ -136,11 +136,11 @@ func sanitizeLines(msg string) string {
 		indent := l[:len(l)-len(strings.TrimLeft(l, " \t+-@"))]
 		body := l[len(indent):]
 		col := len(indent) // prefix, spaces and "- " up to the key or value
-		if blockCol >= 0 && (col > blockCol || body == "") && !isDocBoundary(l) {
-			marker := diffPrefix(l) + strings.Repeat(" ", max(col-1, 0)) + redacted
-			if marker != lastMarker { // a run of block lines shows as one
-				out = append(out, marker)
-				lastMarker = marker
+		if blockCol >= 0 && (spaceCol(l) > blockCol || body == "") && !isDocBoundary(l) {
+			// A block shows as one line (one per +/- run of a changed block).
+			if p := diffPrefix(l) + "|"; p != lastMarker && body != "" {
+				out = append(out, diffPrefix(l)+strings.Repeat(" ", max(spaceCol(l)-len(diffPrefix(l)), 0))+redacted)
+				lastMarker = p
 			}
 			continue
 		}
@@ -154,8 +154,13 @@ func sanitizeLines(msg string) string {
 			inESC = true
 		}
 		if m := yamlKeyLine.FindStringSubmatch(body); m != nil && blockIndicator.MatchString(strings.TrimSpace(m[3])) {
-			blockCol = col
+			blockCol = col // "key: |": its content is indented past the key
 			out = append(out, indent+m[1]+m[2]+m[3])
+			continue
+		}
+		if blockIndicator.MatchString(strings.TrimSpace(body)) {
+			blockCol = spaceCol(l) // "- |": its content is indented past the dash
+			out = append(out, indent+strings.TrimSpace(body))
 			continue
 		}
 		out = append(out, printable(indent+sanitizeLine(body, inESC), maxDiffLine))
@@ -178,6 +183,20 @@ const maxDiffLine = 512
 // isDocBoundary reports whether a (diff) line is a YAML document separator.
 func isDocBoundary(l string) bool {
 	return strings.TrimLeft(l, "+- ") == "" && strings.Contains(l, "---")
+}
+
+// spaceCol is the column of a (diff) line's first character after its
+// +/-/space diff marker and indentation spaces: where a key or a sequence
+// dash starts.
+func spaceCol(l string) int {
+	i := 0
+	if l != "" && (l[0] == '+' || l[0] == '-') {
+		i = 1
+	}
+	for i < len(l) && (l[i] == ' ' || l[i] == '\t') {
+		i++
+	}
+	return i
 }
 
 // diffPrefix is a diff line's +/- marker ("" for context or plain lines).
