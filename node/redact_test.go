@@ -55,10 +55,12 @@ func TestWrongTypeValueNeverEchoed(t *testing.T) {
 func TestDryRunDiffRedactsExtensionServiceValues(t *testing.T) {
 	worker := string(readTestdata(t, "worker.yaml"))
 	pw, envPW, blockPW, plainEnv := randomWord(t), randomWord(t), randomWord(t), randomWord(t)
+	long := randomWord(t) + randomWord(t) + randomWord(t) // word-like, 27 chars: the 12-char fragment check applies
+	pw += " " + long
 	cfg := worker + "---\napiVersion: v1alpha1\nkind: ExtensionServiceConfig\nname: nut-client\nconfigFiles:\n" +
 		"  - content: MONITOR ups@h 1 monuser " + pw + " secondary\n    mountPath: /usr/local/etc/nut/upsmon.conf\n" +
 		"  - content: |\n      MONITOR ups@h 1 monuser " + blockPW + " secondary\n      SHUTDOWNCMD \"/sbin/poweroff\"\n    mountPath: /usr/local/etc/nut/other.conf\n" +
-		"environment:\n  - NUT_PW=" + envPW + "\n  - UPS_PASSWORD=" + plainEnv + "\n"
+		"environment:\n  - NUT_PW=" + envPW + long + "\n  - UPS_PASSWORD=" + plainEnv + "\n"
 	srv := nodetest.Start(t, nodetest.Options{})
 	res, err := node.Apply(context.Background(), node.ApplyOptions{Endpoint: srv.Addr(), Config: []byte(cfg), DryRun: true})
 	if err != nil {
@@ -70,6 +72,7 @@ func TestDryRunDiffRedactsExtensionServiceValues(t *testing.T) {
 			t.Errorf("diff shows %q:\n%s", s, diff)
 		}
 	}
+	assertNoSecret(t, diff, long, envPW+long)
 	for _, want := range []string{"kind: ExtensionServiceConfig", "name: nut-client", "NUT_PW=<redacted>", "UPS_PASSWORD=<redacted>", "content: <redacted>", "configFiles:\n", "environment:\n", "mountPath: /usr/local/etc/nut/upsmon.conf", "type: worker"} {
 		if !strings.Contains(diff, want) {
 			t.Errorf("diff lacks %q:\n%s", want, diff)
