@@ -150,7 +150,7 @@ func Apply(ctx context.Context, opts ApplyOptions) (*ApplyResult, error) {
 	var details []string
 	for _, m := range resp.GetMessages() {
 		msg := ApplyMessage{
-			Node:        m.GetMetadata().GetHostname(),
+			Node:        printable(m.GetMetadata().GetHostname(), maxHostname),
 			Mode:        modeName(m.GetMode()),
 			ModeDetails: sanitizeLines(m.GetModeDetails()),
 		}

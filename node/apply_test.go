@@ -338,9 +338,14 @@ func TestNormalizeEndpoint(t *testing.T) {
 			t.Errorf("NormalizeEndpoint(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
-	for _, bad := range []string{"", "1.2.3.4:0", "1.2.3.4:99999", "10.0.0.0/24"} {
-		if _, err := node.NormalizeEndpoint(bad); err == nil {
+	for _, bad := range []string{"", "1.2.3.4:0", "1.2.3.4:99999", "10.0.0.0/24", "127.0.0.6:notaport", "https://user:pw123secret@h", "user:pw123secret@10.0.0.1:50000", "evil\x1b[2J"} {
+		_, err := node.NormalizeEndpoint(bad)
+		if err == nil {
 			t.Errorf("NormalizeEndpoint(%q) accepted", bad)
+			continue
+		}
+		if strings.Contains(err.Error(), "pw123secret") || strings.Contains(err.Error(), "\x1b") {
+			t.Errorf("NormalizeEndpoint(%q) error echoes it: %q", bad, err)
 		}
 	}
 }

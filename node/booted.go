@@ -30,6 +30,8 @@ type Booted struct {
 	// Extensions are the extension names as the node lists them (manifest
 	// names such as "newt"), without the virtual "schematic" entry, sorted.
 	Extensions []string
+
+	notes []string // what was odd in the node's report (Booted.clean)
 }
 
 // HasExtension reports whether the image has the extension, by its official
@@ -101,6 +103,7 @@ func readBooted(ctx context.Context, c *client.Client) (*Booted, error) {
 			b.Extensions = append(b.Extensions, md.Name)
 		}
 	}
+	b.notes = b.clean() // a rogue node may report anything: printable and bounded from here on
 	slices.Sort(b.Extensions)
 	return b, nil
 }

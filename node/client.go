@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,25 +28,47 @@ import (
 const DefaultPort = 50000
 
 // NormalizeEndpoint turns "host" or "host:port" (IPv6 as [::1]:port or bare)
-// into host:port, defaulting the port to 50000.
+// into host:port, defaulting the port to 50000. The host must be an IP
+// address or a DNS name; user info ("user:password@") is refused, and error
+// messages never repeat it.
 func NormalizeEndpoint(ep string) (string, error) {
 	ep = strings.TrimSpace(ep)
 	ep = strings.TrimPrefix(ep, "https://")
 	if ep == "" {
 		return "", errors.New("node address is empty")
 	}
-	if host, port, err := net.SplitHostPort(ep); err == nil {
-		p, perr := strconv.Atoi(port)
-		if host == "" || perr != nil || p < 1 || p > 65535 {
-			return "", fmt.Errorf("node address %q: want host or host:port", ep)
+	bad := func(why string) error {
+		return fmt.Errorf("node address %q: %s", displayEndpoint(ep), why)
+	}
+	if strings.Contains(ep, "@") {
+		return "", bad("user info (user:password@) is not part of a node address")
+	}
+	host, port := ep, strconv.Itoa(DefaultPort)
+	if h, p, err := net.SplitHostPort(ep); err == nil {
+		n, perr := strconv.Atoi(p)
+		if perr != nil || n < 1 || n > 65535 {
+			return "", bad("the port must be a number from 1 to 65535")
 		}
-		return net.JoinHostPort(host, port), nil
+		host, port = h, p
+	} else if strings.Count(ep, ":") == 1 {
+		return "", bad("want host or host:port")
 	}
-	host := strings.TrimSuffix(strings.TrimPrefix(ep, "["), "]")
-	if strings.ContainsAny(host, "/ ") {
-		return "", fmt.Errorf("node address %q: want host or host:port", ep)
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if _, err := netip.ParseAddr(host); err != nil && !dnsName.MatchString(host) {
+		return "", bad("want an IP address or host name, optionally with :port")
 	}
-	return net.JoinHostPort(host, strconv.Itoa(DefaultPort)), nil
+	return net.JoinHostPort(host, port), nil
+}
+
+var dnsName = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9\-]{0,62})(?:\.[A-Za-z0-9](?:[A-Za-z0-9\-]{0,62}))*\.?$`)
+
+// displayEndpoint is a user-typed address fit for a message: user info
+// redacted, control characters escaped, length bounded.
+func displayEndpoint(ep string) string {
+	if i := strings.LastIndex(ep, "@"); i >= 0 {
+		ep = redacted + ep[i:]
+	}
+	return printable(ep, maxName)
 }
 
 // connTrace records what happened on the wire, so a failed call can say

@@ -24,14 +24,17 @@ import (
 
 // Node is a Talos node found on the network.
 type Node struct {
-	Addr            string     // host:port
-	IP              netip.Addr // host part of Addr
-	Maintenance     bool       // waiting for a machine config (apply with Apply)
-	Configured      bool       // already configured: needs talosconfig (mTLS), not talosflash
-	Stage           string     // machine stage as the node reports it ("maintenance", "booting", ...)
-	Hostname        string
-	MAC             string // first physical link's hardware address
-	TalosVersion    string
+	Addr         string     // host:port
+	IP           netip.Addr // host part of Addr
+	Maintenance  bool       // waiting for a machine config (apply with Apply)
+	Configured   bool       // already configured: needs talosconfig (mTLS), not talosflash
+	Stage        string     // machine stage as the node reports it ("maintenance", "booting", ...)
+	Hostname     string
+	MAC          string // first physical link's hardware address
+	TalosVersion string // "" when unknown or not a version (see InvalidVersion)
+	// InvalidVersion is what the node reported as its version when that
+	// does not look like one, escaped and bounded (for display only).
+	InvalidVersion  string `json:",omitempty"`
 	Arch            string // from MachineService.Version (Talos >= 1.13 answers it in maintenance mode)
 	CertFingerprint string // TLS certificate SPKI fingerprint (pin it with ApplyOptions.CertFingerprints)
 	// Booted is what the node's image contains (schematic, overlay,
@@ -334,6 +337,7 @@ func Probe(ctx context.Context, addr string) (*Node, error) {
 		notes = append(notes, "links unreadable")
 	}
 
+	notes = append(notes, n.clean()...)
 	n.Note = "Talos (" + strings.Join(evidence, ", ") + ")"
 	if len(notes) > 0 {
 		n.Note += "; " + strings.Join(notes, ", ")

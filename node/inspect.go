@@ -33,6 +33,7 @@ const (
 	CodeRoleMismatch           = "role-mismatch"
 	CodeNoMachineConfig        = "no-machine-config"
 	CodeBootedUnknown          = "booted-unknown-fallback"
+	CodeCheckedAgainstConfig   = "checked-against-config-installer"
 )
 
 // Finding is one problem Inspect found, with the fix to show the user.
@@ -163,6 +164,15 @@ func InspectWith(cfg *Config, opts InspectOptions) []Finding {
 				Fix:      "pass the role or profile the card was flashed with",
 			})
 		} else {
+			// Circular: the config is checked against its own installer,
+			// which says nothing about the card in the Pi.
+			out = append(out, Finding{
+				Severity: SeverityInfo,
+				Code:     CodeCheckedAgainstConfig,
+				Message: fmt.Sprintf("the node does not report what it booted (no extension statuses) and no role was given: "+
+					"checking against the schematic of the config's own install image (%s), which says nothing about the card in the node", factory.ShortID(ref.SchematicID)),
+				Fix: "pass the role or profile the card was flashed with (--role; in the app, \"Card flashed as\") to check against the card you flashed",
+			})
 			out = append(out, checkExtensions(cfg, schematicHas(s), "the config's installer schematic has")...)
 		}
 	}

@@ -241,3 +241,26 @@ func TestUpgradeCommand(t *testing.T) {
 		t.Errorf("unsafe node not quoted: %q", got)
 	}
 }
+
+// A node that does not say what it booted, no declared role: the only
+// schematic left is the config's own installer. Checking a config against
+// itself proves nothing about the card, and the findings say so.
+func TestInspectAgainstOwnInstallerIsAnnounced(t *testing.T) {
+	cfg := loadTestConfig(t, "worker.yaml") // installer: the worker schematic
+	resolve := func(id string) (*schematic.Schematic, error) {
+		if id == workerID {
+			return workerSchematic(), nil
+		}
+		return nil, errors.New("unknown schematic")
+	}
+	fs := node.InspectWith(cfg, node.InspectOptions{Resolve: resolve})
+	f, ok := byCode(fs)[node.CodeCheckedAgainstConfig]
+	if !ok || f.Severity != node.SeverityInfo || len(fs) != 1 {
+		t.Fatalf("findings %+v", fs)
+	}
+	for _, want := range []string{"does not report what it booted", "config's own install image", factory.ShortID(workerID), "--role"} {
+		if !strings.Contains(f.Message+" "+f.Fix, want) {
+			t.Errorf("finding lacks %q: %+v", want, f)
+		}
+	}
+}

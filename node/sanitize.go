@@ -12,9 +12,13 @@ import (
 const redacted = "<redacted>"
 
 var (
-	urlUserinfo    = regexp.MustCompile(`(?i)\b([a-z][a-z0-9+.\-]*://)[^\s/?#@]*@`)
-	pemBlock       = regexp.MustCompile(`(?s)-----BEGIN[^-]*-----.*?(-----END[^-]*-----|$)`)
-	quoted         = regexp.MustCompile("\"(?:[^\"\\\\\\n]|\\\\.)*\"|'[^'\\n]*'|`[^`\\n]*`")
+	urlUserinfo = regexp.MustCompile(`(?i)\b([a-z][a-z0-9+.\-]*://)[^\s/?#@]*@`)
+	pemBlock    = regexp.MustCompile(`(?s)-----BEGIN[^-]*-----.*?(-----END[^-]*-----|$)`)
+	quoted      = regexp.MustCompile("\"(?:[^\"\\\\\\n]|\\\\.)*\"|'[^'\\n]*'|`[^`\\n]*`")
+	// The YAML decoder quotes a value of the wrong type after its tag
+	// ("cannot construct !!str `hunter2x` into ...", "cannot unmarshal !!int
+	// `1234` into ..."): always config content, however word-like.
+	taggedValue    = regexp.MustCompile("(!![A-Za-z0-9_./:-]+\\s+)(?:\"(?:[^\"\\\\\\n]|\\\\.)*\"|'[^'\\n]*'|`[^`\\n]*`)")
 	tokenRun       = regexp.MustCompile(`[A-Za-z0-9+/=_\-.:]{16,}`)
 	safeQuoted     = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9-]{0,39}$`)
 	multiErrHead   = regexp.MustCompile(`\d+ errors? occurred:\s*\*\s*`)
@@ -47,9 +51,10 @@ func sanitize(msg string) string {
 	// go-multierror's "1 error occurred:\n\t* a\n\t* b" -> "a; b"
 	msg = multiErrHead.ReplaceAllString(msg, "")
 	msg = multiErrBullet.ReplaceAllString(msg, "; ")
+	msg = taggedValue.ReplaceAllString(msg, "${1}`"+redacted+"`")
 	msg = quoted.ReplaceAllStringFunc(msg, func(q string) string {
 		inner := q[1 : len(q)-1]
-		if punctuation.MatchString(inner) || safeQuoted.MatchString(inner) && !looksRandom(inner) {
+		if inner == redacted || punctuation.MatchString(inner) || safeQuoted.MatchString(inner) && !looksRandom(inner) {
 			return q
 		}
 		return `"` + redacted + `"`
@@ -66,11 +71,7 @@ func sanitize(msg string) string {
 	})
 	msg = crlf.Replace(msg)
 	msg = strings.Join(strings.Fields(msg), " ")
-	const maxLen = 400
-	if len(msg) > maxLen {
-		msg = msg[:maxLen] + "…"
-	}
-	return msg
+	return printable(msg, maxMessage) // a node's message may hold terminal escapes
 }
 
 // looksRandom reports whether s looks like key material rather than a word:
@@ -111,6 +112,10 @@ func lineOf(msg string) int {
 
 // sanitizeLines is sanitize for multi-line text (an apply's mode details,
 // a dry run's config diff), keeping the line structure and indentation.
+// It follows the YAML documents of a diff: inside an ExtensionServiceConfig
+// every value but its name and mount paths is dropped (environment values,
+// configFiles content: extension credentials), every block scalar's content
+// is dropped (one line per run), and `NAME=value` items keep only the name.
 func sanitizeLines(msg string) string {
 	msg = pemBlock.ReplaceAllString(msg, redacted)
 	if _, ok := unknownKeys(msg); ok {
@@ -121,29 +126,113 @@ func sanitizeLines(msg string) string {
 	if len(lines) > maxLines {
 		lines = append(lines[:maxLines], "…")
 	}
-	for i, l := range lines {
+	var (
+		out        = make([]string, 0, len(lines))
+		inESC      bool // inside an ExtensionServiceConfig document
+		blockCol   = -1 // column of the key whose block scalar is running, -1: none
+		lastMarker string
+	)
+	for _, l := range lines {
 		indent := l[:len(l)-len(strings.TrimLeft(l, " \t+-@"))]
-		lines[i] = indent + sanitizeLine(l[len(indent):])
+		body := l[len(indent):]
+		col := len(indent) // prefix, spaces and "- " up to the key or value
+		if blockCol >= 0 && (spaceCol(l) > blockCol || body == "") && !isDocBoundary(l) {
+			// A block shows as one line (one per +/- run of a changed block).
+			if p := diffPrefix(l) + "|"; p != lastMarker && body != "" {
+				out = append(out, diffPrefix(l)+strings.Repeat(" ", max(spaceCol(l)-len(diffPrefix(l)), 0))+redacted)
+				lastMarker = p
+			}
+			continue
+		}
+		blockCol, lastMarker = -1, ""
+		switch {
+		case isDocBoundary(l):
+			inESC = false
+			out = append(out, sanitize(l))
+			continue
+		case col <= 1 && strings.TrimSpace(body) == "kind: ExtensionServiceConfig":
+			inESC = true
+		}
+		if m := yamlKeyLine.FindStringSubmatch(body); m != nil && blockIndicator.MatchString(strings.TrimSpace(m[3])) {
+			blockCol = col // "key: |": its content is indented past the key
+			out = append(out, indent+m[1]+m[2]+m[3])
+			continue
+		}
+		if blockIndicator.MatchString(strings.TrimSpace(body)) {
+			blockCol = spaceCol(l) // "- |": its content is indented past the dash
+			out = append(out, indent+strings.TrimSpace(body))
+			continue
+		}
+		out = append(out, printable(indent+sanitizeLine(body, inESC), maxDiffLine))
 	}
-	return strings.Join(lines, "\n")
+	return strings.Join(out, "\n")
+}
+
+var (
+	blockIndicator = regexp.MustCompile(`^[|>][-+0-9]*$`)
+	envItem        = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_.\-]*=)`)
+	bareKey        = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_\-]{0,63}:$`)
+	absPath        = regexp.MustCompile(`^/[A-Za-z0-9._\-/]*$`)
+	// The keys of an ExtensionServiceConfig whose values are shown.
+	escPlainKey = regexp.MustCompile(`^(?:apiVersion|kind|name|mountPath)$`)
+)
+
+// maxDiffLine bounds one line of a diff (a long image reference fits).
+const maxDiffLine = 512
+
+// isDocBoundary reports whether a (diff) line is a YAML document separator.
+func isDocBoundary(l string) bool {
+	return strings.TrimLeft(l, "+- ") == "" && strings.Contains(l, "---")
+}
+
+// spaceCol is the column of a (diff) line's first character after its
+// +/-/space diff marker and indentation spaces: where a key or a sequence
+// dash starts.
+func spaceCol(l string) int {
+	i := 0
+	if l != "" && (l[0] == '+' || l[0] == '-') {
+		i = 1
+	}
+	for i < len(l) && (l[i] == ' ' || l[i] == '\t') {
+		i++
+	}
+	return i
+}
+
+// diffPrefix is a diff line's +/- marker ("" for context or plain lines).
+func diffPrefix(l string) string {
+	if l != "" && (l[0] == '+' || l[0] == '-') {
+		return l[:1]
+	}
+	return ""
 }
 
 // sanitizeLine is sanitize for one line of a config diff: a YAML key stays
 // (a long camelCase key is not key material), the value of a secret-named
-// key is dropped whole, a public image reference under an image key and a
-// URL without userinfo or query are kept, and any other value goes through
-// sanitize.
-func sanitizeLine(l string) string {
+// key is dropped whole, a public image reference under an image key, a URL
+// without userinfo or query and an absolute path are kept, an environment
+// entry keeps its name only, and any other value goes through sanitize.
+// Inside an ExtensionServiceConfig (esc) only plain keys keep their value.
+func sanitizeLine(l string, esc bool) string {
+	if m := envItem.FindStringSubmatch(l); m != nil {
+		return m[1] + redacted
+	}
 	m := yamlKeyLine.FindStringSubmatch(l)
 	if m == nil {
+		if bareKey.MatchString(l) {
+			return l // "configFiles:", a mapping or list follows
+		}
+		if esc && strings.TrimSpace(l) != "" {
+			return redacted
+		}
 		return sanitize(l)
 	}
 	key, sep, val := m[1], m[2], m[3]
 	name := strings.TrimSuffix(key, ":")
 	switch {
-	case secretKey.MatchString(name):
+	case secretKey.MatchString(name), esc && !escPlainKey.MatchString(name):
 		return key + sep + redacted
-	case imageKey.MatchString(name) && imageRef.MatchString(val), plainURL.MatchString(val):
+	case imageKey.MatchString(name) && imageRef.MatchString(val), plainURL.MatchString(val), absPath.MatchString(val):
 		return key + sep + val
 	}
 	return key + sep + sanitize(val)

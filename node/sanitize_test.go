@@ -57,3 +57,39 @@ func TestSanitizeLinesDiff(t *testing.T) {
 		}
 	}
 }
+
+// Block scalars anywhere (file contents, manifests, "- |" items) show as one
+// redacted line per block; the structure around them stays.
+func TestSanitizeLinesBlockScalars(t *testing.T) {
+	secret := "Zq" + strings.Repeat("x", 3) + "pw1"
+	diff := strings.Join([]string{
+		"+machine:",
+		"+    files:",
+		"+        - content: |",
+		"+            [plugins]",
+		"+              password = \"" + secret + "\"",
+		"+          path: /etc/cri/conf.d/20-customization.part",
+		"+        - op: create",
+		"+    certSANs:",
+		"+        - |",
+		"+          " + secret,
+		"+          " + secret,
+		"+        - plain.example.com",
+	}, "\n")
+	got := sanitizeLines(diff)
+	want := strings.Join([]string{
+		"+machine:",
+		"+    files:",
+		"+        - content: |",
+		"+            <redacted>",
+		"+          path: /etc/cri/conf.d/20-customization.part",
+		"+        - op: create",
+		"+    certSANs:",
+		"+        - |",
+		"+          <redacted>",
+		"+        - plain.example.com",
+	}, "\n")
+	if got != want {
+		t.Errorf("got:\n%s\nwant:\n%s", got, want)
+	}
+}

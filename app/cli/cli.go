@@ -44,7 +44,7 @@ Commands:
 
 Examples:
   talosflash --flash --role controlplane --device /dev/sdb
-  talosflash apply --node 192.168.1.50 --file controlplane.yaml --role controlplane
+  talosflash apply --node 192.168.1.50 --file controlplane.yaml
 
 Run "talosflash <command> -h" for a command's flags.
 Exit codes: 0 ok, 1 internal, 2 usage, 3 network, 4 verify mismatch,
@@ -221,11 +221,13 @@ var commandHelp = map[string]help{
 	},
 	"apply": {
 		synopsis: "talosflash apply --node IP --file CONFIG [flags]",
-		about: "Check a machine config (with --role also the incident checks, e.g. Newt\n" +
-			"without its ExtensionServiceConfig), then send it to a node in maintenance\n" +
-			"mode, like talosctl apply-config --insecure.",
-		example: "talosflash apply --node 192.168.1.50 --file controlplane.yaml --role controlplane\n" +
-			"talosflash apply --node 192.168.1.51 --file worker.yaml --role worker --dry-run",
+		about: "Check a machine config against what the node booted (the incident checks,\n" +
+			"e.g. Newt without its ExtensionServiceConfig; --role only as a fallback for\n" +
+			"a node that does not say), then send it to a node in maintenance mode, like\n" +
+			"talosctl apply-config --insecure.",
+		example: "talosflash apply --node 192.168.1.50 --file controlplane.yaml\n" +
+			"talosflash apply --node 192.168.1.51 --file worker.yaml --dry-run\n" +
+			"talosflash apply --node 192.168.1.52 --file worker.yaml --role worker   # a node that does not report what it booted",
 		order: []string{"node", "file", "role", "dry-run", "mode", "json"},
 	},
 }

@@ -188,33 +188,44 @@ func nonNil(s []string) []string {
 	return s
 }
 
+// nodeJSON is one node of `nodes --json`. What the node did not report is
+// null, not "" (a legacy node has no arch; an unknown image matches nothing).
 type nodeJSON struct {
-	Address         string      `json:"address"`
-	IP              string      `json:"ip"`
-	Maintenance     bool        `json:"maintenance"`
-	Configured      bool        `json:"configured"`
-	Stage           string      `json:"stage"`
-	Hostname        string      `json:"hostname"`
-	MAC             string      `json:"mac"`
-	TalosVersion    string      `json:"talos_version"`
-	Arch            string      `json:"arch"`
-	CertFingerprint string      `json:"cert_fingerprint"`
-	Booted          *bootedJSON `json:"booted"` // null: the node exposes no extension statuses
-	Matches         matchJSON   `json:"matches"`
-	Note            string      `json:"note"`
+	Address             string      `json:"address"`
+	IP                  string      `json:"ip"`
+	Maintenance         bool        `json:"maintenance"`
+	Configured          bool        `json:"configured"`
+	Stage               *string     `json:"stage"`
+	Hostname            *string     `json:"hostname"`
+	MAC                 *string     `json:"mac"`
+	TalosVersion        *string     `json:"talos_version"`
+	TalosVersionInvalid string      `json:"talos_version_invalid,omitempty"` // what a node reported that is not a version, escaped
+	Arch                *string     `json:"arch"`
+	CertFingerprint     *string     `json:"cert_fingerprint"`
+	Booted              *bootedJSON `json:"booted"`  // null: the node exposes no extension statuses
+	Matches             *matchJSON  `json:"matches"` // null: no profile or cached image matches
+	Note                string      `json:"note"`
 }
 
 type bootedJSON struct {
-	SchematicID string   `json:"schematic_id"`
-	Overlay     string   `json:"overlay"`
+	SchematicID *string  `json:"schematic_id"` // null: not an Image Factory image
+	Overlay     *string  `json:"overlay"`
 	Extensions  []string `json:"extensions"`
 }
 
 // matchJSON is the profile the booted image matches (plan.Match).
 type matchJSON struct {
-	Profile string `json:"profile"`
-	Role    string `json:"role"`
-	Source  string `json:"source"`
+	Profile *string `json:"profile"` // null for an image recognised only from the cache
+	Role    *string `json:"role"`
+	Source  string  `json:"source"` // "profile" or "cache"
+}
+
+// orNull is s, or nil (JSON null) when s is empty.
+func orNull(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 // nodesJSON is `nodes --json`: an array of the nodes found, with what each booted.
@@ -223,11 +234,13 @@ func nodesJSON(rows []nodeRow) []nodeJSON {
 	for _, r := range rows {
 		n := r.Node
 		j := nodeJSON{Address: n.Addr, IP: n.IP.String(), Maintenance: n.Maintenance, Configured: n.Configured,
-			Stage: n.Stage, Hostname: n.Hostname, MAC: n.MAC, TalosVersion: n.TalosVersion, Arch: n.Arch,
-			CertFingerprint: n.CertFingerprint, Note: n.Note,
-			Matches: matchJSON{Profile: r.Match.Profile, Role: r.Match.Role, Source: r.Match.Source}}
+			Stage: orNull(n.Stage), Hostname: orNull(n.Hostname), MAC: orNull(n.MAC), TalosVersion: orNull(n.TalosVersion),
+			TalosVersionInvalid: n.InvalidVersion, Arch: orNull(n.Arch), CertFingerprint: orNull(n.CertFingerprint), Note: n.Note}
+		if r.Match.Source != "" {
+			j.Matches = &matchJSON{Profile: orNull(r.Match.Profile), Role: orNull(r.Match.Role), Source: r.Match.Source}
+		}
 		if b := n.Booted; b != nil {
-			j.Booted = &bootedJSON{SchematicID: b.SchematicID, Overlay: b.Overlay, Extensions: nonNil(b.Extensions)}
+			j.Booted = &bootedJSON{SchematicID: orNull(b.SchematicID), Overlay: orNull(b.Overlay), Extensions: nonNil(b.Extensions)}
 		}
 		out = append(out, j)
 	}
@@ -242,6 +255,31 @@ type applyJSON struct {
 	Warnings        []string           `json:"warnings"`
 	ModeDetails     string             `json:"mode_details"`
 	CertFingerprint string             `json:"cert_fingerprint"`
+	Findings        []findingJSON      `json:"findings"` // the incident checks' findings
+}
+
+// applyErrorJSON is `apply --json` when apply fails (exit code != 0): the
+// flash's error event plus the findings that blocked it, if any.
+type applyErrorJSON struct {
+	Event    string        `json:"event"` // "error"
+	Code     int           `json:"code"`
+	Message  string        `json:"message"`
+	Findings []findingJSON `json:"findings"`
+}
+
+type findingJSON struct {
+	Severity string `json:"severity"`
+	Code     string `json:"code"`
+	Message  string `json:"message"`
+	Fix      string `json:"fix"`
+}
+
+func findingsJSON(fs []node.Finding) []findingJSON {
+	out := make([]findingJSON, 0, len(fs))
+	for _, f := range fs {
+		out = append(out, findingJSON{Severity: string(f.Severity), Code: f.Code, Message: f.Message, Fix: f.Fix})
+	}
+	return out
 }
 
 type applyMessageJSON struct {

@@ -13,7 +13,6 @@ import (
 
 	"github.com/talosflash/talosflash/app/plan"
 	"github.com/talosflash/talosflash/factory"
-	"github.com/talosflash/talosflash/imaging"
 	"github.com/talosflash/talosflash/internal/userfile"
 	"github.com/talosflash/talosflash/node"
 )
@@ -52,7 +51,7 @@ func runNodes(ctx context.Context, args []string, env Env) error {
 	var jsonOut bool
 	var timeout time.Duration
 	var port int
-	var profilesFile, factoryURL string
+	var profilesFile, factoryURL, cacheDir string
 	fs := newFlagSet("nodes", env)
 	fs.Var(&subnets, "subnet", "subnet(s) to scan, CIDR, repeatable (default: this machine's local /22-or-smaller IPv4 subnets)")
 	fs.BoolVar(&jsonOut, "json", false, "print JSON")
@@ -60,6 +59,7 @@ func runNodes(ctx context.Context, args []string, env Env) error {
 	fs.IntVar(&port, "port", node.DefaultPort, "Talos API port")
 	fs.StringVar(&profilesFile, "profiles", "", "YAML file with custom profiles (to name what each node booted)")
 	fs.StringVar(&factoryURL, "factory", factory.DefaultBaseURL, "Image Factory base URL")
+	fs.StringVar(&cacheDir, "cache-dir", "", "image cache directory, as given to --flash (to recognise images flashed from this machine)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -81,11 +81,11 @@ func runNodes(ctx context.Context, args []string, env Env) error {
 	found, err := node.Discover(ctx, node.DiscoverOptions{Prefixes: subnets, Port: port, DialTimeout: timeout})
 	if err != nil {
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return interrupted("the scan stopped; nothing was sent to any node")
 		}
 		return withCode(ExitUsage, err)
 	}
-	cached := cachedIDs()
+	cached := cachedIDs(cacheDir)
 	rows := make([]nodeRow, len(found))
 	for i := range found {
 		nc := plan.NodeCheck{Profiles: all, Factory: factory.NewClient(factoryURL, nil), CachedIDs: cached, Node: &found[i]}
@@ -106,12 +106,12 @@ func runNodes(ctx context.Context, args []string, env Env) error {
 		if n.Maintenance {
 			state = "maintenance"
 		}
-		talos := n.TalosVersion
-		if n.Arch != "" {
+		talos := talosLabel(&n)
+		if n.Arch != "" && n.InvalidVersion == "" {
 			talos += "/" + n.Arch
 		}
 		booted, id, exts := bootedColumns(r)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Addr, state, dash(talos), booted, id, exts, dash(n.Hostname), dash(n.MAC))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Addr, state, talos, booted, id, exts, dash(n.Hostname), dash(n.MAC))
 	}
 	return tw.Flush()
 }
@@ -146,6 +146,16 @@ func bootedColumns(r nodeRow) (booted, id, exts string) {
 	return booted, id, exts
 }
 
+// talosLabel is the node's Talos version as shown: "-" when unknown,
+// "invalid (...)" when what it reported is not a version (node.Probe
+// escaped and bounded it).
+func talosLabel(n *node.Node) string {
+	if n.InvalidVersion != "" {
+		return "invalid (" + n.InvalidVersion + ")"
+	}
+	return dash(n.TalosVersion)
+}
+
 func dash(s string) string {
 	if s == "" {
 		return "-"
@@ -153,53 +163,89 @@ func dash(s string) string {
 	return s
 }
 
-// cachedIDs are the schematic IDs of images this machine downloaded.
-func cachedIDs() []string {
-	c, err := imaging.DefaultCache()
+// cachedIDs are the schematic IDs of images this machine downloaded into
+// the cache at dir ("" = the default cache, as for --flash).
+func cachedIDs(dir string) []string {
+	c, err := openCache(dir)
 	if err != nil {
 		return nil
 	}
 	return plan.CachedSchematicIDs(c)
 }
 
+// interruptedError is Ctrl-C (or SIGTERM/SIGHUP) while talking to a node,
+// saying what was and was not sent. It is a context.Canceled (exit 130).
+type interruptedError struct{ what string }
+
+func (e *interruptedError) Error() string { return "interrupted: " + e.what }
+func (e *interruptedError) Unwrap() error { return context.Canceled }
+
+func interrupted(what string) error { return &interruptedError{what: what} }
+
+// applyFlags are the flags of `talosflash apply`.
+type applyFlags struct {
+	endpoint, file, mode, role, profiles, installer, factoryURL, cacheDir string
+	dryRun, force, jsonOut                                                bool
+	timeout                                                               time.Duration
+}
+
 func runApply(ctx context.Context, args []string, env Env) error {
-	var (
-		endpoint, file, mode, role, profiles, installer, factoryURL string
-		dryRun, force, jsonOut                                      bool
-		timeout                                                     time.Duration
-	)
+	var f applyFlags
 	fs := newFlagSet("apply", env)
-	fs.StringVar(&endpoint, "node", "", "node address (IP or IP:port), as talosctl -n")
-	fs.StringVar(&endpoint, "n", "", "shorthand for --node")
-	fs.StringVar(&file, "file", "", "machine config file, e.g. worker.yaml")
-	fs.StringVar(&file, "f", "", "shorthand for --file")
-	fs.StringVar(&mode, "mode", "auto", "apply mode: auto, reboot, try, no-reboot, staged (the last two need Talos >= 1.13)")
-	fs.BoolVar(&dryRun, "dry-run", false, "ask the node to validate and show its summary/diff without applying")
-	fs.StringVar(&role, "role", "", "the role/profile the card was flashed with: used only when the node does not report what it booted")
-	fs.StringVar(&profiles, "profiles", "", "YAML file with custom profiles")
-	fs.StringVar(&installer, "flashed-installer", "", "installer ref the card was flashed from (fallback, like --role)")
-	fs.StringVar(&factoryURL, "factory", factory.DefaultBaseURL, "Image Factory base URL (to resolve schematic IDs)")
-	fs.BoolVar(&force, "force", false, "send even if the incident checks find errors")
-	fs.BoolVar(&jsonOut, "json", false, "print the result as JSON")
-	fs.DurationVar(&timeout, "timeout", node.DefaultApplyTimeout, "timeout for each call to the node")
+	fs.StringVar(&f.endpoint, "node", "", "node address (IP or IP:port), as talosctl -n")
+	fs.StringVar(&f.endpoint, "n", "", "shorthand for --node")
+	fs.StringVar(&f.file, "file", "", "machine config file, e.g. worker.yaml")
+	fs.StringVar(&f.file, "f", "", "shorthand for --file")
+	fs.StringVar(&f.mode, "mode", "auto", "apply mode: auto, reboot, try, no-reboot, staged (the last two need Talos >= 1.13)")
+	fs.BoolVar(&f.dryRun, "dry-run", false, "ask the node to validate and show its summary/diff without applying")
+	fs.StringVar(&f.role, "role", "", "the role/profile the card was flashed with: used only when the node does not report what it booted")
+	fs.StringVar(&f.profiles, "profiles", "", "YAML file with custom profiles")
+	fs.StringVar(&f.installer, "flashed-installer", "", "installer ref the card was flashed from (fallback, like --role)")
+	fs.StringVar(&f.factoryURL, "factory", factory.DefaultBaseURL, "Image Factory base URL (to resolve schematic IDs)")
+	fs.StringVar(&f.cacheDir, "cache-dir", "", "image cache directory, as given to --flash (to recognise images flashed from this machine)")
+	fs.BoolVar(&f.force, "force", false, "send even if the incident checks find errors")
+	fs.BoolVar(&f.jsonOut, "json", false, "print the result as JSON (on failure: an error object with the findings)")
+	fs.DurationVar(&f.timeout, "timeout", node.DefaultApplyTimeout, "timeout for each call to the node")
 	fs.Bool("insecure", true, "accepted for talosctl compatibility: maintenance mode is always insecure")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if endpoint == "" || file == "" {
-		return usageErrorf("apply: --node and --file are required")
+	res, findings, err := apply(ctx, &f, env)
+	if !f.jsonOut {
+		return err
 	}
-	if _, err := node.ParseMode(mode); err != nil {
-		return withCode(ExitUsage, err)
+	if err != nil {
+		// Scripts get one JSON object either way; the message also goes to stderr.
+		_ = json.NewEncoder(env.Stdout).Encode(applyErrorJSON{Event: "error", Code: exitCode(err), Message: oneLine(err.Error()), Findings: findingsJSON(findings)})
+		return err
 	}
-	mode = strings.ToLower(strings.TrimSpace(mode))
+	out := applyResultJSON(res)
+	out.Findings = findingsJSON(findings)
+	return json.NewEncoder(env.Stdout).Encode(out)
+}
+
+// apply checks the config against what the node booted and sends it. It
+// returns the node's answer and the incident-check findings (also on error).
+func apply(ctx context.Context, f *applyFlags, env Env) (*node.ApplyResult, []node.Finding, error) {
+	if f.endpoint == "" || f.file == "" {
+		return nil, nil, usageErrorf("apply: --node and --file are required")
+	}
+	endpoint, err := node.NormalizeEndpoint(f.endpoint)
+	if err != nil {
+		return nil, nil, withCode(ExitUsage, fmt.Errorf("--node: %w", err))
+	}
+	if _, err := node.ParseMode(f.mode); err != nil {
+		return nil, nil, withCode(ExitUsage, err)
+	}
+	mode := strings.ToLower(strings.TrimSpace(f.mode))
+	file := f.file
 	data, err := readConfigFile(file)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	cfg, err := node.LoadConfig(data)
 	if err != nil {
-		return fmt.Errorf("%s: %w", file, err)
+		return nil, nil, fmt.Errorf("%s: %w", file, err)
 	}
 	for _, u := range cfg.Unchecked {
 		fmt.Fprintf(env.Stderr, "note: %s\n", u)
@@ -207,36 +253,38 @@ func runApply(ctx context.Context, args []string, env Env) error {
 	for _, w := range cfg.Warnings {
 		fmt.Fprintf(env.Stderr, "warning: %s\n", w)
 	}
-	all, err := loadProfiles(profiles)
+	all, err := loadProfiles(f.profiles)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 
 	// What did the node boot? The checks use its answer, not the user's word.
-	pctx, cancel := context.WithTimeout(ctx, timeout)
+	pctx, cancel := context.WithTimeout(ctx, f.timeout)
 	n, err := node.Probe(pctx, endpoint)
 	cancel()
 	if err != nil {
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return nil, nil, interrupted("while reading what " + endpoint + " booted; nothing was sent")
 		}
-		return err
+		return nil, nil, err
 	}
 	if n.Configured {
-		return withCode(ExitApply, fmt.Errorf("%s already has a config (it asks for a client certificate): use talosctl with its talosconfig", n.Addr))
+		return nil, nil, withCode(ExitApply, fmt.Errorf("%s already has a config (it asks for a client certificate): use talosctl with its talosconfig", n.Addr))
 	}
-	fmt.Fprintf(env.Stderr, "node %s: Talos %s, booted %s\n", n.Addr, dash(n.TalosVersion), describeBooted(n, all))
+	cached := cachedIDs(f.cacheDir)
+	fmt.Fprintf(env.Stderr, "node %s: Talos %s, booted %s\n", n.Addr, talosLabel(n), describeBooted(n, all, cached))
 
-	nc := plan.NodeCheck{Profiles: all, Factory: factory.NewClient(factoryURL, nil), CachedIDs: cachedIDs(), Node: n, Declared: role, FlashedInstaller: installer, Endpoint: endpoint}
+	nc := plan.NodeCheck{Profiles: all, Factory: factory.NewClient(f.factoryURL, nil), CachedIDs: cached, Node: n, Declared: f.role, FlashedInstaller: f.installer, Endpoint: endpoint}
 	opts, err := nc.Options(ctx)
 	if err != nil {
-		return withCode(ExitUsage, err)
+		return nil, nil, withCode(ExitUsage, err)
 	}
 	if note := nc.DeclaredNote(); note != "" {
 		fmt.Fprintf(env.Stderr, "note: %s\n", note)
 	}
 	blocking := false
-	for _, fd := range node.InspectWith(cfg, opts) {
+	findings := node.InspectWith(cfg, opts)
+	for _, fd := range findings {
 		fmt.Fprintf(env.Stderr, "%s: %s\n", fd.Severity, fd.Message)
 		if fd.Fix != "" {
 			fmt.Fprintf(env.Stderr, "  fix: %s\n", fd.Fix)
@@ -245,38 +293,47 @@ func runApply(ctx context.Context, args []string, env Env) error {
 			blocking = true
 		}
 	}
-	if blocking && !force {
-		return withCode(ExitConfig, fmt.Errorf("%s fails the checks above; nothing was sent. Fix the config or pass --force to send it anyway", file))
+	if blocking && !f.force {
+		return nil, findings, withCode(ExitConfig, fmt.Errorf("%s fails the checks above; nothing was sent. Fix the config or pass --force to send it anyway", file))
 	}
 
 	if !slices.Contains(node.ModesFor(n.TalosVersion), mode) {
-		return usageErrorf("--mode %s: Talos <= 1.12 in maintenance mode only accepts %s (node reports %s)", mode, strings.Join(node.ModesFor(n.TalosVersion), ", "), dash(n.TalosVersion))
+		return nil, findings, usageErrorf("--mode %s: Talos <= 1.12 in maintenance mode only accepts %s (node reports %s)", mode, strings.Join(node.ModesFor(n.TalosVersion), ", "), talosLabel(n))
 	}
-	if mode == node.ModeTry && n.Unified() && !dryRun {
+	if mode == node.ModeTry && n.Unified() && !f.dryRun {
 		fmt.Fprintf(env.Stderr, "warning: --mode try on Talos >= 1.13 applies the config without persisting it and rolls back after %s: the node will not keep it\n", node.DefaultTryTimeout)
 	}
 	pins := []string{n.CertFingerprint} // the node we probed and checked, not another one at the same address
-	applyOpts := node.ApplyOptions{Endpoint: endpoint, Config: data, Mode: mode, Timeout: timeout, CertFingerprints: pins}
+	applyOpts := node.ApplyOptions{Endpoint: endpoint, Config: data, Mode: mode, Timeout: f.timeout, CertFingerprints: pins}
 
 	// Talos >= 1.13 validates in maintenance mode: ask it first and show its verdict.
-	if n.Unified() && !dryRun {
+	if n.Unified() && !f.dryRun {
 		check := applyOpts
 		check.DryRun = true
 		if _, err := node.Apply(ctx, check); err != nil {
-			return fmt.Errorf("the node's dry run refused %s, nothing was applied: %w", file, err)
+			if ctx.Err() != nil {
+				return nil, findings, interrupted("during the node's dry run of " + file + "; nothing was applied")
+			}
+			return nil, findings, fmt.Errorf("the node's dry run refused %s, nothing was applied: %w", file, err)
 		}
 		fmt.Fprintf(env.Stderr, "node's dry run: %s accepted\n", file)
 	}
-	applyOpts.DryRun = dryRun
+	applyOpts.DryRun = f.dryRun
 	res, err := node.Apply(ctx, applyOpts)
 	if err != nil {
-		return err
+		if ctx.Err() != nil {
+			if f.dryRun {
+				return nil, findings, interrupted("during the node's dry run of " + file + "; nothing was applied")
+			}
+			return nil, findings, interrupted("while waiting for the node's answer: " + file + " was sent and the node may have applied it (check with talosflash nodes: a configured node asks for a client certificate)")
+		}
+		return nil, findings, err
 	}
-	if jsonOut {
-		return json.NewEncoder(env.Stdout).Encode(applyResultJSON(res))
+	if f.jsonOut {
+		return res, findings, nil
 	}
 	verb := "applied"
-	if dryRun {
+	if f.dryRun {
 		verb = "validated (dry run, nothing applied)"
 	}
 	fmt.Fprintf(env.Stdout, "%s %s to %s (mode %s requested; node answered %s)\n", verb, file, res.Endpoint, res.Mode, replyModes(res))
@@ -286,7 +343,7 @@ func runApply(ctx context.Context, args []string, env Env) error {
 	for _, w := range res.Warnings {
 		fmt.Fprintf(env.Stdout, "warning: %s\n", w)
 	}
-	return nil
+	return res, findings, nil
 }
 
 // replyModes is what the node says it did, truthfully: Talos <= 1.12 does not say.
@@ -305,11 +362,11 @@ func replyModes(res *node.ApplyResult) string {
 	return strings.Join(modes, ", ")
 }
 
-func describeBooted(n *node.Node, all []factory.Profile) string {
+func describeBooted(n *node.Node, all []factory.Profile, cached []string) string {
 	if n.Booted == nil {
 		return "unknown (no extension statuses: Talos <= 1.12 or an image not from the Image Factory)"
 	}
-	m := (plan.NodeCheck{Profiles: all, CachedIDs: cachedIDs(), Node: n}).MatchBooted()
+	m := (plan.NodeCheck{Profiles: all, CachedIDs: cached, Node: n}).MatchBooted()
 	if l := m.Label(); l != "" {
 		return l + ": " + n.Booted.String()
 	}

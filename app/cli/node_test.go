@@ -213,6 +213,10 @@ func TestApplyInterruptedWhileWaiting(t *testing.T) {
 	if d := time.Since(start); d > 20*time.Second {
 		t.Errorf("took %v to stop", d)
 	}
+	// Said plainly, with what was (not) sent: the gated call is the node's dry run.
+	if !strings.Contains(stderr, "interrupted") || !strings.Contains(stderr, "nothing was applied") || strings.Contains(stderr, "context canceled") {
+		t.Errorf("stderr: %s", stderr)
+	}
 }
 
 // apply --file on a FIFO is refused at once instead of blocking.

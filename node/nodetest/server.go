@@ -92,7 +92,8 @@ type Options struct {
 	// Warnings are added to the ApplyConfiguration reply.
 	Warnings []string
 
-	Hostname     string // default "talos-2ab-4cd"
+	Hostname     string // default "talos-2ab-4cd"; served as is (a rogue node may send anything)
+	Arch         string // default "arm64"
 	MAC          string // default "dc:a6:32:00:00:01" (a Raspberry Pi OUI)
 	TalosVersion string // default "v1.14.5", or "v1.12.6" with Legacy
 
@@ -103,6 +104,9 @@ type Options struct {
 	// the YAML, plus one entry per official extension). Nil: no extension
 	// statuses at all (an image not from the factory, or older Talos).
 	Schematic *schematic.Schematic
+	// ExtensionStatuses, if set, are served verbatim instead of the ones
+	// derived from Schematic (a node with odd or hostile metadata).
+	ExtensionStatuses []extensions.Metadata
 	// Gate, if set, holds every ApplyConfiguration until it can receive from
 	// it (or the call is cancelled): lets a test overlap two applies
 	// deterministically.
@@ -165,6 +169,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.Hostname == "" {
 		opts.Hostname = "talos-2ab-4cd"
+	}
+	if opts.Arch == "" {
+		opts.Arch = arch
 	}
 	if opts.MAC == "" {
 		opts.MAC = "dc:a6:32:00:00:01"
@@ -451,7 +458,7 @@ func (s *Server) Version(context.Context, *emptypb.Empty) (*machine.VersionRespo
 		return nil, status.Error(codes.Unimplemented, "API is not implemented in maintenance mode")
 	}
 	return &machine.VersionResponse{Messages: []*machine.Version{{
-		Version: &machine.VersionInfo{Tag: s.opts.TalosVersion, Arch: arch},
+		Version: &machine.VersionInfo{Tag: s.opts.TalosVersion, Arch: s.opts.Arch},
 	}}}, nil
 }
 
@@ -497,7 +504,8 @@ func (s *Server) buildState() (state.State, error) {
 	si.TypedSpec().ProductName = "Raspberry Pi 4 Model B Rev 1.5"
 
 	resources := []resource.Resource{ms, ver, hn, lo, eth, si}
-	if sc := s.opts.Schematic; sc != nil {
+	layers := s.opts.ExtensionStatuses
+	if sc := s.opts.Schematic; sc != nil && layers == nil {
 		id, err := sc.ID()
 		if err != nil {
 			return nil, err
@@ -507,17 +515,16 @@ func (s *Server) buildState() (state.State, error) {
 			return nil, err
 		}
 		// Layer order as on a node: the extensions, then the factory's virtual one.
-		var layers []extensions.Metadata
 		for _, e := range sc.Customization.SystemExtensions.OfficialExtensions {
 			layers = append(layers, extensions.Metadata{Name: e[strings.LastIndex(e, "/")+1:], Version: "v1.0.0", Author: "Sidero Labs"})
 		}
 		layers = append(layers, extensions.Metadata{Name: "schematic", Version: id, Description: "Image Factory schematic", ExtraInfo: string(yml)})
-		for i, md := range layers {
-			es := runtime.NewExtensionStatus(runtime.NamespaceName, strconv.Itoa(i))
-			es.TypedSpec().Image = fmt.Sprintf("%03d.sqsh", i)
-			es.TypedSpec().Metadata = md
-			resources = append(resources, es)
-		}
+	}
+	for i, md := range layers {
+		es := runtime.NewExtensionStatus(runtime.NamespaceName, strconv.Itoa(i))
+		es.TypedSpec().Image = fmt.Sprintf("%03d.sqsh", i)
+		es.TypedSpec().Metadata = md
+		resources = append(resources, es)
 	}
 	for _, r := range resources {
 		if err := st.Create(ctx, r); err != nil {

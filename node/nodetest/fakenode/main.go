@@ -61,7 +61,7 @@ func main() {
 		if id := srv.SchematicID(); id != "" {
 			booted = "image " + sp.image + " (schematic " + id + ")"
 		}
-		log.Printf("node %s: Talos %s in maintenance mode, %s, hostname %s", srv.Addr(), opts.TalosVersion, booted, opts.Hostname)
+		log.Printf("node %s: Talos %q in maintenance mode, %s, hostname %q", srv.Addr(), opts.TalosVersion, booted, opts.Hostname)
 		log.Printf("  talosctl apply-config --insecure --nodes %s --cert-fingerprint '%s' --file <config>", srv.Addr(), srv.CertFingerprint())
 	}
 	ports := map[string]bool{}

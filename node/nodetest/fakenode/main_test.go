@@ -52,3 +52,25 @@ func TestOptionsLoopbackOnlyAndGenerations(t *testing.T) {
 		t.Fatalf("probe: %+v %v", n, err)
 	}
 }
+
+// The fake plays a rogue device too: any hostname and version text is
+// served byte for byte (talosflash must escape it, not the fake).
+func TestOptionsServeHostileValuesVerbatim(t *testing.T) {
+	host, ver := "evil\x1b[2J\r\nfake-row", "v1.14.5\x1b[31m"
+	specs, _, err := parseArgs([]string{"--listen", "127.0.0.1:0", "--hostname", host, "--talos", ver})
+	if err != nil || len(specs) != 1 {
+		t.Fatalf("%+v %v", specs, err)
+	}
+	opts, err := options(specs[0], factory.BuiltinProfiles(), 0)
+	if err != nil || opts.Hostname != host || opts.TalosVersion != ver {
+		t.Fatalf("%+v %v", opts, err)
+	}
+	srv, err := nodetest.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	if srv.TalosVersion() != ver {
+		t.Fatalf("serves %q", srv.TalosVersion())
+	}
+}
