@@ -193,7 +193,7 @@ func (s *session) waitReady(ctx context.Context, opts WaitOptions, wantReady boo
 			return false, "machine status not readable yet", nil
 		}
 		stage, ready := ms.TypedSpec().Stage, ms.TypedSpec().Status.Ready
-		line := fmt.Sprintf("Talos %s, stage %s", version, stage)
+		line := fmt.Sprintf("%s: Talos %s, stage %s", s.endpoint, version, stage)
 		if stage == runtime.MachineStageRunning {
 			line += fmt.Sprintf(", ready %v", ready)
 		}

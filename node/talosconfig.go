@@ -15,6 +15,7 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/client"
 	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 
 	"github.com/talosflash/talosflash/internal/userfile"
 )
@@ -164,7 +165,13 @@ func newSecureClient(ctx context.Context, endpoint string, t *Talosconfig, trace
 	return client.New(ctx,
 		client.WithTLSConfig(t.tlsConfig(trace)),
 		client.WithEndpoints(endpoint),
-		client.WithGRPCDialOptions(grpc.WithContextDialer(dialer)),
+		client.WithGRPCDialOptions(grpc.WithContextDialer(dialer),
+			// A rebooting node is away for minutes: retry its address every few
+			// seconds rather than gRPC's default backoff of up to two minutes.
+			grpc.WithConnectParams(grpc.ConnectParams{
+				Backoff:           backoff.Config{BaseDelay: 500 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 5 * time.Second},
+				MinConnectTimeout: 10 * time.Second,
+			})),
 	)
 }
 
