@@ -23,9 +23,16 @@ var (
 	// its own installer cannot be built; talosflash never falls back to the
 	// generic installer (no Raspberry Pi overlay, no extensions).
 	ErrNoSchematic = errors.New("the node does not report its Image Factory schematic")
-	// ErrUpgradeFailed: the installer ran and failed, or the node came back wrong.
-	ErrUpgradeFailed = errors.New("upgrade failed")
+	// ErrUpgradeFailed: the installer ran and failed, or the node came back
+	// wrong; errors.Is(err, ErrRefused) too (exit 8).
+	ErrUpgradeFailed error = refusal("upgrade failed")
 )
+
+// refusal is a sentinel that also matches ErrRefused.
+type refusal string
+
+func (r refusal) Error() string        { return string(r) }
+func (r refusal) Is(target error) bool { return target == ErrRefused }
 
 // UpgradeOptions configure Upgrade.
 type UpgradeOptions struct {
@@ -56,11 +63,11 @@ var lifecycleFrom = semver.MustParse("1.13.0")
 
 func parseTalosVersion(v string) (semver.Version, error) {
 	if !strings.HasPrefix(v, "v") {
-		return semver.Version{}, fmt.Errorf("Talos version %q: want vX.Y.Z", v)
+		return semver.Version{}, fmt.Errorf("version %q: want a Talos version vX.Y.Z", v)
 	}
 	sv, err := semver.Parse(v[1:])
 	if err != nil {
-		return semver.Version{}, fmt.Errorf("Talos version %q: want vX.Y.Z", v)
+		return semver.Version{}, fmt.Errorf("version %q: want a Talos version vX.Y.Z", v)
 	}
 	return sv, nil
 }
@@ -173,7 +180,7 @@ func Upgrade(ctx context.Context, endpoint string, tc *Talosconfig, opts Upgrade
 	if res.API == "MachineService.Upgrade" {
 		progress("MachineService.Upgrade with %s", res.Image)
 		cctx, cancel := context.WithTimeout(ctx, opts.Wait.CallTimeout)
-		//nolint:staticcheck // the legacy API is the only one Talos < 1.13 has (talosctl falls back the same way)
+		//lint:ignore SA1019 the legacy API is the only one Talos < 1.13 has (talosctl falls back the same way)
 		_, err := s.c.UpgradeWithOptions(cctx, client.WithUpgradeImage(res.Image))
 		cancel()
 		if err != nil {

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"net"
@@ -82,7 +83,7 @@ func runBootstrap(ctx context.Context, args []string, env Env) error {
 		Progress: func(s string) { fmt.Fprintf(progressOut, "%s %s\n", time.Now().Format("15:04:05"), s) },
 	})
 	if err != nil {
-		return err
+		return waitExit(ctx, err)
 	}
 	if jsonOut {
 		return json.NewEncoder(env.Stdout).Encode(map[string]any{
@@ -105,4 +106,19 @@ func hostOf(endpoint string) string {
 		return h
 	}
 	return endpoint
+}
+
+// waitExit gives a wait that ran out of time (the node never answered or
+// never became healthy) the network exit code, and a node that does not
+// report its schematic the usage one (talosflash cannot do it; talosctl can).
+func waitExit(ctx context.Context, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+		return withCode(ExitNetwork, err)
+	case errors.Is(err, node.ErrNoSchematic):
+		return withCode(ExitUsage, err)
+	}
+	return err
 }

@@ -104,10 +104,10 @@ func runUpgrade(ctx context.Context, args []string, env Env) error {
 			for _, e := range errs[1:] {
 				more = append(more, e.Error())
 			}
-			return fmt.Errorf("%w (and %d more: %s)", errs[0], len(errs)-1, strings.Join(more, "; "))
+			return waitExit(ctx, fmt.Errorf("%w (and %d more: %s)", errs[0], len(errs)-1, strings.Join(more, "; ")))
 		}
 		if len(errs) == 1 {
-			return errs[0]
+			return waitExit(ctx, errs[0])
 		}
 		return nil
 	}
@@ -116,9 +116,9 @@ func runUpgrade(ctx context.Context, args []string, env Env) error {
 		_ = json.NewEncoder(env.Stdout).Encode(upgradesJSON(results))
 	}
 	if err != nil && len(results) < len(nodes) {
-		return fmt.Errorf("%w; not upgraded: %s", err, strings.Join(nodes[len(results):], ", "))
+		err = fmt.Errorf("%w; not upgraded: %s", err, strings.Join(nodes[len(results):], ", "))
 	}
-	return err
+	return waitExit(ctx, err)
 }
 
 func describeUpgrade(w interface{ Write([]byte) (int, error) }, r *node.UpgradeResult) {

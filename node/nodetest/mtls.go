@@ -187,7 +187,6 @@ type Node struct {
 	staged       string   // installer image to boot at the next reboot
 	reboots      int
 	legacyCalls  int
-	downUntil    time.Time
 }
 
 // StartNode runs a configured fake node until the test ends.
