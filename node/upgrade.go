@@ -23,6 +23,8 @@ var (
 	// its own installer cannot be built; talosflash never falls back to the
 	// generic installer (no Raspberry Pi overlay, no extensions).
 	ErrNoSchematic = errors.New("the node does not report its Image Factory schematic")
+	// ErrExtensionMissing: the target version lacks one of the node's extensions.
+	ErrExtensionMissing = errors.New("extension not available for the target version")
 	// ErrUpgradeFailed: the installer ran and failed, or the node came back
 	// wrong; errors.Is(err, ErrRefused) too (exit 8).
 	ErrUpgradeFailed error = refusal("upgrade failed")
@@ -134,6 +136,9 @@ func planUpgrade(ctx context.Context, endpoint string, tc *Talosconfig, opts Upg
 	case to.LT(from):
 		return res, s, fmt.Errorf("upgrade %s: %s is older than the running %s; talosflash does not downgrade", s.endpoint, opts.To, res.From)
 	}
+	if err := checkTargetExtensions(ctx, opts, res); err != nil {
+		return res, s, err
+	}
 	ref := factory.NewInstallerRef(opts.Factory.RegistryHost(), res.Booted.SchematicID, opts.To)
 	res.Image = ref.String()
 	opts.Wait.Progress(fmt.Sprintf("%s: checking %s on the factory (a first request builds it, this can take minutes)", s.endpoint, res.Image))
@@ -142,6 +147,41 @@ func planUpgrade(ctx context.Context, endpoint string, tc *Talosconfig, opts Upg
 		return res, s, fmt.Errorf("upgrade %s: %w", s.endpoint, err)
 	}
 	return res, s, nil
+}
+
+// checkTargetExtensions refuses a target version the factory offers without one
+// of the node's extensions: the installer would drop it (for Newt: the
+// tunnel, for an ExtensionServiceConfig-dependent extension: worse).
+func checkTargetExtensions(ctx context.Context, opts UpgradeOptions, res *UpgradeResult) error {
+	if res.Booted.Schematic == nil {
+		return nil // the node's Talos does not carry the schematic YAML: the factory's build decides
+	}
+	want := res.Booted.Schematic.Customization.SystemExtensions.OfficialExtensions
+	if len(want) == 0 {
+		return nil
+	}
+	offered, err := opts.Factory.Extensions(ctx, opts.To)
+	if errors.Is(err, factory.ErrUnknownVersion) {
+		return fmt.Errorf("upgrade %s: %w: the factory at %s does not offer Talos %s", res.Endpoint, factory.ErrInstallerMissing, opts.Factory.BaseURL(), opts.To)
+	}
+	if err != nil {
+		return fmt.Errorf("upgrade %s: %w", res.Endpoint, err)
+	}
+	var missing []string
+	for _, w := range want {
+		found := false
+		for _, o := range offered {
+			found = found || o.Name == w
+		}
+		if !found {
+			missing = append(missing, w)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%w: %s not offered for %s by %s: the upgraded node would lose %s",
+			ErrExtensionMissing, strings.Join(missing, ", "), opts.To, opts.Factory.BaseURL(), strings.Join(missing, ", "))
+	}
+	return nil
 }
 
 // Upgrade upgrades one node to opts.To with the installer of the schematic

@@ -103,10 +103,21 @@ func TestUpgradeRefusesWithoutSending(t *testing.T) {
 		"not on the factory": {node: nodetest.NodeOptions{Schematic: e.cp.Schematic()}, to: "v1.14.9", want: factory.ErrInstallerMissing},
 		"downgrade":          {node: nodetest.NodeOptions{Schematic: e.cp.Schematic()}, to: "v1.13.0", text: "does not downgrade"},
 		"up to date":         {node: nodetest.NodeOptions{Schematic: e.cp.Schematic()}, to: "v1.14.5"},
+		"extension dropped":  {node: nodetest.NodeOptions{Schematic: e.cp.Schematic()}, to: "v1.14.6", want: ErrExtensionMissing, text: "siderolabs/newt not offered for v1.14.6"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
 			c.node.PKI = e.pki
+			if name == "extension dropped" {
+				var exts []factory.ExtensionInfo
+				for _, x := range must(e.client.Extensions(context.Background(), "v1.14.5")) {
+					if x.Name != "siderolabs/newt" {
+						exts = append(exts, x)
+					}
+				}
+				e.fac.SetExtensions("v1.14.6", exts)
+				defer e.fac.SetExtensions("v1.14.6", must(e.client.Extensions(context.Background(), "v1.14.5")))
+			}
 			n := nodetest.StartNode(t, c.node)
 			var log progressLog
 			o := e.opts(&log)
@@ -183,4 +194,11 @@ func TestUpgradeAllOneAtATime(t *testing.T) {
 	if !errors.Is(err, ErrUpgradeFailed) || len(next.Upgrades()) != 0 {
 		t.Fatalf("err %v, next node got %v", err, next.Upgrades())
 	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

@@ -117,7 +117,7 @@ func waitExit(ctx context.Context, err error) error {
 		return nil
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
 		return withCode(ExitNetwork, err)
-	case errors.Is(err, node.ErrNoSchematic):
+	case errors.Is(err, node.ErrNoSchematic), errors.Is(err, node.ErrExtensionMissing):
 		return withCode(ExitUsage, err)
 	}
 	return err

@@ -150,6 +150,9 @@ type NodeOptions struct {
 	// NotReady is how many Bootstrap calls answer FailedPrecondition
 	// "bootstrap is not available yet" first (CRI still starting).
 	NotReady int
+	// LostAnswer: the first Bootstrap call bootstraps but its answer is lost
+	// (the client sees Unavailable, as when the link drops).
+	LostAnswer bool
 	// UnhealthyPolls is how many ServiceList calls after each boot report
 	// kubelet (and etcd) as not yet healthy.
 	UnhealthyPolls int
@@ -385,6 +388,10 @@ func (n *Node) Bootstrap(context.Context, *machine.BootstrapRequest) (*machine.B
 	defer n.mu.Unlock()
 	n.bootstraps++
 	n.opts.Logf("Bootstrap (call %d)", n.bootstraps)
+	if n.opts.LostAnswer && n.bootstraps == 1 {
+		n.bootstrapped = true
+		return nil, status.Error(codes.Unavailable, "error reading from server: connection reset by peer")
+	}
 	switch {
 	case n.notReady > 0:
 		n.notReady--
