@@ -42,6 +42,8 @@ type UpgradeOptions struct {
 	Factory *factory.Client // builds the installer reference (registry host) and checks it exists
 	DryRun  bool            // plan and check only: nothing is sent to the node
 	Wait    WaitOptions     // waiting for the node before and after the reboot
+	// OnPlan, if set, gets the checked plan before anything is sent (to show it).
+	OnPlan func(*UpgradeResult)
 }
 
 // UpgradeResult is the plan and, unless a dry run, what happened.
@@ -198,6 +200,9 @@ func Upgrade(ctx context.Context, endpoint string, tc *Talosconfig, opts Upgrade
 	}
 	if err != nil || res.UpToDate || opts.DryRun {
 		return res, err
+	}
+	if opts.OnPlan != nil {
+		opts.OnPlan(res)
 	}
 	progress := func(format string, args ...any) {
 		opts.Wait.Progress(s.endpoint + ": " + fmt.Sprintf(format, args...))

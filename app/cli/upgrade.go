@@ -80,9 +80,18 @@ func runUpgrade(ctx context.Context, args []string, env Env) error {
 		Wait: node.WaitOptions{Timeout: timeout, Progress: func(s string) { fmt.Fprintf(out, "%s %s\n", time.Now().Format("15:04:05"), s) }},
 	}
 	var results []*node.UpgradeResult
+	planned := map[*node.UpgradeResult]bool{}
+	opts.OnPlan = func(r *node.UpgradeResult) {
+		planned[r] = true
+		describeUpgrade(out, r) // shown before anything is sent
+	}
 	report := func(r *node.UpgradeResult) {
 		results = append(results, r)
-		describeUpgrade(out, r)
+		if !planned[r] {
+			describeUpgrade(out, r)
+		} else if r.Healthy {
+			fmt.Fprintf(out, "  upgraded: running %s with schematic %s, services healthy\n", r.To, r.BootedAfter)
+		}
 	}
 	if dryRun {
 		// Plan every node (nothing is sent), even after one fails to plan.

@@ -83,6 +83,10 @@ func TestUpgradeCommandUpgradesInOrder(t *testing.T) {
 	if cp.RunningVersion() != "v1.14.6" || wk.RunningVersion() != "v1.14.6" {
 		t.Fatal("not running the new version")
 	}
+	// Each plan (the node's own installer) is shown before the node is touched.
+	if i, j := strings.Index(stderr, "installer: "+host+"/metal-installer/"+cpID), strings.Index(stderr, cp.Addr()+": pulling"); i < 0 || j < i {
+		t.Fatalf("plan not shown before the pull:\n%s", stderr)
+	}
 	// The control plane was healthy before the worker started.
 	cpDone := strings.Index(stderr, cp.Addr()+": running v1.14.6")
 	wkStart := strings.Index(stderr, wk.Addr()+": pulling")
