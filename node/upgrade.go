@@ -207,6 +207,15 @@ func Upgrade(ctx context.Context, endpoint string, tc *Talosconfig, opts Upgrade
 	progress := func(format string, args ...any) {
 		opts.Wait.Progress(s.endpoint + ": " + fmt.Sprintf(format, args...))
 	}
+	// Never take down a node that is not healthy yet (e.g. still starting
+	// after the previous step): wait for it first, within the same bound.
+	progress("checking the node is healthy before the upgrade")
+	pctx, pcancel := context.WithTimeout(ctx, opts.Wait.Timeout)
+	err = s.waitHealthy(pctx, opts.Wait, res.From)
+	pcancel()
+	if err != nil {
+		return res, fmt.Errorf("upgrade %s: not healthy before the upgrade, nothing sent: %w", s.endpoint, err)
+	}
 	bootID, err := s.bootID(ctx, opts.Wait)
 	if err != nil {
 		return res, fmt.Errorf("upgrade %s: read boot ID: %w", s.endpoint, err)

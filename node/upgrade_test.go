@@ -144,9 +144,30 @@ func TestUpgradeRefusesWithoutSending(t *testing.T) {
 	}
 }
 
+// A node that never becomes healthy is not upgraded (the wait is ended by
+// the test once the reason shows).
+func TestUpgradeWaitsForHealthyNodeFirst(t *testing.T) {
+	e := newUpgradeEnv(t)
+	n := nodetest.StartNode(t, nodetest.NodeOptions{PKI: e.pki, Schematic: e.cp.Schematic(), Bootstrapped: true, UnhealthyPolls: 1 << 30})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var log progressLog
+	o := e.opts(&log)
+	o.Wait.Progress = func(s string) {
+		log.add(s)
+		if strings.Contains(s, "waiting for etcd Running unhealthy") {
+			cancel()
+		}
+	}
+	_, err := Upgrade(ctx, n.Addr(), e.tc, o)
+	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "nothing sent") || len(n.Pulled()) != 0 || len(n.Upgrades()) != 0 {
+		t.Fatalf("err %v, pulls %v upgrades %v\n%s", err, n.Pulled(), n.Upgrades(), log.text())
+	}
+}
+
 func TestUpgradeInstallerFailureDoesNotReboot(t *testing.T) {
 	e := newUpgradeEnv(t)
-	n := nodetest.StartNode(t, nodetest.NodeOptions{PKI: e.pki, Schematic: e.cp.Schematic(), UpgradeExitCode: 1})
+	n := nodetest.StartNode(t, nodetest.NodeOptions{PKI: e.pki, Schematic: e.cp.Schematic(), UpgradeExitCode: 1, Bootstrapped: true})
 	var log progressLog
 	_, err := Upgrade(context.Background(), n.Addr(), e.tc, e.opts(&log))
 	if !errors.Is(err, ErrUpgradeFailed) || !strings.Contains(err.Error(), "exited with code 1") || n.Reboots() != 0 {
@@ -188,8 +209,8 @@ func TestUpgradeAllOneAtATime(t *testing.T) {
 	}
 
 	// A failure stops the run: the next node is left alone.
-	bad := nodetest.StartNode(t, nodetest.NodeOptions{PKI: e.pki, Schematic: wk.Schematic(), UpgradeExitCode: 2})
-	next := nodetest.StartNode(t, nodetest.NodeOptions{PKI: e.pki, Schematic: wk.Schematic()})
+	bad := nodetest.StartNode(t, nodetest.NodeOptions{PKI: e.pki, Schematic: wk.Schematic(), UpgradeExitCode: 2, Worker: true})
+	next := nodetest.StartNode(t, nodetest.NodeOptions{PKI: e.pki, Schematic: wk.Schematic(), Worker: true})
 	err = UpgradeAll(context.Background(), []string{bad.Addr(), next.Addr()}, e.tc, e.opts(&log), nil)
 	if !errors.Is(err, ErrUpgradeFailed) || len(next.Upgrades()) != 0 {
 		t.Fatalf("err %v, next node got %v", err, next.Upgrades())

@@ -101,19 +101,19 @@ func TestUpgradeCommandRefusals(t *testing.T) {
 	pki := newTestPKI(t)
 	tc, frags := talosconfigFile(t, pki, "os:admin")
 	noSchematic := nodetest.StartNode(t, nodetest.NodeOptions{PKI: pki})
-	code, stdout, stderr := cliRun(t, "upgrade", "--node", noSchematic.Addr(), "--to", "v1.14.6", "--talosconfig", tc, "--factory", fac.URL)
+	code, stdout, stderr := cliRun(t, "upgrade", "--node", noSchematic.Addr(), "--to", "v1.14.6", "--talosconfig", tc, "--factory", fac.URL, "--timeout", "1m")
 	if code != ExitUsage || !strings.Contains(stderr, "refusing to guess an installer") || len(noSchematic.Upgrades()) != 0 {
 		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
 	}
 	// A version the factory does not offer: exit 3, nothing sent.
-	n := nodetest.StartNode(t, nodetest.NodeOptions{PKI: pki, Schematic: builtinSchematic(t, "worker")})
-	code, stdout, stderr = cliRun(t, "upgrade", "--node", n.Addr(), "--to", "v1.14.7", "--talosconfig", tc, "--factory", fac.URL)
+	n := nodetest.StartNode(t, nodetest.NodeOptions{PKI: pki, Schematic: builtinSchematic(t, "worker"), Worker: true})
+	code, stdout, stderr = cliRun(t, "upgrade", "--node", n.Addr(), "--to", "v1.14.7", "--talosconfig", tc, "--factory", fac.URL, "--timeout", "1m")
 	if code != ExitNetwork || !strings.Contains(stderr, "installer image not available") || len(n.Upgrades()) != 0 {
 		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
 	}
 	// The installer fails on the node: exit 8, no reboot, the next node untouched.
-	bad := nodetest.StartNode(t, nodetest.NodeOptions{PKI: pki, Schematic: builtinSchematic(t, "worker"), UpgradeExitCode: 1})
-	code, stdout, stderr = cliRun(t, "upgrade", "--node", bad.Addr()+","+n.Addr(), "--to", "v1.14.6", "--talosconfig", tc, "--factory", fac.URL)
+	bad := nodetest.StartNode(t, nodetest.NodeOptions{PKI: pki, Schematic: builtinSchematic(t, "worker"), UpgradeExitCode: 1, Worker: true})
+	code, stdout, stderr = cliRun(t, "upgrade", "--node", bad.Addr()+","+n.Addr(), "--to", "v1.14.6", "--talosconfig", tc, "--factory", fac.URL, "--timeout", "1m")
 	if code != ExitApply || bad.Reboots() != 0 || len(n.Upgrades()) != 0 || !strings.Contains(stderr, "not upgraded: "+n.Addr()) {
 		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
 	}
