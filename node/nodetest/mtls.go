@@ -2,13 +2,13 @@ package nodetest
 
 import (
 	"context"
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
 	"math/big"
 	"net"
@@ -26,7 +26,9 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/api/common"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
+	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
 	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
+	"github.com/siderolabs/talos/pkg/machinery/role"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -36,78 +38,48 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
-// PKI is a throw-away Talos-like cluster PKI made in the test: a CA that
-// signs the node's server certificate and the talosctl client certificates
-// (whose Organization carries the Talos role, e.g. "os:admin").
+// PKI is a throw-away Talos cluster PKI made in the test the way
+// `talosctl gen config` makes it (machinery's secrets.NewTalosCA and
+// NewAdminCertificateAndKey: an Ed25519 OS CA, client certificates whose
+// Organization carries the Talos role, e.g. "os:admin"), plus a server
+// certificate for the node signed by that CA.
 type PKI struct {
+	ca     *sidx509.PEMEncodedCertificateAndKey
 	caCert *x509.Certificate
-	caKey  *ecdsa.PrivateKey
+	caKey  crypto.Signer
 	CAPEM  []byte
 }
 
-// NewPKI makes a fresh CA.
+// NewPKI makes a fresh OS CA.
 func NewPKI() (*PKI, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := secrets.NewTalosCA(time.Now().Add(-time.Minute))
 	if err != nil {
 		return nil, err
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial(),
-		Subject:               pkix.Name{Organization: []string{"talos"}},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	pair, err := tls.X509KeyPair(ca.CrtPEM, ca.KeyPEM)
 	if err != nil {
 		return nil, err
 	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, err
+	signer, ok := pair.PrivateKey.(crypto.Signer)
+	if !ok {
+		return nil, fmt.Errorf("CA key of type %T cannot sign", pair.PrivateKey)
 	}
-	return &PKI{caCert: cert, caKey: key, CAPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}, nil
-}
-
-func serial() *big.Int {
-	n, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
-	return n
-}
-
-func (p *PKI) sign(tmpl *x509.Certificate) (certPEM, keyPEM []byte, err error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, err
-	}
-	tmpl.SerialNumber = serial()
-	tmpl.NotBefore = time.Now().Add(-time.Hour)
-	tmpl.NotAfter = time.Now().Add(24 * time.Hour)
-	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.caCert, &key.PublicKey, p.caKey)
-	if err != nil {
-		return nil, nil, err
-	}
-	kd, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return nil, nil, err
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kd}), nil
+	return &PKI{ca: &sidx509.PEMEncodedCertificateAndKey{Crt: ca.CrtPEM, Key: ca.KeyPEM}, caCert: ca.Crt, caKey: signer, CAPEM: ca.CrtPEM}, nil
 }
 
 // ClientCert issues a client certificate with the given Talos role
-// ("os:admin", "os:reader", ...) as its Organization, like talosctl's.
-func (p *PKI) ClientCert(role string) (certPEM, keyPEM []byte, err error) {
-	return p.sign(&x509.Certificate{
-		Subject:     pkix.Name{Organization: []string{role}, CommonName: "talosctl"},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	})
+// ("os:admin", "os:reader", ...), as talosctl gen config does for admin.
+func (p *PKI) ClientCert(r string) (certPEM, keyPEM []byte, err error) {
+	c, err := secrets.NewAdminCertificateAndKey(time.Now().Add(-time.Minute), p.ca, role.MakeSet(role.Role(r)), time.Hour)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c.Crt, c.Key, nil
 }
 
-// Talosconfig renders a talosconfig (machinery's client config format) with
-// one context holding the CA and a fresh client certificate of role.
+// Talosconfig renders a talosconfig (machinery's client config format, as
+// generate.Input.Talosconfig writes it) with one context holding the CA
+// and a fresh client certificate of role.
 func (p *PKI) Talosconfig(contextName, role string, endpoints ...string) ([]byte, error) {
 	crt, key, err := p.ClientCert(role)
 	if err != nil {
@@ -118,20 +90,32 @@ func (p *PKI) Talosconfig(contextName, role string, endpoints ...string) ([]byte
 }
 
 func (p *PKI) serverCert(host string) (tls.Certificate, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+	if err != nil {
+		return tls.Certificate{}, err
+	}
 	tmpl := &x509.Certificate{
-		Subject:     pkix.Name{CommonName: host},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		SerialNumber: serial,
+		Subject:      pkix.Name{CommonName: host},
+		NotBefore:    time.Now().Add(-time.Minute),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
 	if ip := net.ParseIP(host); ip != nil {
 		tmpl.IPAddresses = []net.IP{ip}
 	} else {
 		tmpl.DNSNames = []string{host}
 	}
-	crt, key, err := p.sign(tmpl)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.caCert, &key.PublicKey, p.caKey)
 	if err != nil {
 		return tls.Certificate{}, err
 	}
-	return tls.X509KeyPair(crt, key)
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
 }
 
 // NodeOptions shape a configured fake node (apid with client-certificate
