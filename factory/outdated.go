@@ -153,6 +153,13 @@ type Update struct {
 	Blocked    string // why Target must not be written (an extension is missing)
 }
 
+func (u *Update) addNote(n string) {
+	if u.Note != "" {
+		u.Note += "; "
+	}
+	u.Note += n
+}
+
 // Policy picks the target version: "patch" (newest of the same minor, the
 // default), "latest", or an explicit vX.Y.Z.
 type Policy string
@@ -220,6 +227,9 @@ func (c *Client) CheckUpdates(ctx context.Context, uses []InstallerUse, policy P
 			out = append(out, up)
 			continue
 		}
+		if tv, err := parseTag(up.Target); err == nil && (tv.Major != cur.Major || tv.Minor > cur.Minor+1) {
+			up.addNote(fmt.Sprintf("Talos is upgraded one minor release at a time: go through the newest v%d.%d first", cur.Major, cur.Minor+1))
+		}
 
 		sch := u.Schematic
 		if sch == nil {
@@ -229,7 +239,7 @@ func (c *Client) CheckUpdates(ctx context.Context, uses []InstallerUse, policy P
 				sch, schCache[u.Ref.SchematicID] = s, s
 			} else {
 				schCache[u.Ref.SchematicID] = nil
-				up.Note = "extensions not compared: the schematic is not in the file's comments and the factory did not return it (" + shortErr(err) + ")"
+				up.addNote("extensions not compared: the schematic is not in the file's comments and the factory did not return it (" + shortErr(err) + ")")
 			}
 		}
 		if sch != nil {
@@ -245,7 +255,7 @@ func (c *Client) CheckUpdates(ctx context.Context, uses []InstallerUse, policy P
 				next.Digest = d
 			} else {
 				next.Digest = ""
-				up.Note = strings.TrimPrefix(up.Note+"; ", "; ") + "the digest pin is dropped (the factory did not name the new digest)"
+				up.addNote("the digest pin is dropped (the factory did not name the new digest)")
 			}
 		}
 		up.NewRaw = next.String()

@@ -121,6 +121,13 @@ func TestOutdatedFindsAndCompares(t *testing.T) {
 		t.Fatalf("worker: %+v", wk)
 	}
 
+	// Skipping a minor release gets a note.
+	far := uses[0]
+	far.Ref.Version = "v1.13.4"
+	if ups, err := c.CheckUpdates(context.Background(), []InstallerUse{far}, "latest"); err != nil || !strings.Contains(ups[0].Note, "one minor release at a time: go through the newest v1.14") {
+		t.Fatalf("skip a minor: %+v, %v", ups, err)
+	}
+
 	latest, err := c.CheckUpdates(context.Background(), uses, "latest")
 	if err != nil {
 		t.Fatal(err)
