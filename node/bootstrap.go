@@ -18,9 +18,9 @@ import (
 var (
 	// ErrAlreadyBootstrapped: etcd already runs or has data. Bootstrapping
 	// twice would split the cluster, so talosflash never retries it.
-	ErrAlreadyBootstrapped = fmt.Errorf("etcd is already bootstrapped on this node: %w", ErrRefused)
+	ErrAlreadyBootstrapped error = refusal("etcd is already bootstrapped on this node")
 	// ErrNotControlPlane: bootstrap is only for a control plane node.
-	ErrNotControlPlane = fmt.Errorf("not a control plane node: %w", ErrRefused)
+	ErrNotControlPlane error = refusal("not a control plane node")
 )
 
 // Defaults of the waits (pkg/cluster/bootstrap.go in Talos waits up to 10
