@@ -70,4 +70,9 @@ func TestOutdatedCommand(t *testing.T) {
 	if code != ExitOK || !strings.Contains(stdout, "newest of its minor; latest v1.15.0") {
 		t.Fatalf("after write: exit %d\n%s", code, stdout)
 	}
+	for _, to := range []string{"newest", "v1.99.0"} {
+		if code, _, stderr := cliRun(t, "outdated", dir, "--factory", fac.URL, "--to", to); code != ExitUsage {
+			t.Errorf("--to %s: exit %d %s", to, code, stderr)
+		}
+	}
 }
