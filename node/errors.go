@@ -63,11 +63,16 @@ type RefusedError struct {
 	// UnsupportedMode is set when the node rejected the apply mode
 	// (Talos <= 1.12 maintenance mode only accepts auto, reboot and try).
 	UnsupportedMode bool
+	// Op names the refused request when it is not a config ("bootstrap", "upgrade").
+	Op string
 }
 
 func (e *RefusedError) Error() string {
 	if e.UnsupportedMode {
 		return fmt.Sprintf("node refused the apply mode: %s; Talos <= 1.12 in maintenance mode only supports --mode auto, reboot or try (node %s)", e.Message, e.Endpoint)
+	}
+	if e.Op != "" {
+		return fmt.Sprintf("node refused the %s: %s (node %s)", e.Op, e.Message, e.Endpoint)
 	}
 	return fmt.Sprintf("node refused the config: %s (node %s)", e.Message, e.Endpoint)
 }

@@ -39,6 +39,9 @@ Commands:
   devices     list disks and whether they are safe targets
   nodes       find Talos nodes in maintenance mode on the local network
   apply       check a machine config and send it to a node in maintenance mode
+  bootstrap   wait for the configured control plane node, then bootstrap etcd once
+  upgrade     upgrade nodes one by one with their own schematic's installer
+  outdated    list newer Talos/extension versions for installer files (--write)
   version     print the version
   help [cmd]  this text, or a command's flags
 
@@ -120,6 +123,12 @@ func run(ctx context.Context, args []string, env Env) error {
 		return runNodes(ctx, rest, env)
 	case "apply":
 		return runApply(ctx, rest, env)
+	case "bootstrap":
+		return runBootstrap(ctx, rest, env)
+	case "upgrade":
+		return runUpgrade(ctx, rest, env)
+	case "outdated":
+		return runOutdated(ctx, rest, env)
 	case "version", "--version", "-version":
 		fmt.Fprintf(env.Stdout, "talosflash %s\n", Version)
 		return nil

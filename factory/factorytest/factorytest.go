@@ -509,6 +509,8 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		onlyMethods(w, r, func() { s.listOverlays(w, parts[1]) }, http.MethodGet)
 	case len(parts) == 4 && parts[0] == "image":
 		onlyMethods(w, r, func() { s.serveImage(w, r, f) }, http.MethodGet, http.MethodHead)
+	case len(parts) == 5 && parts[0] == "v2" && parts[3] == "manifests": // registry.go
+		onlyMethods(w, r, func() { s.serveManifest(w, r, parts) }, http.MethodGet, http.MethodHead)
 	default:
 		http.NotFound(w, r)
 	}

@@ -27,6 +27,10 @@ import (
 	"github.com/talosflash/talosflash/node/nodetest"
 )
 
+// configuredTalosconfig, if set by --configured-talosconfig FILE, runs
+// configured nodes (see configured.go) instead of maintenance ones.
+var configuredTalosconfig string
+
 type spec struct {
 	listen, talos, image, hostname string
 }
@@ -45,6 +49,19 @@ func main() {
 			log.Fatalf("profiles: %v", err)
 		}
 		profiles = factory.MergeProfiles(profiles, custom)
+	}
+	if configuredTalosconfig != "" {
+		nodes, err := startConfigured(specs, profiles, configuredTalosconfig)
+		if err != nil {
+			log.Fatal(err)
+		}
+		ch := make(chan os.Signal, 1)
+		signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+		<-ch
+		for _, n := range nodes {
+			n.Close()
+		}
+		return
 	}
 	var servers []*nodetest.Server
 	for i, sp := range specs {
@@ -99,6 +116,7 @@ func parseArgs(args []string) ([]spec, string, error) {
 	fs.Func("image", "what the node booted: a profile name (controlplane, worker, or from --profiles), or none (no extension statuses)", func(v string) error { cur.image = v; return nil })
 	fs.Func("hostname", "hostname (default: a random-looking talos-xxx-yyy)", func(v string) error { cur.hostname = v; return nil })
 	fs.StringVar(&profiles, "profiles", "", "YAML file with custom profiles (for --image)")
+	fs.StringVar(&configuredTalosconfig, "configured-talosconfig", "", "run configured nodes (mTLS, bootstrap, upgrade) and write their talosconfig to this new file")
 	if err := fs.Parse(args); err != nil {
 		return nil, "", err
 	}

@@ -74,3 +74,29 @@ func TestOptionsServeHostileValuesVerbatim(t *testing.T) {
 		t.Fatalf("serves %q", srv.TalosVersion())
 	}
 }
+
+func TestConfiguredNodesAndTheirTalosconfig(t *testing.T) {
+	path := t.TempDir() + "/talosconfig"
+	nodes, err := startConfigured([]spec{{listen: "127.0.0.1:0", talos: "v1.14.5", image: "controlplane"}}, factory.BuiltinProfiles(), path)
+	for _, n := range nodes {
+		defer n.Close()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc, err := node.LoadTalosconfig(path, "")
+	if err != nil || !tc.IsAdmin() {
+		t.Fatalf("talosconfig: %v", err)
+	}
+	res, err := node.Bootstrap(context.Background(), nodes[0].Addr(), tc, node.WaitOptions{Every: 10 * time.Millisecond})
+	if err != nil || !res.EtcdHealthy || !nodes[0].Bootstrapped() {
+		t.Fatalf("bootstrap: %+v %v", res, err)
+	}
+	more, err := startConfigured([]spec{{listen: "127.0.0.1:0", talos: "v1.14.5", image: "worker"}}, factory.BuiltinProfiles(), path)
+	for _, n := range more {
+		n.Close()
+	}
+	if err == nil {
+		t.Fatal("an existing talosconfig was overwritten")
+	}
+}

@@ -1,0 +1,124 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	"github.com/talosflash/talosflash/node"
+)
+
+func init() {
+	commandHelp["bootstrap"] = help{
+		synopsis: "talosflash bootstrap --node IP --talosconfig FILE [flags]",
+		about: "After the control plane config is applied: wait for the node to come back\n" +
+			"with its config (its API answering with the talosconfig's client\n" +
+			"certificate), then bootstrap etcd once, like talosctl bootstrap, and wait\n" +
+			"for etcd to be healthy. A node whose etcd already runs or has data is\n" +
+			"refused (exit 8): bootstrapping twice splits the cluster.",
+		example: "talosflash bootstrap --node 192.168.1.50 --talosconfig talosconfig",
+		order:   []string{"node", "talosconfig", "context", "timeout", "json"},
+	}
+	placeholders["talosconfig"] = "FILE"
+	placeholders["context"] = "NAME"
+	placeholders["to"] = "VERSION"
+}
+
+// talosconfigFlags are the flags of the commands that use the cluster's
+// credentials (talosctl's names).
+type talosconfigFlags struct{ path, context string }
+
+func (t *talosconfigFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&t.path, "talosconfig", os.Getenv("TALOSCONFIG"), "talosconfig from talosctl gen config (default $TALOSCONFIG)")
+	fs.StringVar(&t.context, "context", "", "context in the talosconfig (default: its current context)")
+}
+
+// load reads the talosconfig; its errors never quote the file (keys).
+func (t *talosconfigFlags) load(cmd string) (*node.Talosconfig, error) {
+	if t.path == "" {
+		return nil, usageErrorf("%s: --talosconfig is required (the file talosctl gen config wrote next to controlplane.yaml)", cmd)
+	}
+	tc, err := node.LoadTalosconfig(t.path, t.context)
+	if err != nil {
+		return nil, withCode(ExitUsage, err)
+	}
+	return tc, nil
+}
+
+func runBootstrap(ctx context.Context, args []string, env Env) error {
+	var (
+		endpoint string
+		tcf      talosconfigFlags
+		timeout  time.Duration
+		jsonOut  bool
+	)
+	fs := newFlagSet("bootstrap", env)
+	fs.StringVar(&endpoint, "node", "", "control plane node address (IP or IP:port), as talosctl -n")
+	fs.StringVar(&endpoint, "n", "", "shorthand for --node")
+	tcf.register(fs)
+	fs.DurationVar(&timeout, "timeout", node.DefaultWaitTimeout, "how long to wait for the node and for etcd")
+	fs.BoolVar(&jsonOut, "json", false, "print the result as JSON on stdout (progress stays on stderr)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if endpoint == "" {
+		return usageErrorf("bootstrap: --node is required")
+	}
+	tc, err := tcf.load("bootstrap")
+	if err != nil {
+		return err
+	}
+	progressOut := env.Stdout
+	if jsonOut {
+		progressOut = env.Stderr
+	}
+	warnNotAdmin(env, tc)
+	res, err := node.Bootstrap(ctx, endpoint, tc, node.WaitOptions{
+		Timeout:  timeout,
+		Progress: func(s string) { fmt.Fprintf(progressOut, "%s %s\n", time.Now().Format("15:04:05"), s) },
+	})
+	if err != nil {
+		return waitExit(ctx, err)
+	}
+	if jsonOut {
+		return json.NewEncoder(env.Stdout).Encode(map[string]any{
+			"node": res.Endpoint, "talos_version": res.TalosVersion, "attempts": res.Attempts, "etcd_healthy": res.EtcdHealthy,
+		})
+	}
+	fmt.Fprintf(env.Stdout, "bootstrapped etcd on %s (Talos %s). Next: talosctl --talosconfig %s kubeconfig -n %s\n",
+		res.Endpoint, res.TalosVersion, tcf.path, hostOf(res.Endpoint))
+	return nil
+}
+
+func warnNotAdmin(env Env, tc *node.Talosconfig) {
+	if !tc.IsAdmin() {
+		fmt.Fprintf(env.Stderr, "warning: the client certificate of %s has roles %v, not os:admin: the node will refuse bootstrap and upgrade\n", tc, tc.Roles)
+	}
+}
+
+func hostOf(endpoint string) string {
+	if h, _, err := net.SplitHostPort(endpoint); err == nil {
+		return h
+	}
+	return endpoint
+}
+
+// waitExit gives a wait that ran out of time (the node never answered or
+// never became healthy) the network exit code, and a node that does not
+// report its schematic the usage one (talosflash cannot do it; talosctl can).
+func waitExit(ctx context.Context, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+		return withCode(ExitNetwork, err)
+	case errors.Is(err, node.ErrNoSchematic), errors.Is(err, node.ErrExtensionMissing):
+		return withCode(ExitUsage, err)
+	}
+	return err
+}

@@ -1,0 +1,176 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/talosflash/talosflash/factory"
+)
+
+func init() {
+	commandHelp["outdated"] = help{
+		synopsis: "talosflash outdated [DIR] [--write] [--to patch|latest|VERSION] [flags]",
+		about: "Find the Image Factory installer references in DIR (default .):\n" +
+			"talos/installer-*.yaml and any YAML, JSON or Markdown file. Compare each\n" +
+			"version with the factory's releases and each extension of its schematic\n" +
+			"with the factory's list for the newer version. --write rewrites the\n" +
+			"references in place, every other byte (comments included) unchanged, so\n" +
+			"the GitOps repo gets a clean diff. A version that drops an extension is\n" +
+			"never written. Stock installers (ghcr.io/siderolabs/installer) are flagged.",
+		example: "talosflash outdated talos/\ntalosflash outdated . --write\ntalosflash outdated --to latest --json",
+		order:   []string{"write", "to", "factory", "json"},
+	}
+	placeholders["to"] = "VERSION"
+}
+
+func runOutdated(ctx context.Context, args []string, env Env) error {
+	var (
+		write, jsonOut bool
+		to, factoryURL string
+	)
+	fs := newFlagSet("outdated", env)
+	fs.BoolVar(&write, "write", false, "rewrite the files in place to the target version")
+	fs.StringVar(&to, "to", "patch", "target: patch (newest of the same minor), latest, or a version such as v1.15.0")
+	fs.StringVar(&factoryURL, "factory", factory.DefaultBaseURL, "Image Factory to compare with")
+	fs.BoolVar(&jsonOut, "json", false, "print the findings as JSON")
+	// DIR may come before or after the flags.
+	dir := "."
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		dir, args = args[0], args[1:]
+	}
+	if err := fs.Parse(args); err != nil {
+		return parseFlags(fs, args)
+	}
+	if fs.NArg() > 0 {
+		if dir != "." {
+			return usageErrorf("outdated: one directory at most")
+		}
+		dir = fs.Arg(0)
+		if err := parseFlags(fs, fs.Args()[1:]); err != nil {
+			return err
+		}
+	}
+	if to != "patch" && to != "latest" && !strings.HasPrefix(to, "v") {
+		return usageErrorf("outdated: --to %q: want patch, latest or a version such as v1.15.0", to)
+	}
+	uses, generic, err := factory.FindInstallerRefs(dir)
+	if err != nil {
+		return withCode(ExitUsage, err)
+	}
+	for _, g := range generic {
+		fmt.Fprintf(env.Stderr, "warning: %s:%d uses the stock installer %s: no Raspberry Pi overlay, no extensions; use the factory installer of the node's schematic\n", g.File, g.Line, g.Raw)
+	}
+	if len(uses) == 0 {
+		if jsonOut {
+			return json.NewEncoder(env.Stdout).Encode([]outdatedJSON{})
+		}
+		fmt.Fprintf(env.Stdout, "no Image Factory installer references under %s\n", dir)
+		return nil
+	}
+	ups, err := factory.NewClient(factoryURL, nil).CheckUpdates(ctx, uses, factory.Policy(to))
+	if err != nil {
+		return err
+	}
+	var changed []string
+	if write {
+		if changed, err = factory.WriteUpdates(ups); err != nil {
+			return err
+		}
+	}
+	if jsonOut {
+		return json.NewEncoder(env.Stdout).Encode(outdatedToJSON(ups, changed))
+	}
+	pending := 0
+	for _, u := range ups {
+		describeUpdate(env, u)
+		if u.Target != "" && u.Blocked == "" {
+			pending++
+		}
+	}
+	switch {
+	case write && len(changed) > 0:
+		fmt.Fprintf(env.Stdout, "updated %d file(s): %s\n", len(changed), strings.Join(changed, ", "))
+	case write:
+		fmt.Fprintln(env.Stdout, "nothing to update")
+	case pending > 0:
+		fmt.Fprintf(env.Stdout, "%d reference(s) can be updated: run with --write\n", pending)
+	default:
+		fmt.Fprintln(env.Stdout, "everything is up to date")
+	}
+	return nil
+}
+
+func describeUpdate(env Env, u factory.Update) {
+	ref := u.Use.Ref
+	name := ref.Repository + "/" + ref.SchematicID[:12] + "…:" + ref.Version
+	where := fmt.Sprintf("%s:%d", filepath.Clean(u.Use.File), u.Use.Line)
+	newest := ""
+	if u.Latest != "" && u.Latest != u.Target {
+		newest = " (latest " + u.Latest + ")"
+	}
+	switch {
+	case u.Target == "" && u.Latest != "":
+		fmt.Fprintf(env.Stdout, "%s  %s: newest of its minor; latest %s (--to latest)\n", where, name, u.Latest)
+	case u.Target == "":
+		fmt.Fprintf(env.Stdout, "%s  %s: up to date\n", where, name)
+	default:
+		fmt.Fprintf(env.Stdout, "%s  %s -> %s%s\n", where, name, u.Target, newest)
+	}
+	for _, e := range u.Extensions {
+		switch {
+		case e.Missing:
+			fmt.Fprintf(env.Stdout, "    %s %s -> MISSING in %s\n", e.Name, dash(e.From), u.Target)
+		case e.From != e.To:
+			fmt.Fprintf(env.Stdout, "    %s %s -> %s\n", e.Name, dash(e.From), dash(e.To))
+		default:
+			fmt.Fprintf(env.Stdout, "    %s %s (unchanged)\n", e.Name, dash(e.To))
+		}
+	}
+	if u.Blocked != "" {
+		fmt.Fprintf(env.Stdout, "    BLOCKED: %s\n", u.Blocked)
+	}
+	if u.Note != "" {
+		fmt.Fprintf(env.Stdout, "    note: %s\n", u.Note)
+	}
+}
+
+type outdatedJSON struct {
+	File       string          `json:"file"`
+	Line       int             `json:"line"`
+	Reference  string          `json:"reference"`
+	Current    string          `json:"current"`
+	Patch      string          `json:"patch,omitempty"`
+	Latest     string          `json:"latest,omitempty"`
+	Target     string          `json:"target,omitempty"`
+	New        string          `json:"new_reference,omitempty"`
+	Extensions []extensionJSON `json:"extensions"`
+	Blocked    string          `json:"blocked,omitempty"`
+	Note       string          `json:"note,omitempty"`
+	Written    bool            `json:"written"`
+}
+
+type extensionJSON struct {
+	Name    string `json:"name"`
+	From    string `json:"from,omitempty"`
+	To      string `json:"to,omitempty"`
+	Missing bool   `json:"missing"`
+}
+
+func outdatedToJSON(ups []factory.Update, changed []string) []outdatedJSON {
+	out := []outdatedJSON{}
+	for _, u := range ups {
+		j := outdatedJSON{File: u.Use.File, Line: u.Use.Line, Reference: u.Use.Raw, Current: u.Current, Patch: u.Patch, Latest: u.Latest,
+			Target: u.Target, New: u.NewRaw, Blocked: u.Blocked, Note: u.Note, Extensions: []extensionJSON{}}
+		for _, e := range u.Extensions {
+			j.Extensions = append(j.Extensions, extensionJSON{e.Name, e.From, e.To, e.Missing})
+		}
+		for _, c := range changed {
+			j.Written = j.Written || (c == u.Use.File && u.Target != "" && u.Blocked == "")
+		}
+		out = append(out, j)
+	}
+	return out
+}

@@ -1,0 +1,187 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/talosflash/talosflash/factory"
+	"github.com/talosflash/talosflash/node"
+)
+
+func init() {
+	commandHelp["upgrade"] = help{
+		synopsis: "talosflash upgrade --node IP[,IP...] --to VERSION --talosconfig FILE [flags]",
+		about: "Upgrade Talos with each node's own installer: the schematic the node booted\n" +
+			"(its extension statuses) at the new version,\n" +
+			"<factory host>/metal-installer/<schematic>:<version>, checked on the factory\n" +
+			"first; never the generic installer, which has no Raspberry Pi overlay and\n" +
+			"no extensions. Several nodes upgrade one at a time; each must be back,\n" +
+			"running the new version with healthy services, before the next starts.\n" +
+			"Kubernetes workloads are not drained (talosctl upgrade --drain does).",
+		example: "talosflash upgrade --node 192.168.1.50 --to v1.14.6 --talosconfig talosconfig --dry-run\n" +
+			"talosflash upgrade --node 192.168.1.50,192.168.1.51,192.168.1.52 --to v1.14.6 --talosconfig talosconfig",
+		order: []string{"node", "to", "talosconfig", "dry-run", "factory", "context", "timeout", "json"},
+	}
+}
+
+// nodeList collects --node values; each may be a comma-separated list.
+type nodeList []string
+
+func (n *nodeList) String() string { return strings.Join(*n, ",") }
+func (n *nodeList) Set(v string) error {
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			*n = append(*n, s)
+		}
+	}
+	return nil
+}
+
+func runUpgrade(ctx context.Context, args []string, env Env) error {
+	var (
+		nodes           nodeList
+		to, factoryURL  string
+		tcf             talosconfigFlags
+		timeout         time.Duration
+		dryRun, jsonOut bool
+	)
+	fs := newFlagSet("upgrade", env)
+	fs.Var(&nodes, "node", "node address (IP or IP:port); repeat or separate with commas to upgrade several, in order")
+	fs.Var(&nodes, "n", "shorthand for --node")
+	fs.StringVar(&to, "to", "", "Talos version to upgrade to, e.g. v1.14.6")
+	tcf.register(fs)
+	fs.StringVar(&factoryURL, "factory", factory.DefaultBaseURL, "Image Factory that serves the installers")
+	fs.BoolVar(&dryRun, "dry-run", false, "show each node's installer and what would be done; send nothing")
+	fs.DurationVar(&timeout, "timeout", node.DefaultWaitTimeout, "how long to wait for each node to come back healthy")
+	fs.BoolVar(&jsonOut, "json", false, "print the results as JSON on stdout (progress stays on stderr)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if len(nodes) == 0 || to == "" {
+		return usageErrorf("upgrade: --node and --to are required")
+	}
+	if !strings.HasPrefix(to, "v") {
+		to = "v" + to
+	}
+	tc, err := tcf.load("upgrade")
+	if err != nil {
+		return err
+	}
+	warnNotAdmin(env, tc)
+	out := env.Stdout
+	if jsonOut {
+		out = env.Stderr
+	}
+	opts := node.UpgradeOptions{
+		To: to, Factory: factory.NewClient(factoryURL, nil), DryRun: dryRun,
+		Wait: node.WaitOptions{Timeout: timeout, Progress: func(s string) { fmt.Fprintf(out, "%s %s\n", time.Now().Format("15:04:05"), s) }},
+	}
+	var results []*node.UpgradeResult
+	planned := map[*node.UpgradeResult]bool{}
+	opts.OnPlan = func(r *node.UpgradeResult) {
+		planned[r] = true
+		describeUpgrade(out, r) // shown before anything is sent
+	}
+	report := func(r *node.UpgradeResult) {
+		results = append(results, r)
+		if !planned[r] {
+			describeUpgrade(out, r)
+		} else if r.Healthy {
+			fmt.Fprintf(out, "  upgraded: running %s with schematic %s, services healthy\n", r.To, r.BootedAfter)
+		}
+	}
+	if dryRun {
+		// Plan every node (nothing is sent), even after one fails to plan.
+		var errs []error
+		for _, ep := range nodes {
+			r, err := node.PlanUpgrade(ctx, ep, tc, opts)
+			if r != nil {
+				report(r)
+			}
+			if err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if jsonOut {
+			_ = json.NewEncoder(env.Stdout).Encode(upgradesJSON(results))
+		}
+		if len(errs) > 1 {
+			var more []string
+			for _, e := range errs[1:] {
+				more = append(more, e.Error())
+			}
+			return waitExit(ctx, fmt.Errorf("%w (and %d more: %s)", errs[0], len(errs)-1, strings.Join(more, "; ")))
+		}
+		if len(errs) == 1 {
+			return waitExit(ctx, errs[0])
+		}
+		return nil
+	}
+	err = node.UpgradeAll(ctx, nodes, tc, opts, report)
+	if jsonOut {
+		_ = json.NewEncoder(env.Stdout).Encode(upgradesJSON(results))
+	}
+	if err != nil && len(results) < len(nodes) {
+		err = fmt.Errorf("%w; not upgraded: %s", err, strings.Join(nodes[len(results):], ", "))
+	}
+	return waitExit(ctx, err)
+}
+
+func describeUpgrade(w interface{ Write([]byte) (int, error) }, r *node.UpgradeResult) {
+	fmt.Fprintf(w, "node %s: Talos %s -> %s\n", r.Endpoint, dash(r.From), r.To)
+	if r.Booted != nil {
+		fmt.Fprintf(w, "  booted:    %s\n", r.Booted)
+	}
+	switch {
+	case r.UpToDate:
+		fmt.Fprintf(w, "  already runs %s: nothing to do\n", r.To)
+		return
+	case r.Image == "":
+		return
+	}
+	digest := ""
+	if r.Digest != "" {
+		digest = " (" + r.Digest + ")"
+	}
+	fmt.Fprintf(w, "  installer: %s%s\n", r.Image, digest)
+	switch {
+	case r.DryRun && r.API == "LifecycleService":
+		fmt.Fprintf(w, "  dry run: would pull the installer, run LifecycleService.Upgrade, reboot and wait until healthy; nothing sent\n")
+	case r.DryRun:
+		fmt.Fprintf(w, "  dry run: would call MachineService.Upgrade (the node reboots) and wait until healthy; nothing sent\n")
+	case r.Healthy:
+		fmt.Fprintf(w, "  upgraded: running %s with schematic %s, services healthy\n", r.To, r.BootedAfter)
+	}
+}
+
+type upgradeJSON struct {
+	Node        string   `json:"node"`
+	From        string   `json:"from"`
+	To          string   `json:"to"`
+	SchematicID string   `json:"schematic_id,omitempty"`
+	Extensions  []string `json:"extensions"`
+	Installer   string   `json:"installer,omitempty"`
+	Digest      string   `json:"digest,omitempty"`
+	API         string   `json:"api,omitempty"`
+	UpToDate    bool     `json:"up_to_date"`
+	DryRun      bool     `json:"dry_run"`
+	Rebooted    bool     `json:"rebooted"`
+	Healthy     bool     `json:"healthy"`
+}
+
+func upgradesJSON(rs []*node.UpgradeResult) []upgradeJSON {
+	out := []upgradeJSON{}
+	for _, r := range rs {
+		j := upgradeJSON{Node: r.Endpoint, From: r.From, To: r.To, Installer: r.Image, Digest: r.Digest, API: r.API,
+			UpToDate: r.UpToDate, DryRun: r.DryRun, Rebooted: r.Rebooted, Healthy: r.Healthy, Extensions: []string{}}
+		if r.Booted != nil {
+			j.SchematicID = r.Booted.SchematicID
+			j.Extensions = nonNil(r.Booted.Extensions)
+		}
+		out = append(out, j)
+	}
+	return out
+}

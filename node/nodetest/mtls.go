@@ -1,0 +1,603 @@
+package nodetest
+
+import (
+	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"fmt"
+	"math/big"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	cosiv1alpha1 "github.com/cosi-project/runtime/api/v1alpha1"
+	"github.com/cosi-project/runtime/pkg/state"
+	cosiserver "github.com/cosi-project/runtime/pkg/state/protobuf/server"
+	sidx509 "github.com/siderolabs/crypto/x509"
+	"github.com/siderolabs/image-factory/pkg/schematic"
+	"github.com/siderolabs/talos/pkg/machinery/api/common"
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
+	"github.com/siderolabs/talos/pkg/machinery/config/generate/secrets"
+	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
+	"github.com/siderolabs/talos/pkg/machinery/role"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/emptypb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// PKI is a throw-away Talos cluster PKI made in the test the way
+// `talosctl gen config` makes it (machinery's secrets.NewTalosCA and
+// NewAdminCertificateAndKey: an Ed25519 OS CA, client certificates whose
+// Organization carries the Talos role, e.g. "os:admin"), plus a server
+// certificate for the node signed by that CA.
+type PKI struct {
+	ca     *sidx509.PEMEncodedCertificateAndKey
+	caCert *x509.Certificate
+	caKey  crypto.Signer
+	CAPEM  []byte
+}
+
+// NewPKI makes a fresh OS CA.
+func NewPKI() (*PKI, error) {
+	ca, err := secrets.NewTalosCA(time.Now().Add(-time.Minute))
+	if err != nil {
+		return nil, err
+	}
+	pair, err := tls.X509KeyPair(ca.CrtPEM, ca.KeyPEM)
+	if err != nil {
+		return nil, err
+	}
+	signer, ok := pair.PrivateKey.(crypto.Signer)
+	if !ok {
+		return nil, fmt.Errorf("CA key of type %T cannot sign", pair.PrivateKey)
+	}
+	return &PKI{ca: &sidx509.PEMEncodedCertificateAndKey{Crt: ca.CrtPEM, Key: ca.KeyPEM}, caCert: ca.Crt, caKey: signer, CAPEM: ca.CrtPEM}, nil
+}
+
+// ClientCert issues a client certificate with the given Talos role
+// ("os:admin", "os:reader", ...), as talosctl gen config does for admin.
+func (p *PKI) ClientCert(r string) (certPEM, keyPEM []byte, err error) {
+	c, err := secrets.NewAdminCertificateAndKey(time.Now().Add(-time.Minute), p.ca, role.MakeSet(role.Role(r)), time.Hour)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c.Crt, c.Key, nil
+}
+
+// Talosconfig renders a talosconfig (machinery's client config format, as
+// generate.Input.Talosconfig writes it) with one context holding the CA
+// and a fresh client certificate of role.
+func (p *PKI) Talosconfig(contextName, role string, endpoints ...string) ([]byte, error) {
+	crt, key, err := p.ClientCert(role)
+	if err != nil {
+		return nil, err
+	}
+	cfg := clientconfig.NewConfig(contextName, endpoints, p.CAPEM, &sidx509.PEMEncodedCertificateAndKey{Crt: crt, Key: key})
+	return cfg.Bytes()
+}
+
+func (p *PKI) serverCert(host string) (tls.Certificate, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      pkix.Name{CommonName: host},
+		NotBefore:    time.Now().Add(-time.Minute),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		tmpl.IPAddresses = []net.IP{ip}
+	} else {
+		tmpl.DNSNames = []string{host}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.caCert, &key.PublicKey, p.caKey)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
+}
+
+// NodeOptions shape a configured fake node (apid with client-certificate
+// authentication, as after `apply-config`).
+type NodeOptions struct {
+	Addr string // default "127.0.0.1:0"; the port is kept across reboots
+	PKI  *PKI   // required: signs the server certificate, verifies clients
+
+	TalosVersion string // default v1.14.5; below v1.13 the LifecycleService is absent (legacy upgrade)
+	// Schematic is the booted image's schematic (served as ExtensionStatuses).
+	Schematic *schematic.Schematic
+	// Worker makes the machine type worker (no etcd; Bootstrap refused).
+	Worker bool
+	// Bootstrapped: etcd already has data (a second Bootstrap is refused).
+	Bootstrapped bool
+	// NotReady is how many Bootstrap calls answer FailedPrecondition
+	// "bootstrap is not available yet" first (CRI still starting).
+	NotReady int
+	// LostAnswer: the first Bootstrap call bootstraps but its answer is lost
+	// (the client sees Unavailable, as when the link drops).
+	LostAnswer bool
+	// UnhealthyPolls is how many ServiceList calls after each boot report
+	// kubelet (and etcd) as not yet healthy.
+	UnhealthyPolls int
+	// RebootDowntime is how long the API is down during a reboot (default 100ms).
+	RebootDowntime time.Duration
+	// UpgradeExitCode is the installer's exit code (0 = success).
+	UpgradeExitCode int32
+	// MissingImages are image references the node's registry pull fails for.
+	MissingImages []string
+	Logf          func(format string, args ...any)
+}
+
+// Node is a running configured fake node.
+type Node struct {
+	machine.UnimplementedMachineServiceServer
+
+	opts NodeOptions
+	addr string
+	cert tls.Certificate
+
+	mu           sync.Mutex
+	grpc         *grpc.Server
+	done         chan struct{}
+	closed       bool
+	version      string
+	schematic    *schematic.Schematic
+	schematicID  string // when the schematic YAML is unknown (booted another installer)
+	bootID       int
+	bootstrapped bool
+	notReady     int
+	polls        int
+	bootstraps   int
+	pulled       []string
+	upgrades     []string // images given to Upgrade (either API)
+	staged       string   // installer image to boot at the next reboot
+	reboots      int
+	legacyCalls  int
+}
+
+// StartNode runs a configured fake node until the test ends.
+func StartNode(t testing.TB, opts NodeOptions) *Node {
+	t.Helper()
+	n, err := NewNode(opts)
+	if err != nil {
+		t.Fatalf("nodetest: %v", err)
+	}
+	t.Cleanup(n.Close)
+	return n
+}
+
+// NewNode starts a configured fake node; Close stops it.
+func NewNode(opts NodeOptions) (*Node, error) {
+	if opts.PKI == nil {
+		return nil, fmt.Errorf("NodeOptions.PKI is required")
+	}
+	if opts.Addr == "" {
+		opts.Addr = "127.0.0.1:0"
+	}
+	if opts.TalosVersion == "" {
+		opts.TalosVersion = DefaultVersion
+	}
+	if opts.RebootDowntime == 0 {
+		opts.RebootDowntime = 100 * time.Millisecond
+	}
+	if opts.Logf == nil {
+		opts.Logf = func(string, ...any) {}
+	}
+	lis, err := net.Listen("tcp", opts.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w", opts.Addr, err)
+	}
+	host, _, _ := net.SplitHostPort(lis.Addr().String())
+	cert, err := opts.PKI.serverCert(host)
+	if err != nil {
+		lis.Close()
+		return nil, err
+	}
+	n := &Node{opts: opts, addr: lis.Addr().String(), cert: cert, version: opts.TalosVersion,
+		schematic: opts.Schematic, bootstrapped: opts.Bootstrapped, notReady: opts.NotReady, bootID: 1}
+	if err := n.serve(lis); err != nil {
+		lis.Close()
+		return nil, err
+	}
+	return n, nil
+}
+
+func (n *Node) legacy() bool { return versionLessThan(n.version, "v1.13.0") }
+
+// versionLessThan compares vX.Y.Z tags numerically.
+func versionLessThan(a, b string) bool {
+	var pa, pb [3]int
+	fmt.Sscanf(strings.TrimPrefix(a, "v"), "%d.%d.%d", &pa[0], &pa[1], &pa[2]) //nolint:errcheck
+	fmt.Sscanf(strings.TrimPrefix(b, "v"), "%d.%d.%d", &pb[0], &pb[1], &pb[2]) //nolint:errcheck
+	return slices.Compare(pa[:], pb[:]) < 0
+}
+
+// serve starts a gRPC server for the current boot on lis. Caller holds no lock.
+func (n *Node) serve(lis net.Listener) error {
+	pool := x509.NewCertPool()
+	pool.AddCert(n.opts.PKI.caCert)
+	tlsCfg := &tls.Config{
+		Certificates: []tls.Certificate{n.cert},
+		ClientAuth:   tls.RequireAndVerifyClientCert,
+		ClientCAs:    pool,
+		MinVersion:   tls.VersionTLS12,
+	}
+	st, err := n.buildState()
+	if err != nil {
+		return err
+	}
+	g := grpc.NewServer(grpc.Creds(credentials.NewTLS(tlsCfg)),
+		grpc.UnaryInterceptor(n.authUnary), grpc.StreamInterceptor(n.authStream))
+	machine.RegisterMachineServiceServer(g, n)
+	machine.RegisterImageServiceServer(g, imageService{n: n})
+	if !n.legacy() {
+		machine.RegisterLifecycleServiceServer(g, lifecycleService{n: n})
+	}
+	cosiv1alpha1.RegisterStateServer(g, cosiserver.NewState(state.WrapCore(state.Filter(st, accessPolicy))))
+	done := make(chan struct{})
+	n.mu.Lock()
+	n.grpc, n.done = g, done
+	n.mu.Unlock()
+	go func() {
+		defer close(done)
+		_ = g.Serve(lis)
+	}()
+	return nil
+}
+
+func (n *Node) buildState() (state.State, error) {
+	n.mu.Lock()
+	s := &Server{opts: Options{TalosVersion: n.version, Hostname: "talos-cp-1", MAC: "dc:a6:32:00:00:02", Schematic: n.schematic}}
+	id := n.schematicID
+	n.mu.Unlock()
+	st, err := s.buildState()
+	if err != nil {
+		return nil, err
+	}
+	ctx := context.Background()
+	// A configured node runs: stage Running, ready.
+	res, err := st.Get(ctx, runtime.NewMachineStatus().Metadata())
+	if err != nil {
+		return nil, err
+	}
+	ms, ok := res.(*runtime.MachineStatus)
+	if !ok {
+		return nil, fmt.Errorf("machine status has type %T", res)
+	}
+	ms.TypedSpec().Stage = runtime.MachineStageRunning
+	ms.TypedSpec().Status.Ready = true
+	if err := st.Update(ctx, ms); err != nil {
+		return nil, err
+	}
+	if s.opts.Schematic == nil && id != "" {
+		// Booted an installer whose schematic the fake has no YAML for: only its ID.
+		es := runtime.NewExtensionStatus(runtime.NamespaceName, "0")
+		es.TypedSpec().Metadata.Name = "schematic"
+		es.TypedSpec().Metadata.Version = id
+		if err := st.Create(ctx, es); err != nil {
+			return nil, err
+		}
+	}
+	return st, nil
+}
+
+// adminMethods need the os:admin role (Talos' apid authorizer); reads
+// (Version, ServiceList, COSI) are allowed to os:reader too.
+var adminMethods = map[string]bool{
+	"/machine.MachineService/Bootstrap": true,
+	"/machine.MachineService/Upgrade":   true,
+	"/machine.MachineService/Reboot":    true,
+	"/machine.MachineService/Read":      true,
+	"/machine.ImageService/Pull":        true,
+	"/machine.LifecycleService/Upgrade": true,
+}
+
+func authorize(ctx context.Context, method string) error {
+	if !adminMethods[method] {
+		return nil
+	}
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return status.Error(codes.PermissionDenied, "not authorized")
+	}
+	ti, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok || len(ti.State.PeerCertificates) == 0 {
+		return status.Error(codes.PermissionDenied, "not authorized")
+	}
+	if !slices.Contains(ti.State.PeerCertificates[0].Subject.Organization, "os:admin") {
+		return status.Error(codes.PermissionDenied, "not authorized")
+	}
+	return nil
+}
+
+func (n *Node) authUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	if err := authorize(ctx, info.FullMethod); err != nil {
+		return nil, err
+	}
+	return h(ctx, req)
+}
+
+func (n *Node) authStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	if err := authorize(ss.Context(), info.FullMethod); err != nil {
+		return err
+	}
+	return h(srv, ss)
+}
+
+// Addr is host:port of the node.
+func (n *Node) Addr() string { return n.addr }
+
+// Close stops the node.
+func (n *Node) Close() {
+	n.mu.Lock()
+	n.closed = true
+	g, done := n.grpc, n.done
+	n.mu.Unlock()
+	g.Stop()
+	<-done
+}
+
+// Version answers like apid: the running Talos tag.
+func (n *Node) Version(context.Context, *emptypb.Empty) (*machine.VersionResponse, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return &machine.VersionResponse{Messages: []*machine.Version{{Version: &machine.VersionInfo{Tag: n.version, Arch: arch}}}}, nil
+}
+
+// Bootstrap is v1alpha1_server.go's: FailedPrecondition while not
+// allowed yet, Unimplemented on a worker, AlreadyExists once etcd has data.
+func (n *Node) Bootstrap(context.Context, *machine.BootstrapRequest) (*machine.BootstrapResponse, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.bootstraps++
+	n.opts.Logf("Bootstrap (call %d)", n.bootstraps)
+	if n.opts.LostAnswer && n.bootstraps == 1 {
+		n.bootstrapped = true
+		return nil, status.Error(codes.Unavailable, "error reading from server: connection reset by peer")
+	}
+	switch {
+	case n.notReady > 0:
+		n.notReady--
+		return nil, status.Error(codes.FailedPrecondition, "bootstrap is not available yet")
+	case n.opts.Worker:
+		return nil, status.Error(codes.Unimplemented, "bootstrap is only available on control plane nodes")
+	case n.bootstrapped:
+		return nil, status.Error(codes.AlreadyExists, "etcd data directory is not empty")
+	}
+	n.bootstrapped = true
+	return &machine.BootstrapResponse{Messages: []*machine.Bootstrap{{}}}, nil
+}
+
+// ServiceList lists the services of a configured node with their health.
+func (n *Node) ServiceList(context.Context, *emptypb.Empty) (*machine.ServiceListResponse, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.polls++
+	warming := n.polls <= n.opts.UnhealthyPolls
+	svc := func(id, state string, healthy, unknown bool) *machine.ServiceInfo {
+		msg := ""
+		if !healthy && !unknown {
+			msg = "starting"
+		}
+		return &machine.ServiceInfo{Id: id, State: state, Health: &machine.ServiceHealth{Healthy: healthy, Unknown: unknown, LastMessage: msg, LastChange: timestamppb.Now()}}
+	}
+	list := []*machine.ServiceInfo{
+		svc("apid", "Running", true, false),
+		svc("containerd", "Running", true, false),
+		svc("cri", "Running", true, false),
+		svc("machined", "Running", true, false),
+		svc("udevd", "Running", true, false),
+	}
+	if warming {
+		list = append(list, svc("kubelet", "Running", false, false))
+	} else {
+		list = append(list, svc("kubelet", "Running", true, false))
+	}
+	if !n.opts.Worker {
+		switch {
+		case !n.bootstrapped:
+			list = append(list, svc("etcd", "Preparing", false, true))
+		case warming:
+			list = append(list, svc("etcd", "Running", false, false))
+		default:
+			list = append(list, svc("etcd", "Running", true, false))
+		}
+		list = append(list, svc("trustd", "Running", true, false))
+	}
+	slices.SortFunc(list, func(a, b *machine.ServiceInfo) int { return strings.Compare(a.Id, b.Id) })
+	return &machine.ServiceListResponse{Messages: []*machine.ServiceList{{Services: list}}}, nil
+}
+
+// Read serves /proc/sys/kernel/random/boot_id (what talosctl reads to see a reboot).
+func (n *Node) Read(in *machine.ReadRequest, srv grpc.ServerStreamingServer[common.Data]) error {
+	if in.GetPath() != "/proc/sys/kernel/random/boot_id" {
+		return status.Errorf(codes.NotFound, "open %s: no such file or directory", in.GetPath())
+	}
+	n.mu.Lock()
+	id := fmt.Sprintf("6f1c2a9e-0000-4000-8000-%012d\n", n.bootID)
+	n.mu.Unlock()
+	return srv.Send(&common.Data{Bytes: []byte(id)})
+}
+
+// Upgrade is the legacy MachineService.Upgrade (Talos <= 1.12 path, and the
+// deprecated one on 1.13+): acknowledges, then reboots into the image.
+func (n *Node) Upgrade(_ context.Context, in *machine.UpgradeRequest) (*machine.UpgradeResponse, error) {
+	n.mu.Lock()
+	n.upgrades = append(n.upgrades, in.GetImage())
+	n.legacyCalls++
+	fail := n.opts.UpgradeExitCode != 0
+	n.mu.Unlock()
+	if in.GetImage() == "" {
+		return nil, status.Error(codes.InvalidArgument, "image is required")
+	}
+	if fail {
+		return nil, status.Error(codes.Internal, "upgrade failed: installer exited with a non-zero code")
+	}
+	n.mu.Lock()
+	n.staged = in.GetImage()
+	n.mu.Unlock()
+	go n.reboot()
+	return &machine.UpgradeResponse{Messages: []*machine.Upgrade{{Ack: "Upgrade request received", ActorId: "actor-1"}}}, nil
+}
+
+// Reboot restarts the node: the API goes away for RebootDowntime and comes
+// back with a new boot ID, running the staged installer's version.
+func (n *Node) Reboot(context.Context, *machine.RebootRequest) (*machine.RebootResponse, error) {
+	go n.reboot()
+	return &machine.RebootResponse{Messages: []*machine.Reboot{{ActorId: "actor-2"}}}, nil
+}
+
+func (n *Node) reboot() {
+	time.Sleep(10 * time.Millisecond) // let the reply leave first
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return
+	}
+	n.reboots++
+	g, done := n.grpc, n.done
+	if n.staged != "" {
+		if v := n.staged[strings.LastIndex(n.staged, ":")+1:]; strings.HasPrefix(v, "v") {
+			n.version = v
+		}
+		id := ""
+		if i := strings.LastIndex(n.staged, "/"); i >= 0 {
+			id, _, _ = strings.Cut(n.staged[i+1:], ":")
+		}
+		cur := ""
+		if n.schematic != nil {
+			cur, _ = n.schematic.ID()
+		}
+		if id != cur {
+			n.schematic, n.schematicID = nil, id
+		}
+		n.staged = ""
+	}
+	n.bootID++
+	n.polls = 0
+	n.mu.Unlock()
+	g.Stop()
+	<-done
+	time.Sleep(n.opts.RebootDowntime)
+	n.mu.Lock()
+	closed := n.closed
+	n.mu.Unlock()
+	if closed {
+		return
+	}
+	lis, err := net.Listen("tcp", n.addr)
+	if err != nil {
+		n.opts.Logf("reboot: listen %s: %v", n.addr, err)
+		return
+	}
+	if err := n.serve(lis); err != nil {
+		n.opts.Logf("reboot: %v", err)
+		lis.Close()
+	}
+}
+
+// Bootstraps counts Bootstrap calls.
+func (n *Node) Bootstraps() int { n.mu.Lock(); defer n.mu.Unlock(); return n.bootstraps }
+
+// Bootstrapped reports whether etcd was bootstrapped.
+func (n *Node) Bootstrapped() bool { n.mu.Lock(); defer n.mu.Unlock(); return n.bootstrapped }
+
+// Pulled lists the images pulled through ImageService.Pull.
+func (n *Node) Pulled() []string { n.mu.Lock(); defer n.mu.Unlock(); return slices.Clone(n.pulled) }
+
+// Upgrades lists the installer images given to Upgrade (either API), in order.
+func (n *Node) Upgrades() []string { n.mu.Lock(); defer n.mu.Unlock(); return slices.Clone(n.upgrades) }
+
+// LegacyUpgrades counts MachineService.Upgrade calls.
+func (n *Node) LegacyUpgrades() int { n.mu.Lock(); defer n.mu.Unlock(); return n.legacyCalls }
+
+// Reboots counts reboots.
+func (n *Node) Reboots() int { n.mu.Lock(); defer n.mu.Unlock(); return n.reboots }
+
+// RunningVersion is the Talos version the node runs now.
+func (n *Node) RunningVersion() string { n.mu.Lock(); defer n.mu.Unlock(); return n.version }
+
+type imageService struct {
+	machine.UnimplementedImageServiceServer
+	n *Node
+}
+
+// Pull "pulls" the image into containerd (the registry is not contacted).
+func (s imageService) Pull(in *machine.ImageServicePullRequest, srv grpc.ServerStreamingServer[machine.ImageServicePullResponse]) error {
+	ref := in.GetImageRef()
+	if slices.Contains(s.n.opts.MissingImages, ref) {
+		return status.Errorf(codes.NotFound, "failed to resolve reference %q: not found", ref)
+	}
+	s.n.mu.Lock()
+	s.n.pulled = append(s.n.pulled, ref)
+	s.n.mu.Unlock()
+	if err := srv.Send(&machine.ImageServicePullResponse{Response: &machine.ImageServicePullResponse_PullProgress{
+		PullProgress: &machine.ImageServicePullProgress{LayerId: "sha256:0001"}}}); err != nil {
+		return err
+	}
+	return srv.Send(&machine.ImageServicePullResponse{Response: &machine.ImageServicePullResponse_Name{Name: ref}})
+}
+
+type lifecycleService struct {
+	machine.UnimplementedLifecycleServiceServer
+	n *Node
+}
+
+// Upgrade is LifecycleService.Upgrade (Talos >= 1.13): runs the installer
+// from an image already pulled, streams its progress and exit code, and
+// does not reboot (talosctl reboots afterwards).
+func (s lifecycleService) Upgrade(in *machine.LifecycleServiceUpgradeRequest, srv grpc.ServerStreamingServer[machine.LifecycleServiceUpgradeResponse]) error {
+	ref := in.GetSource().GetImageName()
+	n := s.n
+	n.mu.Lock()
+	n.upgrades = append(n.upgrades, ref)
+	pulled := slices.Contains(n.pulled, ref)
+	code := n.opts.UpgradeExitCode
+	n.mu.Unlock()
+	msg := func(m string) *machine.LifecycleServiceUpgradeResponse {
+		return &machine.LifecycleServiceUpgradeResponse{Progress: &machine.LifecycleServiceInstallProgress{
+			Response: &machine.LifecycleServiceInstallProgress_Message{Message: m}}}
+	}
+	exit := func(c int32) *machine.LifecycleServiceUpgradeResponse {
+		return &machine.LifecycleServiceUpgradeResponse{Progress: &machine.LifecycleServiceInstallProgress{
+			Response: &machine.LifecycleServiceInstallProgress_ExitCode{ExitCode: c}}}
+	}
+	if !pulled {
+		if err := srv.Send(msg("image " + ref + " not found in containerd")); err != nil {
+			return err
+		}
+		return srv.Send(exit(1))
+	}
+	for _, m := range []string{"running installer " + ref, "installing bootloader"} {
+		if err := srv.Send(msg(m)); err != nil {
+			return err
+		}
+	}
+	if code == 0 {
+		n.mu.Lock()
+		n.staged = ref
+		n.mu.Unlock()
+	}
+	return srv.Send(exit(code))
+}

@@ -1,0 +1,418 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/blang/semver/v4"
+	"github.com/siderolabs/talos/pkg/machinery/api/common"
+	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"github.com/siderolabs/talos/pkg/machinery/client"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/talosflash/talosflash/factory"
+)
+
+// Upgrade errors.
+var (
+	// ErrNoSchematic: the node does not say which schematic it booted, so
+	// its own installer cannot be built; talosflash never falls back to the
+	// generic installer (no Raspberry Pi overlay, no extensions).
+	ErrNoSchematic = errors.New("the node does not report its Image Factory schematic")
+	// ErrExtensionMissing: the target version lacks one of the node's extensions.
+	ErrExtensionMissing = errors.New("extension not available for the target version")
+	// ErrUpgradeFailed: the installer ran and failed, or the node came back
+	// wrong; errors.Is(err, ErrRefused) too (exit 8).
+	ErrUpgradeFailed error = refusal("upgrade failed")
+)
+
+// refusal is a sentinel that also matches ErrRefused.
+type refusal string
+
+func (r refusal) Error() string        { return string(r) }
+func (r refusal) Is(target error) bool { return target == ErrRefused }
+
+// UpgradeOptions configure Upgrade.
+type UpgradeOptions struct {
+	To      string          // target Talos version, e.g. v1.14.6
+	Factory *factory.Client // builds the installer reference (registry host) and checks it exists
+	DryRun  bool            // plan and check only: nothing is sent to the node
+	Wait    WaitOptions     // waiting for the node before and after the reboot
+	// OnPlan, if set, gets the checked plan before anything is sent (to show it).
+	OnPlan func(*UpgradeResult)
+}
+
+// UpgradeResult is the plan and, unless a dry run, what happened.
+type UpgradeResult struct {
+	Endpoint    string
+	From, To    string
+	Booted      *Booted // what the node booted (its schematic)
+	Image       string  // the installer: <factory host>/metal-installer/<node's schematic>:<To>
+	Digest      string  // the installer's digest as the factory named it ("" if not said)
+	API         string  // "LifecycleService" (Talos >= 1.13) or "MachineService.Upgrade" (older)
+	UpToDate    bool    // already runs To: nothing to do
+	DryRun      bool
+	Rebooted    bool
+	Healthy     bool   // back on To with its services healthy
+	BootedAfter string // schematic ID after the reboot
+}
+
+// lifecycleFrom is the first Talos with LifecycleService.Upgrade; talosctl
+// v1.14 uses it from ">1.13.0-alpha.2" and MachineService.Upgrade below.
+var lifecycleFrom = semver.MustParse("1.13.0")
+
+func parseTalosVersion(v string) (semver.Version, error) {
+	if !strings.HasPrefix(v, "v") {
+		return semver.Version{}, fmt.Errorf("version %q: want a Talos version vX.Y.Z", v)
+	}
+	sv, err := semver.Parse(v[1:])
+	if err != nil {
+		return semver.Version{}, fmt.Errorf("version %q: want a Talos version vX.Y.Z", v)
+	}
+	return sv, nil
+}
+
+// PlanUpgrade connects with the talosconfig, reads the node's version and
+// the schematic it booted, builds that schematic's installer for opts.To
+// and checks the factory has it. Nothing is sent to the node.
+func PlanUpgrade(ctx context.Context, endpoint string, tc *Talosconfig, opts UpgradeOptions) (*UpgradeResult, error) {
+	res, s, err := planUpgrade(ctx, endpoint, tc, opts)
+	if s != nil {
+		s.Close()
+	}
+	return res, err
+}
+
+func planUpgrade(ctx context.Context, endpoint string, tc *Talosconfig, opts UpgradeOptions) (*UpgradeResult, *session, error) {
+	opts.Wait = opts.Wait.withDefaults()
+	if tc == nil {
+		return nil, nil, fmt.Errorf("upgrade: %w: none given", ErrTalosconfig)
+	}
+	if opts.Factory == nil {
+		return nil, nil, errors.New("upgrade: no Image Factory client")
+	}
+	to, err := parseTalosVersion(opts.To)
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := dialSecure(ctx, endpoint, tc)
+	if err != nil {
+		return nil, nil, err
+	}
+	s.timeout = opts.Wait.CallTimeout
+	res := &UpgradeResult{Endpoint: s.endpoint, To: opts.To, DryRun: opts.DryRun}
+
+	cctx, cancel := context.WithTimeout(ctx, opts.Wait.CallTimeout)
+	defer cancel()
+	v, err := s.c.Version(cctx)
+	if err != nil {
+		return res, s, fmt.Errorf("upgrade: %w", s.err(cctx, "version request", err))
+	}
+	if len(v.GetMessages()) > 0 {
+		res.From = v.GetMessages()[0].GetVersion().GetTag()
+	}
+	from, err := parseTalosVersion(res.From)
+	if err != nil {
+		return res, s, fmt.Errorf("upgrade: the node reports %w", err)
+	}
+	res.API = "LifecycleService"
+	if from.LT(lifecycleFrom) {
+		res.API = "MachineService.Upgrade"
+	}
+	res.Booted, err = readBooted(cctx, s.c)
+	if err != nil {
+		return res, s, fmt.Errorf("upgrade: %w", s.err(cctx, "extension status request", err))
+	}
+	if res.Booted == nil || res.Booted.SchematicID == "" {
+		return res, s, fmt.Errorf("%w (%s runs an image without factory extension statuses); refusing to guess an installer: "+
+			"run talosctl upgrade --image with the installer from your talos/installer-<role>.yaml", ErrNoSchematic, s.endpoint)
+	}
+	switch {
+	case to.EQ(from):
+		res.UpToDate = true
+		return res, s, nil
+	case to.LT(from):
+		return res, s, fmt.Errorf("upgrade %s: %s is older than the running %s; talosflash does not downgrade", s.endpoint, opts.To, res.From)
+	}
+	if err := checkTargetExtensions(ctx, opts, res); err != nil {
+		return res, s, err
+	}
+	ref := factory.NewInstallerRef(opts.Factory.RegistryHost(), res.Booted.SchematicID, opts.To)
+	res.Image = ref.String()
+	opts.Wait.Progress(fmt.Sprintf("%s: checking %s on the factory (a first request builds it, this can take minutes)", s.endpoint, res.Image))
+	res.Digest, err = opts.Factory.InstallerDigest(ctx, ref)
+	if err != nil {
+		return res, s, fmt.Errorf("upgrade %s: %w", s.endpoint, err)
+	}
+	return res, s, nil
+}
+
+// checkTargetExtensions refuses a target version the factory offers without one
+// of the node's extensions: the installer would drop it (for Newt: the
+// tunnel, for an ExtensionServiceConfig-dependent extension: worse).
+func checkTargetExtensions(ctx context.Context, opts UpgradeOptions, res *UpgradeResult) error {
+	if res.Booted.Schematic == nil {
+		return nil // the node's Talos does not carry the schematic YAML: the factory's build decides
+	}
+	want := res.Booted.Schematic.Customization.SystemExtensions.OfficialExtensions
+	if len(want) == 0 {
+		return nil
+	}
+	offered, err := opts.Factory.Extensions(ctx, opts.To)
+	if errors.Is(err, factory.ErrUnknownVersion) {
+		return fmt.Errorf("upgrade %s: %w: the factory at %s does not offer Talos %s", res.Endpoint, factory.ErrInstallerMissing, opts.Factory.BaseURL(), opts.To)
+	}
+	if err != nil {
+		return fmt.Errorf("upgrade %s: %w", res.Endpoint, err)
+	}
+	var missing []string
+	for _, w := range want {
+		found := false
+		for _, o := range offered {
+			found = found || o.Name == w
+		}
+		if !found {
+			missing = append(missing, w)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%w: %s not offered for %s by %s: the upgraded node would lose %s",
+			ErrExtensionMissing, strings.Join(missing, ", "), opts.To, opts.Factory.BaseURL(), strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// Upgrade upgrades one node to opts.To with the installer of the schematic
+// it booted (never the generic installer): PlanUpgrade, then on Talos >=
+// 1.13 what talosctl v1.14 does (ImageService.Pull, LifecycleService.Upgrade,
+// Reboot), on older Talos MachineService.Upgrade (which reboots by itself);
+// then it waits for the node to come back (new boot ID, stage running and
+// ready, version To, services healthy) and checks it booted the same schematic.
+func Upgrade(ctx context.Context, endpoint string, tc *Talosconfig, opts UpgradeOptions) (*UpgradeResult, error) {
+	opts.Wait = opts.Wait.withDefaults()
+	res, s, err := planUpgrade(ctx, endpoint, tc, opts)
+	if s != nil {
+		defer s.Close()
+	}
+	if err != nil || res.UpToDate || opts.DryRun {
+		return res, err
+	}
+	if opts.OnPlan != nil {
+		opts.OnPlan(res)
+	}
+	progress := func(format string, args ...any) {
+		opts.Wait.Progress(s.endpoint + ": " + fmt.Sprintf(format, args...))
+	}
+	// Never take down a node that is not healthy yet (e.g. still starting
+	// after the previous step): wait for it first, within the same bound.
+	progress("checking the node is healthy before the upgrade")
+	pctx, pcancel := context.WithTimeout(ctx, opts.Wait.Timeout)
+	err = s.waitHealthy(pctx, opts.Wait, res.From)
+	pcancel()
+	if err != nil {
+		return res, fmt.Errorf("upgrade %s: not healthy before the upgrade, nothing sent: %w", s.endpoint, err)
+	}
+	bootID, err := s.bootID(ctx, opts.Wait)
+	if err != nil {
+		return res, fmt.Errorf("upgrade %s: read boot ID: %w", s.endpoint, err)
+	}
+
+	wctx, wcancel := context.WithTimeout(ctx, opts.Wait.Timeout)
+	defer wcancel()
+	if res.API == "LifecycleService" {
+		err = s.lifecycleUpgrade(wctx, res.Image, progress)
+		if status.Code(err) == codes.Unimplemented {
+			res.API = "MachineService.Upgrade"
+		} else if err != nil {
+			return res, err
+		}
+	}
+	if res.API == "MachineService.Upgrade" {
+		progress("MachineService.Upgrade with %s", res.Image)
+		cctx, cancel := context.WithTimeout(ctx, opts.Wait.CallTimeout)
+		//lint:ignore SA1019 the legacy API is the only one Talos < 1.13 has (talosctl falls back the same way)
+		_, err := s.c.UpgradeWithOptions(cctx, client.WithUpgradeImage(res.Image))
+		cancel()
+		if err != nil {
+			return res, fmt.Errorf("upgrade %s: %w", s.endpoint, s.err(cctx, "upgrade", err))
+		}
+	} else {
+		progress("rebooting into the new installation")
+		cctx, cancel := context.WithTimeout(ctx, opts.Wait.CallTimeout)
+		_, err := s.c.RebootWithResponse(cctx)
+		cancel()
+		if err != nil {
+			return res, fmt.Errorf("upgrade %s: reboot: %w", s.endpoint, s.err(cctx, "reboot", err))
+		}
+	}
+
+	err = poll(wctx, opts.Wait, func(ctx context.Context) (bool, string, error) {
+		id, err := s.bootID(ctx, opts.Wait)
+		if err != nil {
+			return false, s.endpoint + ": rebooting (API not answering)", nil
+		}
+		if id != bootID {
+			return true, s.endpoint + ": boot ID changed", nil
+		}
+		return false, s.endpoint + ": waiting for the reboot", nil
+	})
+	if err != nil {
+		return res, fmt.Errorf("upgrade %s: the node did not reboot: %w", s.endpoint, err)
+	}
+	res.Rebooted = true
+	progress("rebooted; waiting for it to be ready")
+	if err := s.waitHealthy(wctx, opts.Wait, opts.To); err != nil {
+		return res, fmt.Errorf("upgrade %s: %w", s.endpoint, err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, opts.Wait.CallTimeout)
+	defer cancel()
+	after, err := readBooted(cctx, s.c)
+	if err != nil {
+		return res, fmt.Errorf("upgrade %s: %w", s.endpoint, s.err(cctx, "extension status request", err))
+	}
+	if after != nil {
+		res.BootedAfter = after.SchematicID
+	}
+	if res.BootedAfter != res.Booted.SchematicID {
+		return res, fmt.Errorf("%w: %s came back with schematic %q, not %s", ErrUpgradeFailed, s.endpoint, res.BootedAfter, res.Booted.SchematicID)
+	}
+	res.Healthy = true
+	progress("running %s, schematic %s, services healthy", opts.To, factory.ShortID(res.BootedAfter))
+	return res, nil
+}
+
+// lifecycleUpgrade pulls the installer into the system containerd and runs
+// it through LifecycleService.Upgrade, as talosctl v1.14 does.
+func (s *session) lifecycleUpgrade(ctx context.Context, image string, progress func(string, ...any)) error {
+	ctr := &common.ContainerdInstance{Driver: common.ContainerDriver_CRI, Namespace: common.ContainerdNamespace_NS_SYSTEM}
+	progress("pulling %s", image)
+	pull, err := s.c.ImageClient.Pull(ctx, &machine.ImageServicePullRequest{Containerd: ctr, ImageRef: image})
+	if err != nil {
+		return fmt.Errorf("upgrade %s: pull: %w", s.endpoint, s.err(ctx, "image pull", err))
+	}
+	for {
+		m, err := pull.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("upgrade %s: pull: %w", s.endpoint, s.err(ctx, "image pull", err))
+		}
+		if name := m.GetName(); name != "" {
+			progress("pulled %s", name)
+		}
+	}
+	progress("LifecycleService.Upgrade with %s", image)
+	up, err := s.c.LifecycleClient.Upgrade(ctx, &machine.LifecycleServiceUpgradeRequest{Containerd: ctr,
+		Source: &machine.InstallArtifactsSource{ImageName: image}})
+	if err != nil {
+		return fmt.Errorf("upgrade %s: %w", s.endpoint, err)
+	}
+	exit, last := int32(-1), ""
+	for {
+		m, err := up.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			if status.Code(err) == codes.Unimplemented {
+				return fmt.Errorf("upgrade %s: %w", s.endpoint, err)
+			}
+			return fmt.Errorf("upgrade %s: %w", s.endpoint, s.err(ctx, "upgrade", err))
+		}
+		switch p := m.GetProgress().GetResponse().(type) {
+		case *machine.LifecycleServiceInstallProgress_Message:
+			last = oneLine(p.Message) // installer output (paths, images), not config
+			progress("installer: %s", last)
+		case *machine.LifecycleServiceInstallProgress_ExitCode:
+			exit = p.ExitCode
+		}
+	}
+	switch exit {
+	case 0:
+		return nil
+	case -1:
+		return fmt.Errorf("%w: %s: the installer stream ended without an exit code", ErrUpgradeFailed, s.endpoint)
+	}
+	return fmt.Errorf("%w: %s: the installer exited with code %d (last message: %s); the node was not rebooted", ErrUpgradeFailed, s.endpoint, exit, last)
+}
+
+// bootID reads /proc/sys/kernel/random/boot_id, as talosctl does to tell a reboot.
+func (s *session) bootID(ctx context.Context, opts WaitOptions) (string, error) {
+	cctx, cancel := context.WithTimeout(ctx, opts.CallTimeout)
+	defer cancel()
+	r, err := s.c.Read(cctx, "/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return "", s.err(cctx, "read", err)
+	}
+	defer r.Close() //nolint:errcheck
+	b, err := io.ReadAll(io.LimitReader(r, 128))
+	if err != nil {
+		return "", s.err(cctx, "read", err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// waitHealthy waits for stage running and ready, version want, and every
+// service running with no failing health check (etcd and kubelet included).
+func (s *session) waitHealthy(ctx context.Context, opts WaitOptions, want string) error {
+	v, err := s.waitReady(ctx, opts, true)
+	if err != nil {
+		return err
+	}
+	if v != want {
+		return fmt.Errorf("%w: the node came back running %s, not %s", ErrUpgradeFailed, v, want)
+	}
+	return poll(ctx, opts, func(ctx context.Context) (bool, string, error) {
+		list, err := s.services(ctx, opts)
+		if err != nil {
+			return false, s.endpoint + ": services not readable yet", nil
+		}
+		var waiting []string
+		for _, si := range list {
+			h := si.GetHealth()
+			if (si.GetState() != "Running" && si.GetState() != "Finished") || (h != nil && !h.GetUnknown() && !h.GetHealthy()) {
+				waiting = append(waiting, si.GetId()+" "+si.GetState()+" "+healthWord(si))
+			}
+		}
+		if len(waiting) > 0 {
+			return false, s.endpoint + ": waiting for " + strings.Join(waiting, ", "), nil
+		}
+		return true, s.endpoint + ": all services healthy", nil
+	})
+}
+
+// UpgradeAll upgrades nodes one at a time, each only after the previous one
+// is back and healthy; it stops at the first failure (the remaining nodes
+// are left alone). report gets each node's result as it ends.
+func UpgradeAll(ctx context.Context, endpoints []string, tc *Talosconfig, opts UpgradeOptions, report func(*UpgradeResult)) error {
+	for _, ep := range endpoints {
+		res, err := Upgrade(ctx, ep, tc, opts)
+		if res != nil && report != nil {
+			report(res)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// oneLine folds a node's progress text onto one printable line of bounded length.
+func oneLine(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if r < ' ' || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, s)
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
+}
