@@ -282,7 +282,7 @@ func checkInstallImage(cfg *Config, ref factory.InstallerRef, refErr error, node
 		if field == "" {
 			field = "machine.install.image"
 		}
-		return fmt.Sprintf("%s: set %s to %s, and upgrade only with the node's installer: %s", base, field, installer, upgrade)
+		return fmt.Sprintf("%s: set %s to %s, and upgrade only with the node's installer: %s (or `talosflash upgrade`, which reads the node's schematic and never uses another)", base, field, installer, upgrade)
 	}
 	switch {
 	case cfg.InstallImage == "":

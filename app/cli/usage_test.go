@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-var subcommands = []string{"flash", "schematic", "profiles", "devices", "nodes", "apply"}
+var subcommands = []string{"flash", "schematic", "profiles", "devices", "nodes", "apply", "bootstrap", "upgrade", "outdated"}
 
 // `flash -h` used to be a bare "Usage of flash:" listing -elevated.
 func TestEverySubcommandHasUsage(t *testing.T) {
