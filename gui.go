@@ -15,7 +15,7 @@ import (
 	"github.com/talosflash/talosflash/factory"
 )
 
-const guiUsage = `Usage: talosflash [gui] [--factory URL] [--profiles FILE]
+const guiUsage = `Usage: talosflash [gui] [--factory URL] [--profiles FILE] [--device D] [--allow-loop]
 
 Start the desktop app: pick a role, a card, flash it, then configure the
 booted Pi. Without a display, use the CLI: talosflash --help.
@@ -23,6 +23,9 @@ booted Pi. Without a display, use the CLI: talosflash --help.
 Flags:
   --factory URL     Image Factory base URL (default %s)
   --profiles FILE   YAML file with custom profiles
+  --device D        preselect this card in step 2 once it is listed
+  --allow-loop      make loop devices selectable, to try the whole flow
+                    without a card (losetup -f --show disk.img)
 
 Example:
   talosflash gui --profiles profiles.yaml
@@ -43,6 +46,8 @@ func runGUIWith(args []string, stdout, stderr io.Writer, getenv func(string) str
 	fs.Usage = func() {}
 	factoryURL := fs.String("factory", factory.DefaultBaseURL, "Image Factory base URL")
 	profiles := fs.String("profiles", "", "YAML file with custom profiles")
+	device := fs.String("device", "", "preselect this card")
+	allowLoop := fs.Bool("allow-loop", false, "make loop devices selectable")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintf(stdout, guiUsage, factory.DefaultBaseURL)
@@ -71,7 +76,7 @@ func runGUIWith(args []string, stdout, stderr io.Writer, getenv func(string) str
 			code = 2
 		}
 	}()
-	if err := run(gui.Options{FactoryURL: *factoryURL, ProfilesFile: *profiles}); err != nil {
+	if err := run(gui.Options{FactoryURL: *factoryURL, ProfilesFile: *profiles, Device: *device, AllowLoop: *allowLoop}); err != nil {
 		fmt.Fprintf(stderr, "talosflash: %v\n", err)
 		return 1
 	}

@@ -37,11 +37,11 @@ func (h *harness) dropOnProbedNode(srv *nodetest.Server, file string) (*nodeRow,
 	})
 	h.onUI(func() {
 		pos = fyne.CurrentApp().Driver().AbsolutePositionForObject(row.box).Add(fyne.NewPos(20, row.box.Size().Height/2))
-		h.ui.nodes.pending = nil
+		h.ui.escape()
 		h.ui.HandleDrop(pos, []fyne.URI{storage.NewFileURI(file)})
 	})
 	var p *applyPrompt
-	h.waitFor("findings dialog", func() bool { p = h.ui.nodes.pending; return p != nil })
+	h.waitFor("findings dialog", func() bool { p = h.ui.nodes.openPrompt(); return p != nil })
 	return row, p
 }
 
@@ -106,11 +106,7 @@ func TestNodesWorkerImageApplies(t *testing.T) {
 		}
 		test.Tap(p.apply)
 	})
-	select {
-	case <-h.ui.nodes.applied:
-	case <-time.After(20 * time.Second):
-		t.Fatal("apply did not finish")
-	}
+	h.waitFor("apply", func() bool { return !h.ui.nodes.applying() })
 	reqs := srv.Requests()
 	if len(reqs) != 2 || !reqs[0].DryRun || reqs[1].DryRun || !bytes.Equal(reqs[1].Config, want) {
 		t.Fatalf("node got %d requests; want its dry run, then worker.yaml byte for byte", len(reqs))
@@ -142,12 +138,12 @@ func TestNodesUnknownBootedShowsFallbackChoice(t *testing.T) {
 		if !row.flashedBox.Visible() || !strings.Contains(row.badge.Text, "unknown") {
 			t.Errorf("fallback not offered: badge %q", row.badge.Text)
 		}
-		h.ui.nodes.pending = nil
+		h.ui.escape()
 		data, _ := os.ReadFile(file)
 		h.ui.nodes.checkAndPrompt(row, "worker.yaml", data)
 	})
 	var p *applyPrompt
-	h.waitFor("findings dialog", func() bool { p = h.ui.nodes.pending; return p != nil })
+	h.waitFor("findings dialog", func() bool { p = h.ui.nodes.openPrompt(); return p != nil })
 	h.onUI(func() {
 		fallback, blocked := false, false
 		for _, f := range p.findings {
