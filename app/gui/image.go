@@ -46,9 +46,9 @@ type imageStep struct {
 	// The background check against the factory's lists (version, overlay,
 	// extensions) and its reachability.
 	check    *widget.Label
-	offline  *widget.Label // banner: the factory is unreachable, what still works
-	checkSeq int           // the latest check; older answers are dropped
-	checkDue *time.Timer   // debounces typing in the version field
+	offline  *widget.Label     // banner: the factory is unreachable, what still works
+	checkSeq int               // the latest check; older answers are dropped
+	checkDue *time.Timer       // debounces typing in the version field
 	names    map[string]string // select option -> profile name
 
 	notes  *widget.Label // what the image implies for the node's config (plan.ImageWarnings)

@@ -30,13 +30,13 @@ type nodesStep struct {
 	ui      *UI
 	content fyne.CanvasObject
 
-	rows    []*nodeRow
-	rowBox  *fyne.Container
-	empty   *widget.Label
-	status  *widget.Label
-	scan    *keyButton
-	manual  *widget.Entry
-	shown   *applyPrompt // the findings dialog shown last
+	rows   []*nodeRow
+	rowBox *fyne.Container
+	empty  *widget.Label
+	status *widget.Label
+	scan   *keyButton
+	manual *widget.Entry
+	shown  *applyPrompt // the findings dialog shown last
 }
 
 // nodeRow is one node in the list; box is what a drop is hit-tested against.
@@ -52,7 +52,7 @@ type nodeRow struct {
 	// the `talosctl bootstrap` command after a control plane config
 	bootstrap    *widget.Entry
 	bootstrapBox *fyne.Container
-	pick       *keyButton
+	pick         *keyButton
 }
 
 // applyPrompt is the dialog between a dropped file and the node.
