@@ -13,6 +13,7 @@ import (
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/storage"
 	"fyne.io/fyne/v2/test"
+	"fyne.io/fyne/v2/widget"
 
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/node"
@@ -114,6 +115,51 @@ func TestNodesWorkerImageApplies(t *testing.T) {
 	h.onUI(func() {
 		if !strings.Contains(row.reply.Text, "node answered mode no-reboot") {
 			t.Errorf("reply %q", row.reply.Text)
+		}
+		if row.bootstrapBox != nil {
+			t.Error("talosctl bootstrap shown after a worker config")
+		}
+	})
+}
+
+// After a control plane config, the row shows the next step: bootstrap etcd.
+func TestNodesControlplaneApplyShowsBootstrap(t *testing.T) {
+	h := newHarness(t, nil)
+	srv := nodetest.Start(t, nodetest.Options{Schematic: builtin(t, "worker").Schematic()})
+	file, _ := filepath.Abs("../../node/testdata/controlplane.yaml")
+	row, p := h.dropOnProbedNode(srv, file)
+	h.onUI(func() {
+		if p.override != nil {
+			p.override.SetChecked(true)
+		}
+		test.Tap(p.apply)
+	})
+	h.waitFor("apply", func() bool { return !h.ui.nodes.applying() })
+	h.onUI(func() {
+		if row.reply.Importance != widget.SuccessImportance {
+			t.Fatalf("not applied: %q", row.reply.Text)
+		}
+		want := "talosctl bootstrap --nodes 127.0.0.1 --endpoints 127.0.0.1 --talosconfig ./talosconfig"
+		if row.bootstrapBox == nil || !row.bootstrapBox.Visible() || row.bootstrap.Text != want {
+			t.Fatalf("bootstrap step: %v", row.bootstrap)
+		}
+	})
+}
+
+// The Nodes step follows the session: a flash presets the fallback choice
+// of rows that did not say what they booted.
+func TestNodesObserveFlashedCards(t *testing.T) {
+	h := newHarness(t, nil)
+	h.onUI(func() {
+		r := h.ui.nodes.addNode(node.Node{Addr: "127.0.0.1:50000", Maintenance: true})
+		if r.flashed.Selected != unknownFlash {
+			t.Fatalf("preset %q before any flash", r.flashed.Selected)
+		}
+		h.ui.image.selectProfile("worker")
+		c := h.ui.session.Choice()
+		h.ui.session.AddFlashed(Flashed{Image: *c, Device: h.target})
+		if r.flashed.Selected != "worker" {
+			t.Fatalf("after a worker flash the row says %q", r.flashed.Selected)
 		}
 	})
 }
