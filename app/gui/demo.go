@@ -166,7 +166,7 @@ func driveDemo(ui *UI, step, card, cfgPath string) {
 		return
 	}
 	fyne.DoAndWait(func() {
-		ui.Window.Canvas().Overlays().Top().Hide() // the confirmation
+		ui.escape() // the confirmation
 		ui.flash.begin(*ui.image.choice, *ui.target.selected)
 	})
 	if step == "flashing" {

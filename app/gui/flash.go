@@ -196,6 +196,7 @@ func (s *flashStep) resetProgress() {
 		b.detail.SetText("waiting")
 	}
 	s.done.Hide()
+	s.start.Show()
 	s.another.Hide()
 	s.toNodes.Hide()
 	s.status.Importance = widget.MediumImportance
@@ -308,7 +309,7 @@ func (s *flashStep) finish(c imageChoice, disk devices.Disk, out *plan.Outcome, 
 		verified = "written and verified"
 	}
 	s.doneTitle.SetText("✓ Card ready. Label it: " + cardLabel(&c))
-	body := fmt.Sprintf("%s %s: %s, SHA-256 %s.", disk.Path, verified, humanize.IBytes(uint64(out.Bytes)), plan.ShortID(out.SHA256))
+	body := fmt.Sprintf("%s %s: %s, SHA-256 %s", disk.Path, verified, humanize.IBytes(uint64(out.Bytes)), plan.ShortID(out.SHA256))
 	if c.LocalPath == "" {
 		body += fmt.Sprintf("\nTalos %s · %s · schematic %s", c.Version, c.Label, c.SchematicID)
 	} else {
@@ -324,7 +325,7 @@ func (s *flashStep) finish(c imageChoice, disk devices.Disk, out *plan.Outcome, 
 	s.status.Importance = widget.SuccessImportance
 	s.status.SetText("Put the card in the Pi and power it on, then give it its config under Nodes.")
 	s.toNodes.Show()
-	s.start.Disable() // the same card again: "Flash another card" first
+	s.start.Hide() // the same card again: "Flash another card" first
 	s.ui.session.AddFlashed(Flashed{Image: c, Device: disk.Path, Result: out.Result, CachePath: out.CachePath, At: time.Now()})
 	go func() {
 		e := s.ui.deps.Eject(s.ui.ctx, disk.Path)

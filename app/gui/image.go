@@ -102,6 +102,7 @@ func newImageStep(ui *UI) *imageStep {
 	s.notes.Hide()
 	s.next = primaryButton(ui, "Next: choose the card  →", nil, func() { ui.tabs.SelectIndex(tabTarget) })
 	s.check = wrapLabel("")
+	s.check.Hide()
 	s.offline = wrapLabel("")
 	s.offline.Importance = widget.WarningImportance
 	s.offline.Hide()
@@ -457,9 +458,10 @@ func (s *imageStep) startCheck(c *imageChoice) {
 		s.checkDue.Stop()
 	}
 	s.check.Importance = widget.MediumImportance
+	s.check.Show()
 	switch {
 	case c == nil:
-		s.check.SetText("")
+		s.check.Hide()
 		return
 	case c.LocalPath != "":
 		s.check.SetText("A local image needs no Image Factory.")
@@ -521,6 +523,7 @@ func (s *imageStep) showCheck(c *imageChoice, err error) {
 		s.check.SetText("✓ The Image Factory offers " + what + ".")
 	case errors.Is(err, factory.ErrUnreachable):
 		s.check.SetText("")
+		s.check.Hide()
 		cached := "this image is not cached: it needs the factory"
 		if s.ui.session.ImageCached() {
 			cached = "this image is cached and flashes offline"
@@ -531,6 +534,10 @@ func (s *imageStep) showCheck(c *imageChoice, err error) {
 	default:
 		s.offline.Hide()
 		s.check.SetText("")
+		s.check.Hide()
+		if errors.Is(err, factory.ErrUnknownVersion) && !s.customRef {
+			s.version.SetValidationError(err) // no check mark on a version the factory lacks
+		}
 		s.problem.SetText(errorText(err))
 		s.problem.Show()
 		s.next.Disable()

@@ -10,6 +10,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httputil"
@@ -18,6 +19,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -86,7 +88,12 @@ func TestRealWindowFlashesLoopDevice(t *testing.T) {
 	cpID, _ := cp.SchematicID()
 	nd := nodetest.Start(t, nodetest.Options{Addr: "127.0.0.2:0", Schematic: cp.Schematic()})
 
-	loop := attachLoop(t, filepath.Join(dir, "card.img"), cardSize)
+	cardDir, err := os.MkdirTemp("", "talosflash-e2e-") // a short path: it is shown in the window
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(cardDir) })
+	loop := attachLoop(t, filepath.Join(cardDir, "sdcard.img"), cardSize)
 	startXvfb(t)
 
 	home := filepath.Join(dir, "home")
@@ -99,8 +106,15 @@ func TestRealWindowFlashesLoopDevice(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = app.Process.Kill()
-		_ = app.Wait()
+		_ = app.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = app.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			_ = app.Process.Kill()
+			<-done
+		}
 		if t.Failed() {
 			t.Logf("app output:\n%s", appLog.String())
 		}
@@ -111,16 +125,17 @@ func TestRealWindowFlashesLoopDevice(t *testing.T) {
 		x(t, append([]string{"key", "--window", win, "--delay", "80"}, keys...)...)
 		time.Sleep(400 * time.Millisecond)
 	}
-	shot := func(name string) {
+	shotTo := func(dir, name, crop string) {
 		t.Helper()
 		time.Sleep(700 * time.Millisecond) // let the frame settle
-		file := filepath.Join(shots, name+".png")
-		cmd := exec.Command("import", "-display", display, "-window", "root", "-crop", "1000x700+0+0", "+repage",
+		file := filepath.Join(dir, name+".png")
+		cmd := exec.Command("import", "-display", display, "-window", "root", "-crop", crop, "+repage",
 			"-strip", "-depth", "8", "-colors", "256", "PNG8:"+file)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("screenshot %s: %v\n%s", name, err, out)
 		}
 	}
+	shot := func(name string) { t.Helper(); shotTo(shots, name, "1000x700+0+0") }
 
 	// 1 Image: the control plane is the first role, checked with the factory.
 	waitFor(t, "the factory check", 30*time.Second, func() bool { return len(srv.RequestsTo("/versions")) > 0 })
@@ -139,7 +154,6 @@ func TestRealWindowFlashesLoopDevice(t *testing.T) {
 	key("Return")
 	key("Return")
 	waitFor(t, "the download to start", 60*time.Second, func() bool { return srv.BytesServed() > 0 })
-	time.Sleep(time.Second)
 	shot("4-flashing")
 	waitFor(t, "the card to hold the image", 3*time.Minute, func() bool {
 		return bytes.Equal(readDev(t, loop, imageSize), fx.Raw)
@@ -163,6 +177,11 @@ func TestRealWindowFlashesLoopDevice(t *testing.T) {
 	if n := len(nd.Requests()); n != 0 {
 		t.Errorf("the node received %d config(s) without being asked", n)
 	}
+	// The window at its minimum size (kept with the test's files only).
+	x(t, "windowsize", win, "400", "300")
+	shotTo(dir, "min-size", "1000x700+0+0")
+	t.Logf("min-size screenshot: %s", filepath.Join(dir, "min-size.png"))
+
 	for _, s := range []string{"1-image", "2-card", "3-confirm", "4-flashing", "5-done", "6-nodes"} {
 		if st, err := os.Stat(filepath.Join(shots, s+".png")); err != nil || st.Size() < 2000 {
 			t.Errorf("screenshot %s missing or empty", s)
@@ -174,7 +193,7 @@ func TestRealWindowFlashesLoopDevice(t *testing.T) {
 }
 
 // throttled serves srv through a proxy on 127.0.0.1 that sends image
-// bodies at about 4 MiB/s.
+// bodies at about 640 KiB/s.
 func throttled(t *testing.T, target string) string {
 	u, err := url.Parse(target)
 	if err != nil {
@@ -194,10 +213,10 @@ func throttled(t *testing.T, target string) string {
 type slowBody struct{ io.ReadCloser }
 
 func (b *slowBody) Read(p []byte) (int, error) {
-	if len(p) > 64<<10 {
-		p = p[:64<<10]
+	if len(p) > 16<<10 {
+		p = p[:16<<10]
 	}
-	time.Sleep(15 * time.Millisecond)
+	time.Sleep(25 * time.Millisecond) // ~640 KiB/s
 	return b.ReadCloser.Read(p)
 }
 
@@ -224,20 +243,26 @@ func attachLoop(t *testing.T, file string, size int64) string {
 
 func startXvfb(t *testing.T) {
 	t.Helper()
-	if _, err := os.Stat("/tmp/.X11-unix/X" + display[1:]); err == nil {
-		t.Skipf("display %s is in use", display)
+	// Xvfb writes its pid into the lock file; a dead pid is a stale lock
+	// that Xvfb replaces itself.
+	if b, err := os.ReadFile("/tmp/.X" + display[1:] + "-lock"); err == nil {
+		var pid int
+		if _, err := fmt.Sscan(strings.TrimSpace(string(b)), &pid); err == nil && pid > 0 && syscall.Kill(pid, 0) == nil {
+			t.Skipf("display %s is in use (Xvfb pid %d)", display, pid)
+		}
 	}
 	xvfb := exec.Command("Xvfb", display, "-screen", "0", "1000x700x24", "-nolisten", "tcp")
 	if err := xvfb.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = xvfb.Process.Kill()
+		_ = xvfb.Process.Signal(syscall.SIGTERM) // removes its socket and lock
 		_ = xvfb.Wait()
 	})
 	waitFor(t, "Xvfb", 10*time.Second, func() bool {
-		_, err := os.Stat("/tmp/.X11-unix/X" + display[1:])
-		return err == nil
+		cmd := exec.Command("xdotool", "getmouselocation")
+		cmd.Env = append(cleanEnv(), "DISPLAY="+display)
+		return cmd.Run() == nil
 	})
 }
 
