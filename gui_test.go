@@ -172,3 +172,18 @@ func TestFyneLocaleInitsBeforeFyneLang(t *testing.T) {
 		t.Fatalf("init order: fynelocale at %d, fyne.io/fyne/v2/lang at %d (want fynelocale first)", ours, fyne)
 	}
 }
+
+// `talosflash gui --allow-loop --device D` reaches the app's options.
+func TestGUIAllowLoopAndDevice(t *testing.T) {
+	var got gui.Options
+	code := runGUIWith([]string{"--allow-loop", "--device", "/dev/loop7"}, &bytes.Buffer{}, &bytes.Buffer{},
+		func(string) string { return ":99" }, func(o gui.Options) error { got = o; return nil })
+	if code != 0 || !got.AllowLoop || got.Device != "/dev/loop7" {
+		t.Fatalf("exit %d, options %+v", code, got)
+	}
+	var stdout bytes.Buffer
+	runGUIWith([]string{"-h"}, &stdout, &bytes.Buffer{}, func(string) string { return "" }, nil)
+	if !strings.Contains(stdout.String(), "--allow-loop") || !strings.Contains(stdout.String(), "--device D") {
+		t.Fatalf("usage does not list the flags:\n%s", stdout.String())
+	}
+}

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building and testing talosflash needs on Debian/Ubuntu:
 # Fyne's cgo headers (X11 + GL), Xvfb, xdotool and ImageMagick for the
-# real-window test and screenshots, xz and util-linux for tests, then the Go modules. Idempotent: installs only what is missing.
+# real-window test and screenshots, xz and util-linux for tests, then the Go
+# modules. Idempotent: installs only what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
