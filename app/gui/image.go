@@ -121,8 +121,11 @@ func newImageStep(ui *UI) *imageStep {
 		container.NewHBox(openImage, layout.NewSpacer(), s.next),
 		nil, nil, yamlBox)
 	ui.session.AddListener(func(c Change) {
-		if c == ChangeFlashed {
+		switch {
+		case c == ChangeFlashed:
 			s.imageDownloaded(ui.session.Flashed()[len(ui.session.Flashed())-1])
+		case c == ChangeImageSize && s.offline.Visible():
+			s.showOffline() // the cache lookup ended after the check
 		}
 	})
 	return s
@@ -194,7 +197,6 @@ func (s *imageStep) useInstaller(c *imageChoice) {
 	s.profile.Refresh()
 	s.customRef = true // ClearSelected ran the select callback
 	s.version.SetText(ref.Version)
-	s.customRef = false
 	s.setChoice(c, nil)
 	if c.Schematic == nil {
 		go s.lookupSchematic(c)
@@ -524,13 +526,7 @@ func (s *imageStep) showCheck(c *imageChoice, err error) {
 	case errors.Is(err, factory.ErrUnreachable):
 		s.check.SetText("")
 		s.check.Hide()
-		cached := "this image is not cached: it needs the factory"
-		if s.ui.session.ImageCached() {
-			cached = "this image is cached and flashes offline"
-		}
-		s.offline.SetText(fmt.Sprintf("⚠ The Image Factory (%s) cannot be reached, so names and versions are not checked. Still works: images already in the cache (%s), local image files (\"Use a local image file…\"), and step 4 (nodes).",
-			s.ui.deps.Factory.BaseURL(), cached))
-		s.offline.Show()
+		s.showOffline()
 	default:
 		s.offline.Hide()
 		s.check.SetText("")
@@ -542,4 +538,16 @@ func (s *imageStep) showCheck(c *imageChoice, err error) {
 		s.problem.Show()
 		s.next.Disable()
 	}
+}
+
+// showOffline shows the banner for an unreachable factory: what still
+// works, including whether the chosen image is cached (UI goroutine).
+func (s *imageStep) showOffline() {
+	cached := "this image is not cached: it needs the factory"
+	if s.ui.session.ImageCached() {
+		cached = "this image is cached and flashes offline"
+	}
+	s.offline.SetText(fmt.Sprintf("⚠ The Image Factory (%s) cannot be reached, so names and versions are not checked. Still works: images already in the cache (%s), local image files (\"Use a local image file…\"), and step 4 (nodes).",
+		s.ui.deps.Factory.BaseURL(), cached))
+	s.offline.Show()
 }

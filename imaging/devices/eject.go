@@ -19,16 +19,16 @@ type Ejected struct {
 	Note       string // what the user should know, one sentence
 }
 
-// udisksctl is the udisks2 command line tool; a variable for tests.
+// udisksctl is the udisks2 command line tool.
 var udisksctl = "udisksctl"
 
 // Eject makes a written card safe to remove, as Raspberry Pi Imager does:
 // it flushes the device (the write already fsynced; this catches anything
 // since, such as an automounter), then, where udisks2 is installed, powers
-// the drive off (`udisksctl power-off -b`), which also unmounts nothing
-// by force: a partition mounted meanwhile makes it fail, and Note says so.
-// Image files and loop devices are only flushed. Errors are reported in
-// Note, never fatal: the card was written and verified already.
+// the drive off (`udisksctl power-off -b`). Nothing is unmounted by force:
+// if a partition was automounted meanwhile the power-off fails and Note
+// says what to do. Image files and loop devices are only flushed. Problems
+// are reported in Note, never as errors: the card is written and verified.
 func Eject(ctx context.Context, path string) Ejected {
 	st, err := os.Stat(path)
 	if err != nil {
