@@ -233,7 +233,7 @@ func (s *imageStep) openInstallerFile() {
 		}
 		s.loadInstallerFile(r.URI().Name(), data)
 	}, s.ui.Window)
-	d.Show()
+	s.ui.showFileDialog(d)
 }
 
 func (s *imageStep) loadInstallerFile(name string, data []byte) {
@@ -262,7 +262,7 @@ func (s *imageStep) openImageFile() {
 	}, s.ui.Window)
 	d.SetFilter(storage.NewExtensionFileFilter(localImageExts))
 	d.Resize(fyne.NewSize(760, 520))
-	d.Show()
+	s.ui.showFileDialog(d)
 }
 
 // localImageExts are the names offered and dropped as local images; the

@@ -192,3 +192,22 @@ func TestKeyboardFlowEnterAndEsc(t *testing.T) {
 		}
 	})
 }
+
+// Esc closes the file dialogs too.
+func TestEscClosesFileDialog(t *testing.T) {
+	h := newHarness(t, nil)
+	h.onUI(func() {
+		h.ui.image.openImageFile()
+		if h.ui.modal == nil || !h.ui.modal.files {
+			t.Fatal("the file dialog is not tracked")
+		}
+		h.ui.typedKey(&fyne.KeyEvent{Name: fyne.KeyReturn}) // Enter is the dialog's own
+		if h.ui.modal == nil {
+			t.Fatal("Enter closed the file dialog")
+		}
+		h.ui.typedKey(&fyne.KeyEvent{Name: fyne.KeyEscape})
+		if h.ui.modal != nil || h.ui.Window.Canvas().Overlays().Top() != nil {
+			t.Fatal("Esc did not close the file dialog")
+		}
+	})
+}

@@ -54,8 +54,25 @@ func (b *keyButton) TypedKey(ev *fyne.KeyEvent) {
 // modal is the dialog shown now: Enter runs its primary action, Esc
 // dismisses it.
 type modal struct {
-	dialog  *dialog.CustomDialog
-	primary *keyButton // nil: Enter only dismisses
+	dialog  dialog.Dialog
+	primary *keyButton // nil: Enter dismisses (an information dialog)
+	files   bool       // a file dialog: Enter is its own (open the selection)
+}
+
+// track makes d the dialog Enter and Esc act on until it closes.
+func (ui *UI) track(m *modal) {
+	m.dialog.SetOnClosed(func() {
+		if ui.modal == m {
+			ui.modal = nil
+		}
+	})
+	ui.modal = m
+}
+
+// showFileDialog shows a file dialog that Esc closes.
+func (ui *UI) showFileDialog(d *dialog.FileDialog) {
+	ui.track(&modal{dialog: d, files: true})
+	d.Show()
 }
 
 // showModal shows a dialog whose buttons are dismiss (left) and confirm
@@ -64,7 +81,8 @@ type modal struct {
 func (ui *UI) showModal(title string, content fyne.CanvasObject, dismissText string, confirm *keyButton, size fyne.Size) *modal {
 	m := &modal{primary: confirm}
 	dismiss := newKeyButton(ui, dismissText, nil, nil)
-	m.dialog = dialog.NewCustomWithoutButtons(title, content, ui.Window)
+	d := dialog.NewCustomWithoutButtons(title, content, ui.Window)
+	m.dialog = d
 	buttons := []fyne.CanvasObject{dismiss}
 	if confirm != nil {
 		buttons = append(buttons, confirm)
@@ -78,18 +96,13 @@ func (ui *UI) showModal(title string, content fyne.CanvasObject, dismissText str
 	} else {
 		dismiss.Importance = widget.HighImportance
 	}
-	dismiss.OnTapped = m.dialog.Hide
-	m.dialog.SetButtons(buttons)
-	m.dialog.SetOnClosed(func() {
-		if ui.modal == m {
-			ui.modal = nil
-		}
-	})
+	dismiss.OnTapped = d.Hide
+	d.SetButtons(buttons)
 	if size.Width > 0 {
-		m.dialog.Resize(size)
+		d.Resize(size)
 	}
-	ui.modal = m
-	m.dialog.Show()
+	ui.track(m)
+	d.Show()
 	return m
 }
 
@@ -98,6 +111,9 @@ func (ui *UI) typedKey(ev *fyne.KeyEvent) {
 	switch ev.Name {
 	case fyne.KeyReturn, fyne.KeyEnter:
 		if m := ui.modal; m != nil {
+			if m.files {
+				return
+			}
 			if m.primary == nil {
 				m.dialog.Hide()
 			} else if !m.primary.Disabled() {

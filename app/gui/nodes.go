@@ -352,7 +352,7 @@ func (s *nodesStep) pickFile(r *nodeRow) {
 		s.checkAndPrompt(r, rc.URI().Name(), data)
 	}, s.ui.Window)
 	d.SetFilter(storage.NewExtensionFileFilter([]string{".yaml", ".yml"}))
-	d.Show()
+	s.ui.showFileDialog(d)
 }
 
 func (s *nodesStep) applyURI(r *nodeRow, u fyne.URI) {
