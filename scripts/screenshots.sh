@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # Captures the desktop app into docs/screenshots/*.png.
 #
-# 1-6 come from the real-window end-to-end test (app/gui/e2e): the real
+# 1-8 come from the real-window end-to-end test (app/gui/e2e): the real
 # talosflash binary under Xvfb, driven by keyboard through xdotool, flashing
-# a loop device from a fake Image Factory on 127.0.0.1 and adding a fake
-# Talos node on 127.0.0.2. It needs root (losetup), Xvfb, xdotool and
-# ImageMagick's import (scripts/setup.sh installs them).
-# 7 (a config dropped on a node, which X input cannot script) comes from the
-# demo build (-tags demo) against canned nodes.
+# a loop device from a fake Image Factory on 127.0.0.1, then scanning for a
+# fake Talos node on 127.0.0.131 (--subnet 127.0.0.131/32) and applying its
+# config. It needs root (losetup), Xvfb, xdotool and ImageMagick's import
+# (scripts/setup.sh installs them).
+# 9 (a config blocked by the incident check, three canned nodes) comes from
+# the demo build (-tags demo).
 #
 #   scripts/screenshots.sh               # all
-#   scripts/screenshots.sh demo STEP...  # only these demo steps (image card confirm flashing done nodes findings)
+#   scripts/screenshots.sh demo STEP...  # demo steps only (image card confirm flashing done nodes findings),
+#                                        # written as demo-STEP.png (findings: 9-findings.png)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=$PWD/docs/screenshots
@@ -27,7 +29,7 @@ else
 		echo "the real-window test did not run to the end:" >&2; cat "$log" >&2; rm -f "$log"; exit 1
 	fi
 	rm -f "$log"
-	for f in "$out"/[1-6]-*.png; do echo "wrote ${f#"$PWD"/} ($(du -k "$f" | cut -f1) KiB)"; done
+	for f in "$out"/[1-8]-*.png; do echo "wrote ${f#"$PWD"/} ($(du -k "$f" | cut -f1) KiB)"; done
 fi
 
 all=(image card confirm flashing done nodes findings)
@@ -42,7 +44,7 @@ trap cleanup EXIT
 for _ in $(seq 50); do xdpyinfo -display "$display" >/dev/null 2>&1 && break; sleep 0.1; done
 
 for step in "${demo_steps[@]}"; do
-	i=0; for s in "${all[@]}"; do [[ $s == "$step" ]] && break; i=$((i + 1)); done
+	if ! printf '%s\n' "${all[@]}" | grep -qx "$step"; then echo "unknown demo step $step" >&2; exit 2; fi
 	log=$(dirname "$bin")/$step.log
 	DISPLAY=$display LIBGL_ALWAYS_SOFTWARE=1 "$bin" -step "$step" >"$log" 2>&1 &
 	app=$!
@@ -51,7 +53,8 @@ for step in "${demo_steps[@]}"; do
 		echo "step $step did not get ready:" >&2; cat "$log" >&2; kill "$app" || true; exit 1
 	fi
 	sleep 0.5
-	file=$(printf '%s/%d-%s.png' "$out" $((i + 1)) "$step")
+	file=$out/demo-$step.png
+	[[ $step == findings ]] && file=$out/9-findings.png
 	import -display "$display" -window root -crop 1000x700+0+0 +repage -strip -depth 8 -colors 256 PNG8:"$file"
 	kill "$app"; wait "$app" 2>/dev/null || true
 	echo "wrote ${file#"$PWD"/} ($(du -k "$file" | cut -f1) KiB)"

@@ -44,6 +44,9 @@ type Options struct {
 	AllowLoop bool
 	// Device is preselected in step 2 once it is listed and safe.
 	Device string
+	// Subnets, when set, are what "Scan this network" scans instead of
+	// this machine's networks (`talosflash gui --subnet CIDR`).
+	Subnets []netip.Prefix
 }
 
 // Deps are everything the UI talks to. Nil fields get the real
@@ -105,6 +108,10 @@ func DefaultDeps(opts Options) (Deps, error) {
 	}
 	d := Deps{Factory: factory.NewClient(base, factory.NewHTTPClient()), Cache: cache, Profiles: profiles,
 		Safety: devices.Options{AllowLoop: opts.AllowLoop}, Preselect: opts.Device}
+	if len(opts.Subnets) > 0 {
+		subnets := opts.Subnets
+		d.LocalPrefixes = func() ([]netip.Prefix, error) { return subnets, nil }
+	}
 	d.fill()
 	return d, nil
 }

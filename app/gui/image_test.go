@@ -1,6 +1,7 @@
 package gui
 
 import (
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"fyne.io/fyne/v2/test"
 
 	"github.com/talosflash/talosflash/factory"
+	"github.com/talosflash/talosflash/imaging"
 	"github.com/talosflash/talosflash/imaging/devices"
 )
 
@@ -210,4 +212,17 @@ func TestEscClosesFileDialog(t *testing.T) {
 			t.Fatal("Esc did not close the file dialog")
 		}
 	})
+}
+
+// `talosflash gui --subnet` is all that "Scan this network" scans.
+func TestSubnetsReplaceLocalPrefixes(t *testing.T) {
+	want := []netip.Prefix{netip.MustParsePrefix("127.0.0.131/32")}
+	d, err := DefaultDeps(Options{Subnets: want, Cache: &imaging.Cache{Dir: t.TempDir()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := d.LocalPrefixes()
+	if err != nil || len(got) != 1 || got[0] != want[0] {
+		t.Fatalf("LocalPrefixes() = %v, %v; want %v", got, err, want)
+	}
 }

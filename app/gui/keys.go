@@ -59,8 +59,11 @@ type modal struct {
 	files   bool       // a file dialog: Enter is its own (open the selection)
 }
 
-// track makes d the dialog Enter and Esc act on until it closes.
+// track makes d the dialog Enter and Esc act on until it closes. The
+// focus leaves the window's widgets, so Enter reaches the dialog, not the
+// button that opened it.
 func (ui *UI) track(m *modal) {
+	ui.Window.Canvas().Unfocus()
 	m.dialog.SetOnClosed(func() {
 		if ui.modal == m {
 			ui.modal = nil

@@ -1,10 +1,11 @@
 // Package e2e drives the real talosflash binary in a real window: Xvfb,
 // keyboard input through xdotool (XTEST), the fake Image Factory and a fake
 // Talos node on loopback, and a loop device as the card. It flashes the
-// loop device through the UI, checks the bytes on it, adds the node by its
-// address, and captures each step (TALOSFLASH_SCREENSHOTS=dir keeps them:
-// scripts/screenshots.sh). Nothing leaves 127.0.0.0/8: the node is typed
-// in, never scanned for.
+// loop device through the UI, checks the bytes on it and in the cache,
+// finds the node with "Scan this network" and by its address, and captures
+// each step (TALOSFLASH_SCREENSHOTS=dir keeps them: scripts/screenshots.sh).
+// Nothing leaves 127.0.0.0/8: the app is started with --subnet set to the
+// node's one loopback address, so its scan covers nothing else.
 package e2e
 
 import (
@@ -31,6 +32,12 @@ import (
 
 // display is this test's own X display, apart from other users of Xvfb.
 const display = ":131"
+
+// The fake node: its own loopback address on Talos' port, scanned alone.
+const (
+	nodeAddr   = "127.0.0.131:50000"
+	nodeSubnet = "127.0.0.131/32"
+)
 
 const (
 	imageSize = 24 << 20 // the raw image written to the card
@@ -86,7 +93,9 @@ func TestRealWindowFlashesLoopDevice(t *testing.T) {
 		t.Fatal(err)
 	}
 	cpID, _ := cp.SchematicID()
-	nd := nodetest.Start(t, nodetest.Options{Addr: "127.0.0.2:0", Schematic: cp.Schematic()})
+	// The node listens where the app scans: one loopback address, given
+	// to the app with --subnet, so a scan cannot leave 127.0.0.0/8.
+	nd := nodetest.Start(t, nodetest.Options{Addr: nodeAddr, Schematic: cp.Schematic()})
 
 	cardDir, err := os.MkdirTemp("", "talosflash-e2e-") // a short path: it is shown in the window
 	if err != nil {
@@ -97,7 +106,17 @@ func TestRealWindowFlashesLoopDevice(t *testing.T) {
 	startXvfb(t)
 
 	home := filepath.Join(dir, "home")
-	app := exec.Command(bin, "gui", "--factory", factoryURL, "--allow-loop", "--device", loop)
+	cpConfig, err := os.ReadFile("../../../node/testdata/controlplane.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, "controlplane.yaml"), cpConfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	app := exec.Command(bin, "gui", "--factory", factoryURL, "--allow-loop", "--device", loop, "--subnet", nodeSubnet)
 	app.Env = append(cleanEnv(), "DISPLAY="+display, "HOME="+home, "XDG_CACHE_HOME="+filepath.Join(home, ".cache"),
 		"XDG_CONFIG_HOME="+filepath.Join(home, ".config"), "LIBGL_ALWAYS_SOFTWARE=1", "LANG=C.UTF-8", "NO_PROXY=*")
 	var appLog bytes.Buffer
@@ -168,21 +187,40 @@ func TestRealWindowFlashesLoopDevice(t *testing.T) {
 		t.Errorf("the image is not in the user's cache at %s: %v", cached, err)
 	}
 
-	// 4 Nodes: Enter goes on; the address field has the focus.
+	// 4 Nodes: Enter goes on, the address field has the focus: the node's
+	// address, Enter. Then Tab reaches "Scan this network", which scans only
+	// --subnet and finds the same node.
 	key("Return")
 	x(t, "type", "--window", win, "--delay", "40", nd.Addr())
 	key("Return")
 	time.Sleep(2 * time.Second)
+	key("Tab", "Return")
+	time.Sleep(3 * time.Second)
 	shot("6-nodes")
-	if n := len(nd.Requests()); n != 0 {
-		t.Errorf("the node received %d config(s) without being asked", n)
+
+	// Its config through "Choose config…" (Tab, Tab, Enter) and Fyne's file
+	// dialog, which opens in $HOME with nothing focused: Tab, Tab focus the
+	// file grid, Right moves from "(Parent)" to controlplane.yaml, Space
+	// selects it, Shift+Tab twice wraps round to Open. Enter then applies
+	// it: the incident checks pass (it has Newt's ExtensionServiceConfig).
+	key("Tab", "Tab", "Return")
+	time.Sleep(time.Second)
+	key("Tab", "Tab", "Right", "space", "shift+Tab", "shift+Tab", "space")
+	time.Sleep(2 * time.Second) // the checks
+	shot("7-apply")
+	key("Return")
+	waitFor(t, "the config at the node", 30*time.Second, func() bool { return len(nd.Requests()) == 2 })
+	if reqs := nd.Requests(); !reqs[0].DryRun || reqs[1].DryRun || !bytes.Equal(reqs[1].Config, cpConfig) {
+		t.Fatalf("the node got %d requests; want its dry run, then controlplane.yaml byte for byte", len(reqs))
 	}
+	time.Sleep(time.Second)
+	shot("8-applied")
 	// The window at its minimum size (kept with the test's files only).
 	x(t, "windowsize", win, "400", "300")
 	shotTo(dir, "min-size", "1000x700+0+0")
 	t.Logf("min-size screenshot: %s", filepath.Join(dir, "min-size.png"))
 
-	for _, s := range []string{"1-image", "2-card", "3-confirm", "4-flashing", "5-done", "6-nodes"} {
+	for _, s := range []string{"1-image", "2-card", "3-confirm", "4-flashing", "5-done", "6-nodes", "7-apply", "8-applied"} {
 		if st, err := os.Stat(filepath.Join(shots, s+".png")); err != nil || st.Size() < 2000 {
 			t.Errorf("screenshot %s missing or empty", s)
 		}
