@@ -212,7 +212,9 @@ func (b *bar) CreateRenderer() fyne.WidgetRenderer {
 	b.fill = canvas.NewRectangle(theme.Color(theme.ColorNamePrimary))
 	b.label = canvas.NewText("", theme.Color(theme.ColorNameForeground))
 	b.label.Alignment = fyne.TextAlignCenter
-	return &barRenderer{b: b}
+	r := &barRenderer{b: b}
+	r.update()
+	return r
 }
 
 type barRenderer struct{ b *bar }
@@ -230,6 +232,13 @@ func (r *barRenderer) MinSize() fyne.Size {
 }
 
 func (r *barRenderer) Refresh() {
+	r.update()
+	r.Layout(r.b.Size())
+	canvas.Refresh(r.b)
+}
+
+// update applies the value and the theme.
+func (r *barRenderer) update() {
 	b := r.b
 	radius := theme.Size(theme.SizeNameInputRadius)
 	b.track.FillColor, b.track.CornerRadius = theme.Color(theme.ColorNameInputBackground), radius
@@ -237,8 +246,6 @@ func (r *barRenderer) Refresh() {
 	b.label.Text = percent(b.Value)
 	b.label.Color = theme.Color(theme.ColorNameForeground)
 	b.label.TextSize = theme.Size(theme.SizeNameText)
-	r.Layout(b.Size())
-	canvas.Refresh(b)
 }
 
 func (r *barRenderer) Objects() []fyne.CanvasObject {
