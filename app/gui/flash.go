@@ -44,6 +44,9 @@ type flashStep struct {
 	finished  bool // the last flash ended (status says how)
 	succeeded bool // ... and the card is written and verified
 	ejected   bool // the eject step after a success is over
+	// What the finish screen is about: another card or image chosen
+	// meanwhile clears it (a refresh of the same card does not).
+	doneDevice, doneKey string
 }
 
 // stageBar is one progress row: name, bar, "12 MiB of 80 MiB · 5 MiB/s · 10 seconds left".
@@ -93,10 +96,24 @@ func newFlashStep(ui *UI) *flashStep {
 	ui.session.AddListener(func(c Change) {
 		switch c {
 		case ChangeChoice, ChangeDisk, ChangeImageSize:
+			s.leaveFinish(c)
 			s.refreshSummary()
 		}
 	})
 	return s
+}
+
+// leaveFinish clears the finish screen once another card or image is
+// chosen, so Flash is offered again for it.
+func (s *flashStep) leaveFinish(c Change) {
+	if !s.succeeded {
+		return
+	}
+	d, im := s.ui.session.Disk(), s.ui.session.Choice()
+	if (c == ChangeDisk && d != nil && d.Path != s.doneDevice) || (c == ChangeChoice && im != nil && im.CacheKey() != s.doneKey) {
+		s.finished, s.succeeded = false, false
+		s.resetProgress()
+	}
 }
 
 // primary is the step's Enter action: Flash, or after a success the way on.
@@ -297,7 +314,7 @@ func (s *flashStep) finish(c imageChoice, disk devices.Disk, out *plan.Outcome, 
 		s.ui.showError("Flashing "+disk.Path+" failed", err)
 		return
 	}
-	s.succeeded = true
+	s.succeeded, s.doneDevice, s.doneKey = true, disk.Path, c.CacheKey()
 	for _, b := range s.bars {
 		b.bar.SetValue(1)
 		if b.detail.Text == "waiting" {

@@ -205,6 +205,14 @@ func TestFlashFlowAndFlashAnotherHitsCache(t *testing.T) {
 		}
 	})
 	assertTargetIs(t, h.target, h.image.Raw)
+	// The device list refreshing (partitions appear on the new card) keeps
+	// the finish screen.
+	h.onUI(func() {
+		ui.target.setDisks(append([]devices.Disk(nil), ui.target.disks...), nil)
+		if !ui.flash.done.Visible() || ui.flash.start.Visible() {
+			t.Fatal("a device list refresh cleared the finish screen")
+		}
+	})
 	served := h.factory.BytesServed()
 	if served < int64(len(h.image.XZ)) {
 		t.Fatalf("factory served %d bytes, image is %d", served, len(h.image.XZ))
@@ -244,6 +252,14 @@ func TestFlashFlowAndFlashAnotherHitsCache(t *testing.T) {
 	if got := h.factory.BytesServed(); got != served {
 		t.Fatalf("second flash downloaded again: %d bytes served, was %d", got, served)
 	}
+	// Another image chosen without "Flash another card": the finish screen
+	// goes, Flash is offered for it.
+	h.onUI(func() {
+		ui.image.selectProfile("controlplane")
+		if ui.flash.done.Visible() || !ui.flash.start.Visible() || ui.flash.start.Disabled() {
+			t.Fatalf("another image chosen: finish shown %v, Flash shown %v enabled %v", ui.flash.done.Visible(), ui.flash.start.Visible(), !ui.flash.start.Disabled())
+		}
+	})
 }
 
 func assertTargetIs(t *testing.T, path string, want []byte) {

@@ -473,6 +473,9 @@ func (s *imageStep) startCheck(c *imageChoice) {
 	s.check.SetText("Checking with the Image Factory…")
 	choice := *c
 	s.checkDue = time.AfterFunc(checkDelay, func() {
+		if s.ui.ctx.Err() != nil {
+			return // the window is closed
+		}
 		ctx, cancel := context.WithTimeout(s.ui.ctx, 2*factory.APITimeout)
 		defer cancel()
 		err := checkChoice(ctx, s.ui.deps.Factory, &choice)
