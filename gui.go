@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"runtime"
 	"strings"
@@ -15,7 +16,7 @@ import (
 	"github.com/talosflash/talosflash/factory"
 )
 
-const guiUsage = `Usage: talosflash [gui] [--factory URL] [--profiles FILE]
+const guiUsage = `Usage: talosflash [gui] [--factory URL] [--profiles FILE] [--device D] [--allow-loop] [--subnet CIDR]
 
 Start the desktop app: pick a role, a card, flash it, then configure the
 booted Pi. Without a display, use the CLI: talosflash --help.
@@ -23,6 +24,11 @@ booted Pi. Without a display, use the CLI: talosflash --help.
 Flags:
   --factory URL     Image Factory base URL (default %s)
   --profiles FILE   YAML file with custom profiles
+  --device D        preselect this card in step 2 once it is listed
+  --allow-loop      make loop devices selectable, to try the whole flow
+                    without a card (losetup -f --show disk.img)
+  --subnet CIDR     what "Scan this network" scans (comma-separated list;
+                    default: this machine's IPv4 networks of /22 or smaller)
 
 Example:
   talosflash gui --profiles profiles.yaml
@@ -43,6 +49,9 @@ func runGUIWith(args []string, stdout, stderr io.Writer, getenv func(string) str
 	fs.Usage = func() {}
 	factoryURL := fs.String("factory", factory.DefaultBaseURL, "Image Factory base URL")
 	profiles := fs.String("profiles", "", "YAML file with custom profiles")
+	device := fs.String("device", "", "preselect this card")
+	allowLoop := fs.Bool("allow-loop", false, "make loop devices selectable")
+	subnet := fs.String("subnet", "", "what Scan scans")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintf(stdout, guiUsage, factory.DefaultBaseURL)
@@ -54,6 +63,18 @@ func runGUIWith(args []string, stdout, stderr io.Writer, getenv func(string) str
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "talosflash: unknown command %q; run `talosflash --help`\n", fs.Arg(0))
 		return 2
+	}
+	var subnets []netip.Prefix
+	for _, c := range strings.Split(*subnet, ",") {
+		if c = strings.TrimSpace(c); c == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(c)
+		if err != nil {
+			fmt.Fprintf(stderr, "talosflash: gui: --subnet %q: want a CIDR such as 192.168.1.0/24\n", c)
+			return 2
+		}
+		subnets = append(subnets, p.Masked())
 	}
 	if missing := missingDisplay(runtime.GOOS, getenv); missing != "" {
 		fmt.Fprintf(stderr, "talosflash: no display (%s): %s\n", missing, noDisplayHint)
@@ -71,7 +92,7 @@ func runGUIWith(args []string, stdout, stderr io.Writer, getenv func(string) str
 			code = 2
 		}
 	}()
-	if err := run(gui.Options{FactoryURL: *factoryURL, ProfilesFile: *profiles}); err != nil {
+	if err := run(gui.Options{FactoryURL: *factoryURL, ProfilesFile: *profiles, Device: *device, AllowLoop: *allowLoop, Subnets: subnets}); err != nil {
 		fmt.Fprintf(stderr, "talosflash: %v\n", err)
 		return 1
 	}

@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -170,5 +171,24 @@ func TestFyneLocaleInitsBeforeFyneLang(t *testing.T) {
 	fyne := strings.Index(stderr, "init fyne.io/fyne/v2/lang ")
 	if ours < 0 || fyne < 0 || ours > fyne {
 		t.Fatalf("init order: fynelocale at %d, fyne.io/fyne/v2/lang at %d (want fynelocale first)", ours, fyne)
+	}
+}
+
+// `talosflash gui --allow-loop --device D` reaches the app's options.
+func TestGUIAllowLoopAndDevice(t *testing.T) {
+	var got gui.Options
+	code := runGUIWith([]string{"--allow-loop", "--device", "/dev/loop7", "--subnet", "127.0.0.131/32, 127.0.1.9/29"}, &bytes.Buffer{}, &bytes.Buffer{},
+		func(string) string { return ":99" }, func(o gui.Options) error { got = o; return nil })
+	if code != 0 || !got.AllowLoop || got.Device != "/dev/loop7" || fmt.Sprint(got.Subnets) != "[127.0.0.131/32 127.0.1.8/29]" {
+		t.Fatalf("exit %d, options %+v", code, got)
+	}
+	var stderr bytes.Buffer
+	if code := runGUIWith([]string{"--subnet", "lan"}, &bytes.Buffer{}, &stderr, func(string) string { return ":99" }, nil); code != 2 || !strings.Contains(stderr.String(), "CIDR") {
+		t.Fatalf("bad --subnet: exit %d, %q", code, stderr.String())
+	}
+	var stdout bytes.Buffer
+	runGUIWith([]string{"-h"}, &stdout, &bytes.Buffer{}, func(string) string { return "" }, nil)
+	if !strings.Contains(stdout.String(), "--allow-loop") || !strings.Contains(stdout.String(), "--device D") || !strings.Contains(stdout.String(), "--subnet CIDR") {
+		t.Fatalf("usage does not list the flags:\n%s", stdout.String())
 	}
 }

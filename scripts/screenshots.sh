@@ -1,16 +1,40 @@
 #!/usr/bin/env bash
-# Captures each step of the desktop app into docs/screenshots/*.png.
-# Runs the real UI (built with -tags demo) under Xvfb against a fake Image
-# Factory on 127.0.0.1 and a file as the SD card: no hardware, no network.
+# Captures the desktop app into docs/screenshots/*.png.
+#
+# 1-8 come from the real-window end-to-end test (app/gui/e2e): the real
+# talosflash binary under Xvfb, driven by keyboard through xdotool, flashing
+# a loop device from a fake Image Factory on 127.0.0.1, then scanning for a
+# fake Talos node on 127.0.0.131 (--subnet 127.0.0.131/32) and applying its
+# config. It needs root (losetup), Xvfb, xdotool and ImageMagick's import
+# (scripts/setup.sh installs them).
+# 9 (a config blocked by the incident check, three canned nodes) comes from
+# the demo build (-tags demo).
+#
+#   scripts/screenshots.sh               # all
+#   scripts/screenshots.sh demo STEP...  # demo steps only (image card confirm flashing done nodes findings),
+#                                        # written as demo-STEP.png (findings: 9-findings.png)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+out=$PWD/docs/screenshots
+mkdir -p "$out"
 
-out=docs/screenshots
+demo_steps=(findings)
+if [[ ${1:-} == demo ]]; then
+	shift
+	demo_steps=("$@")
+else
+	log=$(mktemp)
+	if ! TALOSFLASH_SCREENSHOTS=$out go test -count=1 -v -run TestRealWindowFlashesLoopDevice ./app/gui/e2e/ >"$log" 2>&1 ||
+		! grep -q -- "--- PASS" "$log"; then
+		echo "the real-window test did not run to the end:" >&2; cat "$log" >&2; rm -f "$log"; exit 1
+	fi
+	rm -f "$log"
+	for f in "$out"/[1-8]-*.png; do echo "wrote ${f#"$PWD"/} ($(du -k "$f" | cut -f1) KiB)"; done
+fi
+
 all=(image card confirm flashing done nodes findings)
-steps=("${@:-${all[@]}}") # optional: only these steps
 bin=$(mktemp -d)/talosflash-demo
 go build -tags demo -o "$bin" ./app/gui/cmd/demo
-mkdir -p "$out"
 
 display=:97
 Xvfb "$display" -screen 0 1000x700x24 -nolisten tcp >/dev/null 2>&1 &
@@ -19,8 +43,8 @@ cleanup() { kill "$xvfb" 2>/dev/null || true; rm -rf "$(dirname "$bin")"; }
 trap cleanup EXIT
 for _ in $(seq 50); do xdpyinfo -display "$display" >/dev/null 2>&1 && break; sleep 0.1; done
 
-for step in "${steps[@]}"; do
-	i=0; for s in "${all[@]}"; do [[ $s == "$step" ]] && break; i=$((i + 1)); done
+for step in "${demo_steps[@]}"; do
+	if ! printf '%s\n' "${all[@]}" | grep -qx "$step"; then echo "unknown demo step $step" >&2; exit 2; fi
 	log=$(dirname "$bin")/$step.log
 	DISPLAY=$display LIBGL_ALWAYS_SOFTWARE=1 "$bin" -step "$step" >"$log" 2>&1 &
 	app=$!
@@ -29,8 +53,9 @@ for step in "${steps[@]}"; do
 		echo "step $step did not get ready:" >&2; cat "$log" >&2; kill "$app" || true; exit 1
 	fi
 	sleep 0.5
-	file=$(printf '%s/%d-%s.png' "$out" $((i + 1)) "$step")
+	file=$out/demo-$step.png
+	[[ $step == findings ]] && file=$out/9-findings.png
 	import -display "$display" -window root -crop 1000x700+0+0 +repage -strip -depth 8 -colors 256 PNG8:"$file"
 	kill "$app"; wait "$app" 2>/dev/null || true
-	echo "wrote $file ($(du -k "$file" | cut -f1) KiB)"
+	echo "wrote ${file#"$PWD"/} ($(du -k "$file" | cut -f1) KiB)"
 done

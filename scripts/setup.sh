@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Installs what building and testing talosflash needs on Debian/Ubuntu:
-# Fyne's cgo headers (X11 + GL), Xvfb for screenshots, xz, zstd and util-linux
-# for tests and benchmarks, then the Go modules. Idempotent: installs only
-# what is missing.
+# Fyne's cgo headers (X11 + GL), Xvfb, xdotool and ImageMagick for the
+# real-window test and screenshots, xz, zstd and util-linux for tests and
+# benchmarks, then the Go modules. Idempotent: installs only what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-pkgs=(gcc pkg-config xorg-dev libgl1-mesa-dev xz-utils zstd util-linux xvfb xauth)
+pkgs=(gcc pkg-config xorg-dev libgl1-mesa-dev xz-utils zstd util-linux xvfb xauth xdotool imagemagick)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -83,13 +83,13 @@ func loadProfiles(path string) ([]factory.Profile, error) {
 // factory at all.
 func (f *imageFlags) matchProfile(im *plan.Image) error {
 	if im.Schematic != nil {
-		return nil
+		return nil // the installer file carried its schematic
 	}
 	all, err := loadProfiles(f.profiles)
 	if err != nil {
 		return err
 	}
-	im.MatchProfile(all)
+	im.Recognize(all)
 	return nil
 }
 

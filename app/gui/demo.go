@@ -144,12 +144,12 @@ func driveDemo(ui *UI, step, card, cfgPath string) {
 	waitUntil(func() bool { return len(ui.target.disks) > 0 })
 	profile := "controlplane"
 	if step == "image" {
-		fyne.DoAndWait(func() { ui.image.profile.SetSelected(profile) })
+		fyne.DoAndWait(func() { ui.image.selectProfile(profile) })
 		ready()
 		return
 	}
 	fyne.DoAndWait(func() {
-		ui.image.profile.SetSelected(profile)
+		ui.image.selectProfile(profile)
 		ui.tabs.SelectIndex(tabTarget)
 		ui.target.selectPath(card)
 	})
@@ -166,7 +166,7 @@ func driveDemo(ui *UI, step, card, cfgPath string) {
 		return
 	}
 	fyne.DoAndWait(func() {
-		ui.Window.Canvas().Overlays().Top().Hide() // the confirmation
+		ui.escape() // the confirmation
 		ui.flash.begin(*ui.image.choice, *ui.target.selected)
 	})
 	if step == "flashing" {
@@ -187,7 +187,7 @@ func driveDemo(ui *UI, step, card, cfgPath string) {
 	if step == "nodes" {
 		fyne.DoAndWait(func() {
 			r := ui.nodes.rows[1]
-			ui.nodes.send(r, "worker.yaml", nil)
+			ui.nodes.send(r, "worker.yaml", nil, "worker")
 		})
 		ready()
 		return
@@ -199,6 +199,6 @@ func driveDemo(ui *UI, step, card, cfgPath string) {
 		pos := fyne.CurrentApp().Driver().AbsolutePositionForObject(r.box).Add(fyne.NewPos(30, r.box.Size().Height/2))
 		ui.HandleDrop(pos, []fyne.URI{storage.NewFileURI(cfgPath)})
 	})
-	waitUntil(func() bool { return ui.nodes.pending != nil })
+	waitUntil(func() bool { return ui.nodes.shown != nil })
 	ready()
 }

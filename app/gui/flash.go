@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
-	"fyne.io/fyne/v2/dialog"
 	"fyne.io/fyne/v2/layout"
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
@@ -21,7 +21,8 @@ import (
 )
 
 // flashStep is step 3: confirm, then download -> write -> verify with
-// progress, cancel, and "flash another".
+// progress and cancel, then the finish screen: what the card now holds
+// (how to label it), the card made safe to remove, and "flash another".
 type flashStep struct {
 	ui      *UI
 	content fyne.CanvasObject
@@ -29,20 +30,29 @@ type flashStep struct {
 	summary *widget.Label
 	bars    map[imaging.Stage]*stageBar
 	status  *widget.Label
-	start   *widget.Button
-	cancel  *widget.Button
-	another *widget.Button
-	toNodes *widget.Button
+	start   *keyButton
+	cancel  *keyButton
+	another *keyButton
+	toNodes *keyButton
 	running context.CancelFunc
-	// flashed mirrors Session.Flashed for nodes.go until it observes the
-	// session itself.
-	flashed  []imageChoice
-	finished bool // the last flash ended (status says how)
+
+	// The finish screen, shown after a successful flash.
+	done      *fyne.Container
+	doneTitle *widget.Label
+	doneBody  *widget.Label
+	eject     *widget.Label
+
+	finished  bool // the last flash ended (status says how)
+	succeeded bool // ... and the card is written and verified
+	ejected   bool // the eject step after a success is over
+	// What the finish screen is about: another card or image chosen
+	// meanwhile clears it (a refresh of the same card does not).
+	doneDevice, doneKey string
 }
 
 // stageBar is one progress row: name, bar, "12 MiB of 80 MiB · 5 MiB/s · 10 seconds left".
 type stageBar struct {
-	bar    *widget.ProgressBar
+	bar    *bar
 	detail *widget.Label
 }
 
@@ -54,33 +64,65 @@ func newFlashStep(ui *UI) *flashStep {
 		stage imaging.Stage
 		name  string
 	}{{imaging.StageDownload, "Download"}, {imaging.StageWrite, "Write"}, {imaging.StageVerify, "Verify"}} {
-		b := &stageBar{bar: widget.NewProgressBar(), detail: widget.NewLabel("waiting")}
+		b := &stageBar{bar: newBar(), detail: widget.NewLabel("waiting")}
 		b.detail.Truncation = fyne.TextTruncateEllipsis
 		s.bars[st.stage] = b
 		grid.Add(widget.NewLabelWithStyle(st.name, fyne.TextAlignTrailing, fyne.TextStyle{Bold: true}))
 		grid.Add(container.NewVBox(b.bar, b.detail))
 	}
 	s.status = wrapLabel("")
-	s.start = widget.NewButtonWithIcon("Flash", theme.MediaPlayIcon(), s.askConfirm)
-	s.start.Importance = widget.HighImportance
-	s.cancel = widget.NewButtonWithIcon("Cancel", theme.CancelIcon(), s.Cancel)
+	s.start = primaryButton(ui, "Flash", theme.MediaPlayIcon(), s.askConfirm)
+	s.cancel = newKeyButton(ui, "Cancel", theme.CancelIcon(), s.Cancel)
 	s.cancel.Disable()
-	s.another = widget.NewButtonWithIcon("Flash another card", theme.ContentAddIcon(), s.flashAnother)
+	s.another = newKeyButton(ui, "Flash another card", theme.ContentAddIcon(), s.flashAnother)
 	s.another.Hide()
-	s.toNodes = widget.NewButtonWithIcon("Next: configure nodes  →", theme.ComputerIcon(), func() { ui.tabs.SelectIndex(tabNodes) })
+	s.toNodes = primaryButton(ui, "Next: configure nodes  →", theme.ComputerIcon(), func() { ui.tabs.SelectIndex(tabNodes) })
 	s.toNodes.Hide()
 
+	s.doneTitle = widget.NewLabelWithStyle("", fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
+	s.doneTitle.SizeName = theme.SizeNameSubHeadingText
+	s.doneTitle.Importance = widget.SuccessImportance
+	s.doneBody = wrapLabel("")
+	s.eject = wrapLabel("")
+	s.done = container.NewVBox(s.doneTitle, s.doneBody, s.eject, widget.NewSeparator())
+	s.done.Hide()
+
+	// Primary actions sit bottom-right in every step; Cancel and
+	// "Flash another" on the left.
 	s.content = container.NewBorder(
 		container.NewVBox(heading("Write the card"), s.summary, widget.NewSeparator()),
-		container.NewVBox(s.status, container.NewHBox(s.start, s.cancel, layout.NewSpacer(), s.another, s.toNodes)),
-		nil, nil, container.NewVScroll(grid))
+		container.NewVBox(s.status, container.NewHBox(s.cancel, s.another, layout.NewSpacer(), s.toNodes, s.start)),
+		nil, nil, container.NewVScroll(container.NewVBox(s.done, grid)))
 	s.refreshSummary()
 	ui.session.AddListener(func(c Change) {
-		if c == ChangeChoice || c == ChangeDisk {
+		switch c {
+		case ChangeChoice, ChangeDisk, ChangeImageSize:
+			s.leaveFinish(c)
 			s.refreshSummary()
 		}
 	})
 	return s
+}
+
+// leaveFinish clears the finish screen once another card or image is
+// chosen, so Flash is offered again for it.
+func (s *flashStep) leaveFinish(c Change) {
+	if !s.succeeded {
+		return
+	}
+	d, im := s.ui.session.Disk(), s.ui.session.Choice()
+	if (c == ChangeDisk && d != nil && d.Path != s.doneDevice) || (c == ChangeChoice && im != nil && im.CacheKey() != s.doneKey) {
+		s.finished, s.succeeded = false, false
+		s.resetProgress()
+	}
+}
+
+// primary is the step's Enter action: Flash, or after a success the way on.
+func (s *flashStep) primary() *keyButton {
+	if s.toNodes.Visible() {
+		return s.toNodes
+	}
+	return s.start
 }
 
 // refreshSummary names what will be written where (UI goroutine).
@@ -88,7 +130,14 @@ func (s *flashStep) refreshSummary() {
 	c, d := s.ui.session.Choice(), s.ui.session.Disk()
 	img := "no image chosen (step 1)"
 	if c != nil {
-		img = fmt.Sprintf("Talos %s, %s, schematic %s", c.Version, c.Label, factory.ShortID(c.SchematicID))
+		img = imageSummary(c)
+		switch {
+		case c.LocalPath != "":
+		case s.ui.session.ImageCached():
+			img += " (cached: no download)"
+		default:
+			img += " (downloaded from the Image Factory first)"
+		}
 	}
 	card := "no card chosen (step 2)"
 	if d != nil {
@@ -104,47 +153,72 @@ func (s *flashStep) refreshSummary() {
 	}
 }
 
+// imageSummary is one line naming an image: version, role or source, schematic.
+func imageSummary(c *imageChoice) string {
+	if c.LocalPath != "" {
+		return "local file " + c.LocalPath
+	}
+	return fmt.Sprintf("Talos %s, %s, schematic %s", c.Version, c.Label, factory.ShortID(c.SchematicID))
+}
+
+// cardLabel is what to write on the card: its role, else where it came from.
+func cardLabel(c *imageChoice) string {
+	switch {
+	case c.Role != "":
+		return c.Role
+	case c.LocalPath != "":
+		return filepath.Base(c.LocalPath)
+	}
+	return "schematic " + factory.ShortID(c.SchematicID)
+}
+
 // askConfirm shows the last chance to back out, naming the device.
 func (s *flashStep) askConfirm() {
 	c, d := s.ui.session.Choice(), s.ui.session.Disk()
-	if c == nil || d == nil {
+	if c == nil || d == nil || s.running != nil {
 		s.refreshSummary()
 		return
 	}
 	choice, disk := *c, *d
-	msg := fmt.Sprintf("Everything on\n\n    %s  (%s, %s)\n\nwill be erased and replaced with Talos %s (%s).", disk.Path, disk.Description(), disk.SizeHuman, choice.Version, choice.Label)
+	what := fmt.Sprintf("Talos %s (%s)", choice.Version, choice.Label)
+	if choice.LocalPath != "" {
+		what = choice.LocalPath
+	}
+	msg := fmt.Sprintf("Everything on\n\n    %s  (%s, %s)\n\nwill be erased and replaced with %s.", disk.Path, disk.Description(), disk.SizeHuman, what)
 	if s.ui.deps.NeedsElevation(disk.Path) {
 		msg += "\n\nWriting to the card needs administrator rights: you will be asked for your password."
 	}
-	confirm := dialog.NewConfirm("Erase "+disk.Path+"?", msg, func(ok bool) {
-		if ok {
-			s.begin(choice, disk)
-		}
-	}, s.ui.Window)
-	confirm.SetConfirmText("Erase and flash")
-	confirm.SetDismissText("Keep the card")
-	confirm.Show()
+	ok := primaryButton(s.ui, "Erase and flash", theme.MediaPlayIcon(), func() { s.begin(choice, disk) })
+	s.ui.showModal("Erase "+disk.Path+"?", wrapLabel(msg), "Keep the card", ok, fyne.NewSize(560, 0))
 }
 
 // begin starts the flash in the background (UI goroutine).
 func (s *flashStep) begin(choice imageChoice, disk devices.Disk) {
 	ctx, cancel := context.WithCancel(s.ui.ctx)
-	s.running, s.finished = cancel, false
-	for _, b := range s.bars {
-		b.bar.SetValue(0)
-		b.detail.SetText("waiting")
-	}
+	s.running, s.finished, s.succeeded, s.ejected = cancel, false, false, false
+	s.resetProgress()
 	s.start.Disable()
 	s.cancel.Enable()
-	s.another.Hide()
-	s.toNodes.Hide()
-	s.status.Importance = widget.MediumImportance
 	s.status.SetText("Preparing " + choice.FileName() + "…")
 	go func() {
 		out, err := s.run(ctx, choice, disk)
 		cancel()
 		s.ui.do(func() { s.finish(choice, disk, out, err) })
 	}()
+}
+
+// resetProgress empties the bars and hides the finish screen.
+func (s *flashStep) resetProgress() {
+	for _, b := range s.bars {
+		b.bar.SetValue(0)
+		b.detail.SetText("waiting")
+	}
+	s.done.Hide()
+	s.start.Show()
+	s.another.Hide()
+	s.toNodes.Hide()
+	s.status.Importance = widget.MediumImportance
+	s.status.SetText("")
 }
 
 // Cancel stops the running flash. The imaging package keeps only complete
@@ -160,7 +234,7 @@ func (s *flashStep) Cancel() {
 func (s *flashStep) run(ctx context.Context, c imageChoice, disk devices.Disk) (*plan.Outcome, error) {
 	deps := s.ui.deps
 	return plan.Flash(ctx, plan.Job{
-		Image: &c, Device: disk.Path, Cache: deps.Cache, Factory: deps.Factory,
+		Image: &c, Device: disk.Path, Cache: deps.Cache, Factory: deps.Factory, Safety: deps.Safety,
 		Open: deps.Open, Elevate: deps.ElevatedCommand, NeedsElevation: deps.NeedsElevation,
 		Progress: func(p imaging.Progress) { s.ui.do(func() { s.showProgress(p) }) },
 		Status:   func(msg string) { s.setStatus(sentence(msg)) },
@@ -174,6 +248,11 @@ func (s *flashStep) showProgress(p imaging.Progress) {
 	if p.Stage == imaging.StageDone {
 		return
 	}
+	if p.Stage == imaging.StageBuild {
+		s.status.SetText("The Image Factory is building this image (the first time a schematic and version are asked for). This can take a few minutes…")
+		s.bars[imaging.StageDownload].detail.SetText("waiting for the factory to build the image")
+		return
+	}
 	b := s.bars[p.Stage]
 	if b == nil {
 		return
@@ -183,9 +262,16 @@ func (s *flashStep) showProgress(p imaging.Progress) {
 	}
 	b.detail.SetText(progressText(p))
 	switch p.Stage {
+	case imaging.StageDownload:
+		s.status.SetText("Downloading the image…")
 	case imaging.StageWrite:
 		s.status.SetText("Writing the card…")
-		s.bars[imaging.StageDownload].bar.SetValue(1)
+		if d := s.bars[imaging.StageDownload]; d.bar.Value < 1 {
+			d.bar.SetValue(1)
+			if d.detail.Text == "waiting" {
+				d.detail.SetText("cached: no download")
+			}
+		}
 	case imaging.StageVerify:
 		s.status.SetText("Reading the card back to verify it…")
 	}
@@ -229,37 +315,66 @@ func (s *flashStep) finish(c imageChoice, disk devices.Disk, out *plan.Outcome, 
 		s.ui.showError("Flashing "+disk.Path+" failed", err)
 		return
 	}
-	for st, b := range s.bars {
+	s.succeeded, s.doneDevice, s.doneKey = true, disk.Path, c.CacheKey()
+	for _, b := range s.bars {
 		b.bar.SetValue(1)
-		if st == imaging.StageDownload && b.detail.Text == "waiting" {
-			b.detail.SetText("cached")
+		if b.detail.Text == "waiting" {
+			b.detail.SetText("skipped")
 		}
 	}
-	s.status.Importance = widget.SuccessImportance
-	verified := "written"
+	verified := "written (not verified)"
 	if out.Verified {
 		verified = "written and verified"
 	}
-	text := fmt.Sprintf("%s %s (%s, SHA-256 %s). Put it in the Pi and power it on, then configure it under Nodes.",
-		disk.Path, verified, humanize.IBytes(uint64(out.Bytes)), factory.ShortID(out.SHA256))
-	for _, n := range out.Notes {
-		text += "\n" + n
+	s.doneTitle.SetText("✓ Card ready. Label it: " + cardLabel(&c))
+	body := fmt.Sprintf("%s %s: %s, SHA-256 %s", disk.Path, verified, humanize.IBytes(uint64(out.Bytes)), factory.ShortID(out.SHA256))
+	if c.LocalPath == "" {
+		body += fmt.Sprintf("\nTalos %s · %s · schematic %s", c.Version, c.Label, c.SchematicID)
+	} else {
+		body += "\nImage " + c.LocalPath
 	}
-	s.status.SetText(text)
+	for _, n := range out.Notes {
+		body += "\n" + n
+	}
+	s.doneBody.SetText(body)
+	s.eject.Importance = widget.MediumImportance
+	s.eject.SetText("Making the card safe to remove…")
+	s.done.Show()
+	s.status.Importance = widget.SuccessImportance
+	s.status.SetText("Put the card in the Pi and power it on, then give it its config under Nodes.")
 	s.toNodes.Show()
-	s.flashed = append(s.flashed, c)
+	s.start.Hide() // the same card again: "Flash another card" first
 	s.ui.session.AddFlashed(Flashed{Image: c, Device: disk.Path, Result: out.Result, CachePath: out.CachePath, At: time.Now()})
+	go func() {
+		e := s.ui.deps.Eject(s.ui.ctx, disk.Path)
+		s.ui.do(func() { s.showEjected(e) })
+	}()
 }
 
-// flashAnother keeps the image (cached) and goes back to the card list.
-func (s *flashStep) flashAnother() {
-	for _, b := range s.bars {
-		b.bar.SetValue(0)
-		b.detail.SetText("waiting")
+// showEjected says whether the card can be pulled out (UI goroutine).
+func (s *flashStep) showEjected(e devices.Ejected) {
+	s.ejected = true
+	if !s.done.Visible() {
+		return // "Flash another card" was pressed meanwhile
 	}
-	s.status.Importance = widget.MediumImportance
-	s.status.SetText("Insert the next card and select it. The image is cached: no second download.")
-	s.another.Hide()
-	s.toNodes.Hide()
-	s.ui.tabs.SelectIndex(tabTarget) // the card list refreshes when shown
+	if e.PoweredOff {
+		s.eject.Importance = widget.SuccessImportance
+		s.eject.SetText("Safe to remove: the card was flushed and powered off.")
+		return
+	}
+	s.eject.Importance = widget.MediumImportance
+	s.eject.SetText("Safe to remove (" + e.Note + ").")
+	if !e.Flushed {
+		s.eject.SetText("Written and synced; " + e.Note + ".")
+	}
+}
+
+// flashAnother starts over from the role choice: no card selected, no
+// progress or result of the last card left.
+func (s *flashStep) flashAnother() {
+	s.finished, s.succeeded = false, false
+	s.resetProgress()
+	s.ui.session.SetDisk(nil)
+	s.ui.tabs.SelectIndex(tabImage)
+	s.refreshSummary()
 }

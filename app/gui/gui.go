@@ -20,7 +20,6 @@ import (
 	"fyne.io/fyne/v2/app"
 	"fyne.io/fyne/v2/canvas"
 	"fyne.io/fyne/v2/container"
-	"fyne.io/fyne/v2/dialog"
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
 
@@ -40,6 +39,14 @@ type Options struct {
 	FactoryURL   string         // "" -> factory.DefaultBaseURL
 	ProfilesFile string         // user profiles merged over the builtin ones; "" none
 	Cache        *imaging.Cache // nil -> imaging.DefaultCache()
+	// AllowLoop makes loop devices selectable (`talosflash gui
+	// --allow-loop`): the whole flow on a loop device, without a card.
+	AllowLoop bool
+	// Device is preselected in step 2 once it is listed and safe.
+	Device string
+	// Subnets, when set, are what "Scan this network" scans instead of
+	// this machine's networks (`talosflash gui --subnet CIDR`).
+	Subnets []netip.Prefix
 }
 
 // Deps are everything the UI talks to. Nil fields get the real
@@ -64,6 +71,13 @@ type Deps struct {
 	Discover      func(ctx context.Context, opts node.DiscoverOptions) ([]node.Node, error)
 	Probe         func(ctx context.Context, addr string) (*node.Node, error)
 	LocalPrefixes func() ([]netip.Prefix, error)
+
+	// Safety are the device rules (AllowLoop); they reach the elevated child.
+	Safety devices.Options
+	// Preselect is the card chosen in step 2 once listed and safe ("" none).
+	Preselect string
+	// Eject makes a written card safe to remove (devices.Eject).
+	Eject func(ctx context.Context, path string) devices.Ejected
 
 	// RefreshEvery is the device list polling interval (hot-plug);
 	// 0 -> 2 s, negative disables polling.
@@ -92,7 +106,12 @@ func DefaultDeps(opts Options) (Deps, error) {
 		}
 		cache = c
 	}
-	d := Deps{Factory: factory.NewClient(base, factory.NewHTTPClient()), Cache: cache, Profiles: profiles}
+	d := Deps{Factory: factory.NewClient(base, factory.NewHTTPClient()), Cache: cache, Profiles: profiles,
+		Safety: devices.Options{AllowLoop: opts.AllowLoop}, Preselect: opts.Device}
+	if len(opts.Subnets) > 0 {
+		subnets := opts.Subnets
+		d.LocalPrefixes = func() ([]netip.Prefix, error) { return subnets, nil }
+	}
 	d.fill()
 	return d, nil
 }
@@ -109,13 +128,16 @@ func (d *Deps) fill() {
 		d.ListDevices = devices.List
 	}
 	if d.Open == nil {
-		d.Open = plan.DeviceOpener(devices.Options{})
+		d.Open = plan.DeviceOpener(d.Safety)
 	}
 	if d.NeedsElevation == nil {
 		d.NeedsElevation = devices.NeedsElevation
 	}
 	if d.ElevatedCommand == nil {
 		d.ElevatedCommand = devices.ElevatedCommand
+	}
+	if d.Eject == nil {
+		d.Eject = devices.Eject
 	}
 	if d.Apply == nil {
 		d.Apply = node.Apply
@@ -160,7 +182,8 @@ type UI struct {
 	// the test driver runs them inline.
 	uiMu sync.Mutex
 
-	tabs *container.AppTabs
+	tabs  *container.AppTabs
+	modal *modal // the dialog shown now, nil when none
 
 	// session is the state the steps share (they observe it, not each
 	// other's widgets).
@@ -171,6 +194,12 @@ type UI struct {
 	flash  *flashStep
 	nodes  *nodesStep
 }
+
+// The window's minimum size: every step's text and buttons fit.
+const (
+	MinWidth  = 820
+	MinHeight = 600
+)
 
 // Tab indexes of the steps.
 const (
@@ -185,6 +214,7 @@ func New(a fyne.App, deps Deps) *UI {
 	deps.fill()
 	icon := fyne.NewStaticResource("icon.png", assets.Icon)
 	a.SetIcon(icon)
+	a.Settings().SetTheme(appTheme{theme.DefaultTheme()})
 	w := a.NewWindow("talosflash: Talos Linux for Raspberry Pi")
 	w.SetIcon(icon)
 
@@ -203,18 +233,19 @@ func New(a fyne.App, deps Deps) *UI {
 		container.NewTabItem("4  Nodes", ui.nodes.content),
 	)
 	ui.tabs.OnSelected = func(*container.TabItem) {
-		if ui.tabs.SelectedIndex() == tabTarget {
+		switch ui.tabs.SelectedIndex() {
+		case tabTarget:
 			ui.target.Refresh() // a card may have been swapped
+		case tabNodes:
+			w.Canvas().Focus(ui.nodes.manual) // type an IP, Enter
+			return
 		}
+		w.Canvas().Unfocus() // Enter: the step's primary button
 	}
-	// Until the Nodes step observes the session itself.
-	ui.session.AddListener(func(c Change) {
-		if c == ChangeFlashed {
-			ui.nodes.flashedChanged()
-		}
-	})
-	w.SetContent(ui.tabs)
+	w.SetContent(minSize(ui.tabs, MinWidth, MinHeight))
 	w.Resize(fyne.NewSize(1000, 700))
+	w.Canvas().SetOnTypedKey(ui.typedKey)
+	ui.addTabShortcuts()
 	w.SetOnDropped(ui.HandleDrop)
 	w.SetOnClosed(ui.Close)
 
@@ -242,11 +273,7 @@ func (ui *UI) showError(title string, err error) {
 	if hint := errorHint(err); hint != "" {
 		msg += "\n\n" + hint
 	}
-	lbl := widget.NewLabel(msg)
-	lbl.Wrapping = fyne.TextWrapWord
-	d := dialog.NewCustom(title, "Close", container.NewVScroll(lbl), ui.Window)
-	d.Resize(fyne.NewSize(620, 260))
-	d.Show()
+	ui.showModal(title, container.NewVScroll(wrapLabel(msg)), "Close", nil, fyne.NewSize(620, 260))
 }
 
 // errorText is the error with the first letter capitalized.
@@ -285,6 +312,8 @@ func errorHint(err error) string {
 		return "Check that the card is inserted and not write-protected, then flash again."
 	case errors.Is(err, imaging.ErrIncomplete):
 		return "The card is incomplete and will not boot. Flash it again."
+	case errors.Is(err, factory.ErrUnreachable):
+		return "The Image Factory is unreachable: cached images and local image files (step 1) still work."
 	case errors.Is(err, imaging.ErrNotFound), errors.As(err, &fhttp):
 		return "Check the Talos version and the schematic in step 1, and that the Image Factory is reachable."
 	case errors.As(err, &cfgErr), errors.Is(err, node.ErrInvalidConfig):

@@ -114,7 +114,7 @@ func (h *harness) waitFor(what string, cond func() bool) {
 // tapDialogButton taps the button labelled text in the top overlay.
 func (h *harness) tapDialogButton(text string) {
 	h.t.Helper()
-	var btn *widget.Button
+	var btn fyne.Tappable
 	h.onUI(func() {
 		top := h.ui.Window.Canvas().Overlays().Top()
 		if top == nil {
@@ -122,6 +122,9 @@ func (h *harness) tapDialogButton(text string) {
 		}
 		for _, o := range test.LaidOutObjects(top) {
 			if b, ok := o.(*widget.Button); ok && b.Text == text {
+				btn = b
+			}
+			if b, ok := o.(*keyButton); ok && b.Text == text {
 				btn = b
 			}
 		}
@@ -161,7 +164,7 @@ func TestFlashFlowAndFlashAnotherHitsCache(t *testing.T) {
 	worker, _ := factory.FindProfile(factory.BuiltinProfiles(), "worker")
 	wantID, _ := worker.SchematicID()
 	h.onUI(func() {
-		ui.image.profile.SetSelected("worker")
+		ui.image.selectProfile("worker")
 		if got := ui.image.id.Text; got != wantID {
 			t.Fatalf("schematic ID shown %q, want %q", got, wantID)
 		}
@@ -185,14 +188,31 @@ func TestFlashFlowAndFlashAnotherHitsCache(t *testing.T) {
 				t.Errorf("%s bar at %v, want 1", st, b.bar.Value)
 			}
 		}
-		if s := ui.flash.status.Text; !strings.Contains(s, "verified") {
-			t.Errorf("status %q does not say verified", s)
+		if s := ui.flash.doneBody.Text; !strings.Contains(s, "written and verified") || !strings.Contains(s, wantID) {
+			t.Errorf("finish screen %q does not say verified with the full schematic ID", s)
+		}
+		if s := ui.flash.doneTitle.Text; !ui.flash.done.Visible() || !strings.Contains(s, "Label it: worker") {
+			t.Errorf("finish title %q (shown %v) does not name the role", s, ui.flash.done.Visible())
 		}
 		if !strings.Contains(ui.image.size.Text, "on the card") {
 			t.Errorf("image size not shown after download: %q", ui.image.size.Text)
 		}
 	})
+	h.waitFor("eject", func() bool { return ui.flash.ejected })
+	h.onUI(func() {
+		if s := ui.flash.eject.Text; !strings.Contains(s, "Safe to remove") || !strings.Contains(s, "image file") {
+			t.Errorf("eject line %q", s)
+		}
+	})
 	assertTargetIs(t, h.target, h.image.Raw)
+	// The device list refreshing (partitions appear on the new card) keeps
+	// the finish screen.
+	h.onUI(func() {
+		ui.target.setDisks(append([]devices.Disk(nil), ui.target.disks...), nil)
+		if !ui.flash.done.Visible() || ui.flash.start.Visible() {
+			t.Fatal("a device list refresh cleared the finish screen")
+		}
+	})
 	served := h.factory.BytesServed()
 	if served < int64(len(h.image.XZ)) {
 		t.Fatalf("factory served %d bytes, image is %d", served, len(h.image.XZ))
@@ -204,10 +224,24 @@ func TestFlashFlowAndFlashAnotherHitsCache(t *testing.T) {
 	}
 	h.onUI(func() {
 		test.Tap(ui.flash.another)
-		if ui.tabs.SelectedIndex() != tabTarget || ui.image.profile.Selected != "worker" {
+		if ui.tabs.SelectedIndex() != tabImage || !strings.HasPrefix(ui.image.profile.Selected, "worker") {
 			t.Fatalf("flash another: tab %d, profile %q", ui.tabs.SelectedIndex(), ui.image.profile.Selected)
 		}
+		// Nothing of the last card is left: no card chosen, no result shown.
+		if ui.session.Disk() != nil || ui.target.selected != nil || ui.target.next.Disabled() == false {
+			t.Fatalf("flash another kept the card: session %v, step 2 %v", ui.session.Disk(), ui.target.selected)
+		}
+		if ui.flash.done.Visible() || ui.flash.status.Text != "" || ui.flash.bars[imaging.StageWrite].bar.Value != 0 || !ui.flash.start.Disabled() {
+			t.Fatalf("flash another left the last result: done %v, status %q", ui.flash.done.Visible(), ui.flash.status.Text)
+		}
+		// Another role is not cached: step 3 must not claim it is.
+		ui.image.selectProfile("controlplane")
+		if s := ui.flash.summary.Text; strings.Contains(s, "cached") || !strings.Contains(s, "downloaded") {
+			t.Fatalf("controlplane (not cached) summary: %q", s)
+		}
+		ui.image.selectProfile("worker")
 	})
+	h.waitFor("worker shown as cached", func() bool { return strings.Contains(ui.flash.summary.Text, "(cached: no download)") })
 	h.flash()
 	h.onUI(func() {
 		if f := ui.session.Flashed(); len(f) != 2 || f[1].Image.Role != "worker" {
@@ -218,6 +252,14 @@ func TestFlashFlowAndFlashAnotherHitsCache(t *testing.T) {
 	if got := h.factory.BytesServed(); got != served {
 		t.Fatalf("second flash downloaded again: %d bytes served, was %d", got, served)
 	}
+	// Another image chosen without "Flash another card": the finish screen
+	// goes, Flash is offered for it.
+	h.onUI(func() {
+		ui.image.selectProfile("controlplane")
+		if ui.flash.done.Visible() || !ui.flash.start.Visible() || ui.flash.start.Disabled() {
+			t.Fatalf("another image chosen: finish shown %v, Flash shown %v enabled %v", ui.flash.done.Visible(), ui.flash.start.Visible(), !ui.flash.start.Disabled())
+		}
+	})
 }
 
 func assertTargetIs(t *testing.T, path string, want []byte) {
@@ -236,7 +278,7 @@ func TestCancelReportsIncomplete(t *testing.T) {
 	path := factorytest.ImagePath(mustID(t, "controlplane"), factory.DefaultTalosVersion, "metal-arm64.raw.xz")
 	h.factory.StallAfter(path, 1000)
 	h.onUI(func() {
-		h.ui.image.profile.SetSelected("controlplane")
+		h.ui.image.selectProfile("controlplane")
 		h.ui.target.selectPath(h.target)
 		h.ui.tabs.SelectIndex(tabFlash)
 		test.Tap(h.ui.flash.start)
@@ -251,7 +293,7 @@ func TestCancelReportsIncomplete(t *testing.T) {
 		}
 	})
 	// Nothing under its final name in the cache.
-	p, _ := h.ui.deps.Cache.Path(imaging.CacheKey(mustID(t, "controlplane"), factory.DefaultTalosVersion, "metal-arm64.raw.xz"))
+	p, _ := h.ui.deps.Cache.Path(imaging.FactoryCacheKey(h.ui.deps.Factory.BaseURL(), mustID(t, "controlplane"), factory.DefaultTalosVersion, "metal-arm64.raw.xz"))
 	if _, err := os.Stat(p); err == nil {
 		t.Fatal("cancelled download left a cache entry")
 	}
@@ -287,11 +329,11 @@ func (h *harness) dropOnNode(addr, flashedAs, file string) (*nodeRow, *applyProm
 			h.t.Fatal("node row not laid out")
 		}
 		pos = p.Add(fyne.NewPos(20, row.box.Size().Height/2))
-		h.ui.nodes.pending = nil
+		h.ui.escape()
 		h.ui.HandleDrop(pos, []fyne.URI{storage.NewFileURI(file)})
 	})
 	var p *applyPrompt
-	h.waitFor("findings dialog", func() bool { p = h.ui.nodes.pending; return p != nil })
+	h.waitFor("findings dialog", func() bool { p = h.ui.nodes.openPrompt(); return p != nil })
 	return row, p
 }
 
@@ -315,11 +357,7 @@ func TestDropConfigOnNodeApplies(t *testing.T) {
 		}
 		test.Tap(p.apply)
 	})
-	select {
-	case <-h.ui.nodes.applied:
-	case <-time.After(20 * time.Second):
-		t.Fatal("apply did not finish")
-	}
+	h.waitFor("apply", func() bool { return !h.ui.nodes.applying() })
 	reqs := srv.Requests()
 	if len(reqs) != 1 || !bytes.Equal(reqs[0].Config, want) {
 		t.Fatalf("node received %d requests; want exactly the bytes of worker.yaml", len(reqs))
@@ -378,8 +416,8 @@ func TestDropOutsideRowsSendsNothing(t *testing.T) {
 		h.ui.tabs.SelectIndex(tabNodes)
 		h.ui.nodes.addNode(node.Node{Addr: "127.0.0.1:1", Maintenance: true})
 		h.ui.HandleDrop(fyne.NewPos(5, 5), []fyne.URI{storage.NewFileURI(file)})
-		if h.ui.nodes.pending != nil || !strings.Contains(h.ui.nodes.status.Text, "onto a node") {
-			t.Fatalf("drop outside rows: pending=%v status=%q", h.ui.nodes.pending, h.ui.nodes.status.Text)
+		if h.ui.nodes.openPrompt() != nil || !strings.Contains(h.ui.nodes.status.Text, "onto a node") {
+			t.Fatalf("drop outside rows: pending=%v status=%q", h.ui.nodes.openPrompt(), h.ui.nodes.status.Text)
 		}
 	})
 }
@@ -399,7 +437,7 @@ func TestInstallerRefChoice(t *testing.T) {
 		if h.ui.image.choice != nil || !h.ui.image.problem.Visible() {
 			t.Fatal("bad ref accepted")
 		}
-		h.ui.image.profile.SetSelected("worker")
+		h.ui.image.selectProfile("worker")
 		h.ui.image.version.SetText("1.14")
 		if h.ui.image.choice != nil || h.ui.image.next.Disabled() == false {
 			t.Fatal("invalid version accepted")
@@ -410,11 +448,11 @@ func TestInstallerRefChoice(t *testing.T) {
 func TestImageStepWarnsAboutNewt(t *testing.T) {
 	h := newHarness(t, nil)
 	h.onUI(func() {
-		h.ui.image.profile.SetSelected("controlplane")
+		h.ui.image.selectProfile("controlplane")
 		if !h.ui.image.notes.Visible() || !strings.Contains(h.ui.image.notes.Text, "ExtensionServiceConfig") {
 			t.Fatalf("controlplane (Newt) image: notes %q visible=%v, want the ESC warning", h.ui.image.notes.Text, h.ui.image.notes.Visible())
 		}
-		h.ui.image.profile.SetSelected("worker")
+		h.ui.image.selectProfile("worker")
 		if h.ui.image.notes.Visible() {
 			t.Fatalf("worker image shows notes %q; want none", h.ui.image.notes.Text)
 		}
@@ -449,7 +487,7 @@ func TestFlashThroughElevatedChild(t *testing.T) {
 			return exec.Command("sh", "-c", `echo '{"event":"progress","stage":"write","done":4096,"total":4096}'
 echo '{"event":"result","device":"x","bytes":4096,"sha256":"feedbeef","verified":true,"verify_mode":"O_DIRECT"}'`), nil
 		}
-		h.ui.image.profile.SetSelected("worker")
+		h.ui.image.selectProfile("worker")
 	})
 	h.flash()
 	var cached string
@@ -459,8 +497,8 @@ echo '{"event":"result","device":"x","bytes":4096,"sha256":"feedbeef","verified"
 			t.Fatalf("flash through the child (%q): session has %+v", h.ui.flash.status.Text, f)
 		}
 		cached = f[0].CachePath
-		if !strings.Contains(h.ui.flash.status.Text, "written and verified") {
-			t.Errorf("status %q", h.ui.flash.status.Text)
+		if !strings.Contains(h.ui.flash.doneBody.Text, "written and verified") {
+			t.Errorf("finish screen %q", h.ui.flash.doneBody.Text)
 		}
 	})
 	if want := (elevate.Args{Image: cached, Device: h.target}).List(); !slices.Equal(args, want) {

@@ -8,11 +8,15 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
+	"time"
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/dialog"
 	"fyne.io/fyne/v2/layout"
+	"fyne.io/fyne/v2/storage"
+	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
 	"github.com/dustin/go-humanize"
 	"github.com/talosflash/talosflash/app/plan"
@@ -37,22 +41,39 @@ type imageStep struct {
 	id        *widget.Label // selectable, so it can be copied
 	size      *widget.Label
 	problem   *widget.Label
-	next      *widget.Button
-	customRef bool // the choice came from the installer field/file
+	next      *keyButton
+	customRef bool // the choice came from the installer field/file or a local image
+
+	// The background check against the factory's lists (version, overlay,
+	// extensions) and its reachability.
+	check    *widget.Label
+	offline  *widget.Label     // banner: the factory is unreachable, what still works
+	checkSeq int               // the latest check; older answers are dropped
+	checkDue *time.Timer       // debounces typing in the version field
+	names    map[string]string // select option -> profile name
 
 	notes  *widget.Label // what the image implies for the node's config (plan.ImageWarnings)
 	choice *imageChoice  // nil while invalid; shared as Session.Choice
 }
 
-const refChoiceLabel = "(installer image below)"
+const (
+	refChoiceLabel   = "(installer image below)"
+	localChoiceLabel = "(local image file)"
+)
+
+// checkDelay lets the user finish typing a version before the factory is asked.
+const checkDelay = 400 * time.Millisecond
 
 func newImageStep(ui *UI) *imageStep {
 	s := &imageStep{ui: ui}
-	names := make([]string, 0, len(ui.deps.Profiles))
+	s.names = map[string]string{}
+	options := make([]string, 0, len(ui.deps.Profiles))
 	for _, p := range ui.deps.Profiles {
-		names = append(names, p.Name)
+		o := profileOption(p)
+		s.names[o] = p.Name
+		options = append(options, o)
 	}
-	s.profile = widget.NewSelect(names, func(string) { s.customRef = false; s.update() })
+	s.profile = widget.NewSelect(options, func(string) { s.customRef = false; s.update() })
 	s.profile.PlaceHolder = "choose a role"
 
 	s.version = widget.NewEntry()
@@ -66,8 +87,9 @@ func newImageStep(ui *UI) *imageStep {
 	s.ref = widget.NewEntry()
 	s.ref.SetPlaceHolder("factory.talos.dev/metal-installer/<schematic-id>:" + factory.DefaultTalosVersion)
 	s.ref.OnSubmitted = func(string) { s.useRef() }
-	useRef := widget.NewButton("Use", s.useRef)
-	openFile := widget.NewButton("Open installer file…", s.openInstallerFile)
+	useRef := newKeyButton(ui, "Use", nil, s.useRef)
+	openFile := newKeyButton(ui, "Open installer file…", nil, s.openInstallerFile)
+	openImage := newKeyButton(ui, "Use a local image file…", theme.FileIcon(), s.openImageFile)
 
 	s.yaml = widget.NewLabelWithStyle("", fyne.TextAlignLeading, fyne.TextStyle{Monospace: true})
 	s.id = widget.NewLabelWithStyle("", fyne.TextAlignLeading, fyne.TextStyle{Monospace: true})
@@ -79,8 +101,12 @@ func newImageStep(ui *UI) *imageStep {
 	s.notes = wrapLabel("")
 	s.notes.Importance = widget.WarningImportance
 	s.notes.Hide()
-	s.next = widget.NewButton("Next: choose the card  →", func() { ui.tabs.SelectIndex(tabTarget) })
-	s.next.Importance = widget.HighImportance
+	s.next = primaryButton(ui, "Next: choose the card  →", nil, func() { ui.tabs.SelectIndex(tabTarget) })
+	s.check = wrapLabel("")
+	s.check.Hide()
+	s.offline = wrapLabel("")
+	s.offline.Importance = widget.WarningImportance
+	s.offline.Hide()
 
 	form := widget.NewForm(
 		widget.NewFormItem("Role / profile", s.profile),
@@ -92,15 +118,36 @@ func newImageStep(ui *UI) *imageStep {
 	yamlBox := container.NewBorder(heading("Schematic (sent to the Image Factory)"), nil, nil, nil,
 		container.NewScroll(s.yaml))
 	s.content = container.NewBorder(
-		container.NewVBox(heading("Which node is this card for?"), form, s.problem, s.notes),
-		container.NewHBox(layout.NewSpacer(), s.next),
+		container.NewVBox(heading("Which node is this card for?"), s.offline, form, s.check, s.problem, s.notes),
+		container.NewHBox(openImage, layout.NewSpacer(), s.next),
 		nil, nil, yamlBox)
 	ui.session.AddListener(func(c Change) {
-		if c == ChangeFlashed {
+		switch {
+		case c == ChangeFlashed:
 			s.imageDownloaded(ui.session.Flashed()[len(ui.session.Flashed())-1])
+		case c == ChangeImageSize && s.offline.Visible():
+			s.showOffline() // the cache lookup ended after the check
 		}
 	})
 	return s
+}
+
+// profileOption is a profile as the select shows it: name and description.
+func profileOption(p factory.Profile) string {
+	if p.Description == "" {
+		return p.Name
+	}
+	return p.Name + "  ·  " + p.Description
+}
+
+// selectProfile selects the profile with this name.
+func (s *imageStep) selectProfile(name string) {
+	for o, n := range s.names {
+		if n == name {
+			s.profile.SetSelected(o)
+			return
+		}
+	}
 }
 
 func (s *imageStep) selectFirst() {
@@ -111,7 +158,7 @@ func (s *imageStep) selectFirst() {
 
 // update recomputes the choice from the profile select and version entry.
 func (s *imageStep) update() {
-	p, err := factory.FindProfile(s.ui.deps.Profiles, s.profile.Selected)
+	p, err := factory.FindProfile(s.ui.deps.Profiles, s.names[s.profile.Selected])
 	if err != nil {
 		s.setChoice(nil, nil)
 		return
@@ -138,6 +185,7 @@ func (s *imageStep) useRef() {
 	}
 	c := plan.FromInstallerRef(s.ui.deps.Factory, ref, factory.DefaultArch)
 	c.Label = "installer " + ref.String()
+	c.Recognize(s.ui.deps.Profiles) // a built-in role's own reference, offline
 	s.useInstaller(c)
 }
 
@@ -186,7 +234,7 @@ func (s *imageStep) openInstallerFile() {
 		}
 		s.loadInstallerFile(r.URI().Name(), data)
 	}, s.ui.Window)
-	d.Show()
+	s.ui.showFileDialog(d)
 }
 
 func (s *imageStep) loadInstallerFile(name string, data []byte) {
@@ -200,7 +248,58 @@ func (s *imageStep) loadInstallerFile(name string, data []byte) {
 		s.ui.showError("Cannot use "+name, err)
 		return
 	}
+	c.Recognize(s.ui.deps.Profiles)
 	s.useInstaller(c)
+}
+
+// openImageFile picks a local image (Raspberry Pi Imager's "Use custom").
+func (s *imageStep) openImageFile() {
+	d := dialog.NewFileOpen(func(r fyne.URIReadCloser, err error) {
+		if err != nil || r == nil {
+			return
+		}
+		_ = r.Close()
+		s.useLocal(r.URI().Path())
+	}, s.ui.Window)
+	d.SetFilter(storage.NewExtensionFileFilter(localImageExts))
+	d.Resize(fyne.NewSize(760, 520))
+	s.ui.showFileDialog(d)
+}
+
+// localImageExts are the names offered and dropped as local images; the
+// content decides the format when flashing.
+var localImageExts = []string{".xz", ".zst", ".raw", ".img", ".gz"}
+
+func isLocalImage(name string) bool {
+	for _, e := range localImageExts {
+		if strings.HasSuffix(strings.ToLower(name), e) {
+			return true
+		}
+	}
+	return false
+}
+
+// useLocal makes a local image file the choice: written as it is, no factory.
+func (s *imageStep) useLocal(path string) {
+	st, err := os.Stat(path)
+	switch {
+	case err != nil:
+		s.ui.showError("Cannot use "+filepath.Base(path), err)
+		return
+	case !st.Mode().IsRegular():
+		s.ui.showError("Cannot use "+filepath.Base(path), fmt.Errorf("%s is not a regular file", path))
+		return
+	}
+	c := plan.FromFile(path)
+	c.Label = "local file " + filepath.Base(path)
+	s.customRef = true
+	s.profile.ClearSelected()
+	s.profile.PlaceHolder = localChoiceLabel
+	s.profile.Refresh()
+	s.ref.SetText("")
+	s.version.SetText("")
+	s.customRef = true
+	s.setChoice(c, nil)
 }
 
 // setChoice shows the choice (or the problem) and looks up the image size
@@ -215,6 +314,7 @@ func (s *imageStep) setChoice(c *imageChoice, problem error) {
 		s.problem.Hide()
 	}
 	s.showNotes(c)
+	s.startCheck(c)
 	if c == nil {
 		s.next.Disable()
 		s.id.SetText("")
@@ -224,13 +324,17 @@ func (s *imageStep) setChoice(c *imageChoice, problem error) {
 	}
 	s.next.Enable()
 	s.id.SetText(c.SchematicID)
-	if c.Schematic != nil {
+	switch {
+	case c.LocalPath != "":
+		s.id.SetText("(a local image: whatever it was built with)")
+		s.yaml.SetText("(a local image is written as it is: .raw.xz, .raw.zst, .raw.gz or .raw, told apart by content)")
+	case c.Schematic != nil:
 		y, err := c.Schematic.Marshal()
 		if err != nil {
 			y = []byte(err.Error())
 		}
 		s.yaml.SetText(strings.TrimSpace(string(y)))
-	} else {
+	default:
 		s.yaml.SetText("(only the schematic ID is known: the installer image does not include the schematic)")
 	}
 	s.size.SetText("checking the cache…")
@@ -254,15 +358,22 @@ func (s *imageStep) showNotes(c *imageChoice) {
 
 // lookupSize reads the sizes of a cached image (cheap: the xz index).
 func (s *imageStep) lookupSize(c imageChoice) {
-	text, raw := "known after the download (not cached yet)", int64(0)
-	if comp, r, ok := cachedSizes(s.ui.deps.Cache, c.CacheKey()); ok {
-		text, raw = sizeText(comp, r, true), r
+	text, raw, cached := "known after the download (not cached yet)", int64(0), false
+	if c.LocalPath != "" {
+		text = "unknown"
+		if comp, r, ok := localSizes(c.LocalPath); ok {
+			text, raw = sizeText(comp, r, false), r
+			text = strings.Replace(text, " download", " file", 1)
+		}
+	} else if comp, r, ok := cachedSizes(s.ui.deps.Cache, c.CacheKey()); ok && s.ui.deps.Cache.Has(c.CacheKey()) {
+		text, raw, cached = sizeText(comp, r, true), r, true
 	}
 	s.ui.do(func() {
-		if s.choice == nil || s.choice.CacheKey() != c.CacheKey() {
+		if s.choice == nil || s.choice.CacheKey() != c.CacheKey() || s.choice.LocalPath != c.LocalPath {
 			return // the choice changed meanwhile
 		}
 		s.ui.session.SetImageSize(c.CacheKey(), raw)
+		s.ui.session.SetCached(c.CacheKey(), cached)
 		s.size.SetText(text)
 	})
 }
@@ -278,6 +389,7 @@ func (s *imageStep) imageDownloaded(f Flashed) {
 		return
 	}
 	s.ui.session.SetImageSize(f.Image.CacheKey(), f.Result.Bytes)
+	s.ui.session.SetCached(f.Image.CacheKey(), true)
 	s.size.SetText(sizeText(st.Size(), f.Result.Bytes, true))
 }
 
@@ -296,19 +408,29 @@ func cachedSizes(c *imaging.Cache, key string) (compressed, raw int64, ok bool) 
 	if c == nil {
 		return 0, 0, false
 	}
-	p, err := c.Path(key)
-	if err != nil {
-		return 0, 0, false
-	}
-	return fileSizes(p)
-}
-
-func fileSizes(path string) (compressed, raw int64, ok bool) {
-	f, err := os.Open(filepath.Clean(path))
+	f, err := c.Open(key) // no symlink, no FIFO: the cache's own checks
 	if err != nil {
 		return 0, 0, false
 	}
 	defer f.Close()
+	return fileSizes(f)
+}
+
+// localSizes is fileSizes for a file the user picked: opened non-blocking
+// and only if it is a regular file, so a FIFO can't hang the lookup.
+func localSizes(path string) (compressed, raw int64, ok bool) {
+	f, err := os.OpenFile(filepath.Clean(path), os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return 0, 0, false
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return 0, 0, false
+	}
+	return fileSizes(f)
+}
+
+func fileSizes(f *os.File) (compressed, raw int64, ok bool) {
 	st, err := f.Stat()
 	if err != nil {
 		return 0, 0, false
@@ -320,8 +442,13 @@ func fileSizes(path string) (compressed, raw int64, ok bool) {
 	return st.Size(), raw, true
 }
 
-// dropInstallerFile handles a file dropped while step 1 is shown.
+// dropInstallerFile handles a file dropped while step 1 is shown: an image
+// file is a local image, anything else an installer file.
 func (s *imageStep) dropInstallerFile(u fyne.URI) {
+	if u.Scheme() == "file" && isLocalImage(u.Name()) {
+		s.useLocal(u.Path())
+		return
+	}
 	go func() {
 		data, err := readURI(u, 1<<20)
 		s.ui.do(func() {
@@ -332,4 +459,109 @@ func (s *imageStep) dropInstallerFile(u fyne.URI) {
 			s.loadInstallerFile(u.Name(), data)
 		})
 	}()
+}
+
+// startCheck asks the factory, in the background, whether it offers the
+// choice's version, overlay and extensions (with "did you mean"), and
+// whether it can be reached at all. Only the latest check is shown.
+func (s *imageStep) startCheck(c *imageChoice) {
+	s.checkSeq++
+	seq := s.checkSeq
+	if s.checkDue != nil {
+		s.checkDue.Stop()
+	}
+	s.check.Importance = widget.MediumImportance
+	s.check.Show()
+	switch {
+	case c == nil:
+		s.check.Hide()
+		return
+	case c.LocalPath != "":
+		s.check.SetText("A local image needs no Image Factory.")
+		s.offline.Hide()
+		return
+	}
+	s.check.SetText("Checking with the Image Factory…")
+	choice := *c
+	s.checkDue = time.AfterFunc(checkDelay, func() {
+		if s.ui.ctx.Err() != nil {
+			return // the window is closed
+		}
+		ctx, cancel := context.WithTimeout(s.ui.ctx, 2*factory.APITimeout)
+		defer cancel()
+		err := checkChoice(ctx, s.ui.deps.Factory, &choice)
+		s.ui.do(func() {
+			if seq == s.checkSeq {
+				s.showCheck(&choice, err)
+			}
+		})
+	})
+}
+
+// checkChoice checks a profile against the factory's lists, and the
+// version of an image known by schematic ID only.
+func checkChoice(ctx context.Context, f *factory.Client, c *imageChoice) error {
+	if c.Profile != nil {
+		return f.ValidateProfile(ctx, *c.Profile)
+	}
+	versions, err := f.Versions(ctx)
+	if err != nil {
+		return err
+	}
+	for _, v := range versions {
+		if v == c.Version {
+			return nil
+		}
+	}
+	newest := "none"
+	if len(versions) > 0 {
+		newest = versions[len(versions)-1]
+	}
+	return fmt.Errorf("%w %s at %s (newest: %s)", factory.ErrUnknownVersion, c.Version, f.BaseURL(), newest)
+}
+
+// showCheck shows the factory's verdict (UI goroutine): an unknown name
+// blocks Next; an unreachable factory shows what still works.
+func (s *imageStep) showCheck(c *imageChoice, err error) {
+	switch {
+	case err == nil:
+		s.offline.Hide()
+		s.check.Importance = widget.SuccessImportance
+		what := "Talos " + c.Version
+		if c.Profile != nil {
+			if c.Profile.Overlay.Name != "" {
+				what += ", overlay " + c.Profile.Overlay.Name
+			}
+			if n := len(c.Profile.Extensions); n > 0 {
+				what += ", " + strings.Join(c.Profile.Extensions, ", ")
+			}
+		}
+		s.check.SetText("✓ The Image Factory offers " + what + ".")
+	case errors.Is(err, factory.ErrUnreachable):
+		s.check.SetText("")
+		s.check.Hide()
+		s.showOffline()
+	default:
+		s.offline.Hide()
+		s.check.SetText("")
+		s.check.Hide()
+		if errors.Is(err, factory.ErrUnknownVersion) && !s.customRef {
+			s.version.SetValidationError(err) // no check mark on a version the factory lacks
+		}
+		s.problem.SetText(errorText(err))
+		s.problem.Show()
+		s.next.Disable()
+	}
+}
+
+// showOffline shows the banner for an unreachable factory: what still
+// works, including whether the chosen image is cached (UI goroutine).
+func (s *imageStep) showOffline() {
+	cached := "this image is not cached: it needs the factory"
+	if s.ui.session.ImageCached() {
+		cached = "this image is cached and flashes offline"
+	}
+	s.offline.SetText(fmt.Sprintf("⚠ The Image Factory (%s) cannot be reached, so names and versions are not checked. Still works: images already in the cache (%s), local image files (\"Use a local image file…\"), and step 4 (nodes).",
+		s.ui.deps.Factory.BaseURL(), cached))
+	s.offline.Show()
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strings"
 	"time"
 
@@ -29,14 +30,13 @@ type nodesStep struct {
 	ui      *UI
 	content fyne.CanvasObject
 
-	rows    []*nodeRow
-	rowBox  *fyne.Container
-	empty   *widget.Label
-	status  *widget.Label
-	scan    *widget.Button
-	manual  *widget.Entry
-	pending *applyPrompt // the findings/confirm dialog shown last (tests)
-	applied chan struct{}
+	rows   []*nodeRow
+	rowBox *fyne.Container
+	empty  *widget.Label
+	status *widget.Label
+	scan   *keyButton
+	manual *widget.Entry
+	shown  *applyPrompt // the findings dialog shown last
 }
 
 // nodeRow is one node in the list; box is what a drop is hit-tested against.
@@ -48,28 +48,31 @@ type nodeRow struct {
 	flashed    *widget.Select
 	flashedBox *fyne.Container // "Card flashed as": only when the node does not say what it booted
 	reply      *widget.Label
-	pick       *widget.Button
+	content    *fyne.Container // the row's lines
+	// the `talosctl bootstrap` command after a control plane config
+	bootstrap    *widget.Entry
+	bootstrapBox *fyne.Container
+	pick         *keyButton
 }
 
 // applyPrompt is the dialog between a dropped file and the node.
 type applyPrompt struct {
-	dialog   *dialog.CustomDialog
-	apply    *widget.Button
+	modal    *modal
+	apply    *keyButton
 	override *widget.Check // nil when nothing blocks
 	findings []node.Finding
 }
 
 func newNodesStep(ui *UI) *nodesStep {
-	s := &nodesStep{ui: ui, applied: make(chan struct{}, 16)}
+	s := &nodesStep{ui: ui}
 	s.rowBox = container.NewVBox()
 	s.empty = wrapLabel(fmt.Sprintf("No nodes yet. Boot a Pi from a fresh card (it waits in maintenance mode on port %d), then press Scan or type its IP address.", node.DefaultPort))
 	s.status = wrapLabel("")
-	s.scan = widget.NewButtonWithIcon("Scan this network", theme.SearchIcon(), s.Scan)
-	s.scan.Importance = widget.HighImportance
+	s.scan = primaryButton(ui, "Scan this network", theme.SearchIcon(), s.Scan)
 	s.manual = widget.NewEntry()
 	s.manual.SetPlaceHolder("node IP, e.g. 192.168.1.50")
 	s.manual.OnSubmitted = func(string) { s.addManual() }
-	add := widget.NewButtonWithIcon("Add", theme.ContentAddIcon(), s.addManual)
+	add := newKeyButton(ui, "Add", theme.ContentAddIcon(), s.addManual)
 
 	top := container.NewVBox(
 		heading("Give each booted node its machine config"),
@@ -79,6 +82,11 @@ func newNodesStep(ui *UI) *nodesStep {
 	)
 	s.content = container.NewBorder(top, nil, nil, nil,
 		container.NewVScroll(container.NewVBox(s.empty, s.rowBox)))
+	ui.session.AddListener(func(c Change) {
+		if c == ChangeFlashed {
+			s.flashedChanged()
+		}
+	})
 	return s
 }
 
@@ -165,20 +173,22 @@ func (s *nodesStep) addNode(n node.Node) *nodeRow {
 	r := &nodeRow{node: n}
 	r.title = widget.NewLabelWithStyle(nodeTitle(n), fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
 	r.badge = widget.NewLabelWithStyle("", fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
+	r.badge.Wrapping = fyne.TextWrapWord // long extension lists must not widen the window
 	r.reply = wrapLabel(nodeNote(n))
 	r.flashed = widget.NewSelect(s.flashOptions(), nil)
 	r.flashed.SetSelected(s.defaultFlash())
-	r.pick = widget.NewButtonWithIcon("Choose config…", theme.FolderOpenIcon(), func() { s.pickFile(r) })
+	r.pick = newKeyButton(s.ui, "Choose config…", theme.FolderOpenIcon(), func() { s.pickFile(r) })
 	if n.Configured {
 		r.pick.Disable()
 	}
 	r.flashedBox = container.NewHBox(widget.NewLabel("Card flashed as (the node does not say)"), r.flashed)
 	bg := canvasCard()
-	r.box = container.NewStack(bg, container.NewPadded(container.NewVBox(
+	r.content = container.NewVBox(
 		container.NewBorder(nil, nil, widget.NewIcon(theme.ComputerIcon()), container.NewHBox(r.flashedBox, r.pick), r.title),
 		r.badge,
 		r.reply,
-	)))
+	)
+	r.box = container.NewStack(bg, container.NewPadded(r.content))
 	s.showBooted(r)
 	s.rows = append(s.rows, r)
 	s.rowBox.Add(r.box)
@@ -272,9 +282,9 @@ func (s *nodesStep) flashOptions() []string {
 
 // defaultFlash is the profile of the latest flash this session.
 func (s *nodesStep) defaultFlash() string {
-	f := s.ui.flash.flashed
-	if len(f) > 0 && f[len(f)-1].Profile != nil {
-		return f[len(f)-1].Profile.Name
+	f := s.ui.session.Flashed()
+	if len(f) > 0 && f[len(f)-1].Image.Profile != nil {
+		return f[len(f)-1].Image.Profile.Name
 	}
 	return unknownFlash
 }
@@ -342,7 +352,7 @@ func (s *nodesStep) pickFile(r *nodeRow) {
 		s.checkAndPrompt(r, rc.URI().Name(), data)
 	}, s.ui.Window)
 	d.SetFilter(storage.NewExtensionFileFilter([]string{".yaml", ".yml"}))
-	d.Show()
+	s.ui.showFileDialog(d)
 }
 
 func (s *nodesStep) applyURI(r *nodeRow, u fyne.URI) {
@@ -437,8 +447,7 @@ func (s *nodesStep) prompt(r *nodeRow, name string, data []byte, cfg *node.Confi
 		items.Add(wrapLabel("The incident checks found nothing wrong."))
 	}
 
-	p.apply = widget.NewButtonWithIcon("Apply to "+r.node.Addr, theme.ConfirmIcon(), nil)
-	p.apply.Importance = widget.HighImportance
+	p.apply = primaryButton(s.ui, "Apply to "+r.node.Addr, theme.ConfirmIcon(), func() { s.send(r, name, data, cfg.MachineType) })
 	if blocking > 0 {
 		p.apply.Disable()
 		p.override = widget.NewCheck(fmt.Sprintf("Send anyway: I know about the %d error(s) above", blocking), func(on bool) {
@@ -451,17 +460,8 @@ func (s *nodesStep) prompt(r *nodeRow, name string, data []byte, cfg *node.Confi
 		items.Add(p.override)
 	}
 	items.Add(wrapLabel("The node installs Talos to its disk and reboots with this config. Machine configs hold the cluster's secrets: send them only to your own nodes."))
-	cancel := widget.NewButton("Cancel", nil)
-	p.dialog = dialog.NewCustomWithoutButtons("Apply "+name+" to "+r.node.Addr+"?", container.NewVScroll(items), s.ui.Window)
-	p.dialog.SetButtons([]fyne.CanvasObject{cancel, p.apply})
-	cancel.OnTapped = p.dialog.Hide
-	p.apply.OnTapped = func() {
-		p.dialog.Hide()
-		s.send(r, name, data)
-	}
-	p.dialog.Resize(fyne.NewSize(780, 640))
-	s.pending = p
-	p.dialog.Show()
+	s.shown = p
+	p.modal = s.ui.showModal("Apply "+name+" to "+r.node.Addr+"?", container.NewVScroll(items), "Cancel", p.apply, fyne.NewSize(780, 560))
 }
 
 func orUnknown(s string) string {
@@ -496,7 +496,7 @@ func findingView(f node.Finding) fyne.CanvasObject {
 }
 
 // send applies the config (background) and shows the node's reply.
-func (s *nodesStep) send(r *nodeRow, name string, data []byte) {
+func (s *nodesStep) send(r *nodeRow, name string, data []byte, machineType string) {
 	r.reply.Importance = widget.MediumImportance
 	r.reply.SetText("Sending " + name + "…")
 	r.pick.Disable()
@@ -520,12 +520,6 @@ func (s *nodesStep) send(r *nodeRow, name string, data []byte) {
 		}
 		s.ui.do(func() {
 			r.pick.Enable()
-			defer func() {
-				select {
-				case s.applied <- struct{}{}:
-				default:
-				}
-			}()
 			if err != nil {
 				r.reply.Importance = widget.DangerImportance
 				r.reply.SetText("Not applied: " + err.Error())
@@ -534,8 +528,42 @@ func (s *nodesStep) send(r *nodeRow, name string, data []byte) {
 			}
 			r.reply.Importance = widget.SuccessImportance
 			r.reply.SetText(applyText(name, res))
+			if machineType == "controlplane" {
+				s.showBootstrap(r)
+			}
 		})
 	}()
+}
+
+// showBootstrap shows the step after a control plane's config: etcd is
+// bootstrapped once, on one control plane node, with the talosconfig that
+// `talosctl gen config` wrote next to controlplane.yaml.
+func (s *nodesStep) showBootstrap(r *nodeRow) {
+	if r.bootstrap == nil {
+		r.bootstrap = widget.NewEntry()
+		r.bootstrapBox = container.NewVBox(
+			wrapLabel("Next, once (on one control plane node only): when it has rebooted, bootstrap etcd from the folder with your talosconfig:"),
+			r.bootstrap)
+		r.content.Add(r.bootstrapBox)
+	}
+	r.bootstrap.SetText(bootstrapCommand(r.node))
+	r.bootstrapBox.Show()
+}
+
+// bootstrapCommand is the talosctl command that bootstraps etcd on n.
+func bootstrapCommand(n node.Node) string {
+	ip := n.IP
+	if !ip.IsValid() {
+		return fmt.Sprintf("talosctl bootstrap --nodes %[1]s --endpoints %[1]s --talosconfig ./talosconfig", hostOf(n.Addr))
+	}
+	return fmt.Sprintf("talosctl bootstrap --nodes %[1]s --endpoints %[1]s --talosconfig ./talosconfig", ip)
+}
+
+func hostOf(addr string) string {
+	if h, _, err := net.SplitHostPort(addr); err == nil {
+		return h
+	}
+	return addr
 }
 
 func applyText(name string, res *node.ApplyResult) string {

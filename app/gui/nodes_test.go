@@ -13,6 +13,7 @@ import (
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/storage"
 	"fyne.io/fyne/v2/test"
+	"fyne.io/fyne/v2/widget"
 
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/node"
@@ -37,11 +38,11 @@ func (h *harness) dropOnProbedNode(srv *nodetest.Server, file string) (*nodeRow,
 	})
 	h.onUI(func() {
 		pos = fyne.CurrentApp().Driver().AbsolutePositionForObject(row.box).Add(fyne.NewPos(20, row.box.Size().Height/2))
-		h.ui.nodes.pending = nil
+		h.ui.escape()
 		h.ui.HandleDrop(pos, []fyne.URI{storage.NewFileURI(file)})
 	})
 	var p *applyPrompt
-	h.waitFor("findings dialog", func() bool { p = h.ui.nodes.pending; return p != nil })
+	h.waitFor("findings dialog", func() bool { p = h.ui.nodes.openPrompt(); return p != nil })
 	return row, p
 }
 
@@ -106,11 +107,7 @@ func TestNodesWorkerImageApplies(t *testing.T) {
 		}
 		test.Tap(p.apply)
 	})
-	select {
-	case <-h.ui.nodes.applied:
-	case <-time.After(20 * time.Second):
-		t.Fatal("apply did not finish")
-	}
+	h.waitFor("apply", func() bool { return !h.ui.nodes.applying() })
 	reqs := srv.Requests()
 	if len(reqs) != 2 || !reqs[0].DryRun || reqs[1].DryRun || !bytes.Equal(reqs[1].Config, want) {
 		t.Fatalf("node got %d requests; want its dry run, then worker.yaml byte for byte", len(reqs))
@@ -118,6 +115,51 @@ func TestNodesWorkerImageApplies(t *testing.T) {
 	h.onUI(func() {
 		if !strings.Contains(row.reply.Text, "node answered mode no-reboot") {
 			t.Errorf("reply %q", row.reply.Text)
+		}
+		if row.bootstrapBox != nil {
+			t.Error("talosctl bootstrap shown after a worker config")
+		}
+	})
+}
+
+// After a control plane config, the row shows the next step: bootstrap etcd.
+func TestNodesControlplaneApplyShowsBootstrap(t *testing.T) {
+	h := newHarness(t, nil)
+	srv := nodetest.Start(t, nodetest.Options{Schematic: builtin(t, "worker").Schematic()})
+	file, _ := filepath.Abs("../../node/testdata/controlplane.yaml")
+	row, p := h.dropOnProbedNode(srv, file)
+	h.onUI(func() {
+		if p.override != nil {
+			p.override.SetChecked(true)
+		}
+		test.Tap(p.apply)
+	})
+	h.waitFor("apply", func() bool { return !h.ui.nodes.applying() })
+	h.onUI(func() {
+		if row.reply.Importance != widget.SuccessImportance {
+			t.Fatalf("not applied: %q", row.reply.Text)
+		}
+		want := "talosctl bootstrap --nodes 127.0.0.1 --endpoints 127.0.0.1 --talosconfig ./talosconfig"
+		if row.bootstrapBox == nil || !row.bootstrapBox.Visible() || row.bootstrap.Text != want {
+			t.Fatalf("bootstrap step: %v", row.bootstrap)
+		}
+	})
+}
+
+// The Nodes step follows the session: a flash presets the fallback choice
+// of rows that did not say what they booted.
+func TestNodesObserveFlashedCards(t *testing.T) {
+	h := newHarness(t, nil)
+	h.onUI(func() {
+		r := h.ui.nodes.addNode(node.Node{Addr: "127.0.0.1:50000", Maintenance: true})
+		if r.flashed.Selected != unknownFlash {
+			t.Fatalf("preset %q before any flash", r.flashed.Selected)
+		}
+		h.ui.image.selectProfile("worker")
+		c := h.ui.session.Choice()
+		h.ui.session.AddFlashed(Flashed{Image: *c, Device: h.target})
+		if r.flashed.Selected != "worker" {
+			t.Fatalf("after a worker flash the row says %q", r.flashed.Selected)
 		}
 	})
 }
@@ -142,12 +184,12 @@ func TestNodesUnknownBootedShowsFallbackChoice(t *testing.T) {
 		if !row.flashedBox.Visible() || !strings.Contains(row.badge.Text, "unknown") {
 			t.Errorf("fallback not offered: badge %q", row.badge.Text)
 		}
-		h.ui.nodes.pending = nil
+		h.ui.escape()
 		data, _ := os.ReadFile(file)
 		h.ui.nodes.checkAndPrompt(row, "worker.yaml", data)
 	})
 	var p *applyPrompt
-	h.waitFor("findings dialog", func() bool { p = h.ui.nodes.pending; return p != nil })
+	h.waitFor("findings dialog", func() bool { p = h.ui.nodes.openPrompt(); return p != nil })
 	h.onUI(func() {
 		fallback, blocked := false, false
 		for _, f := range p.findings {

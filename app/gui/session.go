@@ -16,7 +16,7 @@ type Change int
 // The parts of a Session listeners hear about.
 const (
 	ChangeChoice    Change = iota // Choice (and ImageSize reset to 0)
-	ChangeImageSize               // ImageSize
+	ChangeImageSize               // ImageSize or ImageCached
 	ChangeDisks                   // Disks
 	ChangeDisk                    // Disk
 	ChangeFlashed                 // Flashed
@@ -43,6 +43,7 @@ type Session struct {
 
 	choice    *plan.Image
 	imageSize int64
+	cached    bool
 	disks     []devices.Disk
 	disk      *devices.Disk
 	flashed   []Flashed
@@ -76,7 +77,7 @@ func (s *Session) Choice() *plan.Image { return s.choice }
 
 // SetChoice replaces the choice; its uncompressed size is unknown again.
 func (s *Session) SetChoice(c *plan.Image) {
-	s.choice, s.imageSize = c, 0
+	s.choice, s.imageSize, s.cached = c, 0, false
 	s.changed(ChangeChoice)
 }
 
@@ -98,6 +99,20 @@ func (s *Session) SetImageSize(key string, raw int64) {
 		return
 	}
 	s.imageSize = raw
+	s.changed(ChangeImageSize)
+}
+
+// ImageCached says whether the chosen image is in the download cache (a
+// flash needs no factory then).
+func (s *Session) ImageCached() bool { return s.cached }
+
+// SetCached records whether the image with this cache key is cached, if it
+// is still the choice.
+func (s *Session) SetCached(key string, cached bool) {
+	if s.choice == nil || s.choice.CacheKey() != key || s.cached == cached {
+		return
+	}
+	s.cached = cached
 	s.changed(ChangeImageSize)
 }
 

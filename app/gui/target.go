@@ -23,15 +23,16 @@ type targetStep struct {
 
 	list     *widget.List
 	status   *widget.Label
-	next     *widget.Button
+	next     *keyButton
 	disks    []devices.Disk
 	sig      string
 	selected *devices.Disk
 	refresh  chan struct{}
+	preset   string // Deps.Preselect until it was selected once
 }
 
 func newTargetStep(ui *UI) *targetStep {
-	s := &targetStep{ui: ui, refresh: make(chan struct{}, 1)}
+	s := &targetStep{ui: ui, refresh: make(chan struct{}, 1), preset: ui.deps.Preselect}
 	s.list = widget.NewList(
 		func() int { return len(s.disks) },
 		func() fyne.CanvasObject {
@@ -77,10 +78,9 @@ func newTargetStep(ui *UI) *targetStep {
 		s.status.SetText("Selected " + d.String())
 	}
 	s.status = wrapLabel("Looking for disks…")
-	s.next = widget.NewButton("Next: flash  →", func() { ui.tabs.SelectIndex(tabFlash) })
-	s.next.Importance = widget.HighImportance
+	s.next = primaryButton(ui, "Next: flash  →", nil, func() { ui.tabs.SelectIndex(tabFlash) })
 	s.next.Disable()
-	refresh := widget.NewButtonWithIcon("Refresh", theme.ViewRefreshIcon(), s.Refresh)
+	refresh := newKeyButton(ui, "Refresh", theme.ViewRefreshIcon(), s.Refresh)
 
 	s.content = container.NewBorder(
 		container.NewVBox(heading("Which card should be written? Insert it now; the list updates by itself."),
@@ -88,8 +88,13 @@ func newTargetStep(ui *UI) *targetStep {
 		container.NewVBox(s.status, container.NewHBox(refresh, layout.NewSpacer(), s.next)),
 		nil, nil, s.list)
 	ui.session.AddListener(func(c Change) {
-		if c == ChangeImageSize {
+		switch {
+		case c == ChangeImageSize:
 			s.list.Refresh() // a card too small for the image is now known
+		case c == ChangeDisk && ui.session.Disk() == nil && s.selected != nil:
+			s.list.UnselectAll() // "Flash another card": choose again
+			s.choose(nil)
+			s.status.SetText("Insert the next card and select it.")
 		}
 	})
 	return s
@@ -108,6 +113,9 @@ func (s *targetStep) choose(d *devices.Disk) {
 
 // refusal is why d may not be written, given the image size once known.
 func (s *targetStep) refusal(d devices.Disk) *devices.RefusedError {
+	if d.Transport == devices.TransportLoop && s.ui.deps.Safety.AllowLoop {
+		return d.Assess(s.ui.session.ImageSize(), s.ui.deps.Safety) // --allow-loop
+	}
 	if !d.Safe {
 		if d.Refusal != nil {
 			return d.Refusal
@@ -212,16 +220,23 @@ func (s *targetStep) setDisks(disks []devices.Disk, err error) {
 		s.status.SetText("Select the card to write.")
 	}
 	s.list.Refresh()
-	if prev == nil {
+	want := s.preset // talosflash gui --device, until it shows up
+	if prev != nil {
+		want = prev.Path
+	}
+	if want == "" {
 		return
 	}
 	for i, d := range disks {
-		if d.Path == prev.Path && s.refusal(d) == nil {
+		if d.Path == want && s.refusal(d) == nil {
 			s.list.Select(i) // keeps the choice across refreshes
+			s.preset = ""    // once: "Flash another card" starts with no card
 			return
 		}
 	}
-	s.status.SetText(prev.Path + " is gone (card removed?). Select the card to write.")
+	if prev != nil {
+		s.status.SetText(prev.Path + " is gone (card removed?). Select the card to write.")
+	}
 }
 
 // selectPath selects the disk with this path (tests, demo).

@@ -101,23 +101,6 @@ func FromInstallerRef(c *factory.Client, ref factory.InstallerRef, arch string) 
 	return im
 }
 
-// MatchProfile recognises the image's schematic offline: when its ID is
-// the ID of one of profiles (the built-in roles, --profiles), the schematic
-// and role are filled in from it and it reports true. The profile's own
-// Talos version is not taken: the image keeps the version it names.
-func (im *Image) MatchProfile(profiles []factory.Profile) bool {
-	if im.SchematicID == "" {
-		return false
-	}
-	for _, p := range profiles {
-		if id, err := p.SchematicID(); err == nil && id == im.SchematicID {
-			im.Schematic, im.Role = p.Schematic(), p.Name
-			return true
-		}
-	}
-	return false
-}
-
 // lookupTimeout bounds LookupSchematic: it only adds information, and a
 // factory that accepts and never answers must not hold up a flash.
 const lookupTimeout = 5 * time.Second

@@ -1,0 +1,376 @@
+// Package e2e drives the real talosflash binary in a real window: Xvfb,
+// keyboard input through xdotool (XTEST), the fake Image Factory and a fake
+// Talos node on loopback, and a loop device as the card. It flashes the
+// loop device through the UI, checks the bytes on it and in the cache,
+// finds the node with "Scan this network" and by its address, and captures
+// each step (TALOSFLASH_SCREENSHOTS=dir keeps them: scripts/screenshots.sh).
+// Nothing leaves 127.0.0.0/8: the app is started with --subnet set to the
+// node's one loopback address, so its scan covers nothing else.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/talosflash/talosflash/factory"
+	"github.com/talosflash/talosflash/factory/factorytest"
+	"github.com/talosflash/talosflash/imaging"
+	"github.com/talosflash/talosflash/imaging/imagetest"
+	"github.com/talosflash/talosflash/node/nodetest"
+)
+
+// display is this test's own X display, apart from other users of Xvfb.
+const display = ":131"
+
+// The fake node: its own loopback address on Talos' port, scanned alone.
+const (
+	nodeAddr   = "127.0.0.131:50000"
+	nodeSubnet = "127.0.0.131/32"
+)
+
+const (
+	imageSize = 24 << 20 // the raw image written to the card
+	cardSize  = 32 << 20
+)
+
+func need(t *testing.T, tools ...string) {
+	t.Helper()
+	for _, tool := range tools {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed (scripts/setup.sh installs it): the real-window test needs Xvfb, xdotool and ImageMagick's import", tool)
+		}
+	}
+}
+
+func TestRealWindowFlashesLoopDevice(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the real binary under Xvfb")
+	}
+	need(t, "Xvfb", "xdotool", "import", "losetup")
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to attach a loop device as the card")
+	}
+	dir := t.TempDir()
+	shots := os.Getenv("TALOSFLASH_SCREENSHOTS")
+	if shots == "" {
+		shots = filepath.Join(dir, "shots")
+	}
+	if err := os.MkdirAll(shots, 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	bin := filepath.Join(dir, "talosflash")
+	build := exec.Command("go", "build", "-o", bin, "github.com/talosflash/talosflash")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+
+	// The factory serves a generated image for every built-in role, through
+	// a throttle so the progress can be seen (and captured) mid-way.
+	fx := imagetest.New(t, imageSize, 7, 1<<20)
+	srv := factorytest.New(t)
+	for _, p := range factory.BuiltinProfiles() {
+		id, err := p.SchematicID()
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv.AddImage(id, p.Version(), "metal-arm64.raw.xz", fx.XZ)
+	}
+	factoryURL := throttled(t, srv.URL)
+	cp, err := factory.FindProfile(factory.BuiltinProfiles(), "controlplane")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpID, _ := cp.SchematicID()
+	// The node listens where the app scans: one loopback address, given
+	// to the app with --subnet, so a scan cannot leave 127.0.0.0/8.
+	nd := nodetest.Start(t, nodetest.Options{Addr: nodeAddr, Schematic: cp.Schematic()})
+
+	cardDir, err := os.MkdirTemp("", "talosflash-e2e-") // a short path: it is shown in the window
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(cardDir) })
+	loop := attachLoop(t, filepath.Join(cardDir, "sdcard.img"), cardSize)
+	startXvfb(t)
+
+	home := filepath.Join(dir, "home")
+	cpConfig, err := os.ReadFile("../../../node/testdata/controlplane.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, "controlplane.yaml"), cpConfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	app := exec.Command(bin, "gui", "--factory", factoryURL, "--allow-loop", "--device", loop, "--subnet", nodeSubnet)
+	app.Env = append(cleanEnv(), "DISPLAY="+display, "HOME="+home, "XDG_CACHE_HOME="+filepath.Join(home, ".cache"),
+		"XDG_CONFIG_HOME="+filepath.Join(home, ".config"), "LIBGL_ALWAYS_SOFTWARE=1", "LANG=C.UTF-8", "NO_PROXY=*")
+	var appLog bytes.Buffer
+	app.Stdout, app.Stderr = &appLog, &appLog
+	if err := app.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = app.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = app.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			_ = app.Process.Kill()
+			<-done
+		}
+		if t.Failed() {
+			t.Logf("app output:\n%s", appLog.String())
+		}
+	})
+	win := waitWindow(t)
+	key := func(keys ...string) {
+		t.Helper()
+		x(t, append([]string{"key", "--window", win, "--delay", "80"}, keys...)...)
+		time.Sleep(400 * time.Millisecond)
+	}
+	shotTo := func(dir, name, crop string) {
+		t.Helper()
+		time.Sleep(700 * time.Millisecond) // let the frame settle
+		file := filepath.Join(dir, name+".png")
+		cmd := exec.Command("import", "-display", display, "-window", "root", "-crop", crop, "+repage",
+			"-strip", "-depth", "8", "-colors", "256", "PNG8:"+file)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("screenshot %s: %v\n%s", name, err, out)
+		}
+	}
+	shot := func(name string) { t.Helper(); shotTo(shots, name, "1000x700+0+0") }
+
+	// 1 Image: the control plane is the first role, checked with the factory.
+	waitFor(t, "the factory check", 30*time.Second, func() bool { return len(srv.RequestsTo("/versions")) > 0 })
+	shot("1-image")
+	key("Return")
+	// 2 Card: the loop device, preselected by --device, allowed by --allow-loop.
+	shot("2-card")
+	key("Return")
+	// 3 Flash: Enter asks, Esc keeps the card, Enter twice erases and flashes.
+	key("Return")
+	shot("3-confirm")
+	key("Escape")
+	if got := readDev(t, loop, 512); !bytes.Equal(got, make([]byte, 512)) {
+		t.Fatal("the card was written although the confirmation was dismissed")
+	}
+	key("Return")
+	key("Return")
+	waitFor(t, "the download to start", 60*time.Second, func() bool { return srv.BytesServed() > 0 })
+	shot("4-flashing")
+	waitFor(t, "the card to hold the image", 3*time.Minute, func() bool {
+		return bytes.Equal(readDev(t, loop, imageSize), fx.Raw)
+	})
+	time.Sleep(3 * time.Second) // verify and eject
+	shot("5-done")
+	if n := len(srv.RequestsTo("/schematics")); n == 0 {
+		t.Error("the schematic was not registered before the download")
+	}
+	cached := filepath.Join(home, ".cache", "talosflash", "images", filepath.FromSlash(imaging.FactoryCacheKey(factoryURL, cpID, cp.Version(), "metal-arm64.raw.xz")))
+	if data, err := os.ReadFile(cached); err != nil || !bytes.Equal(data, fx.XZ) {
+		t.Errorf("the image is not in the user's cache at %s: %v", cached, err)
+	}
+
+	// 4 Nodes: Enter goes on, the address field has the focus: the node's
+	// address, Enter. Then Tab reaches "Scan this network", which scans only
+	// --subnet and finds the same node.
+	key("Return")
+	x(t, "type", "--window", win, "--delay", "40", nd.Addr())
+	key("Return")
+	time.Sleep(2 * time.Second)
+	key("Tab", "Return")
+	time.Sleep(3 * time.Second)
+	shot("6-nodes")
+
+	// Its config through "Choose config…" (Tab, Tab, Enter) and Fyne's file
+	// dialog, which opens in $HOME with nothing focused: Tab, Tab focus the
+	// file grid, Right moves from "(Parent)" to controlplane.yaml, Space
+	// selects it, Shift+Tab twice wraps round to Open. Enter then applies
+	// it: the incident checks pass (it has Newt's ExtensionServiceConfig).
+	key("Tab", "Tab", "Return")
+	time.Sleep(time.Second)
+	key("Tab", "Tab", "Right", "space", "shift+Tab", "shift+Tab", "space")
+	time.Sleep(2 * time.Second) // the checks
+	shot("7-apply")
+	key("Return")
+	waitFor(t, "the config at the node", 30*time.Second, func() bool { return len(nd.Requests()) == 2 })
+	if reqs := nd.Requests(); !reqs[0].DryRun || reqs[1].DryRun || !bytes.Equal(reqs[1].Config, cpConfig) {
+		t.Fatalf("the node got %d requests; want its dry run, then controlplane.yaml byte for byte", len(reqs))
+	}
+	time.Sleep(time.Second)
+	shot("8-applied")
+	// The window at its minimum size (kept with the test's files only).
+	x(t, "windowsize", win, "400", "300")
+	shotTo(dir, "min-size", "1000x700+0+0")
+	t.Logf("min-size screenshot: %s", filepath.Join(dir, "min-size.png"))
+
+	for _, s := range []string{"1-image", "2-card", "3-confirm", "4-flashing", "5-done", "6-nodes", "7-apply", "8-applied"} {
+		if st, err := os.Stat(filepath.Join(shots, s+".png")); err != nil || st.Size() < 2000 {
+			t.Errorf("screenshot %s missing or empty", s)
+		}
+	}
+	if strings.Contains(appLog.String(), "panic") {
+		t.Errorf("the app panicked:\n%s", appLog.String())
+	}
+}
+
+// throttled serves srv through a proxy on 127.0.0.1 that sends image
+// bodies at about 640 KiB/s.
+func throttled(t *testing.T, target string) string {
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := httputil.NewSingleHostReverseProxy(u)
+	p.ModifyResponse = func(r *http.Response) error {
+		if strings.HasPrefix(r.Request.URL.Path, "/image/") {
+			r.Body = &slowBody{ReadCloser: r.Body}
+		}
+		return nil
+	}
+	ts := newLoopbackServer(t, p)
+	return ts
+}
+
+type slowBody struct{ io.ReadCloser }
+
+func (b *slowBody) Read(p []byte) (int, error) {
+	if len(p) > 16<<10 {
+		p = p[:16<<10]
+	}
+	time.Sleep(25 * time.Millisecond) // ~640 KiB/s
+	return b.ReadCloser.Read(p)
+}
+
+func attachLoop(t *testing.T, file string, size int64) string {
+	t.Helper()
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(file, size); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("losetup", "-f", "--show", file).Output()
+	if err != nil {
+		t.Skipf("cannot attach a loop device: %v", err)
+	}
+	dev := strings.TrimSpace(string(out))
+	t.Cleanup(func() {
+		if out, err := exec.Command("losetup", "-d", dev).CombinedOutput(); err != nil {
+			t.Errorf("detach %s: %v %s", dev, err, out)
+		}
+	})
+	return dev
+}
+
+func startXvfb(t *testing.T) {
+	t.Helper()
+	// Xvfb writes its pid into the lock file; a dead pid is a stale lock
+	// that Xvfb replaces itself.
+	if b, err := os.ReadFile("/tmp/.X" + display[1:] + "-lock"); err == nil {
+		var pid int
+		if _, err := fmt.Sscan(strings.TrimSpace(string(b)), &pid); err == nil && pid > 0 && syscall.Kill(pid, 0) == nil {
+			t.Skipf("display %s is in use (Xvfb pid %d)", display, pid)
+		}
+	}
+	xvfb := exec.Command("Xvfb", display, "-screen", "0", "1000x700x24", "-nolisten", "tcp")
+	if err := xvfb.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = xvfb.Process.Signal(syscall.SIGTERM) // removes its socket and lock
+		_ = xvfb.Wait()
+	})
+	waitFor(t, "Xvfb", 10*time.Second, func() bool {
+		cmd := exec.Command("xdotool", "getmouselocation")
+		cmd.Env = append(cleanEnv(), "DISPLAY="+display)
+		return cmd.Run() == nil
+	})
+}
+
+func waitWindow(t *testing.T) string {
+	t.Helper()
+	var win string
+	waitFor(t, "the window", 60*time.Second, func() bool {
+		cmd := exec.Command("xdotool", "search", "--onlyvisible", "--name", "talosflash")
+		cmd.Env = append(cleanEnv(), "DISPLAY="+display)
+		out, err := cmd.Output()
+		if err != nil {
+			return false
+		}
+		win = strings.Fields(string(out))[0]
+		return true
+	})
+	time.Sleep(time.Second)
+	return win
+}
+
+// x runs xdotool on the test's display.
+func x(t *testing.T, args ...string) {
+	t.Helper()
+	cmd := exec.Command("xdotool", args...)
+	cmd.Env = append(cleanEnv(), "DISPLAY="+display)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("xdotool %v: %v %s", args, err, out)
+	}
+}
+
+// readDev reads the first n bytes of dev (bounded).
+func readDev(t *testing.T, dev string, n int64) []byte {
+	t.Helper()
+	f, err := os.Open(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// cleanEnv is the environment without display, proxy and locale settings
+// that would reach outside the test.
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k := strings.ToUpper(kv[:strings.IndexByte(kv, '=')+1])
+		switch k {
+		case "DISPLAY=", "WAYLAND_DISPLAY=", "HTTP_PROXY=", "HTTPS_PROXY=", "ALL_PROXY=", "NO_PROXY=", "HOME=", "XDG_CACHE_HOME=", "XDG_CONFIG_HOME=", "LANG=", "LC_ALL=":
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
+}

@@ -1,0 +1,66 @@
+package gui
+
+import (
+	"errors"
+	"testing"
+
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/test"
+)
+
+// An empty bar is empty: no fill, "0%"; it fills in proportion and never
+// shows 100% before the end.
+func TestBarIsHonest(t *testing.T) {
+	test.NewTempApp(t)
+	b := newBar()
+	b.Resize(fyne.NewSize(200, 30))
+	test.WidgetRenderer(b).Layout(b.Size())
+	if w := b.fill.Size().Width; w != 0 || b.label.Text != "0%" {
+		t.Fatalf("0%%: fill %v wide, label %q", w, b.label.Text)
+	}
+	if b.track.FillColor == b.fill.FillColor {
+		t.Fatal("the empty track has the fill's colour")
+	}
+	b.SetValue(0.5)
+	if w := b.fill.Size().Width; w != 100 || b.label.Text != "50%" {
+		t.Fatalf("50%%: fill %v wide, label %q", w, b.label.Text)
+	}
+	b.SetValue(0.999)
+	if b.label.Text != "99%" {
+		t.Fatalf("99.9%% shows %q", b.label.Text)
+	}
+}
+
+// A dialog takes the focus from the window, so Enter reaches it and not
+// the button that opened it; Esc or Enter closes an information dialog.
+func TestDialogTakesFocusAndKeys(t *testing.T) {
+	h := newHarness(t, nil)
+	h.onUI(func() {
+		c := h.ui.Window.Canvas()
+		c.Focus(h.ui.image.next)
+		h.ui.showError("Something failed", errors.New("boom"))
+		if c.Focused() != nil || h.ui.modal == nil {
+			t.Fatalf("focus %v, modal %v", c.Focused(), h.ui.modal)
+		}
+		h.ui.typedKey(&fyne.KeyEvent{Name: fyne.KeyReturn})
+		if h.ui.modal != nil || h.ui.tabs.SelectedIndex() != tabImage {
+			t.Fatalf("Enter: modal %v, tab %d", h.ui.modal, h.ui.tabs.SelectedIndex())
+		}
+		// A focused button passes Esc to the window.
+		h.ui.showError("Again", errors.New("boom"))
+		h.ui.image.next.TypedKey(&fyne.KeyEvent{Name: fyne.KeyEscape})
+		if h.ui.modal != nil {
+			t.Fatal("Esc on a focused button left the dialog open")
+		}
+	})
+}
+
+func TestWindowMinimumSize(t *testing.T) {
+	h := newHarness(t, nil)
+	h.onUI(func() {
+		m := h.ui.Window.Content().MinSize()
+		if m.Width < MinWidth || m.Height < MinHeight {
+			t.Fatalf("content minimum %v, want at least %dx%d", m, MinWidth, MinHeight)
+		}
+	})
+}

@@ -1,0 +1,78 @@
+package devices
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Ejected says how a written card was made safe to remove.
+type Ejected struct {
+	Flushed    bool   // the device's buffers were flushed again
+	PoweredOff bool   // udisks2 powered the drive off (its light goes out)
+	Note       string // what the user should know, one sentence
+}
+
+// udisksctl is the udisks2 command line tool.
+var udisksctl = "udisksctl"
+
+// Eject makes a written card safe to remove, as Raspberry Pi Imager does:
+// it flushes the device (the write already fsynced; this catches anything
+// since, such as an automounter), then, where udisks2 is installed, powers
+// the drive off (`udisksctl power-off -b`). Nothing is unmounted by force:
+// if a partition was automounted meanwhile the power-off fails and Note
+// says what to do. Image files and loop devices are only flushed. Problems
+// are reported in Note, never as errors: the card is written and verified.
+func Eject(ctx context.Context, path string) Ejected {
+	st, err := os.Stat(path)
+	if err != nil {
+		return Ejected{Note: fmt.Sprintf("%s is gone: the card was removed", path)}
+	}
+	var e Ejected
+	if f, err := os.OpenFile(path, os.O_RDONLY, 0); err == nil {
+		e.Flushed = f.Sync() == nil
+		_ = f.Close()
+	}
+	switch {
+	case st.Mode()&fs.ModeDevice == 0:
+		e.Note = "image file: nothing to eject"
+		return e
+	case strings.HasPrefix(filepath.Base(path), "loop"):
+		e.Note = "loop device: nothing to power off"
+		return e
+	}
+	bin, err := exec.LookPath(udisksctl)
+	if err != nil {
+		e.Note = "udisks2 is not installed: safe to remove once the reader's light stops blinking"
+		return e
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, bin, "power-off", "--block-device", path, "--no-user-interaction")
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(firstLine(stderr.String()))
+		if msg == "" {
+			msg = err.Error()
+		}
+		e.Note = "could not power the card off (" + msg + "): unmount it in the file manager before removing it"
+		return e
+	}
+	e.PoweredOff = true
+	e.Note = "powered off: safe to remove"
+	return e
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
