@@ -9,9 +9,9 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httputil"
@@ -31,8 +31,9 @@ import (
 	"github.com/talosflash/talosflash/node/nodetest"
 )
 
-// display is this test's own X display, apart from other users of Xvfb.
-const display = ":131"
+// display is this test's own X display, picked free by Xvfb itself
+// (-displayfd): a fixed number collides with any other X server.
+var display string
 
 // The fake node: its own loopback address on Talos' port, scanned alone.
 const (
@@ -282,22 +283,26 @@ func attachLoop(t *testing.T, file string, size int64) string {
 
 func startXvfb(t *testing.T) {
 	t.Helper()
-	// Xvfb writes its pid into the lock file; a dead pid is a stale lock
-	// that Xvfb replaces itself.
-	if b, err := os.ReadFile("/tmp/.X" + display[1:] + "-lock"); err == nil {
-		var pid int
-		if _, err := fmt.Sscan(strings.TrimSpace(string(b)), &pid); err == nil && pid > 0 && syscall.Kill(pid, 0) == nil {
-			t.Skipf("display %s is in use (Xvfb pid %d)", display, pid)
-		}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
 	}
-	xvfb := exec.Command("Xvfb", display, "-screen", "0", "1000x700x24", "-nolisten", "tcp")
+	xvfb := exec.Command("Xvfb", "-displayfd", "3", "-screen", "0", "1000x700x24", "-nolisten", "tcp")
+	xvfb.ExtraFiles = []*os.File{w}
 	if err := xvfb.Start(); err != nil {
 		t.Fatal(err)
 	}
+	_ = w.Close()
 	t.Cleanup(func() {
 		_ = xvfb.Process.Signal(syscall.SIGTERM) // removes its socket and lock
 		_ = xvfb.Wait()
 	})
+	line, err := bufio.NewReader(io.LimitReader(r, 64)).ReadString('\n')
+	_ = r.Close()
+	if err != nil {
+		t.Fatalf("Xvfb did not report its display: %v", err)
+	}
+	display = ":" + strings.TrimSpace(line)
 	waitFor(t, "Xvfb", 10*time.Second, func() bool {
 		cmd := exec.Command("xdotool", "getmouselocation")
 		cmd.Env = append(cleanEnv(), "DISPLAY="+display)
