@@ -2,10 +2,16 @@
 # Installs what building and testing talosflash needs on Debian/Ubuntu:
 # Fyne's cgo headers (X11 + GL), Xvfb for screenshots, xz and util-linux for
 # tests, then the Go modules. Idempotent: installs only what is missing.
+# --cross adds the Windows cross tools: the mingw-w64 C compiler (the
+# desktop app for Windows, `make package-windows`) and Wine (the Windows
+# unit tests, scripts/wine-test.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 pkgs=(gcc pkg-config xorg-dev libgl1-mesa-dev xz-utils util-linux xvfb xauth)
+if [ "${1:-}" = "--cross" ]; then
+  pkgs=(gcc-mingw-w64-x86-64 wine wine64 zip)
+fi
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
