@@ -13,7 +13,9 @@ FYNE_TOOLS=${FYNE_TOOLS:-fyne.io/tools/cmd/fyne@v1.7.4}
 
 # fyne package embeds <exe>.manifest when it exists instead of its own.
 manifest=talosflash.exe.manifest
-trap 'rm -f "$manifest" fyne.syso FyneApp.ico' EXIT
+tools=$(mktemp -d)
+trap 'rm -rf "$manifest" fyne.syso FyneApp.ico "$tools"' EXIT
+GOBIN="$tools" go install "$FYNE_TOOLS" # built for this machine, not for Windows
 cat >"$manifest" <<'XML'
 <?xml version="1.0" encoding="UTF-8" standalone="yes"?>
 <assembly xmlns="urn:schemas-microsoft-com:asm.v1" manifestVersion="1.0">
@@ -29,6 +31,6 @@ cat >"$manifest" <<'XML'
 XML
 
 rm -f talosflash.exe talosflash-windows-amd64.zip
-CC="$CC" GOOS=windows GOARCH=amd64 CGO_ENABLED=1 go run "$FYNE_TOOLS" package -os windows -release
+CC="$CC" GOARCH=amd64 CGO_ENABLED=1 "$tools/fyne" package -os windows -release
 zip -q -j talosflash-windows-amd64.zip talosflash.exe README.md
 ls -l talosflash.exe talosflash-windows-amd64.zip

@@ -25,7 +25,7 @@ var darwinRules = &platform{
 	},
 	mediaMount:  func(p string) bool { return strings.HasPrefix(p, "/Volumes/") && len(p) > len("/Volumes/") },
 	mediaDirs:   "/Volumes",
-	holderKinds: "APFS container, CoreStorage or RAID set; erase it in Disk Utility first",
+	holderKinds: "APFS container, CoreStorage or RAID set",
 }
 
 type duList struct {
