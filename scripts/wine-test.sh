@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the Windows backend's unit tests (imaging/devices: the Windows
-# structures, the safety decisions, the diskutil model, sector padding) as a
-# Windows test binary under Wine. Skips, saying so, without wine or the
+# structures, the safety decisions, the diskutil model, sector padding;
+# imaging: the unbuffered-handle check) as Windows test binaries under Wine. Skips, saying so, without wine or the
 # mingw-w64 compiler (scripts/setup.sh --cross installs both).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,9 +33,13 @@ C
 fi
 
 GOOS=windows GOARCH=amd64 CGO_ENABLED=0 go test -c -o "$work/devices.test.exe" ./imaging/devices
+GOOS=windows GOARCH=amd64 CGO_ENABLED=0 go test -c -o "$work/imaging.test.exe" ./imaging
 # The sysfs tests are Linux's (symlinked fake /sys trees); these are the
 # OS-neutral and Windows ones.
 run='Diskutil|Darwin|Windows|Decode|SectorPadded|AlignedBuffer|TooSmall'
 cd imaging/devices
 echo "wine-test: $(wine --version): imaging/devices -run '$run'"
 wine "$work/devices.test.exe" -test.count=1 -test.run "$run" -test.v | grep -E '^(--- |PASS|FAIL|ok)'
+cd ..
+echo "wine-test: imaging -run SetDirect (the read-back's cache bypass on Windows handles)"
+wine "$work/imaging.test.exe" -test.count=1 -test.run SetDirect -test.v | grep -E '^(--- |PASS|FAIL|ok)'
