@@ -32,6 +32,17 @@
 //
 // Every refusal is a *RefusedError; the CLI maps all of them to exit code 5
 // (see RefusedError.ExitCode).
+//
+// The rules are the same on macOS and Windows, with each system's
+// conventions (platform.go): on macOS the disks come from `diskutil list`
+// and `diskutil info` (diskutil.go), the system disk is the one under "/"
+// and /System/Volumes (through its APFS container, a holder), APFS
+// containers and disk images are virtual, Finder's /Volumes is where media
+// are mounted, and /dev/rdiskN is written; on Windows the physical drives
+// and volumes come from DeviceIoControl (winstorage.go), the system disk
+// holds the Windows directory's volume, a volume spanning disks is a
+// holder, virtual disks are virtual, drive letters are dismounted. A disk
+// those backends cannot describe is refused (CodeUnknownDevice).
 package devices
 
 import (
