@@ -151,6 +151,15 @@ func (p Lister) openBlock(d *Disk, imageSize int64, opts Options) (*Device, erro
 		}
 		return nil, fmt.Errorf("open %s for writing: %w", raw, err)
 	}
+	// The number may now name another disk (card swapped): confirm model
+	// and size while the node is open.
+	if raw, err := diskutil("info", "-plist", d.Name); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("check %s after opening it: %w", d.Path, err)
+	} else if in, err := parseDiskutilInfo(raw); err != nil || strings.TrimSpace(in.MediaName) != d.Model || int64(in.Size) != d.Size {
+		f.Close()
+		return nil, refuse(CodeBusy, "%s changed while it was being opened; check the target again", d.Path)
+	}
 	dev := newDevice(f, d, true, opts)
 	dev.Unmounted = unmounted
 	// Raw nodes take whole blocks only: the image's tail is padded.
