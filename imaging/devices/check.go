@@ -31,6 +31,11 @@ func (l *Lister) Check(path string, imageSize int64, opts Options) (*Disk, error
 	if path == "" {
 		return nil, refuse("", CodeNotFound, "no target given")
 	}
+	// macOS and Windows name their disks themselves (/dev/disk4,
+	// \\.\PhysicalDrive2): their backends judge those paths.
+	if d, ok, err := l.nativeCheck(path, imageSize, opts); ok {
+		return d, err
+	}
 	resolved, err := filepath.EvalSymlinks(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		abs, aerr := filepath.Abs(path)

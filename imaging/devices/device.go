@@ -30,6 +30,16 @@ type Device struct {
 	f         *os.File
 	block     bool
 	syncEvery int64
+	// sector, when set, is the I/O unit of a raw device opened without
+	// buffering (a macOS /dev/rdisk, a Windows physical drive): such a
+	// device refuses a write that is not a multiple of it, so the image's
+	// last, short chunk is padded with zeros (the disk has the room: its
+	// size is a multiple of the sector and at least the image's).
+	sector int
+	padded bool // the tail was padded: the stream must have ended
+	// afterClose releases what the backend holds besides the file (volume
+	// locks, the disk to eject); a non-empty result is a warning.
+	afterClose func() string
 
 	mu       sync.Mutex // guards the fields below; never held during I/O
 	off      int64      // bytes written so far (sequential writes)
@@ -82,7 +92,7 @@ func (d *Device) Write(p []byte) (int, error) {
 	if err := d.begin(); err != nil {
 		return 0, err
 	}
-	n, err := d.f.Write(p)
+	n, err := d.writeRaw(p)
 
 	d.mu.Lock()
 	d.inflight--
@@ -166,6 +176,7 @@ func (d *Device) Close() error {
 
 	if busy {
 		d.f.Close()
+		d.release()
 		return &IOError{Op: "write", Path: d.f.Name(), Offset: d.written(), Err: errStuck}
 	}
 	err := failed
@@ -182,7 +193,35 @@ func (d *Device) Close() error {
 	if cerr := d.f.Close(); cerr != nil && err == nil {
 		err = cerr
 	}
+	d.release()
 	return err
+}
+
+func (d *Device) release() {
+	if d.afterClose == nil {
+		return
+	}
+	if w := d.afterClose(); w != "" {
+		d.mu.Lock()
+		d.warnings = append(d.warnings, w)
+		d.mu.Unlock()
+	}
+}
+
+// writeRaw writes p, padding a short tail to the sector size when the
+// device needs whole sectors. It reports len(p) for a padded write.
+func (d *Device) writeRaw(p []byte) (int, error) {
+	if d.sector <= 0 || len(p)%d.sector == 0 && !d.padded {
+		return d.f.Write(p)
+	}
+	if d.padded {
+		return 0, errors.New("write after the padded end of the image (writes must be whole sectors until the last one)")
+	}
+	d.padded = true
+	buf := alignedBuffer((len(p)+d.sector-1)/d.sector*d.sector, d.sector)
+	copy(buf, p)
+	n, err := d.f.Write(buf)
+	return min(n, len(p)), err
 }
 
 func (d *Device) written() int64 {

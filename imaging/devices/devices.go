@@ -32,6 +32,17 @@
 //
 // Every refusal is a *RefusedError; the CLI maps all of them to exit code 5
 // (see RefusedError.ExitCode).
+//
+// The rules are the same on macOS and Windows, with each system's
+// conventions (platform.go): on macOS the disks come from `diskutil list`
+// and `diskutil info` (diskutil.go), the system disk is the one under "/"
+// and /System/Volumes (through its APFS container, a holder), APFS
+// containers and disk images are virtual, Finder's /Volumes is where media
+// are mounted, and /dev/rdiskN is written; on Windows the physical drives
+// and volumes come from DeviceIoControl (winstorage.go), the system disk
+// holds the Windows directory's volume, a volume spanning disks is a
+// holder, virtual disks are virtual, drive letters are dismounted. A disk
+// those backends cannot describe is refused (CodeUnknownDevice).
 package devices
 
 import (
@@ -57,6 +68,10 @@ const (
 	TransportMD      Transport = "md"
 	TransportRAM     Transport = "ram"
 	TransportZRAM    Transport = "zram"
+	TransportAPFS    Transport = "apfs"       // macOS: an APFS container (synthesized disk)
+	TransportImage   Transport = "disk-image" // macOS: an attached disk image
+	TransportVHD     Transport = "vhd"        // Windows: a virtual or file-backed disk
+	TransportSpaces  Transport = "storage-spaces"
 	TransportFile    Transport = "file" // a regular file used as target
 	TransportUnknown Transport = ""
 )
@@ -64,7 +79,8 @@ const (
 // Virtual reports whether the transport is a kernel-made device, not hardware.
 func (t Transport) Virtual() bool {
 	switch t {
-	case TransportLoop, TransportDM, TransportMD, TransportRAM, TransportZRAM:
+	case TransportLoop, TransportDM, TransportMD, TransportRAM, TransportZRAM,
+		TransportAPFS, TransportImage, TransportVHD, TransportSpaces:
 		return true
 	}
 	return false
@@ -116,6 +132,15 @@ type Disk struct {
 	// checked is what Check saw of an existing image-file target: Open
 	// only writes the very same file (no check-then-open race).
 	checked os.FileInfo
+	// rules are the operating system's mount and holder conventions
+	// (nil: Linux). Set by the macOS and Windows backends' parsers.
+	rules *platform
+	// system, when set, names why the backend knows this is a system disk
+	// without a mount showing it (macOS "OSInternal" disks).
+	system string
+	// unknown, when set, is why the backend could not describe the disk
+	// well enough to judge it: Assess refuses it whatever the options.
+	unknown string
 }
 
 // Options relax the safety rules. The zero value is the safe default.
@@ -227,14 +252,21 @@ func (d *Disk) Assess(imageSize int64, opts Options) *RefusedError {
 	if d.Transport == TransportFile {
 		return nil // a regular file: nothing to protect beyond what the user named
 	}
+	if d.unknown != "" {
+		return refuse(CodeUnknownDevice, "%s cannot be judged safe: %s", d.Path, d.unknown)
+	}
+	rules := d.platform()
 	if d.Transport.Virtual() && !(d.Transport == TransportLoop && opts.AllowLoop) {
 		if d.Transport == TransportLoop {
 			return refuse(CodeVirtual, "%s is a loop device, not a card (allowed with --allow-loop, for testing)", d.Path)
 		}
 		return refuse(CodeVirtual, "%s is a virtual %s device, not a card", d.Path, d.Transport)
 	}
+	if d.system != "" {
+		return refuse(CodeSystemDisk, "%s holds the system filesystem %s", d.Path, d.system)
+	}
 	for _, m := range d.AllMounts() {
-		if isSystemMount(m.Point) {
+		if rules.systemMount(m.Point) {
 			return refuse(CodeSystemDisk, "%s holds the system filesystem %s%s", d.Path, m.Point, via(m.Via))
 		}
 	}
@@ -247,16 +279,16 @@ func (d *Disk) Assess(imageSize int64, opts Options) *RefusedError {
 		}
 	}
 	if len(d.Holders) > 0 {
-		return refuse(CodeHolders, "%s is in use by %s (device-mapper/LVM/LUKS/RAID); release it first", d.Path, strings.Join(d.Holders, ", "))
+		return refuse(CodeHolders, "%s is in use by %s (%s); release it first", d.Path, strings.Join(d.Holders, ", "), rules.holderKinds)
 	}
 	for _, p := range d.Partitions {
 		if len(p.Holders) > 0 {
-			return refuse(CodeHolders, "%s is in use by %s on %s (device-mapper/LVM/LUKS/RAID); release it first", d.Path, strings.Join(p.Holders, ", "), p.Path)
+			return refuse(CodeHolders, "%s is in use by %s on %s (%s); release it first", d.Path, strings.Join(p.Holders, ", "), p.Path, rules.holderKinds)
 		}
 	}
 	for _, m := range d.AllMounts() {
-		if !isRemovableMediaMount(m.Point) {
-			return refuse(CodeMounted, "%s is mounted at %s, outside /media and /run/media; unmount it yourself if it really is the card", d.Path, m.Point)
+		if !rules.mediaMount(m.Point) {
+			return refuse(CodeMounted, "%s is mounted at %s, outside %s; unmount it yourself if it really is the card", d.Path, m.Point, rules.mediaDirs)
 		}
 	}
 	if d.ReadOnly {

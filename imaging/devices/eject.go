@@ -70,9 +70,12 @@ func Eject(ctx context.Context, path string) Ejected {
 	return e
 }
 
+// firstLine is the first non-blank line of a tool's output, for a one-line note.
 func firstLine(s string) string {
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i]
+	for _, l := range strings.Split(s, "\n") {
+		if strings.TrimSpace(l) != "" {
+			return l
+		}
 	}
-	return s
+	return ""
 }

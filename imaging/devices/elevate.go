@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 )
 
@@ -30,11 +29,11 @@ func ElevatedCommand(args []string) (*exec.Cmd, error) {
 	if err != nil {
 		return nil, fmt.Errorf("find own executable to re-run elevated: %w", err)
 	}
+	if platformElevate != nil {
+		return platformElevate(exe, args)
+	}
 	if os.Geteuid() == 0 {
 		return exec.Command(exe, args...), nil
-	}
-	if runtime.GOOS == "windows" {
-		return nil, &ElevationError{Command: ShellJoin(append([]string{exe}, args...)), Reason: "writing to a disk needs administrator rights"}
 	}
 	if pk, err := exec.LookPath("pkexec"); err == nil {
 		return exec.Command(pk, append([]string{exe}, args...)...), nil
@@ -44,6 +43,10 @@ func ElevatedCommand(args []string) (*exec.Cmd, error) {
 		Reason:  "writing to a disk needs root and pkexec (polkit) is not installed",
 	}
 }
+
+// platformElevate replaces pkexec on systems with their own way to ask for
+// administrator rights (set by the macOS and Windows backends).
+var platformElevate func(exe string, args []string) (*exec.Cmd, error)
 
 // ShellJoin quotes args for a POSIX shell so a suggested command can be
 // pasted as is.

@@ -51,6 +51,9 @@ func (l *Lister) paths() Lister {
 // Safe/Refusal computed for default options. Unattached loop devices and
 // eMMC hardware boot areas are left out.
 func (l *Lister) List() ([]Disk, error) {
+	if disks, ok, err := l.nativeList(); ok {
+		return disks, err
+	}
 	if !devicesSupported && (l == nil || l.SysRoot == "") {
 		return nil, ErrUnsupported
 	}
