@@ -6,12 +6,12 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
 	"golang.org/x/sys/unix"
 
-	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/imaging/imagetest"
 )
 
@@ -149,15 +149,21 @@ func fakeFixture(t *testing.T) *imagetest.Fixture {
 	return fixture
 }
 
-// zstdOf compresses raw as a zstd frame (the factory's .raw.zst).
-func zstdOf(t *testing.T, raw []byte) []byte {
-	t.Helper()
-	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer enc.Close()
-	return enc.EncodeAll(raw, nil)
-}
+var (
+	zstOnce sync.Once
+	zstData []byte
+)
 
-var _ = factory.BuiltinProfiles
+// fixtureZst is the fixture as one zstd frame (the factory's .raw.zst).
+func fixtureZst(t *testing.T, fx *imagetest.Fixture) []byte {
+	t.Helper()
+	zstOnce.Do(func() {
+		enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer enc.Close()
+		zstData = enc.EncodeAll(fx.Raw, nil)
+	})
+	return zstData
+}
