@@ -289,7 +289,11 @@ func (job *Job) flashElevated(ctx context.Context, src imaging.Source) (*Outcome
 		case elevate.TypeInfo, elevate.TypeWarning:
 			job.status(ev.Message.Message)
 		case elevate.TypeResult:
-			results[ev.Result.Device] = ev.Result
+			dev := ev.Result.Device
+			if len(job.Devices) == 0 {
+				dev = devs[0] // one card: its result, whatever path the child printed
+			}
+			results[dev] = ev.Result
 		case elevate.TypeError:
 			if ev.Error.Device != "" {
 				cardErrs[ev.Error.Device] = &elevate.Error{Code: ev.Error.Code, Message: ev.Error.Message, Reported: true}

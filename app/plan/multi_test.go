@@ -104,3 +104,18 @@ echo '{"event":"error","code":6,"message":"1 of 2 cards failed"}'; exit 6`
 		t.Fatalf("progress %+v", progress)
 	}
 }
+
+// One card through the child: its result counts whatever device path the
+// child printed (it may resolve a symlink), as before several cards existed.
+func TestFlashElevatedOneCardAnyDevicePath(t *testing.T) {
+	srv := factorytest.New(t)
+	fx := imagetest.New(t, 1<<20, 3, 1<<20)
+	id, _ := profile(t, "worker").SchematicID()
+	srv.AddImage(id, factory.DefaultTalosVersion, "metal-arm64.raw.xz", fx.XZ)
+	var args []string
+	job, _ := elevatedJob(t, srv, &imaging.Cache{Dir: t.TempDir()}, `echo '{"event":"result","device":"/dev/disk/by-id/usb-x","bytes":10,"sha256":"cd","verified":true}'`, &args)
+	out, err := Flash(context.Background(), job)
+	if err != nil || out.SHA256 != "cd" || len(out.Cards) != 1 || out.Cards[0].Device != "/dev/sdz" {
+		t.Fatalf("%+v, %v", out, err)
+	}
+}
