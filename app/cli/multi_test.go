@@ -8,10 +8,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/klauspost/compress/zstd"
 	"golang.org/x/sys/unix"
 
+	"github.com/talosflash/talosflash/imaging"
 	"github.com/talosflash/talosflash/imaging/imagetest"
 )
 
@@ -166,4 +168,19 @@ func fixtureZst(t *testing.T, fx *imagetest.Fixture) []byte {
 		zstData = enc.EncodeAll(fx.Raw, nil)
 	})
 	return zstData
+}
+
+// Several cards on a plain stderr: one line naming every card, its stage
+// and percentage.
+func TestTermProgressSeveralCards(t *testing.T) {
+	var out strings.Builder
+	r := newTermReporter(&out, false)
+	r.Progress(imaging.Progress{Stage: imaging.StageWrite, Done: 1, Total: 4, Target: "/dev/sdb"})
+	r.Progress(imaging.Progress{Stage: imaging.StageWrite, Done: 2, Total: 4, Target: "/dev/sdc"})
+	r.lastOut = time.Time{} // the next report is due
+	r.Progress(imaging.Progress{Stage: imaging.StageVerify, Done: 4, Total: 4, Target: "/dev/sdb"})
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if last := lines[len(lines)-1]; last != "sdb verify 100%  sdc write  50%" {
+		t.Fatalf("last line %q (all: %q)", last, lines)
+	}
 }
