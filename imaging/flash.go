@@ -330,7 +330,10 @@ func FlashAll(ctx context.Context, opts FlashOptions) ([]TargetResult, error) {
 	}
 	defer func() {
 		for _, c := range cards {
-			if !c.closed {
+			switch {
+			case c.abandoned.Load():
+				go c.t.Close() // may hang like its write: never waited for
+			case !c.closed:
 				c.t.Close()
 			}
 		}
@@ -371,11 +374,16 @@ type card struct {
 	err    error // set by the write stage (or the common failure)
 	closed bool
 	// write stage
-	in    chan *chunk // closed by read
-	done  chan struct{}
-	werr  error // the writer's own outcome, read after done
-	wrote atomic.Int64
-	meter *meter
+	in   chan *chunk // closed by read
+	done chan struct{}
+	werr error // the writer's own outcome, read after done
+	// the watchdog (several cards): the write in progress and since when
+	state     atomic.Int32 // cardIdle, cardWriting, cardAbandoned
+	since     atomic.Int64 // unix nanoseconds
+	current   *chunk       // set before state turns cardWriting
+	abandoned atomic.Bool
+	wrote     atomic.Int64
+	meter     *meter
 }
 
 // verifyAndClose is a written card's last steps: read-back, close, "done".
@@ -491,6 +499,7 @@ type chunk struct {
 	n    int
 	off  int64
 	refs atomic.Int32
+	lost atomic.Bool // held by a write that was given up: never reused
 }
 
 // alignedBuf returns n bytes starting at an alignment boundary.
@@ -521,10 +530,69 @@ func writeStream(ctx context.Context, stream io.Reader, cards []*card, src *open
 	for _, c := range cards {
 		go p.write(c)
 	}
+	if len(cards) > 1 {
+		stopWatch := make(chan struct{})
+		defer close(stopWatch)
+		go p.watch(stopWatch)
+	}
 	if err := p.wait(); err != nil {
 		return nil, err
 	}
 	return p.finish()
+}
+
+// cardStall is how long one 4 MiB write may take before a card among
+// several is given up: a reader pulled out can hang in the kernel instead
+// of failing, and the cards share the chunk pool, so it would stop them
+// all. A slow card takes well under a second; one that pauses a minute is
+// dead.
+var cardStall = 60 * time.Second
+
+// errAbandoned ends the writer of a card the watchdog gave up.
+var errAbandoned = errors.New("card abandoned")
+
+// Writer states (card.state).
+const (
+	cardIdle int32 = iota
+	cardWriting
+	cardAbandoned
+)
+
+// watch gives up a card whose write has been stuck for cardStall (only
+// with several cards: one card is the user's to cancel).
+func (p *pipeline) watch(stop <-chan struct{}) {
+	t := time.NewTicker(cardStall / 4)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		for _, cd := range p.cards {
+			if cd.state.Load() != cardWriting || time.Since(time.Unix(0, cd.since.Load())) < cardStall {
+				continue
+			}
+			if cd.state.CompareAndSwap(cardWriting, cardAbandoned) {
+				p.abandon(cd)
+			}
+		}
+	}
+}
+
+// abandon takes over a stuck card's part: its chunk in the kernel's hands
+// is replaced in the pool by a new one (the stuck write may still read
+// it), its queue is drained so the other cards go on, and it fails.
+func (p *pipeline) abandon(cd *card) {
+	cd.current.lost.Store(true)
+	p.release(cd.current)
+	cd.abandoned.Store(true)
+	p.cardDone(cd, &WriteError{Offset: cd.wrote.Load(), Err: fmt.Errorf("a 4 MiB write did not finish in %s (card pulled out or dead?)", cardStall)})
+	go func() {
+		for c := range cd.in {
+			p.release(c)
+		}
+	}()
 }
 
 // pipeline links the stages by bounded channels over a pool of chunks:
@@ -578,9 +646,13 @@ func newPipeline(ctx context.Context, stream io.Reader, cards []*card, src *open
 	return p
 }
 
-// release returns c to the pool once its last consumer is done with it.
+// release returns c to the pool once its last consumer is done with it
+// (a new chunk instead of one a stuck write may still read).
 func (p *pipeline) release(c *chunk) {
 	if c.refs.Add(-1) == 0 {
+		if c.lost.Load() {
+			c = &chunk{buf: alignedBuf(chunkSize)}
+		}
 		p.free <- c
 	}
 }
@@ -643,13 +715,23 @@ func (p *pipeline) hash() {
 // if a write is stuck in the kernel (a vanished USB reader). A card that
 // fails drains (releases) the rest of its input: the other cards go on.
 func (p *pipeline) write(cd *card) {
-	cd.werr = p.writeCard(cd)
-	close(cd.done)
-	if cd.werr != nil && p.alive.Add(-1) == 0 {
-		close(p.stop)
+	err := p.writeCard(cd)
+	if err == errAbandoned {
+		return // the watchdog reported it and drains its queue
 	}
+	p.cardDone(cd, err)
 	for c := range cd.in {
 		p.release(c)
+	}
+}
+
+// cardDone records a card's write outcome; exactly one of its writer and
+// the watchdog calls it.
+func (p *pipeline) cardDone(cd *card, err error) {
+	cd.werr = err
+	close(cd.done)
+	if err != nil && p.alive.Add(-1) == 0 {
+		close(p.stop)
 	}
 }
 
@@ -679,7 +761,13 @@ func (p *pipeline) writeCard(cd *card) error {
 				direct = false
 			}
 		}
+		cd.current = c
+		cd.since.Store(time.Now().UnixNano())
+		cd.state.Store(cardWriting)
 		n, err := cd.t.Write(b)
+		if !cd.state.CompareAndSwap(cardWriting, cardIdle) {
+			return errAbandoned // c is the watchdog's now
+		}
 		cd.wrote.Add(int64(n))
 		if err == nil && n < len(b) {
 			err = io.ErrShortWrite

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // Three cards from one decode: each holds the image byte for byte, each is
@@ -178,4 +180,46 @@ func sha256File(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return sha256Hex(b)
+}
+
+// A card whose write hangs (a reader pulled out that the kernel does not
+// fail) is given up after cardStall; the others are written and verified
+// without waiting for it, and the flash returns with its write still stuck.
+func TestFlashAllStuckCardIsGivenUp(t *testing.T) {
+	old := cardStall
+	cardStall = 2 * time.Second // far above a 4 MiB write to a temp file
+	t.Cleanup(func() { cardStall = old })
+	img := testImage(t)
+	src := writeTemp(t, "metal-arm64.raw.xz", img.XZ)
+	dir := t.TempDir()
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) }) // lets the stuck write return
+	targets := []string{filepath.Join(dir, "a.img"), "stuck", filepath.Join(dir, "c.img")}
+	open := func(path string, size int64) (Target, error) {
+		if path != "stuck" {
+			return OpenFile(path, size)
+		}
+		f, err := os.Create(filepath.Join(dir, "stuck.img"))
+		if err != nil {
+			return nil, err
+		}
+		return &fileTarget{f: f, onWrite: func(off int64, p []byte) ([]byte, int, error) {
+			if off >= 4<<20 {
+				<-release // the second chunk never finishes
+			}
+			return p, 0, nil
+		}}, nil
+	}
+	cards, err := FlashAll(context.Background(), FlashOptions{Source: Source{Path: src}, Targets: targets, Verify: true, Open: open})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(cards[1].Err, ErrIncomplete) || !strings.Contains(cards[1].Err.Error(), "did not finish") {
+		t.Fatalf("stuck card: %v, want it given up as incomplete", cards[1].Err)
+	}
+	for _, i := range []int{0, 2} {
+		if cards[i].Err != nil || !cards[i].Result.Verified || sha256File(t, targets[i]) != img.SHA256 {
+			t.Fatalf("card %s: %v", targets[i], cards[i].Err)
+		}
+	}
 }
