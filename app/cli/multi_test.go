@@ -1,10 +1,13 @@
 package cli
 
 import (
+	"context"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +16,8 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"golang.org/x/sys/unix"
 
+	"github.com/talosflash/talosflash/app/elevate"
+	"github.com/talosflash/talosflash/app/plan"
 	"github.com/talosflash/talosflash/imaging"
 	"github.com/talosflash/talosflash/imaging/imagetest"
 )
@@ -182,5 +187,55 @@ func TestTermProgressSeveralCards(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	if last := lines[len(lines)-1]; last != "sdb verify 100%  sdc write  50%" {
 		t.Fatalf("last line %q (all: %q)", last, lines)
+	}
+}
+
+// The elevated child with several --device writes what the parent's
+// plan.Flash reads back: its real output, replayed as the child, gives
+// one verified plan.Card per device.
+func TestElevatedChildSeveralDevicesRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	fx := fakeFixture(t)
+	img := filepath.Join(dir, "metal-arm64.raw.xz")
+	if err := os.WriteFile(img, fx.XZ, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	devs := []string{filepath.Join(dir, "a.img"), filepath.Join(dir, "b.img")}
+	pr, pw := io.Pipe() // stdin stays open: closing it cancels the child
+	defer pw.Close()
+	var out, errOut strings.Builder
+	code := Main((elevate.Args{Image: img, Devices: devs}).List(), Env{Stdin: pr, Stdout: &out, Stderr: &errOut})
+	if code != ExitOK {
+		t.Fatalf("child exit %d: %s", code, errOut.String())
+	}
+	replay := filepath.Join(dir, "child.out")
+	if err := os.WriteFile(replay, []byte(out.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var targets []string
+	res, err := plan.Flash(context.Background(), plan.Job{
+		Image: plan.FromFile(img), Devices: devs,
+		NeedsElevation: func(string) bool { return true },
+		Elevate:        func([]string) (*exec.Cmd, error) { return exec.Command("cat", replay), nil },
+		Progress: func(p imaging.Progress) {
+			if p.Stage == imaging.StageVerify && p.Done == p.Total {
+				targets = append(targets, p.Target)
+			}
+		},
+	})
+	if err != nil || len(res.Cards) != 2 {
+		t.Fatalf("%+v, %v", res, err)
+	}
+	for i, c := range res.Cards {
+		if c.Device != devs[i] || c.Err != nil || c.Result.SHA256 != fx.SHA256 || !c.Result.Verified {
+			t.Fatalf("card %d: %+v %+v", i, c, c.Result)
+		}
+		if imagetest.FileSHA256(t, devs[i], imageSize) != fx.SHA256 {
+			t.Fatalf("%s does not hold the image", devs[i])
+		}
+	}
+	slices.Sort(targets)
+	if !slices.Equal(targets, devs) {
+		t.Fatalf("complete verify progress for %q, want %q", targets, devs)
 	}
 }
