@@ -11,8 +11,9 @@
 # raw size) compressed as the factory does, `xz -0 -T0` (1 MiB blocks,
 # 256 KiB dictionary) and `zstd -T0 -18`, plus the older `xz -6 -T0` shape.
 # Environment: BENCH_DIR, BENCH_SIZE (bytes), BENCH_RUNS (pairs, default 3),
-# BENCH_ONLY=xz0|zst18|xz6 (one shape), TALOSFLASH (binary, default
-# ./talosflash). A .zst flash row runs once talosflash accepts .raw.zst.
+# BENCH_ONLY=xz0|zst18|xz6|dl|cards (one part), TALOSFLASH (binary, default
+# ./talosflash), BENCH_CARDS=0 to skip the emulated-card part (~5 min at the
+# default 25 MB/s write, 45 MB/s read: BENCH_CARD_MBPS, BENCH_CARD_READ_MBPS).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 D=${BENCH_DIR:-/tmp/talosflash-bench}
@@ -53,10 +54,10 @@ want() { [ -z "${BENCH_ONLY:-}" ] || [ "$BENCH_ONLY" = "$1" ]; }
   echo
   echo "### $(date -u +%FT%TZ) $(uname -sr), $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); $N pairs per row"
   echo
-  echo "raw $(stat -c %s "$RAW") B;" \
-    "xz0 $(stat -c %s "${IMG[xz0]}") B in $(xz --robot -l "${IMG[xz0]}" | awk '$1=="totals"{print $3}') blocks;" \
-    "zst18 $(stat -c %s "${IMG[zst18]}") B;" \
-    "xz6 $(stat -c %s "${IMG[xz6]}") B in $(xz --robot -l "${IMG[xz6]}" | awk '$1=="totals"{print $3}') blocks"
+  echo "raw $(stat -L -c %s "$RAW") B;" \
+    "xz0 $(stat -L -c %s "${IMG[xz0]}") B in $(xz --robot -l "${IMG[xz0]}" | awk '$1=="totals"{print $3}') blocks;" \
+    "zst18 $(stat -L -c %s "${IMG[zst18]}") B;" \
+    "xz6 $(stat -L -c %s "${IMG[xz6]}") B in $(xz --robot -l "${IMG[xz6]}" | awk '$1=="totals"{print $3}') blocks"
   echo
   echo "| case | ours | median (range) | peak RSS | reference | median (range) | peak RSS | ours/ref |"
   echo "|---|---|---|---|---|---|---|---|"
@@ -83,14 +84,22 @@ if want zst18; then
     "zstd -dc" "zstd -dc '$Z' >/dev/null"
   row "zstd -18: decode + write to a file, no verify" "klauspost zstd + write + fsync" "rm -f '$T'; '$TOOL' write '$Z' '$T'" \
     "zstd -dc \\| dd conv=fsync" "rm -f '$T'; zstd -dc '$Z' | $dd_to"
-  # Only once talosflash decodes .zst (an older build would copy it as a raw
-  # image): the probe's target must be the raw image.
-  if sh -c "$(flash "$Z" --no-verify)" 2>/dev/null && cmp -s "$T" "$RAW"; then
-    row "zstd -18: flash + verify to a file" "talosflash --flash" "$(flash "$Z")" \
-      "zstd -dc \\| dd conv=fsync" "rm -f '$T'; zstd -dc '$Z' | $dd_to"
-  else
-    echo "| zstd -18: flash + verify to a file | skipped: this talosflash does not flash .raw.zst yet | | | | | | |" | tee -a "$RES"
-  fi
+  row "zstd -18: flash + verify to a file" "talosflash --flash" "$(flash "$Z")" \
+    "zstd -dc \\| dd conv=fsync" "rm -f '$T'; zstd -dc '$Z' | $dd_to"
+  row "zstd -18: flash + verify to a file" "talosflash --flash" "$(flash "$Z")" \
+    "xz -0: talosflash --flash" "$(flash "$X")"
+fi
+# Time to a verified card from the factory (the fake one, 127.0.0.1): fresh
+# cache each run, so the download counts; .raw.zst against .raw.xz.
+if want dl; then
+  coproc SRV { "$TOOL" serve "${IMG[xz0]}" "$Z"; }
+  read -r URL <&"${SRV[0]}"
+  dl() { echo "rm -rf '$D/dlcache' '$T'; '$BIN' --flash --role worker --factory $URL --format $1 --cache-dir '$D/dlcache' --device '$T' --yes >/dev/null"; }
+  row "download + flash + verify" "--format zst ($(stat -L -c %s "$Z") B)" "$(dl zst)" \
+    "--format xz ($(stat -L -c %s "${IMG[xz0]}") B)" "$(dl xz)"
+  eval "exec ${SRV[1]}>&-" # closes the server's stdin: it exits
+  wait "$SRV_PID" || true
+  rm -rf "$D/dlcache"
 fi
 X6=${IMG[xz6]}
 if want xz6; then
@@ -104,4 +113,13 @@ if want xz0 || want xz6; then
   sh -c "$(flash "$X")" && cmp -s "$T" "$RAW" && echo "check: talosflash target identical to the raw image" | tee -a "$RES"
 fi
 rm -f "$T"
+# Emulated cards (throttled write and read, imaging/bench_test.go): flash +
+# verify of the factory-shaped .zst against the card's floor (bytes/write
+# speed + bytes/read speed), and three cards at once against the slowest alone.
+if [ "${BENCH_CARDS:-1}" != 0 ] && want cards; then
+  echo | tee -a "$RES"
+  echo "emulated cards, $(stat -L -c %s "$RAW") B image, ${BENCH_CARD_MBPS:-25} MB/s write, ${BENCH_CARD_READ_MBPS:-45} MB/s read (x-floor 1.00: the card is the only cost):" | tee -a "$RES"
+  TALOSFLASH_BENCH_IMAGE="$Z" TALOSFLASH_BENCH_CARD_MBPS=${BENCH_CARD_MBPS:-25} TALOSFLASH_BENCH_CARD_READ_MBPS=${BENCH_CARD_READ_MBPS:-45} \
+    go test -run '^$' -bench 'CardFlashVerify|CardsThreeVsAlone' -benchtime 1x -timeout 60m ./imaging/ | grep '^Benchmark' | tee -a "$RES"
+fi
 echo "table appended to $RES"

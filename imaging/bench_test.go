@@ -9,10 +9,12 @@ import (
 	"bufio"
 	"context"
 	"crypto/sha256"
+	"fmt"
 	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -152,41 +154,163 @@ func benchFlash(b *testing.B, verify bool) {
 func BenchmarkPipelineWrite(b *testing.B)       { benchFlash(b, false) }
 func BenchmarkPipelineWriteVerify(b *testing.B) { benchFlash(b, true) }
 
-// cardMBps is the emulated SD card's sequential write speed (a fast UHS-I
-// card); TALOSFLASH_BENCH_CARD_MBPS changes it.
-func cardMBps() float64 {
-	if v, err := strconv.ParseFloat(os.Getenv("TALOSFLASH_BENCH_CARD_MBPS"), 64); err == nil && v > 0 {
+// cardMBps is the emulated SD card's sequential write speed (a common
+// UHS-I card writes ~25 MB/s); TALOSFLASH_BENCH_CARD_MBPS changes it.
+func cardMBps() float64 { return envMBps("TALOSFLASH_BENCH_CARD_MBPS", 25) }
+
+// cardReadMBps is its read speed, for the read-back;
+// TALOSFLASH_BENCH_CARD_READ_MBPS changes it.
+func cardReadMBps() float64 { return envMBps("TALOSFLASH_BENCH_CARD_READ_MBPS", 45) }
+
+func envMBps(name string, def float64) float64 {
+	if v, err := strconv.ParseFloat(os.Getenv(name), 64); err == nil && v > 0 {
 		return v
 	}
-	return 60
+	return def
 }
 
-// cardTarget is a file that accepts writes no faster than a card: each
-// write is held until the emulated card would have finished it.
+// cardTarget is a file that is written and read no faster than a card:
+// each call is held until the emulated card would have finished it (one
+// clock for writes, one for reads, each from its first call).
 type cardTarget struct {
 	*os.File
-	start   time.Time
-	written int64
-	bps     float64
+	wStart, rStart time.Time
+	written, read  int64
+	bps, rbps      float64
 }
 
 func (c *cardTarget) Write(p []byte) (int, error) {
-	if c.start.IsZero() {
-		c.start = time.Now()
+	if c.wStart.IsZero() {
+		c.wStart = time.Now()
 	}
 	n, err := c.File.Write(p)
 	c.written += int64(n)
-	due := c.start.Add(time.Duration(float64(c.written) / c.bps * float64(time.Second)))
-	time.Sleep(time.Until(due))
+	time.Sleep(time.Until(c.wStart.Add(time.Duration(float64(c.written) / c.bps * float64(time.Second)))))
+	return n, err
+}
+
+func (c *cardTarget) ReadAt(p []byte, off int64) (int, error) {
+	if c.rbps <= 0 {
+		return c.File.ReadAt(p, off)
+	}
+	if c.rStart.IsZero() {
+		c.rStart = time.Now()
+	}
+	n, err := c.File.ReadAt(p, off)
+	c.read += int64(n)
+	time.Sleep(time.Until(c.rStart.Add(time.Duration(float64(c.read) / c.rbps * float64(time.Second)))))
 	return n, err
 }
 
 func openCard(path string) (*cardTarget, error) {
+	return openCardAt(path, cardMBps(), 0)
+}
+
+func openCardAt(path string, wMBps, rMBps float64) (*cardTarget, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return nil, err
 	}
-	return &cardTarget{File: f, bps: cardMBps() * 1e6}, nil
+	return &cardTarget{File: f, bps: wMBps * 1e6, rbps: rMBps * 1e6}, nil
+}
+
+// cardImage is the image the card benchmarks flash: TALOSFLASH_BENCH_IMAGE
+// (e.g. make bench's factory-shaped .xz or .zst, 1246 MiB) or the
+// generated one.
+func cardImage(b *testing.B) (string, int64) {
+	p := os.Getenv("TALOSFLASH_BENCH_IMAGE")
+	if p == "" {
+		return benchImage(b)
+	}
+	src, err := openSource(context.Background(), Source{Path: p}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer src.closer.Close()
+	if src.size > 0 {
+		return p, src.size
+	}
+	// No size in the headers (a zstd frame written from a pipe): count.
+	dec, err := decoderFor(src.format, src)
+	if err != nil {
+		b.Fatal(err)
+	}
+	n, err := io.Copy(io.Discard, dec)
+	if c, ok := dec.(io.Closer); ok {
+		c.Close()
+	}
+	if err != nil || n <= 0 {
+		b.Fatalf("%s: %d bytes, %v", p, n, err)
+	}
+	return p, n
+}
+
+// flashCards flashes and verifies path onto emulated cards of the given
+// write/read speeds (MB/s) from one decode; it fails the benchmark unless
+// every card verifies.
+func flashCards(b *testing.B, path string, size int64, speeds [][2]float64) time.Duration {
+	dir := b.TempDir()
+	var names []string
+	speed := map[string][2]float64{}
+	for i, s := range speeds {
+		n := filepath.Join(dir, fmt.Sprintf("card%d.img", i))
+		names, speed[n] = append(names, n), s
+	}
+	start := time.Now()
+	cards, err := FlashAll(context.Background(), FlashOptions{
+		Source: Source{Path: path}, Targets: names, Verify: true,
+		Open: func(p string, _ int64) (Target, error) { return openCardAt(p, speed[p][0], speed[p][1]) },
+	})
+	d := time.Since(start)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range cards {
+		if c.Err != nil || c.Result.Bytes != size || !c.Result.Verified {
+			b.Fatalf("%s: %+v, %v", c.Target, c.Result, c.Err)
+		}
+	}
+	return d
+}
+
+// BenchmarkCardFlashVerify is a whole flash + read-back onto one emulated
+// card (25 MB/s write, 45 MB/s read by default) against its floor, the
+// card's own time: bytes/write speed + bytes/read speed. x-floor is the
+// ratio (1.00: the card is the only cost).
+func BenchmarkCardFlashVerify(b *testing.B) {
+	path, size := cardImage(b)
+	w, r := cardMBps(), cardReadMBps()
+	floor := float64(size)/(w*1e6) + float64(size)/(r*1e6)
+	var total time.Duration
+	for b.Loop() {
+		total += flashCards(b, path, size, [][2]float64{{w, r}})
+	}
+	b.ReportMetric(floor, "floor-s")
+	b.ReportMetric(total.Seconds()/float64(b.N)/floor, "x-floor")
+}
+
+// BenchmarkCardsThreeVsAlone flashes the slowest card alone, then three
+// cards (the slowest, 1.2x and 1.4x its speeds) from one decode, in turn
+// per iteration; three/alone is the ratio of the paired times (goal:
+// <= 1.15).
+func BenchmarkCardsThreeVsAlone(b *testing.B) {
+	path, size := cardImage(b)
+	w, r := cardMBps(), cardReadMBps()
+	floor := float64(size)/(w*1e6) + float64(size)/(r*1e6)
+	var alone, three time.Duration
+	var ratios []float64
+	for b.Loop() {
+		a := flashCards(b, path, size, [][2]float64{{w, r}})
+		t := flashCards(b, path, size, [][2]float64{{w, r}, {1.2 * w, 1.2 * r}, {1.4 * w, 1.4 * r}})
+		alone, three = alone+a, three+t
+		ratios = append(ratios, t.Seconds()/a.Seconds())
+	}
+	n := float64(b.N)
+	b.ReportMetric(alone.Seconds()/n, "alone-s")
+	b.ReportMetric(three.Seconds()/n, "three-s")
+	b.ReportMetric(floor, "floor-s")
+	b.ReportMetric(slices.Max(ratios), "three/alone-max")
+	b.ReportMetric(three.Seconds()/alone.Seconds(), "three/alone")
 }
 
 // BenchmarkStageWriteCard is the write stage alone at card speed: the

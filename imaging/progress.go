@@ -28,6 +28,9 @@ type Progress struct {
 	Rate       float64       // bytes per second over the last few seconds
 	ETA        time.Duration // 0 when unknown
 	Compressed bool
+	// Target names the card of a per-card report (write, verify, done)
+	// when several cards are flashed at once; empty otherwise.
+	Target string
 }
 
 // ProgressFunc receives progress reports. Calls are serialized, throttled to
@@ -44,6 +47,7 @@ type meter struct {
 	stage      Stage
 	total      int64
 	compressed bool
+	target     string
 	last       time.Time
 	lastDone   int64
 	samples    [20]sample // ring: ~2 s of history at 10/s
@@ -81,7 +85,7 @@ func (m *meter) update(done int64, force bool) {
 	oldest := m.windowStart(now)
 	m.samples[m.ns%len(m.samples)] = sample{now, done}
 	m.ns++
-	p := Progress{Stage: m.stage, Done: done, Total: m.total, Compressed: m.compressed}
+	p := Progress{Stage: m.stage, Done: done, Total: m.total, Compressed: m.compressed, Target: m.target}
 	// A window shorter than half a report interval gives absurd rates (a
 	// cache hit or the final "done" report): leave Rate unknown then.
 	if dt := now.Sub(oldest.t); dt >= progressInterval/2 {
@@ -110,6 +114,19 @@ func (m *meter) windowStart(now time.Time) sample {
 		}
 	}
 	return start
+}
+
+// forTarget makes the meter's reports name a card ("" for none).
+func (m *meter) forTarget(name string) *meter {
+	m.target = name
+	return m
+}
+
+// setCompressed says whether Done counts compressed bytes.
+func (m *meter) setCompressed(c bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.compressed = c
 }
 
 // setTotal changes the total (a response announced the size); <0 is unknown.

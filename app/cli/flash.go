@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
+	"strings"
 
 	"github.com/dustin/go-humanize"
 
@@ -149,7 +151,7 @@ func (f *imageFlags) resolve(ctx context.Context, register bool) (*plan.Image, e
 
 type flashFlags struct {
 	imageFlags
-	device            string
+	devices           deviceList
 	yes, jsonOut      bool
 	noCache, noVerify bool
 	forceNonRemovable bool
@@ -164,7 +166,7 @@ func runFlash(ctx context.Context, args []string, env Env) error {
 	var f flashFlags
 	fs := newFlagSet("flash", env)
 	f.imageFlags.register(fs)
-	fs.StringVar(&f.device, "device", "", "target block device (e.g. /dev/sdb) or image file")
+	fs.Var(&f.devices, "device", "target block device (e.g. /dev/sdb) or image file; repeat it to write several cards from one download")
 	fs.BoolVar(&f.yes, "yes", false, "do not ask to confirm the device (scripts)")
 	fs.BoolVar(&f.jsonOut, "json", false, "machine-readable progress: one JSON object per line on stdout")
 	fs.BoolVar(&f.noCache, "no-cache", false, "stream the download straight to the card, keep nothing")
@@ -172,14 +174,21 @@ func runFlash(ctx context.Context, args []string, env Env) error {
 	fs.BoolVar(&f.forceNonRemovable, "force-non-removable", false, "allow a disk that is not removable (still never a system disk)")
 	fs.BoolVar(&f.allowLoop, "allow-loop", false, "allow a loop device as target (testing)")
 	fs.BoolVar(&f.forceRaw, "force-raw", false, "write an image that does not start like a disk (no MBR/GPT)")
-	fs.StringVar(&f.format, "format", "xz", "download format from the factory: xz or zst")
+	fs.StringVar(&f.format, "format", plan.DefaultFormat, "download format from the factory: zst or xz")
 	fs.StringVar(&f.cacheDir, "cache-dir", "", "image cache directory (default: user cache dir)")
 	fs.BoolVar(&f.elevated, "elevated", false, "internal: this process is the privileged write step")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if f.device == "" {
+	if len(f.devices) == 0 {
 		return usageErrorf("flash: --device is required (list candidates with: talosflash devices)")
+	}
+	// The pipeline's live heap is ~30 MiB and Go's default GC lets the heap
+	// grow to twice that: a 40 MiB soft limit keeps the whole process under
+	// 64 MiB at no measurable CPU cost (docs/PERFORMANCE.md). The elevated
+	// child gets it too (pkexec clears GOMEMLIMIT).
+	if os.Getenv("GOMEMLIMIT") == "" {
+		defer setMemoryLimit(setMemoryLimit(flashMemoryLimit))
 	}
 	if f.elevated {
 		// The unprivileged parent cannot signal us (we run as root under
@@ -207,15 +216,40 @@ func runFlash(ctx context.Context, args []string, env Env) error {
 	return err
 }
 
-// flash checks the device, resolves the image, confirms, and runs the
+// flashMemoryLimit is the Go soft memory limit of a flash (see runFlash).
+const flashMemoryLimit = 40 << 20
+
+// setMemoryLimit is debug.SetMemoryLimit (tests watch it).
+var setMemoryLimit = debug.SetMemoryLimit
+
+// deviceList is --device, repeatable.
+type deviceList []string
+
+func (d *deviceList) String() string { return strings.Join(*d, ",") }
+
+func (d *deviceList) Set(v string) error {
+	*d = append(*d, v)
+	return nil
+}
+
+// flash checks the devices, resolves the image, confirms, and runs the
 // shared flash job (app/plan.Flash).
 func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 	opts := devices.Options{ForceNonRemovable: f.forceNonRemovable, AllowLoop: f.allowLoop, CreateFile: true}
 
 	// Safety first, before any download: a refused device costs nothing.
-	disk, err := devices.Check(f.device, 0, opts)
-	if err != nil {
-		return err
+	var disks []devices.Disk
+	seen := map[string]bool{}
+	for _, d := range f.devices {
+		disk, err := devices.Check(d, 0, opts)
+		if err != nil {
+			return err
+		}
+		if seen[disk.Path] {
+			return usageErrorf("flash: %s is named twice in --device", disk.Path)
+		}
+		seen[disk.Path] = true
+		disks = append(disks, *disk)
 	}
 
 	if f.format != "xz" && f.format != "zst" {
@@ -235,8 +269,10 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 	}
 
 	if !f.yes {
-		if err := confirmDevice(ctx, env.Stdin, env.Stderr, disk.Path, disk.String()); err != nil {
-			return err
+		for _, disk := range disks {
+			if err := confirmDevice(ctx, env.Stdin, env.Stderr, disk.Path, disk.String()); err != nil {
+				return err
+			}
 		}
 	}
 
@@ -245,33 +281,68 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 		return err
 	}
 	job := plan.Job{
-		Image: im, Device: disk.Path, Cache: cache, Factory: f.client(),
-		NoCache: f.noCache, NoVerify: f.noVerify, ForceRaw: f.forceRaw, Safety: opts,
+		Image: im, Device: disks[0].Path, Cache: cache, Factory: f.client(),
+		Format: f.format, NoCache: f.noCache, NoVerify: f.noVerify, ForceRaw: f.forceRaw, Safety: opts,
 		Progress: rep.Progress,
 		Status:   func(msg string) { rep.Info("%s", msg) },
 	}
-	if !f.elevated && disk.Transport != devices.TransportFile {
+	needRoot := false
+	if len(disks) > 1 {
+		job.Device = ""
+		for _, d := range disks {
+			job.Devices = append(job.Devices, d.Path)
+		}
+	}
+	for _, d := range disks {
+		needRoot = needRoot || d.Transport != devices.TransportFile
+	}
+	if !f.elevated && needRoot {
 		// Only the write step runs as root, on the downloaded file.
 		job.Elevate, job.NeedsElevation = devices.ElevatedCommand, devices.NeedsElevation
 	}
 	out, err := plan.Flash(ctx, job)
+	if out == nil {
+		return err // nothing written (with one card: its failure)
+	}
+	rep.Finish()
+	var firstErr error
+	for _, c := range out.Cards {
+		if c.Err != nil {
+			if len(out.Cards) > 1 {
+				code := exitCode(c.Err)
+				rep.CardError(c.Device, code, oneLine(c.Err.Error()))
+				rep.Info("%s: FAILED: %s", c.Device, oneLine(c.Err.Error()))
+				if firstErr == nil {
+					firstErr = withCode(code, err) // the exit code of the first failed card
+				}
+			}
+			continue
+		}
+		verified := "not verified (--no-verify)"
+		if c.Result.Verified {
+			verified = "verified by read-back (" + c.Result.VerifyMode + ")"
+		}
+		rep.Info("wrote %s to %s, sha256 %s, %s", humanize.IBytes(uint64(c.Result.Bytes)), c.Device, c.Result.SHA256, verified)
+		rep.Result(elevateResult(c, im))
+	}
+	if firstErr != nil {
+		return firstErr
+	}
 	if err != nil {
 		return err
 	}
-	rep.Finish()
-	verified := "not verified (--no-verify)"
-	if out.Verified {
-		verified = "verified by read-back (" + out.VerifyMode + ")"
-	}
-	rep.Info("wrote %s to %s, sha256 %s, %s", humanize.IBytes(uint64(out.Bytes)), disk.Path, out.SHA256, verified)
-	rep.Result(elevate.ResultEvent{
-		Device: disk.Path, Bytes: out.Bytes, SHA256: out.SHA256, Verified: out.Verified,
-		VerifyMode: out.VerifyMode, Schematic: im.SchematicID, Version: im.Version,
-	})
 	if im.Role != "" {
 		rep.Info("next: boot the Pi from this card, then `talosflash nodes` and `talosflash apply --node IP --file %s.yaml --role %s`", im.Role, im.Role)
 	}
 	return nil
+}
+
+// elevateResult is a written card's "result" event.
+func elevateResult(c plan.Card, im *plan.Image) elevate.ResultEvent {
+	return elevate.ResultEvent{
+		Device: c.Device, Bytes: c.Result.Bytes, SHA256: c.Result.SHA256, Verified: c.Result.Verified,
+		VerifyMode: c.Result.VerifyMode, Schematic: im.SchematicID, Version: im.Version,
+	}
 }
 
 func openCache(dir string) (*imaging.Cache, error) {

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -20,6 +21,9 @@ type reporter interface {
 	Warning(msg string)
 	Result(r elevate.ResultEvent) // machine-readable; the terminal view prints its own line
 	Error(code int, msg string)   // machine-readable; Main prints the error
+	// CardError is one card's failure when several are flashed
+	// (machine-readable; the terminal view prints its own line).
+	CardError(device string, code int, msg string)
 	Finish()
 }
 
@@ -32,24 +36,25 @@ type jsonReporter struct {
 	mu        sync.Mutex
 	human     io.Writer
 	relayInfo bool
-	last      map[imaging.Stage]time.Time
+	last      map[string]time.Time // per stage (and card)
 }
 
 func newJSONReporter(out, human io.Writer, relayInfo bool) *jsonReporter {
-	return &jsonReporter{Writer: elevate.NewWriter(out), human: human, relayInfo: relayInfo, last: map[imaging.Stage]time.Time{}}
+	return &jsonReporter{Writer: elevate.NewWriter(out), human: human, relayInfo: relayInfo, last: map[string]time.Time{}}
 }
 
 func (r *jsonReporter) Progress(p imaging.Progress) {
 	r.mu.Lock()
 	// At most ~4 lines a second per stage, but always the stage's last one.
 	now := time.Now()
+	key := string(p.Stage) + " " + p.Target
 	if p.Total <= 0 || p.Done < p.Total {
-		if now.Sub(r.last[p.Stage]) < 250*time.Millisecond {
+		if now.Sub(r.last[key]) < 250*time.Millisecond {
 			r.mu.Unlock()
 			return
 		}
 	}
-	r.last[p.Stage] = now
+	r.last[key] = now
 	r.mu.Unlock()
 	r.Writer.Progress(p)
 }
@@ -87,6 +92,9 @@ type termReporter struct {
 	lastOut   time.Time
 	drawn     bool
 	finalDone bool // the current stage's 100% line is out
+	// several cards: the last report of each, in order of appearance
+	cards     map[string]imaging.Progress
+	cardOrder []string
 }
 
 func newTermReporter(out io.Writer, tty bool) *termReporter {
@@ -98,6 +106,10 @@ func (r *termReporter) Progress(p imaging.Progress) {
 	defer r.mu.Unlock()
 	if p.Stage == imaging.StageDone {
 		return // the summary line says it better
+	}
+	if p.Target != "" {
+		r.cardProgress(p)
+		return
 	}
 	now := time.Now()
 	changed := p.Stage != r.stage
@@ -132,6 +144,54 @@ func (r *termReporter) Progress(p imaging.Progress) {
 	}
 }
 
+// cardProgress draws one line for all cards: "sdb write 45%  sdc write 44%".
+func (r *termReporter) cardProgress(p imaging.Progress) {
+	if r.cards == nil {
+		r.cards = map[string]imaging.Progress{}
+	}
+	if _, ok := r.cards[p.Target]; !ok {
+		r.cardOrder = append(r.cardOrder, p.Target)
+	}
+	r.cards[p.Target] = p
+	if r.stage != "cards" && r.drawn && r.tty {
+		fmt.Fprintln(r.out)
+		r.drawn = false
+	}
+	changed := r.stage != "cards"
+	r.stage = "cards"
+	interval := 100 * time.Millisecond
+	if !r.tty {
+		interval = 5 * time.Second
+	}
+	now := time.Now()
+	if !changed && now.Sub(r.lastOut) < interval {
+		return
+	}
+	r.lastOut = now
+	parts := make([]string, 0, len(r.cardOrder))
+	for _, t := range r.cardOrder {
+		c := r.cards[t]
+		part := fmt.Sprintf("%s %s", filepath.Base(t), c.Stage)
+		if c.Total > 0 {
+			part += fmt.Sprintf(" %3.0f%%", fraction(c)*100)
+		}
+		if c.Rate > 0 {
+			part += " " + humanize.IBytes(uint64(c.Rate)) + "/s"
+		}
+		parts = append(parts, part)
+	}
+	line := strings.Join(parts, "  ")
+	if r.tty {
+		if w := termWidth(r.out) - 1; w > 0 && len(line) > w {
+			line = line[:w]
+		}
+		fmt.Fprintf(r.out, "\r\033[K%s", line)
+		r.drawn = true
+	} else {
+		fmt.Fprintln(r.out, line)
+	}
+}
+
 func (r *termReporter) Info(format string, args ...any) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -147,6 +207,8 @@ func (r *termReporter) Warning(msg string) { r.Info("warning: %s", msg) }
 func (r *termReporter) Result(elevate.ResultEvent) {}
 
 func (r *termReporter) Error(int, string) {}
+
+func (r *termReporter) CardError(string, int, string) {}
 
 func (r *termReporter) Finish() {
 	r.mu.Lock()

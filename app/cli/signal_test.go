@@ -71,7 +71,7 @@ func TestInterruptDownloadLeavesResumablePartial(t *testing.T) {
 		}
 	}()
 	var errOut bytes.Buffer
-	args := []string{"--flash", "--role", "worker", "--device", filepath.Join(dir, "card.img"), "--yes", "--json",
+	args := []string{"--flash", "--role", "worker", "--format", "xz", "--device", filepath.Join(dir, "card.img"), "--yes", "--json",
 		"--factory", srv.URL, "--cache-dir", dir}
 	start := time.Now()
 	code := Main(args, Env{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: &errOut})

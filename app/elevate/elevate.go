@@ -92,7 +92,9 @@ func Run(ctx context.Context, cmd *exec.Cmd, on func(Event)) error {
 		}
 		switch ev.Type {
 		case TypeError:
-			childErr = &Error{Code: ev.Error.Code, Message: ev.Error.Message, Reported: true}
+			if ev.Error.Device == "" { // a card's own failure is for on
+				childErr = &Error{Code: ev.Error.Code, Message: ev.Error.Message, Reported: true}
+			}
 		case TypeResult:
 			sawResult = true
 		}

@@ -42,13 +42,13 @@ printf '{"event":"result","bytes":1024,"sha256":"abc","verified":true,"verify_mo
 func TestEventsRoundTrip(t *testing.T) {
 	var buf bytes.Buffer
 	w := NewWriter(&buf)
-	prog := imaging.Progress{Stage: imaging.StageWrite, Done: 3 << 20, Total: 9 << 20, Rate: 5 << 20, ETA: 7 * time.Second, Compressed: true}
+	prog := imaging.Progress{Stage: imaging.StageWrite, Done: 3 << 20, Total: 9 << 20, Rate: 5 << 20, ETA: 7 * time.Second, Compressed: true, Target: "/dev/sdy"}
 	res := ResultEvent{Device: "/dev/sdz", Bytes: 9 << 20, SHA256: "ab12", Verified: true, VerifyMode: "O_DIRECT", Schematic: "ee21", Version: "v1.14.5"}
 	w.Progress(prog)
 	w.Info("hello %d", 1)
 	w.Warning("careful")
 	w.Result(res)
-	w.Error(ExitVerify, "mismatch")
+	w.CardError("/dev/sdy", ExitVerify, "mismatch")
 
 	var got []Event
 	lw := &lineWriter{max: 1 << 20, on: func(l []byte) {
@@ -75,7 +75,7 @@ func TestEventsRoundTrip(t *testing.T) {
 	if r := *got[3].Result; r != res {
 		t.Errorf("result %+v, want %+v", r, res)
 	}
-	if e := *got[4].Error; e != (ErrorEvent{TypeError, ExitVerify, "mismatch"}) {
+	if e := *got[4].Error; e != (ErrorEvent{TypeError, ExitVerify, "mismatch", "/dev/sdy"}) {
 		t.Errorf("error %+v", e)
 	}
 	// Every field of every event struct is set in this test: a new field
@@ -212,5 +212,37 @@ func TestErrorIs(t *testing.T) {
 	}
 	if errors.Is(&Error{Code: 5}, imaging.ErrIncomplete) {
 		t.Error("code 5 matches ErrIncomplete")
+	}
+}
+
+// Several cards: one --device each; a card's own "error" line (with a
+// device) is relayed to on and is not the run's failure, the final one is.
+func TestRunSeveralCards(t *testing.T) {
+	got := Args{Image: "/c/i.raw.zst", Devices: []string{"/dev/sdy", "/dev/sdz"}}.List()
+	want := []string{"--flash", "--elevated", "--image", "/c/i.raw.zst", "--device", "/dev/sdy", "--device", "/dev/sdz", "--yes", "--json"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("args %q, want %q", got, want)
+	}
+	var cards []string
+	on := func(ev Event) {
+		switch {
+		case ev.Type == TypeResult:
+			cards = append(cards, "ok "+ev.Result.Device)
+		case ev.Type == TypeError && ev.Error.Device != "":
+			cards = append(cards, "failed "+ev.Error.Device)
+		}
+	}
+	err := Run(context.Background(), sh(`echo '{"event":"result","device":"/dev/sdy","bytes":1}'; echo '{"event":"error","code":6,"message":"EIO","device":"/dev/sdz"}'; echo '{"event":"error","code":6,"message":"1 of 2 cards failed"}'; exit 6`), on)
+	var ee *Error
+	if !errors.As(err, &ee) || ee.Code != 6 || ee.Message != "1 of 2 cards failed" {
+		t.Fatalf("run: %v", err)
+	}
+	if !slices.Equal(cards, []string{"ok /dev/sdy", "failed /dev/sdz"}) {
+		t.Fatalf("cards %q", cards)
+	}
+	// All good: results only, no final error.
+	cards = nil
+	if err := Run(context.Background(), sh(`echo '{"event":"result","device":"/dev/sdy"}'; echo '{"event":"result","device":"/dev/sdz"}'`), on); err != nil || len(cards) != 2 {
+		t.Fatalf("all good: %v, %q", err, cards)
 	}
 }

@@ -32,7 +32,10 @@ const (
 // image Image to Device. The child gets everything through its arguments
 // (pkexec clears the environment).
 type Args struct {
-	Image, Device     string
+	Image, Device string
+	// Devices are several cards for one child (Device is then ignored):
+	// one --device each.
+	Devices           []string
 	NoVerify          bool
 	ForceNonRemovable bool
 	AllowLoop         bool
@@ -41,7 +44,15 @@ type Args struct {
 
 // List is the child's command line after the program name.
 func (a Args) List() []string {
-	args := []string{"--flash", "--elevated", "--image", a.Image, "--device", a.Device, "--yes", "--json"}
+	args := []string{"--flash", "--elevated", "--image", a.Image}
+	devs := a.Devices
+	if len(devs) == 0 {
+		devs = []string{a.Device}
+	}
+	for _, d := range devs {
+		args = append(args, "--device", d)
+	}
+	args = append(args, "--yes", "--json")
 	if a.NoVerify {
 		args = append(args, "--no-verify")
 	}
@@ -90,18 +101,21 @@ type ProgressEvent struct {
 	Rate       int64  `json:"rate"` // bytes per second
 	ETASeconds int64  `json:"eta_seconds"`
 	Compressed bool   `json:"compressed,omitempty"`
+	// Device names the card of a write/verify/done report when several
+	// cards are flashed at once (absent otherwise).
+	Device string `json:"device,omitempty"`
 }
 
 // NewProgressEvent converts p (rate and ETA rounded down to whole units).
 func NewProgressEvent(p imaging.Progress) ProgressEvent {
 	return ProgressEvent{Event: TypeProgress, Stage: string(p.Stage), Done: p.Done, Total: p.Total,
-		Rate: int64(p.Rate), ETASeconds: int64(p.ETA.Seconds()), Compressed: p.Compressed}
+		Rate: int64(p.Rate), ETASeconds: int64(p.ETA.Seconds()), Compressed: p.Compressed, Device: p.Target}
 }
 
 // Progress is the event as the pipeline reported it.
 func (e ProgressEvent) Progress() imaging.Progress {
 	return imaging.Progress{Stage: imaging.Stage(e.Stage), Done: e.Done, Total: e.Total,
-		Rate: float64(e.Rate), ETA: time.Duration(e.ETASeconds) * time.Second, Compressed: e.Compressed}
+		Rate: float64(e.Rate), ETA: time.Duration(e.ETASeconds) * time.Second, Compressed: e.Compressed, Target: e.Device}
 }
 
 // MessageEvent is a line for the user: "info" or "warning".
@@ -110,7 +124,7 @@ type MessageEvent struct {
 	Message string `json:"message"`
 }
 
-// ResultEvent is a finished flash.
+// ResultEvent is a finished flash: one per card written (Device).
 type ResultEvent struct {
 	Event      string `json:"event"` // "result"
 	Device     string `json:"device"`
@@ -122,11 +136,14 @@ type ResultEvent struct {
 	Version    string `json:"version,omitempty"`
 }
 
-// ErrorEvent is a failure with the exit code the process ends with.
+// ErrorEvent is a failure with the exit code the process ends with, or,
+// with Device set, one card's failure when several are flashed (the others
+// go on; the process's own "error" line, without a device, comes last).
 type ErrorEvent struct {
 	Event   string `json:"event"` // "error"
 	Code    int    `json:"code"`
 	Message string `json:"message"`
+	Device  string `json:"device,omitempty"`
 }
 
 // Event is one decoded line: Type says which field is set.
@@ -207,4 +224,9 @@ func (w *Writer) Result(r ResultEvent) {
 // Error writes the error line.
 func (w *Writer) Error(code int, msg string) {
 	w.write(ErrorEvent{Event: TypeError, Code: code, Message: msg})
+}
+
+// CardError writes one card's error line (several cards at once).
+func (w *Writer) CardError(device string, code int, msg string) {
+	w.write(ErrorEvent{Event: TypeError, Code: code, Message: msg, Device: device})
 }

@@ -152,10 +152,17 @@ func FromFile(p string) *Image {
 }
 
 // UseFormat picks the factory's compression for the download: "zst" for
-// .raw.zst, anything else keeps .raw.xz. A local file is left alone.
+// .raw.zst, anything else .raw.xz (again and again: it only swaps the
+// suffix). A local file is left alone.
 func (im *Image) UseFormat(format string) {
-	if im.URL != "" && format == "zst" {
-		im.URL = strings.TrimSuffix(im.URL, ".raw.xz") + ".raw.zst"
+	base := strings.TrimSuffix(strings.TrimSuffix(im.URL, ".raw.xz"), ".raw.zst")
+	if im.URL == "" || base == im.URL {
+		return
+	}
+	if format == "zst" {
+		im.URL = base + ".raw.zst"
+	} else {
+		im.URL = base + ".raw.xz"
 	}
 }
 

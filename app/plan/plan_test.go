@@ -115,3 +115,16 @@ func TestImageWarningsInstallerPlatform(t *testing.T) {
 		}
 	}
 }
+
+// UseFormat swaps the suffix, as often as it is called.
+func TestUseFormatIdempotent(t *testing.T) {
+	im := &Image{URL: "https://f/image/id/v1.14.5/metal-arm64.raw.xz"}
+	for _, step := range []struct{ format, want string }{
+		{"zst", "metal-arm64.raw.zst"}, {"zst", "metal-arm64.raw.zst"}, {"xz", "metal-arm64.raw.xz"}, {"", "metal-arm64.raw.xz"},
+	} {
+		im.UseFormat(step.format)
+		if im.FileName() != step.want {
+			t.Fatalf("after UseFormat(%q): %s, want %s", step.format, im.URL, step.want)
+		}
+	}
+}

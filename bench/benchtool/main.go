@@ -12,6 +12,10 @@
 //	                                          decode into TARGET, fsync; with
 //	                                          -skip-zeros, seek over all-zero
 //	                                          4 MiB chunks (files only)
+//	benchtool serve FILE.xz FILE.zst          the fake Image Factory on
+//	                                          127.0.0.1 serving them for the
+//	                                          built-in roles; prints its URL,
+//	                                          runs until stdin closes
 //	benchtool pair -n N -name NAME -a CMD -b CMD
 //	                                          run two shell commands in turn
 //	                                          (A B A B ..., after one warm-up
@@ -59,6 +63,8 @@ func main() {
 		err = compress(args)
 	case "pair":
 		err = pair(args)
+	case "serve":
+		err = serve(args)
 	default:
 		err = fmt.Errorf("unknown command %q", cmd)
 	}

@@ -1,0 +1,121 @@
+package plan
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"testing"
+
+	"github.com/talosflash/talosflash/app/elevate"
+	"github.com/talosflash/talosflash/factory"
+	"github.com/talosflash/talosflash/factory/factorytest"
+	"github.com/talosflash/talosflash/imaging"
+	"github.com/talosflash/talosflash/imaging/imagetest"
+)
+
+// failingTarget fails every write: a card pulled out at once.
+type failingTarget struct{ *os.File }
+
+func (failingTarget) Write([]byte) (int, error) { return 0, syscall.EIO }
+
+// Job.Devices in process: one download, every card its own result; the
+// failing one is a CardsError that unwraps to its failure.
+func TestFlashSeveralDevicesInProcess(t *testing.T) {
+	srv := factorytest.New(t)
+	fx := imagetest.New(t, 1<<20, 6, 1<<20)
+	id, _ := profile(t, "worker").SchematicID()
+	srv.AddImage(id, factory.DefaultTalosVersion, "metal-arm64.raw.xz", fx.XZ)
+	dir := t.TempDir()
+	c := factory.NewClient(srv.URL, srv.Client())
+	im, err := FromProfile(context.Background(), c, profile(t, "worker"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	devs := []string{filepath.Join(dir, "a.img"), filepath.Join(dir, "pulled.img"), filepath.Join(dir, "c.img")}
+	var targets []string
+	out, err := Flash(context.Background(), Job{Image: im, Devices: devs, Format: "xz", Cache: &imaging.Cache{Dir: filepath.Join(dir, "cache")}, Factory: c,
+		Open: func(path string, size int64) (imaging.Target, error) {
+			t, err := imaging.OpenFile(path, size)
+			if err == nil && filepath.Base(path) == "pulled.img" {
+				return failingTarget{t.(*os.File)}, nil
+			}
+			return t, err
+		},
+		Progress: func(p imaging.Progress) {
+			if p.Stage == imaging.StageDone {
+				targets = append(targets, p.Target)
+			}
+		}})
+	var ce *CardsError
+	if !errors.As(err, &ce) || len(ce.Failed) != 1 || ce.Total != 3 || ce.Failed[0].Device != devs[1] || !errors.Is(err, imaging.ErrIncomplete) || !errors.Is(err, syscall.EIO) {
+		t.Fatalf("err %v, want one failed card (EIO)", err)
+	}
+	if out == nil || len(out.Cards) != 3 || out.SHA256 != fx.SHA256 {
+		t.Fatalf("outcome %+v", out)
+	}
+	for _, i := range []int{0, 2} {
+		if c := out.Cards[i]; c.Err != nil || !c.Result.Verified || imagetest.FileSHA256(t, devs[i], int64(len(fx.Raw))) != fx.SHA256 {
+			t.Fatalf("card %s: %+v %v", devs[i], c.Result, c.Err)
+		}
+	}
+	slices.Sort(targets)
+	if !slices.Equal(targets, []string{devs[0], devs[2]}) {
+		t.Fatalf("done reports for %q", targets)
+	}
+	if n := srv.BytesServed(); n != int64(len(fx.XZ)) {
+		t.Fatalf("served %d bytes, want one download of %d", n, len(fx.XZ))
+	}
+}
+
+// Several devices that need root: one child for all of them, each card's
+// result or error relayed.
+func TestFlashSeveralDevicesElevated(t *testing.T) {
+	srv := factorytest.New(t)
+	fx := imagetest.New(t, 1<<20, 3, 1<<20)
+	id, _ := profile(t, "worker").SchematicID()
+	srv.AddImage(id, factory.DefaultTalosVersion, "metal-arm64.raw.xz", fx.XZ)
+	cache := &imaging.Cache{Dir: t.TempDir()}
+	var args []string
+	child := `echo '{"event":"progress","stage":"write","done":5,"total":10,"device":"/dev/sdy"}'
+echo '{"event":"result","device":"/dev/sdy","bytes":10,"sha256":"ab","verified":true,"verify_mode":"O_DIRECT"}'
+echo '{"event":"error","device":"/dev/sdz","code":6,"message":"write to target failed after 0 bytes: EIO"}'
+echo '{"event":"error","code":6,"message":"1 of 2 cards failed"}'; exit 6`
+	job, _ := elevatedJob(t, srv, cache, child, &args)
+	job.Format = "xz"
+	job.Device, job.Devices = "", []string{"/dev/sdy", "/dev/sdz"}
+	var progress []imaging.Progress
+	job.Progress = func(p imaging.Progress) { progress = append(progress, p) }
+	out, err := Flash(context.Background(), job)
+	cached, _ := cache.Path(job.Image.CacheKey())
+	if want := (elevate.Args{Image: cached, Devices: []string{"/dev/sdy", "/dev/sdz"}}).List(); !slices.Equal(args, want) {
+		t.Fatalf("child args %q, want %q", args, want)
+	}
+	var ce *CardsError
+	if !errors.As(err, &ce) || len(ce.Failed) != 1 || ce.Failed[0].Device != "/dev/sdz" || !errors.Is(err, imaging.ErrIncomplete) {
+		t.Fatalf("err %v", err)
+	}
+	if out == nil || !out.Elevated || out.Cards[0].Err != nil || out.Cards[0].Result.SHA256 != "ab" || out.SHA256 != "ab" {
+		t.Fatalf("outcome %+v", out)
+	}
+	if last := progress[len(progress)-1]; last.Target != "/dev/sdy" || last.Stage != imaging.StageWrite {
+		t.Fatalf("progress %+v", progress)
+	}
+}
+
+// One card through the child: its result counts whatever device path the
+// child printed (it may resolve a symlink), as before several cards existed.
+func TestFlashElevatedOneCardAnyDevicePath(t *testing.T) {
+	srv := factorytest.New(t)
+	fx := imagetest.New(t, 1<<20, 3, 1<<20)
+	id, _ := profile(t, "worker").SchematicID()
+	srv.AddImage(id, factory.DefaultTalosVersion, "metal-arm64.raw.xz", fx.XZ)
+	var args []string
+	job, _ := elevatedJob(t, srv, &imaging.Cache{Dir: t.TempDir()}, `echo '{"event":"result","device":"/dev/disk/by-id/usb-x","bytes":10,"sha256":"cd","verified":true}'`, &args)
+	out, err := Flash(context.Background(), job)
+	if err != nil || out.SHA256 != "cd" || len(out.Cards) != 1 || out.Cards[0].Device != "/dev/sdz" {
+		t.Fatalf("%+v, %v", out, err)
+	}
+}

@@ -1,0 +1,225 @@
+package imaging
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Three cards from one decode: each holds the image byte for byte, each is
+// verified, and progress names the card of every write/verify/done report.
+func TestFlashAllThreeFiles(t *testing.T) {
+	img := testImage(t)
+	src := writeTemp(t, "metal-arm64.raw.xz", img.XZ)
+	dir := t.TempDir()
+	targets := []string{filepath.Join(dir, "a.img"), filepath.Join(dir, "b.img"), filepath.Join(dir, "c.img")}
+	var log progressLog
+	cards, err := FlashAll(context.Background(), FlashOptions{Source: Source{Path: src}, Targets: targets, Verify: true, Progress: log.fn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cards) != 3 {
+		t.Fatalf("%d results, want 3", len(cards))
+	}
+	for i, c := range cards {
+		if c.Err != nil || c.Target != targets[i] || c.Result == nil || !c.Result.Verified || c.Result.SHA256 != img.SHA256 {
+			t.Fatalf("card %d: %+v (%v)", i, c.Result, c.Err)
+		}
+		got, err := os.ReadFile(targets[i])
+		if err != nil || !bytes.Equal(got, img.Raw) {
+			t.Fatalf("%s differs from the raw image (%v)", targets[i], err)
+		}
+	}
+	done := map[string]map[Stage]int64{}
+	log.mu.Lock()
+	for _, p := range log.reps {
+		if p.Stage == StageWrite || p.Stage == StageVerify || p.Stage == StageDone {
+			if p.Target == "" {
+				t.Errorf("%s report without its card: %+v", p.Stage, p)
+			}
+			if done[p.Target] == nil {
+				done[p.Target] = map[Stage]int64{}
+			}
+			done[p.Target][p.Stage] = p.Done
+		}
+	}
+	log.mu.Unlock()
+	for _, name := range targets {
+		for _, st := range []Stage{StageWrite, StageVerify, StageDone} {
+			if done[name][st] != img.Size {
+				t.Errorf("%s: last %s report at %d, want %d", name, st, done[name][st], img.Size)
+			}
+		}
+	}
+}
+
+// A card that fails in the middle of the write (EIO after 2 MiB) fails
+// alone: the other two are written and verified.
+func TestFlashAllOneCardFailsMidWrite(t *testing.T) {
+	img := testImage(t)
+	src := writeTemp(t, "metal-arm64.raw.xz", img.XZ)
+	dir := t.TempDir()
+	targets := []string{filepath.Join(dir, "a.img"), "pulled", filepath.Join(dir, "c.img")}
+	open := func(path string, size int64) (Target, error) {
+		if path != "pulled" {
+			return OpenFile(path, size)
+		}
+		f, err := os.Create(filepath.Join(dir, "pulled.img"))
+		if err != nil {
+			return nil, err
+		}
+		return &fileTarget{f: f, onWrite: func(off int64, p []byte) ([]byte, int, error) {
+			if off+int64(len(p)) > 2<<20 {
+				return nil, int(max(0, 2<<20-off)), syscall.EIO
+			}
+			return p, 0, nil
+		}}, nil
+	}
+	cards, err := FlashAll(context.Background(), FlashOptions{Source: Source{Path: src}, Targets: targets, Verify: true, Open: open})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var we *WriteError
+	if !errors.As(cards[1].Err, &we) || !errors.Is(cards[1].Err, ErrIncomplete) || !errors.Is(cards[1].Err, syscall.EIO) {
+		t.Fatalf("pulled card: %v, want a write error (EIO, incomplete)", cards[1].Err)
+	}
+	if we.Offset != 2<<20 {
+		t.Errorf("pulled card failed after %d bytes, want %d", we.Offset, 2<<20)
+	}
+	for _, i := range []int{0, 2} {
+		if cards[i].Err != nil || !cards[i].Result.Verified {
+			t.Fatalf("card %s: %v", targets[i], cards[i].Err)
+		}
+		if got := sha256File(t, targets[i]); got != img.SHA256 {
+			t.Fatalf("card %s holds %s, want %s", targets[i], got, img.SHA256)
+		}
+	}
+}
+
+// A card refused when opened (too small) does not stop the others; every
+// card refused is no error of the flash itself, each result says why.
+func TestFlashAllTooSmallCard(t *testing.T) {
+	img := testImage(t)
+	src := writeTemp(t, "metal-arm64.raw.xz", img.XZ)
+	dir := t.TempDir()
+	targets := []string{filepath.Join(dir, "a.img"), filepath.Join(dir, "small.img")}
+	cards, err := FlashAll(context.Background(), FlashOptions{Source: Source{Path: src}, Targets: targets, Verify: true,
+		Open: func(path string, size int64) (Target, error) {
+			t, err := OpenFile(path, size)
+			if err != nil || filepath.Base(path) != "small.img" {
+				return t, err
+			}
+			return sizedFile{t.(*os.File), 1 << 20}, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(cards[1].Err, ErrTargetTooSmall) || cards[1].Result != nil {
+		t.Fatalf("small card: %+v, %v", cards[1].Result, cards[1].Err)
+	}
+	if cards[0].Err != nil || sha256File(t, targets[0]) != img.SHA256 {
+		t.Fatalf("good card: %v", cards[0].Err)
+	}
+	if st, err := os.Stat(targets[1]); err != nil || st.Size() != 0 {
+		t.Fatalf("small card was written: %v, %v", st, err)
+	}
+	// Flash is for one card.
+	if _, err := Flash(context.Background(), FlashOptions{Source: Source{Path: src}, Targets: targets}); err == nil {
+		t.Fatal("Flash accepted several targets")
+	}
+}
+
+// Cancelling a flash of several cards reports each as incomplete.
+func TestFlashAllCancelled(t *testing.T) {
+	img := testImage(t)
+	src := writeTemp(t, "metal-arm64.raw.xz", img.XZ)
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	targets := []string{filepath.Join(dir, "a.img"), filepath.Join(dir, "b.img")}
+	open := func(path string, size int64) (Target, error) {
+		f, err := os.Create(path)
+		if err != nil {
+			return nil, err
+		}
+		return &fileTarget{f: f, onWrite: func(off int64, p []byte) ([]byte, int, error) {
+			if off >= 4<<20 {
+				cancel() // the second chunk: cancel from inside the write
+			}
+			return p, 0, nil
+		}}, nil
+	}
+	cards, err := FlashAll(ctx, FlashOptions{Source: Source{Path: src}, Targets: targets, Verify: true, Open: open})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cards {
+		if !errors.Is(c.Err, ErrIncomplete) || !errors.Is(c.Err, context.Canceled) {
+			t.Fatalf("%s: %v, want incomplete (cancelled)", c.Target, c.Err)
+		}
+	}
+}
+
+type sizedFile struct {
+	*os.File
+	size int64
+}
+
+func (s sizedFile) Size() (int64, error) { return s.size, nil }
+
+func sha256File(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sha256Hex(b)
+}
+
+// A card whose write hangs (a reader pulled out that the kernel does not
+// fail) is given up after cardStall; the others are written and verified
+// without waiting for it, and the flash returns with its write still stuck.
+func TestFlashAllStuckCardIsGivenUp(t *testing.T) {
+	old := cardStall
+	cardStall = 2 * time.Second // far above a 4 MiB write to a temp file
+	t.Cleanup(func() { cardStall = old })
+	img := testImage(t)
+	src := writeTemp(t, "metal-arm64.raw.xz", img.XZ)
+	dir := t.TempDir()
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) }) // lets the stuck write return
+	targets := []string{filepath.Join(dir, "a.img"), "stuck", filepath.Join(dir, "c.img")}
+	open := func(path string, size int64) (Target, error) {
+		if path != "stuck" {
+			return OpenFile(path, size)
+		}
+		f, err := os.Create(filepath.Join(dir, "stuck.img"))
+		if err != nil {
+			return nil, err
+		}
+		return &fileTarget{f: f, onWrite: func(off int64, p []byte) ([]byte, int, error) {
+			if off >= 4<<20 {
+				<-release // the second chunk never finishes
+			}
+			return p, 0, nil
+		}}, nil
+	}
+	cards, err := FlashAll(context.Background(), FlashOptions{Source: Source{Path: src}, Targets: targets, Verify: true, Open: open})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(cards[1].Err, ErrIncomplete) || !strings.Contains(cards[1].Err.Error(), "did not finish") {
+		t.Fatalf("stuck card: %v, want it given up as incomplete", cards[1].Err)
+	}
+	for _, i := range []int{0, 2} {
+		if cards[i].Err != nil || !cards[i].Result.Verified || sha256File(t, targets[i]) != img.SHA256 {
+			t.Fatalf("card %s: %v", targets[i], cards[i].Err)
+		}
+	}
+}
