@@ -57,7 +57,7 @@ func fakeFactory(t *testing.T) (*factorytest.Server, *imagetest.Fixture) {
 			t.Fatal(err)
 		}
 		srv.AddImage(id, p.Version(), "metal-arm64.raw.xz", fx.XZ)
-		srv.AddImage(id, p.Version(), "metal-arm64.raw.zst", fixtureZst(t, fx))
+		srv.AddImage(id, p.Version(), "metal-arm64.raw.zst", fx.Zstd(t))
 	}
 	return srv, fx
 }

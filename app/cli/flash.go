@@ -282,7 +282,7 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 	}
 	job := plan.Job{
 		Image: im, Device: disks[0].Path, Cache: cache, Factory: f.client(),
-		Format: f.format, NoCache: f.noCache, NoVerify: f.noVerify, ForceRaw: f.forceRaw, Safety: opts,
+		NoCache: f.noCache, NoVerify: f.noVerify, ForceRaw: f.forceRaw, Safety: opts,
 		Progress: rep.Progress,
 		Status:   func(msg string) { rep.Info("%s", msg) },
 	}

@@ -9,11 +9,9 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/klauspost/compress/zstd"
 	"golang.org/x/sys/unix"
 
 	"github.com/talosflash/talosflash/app/elevate"
@@ -154,25 +152,6 @@ func fakeFixture(t *testing.T) *imagetest.Fixture {
 		t.Fatal("image fixture failed")
 	}
 	return fixture
-}
-
-var (
-	zstOnce sync.Once
-	zstData []byte
-)
-
-// fixtureZst is the fixture as one zstd frame (the factory's .raw.zst).
-func fixtureZst(t *testing.T, fx *imagetest.Fixture) []byte {
-	t.Helper()
-	zstOnce.Do(func() {
-		enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer enc.Close()
-		zstData = enc.EncodeAll(fx.Raw, nil)
-	})
-	return zstData
 }
 
 // Several cards on a plain stderr: one line naming every card, its stage

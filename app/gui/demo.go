@@ -53,9 +53,14 @@ func RunDemo(step string) error {
 	if err != nil {
 		return err
 	}
+	zst, err := imagetest.ZstdBytes(raw)
+	if err != nil {
+		return err
+	}
 	for _, p := range factory.BuiltinProfiles() {
 		id, _ := p.SchematicID()
 		srv.AddImage(id, p.Version(), "metal-arm64.raw.xz", xz)
+		srv.AddImage(id, p.Version(), "metal-arm64.raw.zst", zst)
 	}
 
 	card := filepath.Join(dir, "sdcard.img")

@@ -60,6 +60,7 @@ func newHarness(t *testing.T, profiles []factory.Profile) *harness {
 			t.Fatal(err)
 		}
 		srv.AddImage(id, p.Version(), "metal-arm64.raw.xz", fx.XZ)
+		srv.AddImage(id, p.Version(), "metal-arm64.raw.zst", fx.Zstd(t))
 	}
 	dir := t.TempDir()
 	target := filepath.Join(dir, "card.img")
@@ -275,7 +276,7 @@ func assertTargetIs(t *testing.T, path string, want []byte) {
 
 func TestCancelReportsIncomplete(t *testing.T) {
 	h := newHarness(t, nil)
-	path := factorytest.ImagePath(mustID(t, "controlplane"), factory.DefaultTalosVersion, "metal-arm64.raw.xz")
+	path := factorytest.ImagePath(mustID(t, "controlplane"), factory.DefaultTalosVersion, "metal-arm64.raw.zst")
 	h.factory.StallAfter(path, 1000)
 	h.onUI(func() {
 		h.ui.image.selectProfile("controlplane")
@@ -293,7 +294,7 @@ func TestCancelReportsIncomplete(t *testing.T) {
 		}
 	})
 	// Nothing under its final name in the cache.
-	p, _ := h.ui.deps.Cache.Path(imaging.FactoryCacheKey(h.ui.deps.Factory.BaseURL(), mustID(t, "controlplane"), factory.DefaultTalosVersion, "metal-arm64.raw.xz"))
+	p, _ := h.ui.deps.Cache.Path(imaging.FactoryCacheKey(h.ui.deps.Factory.BaseURL(), mustID(t, "controlplane"), factory.DefaultTalosVersion, "metal-arm64.raw.zst"))
 	if _, err := os.Stat(p); err == nil {
 		t.Fatal("cancelled download left a cache entry")
 	}
@@ -504,7 +505,7 @@ echo '{"event":"result","device":"x","bytes":4096,"sha256":"feedbeef","verified"
 	if want := (elevate.Args{Image: cached, Device: h.target}).List(); !slices.Equal(args, want) {
 		t.Fatalf("child args %q, want %q", args, want)
 	}
-	if data, err := os.ReadFile(cached); err != nil || !bytes.Equal(data, h.image.XZ) {
+	if data, err := os.ReadFile(cached); err != nil || !bytes.Equal(data, h.image.Zstd(t)) {
 		t.Fatalf("the child was not given the downloaded image: %v", err)
 	}
 }

@@ -305,6 +305,9 @@ func (s *imageStep) useLocal(path string) {
 // setChoice shows the choice (or the problem) and looks up the image size
 // in the cache.
 func (s *imageStep) setChoice(c *imageChoice, problem error) {
+	if c != nil {
+		c.UseFormat(plan.DefaultFormat) // the factory compression the CLI uses too
+	}
 	s.choice = c
 	s.ui.session.SetChoice(c)
 	if problem != nil {

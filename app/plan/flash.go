@@ -30,10 +30,6 @@ type Job struct {
 
 	Cache   *imaging.Cache
 	Factory *factory.Client // registration, and its HTTP client downloads the image
-	// Format is the factory's compression to download, "zst" or "xz"; ""
-	// keeps the Image's URL (.raw.xz). Front ends pass DefaultFormat unless
-	// the user chose. A local image file is flashed as it is.
-	Format string
 	// NoCache streams the download straight to the card (in process only).
 	NoCache, NoVerify bool
 	// ForceRaw writes a decoded stream that does not start like a disk
@@ -152,9 +148,6 @@ func Flash(ctx context.Context, job Job) (*Outcome, error) {
 	im := job.Image
 	src := imaging.Source{Path: im.LocalPath}
 	if im.LocalPath == "" {
-		if job.Format != "" {
-			im.UseFormat(job.Format)
-		}
 		if job.Cache == nil || job.Factory == nil {
 			return nil, errors.New("flash: a download needs a cache and a factory client")
 		}

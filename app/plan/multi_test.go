@@ -36,7 +36,7 @@ func TestFlashSeveralDevicesInProcess(t *testing.T) {
 	}
 	devs := []string{filepath.Join(dir, "a.img"), filepath.Join(dir, "pulled.img"), filepath.Join(dir, "c.img")}
 	var targets []string
-	out, err := Flash(context.Background(), Job{Image: im, Devices: devs, Format: "xz", Cache: &imaging.Cache{Dir: filepath.Join(dir, "cache")}, Factory: c,
+	out, err := Flash(context.Background(), Job{Image: im, Devices: devs, Cache: &imaging.Cache{Dir: filepath.Join(dir, "cache")}, Factory: c,
 		Open: func(path string, size int64) (imaging.Target, error) {
 			t, err := imaging.OpenFile(path, size)
 			if err == nil && filepath.Base(path) == "pulled.img" {
@@ -84,7 +84,6 @@ echo '{"event":"result","device":"/dev/sdy","bytes":10,"sha256":"ab","verified":
 echo '{"event":"error","device":"/dev/sdz","code":6,"message":"write to target failed after 0 bytes: EIO"}'
 echo '{"event":"error","code":6,"message":"1 of 2 cards failed"}'; exit 6`
 	job, _ := elevatedJob(t, srv, cache, child, &args)
-	job.Format = "xz"
 	job.Device, job.Devices = "", []string{"/dev/sdy", "/dev/sdz"}
 	var progress []imaging.Progress
 	job.Progress = func(p imaging.Progress) { progress = append(progress, p) }

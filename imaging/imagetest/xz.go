@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"sync"
 
 	"github.com/ulikunitz/xz"
 )
@@ -68,6 +69,10 @@ type Fixture struct {
 	Raw    []byte
 	XZ     []byte
 	SHA256 string // hex SHA-256 of Raw
+
+	zstdOnce sync.Once
+	zstd     []byte
+	zstdErr  error
 }
 
 // TB is the subset of testing.TB the helpers need.

@@ -88,6 +88,7 @@ func TestRealWindowFlashesLoopDevice(t *testing.T) {
 			t.Fatal(err)
 		}
 		srv.AddImage(id, p.Version(), "metal-arm64.raw.xz", fx.XZ)
+		srv.AddImage(id, p.Version(), "metal-arm64.raw.zst", fx.Zstd(t))
 	}
 	factoryURL := throttled(t, srv.URL)
 	cp, err := factory.FindProfile(factory.BuiltinProfiles(), "controlplane")
@@ -184,8 +185,8 @@ func TestRealWindowFlashesLoopDevice(t *testing.T) {
 	if n := len(srv.RequestsTo("/schematics")); n == 0 {
 		t.Error("the schematic was not registered before the download")
 	}
-	cached := filepath.Join(home, ".cache", "talosflash", "images", filepath.FromSlash(imaging.FactoryCacheKey(factoryURL, cpID, cp.Version(), "metal-arm64.raw.xz")))
-	if data, err := os.ReadFile(cached); err != nil || !bytes.Equal(data, fx.XZ) {
+	cached := filepath.Join(home, ".cache", "talosflash", "images", filepath.FromSlash(imaging.FactoryCacheKey(factoryURL, cpID, cp.Version(), "metal-arm64.raw.zst")))
+	if data, err := os.ReadFile(cached); err != nil || !bytes.Equal(data, fx.Zstd(t)) {
 		t.Errorf("the image is not in the user's cache at %s: %v", cached, err)
 	}
 
