@@ -12,22 +12,16 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/klauspost/compress/zstd"
-
 	"github.com/talosflash/talosflash/factory/factorytest"
 	"github.com/talosflash/talosflash/imaging/imagetest"
 )
 
 func zstdBytes(t *testing.T, raw []byte) []byte {
 	t.Helper()
-	var out bytes.Buffer
-	// As Image Factory: one frame, content size in the header, checksum.
-	enc, err := zstd.NewWriter(&out, zstd.WithEncoderCRC(true), zstd.WithEncoderConcurrency(1))
+	data, err := imagetest.ZstdBytes(raw) // as Image Factory: one frame, content size, checksum
 	if err != nil {
 		t.Fatal(err)
 	}
-	data := enc.EncodeAll(raw, nil)
-	enc.Close()
 	return data
 }
 
