@@ -46,9 +46,10 @@ test: vet fmt-check lint cross wine-test
 
 # The CLI for macOS and Windows: built and vetted (cgo-free; the desktop app
 # needs cgo, see package-windows). Two Windows test files use
-# syscall.Mkfifo (POSIX only): those packages are built, not vetted, there.
+# syscall.Mkfifo (POSIX only) and the benchmark tool reads Linux rusage:
+# those packages are built, not vetted, there.
 CROSS_PKGS = $$($(GO) list -tags nogui ./... | grep -v /app/gui)
-NO_WIN_VET = /app/cli$$|/internal/userfile$$
+NO_WIN_VET = /app/cli$$|/internal/userfile$$|/bench/benchtool$$
 cross: $(STAMP)
 	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 $(GO) build -tags nogui -o /dev/null .
 	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 $(GO) vet -tags nogui $(CROSS_PKGS)
