@@ -407,11 +407,19 @@ func (c *Cache) Fetch(ctx context.Context, httpClient *http.Client, url, key str
 		return "", err
 	}
 	defer d.close()
-	if size, ok, err := cachedEntry(d, name); err != nil {
+	// hit reports a complete, checked entry: looked for before the lock
+	// and again once it is held (another process may have finished it).
+	hit := func() (bool, error) {
+		size, ok, err := cachedEntry(d, name)
+		if err == nil && ok {
+			newMeter(progress, StageDownload, size, false).update(size, true)
+			fetched.Store(final, entryRef{c.Dir, key})
+		}
+		return ok, err
+	}
+	if ok, err := hit(); err != nil {
 		return "", err
 	} else if ok {
-		newMeter(progress, StageDownload, size, false).update(size, true)
-		fetched.Store(final, entryRef{c.Dir, key})
 		return final, nil
 	}
 	// One process downloads an entry at a time; the others wait here, then
@@ -425,11 +433,9 @@ func (c *Cache) Fetch(ctx context.Context, httpClient *http.Client, url, key str
 		return "", err
 	}
 	defer lf.Close()
-	if size, ok, err := cachedEntry(d, name); err != nil {
+	if ok, err := hit(); err != nil {
 		return "", err
 	} else if ok {
-		newMeter(progress, StageDownload, size, false).update(size, true)
-		fetched.Store(final, entryRef{c.Dir, key})
 		return final, nil
 	}
 	partial, metaName := name+partialSuffix, name+metaSuffix

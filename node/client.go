@@ -83,6 +83,21 @@ type connTrace struct {
 	pinFailed  string // fingerprint of a certificate that matched no pin
 }
 
+// dial is the clients' TCP dialer: it records whether the node answered,
+// so errors can tell "nothing listens" from a TLS or API failure.
+func (t *connTrace) dial(ctx context.Context, addr string) (net.Conn, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", addr)
+	t.set(func(t *connTrace) {
+		if err != nil {
+			t.dialErr = err
+		} else {
+			t.dialed = true
+		}
+	})
+	return c, err
+}
+
 func (t *connTrace) set(f func(*connTrace)) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -135,22 +150,10 @@ var errClientCertRequested = errors.New("the server asks for a client certificat
 // WithClientMaintenance does (client.WithTLSConfig + client.WithEndpoints),
 // plus a dialer that records the TCP outcome.
 func newInsecureClient(ctx context.Context, endpoint string, trace *connTrace, pins []string) (*client.Client, error) {
-	dialer := func(ctx context.Context, addr string) (net.Conn, error) {
-		var d net.Dialer
-		c, err := d.DialContext(ctx, "tcp", addr)
-		trace.set(func(t *connTrace) {
-			if err != nil {
-				t.dialErr = err
-			} else {
-				t.dialed = true
-			}
-		})
-		return c, err
-	}
 	return client.New(ctx,
 		client.WithTLSConfig(insecureTLS(trace, pins)),
 		client.WithEndpoints(endpoint),
-		client.WithGRPCDialOptions(grpc.WithContextDialer(dialer)),
+		client.WithGRPCDialOptions(grpc.WithContextDialer(trace.dial)),
 	)
 }
 

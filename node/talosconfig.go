@@ -7,7 +7,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"strings"
 	"time"
@@ -150,22 +149,10 @@ func (t *Talosconfig) tlsConfig(trace *connTrace) *tls.Config {
 // newSecureClient is a machinery client to one node authenticated with the
 // talosconfig (like `talosctl -e IP -n IP`).
 func newSecureClient(ctx context.Context, endpoint string, t *Talosconfig, trace *connTrace) (*client.Client, error) {
-	dialer := func(ctx context.Context, addr string) (net.Conn, error) {
-		var d net.Dialer
-		c, err := d.DialContext(ctx, "tcp", addr)
-		trace.set(func(tr *connTrace) {
-			if err != nil {
-				tr.dialErr = err
-			} else {
-				tr.dialed = true
-			}
-		})
-		return c, err
-	}
 	return client.New(ctx,
 		client.WithTLSConfig(t.tlsConfig(trace)),
 		client.WithEndpoints(endpoint),
-		client.WithGRPCDialOptions(grpc.WithContextDialer(dialer),
+		client.WithGRPCDialOptions(grpc.WithContextDialer(trace.dial),
 			// A rebooting node is away for minutes: retry its address every few
 			// seconds rather than gRPC's default backoff of up to two minutes.
 			grpc.WithConnectParams(grpc.ConnectParams{
