@@ -359,7 +359,7 @@ func commentBody(line string) (string, bool) {
 // registry is the factory's registry host ("" -> factory.talos.dev).
 func InstallerPatch(p Profile, registry string) ([]byte, error) {
 	if registry == "" {
-		registry = strings.TrimPrefix(DefaultBaseURL, "https://")
+		registry = NewClient(DefaultBaseURL, nil).RegistryHost()
 	}
 
 	s := p.Schematic()

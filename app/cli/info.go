@@ -7,22 +7,39 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/imaging/devices"
 	"github.com/talosflash/talosflash/node"
 )
 
 func runSchematic(ctx context.Context, args []string, env Env) error {
 	var f imageFlags
-	var register, jsonOut bool
+	var register, jsonOut, installerYAML bool
 	fs := newFlagSet("schematic", env)
 	f.register(fs)
 	fs.BoolVar(&register, "register", false, "also register it with the Image Factory (POST /schematics) and check the ID")
+	fs.BoolVar(&installerYAML, "installer-yaml", false, "print the role's talos/installer-<role>.yaml instead: the machine config patch with its installer image (for talosctl gen config --config-patch-<role>)")
 	fs.BoolVar(&jsonOut, "json", false, "print JSON")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if f.role == "" && f.installer == "" && f.installerFile == "" {
 		return usageErrorf("schematic: give --role (controlplane, worker or a profile), --installer or --installer-file")
+	}
+	if installerYAML {
+		if f.role == "" {
+			return usageErrorf("schematic --installer-yaml: give --role (controlplane, worker or a profile)")
+		}
+		p, err := f.profile()
+		if err != nil {
+			return err
+		}
+		patch, err := factory.InstallerPatch(p, f.client().RegistryHost())
+		if err != nil {
+			return fmt.Errorf("installer patch for %s: %w", p.Name, err)
+		}
+		_, err = env.Stdout.Write(patch)
+		return err
 	}
 	im, err := f.resolve(ctx, register)
 	if err != nil {

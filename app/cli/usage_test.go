@@ -1,8 +1,12 @@
 package cli
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/talosflash/talosflash/factory"
 )
 
 var subcommands = []string{"flash", "schematic", "profiles", "devices", "nodes", "apply", "bootstrap", "upgrade", "outdated"}
@@ -82,5 +86,38 @@ func TestUnknownCommandIsOneLine(t *testing.T) {
 	code, stdout, stderr := cliRun(t, "frobnicate")
 	if code != ExitUsage || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "talosflash --help") {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+}
+
+// `schematic --installer-yaml` prints the role's talos/installer-<role>.yaml:
+// a patch that `talosflash --installer-file` (and outdated) read back to the
+// same installer, on the configured factory's registry.
+func TestSchematicInstallerYAML(t *testing.T) {
+	dir := t.TempDir()
+	for _, role := range []string{"controlplane", "worker"} {
+		code, stdout, stderr := cliRun(t, "schematic", "--role", role, "--installer-yaml", "--factory", "http://127.0.0.1:5005")
+		if code != ExitOK {
+			t.Fatalf("%s: exit %d: %s", role, code, stderr)
+		}
+		inf, err := factory.ParseInstallerFile([]byte(stdout))
+		if err != nil {
+			t.Fatalf("%s: the patch does not parse back: %v\n%s", role, err, stdout)
+		}
+		p, _ := factory.FindProfile(factory.BuiltinProfiles(), role)
+		id, _ := p.SchematicID()
+		if inf.Ref.SchematicID != id || inf.Ref.Registry != "127.0.0.1:5005" || inf.Ref.Version != factory.DefaultTalosVersion || inf.Schematic == nil {
+			t.Fatalf("%s: installer %+v, want %s on 127.0.0.1:5005", role, inf.Ref, id)
+		}
+		file := filepath.Join(dir, "installer-"+role+".yaml")
+		if err := os.WriteFile(file, []byte(stdout), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		code, stdout, stderr = cliRun(t, "schematic", "--installer-file", file, "--json", "--factory", "http://127.0.0.1:5005")
+		if code != ExitOK || !strings.Contains(stdout, id) {
+			t.Fatalf("%s: reading the file back: exit %d %s %s", role, code, stdout, stderr)
+		}
+	}
+	if code, _, _ := cliRun(t, "schematic", "--installer", "factory.talos.dev/metal-installer/"+strings.Repeat("a", 64)+":v1.14.5", "--installer-yaml"); code != ExitUsage {
+		t.Fatalf("--installer-yaml without --role: exit %d, want %d", code, ExitUsage)
 	}
 }
