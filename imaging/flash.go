@@ -420,6 +420,9 @@ func (c *card) verifyAndClose(ctx context.Context, w *written, src *openedSource
 		}
 		mode, err := verifyTarget(ctx, c.t, w, newMeter(opts.Progress, StageVerify, w.n, false).forTarget(c.name), depth)
 		if err != nil {
+			if errors.Is(err, errStalled) {
+				c.abandoned.Store(true) // its Close may hang too: never waited for
+			}
 			return res, err
 		}
 		res.Verified, res.VerifyMode = true, mode
@@ -898,7 +901,11 @@ func (p *pipeline) finish() (*written, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := c.t.Sync(); err != nil {
+			if err := syncBounded(c.t, cardStall); err != nil {
+				if errors.Is(err, errStalled) {
+					c.abandoned.Store(true) // its Close may hang too: never waited for
+					err = fmt.Errorf("%w: %w", err, ErrIncomplete)
+				}
 				c.err = &WriteError{Offset: p.readN, Err: fmt.Errorf("sync: %w", err)}
 				return
 			}
@@ -913,6 +920,10 @@ func (p *pipeline) finish() (*written, error) {
 	return &written{n: p.readN, sum: p.sum, crcs: p.crcs}, nil
 }
 
+// errStalled marks a card that stopped answering (a pulled reader can
+// hang in the kernel on a write, an fsync or a read).
+var errStalled = errors.New("the card stopped answering")
+
 // syncBounded syncs but gives up waiting after d (a dead device may hang).
 func syncBounded(t Target, d time.Duration) error {
 	done := make(chan error, 1)
@@ -921,7 +932,7 @@ func syncBounded(t Target, d time.Duration) error {
 	case err := <-done:
 		return err
 	case <-time.After(d):
-		return errors.New("sync timed out")
+		return fmt.Errorf("%w for %s", errStalled, d)
 	}
 }
 
@@ -992,7 +1003,24 @@ func verifyTarget(ctx context.Context, t Target, w *written, meter *meter, depth
 	}()
 
 	h := sha256.New()
-	for c := range full {
+	// A read that hangs (a pulled reader) or a cancel must not hold the
+	// flash: give up after cardStall without a byte, or at once on cancel.
+	stall := time.NewTimer(cardStall)
+	defer stall.Stop()
+	for {
+		var c *chunk
+		var ok bool
+		select {
+		case c, ok = <-full:
+		case <-ctx.Done():
+			return mode, fmt.Errorf("verify interrupted (%w); the image was written completely", ctx.Err())
+		case <-stall.C:
+			return mode, fmt.Errorf("verify: %w for %s: %w", errStalled, cardStall, ErrIncomplete)
+		}
+		if !ok {
+			break
+		}
+		stall.Reset(cardStall)
 		b := c.buf[:c.n]
 		h.Write(b)
 		for i := 0; i < len(b); i += crcBlock {

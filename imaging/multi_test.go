@@ -223,3 +223,105 @@ func TestFlashAllStuckCardIsGivenUp(t *testing.T) {
 		}
 	}
 }
+
+// hangingFile is a file target whose Sync or ReadAt blocks until release,
+// as a pulled reader can in the kernel.
+type hangingFile struct {
+	*os.File
+	hangSync, hangRead bool
+	release            chan struct{}
+	onRead             func() // called as a read starts
+}
+
+func (h hangingFile) Sync() error {
+	if h.hangSync {
+		<-h.release
+	}
+	return h.File.Sync()
+}
+
+func (h hangingFile) ReadAt(p []byte, off int64) (int, error) {
+	if h.onRead != nil {
+		h.onRead()
+	}
+	if h.hangRead {
+		<-h.release
+	}
+	return h.File.ReadAt(p, off)
+}
+
+// A card that hangs in its fsync or its read-back is given up after
+// cardStall like a hung write: the good card is verified and reported and
+// the flash returns (it used to wait for the stuck card for ever). With one
+// card, Ctrl-C ends a stuck read-back at once.
+func TestFlashAllCardHangingInSyncOrVerify(t *testing.T) {
+	old := cardStall
+	cardStall = 2 * time.Second
+	t.Cleanup(func() { cardStall = old })
+	img := testImage(t)
+	src := writeTemp(t, "metal-arm64.raw.xz", img.XZ)
+	for _, hang := range []string{"sync", "read"} {
+		t.Run(hang, func(t *testing.T) {
+			dir := t.TempDir()
+			release := make(chan struct{})
+			t.Cleanup(func() { close(release) })
+			targets := []string{filepath.Join(dir, "good.img"), filepath.Join(dir, "hang.img")}
+			open := func(path string, size int64) (Target, error) {
+				tg, err := OpenFile(path, size)
+				if err != nil || filepath.Base(path) != "hang.img" {
+					return tg, err
+				}
+				return hangingFile{File: tg.(*os.File), hangSync: hang == "sync", hangRead: hang == "read", release: release}, nil
+			}
+			done := make(chan struct{})
+			var cards []TargetResult
+			var err error
+			go func() {
+				defer close(done)
+				cards, err = FlashAll(context.Background(), FlashOptions{Source: Source{Path: src}, Targets: targets, Verify: true, Open: open})
+			}()
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+				t.Fatalf("FlashAll still waits for the card hanging in %s", hang)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !errors.Is(cards[1].Err, ErrIncomplete) || !errors.Is(cards[1].Err, errStalled) {
+				t.Fatalf("hanging card: %v, want it given up as incomplete", cards[1].Err)
+			}
+			if cards[0].Err != nil || !cards[0].Result.Verified || sha256File(t, targets[0]) != img.SHA256 {
+				t.Fatalf("good card: %+v", cards[0])
+			}
+		})
+	}
+	t.Run("cancel", func(t *testing.T) {
+		cardStall = time.Hour // only the cancel can end it
+		dir := t.TempDir()
+		release := make(chan struct{})
+		t.Cleanup(func() { close(release) })
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		open := func(path string, size int64) (Target, error) {
+			tg, err := OpenFile(path, size)
+			if err != nil {
+				return nil, err
+			}
+			return hangingFile{File: tg.(*os.File), hangRead: true, release: release, onRead: cancel}, nil
+		}
+		done := make(chan error, 1)
+		go func() {
+			_, err := Flash(ctx, FlashOptions{Source: Source{Path: src}, Target: filepath.Join(dir, "card.img"), Verify: true, Open: open})
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("err %v, want the cancel", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("Ctrl-C does not end a stuck read-back")
+		}
+	})
+}
