@@ -272,6 +272,9 @@ func (s *nodesStep) droppedTalosconfig(r *nodeRow, u fyne.URI, data []byte) {
 
 // refuseBootstrap says on the row why no bootstrap was started.
 func (s *nodesStep) refuseBootstrap(r *nodeRow, why string) {
+	if r.node.Addr == s.bootstrappedOn {
+		return // the row already says it is bootstrapped
+	}
 	s.ensureBootstrapBox(r)
 	r.bootstrapBox.Show()
 	r.bootState.Importance = widget.DangerImportance
