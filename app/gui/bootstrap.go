@@ -170,9 +170,6 @@ func (s *nodesStep) openBootstrapPrompt() *bootstrapPrompt {
 // Enter and Esc once the file dialog closes.
 func (s *nodesStep) pickTalosconfig(p *bootstrapPrompt) {
 	d := dialog.NewFileOpen(func(rc fyne.URIReadCloser, err error) {
-		if s.ui.modal == nil || s.ui.modal.files {
-			s.ui.track(p.modal)
-		}
 		if err != nil || rc == nil {
 			return
 		}
@@ -181,6 +178,13 @@ func (s *nodesStep) pickTalosconfig(p *bootstrapPrompt) {
 		s.loadTalosconfigInto(p, u)
 	}, s.ui.Window)
 	s.ui.showFileDialog(d)
+	// Chained after showFileDialog's own (which forgets the file dialog),
+	// also when Esc hides it without calling the callback.
+	d.SetOnClosed(func() {
+		if s.ui.modal == nil {
+			s.ui.track(p.modal)
+		}
+	})
 }
 
 // loadTalosconfigInto reads u in the background and sets it on p.

@@ -278,7 +278,19 @@ func TestBootstrapCancel(t *testing.T) {
 	r := f.row(addr, true)
 
 	f.onUI(func() { test.Tap(r.bootBtn) })
-	f.prompt()
+	p := f.prompt()
+	// The file dialog over it: Esc closes only the file dialog, then the
+	// bootstrap dialog has Enter and Esc again.
+	f.onUI(func() { test.Tap(p.choose) })
+	f.onUI(func() {
+		if f.ui.modal == nil || !f.ui.modal.files {
+			t.Fatal("no file dialog")
+		}
+	})
+	f.key(fyne.KeyEscape)
+	if f.prompt() != p {
+		t.Fatal("Esc in the file dialog lost the bootstrap dialog")
+	}
 	f.key(fyne.KeyEscape)
 	f.onUI(func() {
 		if f.ui.modal != nil || f.ui.nodes.bootRunning != nil {
@@ -287,7 +299,7 @@ func TestBootstrapCancel(t *testing.T) {
 		test.Tap(r.bootBtn)
 	})
 	f.drop(nil)
-	p := f.prompt()
+	p = f.prompt()
 	f.waitFor("talosconfig", func() bool { return p.tc != nil })
 	f.key(fyne.KeyReturn)
 	f.waitFor("waiting for the node", func() bool { return strings.Contains(r.bootState.Text, "API not answering") })
