@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
@@ -70,6 +71,10 @@ func (s *nodesStep) refreshBootstrapButtons() {
 			continue
 		}
 		r.bootBtn.Show()
+		if r.node.Addr == s.bootstrappedOn {
+			r.bootBtn.SetText("etcd bootstrapped")
+			r.bootBtn.SetIcon(theme.ConfirmIcon())
+		}
 		if blocked {
 			r.bootBtn.Disable()
 		} else {
@@ -86,13 +91,19 @@ func (s *nodesStep) ensureBootstrapBox(r *nodeRow) {
 	r.bootstrap = widget.NewEntry() // selectable: the command is copied into a terminal
 	r.bootNote = wrapLabel("")
 	r.bootState = wrapLabel("")
-	r.bootState.Hide()
 	r.bootCancel = newKeyButton(s.ui, "Cancel bootstrap", theme.CancelIcon(), func() { s.cancelBootstrap(r) })
 	r.bootCancel.Hide()
-	r.bootstrapBox = container.NewVBox(r.bootNote, r.bootstrap, r.bootState,
-		container.NewHBox(layout.NewSpacer(), r.bootCancel))
+	// The state (progress, outcome) with Cancel on its right, above the command.
+	r.bootStateBox = container.NewBorder(nil, nil, nil, container.NewVBox(r.bootCancel, layout.NewSpacer()), r.bootState)
+	r.bootStateBox.Hide()
+	r.bootstrapBox = container.NewVBox(r.bootStateBox, r.bootNote, r.bootstrap)
 	r.content.Add(r.bootstrapBox)
 }
+
+// relayout lays the rows out again after lines were shown, hidden or
+// rewrapped: Fyne re-lays a container out only when it is refreshed, and a
+// row's height changes the list's.
+func (s *nodesStep) relayout() { s.content.Refresh() }
 
 // openBootstrap shows the bootstrap dialog for r (UI goroutine). tc, when
 // set, is a talosconfig just dropped on the row; otherwise the one used
@@ -117,7 +128,7 @@ func (s *nodesStep) openBootstrap(r *nodeRow, tc *node.Talosconfig) {
 	})
 	items := container.NewVBox(
 		wrapLabel("Bootstrap creates the cluster: it starts etcd on this control plane node. Do it once per cluster, on one control plane node only. "+
-			"talosflash waits for the node to come back with its config (up to 10 minutes), sends the bootstrap request once, and waits for etcd to be healthy. "+
+			"talosflash waits for the node to come back with its config (up to "+waitText(s.bootWait.Timeout)+"), sends the bootstrap request once, and waits for etcd to be healthy. "+
 			"A node whose etcd already runs is refused and nothing is sent."),
 		heading("talosconfig (written by talosctl gen config next to controlplane.yaml)"),
 		container.NewBorder(nil, nil, nil, p.choose, p.file),
@@ -158,7 +169,7 @@ func (s *nodesStep) updatePrompt(p *bootstrapPrompt) {
 	}
 }
 
-// openPromptBootstrap is the bootstrap dialog shown now, nil when none.
+// openBootstrapPrompt is the bootstrap dialog shown now, nil when none.
 func (s *nodesStep) openBootstrapPrompt() *bootstrapPrompt {
 	if p := s.bootPrompt; p != nil && p.modal != nil && s.ui.modal == p.modal {
 		return p
@@ -283,7 +294,8 @@ func (s *nodesStep) refuseBootstrap(r *nodeRow, why string) {
 	r.bootstrapBox.Show()
 	r.bootState.Importance = widget.DangerImportance
 	r.bootState.SetText("Bootstrap refused, nothing was sent: " + why + ".")
-	r.bootState.Show()
+	r.bootStateBox.Show()
+	s.relayout()
 }
 
 // startBootstrap runs node.Bootstrap on r in the background (UI goroutine).
@@ -294,10 +306,8 @@ func (s *nodesStep) startBootstrap(r *nodeRow, tc *node.Talosconfig) {
 	}
 	s.talosconfig = tc
 	s.ensureBootstrapBox(r)
-	if r.bootNote.Text == "" {
-		r.bootNote.SetText("In a terminal, the same is:")
-		r.bootstrap.SetText(bootstrapCommand(r.node))
-	}
+	r.bootNote.SetText("The same in a terminal, from the folder with your talosconfig:")
+	r.bootstrap.SetText(bootstrapCommand(r.node))
 	r.bootstrapBox.Show()
 	ctx, cancel := context.WithCancel(s.ui.ctx)
 	r.bootCancelFn = cancel
@@ -305,9 +315,10 @@ func (s *nodesStep) startBootstrap(r *nodeRow, tc *node.Talosconfig) {
 	s.refreshBootstrapButtons()
 	r.bootState.Importance = widget.MediumImportance
 	r.bootState.SetText(phaseWait + "…")
-	r.bootState.Show()
+	r.bootStateBox.Show()
 	r.bootCancel.Enable()
 	r.bootCancel.Show()
+	s.relayout()
 
 	endpoint := r.node.Addr
 	opts := s.bootWait
@@ -327,6 +338,7 @@ func (s *nodesStep) startBootstrap(r *nodeRow, tc *node.Talosconfig) {
 		s.ui.do(func() {
 			if s.bootRunning == r {
 				r.bootState.SetText(text)
+				s.relayout() // the text may wrap onto more lines
 			}
 		})
 	}
@@ -344,6 +356,7 @@ func (s *nodesStep) cancelBootstrap(r *nodeRow) {
 		r.bootCancelFn()
 		r.bootCancel.Disable()
 		r.bootState.SetText("Cancelling…")
+		s.relayout()
 	}
 }
 
@@ -351,6 +364,7 @@ func (s *nodesStep) cancelBootstrap(r *nodeRow) {
 func (s *nodesStep) bootstrapDone(r *nodeRow, tc *node.Talosconfig, res *node.BootstrapResult, err error, cancelled bool) {
 	r.bootCancelFn = nil
 	r.bootCancel.Hide()
+	defer s.relayout()
 	s.bootRunning = nil
 	if err == nil {
 		s.bootstrappedOn = r.node.Addr
@@ -415,4 +429,15 @@ func shellQuote(p string) string {
 		return p
 	}
 	return "'" + strings.ReplaceAll(p, "'", `'\''`) + "'"
+}
+
+// waitText is the bootstrap's wait bound for the dialog.
+func waitText(d time.Duration) string {
+	if d <= 0 {
+		d = node.DefaultWaitTimeout
+	}
+	if d%time.Minute == 0 {
+		return fmt.Sprintf("%d minutes", d/time.Minute)
+	}
+	return d.Round(time.Second).String()
 }

@@ -62,6 +62,7 @@ type nodeRow struct {
 	bootstrap    *widget.Entry // the talosctl command (bootstrap, then kubeconfig)
 	bootNote     *widget.Label
 	bootState    *widget.Label // progress, outcome
+	bootStateBox *fyne.Container
 	bootCancel   *keyButton
 	bootCancelFn context.CancelFunc
 	bootstrapBox *fyne.Container
@@ -576,6 +577,7 @@ func (s *nodesStep) showBootstrap(r *nodeRow) {
 		r.bootstrap.Hide()
 	}
 	r.bootstrapBox.Show()
+	s.relayout()
 	s.refreshBootstrapButtons()
 }
 
