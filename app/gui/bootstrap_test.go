@@ -189,6 +189,7 @@ func TestBootstrapOnceFromTheRow(t *testing.T) {
 		if !r.bootBtn.Disabled() || !r2.bootBtn.Disabled() || r.bootCancel.Visible() {
 			t.Error("Bootstrap still offered after a success")
 		}
+		f.assertLaidOut(r)
 	})
 	f.mu.Lock()
 	progress := strings.Join(f.lines, "\n")
@@ -307,6 +308,7 @@ func TestBootstrapCancel(t *testing.T) {
 		if !strings.HasPrefix(r.bootState.Text, phaseWait) || !r.bootCancel.Visible() || !r.bootBtn.Disabled() {
 			t.Fatalf("running row: %q, cancel shown %v", r.bootState.Text, r.bootCancel.Visible())
 		}
+		f.assertLaidOut(r)
 		test.Tap(r.bootCancel)
 	})
 	f.waitIdle()
@@ -352,4 +354,21 @@ func TestBootstrapWaitsForTheNodeToComeBack(t *testing.T) {
 			t.Fatalf("row: %q", r.bootState.Text)
 		}
 	})
+}
+
+// assertLaidOut checks the row's bootstrap lines do not overlap and stay
+// inside the row's card after they were shown and rewrapped.
+func (f *bootFixture) assertLaidOut(r *nodeRow) {
+	f.t.Helper()
+	drv := fyne.CurrentApp().Driver()
+	state, note := drv.AbsolutePositionForObject(r.bootState), drv.AbsolutePositionForObject(r.bootNote)
+	cmd, box := drv.AbsolutePositionForObject(r.bootstrap), drv.AbsolutePositionForObject(r.box)
+	switch {
+	case r.bootState.Size().Height < r.bootState.MinSize().Height:
+		f.t.Errorf("progress text cut: %v high, needs %v", r.bootState.Size().Height, r.bootState.MinSize().Height)
+	case state.Y+r.bootState.MinSize().Height > note.Y:
+		f.t.Errorf("progress text (y %v, %v high) overlaps the next line (y %v)", state.Y, r.bootState.MinSize().Height, note.Y)
+	case cmd.Y+r.bootstrap.Size().Height > box.Y+r.box.Size().Height:
+		f.t.Errorf("the command (bottom %v) sticks out of the row (bottom %v)", cmd.Y+r.bootstrap.Size().Height, box.Y+r.box.Size().Height)
+	}
 }
