@@ -132,7 +132,7 @@ func (s *nodesStep) openBootstrap(r *nodeRow, tc *node.Talosconfig) {
 			"A node whose etcd already runs is refused and nothing is sent."),
 		heading("talosconfig (written by talosctl gen config next to controlplane.yaml)"),
 		container.NewBorder(nil, nil, nil, p.choose, p.file),
-		wrapLabel("Or drop the talosconfig file on this window. Its keys are used for this connection only: never shown, logged or stored."),
+		wrapLabel("Or drop the talosconfig file on this window. Its keys are only used to connect: never shown, logged or saved."),
 		p.warn,
 	)
 	if !r.controlplane {
@@ -344,8 +344,11 @@ func (s *nodesStep) startBootstrap(r *nodeRow, tc *node.Talosconfig) {
 	}
 	go func() {
 		res, err := node.Bootstrap(ctx, endpoint, tc, opts)
-		cancelled := ctx.Err() != nil && s.ui.ctx.Err() == nil
 		cancel()
+		if s.ui.ctx.Err() != nil {
+			return // the window closed
+		}
+		cancelled := ctx.Err() != nil
 		s.ui.do(func() { s.bootstrapDone(r, tc, res, err, cancelled) })
 	}()
 }
