@@ -344,11 +344,11 @@ func (s *nodesStep) startBootstrap(r *nodeRow, tc *node.Talosconfig) {
 	}
 	go func() {
 		res, err := node.Bootstrap(ctx, endpoint, tc, opts)
+		cancelled := ctx.Err() != nil // before our own cancel below
 		cancel()
 		if s.ui.ctx.Err() != nil {
 			return // the window closed
 		}
-		cancelled := ctx.Err() != nil
 		s.ui.do(func() { s.bootstrapDone(r, tc, res, err, cancelled) })
 	}()
 }
