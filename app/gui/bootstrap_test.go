@@ -372,3 +372,62 @@ func (f *bootFixture) assertLaidOut(r *nodeRow) {
 		f.t.Errorf("the command (bottom %v) sticks out of the row (bottom %v)", cmd.Y+r.bootstrap.Size().Height, box.Y+r.box.Size().Height)
 	}
 }
+
+// A reader talosconfig: the dialog warns before, the node refuses, and
+// the row says the admin talosconfig is needed.
+func TestBootstrapReaderTalosconfigRefused(t *testing.T) {
+	f := newBootFixture(t)
+	data, err := f.pki.Talosconfig("home", "os:reader", "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(f.tc, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if f.frags, err = nodetest.SecretFragments(data); err != nil {
+		t.Fatal(err)
+	}
+	n := nodetest.StartNode(t, nodetest.NodeOptions{PKI: f.pki})
+	r := f.row(n.Addr(), true)
+	f.onUI(func() { test.Tap(r.bootBtn) })
+	p := f.prompt()
+	f.drop(nil)
+	f.waitFor("talosconfig", func() bool { return p.tc != nil })
+	f.onUI(func() {
+		if !p.warn.Visible() || !strings.Contains(p.warn.Text, "not os:admin") {
+			t.Errorf("no warning: %q", p.warn.Text)
+		}
+	})
+	f.key(fyne.KeyReturn)
+	f.waitIdle()
+	if n.Bootstrapped() {
+		t.Fatal("a reader bootstrapped the node")
+	}
+	f.onUI(func() {
+		if !strings.HasPrefix(r.bootState.Text, "The node refused: ") || !strings.Contains(r.bootState.Text, "os:admin") || r.bootBtn.Disabled() {
+			t.Fatalf("row: %q", r.bootState.Text)
+		}
+	})
+	f.assertNoSecrets()
+}
+
+// A worker answers that bootstrap is for control plane nodes: said plainly.
+func TestBootstrapWorkerRefused(t *testing.T) {
+	f := newBootFixture(t)
+	n := nodetest.StartNode(t, nodetest.NodeOptions{PKI: f.pki, Worker: true})
+	r := f.row(n.Addr(), false)
+	tc, err := node.LoadTalosconfig(f.tc, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.onUI(func() { f.ui.nodes.startBootstrap(r, tc) })
+	f.waitIdle()
+	f.onUI(func() {
+		if r.bootState.Text != "Refused: this node is not a control plane node. Bootstrap the control plane node instead." {
+			t.Fatalf("row: %q", r.bootState.Text)
+		}
+	})
+	if n.Bootstrapped() {
+		t.Fatal("worker bootstrapped")
+	}
+}
