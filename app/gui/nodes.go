@@ -37,6 +37,13 @@ type nodesStep struct {
 	scan   *keyButton
 	manual *widget.Entry
 	shown  *applyPrompt // the findings dialog shown last
+
+	// Bootstrap (bootstrap.go): one at a time, and none after a success.
+	bootPrompt     *bootstrapPrompt  // the bootstrap dialog shown last
+	bootRunning    *nodeRow          // the row bootstrapping now
+	bootstrappedOn string            // the node bootstrapped in this session
+	talosconfig    *node.Talosconfig // the one used last, offered again
+	bootWait       node.WaitOptions  // zero: node's defaults (tests shorten them)
 }
 
 // nodeRow is one node in the list; box is what a drop is hit-tested against.
@@ -49,8 +56,15 @@ type nodeRow struct {
 	flashedBox *fyne.Container // "Card flashed as": only when the node does not say what it booted
 	reply      *widget.Label
 	content    *fyne.Container // the row's lines
-	// the `talosctl bootstrap` command after a control plane config
-	bootstrap    *widget.Entry
+	// the bootstrap step after a control plane config (bootstrap.go)
+	controlplane bool          // a control plane config was applied in this session
+	bootBtn      *keyButton    // "Bootstrap etcd…"
+	bootstrap    *widget.Entry // the talosctl command (bootstrap, then kubeconfig)
+	bootNote     *widget.Label
+	bootState    *widget.Label // progress, outcome
+	bootStateBox *fyne.Container
+	bootCancel   *keyButton
+	bootCancelFn context.CancelFunc
 	bootstrapBox *fyne.Container
 	pick         *keyButton
 }
@@ -167,6 +181,7 @@ func (s *nodesStep) addNode(n node.Node) *nodeRow {
 			r.node = n
 			r.title.SetText(nodeTitle(n))
 			s.showBooted(r)
+			s.refreshBootstrapButtons()
 			return r
 		}
 	}
@@ -181,10 +196,11 @@ func (s *nodesStep) addNode(n node.Node) *nodeRow {
 	if n.Configured {
 		r.pick.Disable()
 	}
+	r.bootBtn = newKeyButton(s.ui, "Bootstrap etcd…", theme.UploadIcon(), func() { s.openBootstrap(r, nil) })
 	r.flashedBox = container.NewHBox(widget.NewLabel("Card flashed as (the node does not say)"), r.flashed)
 	bg := canvasCard()
 	r.content = container.NewVBox(
-		container.NewBorder(nil, nil, widget.NewIcon(theme.ComputerIcon()), container.NewHBox(r.flashedBox, r.pick), r.title),
+		container.NewBorder(nil, nil, widget.NewIcon(theme.ComputerIcon()), container.NewHBox(r.flashedBox, r.pick, r.bootBtn), r.title),
 		r.badge,
 		r.reply,
 	)
@@ -193,6 +209,7 @@ func (s *nodesStep) addNode(n node.Node) *nodeRow {
 	s.rows = append(s.rows, r)
 	s.rowBox.Add(r.box)
 	s.empty.Hide()
+	s.refreshBootstrapButtons()
 	return r
 }
 
@@ -311,6 +328,10 @@ func (ui *UI) HandleDrop(pos fyne.Position, uris []fyne.URI) {
 		return
 	}
 	s := ui.nodes
+	if s.openBootstrapPrompt() != nil { // the talosconfig for the dialog shown
+		s.applyURI(nil, uris[0])
+		return
+	}
 	if ui.tabs.SelectedIndex() != tabNodes {
 		ui.tabs.SelectIndex(tabNodes)
 		s.status.SetText("Drop the config onto one of the nodes below.")
@@ -355,12 +376,18 @@ func (s *nodesStep) pickFile(r *nodeRow) {
 	s.ui.showFileDialog(d)
 }
 
+// applyURI reads a file dropped on row r (nil: on the bootstrap dialog): a
+// machine config is checked and applied, a talosconfig goes to bootstrap.
 func (s *nodesStep) applyURI(r *nodeRow, u fyne.URI) {
 	go func() {
 		data, err := readURI(u, node.MaxConfigSize+1)
 		s.ui.do(func() {
 			if err != nil {
 				s.ui.showError("Cannot read "+u.Name(), err)
+				return
+			}
+			if r == nil || isTalosconfig(data) {
+				s.droppedTalosconfig(r, u, data)
 				return
 			}
 			s.checkAndPrompt(r, u.Name(), data)
@@ -539,15 +566,19 @@ func (s *nodesStep) send(r *nodeRow, name string, data []byte, machineType strin
 // bootstrapped once, on one control plane node, with the talosconfig that
 // `talosctl gen config` wrote next to controlplane.yaml.
 func (s *nodesStep) showBootstrap(r *nodeRow) {
-	if r.bootstrap == nil {
-		r.bootstrap = widget.NewEntry()
-		r.bootstrapBox = container.NewVBox(
-			wrapLabel("Next, once (on one control plane node only): when it has rebooted, bootstrap etcd from the folder with your talosconfig:"),
-			r.bootstrap)
-		r.content.Add(r.bootstrapBox)
+	r.controlplane = true
+	s.ensureBootstrapBox(r)
+	if s.bootstrappedOn == "" && s.bootRunning != r {
+		r.bootNote.SetText("Next, once per cluster (on one control plane node only): press \"Bootstrap etcd…\" (or drop your talosconfig on this row); it waits for the node to reboot with its config. Or in a terminal, from the folder with your talosconfig:")
+		r.bootstrap.SetText(bootstrapCommand(r.node))
+		r.bootstrap.Show()
+	} else if s.bootstrappedOn != "" && s.bootstrappedOn != r.node.Addr {
+		r.bootNote.SetText("etcd was bootstrapped on " + s.bootstrappedOn + " in this session: this control plane node joins that cluster, no bootstrap here.")
+		r.bootstrap.Hide()
 	}
-	r.bootstrap.SetText(bootstrapCommand(r.node))
 	r.bootstrapBox.Show()
+	s.relayout()
+	s.refreshBootstrapButtons()
 }
 
 // bootstrapCommand is the talosctl command that bootstraps etcd on n.

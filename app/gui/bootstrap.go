@@ -1,0 +1,446 @@
+package gui
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/container"
+	"fyne.io/fyne/v2/dialog"
+	"fyne.io/fyne/v2/layout"
+	"fyne.io/fyne/v2/storage"
+	"fyne.io/fyne/v2/theme"
+	"fyne.io/fyne/v2/widget"
+	"gopkg.in/yaml.v3"
+
+	"github.com/talosflash/talosflash/node"
+)
+
+// The bootstrap step of a control plane row: with the user's talosconfig
+// (mTLS), wait for the node to come back with its config, bootstrap etcd
+// once (node.Bootstrap refuses a node whose etcd already runs), and wait for
+// etcd to be healthy. The talosconfig holds the cluster's admin key: it is
+// only ever named (path and context), never shown or logged.
+
+// Phases of a bootstrap, shown on the row.
+const (
+	phaseWait      = "1/3 waiting for the node to come back with its config"
+	phaseBootstrap = "2/3 bootstrapping etcd"
+	phaseHealthy   = "3/3 waiting for etcd to be healthy"
+)
+
+// bootstrapPrompt is the dialog that picks the talosconfig and confirms.
+type bootstrapPrompt struct {
+	modal  *modal
+	row    *nodeRow
+	tc     *node.Talosconfig
+	file   *widget.Label
+	warn   *widget.Label
+	choose *keyButton
+	first  *widget.Check // "first control plane" mark; nil after a control plane config from this session
+	start  *keyButton
+}
+
+// bootstrapEligible: a control plane config was applied to the row in this
+// session, or the node is configured (the user marks it as the first
+// control plane in the dialog).
+func (r *nodeRow) bootstrapEligible() bool { return r.controlplane || r.node.Configured }
+
+// bootstrapBlocked says why no bootstrap may start now ("" when one may).
+func (s *nodesStep) bootstrapBlocked() string {
+	switch {
+	case s.bootstrappedOn != "":
+		return "etcd was already bootstrapped on " + s.bootstrappedOn + " in this session: a cluster is bootstrapped once, on one node"
+	case s.bootRunning != nil:
+		return "a bootstrap of " + s.bootRunning.node.Addr + " is running"
+	}
+	return ""
+}
+
+// refreshBootstrapButtons shows each row's "Bootstrap etcd…" where it
+// applies, enabled only while no bootstrap runs or has succeeded.
+func (s *nodesStep) refreshBootstrapButtons() {
+	blocked := s.bootstrapBlocked() != ""
+	for _, r := range s.rows {
+		if !r.bootstrapEligible() {
+			r.bootBtn.Hide()
+			continue
+		}
+		r.bootBtn.Show()
+		if r.node.Addr == s.bootstrappedOn {
+			r.bootBtn.SetText("etcd bootstrapped")
+			r.bootBtn.SetIcon(theme.ConfirmIcon())
+		}
+		if blocked {
+			r.bootBtn.Disable()
+		} else {
+			r.bootBtn.Enable()
+		}
+	}
+}
+
+// ensureBootstrapBox adds the row's bootstrap lines once.
+func (s *nodesStep) ensureBootstrapBox(r *nodeRow) {
+	if r.bootstrapBox != nil {
+		return
+	}
+	r.bootstrap = widget.NewEntry() // selectable: the command is copied into a terminal
+	r.bootNote = wrapLabel("")
+	r.bootState = wrapLabel("")
+	r.bootCancel = newKeyButton(s.ui, "Cancel bootstrap", theme.CancelIcon(), func() { s.cancelBootstrap(r) })
+	r.bootCancel.Hide()
+	// The state (progress, outcome) with Cancel on its right, above the command.
+	r.bootStateBox = container.NewBorder(nil, nil, nil, container.NewVBox(r.bootCancel, layout.NewSpacer()), r.bootState)
+	r.bootStateBox.Hide()
+	r.bootstrapBox = container.NewVBox(r.bootStateBox, r.bootNote, r.bootstrap)
+	r.content.Add(r.bootstrapBox)
+}
+
+// relayout lays the rows out again after lines were shown, hidden or
+// rewrapped: Fyne re-lays a container out only when it is refreshed, and a
+// row's height changes the list's.
+func (s *nodesStep) relayout() { s.content.Refresh() }
+
+// openBootstrap shows the bootstrap dialog for r (UI goroutine). tc, when
+// set, is a talosconfig just dropped on the row; otherwise the one used
+// last in this session is offered.
+func (s *nodesStep) openBootstrap(r *nodeRow, tc *node.Talosconfig) {
+	if why := s.bootstrapBlocked(); why != "" {
+		s.refuseBootstrap(r, why)
+		return
+	}
+	if tc == nil {
+		tc = s.talosconfig
+	}
+	p := &bootstrapPrompt{row: r}
+	p.file = wrapLabel("")
+	p.warn = wrapLabel("")
+	p.warn.Importance = widget.WarningImportance
+	p.choose = newKeyButton(s.ui, "Choose talosconfig…", theme.FolderOpenIcon(), func() { s.pickTalosconfig(p) })
+	p.start = primaryButton(s.ui, "Bootstrap "+r.node.Addr, theme.ConfirmIcon(), func() {
+		if p.tc != nil {
+			s.startBootstrap(r, p.tc)
+		}
+	})
+	items := container.NewVBox(
+		wrapLabel("Bootstrap creates the cluster: it starts etcd on this control plane node. Do it once per cluster, on one control plane node only. "+
+			"talosflash waits for the node to come back with its config (up to "+waitText(s.bootWait.Timeout)+"), sends the bootstrap request once, and waits for etcd to be healthy. "+
+			"A node whose etcd already runs is refused and nothing is sent."),
+		heading("talosconfig (written by talosctl gen config next to controlplane.yaml)"),
+		container.NewBorder(nil, nil, nil, p.choose, p.file),
+		wrapLabel("Or drop the talosconfig file on this window. Its keys are only used to connect: never shown, logged or saved."),
+		p.warn,
+	)
+	if !r.controlplane {
+		p.first = widget.NewCheck("This is the first control plane node of its cluster (no other node was bootstrapped)", func(bool) { s.updatePrompt(p) })
+		items.Add(p.first)
+	}
+	s.setPromptTalosconfig(p, tc)
+	s.bootPrompt = p
+	p.modal = s.ui.showModal("Bootstrap etcd on "+r.node.Addr+"?", container.NewVScroll(items), "Cancel", p.start, fyne.NewSize(720, 420))
+}
+
+// setPromptTalosconfig shows which talosconfig the prompt will use.
+func (s *nodesStep) setPromptTalosconfig(p *bootstrapPrompt, tc *node.Talosconfig) {
+	p.tc = tc
+	p.warn.SetText("")
+	p.warn.Hide()
+	if tc == nil {
+		p.file.SetText("No talosconfig chosen yet.")
+	} else {
+		p.file.SetText(tc.String())
+		if !tc.IsAdmin() {
+			p.warn.SetText(fmt.Sprintf("Its client certificate has the roles %v, not os:admin: the node will refuse the bootstrap.", tc.Roles))
+			p.warn.Show()
+		}
+	}
+	s.updatePrompt(p)
+}
+
+func (s *nodesStep) updatePrompt(p *bootstrapPrompt) {
+	if p.tc != nil && (p.first == nil || p.first.Checked) {
+		p.start.Enable()
+	} else {
+		p.start.Disable()
+	}
+}
+
+// openBootstrapPrompt is the bootstrap dialog shown now, nil when none.
+func (s *nodesStep) openBootstrapPrompt() *bootstrapPrompt {
+	if p := s.bootPrompt; p != nil && p.modal != nil && s.ui.modal == p.modal {
+		return p
+	}
+	return nil
+}
+
+// pickTalosconfig opens a file dialog over the prompt; the prompt keeps
+// Enter and Esc once the file dialog closes.
+func (s *nodesStep) pickTalosconfig(p *bootstrapPrompt) {
+	d := dialog.NewFileOpen(func(rc fyne.URIReadCloser, err error) {
+		if err != nil || rc == nil {
+			return
+		}
+		u := rc.URI()
+		rc.Close() // read again bounded, refusing FIFOs and devices
+		s.loadTalosconfigInto(p, u)
+	}, s.ui.Window)
+	s.ui.showFileDialog(d)
+	// Chained after showFileDialog's own (which forgets the file dialog),
+	// also when Esc hides it without calling the callback.
+	d.SetOnClosed(func() {
+		if s.ui.modal == nil {
+			s.ui.track(p.modal)
+		}
+	})
+}
+
+// loadTalosconfigInto reads u in the background and sets it on p.
+func (s *nodesStep) loadTalosconfigInto(p *bootstrapPrompt, u fyne.URI) {
+	p.file.SetText("Reading " + u.Name() + "…")
+	go func() {
+		tc, err := loadTalosconfigURI(u)
+		s.ui.do(func() {
+			if err != nil {
+				p.tc = nil
+				p.file.SetText("")
+				p.warn.SetText("Cannot use " + u.Name() + ": " + err.Error())
+				p.warn.Show()
+				s.updatePrompt(p)
+				return
+			}
+			s.setPromptTalosconfig(p, tc)
+		})
+	}()
+}
+
+// loadTalosconfigURI reads a talosconfig bounded; its errors never quote it.
+func loadTalosconfigURI(u fyne.URI) (*node.Talosconfig, error) {
+	if u.Scheme() == "file" {
+		return node.LoadTalosconfig(u.Path(), "")
+	}
+	rc, err := storage.Reader(u)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	data, err := io.ReadAll(io.LimitReader(rc, node.MaxTalosconfigSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > node.MaxTalosconfigSize {
+		return nil, errf("%s is larger than %d bytes: not a talosconfig", u.Name(), node.MaxTalosconfigSize)
+	}
+	tc, err := node.ParseTalosconfig(data, "")
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", u.Name(), err)
+	}
+	tc.Path = u.Name()
+	return tc, nil
+}
+
+// isTalosconfig tells a dropped talosconfig from a machine config: it has
+// contexts and no machine section.
+func isTalosconfig(data []byte) bool {
+	var doc struct {
+		Contexts map[string]any `yaml:"contexts"`
+		Machine  any            `yaml:"machine"`
+	}
+	if yaml.Unmarshal(data, &doc) != nil { // the error may quote the file: dropped
+		return false
+	}
+	return len(doc.Contexts) > 0 && doc.Machine == nil
+}
+
+// droppedTalosconfig handles a talosconfig dropped on row r (UI goroutine):
+// it goes to the bootstrap dialog open now, or opens one for r.
+func (s *nodesStep) droppedTalosconfig(r *nodeRow, u fyne.URI, data []byte) {
+	tc, err := node.ParseTalosconfig(data, "")
+	if err == nil {
+		tc.Path = u.Name()
+		if u.Scheme() == "file" {
+			tc.Path = u.Path()
+		}
+	}
+	if p := s.openBootstrapPrompt(); p != nil {
+		if err != nil {
+			p.warn.SetText("Cannot use " + u.Name() + ": " + err.Error())
+			p.warn.Show()
+			return
+		}
+		s.setPromptTalosconfig(p, tc)
+		return
+	}
+	if err != nil {
+		s.ui.showError("Cannot use "+u.Name()+" as a talosconfig", err)
+		return
+	}
+	if r == nil {
+		s.status.SetText("Drop the talosconfig onto the control plane node to bootstrap.")
+		return
+	}
+	s.openBootstrap(r, tc)
+}
+
+// refuseBootstrap says on the row why no bootstrap was started.
+func (s *nodesStep) refuseBootstrap(r *nodeRow, why string) {
+	if r.node.Addr == s.bootstrappedOn {
+		return // the row already says it is bootstrapped
+	}
+	s.ensureBootstrapBox(r)
+	r.bootstrapBox.Show()
+	r.bootState.Importance = widget.DangerImportance
+	r.bootState.SetText("Bootstrap refused, nothing was sent: " + why + ".")
+	r.bootStateBox.Show()
+	s.relayout()
+}
+
+// startBootstrap runs node.Bootstrap on r in the background (UI goroutine).
+func (s *nodesStep) startBootstrap(r *nodeRow, tc *node.Talosconfig) {
+	if why := s.bootstrapBlocked(); why != "" {
+		s.refuseBootstrap(r, why)
+		return
+	}
+	s.talosconfig = tc
+	s.ensureBootstrapBox(r)
+	r.bootNote.SetText("The same in a terminal, from the folder with your talosconfig:")
+	r.bootstrap.SetText(bootstrapCommand(r.node))
+	r.bootstrapBox.Show()
+	ctx, cancel := context.WithCancel(s.ui.ctx)
+	r.bootCancelFn = cancel
+	s.bootRunning = r
+	s.refreshBootstrapButtons()
+	r.bootState.Importance = widget.MediumImportance
+	r.bootState.SetText(phaseWait + "…")
+	r.bootStateBox.Show()
+	r.bootCancel.Enable()
+	r.bootCancel.Show()
+	s.relayout()
+
+	endpoint := r.node.Addr
+	opts := s.bootWait
+	phase := phaseWait
+	also := opts.Progress // tests record the lines
+	opts.Progress = func(line string) {
+		if also != nil {
+			also(line)
+		}
+		switch {
+		case strings.HasPrefix(line, "bootstrapping etcd"):
+			phase = phaseBootstrap
+		case strings.HasPrefix(line, "bootstrap accepted"):
+			phase = phaseHealthy
+		}
+		text := phase + ": " + line
+		s.ui.do(func() {
+			if s.bootRunning == r {
+				r.bootState.SetText(text)
+				s.relayout() // the text may wrap onto more lines
+			}
+		})
+	}
+	go func() {
+		res, err := node.Bootstrap(ctx, endpoint, tc, opts)
+		cancelled := ctx.Err() != nil // before our own cancel below
+		cancel()
+		if s.ui.ctx.Err() != nil {
+			return // the window closed
+		}
+		s.ui.do(func() { s.bootstrapDone(r, tc, res, err, cancelled) })
+	}()
+}
+
+// cancelBootstrap stops the running bootstrap of r.
+func (s *nodesStep) cancelBootstrap(r *nodeRow) {
+	if r.bootCancelFn != nil {
+		r.bootCancelFn()
+		r.bootCancel.Disable()
+		r.bootState.SetText("Cancelling…")
+		s.relayout()
+	}
+}
+
+// bootstrapDone shows the outcome (UI goroutine).
+func (s *nodesStep) bootstrapDone(r *nodeRow, tc *node.Talosconfig, res *node.BootstrapResult, err error, cancelled bool) {
+	r.bootCancelFn = nil
+	r.bootCancel.Hide()
+	defer s.relayout()
+	s.bootRunning = nil
+	if err == nil {
+		s.bootstrappedOn = r.node.Addr
+		s.refreshBootstrapButtons()
+		r.bootState.Importance = widget.SuccessImportance
+		version := ""
+		if res.TalosVersion != "" {
+			version = " (Talos " + res.TalosVersion + ")"
+		}
+		r.bootState.SetText("etcd bootstrapped on " + res.Endpoint + version + ", running and healthy. The cluster is starting Kubernetes.")
+		r.bootNote.SetText("Next, get the cluster's kubeconfig:")
+		r.bootstrap.SetText(kubeconfigCommand(r.node, tc))
+		return
+	}
+	s.refreshBootstrapButtons()
+	r.bootState.Importance = widget.DangerImportance
+	r.bootState.SetText(bootstrapErrorText(err, res, cancelled))
+	if !cancelled {
+		s.ui.showModal("etcd was not bootstrapped on "+r.node.Addr, container.NewVScroll(wrapLabel(r.bootState.Text)), "Close", nil, fyne.NewSize(620, 260))
+	}
+}
+
+// bootstrapErrorText says in plain words what happened and whether
+// anything reached the node.
+func bootstrapErrorText(err error, res *node.BootstrapResult, cancelled bool) string {
+	sent := res != nil && res.Attempts > 0
+	switch {
+	case cancelled && !sent:
+		return "Cancelled: no bootstrap request was sent."
+	case cancelled:
+		return "Cancelled after the bootstrap request was sent: etcd may be starting. Check with talosctl service etcd before trying again (a second bootstrap is refused)."
+	case errors.Is(err, node.ErrAlreadyBootstrapped) && !sent:
+		return "Refused: etcd is already bootstrapped on this node, so nothing was sent. A second bootstrap would split the cluster; the cluster exists, get its kubeconfig with talosctl kubeconfig."
+	case errors.Is(err, node.ErrAlreadyBootstrapped):
+		return "Refused by the node: etcd already has data on it (" + err.Error() + "). A second bootstrap would split the cluster; the cluster exists, get its kubeconfig with talosctl kubeconfig."
+	case errors.Is(err, node.ErrNotControlPlane):
+		return "Refused: this node is not a control plane node. Bootstrap the control plane node instead."
+	case errors.Is(err, node.ErrTalosconfig):
+		return "The talosconfig cannot be used: " + err.Error()
+	case errors.Is(err, context.DeadlineExceeded):
+		return "The node did not get ready in time, nothing was bootstrapped: " + err.Error() + ". Check that it rebooted with its config and is on this network, then try again."
+	case errors.Is(err, node.ErrRefused):
+		return "The node refused: " + err.Error() + ". Bootstrap needs the admin talosconfig of this cluster (role os:admin)."
+	case errors.Is(err, node.ErrNetwork):
+		return "Cannot talk to the node: " + err.Error()
+	}
+	return "Bootstrap failed: " + err.Error()
+}
+
+// kubeconfigCommand is the step after a bootstrap.
+func kubeconfigCommand(n node.Node, tc *node.Talosconfig) string {
+	ip := hostOf(n.Addr)
+	if n.IP.IsValid() {
+		ip = n.IP.String()
+	}
+	return fmt.Sprintf("talosctl --talosconfig %s kubeconfig --nodes %s --endpoints %s", shellQuote(tc.Path), ip, ip)
+}
+
+// shellQuote quotes a path for a POSIX shell when it needs it.
+func shellQuote(p string) string {
+	if p != "" && !strings.ContainsAny(p, " \t\n'\"\\$`!*?[](){}<>|&;#~") {
+		return p
+	}
+	return "'" + strings.ReplaceAll(p, "'", `'\''`) + "'"
+}
+
+// waitText is the bootstrap's wait bound for the dialog.
+func waitText(d time.Duration) string {
+	if d <= 0 {
+		d = node.DefaultWaitTimeout
+	}
+	if d%time.Minute == 0 {
+		return fmt.Sprintf("%d minutes", d/time.Minute)
+	}
+	return d.Round(time.Second).String()
+}
