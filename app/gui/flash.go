@@ -29,6 +29,7 @@ type flashStep struct {
 
 	summary *widget.Label
 	bars    map[imaging.Stage]*stageBar
+	touched bool // this flash wrote to the card (progress says so)
 	status  *widget.Label
 	start   *keyButton
 	cancel  *keyButton
@@ -209,6 +210,7 @@ func (s *flashStep) begin(choice imageChoice, disk devices.Disk) {
 
 // resetProgress empties the bars and hides the finish screen.
 func (s *flashStep) resetProgress() {
+	s.touched = false
 	for _, b := range s.bars {
 		b.bar.SetValue(0)
 		b.detail.SetText("waiting")
@@ -257,6 +259,9 @@ func (s *flashStep) showProgress(p imaging.Progress) {
 	if b == nil {
 		return
 	}
+	if p.Stage == imaging.StageVerify || p.Stage == imaging.StageWrite && p.Done > 0 {
+		s.touched = true // the card no longer holds what it held
+	}
 	if p.Total > 0 {
 		b.bar.SetValue(float64(p.Done) / float64(p.Total))
 	}
@@ -299,6 +304,22 @@ func progressText(p imaging.Progress) string {
 	return t
 }
 
+// cardState says what a failed or cancelled flash left on the card: only a
+// card that was written to is "incomplete" (a refusal, a card too small or
+// a download that failed before the write left it as it was).
+func cardState(err error, touched bool) string {
+	var writeErr *imaging.WriteError
+	switch {
+	case errors.Is(err, imaging.ErrVerifyMismatch):
+		return "does not read back as the image: do not use it (try another card)."
+	case errors.Is(err, imaging.ErrIncomplete), errors.As(err, &writeErr):
+		return "is incomplete and will not boot: flash it again before using it."
+	case touched:
+		return "was written but not verified: flash it again before using it."
+	}
+	return "was not changed."
+}
+
 // finish shows the outcome (UI goroutine).
 func (s *flashStep) finish(c imageChoice, disk devices.Disk, out *plan.Outcome, err error) {
 	s.running, s.finished = nil, true
@@ -307,11 +328,12 @@ func (s *flashStep) finish(c imageChoice, disk devices.Disk, out *plan.Outcome, 
 	s.another.Show()
 	if err != nil {
 		s.status.Importance = widget.DangerImportance
+		state := cardState(err, s.touched)
 		if errors.Is(err, context.Canceled) {
-			s.status.SetText("Cancelled. " + disk.Path + " is incomplete and will not boot: flash it again before using it.")
+			s.status.SetText("Cancelled: " + disk.Path + " " + state)
 			return
 		}
-		s.status.SetText("Failed: " + disk.Path + " is incomplete and will not boot.")
+		s.status.SetText("Failed: " + disk.Path + " " + state)
 		s.ui.showError("Flashing "+disk.Path+" failed", err)
 		return
 	}
@@ -363,9 +385,14 @@ func (s *flashStep) showEjected(e devices.Ejected) {
 		return
 	}
 	s.eject.Importance = widget.MediumImportance
-	s.eject.SetText("Safe to remove (" + e.Note + ").")
-	if !e.Flushed {
+	switch {
+	case e.PowerOffFailed:
+		s.eject.Importance = widget.WarningImportance
+		s.eject.SetText("Written and verified, but not yet safe to remove: " + e.Note + ".")
+	case !e.Flushed:
 		s.eject.SetText("Written and synced; " + e.Note + ".")
+	default:
+		s.eject.SetText("Safe to remove (" + e.Note + ").")
 	}
 }
 

@@ -2,6 +2,9 @@ package gui
 
 import (
 	"bytes"
+	"context"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -289,7 +292,9 @@ func TestCancelReportsIncomplete(t *testing.T) {
 	h.onUI(func() { test.Tap(h.ui.flash.cancel) })
 	h.waitFor("cancel", func() bool { return h.ui.flash.finished })
 	h.onUI(func() {
-		if s := h.ui.flash.status.Text; !strings.Contains(s, "incomplete") {
+		// Cancelled during the download: nothing was written, and the
+		// status says so (it used to call the card incomplete).
+		if s := h.ui.flash.status.Text; !strings.Contains(s, "was not changed") {
 			t.Fatalf("status after cancel %q", s)
 		}
 	})
@@ -507,5 +512,26 @@ echo '{"event":"result","device":"x","bytes":4096,"sha256":"feedbeef","verified"
 	}
 	if data, err := os.ReadFile(cached); err != nil || !bytes.Equal(data, h.image.Zstd(t)) {
 		t.Fatalf("the child was not given the downloaded image: %v", err)
+	}
+}
+
+// What the status line says a failure left on the card.
+func TestCardState(t *testing.T) {
+	for _, c := range []struct {
+		err     error
+		touched bool
+		want    string
+	}{
+		{fmt.Errorf("too small: %w", imaging.ErrTargetTooSmall), false, "was not changed"},
+		{&devices.RefusedError{Device: "/dev/sdb", Reason: devices.CodeSystemDisk, Msg: "system disk"}, false, "was not changed"},
+		{fmt.Errorf("download: %w", context.Canceled), false, "was not changed"},
+		{fmt.Errorf("flash interrupted after 4 bytes: %w", imaging.ErrIncomplete), true, "incomplete"},
+		{&imaging.WriteError{Offset: 4096, Err: errors.New("EIO")}, true, "incomplete"},
+		{&imaging.VerifyError{Offset: 4096}, true, "does not read back"},
+		{fmt.Errorf("verify interrupted (%w); the image was written completely", context.Canceled), true, "not verified"},
+	} {
+		if got := cardState(c.err, c.touched); !strings.Contains(got, c.want) {
+			t.Errorf("cardState(%v, %v) = %q, want %q", c.err, c.touched, got, c.want)
+		}
 	}
 }

@@ -14,9 +14,12 @@ import (
 
 // Ejected says how a written card was made safe to remove.
 type Ejected struct {
-	Flushed    bool   // the device's buffers were flushed again
-	PoweredOff bool   // udisks2 powered the drive off (its light goes out)
-	Note       string // what the user should know, one sentence
+	Flushed    bool // the device's buffers were flushed again
+	PoweredOff bool // udisks2 powered the drive off (its light goes out)
+	// PowerOffFailed: udisks2 was asked and refused (a partition got
+	// mounted meanwhile): not safe to pull until it is unmounted.
+	PowerOffFailed bool
+	Note           string // what the user should know, one sentence
 }
 
 // udisksctl is the udisks2 command line tool.
@@ -62,6 +65,7 @@ func Eject(ctx context.Context, path string) Ejected {
 		if msg == "" {
 			msg = err.Error()
 		}
+		e.PowerOffFailed = true
 		e.Note = "could not power the card off (" + msg + "): unmount it in the file manager before removing it"
 		return e
 	}
