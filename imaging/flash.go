@@ -242,8 +242,8 @@ func (s *openedSource) setFormat(head []byte, fileSize int64) error {
 	return nil
 }
 
-// notTarget refuses a target that is the source file itself: opening it
-// for writing would truncate the image before a byte is read.
+// notTarget refuses a target that is the source file itself, or a loop
+// device over it: writing would destroy the image while it is being read.
 func (s *openedSource) notTarget(target string) error {
 	from := s.path
 	if from == "" {
@@ -258,6 +258,11 @@ func (s *openedSource) notTarget(target string) error {
 	}
 	if ti, err := os.Stat(target); err == nil && os.SameFile(si, ti) {
 		return fmt.Errorf("%w: %s is %s", ErrTargetIsSource, target, from)
+	}
+	if back := loopBacking(target); back != "" {
+		if bi, err := os.Stat(back); err == nil && os.SameFile(si, bi) {
+			return fmt.Errorf("%w: %s is a loop device over %s", ErrTargetIsSource, target, from)
+		}
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -274,5 +275,36 @@ func TestFlashRefusesTargetThatIsTheSource(t *testing.T) {
 		if got := imagetest.FileSHA256(t, self, img.Size); got != img.SHA256 {
 			t.Fatalf("the source file changed")
 		}
+	}
+}
+
+// A loop device over the image file itself is refused too (it used to be
+// flashed onto itself and the image destroyed).
+func TestFlashRefusesLoopDeviceOverTheSource(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("loop devices need root")
+	}
+	img := testImage(t)
+	src := filepath.Join(t.TempDir(), "pad.raw.xz")
+	// xz ignores the zero padding after the stream: the loop device is
+	// large enough for the image, as in the review's reproduction.
+	padded := append(append([]byte{}, img.XZ...), make([]byte, img.Size+(1<<20))...)
+	padded = padded[:len(padded)/512*512]
+	if err := os.WriteFile(src, padded, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	before := sha256File(t, src)
+	out, err := exec.Command("losetup", "-f", "--show", src).Output()
+	if err != nil {
+		t.Skipf("losetup: %v", err)
+	}
+	dev := strings.TrimSpace(string(out))
+	t.Cleanup(func() { _ = exec.Command("losetup", "-d", dev).Run() })
+	_, err = Flash(context.Background(), FlashOptions{Source: Source{Path: src}, Target: dev, Verify: true})
+	if !errors.Is(err, ErrTargetIsSource) {
+		t.Fatalf("err %v, want ErrTargetIsSource", err)
+	}
+	if sha256File(t, src) != before {
+		t.Fatal("the source image changed")
 	}
 }

@@ -1,0 +1,6 @@
+//go:build !linux
+
+package imaging
+
+// loopBacking: loop devices are Linux's.
+func loopBacking(string) string { return "" }
