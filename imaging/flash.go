@@ -335,14 +335,17 @@ func FlashAll(ctx context.Context, opts FlashOptions) ([]TargetResult, error) {
 	}
 	defer closeStream() // stops decoder goroutines on cancel or write error
 
+	// A target that is the source is a mistake in the command: refused
+	// before any card is touched.
+	for _, name := range names {
+		if err := src.notTarget(name); err != nil {
+			return nil, err
+		}
+	}
 	results := make([]TargetResult, len(names))
 	var cards []*card
 	for i, name := range names {
 		results[i].Target = name
-		if err := src.notTarget(name); err != nil {
-			results[i].Err = err
-			continue
-		}
 		t, limit, err := openTarget(opts, name, src.size)
 		if err != nil {
 			results[i].Err = err

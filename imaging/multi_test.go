@@ -325,3 +325,22 @@ func TestFlashAllCardHangingInSyncOrVerify(t *testing.T) {
 		}
 	})
 }
+
+// Naming the source image among several targets is refused before any
+// card is written (it used to write the others first).
+func TestFlashAllSourceAmongTargets(t *testing.T) {
+	img := testImage(t)
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src.raw")
+	if err := os.WriteFile(src, img.Raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(dir, "b.img")
+	_, err := FlashAll(context.Background(), FlashOptions{Source: Source{Path: src}, Targets: []string{other, src}, Verify: true})
+	if !errors.Is(err, ErrTargetIsSource) {
+		t.Fatalf("err %v, want ErrTargetIsSource", err)
+	}
+	if _, err := os.Stat(other); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the other card was written: %v", err)
+	}
+}
