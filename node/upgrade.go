@@ -25,6 +25,8 @@ var (
 	ErrNoSchematic = errors.New("the node does not report its Image Factory schematic")
 	// ErrExtensionMissing: the target version lacks one of the node's extensions.
 	ErrExtensionMissing = errors.New("extension not available for the target version")
+	// ErrDowngrade: the target version is older than the running one.
+	ErrDowngrade = errors.New("talosflash does not downgrade")
 	// ErrUpgradeFailed: the installer ran and failed, or the node came back
 	// wrong; errors.Is(err, ErrRefused) too (exit 8).
 	ErrUpgradeFailed error = refusal("upgrade failed")
@@ -136,7 +138,7 @@ func planUpgrade(ctx context.Context, endpoint string, tc *Talosconfig, opts Upg
 		res.UpToDate = true
 		return res, s, nil
 	case to.LT(from):
-		return res, s, fmt.Errorf("upgrade %s: %s is older than the running %s; talosflash does not downgrade", s.endpoint, opts.To, res.From)
+		return res, s, fmt.Errorf("upgrade %s: %s is older than the running %s: %w", s.endpoint, opts.To, res.From, ErrDowngrade)
 	}
 	if err := checkTargetExtensions(ctx, opts, res); err != nil {
 		return res, s, err

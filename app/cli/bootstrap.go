@@ -110,14 +110,15 @@ func hostOf(endpoint string) string {
 
 // waitExit gives a wait that ran out of time (the node never answered or
 // never became healthy) the network exit code, and a node that does not
-// report its schematic the usage one (talosflash cannot do it; talosctl can).
+// report its schematic, a missing extension or a downgrade the usage one
+// (talosflash will not do it; talosctl can).
 func waitExit(ctx context.Context, err error) error {
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
 		return withCode(ExitNetwork, err)
-	case errors.Is(err, node.ErrNoSchematic), errors.Is(err, node.ErrExtensionMissing):
+	case errors.Is(err, node.ErrNoSchematic), errors.Is(err, node.ErrExtensionMissing), errors.Is(err, node.ErrDowngrade):
 		return withCode(ExitUsage, err)
 	}
 	return err

@@ -111,6 +111,11 @@ func TestUpgradeCommandRefusals(t *testing.T) {
 	if code != ExitNetwork || !strings.Contains(stderr, "installer image not available") || len(n.Upgrades()) != 0 {
 		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
 	}
+	// A downgrade is refused as bad input (exit 2; it was 1, "internal"), nothing sent.
+	code, stdout, stderr = cliRun(t, "upgrade", "--node", n.Addr(), "--to", "v1.13.0", "--talosconfig", tc, "--factory", fac.URL, "--timeout", "1m")
+	if code != ExitUsage || !strings.Contains(stderr, "does not downgrade") || len(n.Upgrades()) != 0 {
+		t.Fatalf("downgrade: exit %d\n%s%s", code, stdout, stderr)
+	}
 	// The installer fails on the node: exit 8, no reboot, the next node untouched.
 	bad := nodetest.StartNode(t, nodetest.NodeOptions{PKI: pki, Schematic: builtinSchematic(t, "worker"), UpgradeExitCode: 1, Worker: true})
 	code, stdout, stderr = cliRun(t, "upgrade", "--node", bad.Addr()+","+n.Addr(), "--to", "v1.14.6", "--talosconfig", tc, "--factory", fac.URL, "--timeout", "1m")
