@@ -22,6 +22,7 @@ import (
 type imageFlags struct {
 	role, profiles, version, factoryURL, arch string
 	installer, installerFile, image           string
+	format                                    string // factory compression: zst or xz
 
 	factory *factory.Client // one client (and HTTP client) per run
 }
@@ -34,7 +35,7 @@ func (f *imageFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.arch, "arch", "", "architecture (default arm64)")
 	fs.StringVar(&f.installer, "installer", "", "existing installer image, e.g. factory.talos.dev/metal-installer/<id>:"+factory.DefaultTalosVersion)
 	fs.StringVar(&f.installerFile, "installer-file", "", "GitOps installer file, e.g. talos/installer-worker.yaml")
-	fs.StringVar(&f.image, "image", "", "local .raw.xz or .raw image file (no download)")
+	fs.StringVar(&f.format, "format", plan.DefaultFormat, "factory download format: zst or xz")
 }
 
 // client is the run's Image Factory client; its HTTP client also downloads.
@@ -106,6 +107,19 @@ func (f *imageFlags) resolve(ctx context.Context, register bool) (*plan.Image, e
 	if chosen != 1 {
 		return nil, usageErrorf("choose exactly one of --role, --installer, --installer-file, --image")
 	}
+	if f.format != "xz" && f.format != "zst" {
+		return nil, usageErrorf("--format %q: want zst or xz", f.format)
+	}
+	im, err := f.resolveImage(ctx, register)
+	if err != nil {
+		return nil, err
+	}
+	im.UseFormat(f.format) // a local file is left as it is
+	return im, nil
+}
+
+// resolveImage is resolve's choice, before the download format.
+func (f *imageFlags) resolveImage(ctx context.Context, register bool) (*plan.Image, error) {
 	switch {
 	case f.image != "":
 		if _, err := os.Stat(f.image); err != nil {
@@ -157,7 +171,6 @@ type flashFlags struct {
 	forceNonRemovable bool
 	allowLoop         bool
 	forceRaw          bool
-	format            string
 	cacheDir          string
 	elevated          bool
 }
@@ -166,6 +179,7 @@ func runFlash(ctx context.Context, args []string, env Env) error {
 	var f flashFlags
 	fs := newFlagSet("flash", env)
 	f.imageFlags.register(fs)
+	fs.StringVar(&f.image, "image", "", "local image file, .raw.xz, .raw.zst, .raw.gz or .raw (no download)")
 	fs.Var(&f.devices, "device", "target block device (e.g. /dev/sdb) or image file; repeat it to write several cards from one download")
 	fs.BoolVar(&f.yes, "yes", false, "do not ask to confirm the device (scripts)")
 	fs.BoolVar(&f.jsonOut, "json", false, "machine-readable progress: one JSON object per line on stdout")
@@ -174,7 +188,6 @@ func runFlash(ctx context.Context, args []string, env Env) error {
 	fs.BoolVar(&f.forceNonRemovable, "force-non-removable", false, "allow a disk that is not removable (still never a system disk)")
 	fs.BoolVar(&f.allowLoop, "allow-loop", false, "allow a loop device as target (testing)")
 	fs.BoolVar(&f.forceRaw, "force-raw", false, "write an image that does not start like a disk (no MBR/GPT)")
-	fs.StringVar(&f.format, "format", plan.DefaultFormat, "download format from the factory: zst or xz")
 	fs.StringVar(&f.cacheDir, "cache-dir", "", "image cache directory (default: user cache dir)")
 	fs.BoolVar(&f.elevated, "elevated", false, "internal: this process is the privileged write step")
 	if err := parseFlags(fs, args); err != nil {
@@ -252,14 +265,10 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 		disks = append(disks, *disk)
 	}
 
-	if f.format != "xz" && f.format != "zst" {
-		return usageErrorf("flash: --format %q: want xz or zst", f.format)
-	}
 	im, err := f.resolve(ctx, false) // plan.Flash registers when it downloads
 	if err != nil {
 		return err
 	}
-	im.UseFormat(f.format)
 	rep.Info("image: %s", im.Label)
 	if im.SchematicID != "" {
 		rep.Info("schematic %s, Talos %s, %s", im.SchematicID, im.Version, im.FileName())
@@ -332,7 +341,11 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 		return err
 	}
 	if im.Role != "" {
-		rep.Info("next: boot the Pi from this card, then `talosflash nodes` and `talosflash apply --node IP --file %s.yaml --role %s`", im.Role, im.Role)
+		card := "this card"
+		if len(disks) > 1 {
+			card = "these cards"
+		}
+		rep.Info("next: label %s %s, boot the Pi from it, then `talosflash nodes` and `talosflash apply --node IP --file %s.yaml` (checked against what the node booted)", card, im.Role, im.Role)
 	}
 	return nil
 }

@@ -343,6 +343,10 @@ func apply(ctx context.Context, f *applyFlags, env Env) (*node.ApplyResult, []no
 	for _, w := range res.Warnings {
 		fmt.Fprintf(env.Stdout, "warning: %s\n", w)
 	}
+	if !f.dryRun && (cfg.MachineType == "controlplane" || cfg.MachineType == "init") {
+		host, _, _ := strings.Cut(res.Endpoint, ":")
+		fmt.Fprintf(env.Stderr, "next: once the node has rebooted with its config, bootstrap etcd once: `talosflash bootstrap --node %s --talosconfig ./talosconfig`\n", host)
+	}
 	return res, findings, nil
 }
 

@@ -115,6 +115,10 @@ func TestApplyFixedSetups(t *testing.T) {
 		if tc.file == "worker-v114.yaml" && !strings.Contains(stderr, "not checked locally (newer than Talos machinery v1.13)") {
 			t.Errorf("newer kinds not reported: %s", stderr)
 		}
+		// A control plane's config: the next step is the one bootstrap.
+		if bootstrap := strings.Contains(stderr, "next: once the node has rebooted with its config, bootstrap etcd once: `talosflash bootstrap --node 127.0.0.1"); bootstrap != (tc.file == "controlplane.yaml") {
+			t.Errorf("%s: bootstrap hint %v: %s", tc.file, bootstrap, stderr)
+		}
 	}
 }
 

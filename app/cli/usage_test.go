@@ -121,3 +121,22 @@ func TestSchematicInstallerYAML(t *testing.T) {
 		t.Fatalf("--installer-yaml without --role: exit %d, want %d", code, ExitUsage)
 	}
 }
+
+// `schematic` shows the image `--flash` downloads (the default format), and
+// offers no --image (a local file has no schematic; -h used to list it).
+func TestSchematicFormatAndFlags(t *testing.T) {
+	code, stdout, stderr := cliRun(t, "schematic", "--role", "worker", "--json")
+	if code != ExitOK || !strings.Contains(stdout, "metal-arm64.raw.zst") {
+		t.Fatalf("exit %d: %s %s", code, stdout, stderr)
+	}
+	code, stdout, _ = cliRun(t, "schematic", "--role", "worker", "--format", "xz", "--json")
+	if code != ExitOK || !strings.Contains(stdout, "metal-arm64.raw.xz") {
+		t.Fatalf("--format xz: exit %d: %s", code, stdout)
+	}
+	if code, stdout, _ := cliRun(t, "schematic", "-h"); code != ExitOK || strings.Contains(stdout, "--image") {
+		t.Fatalf("schematic -h lists --image:\n%s", stdout)
+	}
+	if code, _, _ := cliRun(t, "schematic", "--image", "x.raw"); code != ExitUsage {
+		t.Fatalf("schematic --image: exit %d, want %d", code, ExitUsage)
+	}
+}
