@@ -8,6 +8,7 @@ require (
 	github.com/cosi-project/runtime v1.14.1
 	github.com/dustin/go-humanize v1.1.0
 	github.com/klauspost/compress v1.18.5
+	github.com/siderolabs/crypto v0.6.5
 	github.com/siderolabs/image-factory v0.8.4
 	github.com/siderolabs/talos/pkg/machinery v1.13.0
 	github.com/talosflash/talosflash/third_party/xz v0.0.0
@@ -17,6 +18,7 @@ require (
 	google.golang.org/grpc v1.79.3
 	google.golang.org/protobuf v1.36.12-0.20260120151049-f2248ac996af
 	gopkg.in/yaml.v3 v3.0.1
+	howett.net/plist v1.0.1
 )
 
 require (
@@ -73,7 +75,6 @@ require (
 	github.com/ryanuber/go-glob v1.0.0 // indirect
 	github.com/rymdport/portal v0.4.2 // indirect
 	github.com/sasha-s/go-deadlock v0.3.5 // indirect
-	github.com/siderolabs/crypto v0.6.5 // indirect
 	github.com/siderolabs/gen v0.8.6 // indirect
 	github.com/siderolabs/go-api-signature v0.3.12 // indirect
 	github.com/siderolabs/go-pointer v1.0.1 // indirect
@@ -96,7 +97,6 @@ require (
 	google.golang.org/genproto/googleapis/api v0.0.0-20260311181403-84a4fc48630c // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260311181403-84a4fc48630c // indirect
 	gopkg.in/yaml.v2 v2.4.0 // indirect
-	howett.net/plist v1.0.1 // indirect
 )
 
 replace github.com/talosflash/talosflash/third_party/xz => ./third_party/xz

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/blang/semver/v4"
 	"io"
 	"net"
 	"net/http"
@@ -356,12 +357,30 @@ func describeVersions(versions []string, want string) string {
 	if len(versions) == 0 {
 		return "it offers none"
 	}
-
-	if near := closeMatches(want, versions); len(near) > 0 {
-		return "closest: " + strings.Join(near, ", ")
+	// Versions are compared as versions, not as text: the newest offered,
+	// and the newest of the release line asked for (v1.14.x for v1.14.9).
+	w, werr := semver.ParseTolerant(want)
+	var newest, line *semver.Version
+	var newestS, lineS string
+	for _, v := range versions {
+		sv, err := semver.ParseTolerant(v)
+		if err != nil || len(sv.Pre) > 0 {
+			continue
+		}
+		if newest == nil || sv.GT(*newest) {
+			newest, newestS = &sv, v
+		}
+		if werr == nil && sv.Major == w.Major && sv.Minor == w.Minor && (line == nil || sv.GT(*line)) {
+			line, lineS = &sv, v
+		}
 	}
-
-	return "newest: " + versions[len(versions)-1]
+	switch {
+	case newest == nil:
+		return "newest: " + versions[len(versions)-1]
+	case line != nil && lineS != newestS:
+		return fmt.Sprintf("newest of v%d.%d: %s; newest: %s", w.Major, w.Minor, lineS, newestS)
+	}
+	return "newest: " + newestS
 }
 
 // closeMatches returns up to three candidates near name: same last path

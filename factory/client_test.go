@@ -357,3 +357,22 @@ func TestHTTPClientWaitsForImageBuild(t *testing.T) {
 		t.Fatalf("transport %+v: want no header or overall timeout", tr)
 	}
 }
+
+// An unknown version names the newest offered and the newest of its own
+// release line, compared as versions (it used to list the first three
+// "close" strings in list order, missing v1.14.6 and v1.15.0).
+func TestDescribeVersions(t *testing.T) {
+	offered := []string{"v1.13.0", "v1.14.4", "v1.14.5", "v1.14.6", "v1.15.0-beta.0", "v1.15.0"}
+	for want, msg := range map[string]string{
+		"v1.99.0": "newest: v1.15.0",
+		"v1.14.9": "newest of v1.14: v1.14.6; newest: v1.15.0",
+		"v1.15.3": "newest: v1.15.0",
+	} {
+		if got := describeVersions(offered, want); got != msg {
+			t.Errorf("describeVersions(%s) = %q, want %q", want, got, msg)
+		}
+	}
+	if got := describeVersions(nil, "v1.14.5"); got != "it offers none" {
+		t.Errorf("no versions: %q", got)
+	}
+}
