@@ -41,7 +41,7 @@ func (t *talosconfigFlags) register(fs *flag.FlagSet) {
 // load reads the talosconfig; its errors never quote the file (keys).
 func (t *talosconfigFlags) load(cmd string) (*node.Talosconfig, error) {
 	if t.path == "" {
-		return nil, usageErrorf("%s: --talosconfig is required (the file talosctl gen config wrote next to controlplane.yaml)", cmd)
+		return nil, usageErrorf("%s: --talosconfig is required, or $TALOSCONFIG (the file talosctl gen config wrote next to controlplane.yaml)", cmd)
 	}
 	tc, err := node.LoadTalosconfig(t.path, t.context)
 	if err != nil {
