@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"os"
 	"path/filepath"
@@ -10,8 +9,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"gopkg.in/yaml.v3"
 
 	"github.com/talosflash/talosflash/node/nodetest"
 )
@@ -198,33 +195,9 @@ func assertNoSecret(t *testing.T, talosconfig []byte, out string) {
 
 func secretFragments(t *testing.T, talosconfig []byte) []string {
 	t.Helper()
-	var cfg struct {
-		Contexts map[string]struct {
-			CA, Crt, Key string
-		}
-	}
-	if err := yaml.Unmarshal(talosconfig, &cfg); err != nil {
+	frags, err := nodetest.SecretFragments(talosconfig)
+	if err != nil {
 		t.Fatal(err)
-	}
-	var frags []string
-	add := func(s string) {
-		for i := 0; i+12 <= len(s); i += 4 {
-			frags = append(frags, s[i:i+12])
-		}
-	}
-	for _, c := range cfg.Contexts {
-		for _, v := range []string{c.CA, c.Crt, c.Key} {
-			add(v)
-			pemText, _ := base64.StdEncoding.DecodeString(v)
-			for _, line := range strings.Split(string(pemText), "\n") {
-				if !strings.HasPrefix(line, "-----") {
-					add(line)
-				}
-			}
-		}
-	}
-	if len(frags) < 100 {
-		t.Fatalf("only %d secret fragments: talosconfig not parsed", len(frags))
 	}
 	return frags
 }

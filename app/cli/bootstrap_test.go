@@ -1,14 +1,11 @@
 package cli
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"gopkg.in/yaml.v3"
 
 	"github.com/talosflash/talosflash/node/nodetest"
 )
@@ -26,31 +23,9 @@ func talosconfigFile(t *testing.T, pki *nodetest.PKI, role string) (string, []st
 	if err := os.WriteFile(p, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var cfg struct {
-		Contexts map[string]struct{ CA, Crt, Key string }
-	}
-	if err := yaml.Unmarshal(data, &cfg); err != nil {
+	frags, err := nodetest.SecretFragments(data)
+	if err != nil {
 		t.Fatal(err)
-	}
-	var frags []string
-	add := func(s string) {
-		for i := 0; i+12 <= len(s); i += 4 {
-			frags = append(frags, s[i:i+12])
-		}
-	}
-	for _, c := range cfg.Contexts {
-		for _, v := range []string{c.CA, c.Crt, c.Key} {
-			add(v)
-			dec, _ := base64.StdEncoding.DecodeString(v)
-			for _, l := range strings.Split(string(dec), "\n") {
-				if !strings.HasPrefix(l, "-----") {
-					add(l)
-				}
-			}
-		}
-	}
-	if len(frags) < 100 {
-		t.Fatal("talosconfig has no key material")
 	}
 	return p, frags
 }
