@@ -14,7 +14,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -211,24 +210,6 @@ func (c *Cache) Remove(key string) error {
 	return errors.Join(errs...)
 }
 
-// fetched maps the paths Fetch returned to their cache and key, so that
-// removeEntry (called with a path by the flash pipeline when the data turns
-// out corrupt) removes through the same symlink-free walk as Remove.
-var fetched sync.Map // string -> entryRef
-
-type entryRef struct{ dir, key string }
-
-// removeEntry deletes the cache entry at p, a path Fetch returned in this
-// process; any other path is refused rather than removed unchecked.
-func removeEntry(p string) error {
-	ref, ok := fetched.Load(p)
-	if !ok {
-		return fmt.Errorf("image cache: %s was not fetched by this process: not removing it", p)
-	}
-	r := ref.(entryRef)
-	return (&Cache{Dir: r.dir}).Remove(r.key)
-}
-
 // errNotRegular is what cacheDir.open returns for a symlink, FIFO, device
 // or directory where the cache keeps a file.
 var errNotRegular = errors.New("not a regular file")
@@ -413,7 +394,6 @@ func (c *Cache) Fetch(ctx context.Context, httpClient *http.Client, url, key str
 		size, ok, err := cachedEntry(d, name)
 		if err == nil && ok {
 			newMeter(progress, StageDownload, size, false).update(size, true)
-			fetched.Store(final, entryRef{c.Dir, key})
 		}
 		return ok, err
 	}
@@ -480,7 +460,6 @@ func (c *Cache) Fetch(ctx context.Context, httpClient *http.Client, url, key str
 	}
 	_ = d.remove(metaName)
 	d.sync()
-	fetched.Store(final, entryRef{c.Dir, key})
 	return final, nil
 }
 

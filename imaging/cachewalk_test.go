@@ -200,10 +200,9 @@ func TestCacheOpen(t *testing.T) {
 	}
 }
 
-// The flash pipeline drops a corrupt entry by the path Fetch returned: the
+// The flash pipeline drops a corrupt entry through Cache.Remove: the
 // removal walks the cache again, so a directory swapped for a symlink in
-// between protects what it points to, and a path Fetch never returned is
-// not removed at all.
+// between protects what it points to.
 func TestRemoveEntryAfterSwapDoesNotFollow(t *testing.T) {
 	img := testImage(t)
 	srv, _, c := newFactory(t, img.XZ)
@@ -221,17 +220,12 @@ func TestRemoveEntryAfterSwapDoesNotFollow(t *testing.T) {
 	if err := os.Symlink(elsewhere, version); err != nil {
 		t.Fatal(err)
 	}
-	if err := removeEntry(p); !errors.Is(err, ErrCache) {
-		t.Fatalf("removeEntry through a swapped directory: %v, want ErrCache", err)
+	key := CacheKey(testSchematic, testVersion, testFile)
+	if err := c.Remove(key); !errors.Is(err, ErrCache) {
+		t.Fatalf("Remove through a swapped directory: %v, want ErrCache", err)
 	}
 	if got, err := os.ReadFile(outside); err != nil || string(got) != "my notes\n" {
 		t.Fatalf("the file behind the link changed: %q %v", got, err)
-	}
-	if err := removeEntry(outside); err == nil {
-		t.Fatal("removeEntry accepted a path Fetch never returned")
-	}
-	if _, err := os.Stat(outside); err != nil {
-		t.Fatal(err)
 	}
 	if err := os.Remove(version); err != nil {
 		t.Fatal(err)
@@ -239,11 +233,11 @@ func TestRemoveEntryAfterSwapDoesNotFollow(t *testing.T) {
 	if err := os.Rename(version+".old", version); err != nil {
 		t.Fatal(err)
 	}
-	if err := removeEntry(p); err != nil {
+	if err := c.Remove(key); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("entry still there after removeEntry: %v", err)
+		t.Fatalf("entry still there after Remove: %v", err)
 	}
 }
 

@@ -108,7 +108,9 @@ type openedSource struct {
 	consumed   *atomic.Int64
 	path       string // local file
 	cachePath  string // set when the file is a cache entry (deleted if corrupt)
-	err        error  // last error from the underlying source (not the decoder)
+	cache      *Cache // the entry's cache and key, to open it through the cache's walk
+	cacheKey   string
+	err        error // last error from the underlying source (not the decoder)
 	mu         sync.Mutex
 }
 
@@ -171,13 +173,15 @@ func openSource(ctx context.Context, src Source, progress ProgressFunc) (*opened
 			return nil, err
 		}
 		path, s.cachePath = p, p
+		s.cache, s.cacheKey = cache, src.Key
 	}
 	// Non-blocking: a FIFO named as the image is refused below instead of
 	// hanging the open (regular files ignore the flag).
 	open := func(p string) (*os.File, error) { return os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0) }
 	if s.cachePath != "" {
-		// Never through a symlink planted in the cache.
-		open = func(p string) (*os.File, error) { return openNoFollow(p, os.O_RDONLY|syscall.O_NONBLOCK, 0) }
+		// Through the cache's own walk (directory descriptors, O_NOFOLLOW
+		// at every level): never a symlink planted anywhere in the cache.
+		open = func(string) (*os.File, error) { return s.cache.Open(s.cacheKey) }
 	}
 	f, err := open(path)
 	if err != nil {
@@ -272,7 +276,7 @@ func (s *openedSource) corrupt(err error) error {
 	if s.cachePath == "" {
 		return err
 	}
-	if rmErr := removeEntry(s.cachePath); rmErr != nil {
+	if rmErr := s.cache.Remove(s.cacheKey); rmErr != nil {
 		return fmt.Errorf("%w; removing the cache entry also failed: %v", err, rmErr)
 	}
 	return fmt.Errorf("%w; removed it from the cache, run again to download it anew", err)

@@ -8,12 +8,6 @@ import (
 	"syscall"
 )
 
-// openNoFollow opens path without following a symlink in its last element
-// (ELOOP instead): a link planted in the cache cannot redirect a write.
-func openNoFollow(path string, flag int, perm os.FileMode) (*os.File, error) {
-	return os.OpenFile(path, flag|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, perm)
-}
-
 // tryLockFile takes an exclusive advisory lock on f without waiting: false
 // when another open file holds it. The lock ends when f is closed (also
 // when the process dies).
