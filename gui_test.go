@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/talosflash/talosflash/app/gui"
+	"github.com/talosflash/talosflash/internal/xvfbtest"
 )
 
 // `make run` without a display used to end in GLFW's panic and a stack trace.
@@ -77,14 +77,10 @@ func TestGUIStartsUnderXvfb(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts Xvfb")
 	}
-	xvfb, err := exec.LookPath("Xvfb")
-	if err != nil {
-		t.Skip("Xvfb not installed")
-	}
 	if _, err := exec.LookPath("xwininfo"); err != nil {
 		t.Skip("xwininfo not installed")
 	}
-	display := startXvfb(t, xvfb)
+	display := xvfbtest.Start(t, "1024x768x24")
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -115,28 +111,6 @@ func TestGUIStartsUnderXvfb(t *testing.T) {
 	if out := stderr.String(); strings.Contains(out, "Fyne") || strings.Contains(out, "panic") {
 		t.Fatalf("app output:\n%s", out)
 	}
-}
-
-// startXvfb starts a private X server (no TCP) and returns its display name.
-func startXvfb(t *testing.T, xvfb string) string {
-	t.Helper()
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(xvfb, "-displayfd", "3", "-nolisten", "tcp", "-screen", "0", "1024x768x24")
-	cmd.ExtraFiles = []*os.File{w}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	_ = w.Close()
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	line, err := bufio.NewReader(r).ReadString('\n')
-	_ = r.Close()
-	if err != nil {
-		t.Fatalf("Xvfb did not report its display: %v", err)
-	}
-	return ":" + strings.TrimSpace(line)
 }
 
 func windowShown(display, title string) bool {

@@ -9,7 +9,6 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"io"
@@ -28,6 +27,7 @@ import (
 	"github.com/talosflash/talosflash/factory/factorytest"
 	"github.com/talosflash/talosflash/imaging"
 	"github.com/talosflash/talosflash/imaging/imagetest"
+	"github.com/talosflash/talosflash/internal/xvfbtest"
 	"github.com/talosflash/talosflash/node/nodetest"
 )
 
@@ -284,26 +284,7 @@ func attachLoop(t *testing.T, file string, size int64) string {
 
 func startXvfb(t *testing.T) {
 	t.Helper()
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	xvfb := exec.Command("Xvfb", "-displayfd", "3", "-screen", "0", "1000x700x24", "-nolisten", "tcp")
-	xvfb.ExtraFiles = []*os.File{w}
-	if err := xvfb.Start(); err != nil {
-		t.Fatal(err)
-	}
-	_ = w.Close()
-	t.Cleanup(func() {
-		_ = xvfb.Process.Signal(syscall.SIGTERM) // removes its socket and lock
-		_ = xvfb.Wait()
-	})
-	line, err := bufio.NewReader(io.LimitReader(r, 64)).ReadString('\n')
-	_ = r.Close()
-	if err != nil {
-		t.Fatalf("Xvfb did not report its display: %v", err)
-	}
-	display = ":" + strings.TrimSpace(line)
+	display = xvfbtest.Start(t, "1000x700x24")
 	waitFor(t, "Xvfb", 10*time.Second, func() bool {
 		cmd := exec.Command("xdotool", "getmouselocation")
 		cmd.Env = append(cleanEnv(), "DISPLAY="+display)
