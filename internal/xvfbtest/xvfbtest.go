@@ -30,7 +30,7 @@ func Start(t testing.TB, screen string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+	if err := lockFile(lock); err != nil {
 		lock.Close()
 		t.Fatal(err)
 	}
