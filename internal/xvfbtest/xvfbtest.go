@@ -47,15 +47,7 @@ func Start(t testing.TB, screen string) string {
 	}
 	_ = w.Close()
 	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
+		Terminate(cmd, 10*time.Second)
 		lock.Close() // the next test's X server may start
 	})
 	// Xvfb writes the display number once it accepts connections.
@@ -65,4 +57,19 @@ func Start(t testing.TB, screen string) string {
 		t.Fatalf("Xvfb did not report its display: %v", err)
 	}
 	return ":" + strings.TrimSpace(line)
+}
+
+// Terminate stops a started command the way a desktop session does: SIGTERM
+// (so it cleans up), then a kill if it is still running after grace. It
+// returns once the command has been waited for.
+func Terminate(cmd *exec.Cmd, grace time.Duration) {
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(grace):
+		_ = cmd.Process.Kill()
+		<-done
+	}
 }

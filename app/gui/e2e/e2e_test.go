@@ -19,7 +19,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -128,15 +127,7 @@ func TestRealWindowFlashesLoopDevice(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = app.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = app.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			_ = app.Process.Kill()
-			<-done
-		}
+		xvfbtest.Terminate(app, 5*time.Second)
 		if t.Failed() {
 			t.Logf("app output:\n%s", appLog.String())
 		}
