@@ -714,7 +714,7 @@ func (p *pipeline) read() {
 		case <-p.stop:
 			return
 		}
-		n, err := io.ReadFull(p.stream, c.buf)
+		n, err := fill(p.stream, c.buf)
 		if n > 0 {
 			c.n, c.off = n, off
 			off += int64(n)
@@ -726,7 +726,7 @@ func (p *pipeline) read() {
 		} else {
 			p.free <- c
 		}
-		if err == io.EOF || err == io.ErrUnexpectedEOF {
+		if err == io.EOF {
 			p.readN = off
 			return
 		}
@@ -735,6 +735,22 @@ func (p *pipeline) read() {
 			return
 		}
 	}
+}
+
+// fill reads until buf is full or the stream ends. Unlike io.ReadFull it
+// keeps the stream's own end apart from a failure: io.EOF means the
+// decoder reached and checked its container's end, anything else (the
+// io.ErrUnexpectedEOF of a cut gzip or zstd stream included) is an error.
+func fill(r io.Reader, buf []byte) (n int, err error) {
+	for n < len(buf) && err == nil {
+		var m int
+		m, err = r.Read(buf[n:])
+		n += m
+	}
+	if err == nil && n == len(buf) {
+		return n, nil
+	}
+	return n, err
 }
 
 // hash runs off the write path.
@@ -907,6 +923,11 @@ func (p *pipeline) finish() (*written, error) {
 	}
 	var wg sync.WaitGroup
 	for _, c := range p.cards {
+		if c.err == nil && c.wrote.Load() != p.readN {
+			// Every card takes every decoded byte; one that did not is
+			// short, whatever its writer said.
+			c.err = &WriteError{Offset: c.wrote.Load(), Err: fmt.Errorf("%d of the image's %d bytes were written", c.wrote.Load(), p.readN)}
+		}
 		if c.err != nil {
 			continue
 		}
