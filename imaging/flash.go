@@ -215,7 +215,7 @@ func openSource(ctx context.Context, src Source, progress ProgressFunc) (*opened
 	case FormatZstd:
 		size, err = zstdFileSize(f, st.Size()) // every frame, not just the first
 	default:
-		size = s.size
+		size, err = s.size, nil // not the io.EOF of a file shorter than the head
 	}
 	if err != nil {
 		f.Close()

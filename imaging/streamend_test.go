@@ -106,7 +106,7 @@ func TestStreamEndsOnlyAtContainerEnd(t *testing.T) {
 		{"xz", "metal-arm64.raw.xz", img.XZ},
 		{"zstd", "metal-arm64.raw.zst", zstdBytes(t, img.Raw)},
 		{"gzip", "metal-arm64.raw.gz", gzipBytes(t, img.Raw)},
-		// raw: its only end check is the GPT the image carries (gpt.go)
+		{"raw", "metal-arm64.raw", img.Raw}, // its only end check is the GPT it carries (gpt.go)
 	}
 	for _, f := range formats {
 		for _, p := range flashPaths() {

@@ -27,7 +27,7 @@ func TestCutImageIsNeverACard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, data := range map[string][]byte{"gz": gz.Bytes(), "zst": zst, "xz": fx.XZ} {
+	for name, data := range map[string][]byte{"gz": gz.Bytes(), "zst": zst, "xz": fx.XZ, "raw": fx.Raw} {
 		for _, cut := range []int{1, 100, len(data) / 2} {
 			dir := t.TempDir()
 			img := filepath.Join(dir, "cut.raw."+name)
