@@ -89,7 +89,10 @@ const (
 	chunkSize = 4 << 20 // write and read-back unit
 	poolSize  = 4       // chunks in flight: bounds memory to ~16 MiB
 	alignment = 4096    // O_DIRECT buffer/offset/size alignment
-	crcBlock  = 4096    // granularity of the mismatch offset
+	// headSize is the start of the image written last: the MBR, the GPT
+	// header and partition array (Talos's first partition starts at 1 MiB).
+	headSize = 1 << 20
+	crcBlock = 4096 // granularity of the mismatch offset
 	// cancelGrace is how long a cancelled flash waits for a write in progress.
 	cancelGrace = 5 * time.Second
 )
@@ -355,7 +358,7 @@ func FlashAll(ctx context.Context, opts FlashOptions) ([]TargetResult, error) {
 			results[i].Err = err
 			continue
 		}
-		c := &card{idx: i, t: t, limit: limit}
+		c := &card{idx: i, t: t, limit: limit, writeAt: positionalWriter(t)}
 		if multi {
 			c.name = name
 		}
@@ -403,12 +406,16 @@ func FlashAll(ctx context.Context, opts FlashOptions) ([]TargetResult, error) {
 
 // card is one target of a flash.
 type card struct {
-	idx    int
-	name   string // reported in progress when there are several cards
-	t      Target
-	limit  int64 // >0: most bytes the target takes
-	err    error // set by the write stage (or the common failure)
-	closed bool
+	idx   int
+	name  string // reported in progress when there are several cards
+	t     Target
+	limit int64 // >0: most bytes the target takes
+	// writeAt writes the image's first MiB last (zeros stand in for it
+	// until the rest is written and synced); nil when the target can only
+	// be written in order.
+	writeAt func(p []byte, off int64) (int, error)
+	err     error // set by the write stage (or the common failure)
+	closed  bool
 	// write stage
 	in   chan *chunk // closed by read
 	done chan struct{}
@@ -657,6 +664,9 @@ type pipeline struct {
 	// read
 	readN   int64
 	readErr error
+	// head is the image's first MiB, kept by read for the cards that write
+	// it last; zeros is what they write in its place meanwhile.
+	head, zeros []byte
 	// hash
 	hashDone chan struct{}
 	sum      []byte
@@ -683,6 +693,12 @@ func newPipeline(ctx context.Context, stream io.Reader, cards []*card, src *open
 	}
 	for range poolSize {
 		p.free <- &chunk{buf: alignedBuf(chunkSize)}
+	}
+	for _, c := range cards {
+		if c.writeAt != nil {
+			p.zeros = alignedBuf(headSize)
+			break
+		}
 	}
 	return p
 }
@@ -715,6 +731,10 @@ func (p *pipeline) read() {
 			return
 		}
 		n, err := fill(p.stream, c.buf)
+		if n > 0 && off == 0 && p.zeros != nil {
+			p.head = alignedBuf(min(n, headSize))
+			copy(p.head, c.buf)
+		}
 		if n > 0 {
 			c.n, c.off = n, off
 			off += int64(n)
@@ -812,23 +832,43 @@ func (p *pipeline) writeCard(cd *card) error {
 			p.release(c)
 			return fmt.Errorf("%w: image exceeds %d bytes; %w", ErrTargetTooSmall, cd.limit, ErrIncomplete)
 		}
-		if direct && len(b)%alignment != 0 {
-			// Unaligned tail: O_DIRECT would refuse it.
-			if f, ok := cd.t.(fdTarget); ok && setDirect(f.Fd(), false) == nil {
-				direct = false
-			}
+		// The first MiB is written last (finish): until then the card
+		// holds zeros there, so a card that fails half-way has no
+		// partition table and never boots half an image.
+		segs := [2][]byte{b}
+		if c.off == 0 && cd.writeAt != nil {
+			h := min(len(b), headSize)
+			segs = [2][]byte{p.zeros[:h], b[h:]}
 		}
 		cd.current = c
 		cd.since.Store(time.Now().UnixNano())
 		cd.state.Store(cardWriting)
-		n, err := cd.t.Write(b)
+		var n int
+		var err error
+		for _, seg := range segs {
+			if len(seg) == 0 {
+				continue
+			}
+			if direct && len(seg)%alignment != 0 {
+				// Unaligned tail: O_DIRECT would refuse it.
+				if f, ok := cd.t.(fdTarget); ok && setDirect(f.Fd(), false) == nil {
+					direct = false
+				}
+			}
+			var m int
+			m, err = cd.t.Write(seg)
+			n += m
+			if err == nil && m < len(seg) {
+				err = io.ErrShortWrite
+			}
+			if err != nil {
+				break
+			}
+		}
 		if !cd.state.CompareAndSwap(cardWriting, cardIdle) {
 			return errAbandoned // c is the watchdog's now
 		}
 		cd.wrote.Add(int64(n))
-		if err == nil && n < len(b) {
-			err = io.ErrShortWrite
-		}
 		p.release(c)
 		if err != nil {
 			return &WriteError{Offset: c.off + int64(n), Err: err}
@@ -934,7 +974,21 @@ func (p *pipeline) finish() (*written, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := syncBounded(c.t, cardStall); err != nil {
+			err := syncBounded(c.t, cardStall)
+			if err == nil && c.writeAt != nil && p.head != nil {
+				// The rest is on the card: now the partition table.
+				err = bounded(cardStall, func() error {
+					n, err := c.writeAt(p.head, 0)
+					if err == nil && n < len(p.head) {
+						err = io.ErrShortWrite
+					}
+					if err != nil {
+						return fmt.Errorf("writing the first MiB last: %w", err)
+					}
+					return c.t.Sync()
+				})
+			}
+			if err != nil {
 				if errors.Is(err, errStalled) {
 					c.abandoned.Store(true) // its Close may hang too: never waited for
 					err = fmt.Errorf("%w: %w", err, ErrIncomplete)
@@ -953,14 +1007,30 @@ func (p *pipeline) finish() (*written, error) {
 	return &written{n: p.readN, sum: p.sum, crcs: p.crcs}, nil
 }
 
+// positionalWriter is how the first MiB of t is written last: its WriteAt,
+// else a positional write on its descriptor (a devices.Device), else nil:
+// a target written only in order gets the image in order.
+func positionalWriter(t Target) func(p []byte, off int64) (int, error) {
+	if w, ok := t.(io.WriterAt); ok {
+		return w.WriteAt
+	}
+	if f, ok := t.(fdTarget); ok && havePwriteFd {
+		return func(p []byte, off int64) (int, error) { return pwriteFd(f.Fd(), p, off) }
+	}
+	return nil
+}
+
 // errStalled marks a card that stopped answering (a pulled reader can
 // hang in the kernel on a write, an fsync or a read).
 var errStalled = errors.New("the card stopped answering")
 
 // syncBounded syncs but gives up waiting after d (a dead device may hang).
-func syncBounded(t Target, d time.Duration) error {
+func syncBounded(t Target, d time.Duration) error { return bounded(d, t.Sync) }
+
+// bounded runs fn but gives up waiting for it after d.
+func bounded(d time.Duration, fn func() error) error {
 	done := make(chan error, 1)
-	go func() { done <- t.Sync() }()
+	go func() { done <- fn() }()
 	select {
 	case err := <-done:
 		return err
