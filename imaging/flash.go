@@ -349,6 +349,10 @@ func FlashAll(ctx context.Context, opts FlashOptions) ([]TargetResult, error) {
 			return nil, err
 		}
 	}
+	// One target is one card, and nothing in use is a target.
+	if err := checkTargets(names); err != nil {
+		return nil, err
+	}
 	results := make([]TargetResult, len(names))
 	var cards []*card
 	for i, name := range names {
