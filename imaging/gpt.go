@@ -33,13 +33,13 @@ var gptSignature = []byte("EFI PART")
 
 // gptHeader is the part of a GPT header the checks compare.
 type gptHeader struct {
-	myLBA, altLBA           uint64
-	firstUsable, lastUsab   uint64
-	diskGUID                [16]byte
-	entriesLBA              uint64
-	entries, entrySize      uint32
-	entriesCRC              uint32
-	headerBytes, arrayBytes int64
+	myLBA, altLBA         uint64
+	firstUsable, lastUsab uint64
+	diskGUID              [16]byte
+	entriesLBA            uint64
+	entries, entrySize    uint32
+	entriesCRC            uint32
+	arrayBytes            int64
 }
 
 // parseGPTHeader checks one header sector (signature, size, CRC).

@@ -40,7 +40,7 @@ func damages(data []byte, flipToo bool) []damaged {
 // flashPath is one way an image reaches the pipeline.
 type flashPath struct {
 	name string
-	run  func(t *testing.T, data []byte, file string) ([]TargetResult, error, *Cache)
+	run  func(t *testing.T, data []byte, file string) ([]TargetResult, *Cache, error)
 }
 
 func flashPaths() []flashPath {
@@ -52,7 +52,7 @@ func flashPaths() []flashPath {
 		}
 		return ts
 	}
-	factory := func(t *testing.T, data []byte, file string, noCache, prefill bool) ([]TargetResult, error, *Cache) {
+	factory := func(t *testing.T, data []byte, file string, noCache, prefill bool) ([]TargetResult, *Cache, error) {
 		srv := factorytest.New(t)
 		srv.AddImage(testSchematic, testVersion, file, data)
 		c := &Cache{Dir: t.TempDir(), Retries: 1, RetryDelay: 1}
@@ -69,24 +69,24 @@ func flashPaths() []flashPath {
 		}
 		src := Source{URL: srv.ImageURL(testSchematic, testVersion, file), Key: key, Cache: c, HTTPClient: srv.Client(), NoCache: noCache}
 		res, err := FlashAll(context.Background(), FlashOptions{Source: src, Targets: targets(t, 1), Verify: true})
-		return res, err, c
+		return res, c, err
 	}
 	return []flashPath{
-		{"file", func(t *testing.T, data []byte, file string) ([]TargetResult, error, *Cache) {
+		{"file", func(t *testing.T, data []byte, file string) ([]TargetResult, *Cache, error) {
 			res, err := FlashAll(context.Background(), FlashOptions{Source: Source{Path: writeTemp(t, file, data)}, Targets: targets(t, 1), Verify: true})
-			return res, err, nil
+			return res, nil, err
 		}},
-		{"three cards", func(t *testing.T, data []byte, file string) ([]TargetResult, error, *Cache) {
+		{"three cards", func(t *testing.T, data []byte, file string) ([]TargetResult, *Cache, error) {
 			res, err := FlashAll(context.Background(), FlashOptions{Source: Source{Path: writeTemp(t, file, data)}, Targets: targets(t, 3), Verify: true})
-			return res, err, nil
+			return res, nil, err
 		}},
-		{"downloaded into the cache", func(t *testing.T, data []byte, file string) ([]TargetResult, error, *Cache) {
+		{"downloaded into the cache", func(t *testing.T, data []byte, file string) ([]TargetResult, *Cache, error) {
 			return factory(t, data, file, false, false)
 		}},
-		{"cached entry", func(t *testing.T, data []byte, file string) ([]TargetResult, error, *Cache) {
+		{"cached entry", func(t *testing.T, data []byte, file string) ([]TargetResult, *Cache, error) {
 			return factory(t, data, file, false, true)
 		}},
-		{"no cache", func(t *testing.T, data []byte, file string) ([]TargetResult, error, *Cache) {
+		{"no cache", func(t *testing.T, data []byte, file string) ([]TargetResult, *Cache, error) {
 			return factory(t, data, file, true, false)
 		}},
 	}
@@ -115,7 +115,7 @@ func TestStreamEndsOnlyAtContainerEnd(t *testing.T) {
 			}
 			for _, d := range damages(f.data, f.name != "raw") { // raw data has no check of its own
 				t.Run(f.name+"/"+p.name+"/"+d.name, func(t *testing.T) {
-					res, err, c := p.run(t, d.data, f.file)
+					res, c, err := p.run(t, d.data, f.file)
 					assertCorrupt(t, res, err)
 					if c != nil {
 						if ok, _ := c.Lookup(CacheKey(testSchematic, testVersion, f.file)); ok {
