@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -67,6 +68,11 @@ type Result struct {
 	// targets without a file descriptor. Empty when not verified.
 	VerifyMode string
 	Path       string // the local file that was flashed ("" for --no-cache)
+	// Written and Skipped split the image's bytes: what was written to the
+	// card (its first MiB twice: zeros first, the image's last), and what
+	// the card already held, found by a direct read that is also its
+	// verification.
+	Written, Skipped int64
 }
 
 // newDecompressor is the one place xz decoding is chosen. The reader must
@@ -418,8 +424,19 @@ type card struct {
 	// until the rest is written and synced); nil when the target can only
 	// be written in order.
 	writeAt func(p []byte, off int64) (int, error)
-	err     error // set by the write stage (or the common failure)
-	closed  bool
+	// Skipping (writeAt set): chunks the card already holds are not
+	// written. rbuf is the direct read of the card; compare is set when
+	// its first chunk was the image's (a re-flash: every chunk is read
+	// first); probeWait/probeGap back off reading first where the card
+	// keeps holding other data (a card full of old data pays a few reads).
+	rbuf                []byte
+	compare             bool
+	probeWait, probeGap int
+	skippedChunk        []bool // by chunk index: held already, verified by that read
+	written, skipped    atomic.Int64
+	sinceSync           int64
+	err                 error // set by the write stage (or the common failure)
+	closed              bool
 	// write stage
 	in   chan *chunk // closed by read
 	done chan struct{}
@@ -435,13 +452,13 @@ type card struct {
 
 // verifyAndClose is a written card's last steps: read-back, close, "done".
 func (c *card) verifyAndClose(ctx context.Context, w *written, src *openedSource, opts FlashOptions) (*Result, error) {
-	res := &Result{Bytes: w.n, SHA256: hex.EncodeToString(w.sum), Path: src.path}
+	res := &Result{Bytes: w.n, SHA256: hex.EncodeToString(w.sum), Path: src.path, Written: c.written.Load(), Skipped: c.skipped.Load()}
 	if opts.Verify {
 		depth := 3
 		if c.name != "" {
 			depth = 2 // several cards: 8 MiB of read-back buffers each
 		}
-		mode, err := verifyTarget(ctx, c.t, w, newMeter(opts.Progress, StageVerify, w.n, false).forTarget(c.name), depth)
+		mode, err := verifyTarget(ctx, c.t, w, c.skippedChunk, newMeter(opts.Progress, StageVerify, w.n, false).forTarget(c.name), depth)
 		if err != nil {
 			if errors.Is(err, errStalled) {
 				c.abandoned.Store(true) // its Close may hang too: never waited for
@@ -552,6 +569,7 @@ type chunk struct {
 	off  int64
 	refs atomic.Int32
 	lost atomic.Bool // held by a write that was given up: never reused
+	zero bool        // every byte is zero
 }
 
 // alignedBuf returns n bytes starting at an alignment boundary.
@@ -639,7 +657,7 @@ func (p *pipeline) abandon(cd *card) {
 	cd.current.lost.Store(true)
 	p.release(cd.current)
 	cd.abandoned.Store(true)
-	p.cardDone(cd, &WriteError{Offset: cd.wrote.Load(), Err: fmt.Errorf("a 4 MiB write did not finish in %s (card pulled out or dead?)", cardStall)})
+	p.cardDone(cd, &WriteError{Offset: cd.wrote.Load(), Err: fmt.Errorf("%w: a 4 MiB write (or the read before it) did not finish in %s (card pulled out or dead?)", errStalled, cardStall)})
 	go func() {
 		for c := range cd.in {
 			p.release(c)
@@ -671,6 +689,7 @@ type pipeline struct {
 	// head is the image's first MiB, kept by read for the cards that write
 	// it last; zeros is what they write in its place meanwhile.
 	head, zeros []byte
+	skipping    bool // some card skips what it holds: chunks are told zero or not
 	// hash
 	hashDone chan struct{}
 	sum      []byte
@@ -701,10 +720,25 @@ func newPipeline(ctx context.Context, stream io.Reader, cards []*card, src *open
 	for _, c := range cards {
 		if c.writeAt != nil {
 			p.zeros = alignedBuf(headSize)
-			break
+			p.skipping = true
+			c.rbuf = alignedBuf(chunkSize)
 		}
 	}
 	return p
+}
+
+// zeroBlock is compared against to tell a zero chunk (memcmp speed).
+var zeroBlock = make([]byte, 64<<10)
+
+func allZero(b []byte) bool {
+	for len(b) > 0 {
+		n := min(len(b), len(zeroBlock))
+		if !bytes.Equal(b[:n], zeroBlock[:n]) {
+			return false
+		}
+		b = b[n:]
+	}
+	return true
 }
 
 // release returns c to the pool once its last consumer is done with it
@@ -741,6 +775,7 @@ func (p *pipeline) read() {
 		}
 		if n > 0 {
 			c.n, c.off = n, off
+			c.zero = p.skipping && allZero(c.buf[:n])
 			off += int64(n)
 			c.refs.Store(int32(1 + len(p.cards)))
 			p.toHash <- c // never blocks: at most poolSize chunks exist
@@ -816,7 +851,141 @@ func (p *pipeline) cardDone(cd *card, err error) {
 	}
 }
 
+// writeSeq writes b in order (a target without positional writes).
+func (p *pipeline) writeSeq(cd *card, b []byte, direct *bool) (int, error) {
+	p.unalign(cd, len(b), direct)
+	n, err := cd.t.Write(b)
+	if err == nil && n < len(b) {
+		err = io.ErrShortWrite
+	}
+	cd.written.Add(int64(n))
+	return n, err
+}
+
+// unalign turns O_DIRECT off before an unaligned write (the tail), which
+// it would refuse.
+func (p *pipeline) unalign(cd *card, n int, direct *bool) {
+	if *direct && n%alignment != 0 {
+		if f, ok := cd.t.(fdTarget); ok && setDirect(f.Fd(), false) == nil {
+			*direct = false
+		}
+	}
+}
+
+// writeSkipping puts chunk c on a card with positional writes:
+//   - the first MiB is written last (finish): zeros stand in for it until
+//     then, so a card that fails half-way has no partition table and never
+//     boots half an image;
+//   - a chunk the card may already hold (a zero chunk, or any chunk once
+//     the card's first chunk was the image's) is read from the card first
+//     (O_DIRECT) and not written when the card reads the image's bytes
+//     there; that read is the chunk's verification. Never a discard/TRIM:
+//     cards and readers lie about what those leave.
+//
+// It returns the bytes of c done (written or found already there).
+func (p *pipeline) writeSkipping(cd *card, c *chunk, direct *bool) (int, error) {
+	b := c.buf[:c.n]
+	if c.off == 0 {
+		h := min(len(b), headSize)
+		rest := true
+		if skipHeld {
+			// The card's own first MiB tells a re-flash (written last, it
+			// is the image's only on a card that was written whole).
+			cd.compare = cd.holds(b[:h], 0)
+			rest = len(b) > h && !((cd.compare || allZero(b[h:])) && cd.holds(b[h:], int64(h)))
+		}
+		p.unalign(cd, h, direct)
+		if n, err := cd.put(p.zeros[:h], 0); err != nil {
+			return n, err
+		}
+		if !rest {
+			cd.skipped.Add(int64(len(b) - h))
+			return len(b), nil
+		}
+		p.unalign(cd, len(b)-h, direct)
+		n, err := cd.put(b[h:], int64(h))
+		return h + n, err
+	}
+	if skipHeld && (c.zero || cd.compare) && cd.probe() {
+		if cd.holds(b, c.off) {
+			cd.probeGap = 0
+			idx := int(c.off / chunkSize)
+			for len(cd.skippedChunk) <= idx {
+				cd.skippedChunk = append(cd.skippedChunk, false)
+			}
+			cd.skippedChunk[idx] = true
+			cd.skipped.Add(int64(len(b)))
+			return len(b), nil
+		}
+		// The card holds other data here: read first less often, until a
+		// read finds the image's bytes again.
+		cd.probeGap = min(max(1, 2*cd.probeGap), 64)
+		cd.probeWait = cd.probeGap
+	}
+	p.unalign(cd, len(b), direct)
+	n, err := cd.put(b, c.off)
+	if err == nil && !*direct {
+		// Buffered: bound the dirty page cache (and pin an error to a
+		// region) as devices.Device does for its own writes.
+		if cd.sinceSync += int64(n); cd.sinceSync >= 32<<20 {
+			cd.sinceSync, err = 0, cd.t.Sync()
+		}
+	}
+	return n, err
+}
+
+// skipHeld is off only in benchmarks: the write of every byte they compare
+// with.
+var skipHeld = true
+
+// probe says whether to read the card before the next chunk it may hold.
+func (cd *card) probe() bool {
+	if cd.probeWait > 0 {
+		cd.probeWait--
+		return false
+	}
+	return true
+}
+
+// holdProbe is how much of a chunk is read first: a card that holds other
+// data there costs this read, not the chunk's.
+const holdProbe = 64 << 10
+
+// holds says whether the card reads b at off (direct reads of whole
+// O_DIRECT blocks, its first 64 KiB first). A short read, one past its
+// end or an error is "no": the chunk is then simply written.
+func (cd *card) holds(b []byte, off int64) bool {
+	for done := 0; done < len(b); {
+		n := len(b) - done
+		if done == 0 {
+			n = min(n, holdProbe)
+		}
+		al := (n + alignment - 1) / alignment * alignment
+		m, _ := cd.t.ReadAt(cd.rbuf[:al], off+int64(done))
+		if m < n || !bytes.Equal(cd.rbuf[:n], b[done:done+n]) {
+			return false
+		}
+		done += n
+	}
+	return true
+}
+
+// put writes b at off through the card's positional writer.
+func (cd *card) put(b []byte, off int64) (int, error) {
+	n, err := cd.writeAt(b, off)
+	if err == nil && n < len(b) {
+		err = io.ErrShortWrite
+	}
+	cd.written.Add(int64(n))
+	return n, err
+}
+
 func (p *pipeline) writeCard(cd *card) error {
+	if cd.writeAt != nil && p.src.size > 0 {
+		// A regular file reads zeros where it was never written: sized to
+		// the image up front, its zero chunks need no write at all.
+		presizeFile(cd.t, p.src.size)
+	}
 	direct := false
 	if f, ok := cd.t.(fdTarget); ok && setDirect(f.Fd(), true) == nil {
 		// O_DIRECT writes: no dirty page cache build-up, so progress
@@ -836,38 +1005,15 @@ func (p *pipeline) writeCard(cd *card) error {
 			p.release(c)
 			return fmt.Errorf("%w: image exceeds %d bytes; %w", ErrTargetTooSmall, cd.limit, ErrIncomplete)
 		}
-		// The first MiB is written last (finish): until then the card
-		// holds zeros there, so a card that fails half-way has no
-		// partition table and never boots half an image.
-		segs := [2][]byte{b}
-		if c.off == 0 && cd.writeAt != nil {
-			h := min(len(b), headSize)
-			segs = [2][]byte{p.zeros[:h], b[h:]}
-		}
 		cd.current = c
 		cd.since.Store(time.Now().UnixNano())
 		cd.state.Store(cardWriting)
 		var n int
 		var err error
-		for _, seg := range segs {
-			if len(seg) == 0 {
-				continue
-			}
-			if direct && len(seg)%alignment != 0 {
-				// Unaligned tail: O_DIRECT would refuse it.
-				if f, ok := cd.t.(fdTarget); ok && setDirect(f.Fd(), false) == nil {
-					direct = false
-				}
-			}
-			var m int
-			m, err = cd.t.Write(seg)
-			n += m
-			if err == nil && m < len(seg) {
-				err = io.ErrShortWrite
-			}
-			if err != nil {
-				break
-			}
+		if cd.writeAt == nil {
+			n, err = p.writeSeq(cd, b, &direct)
+		} else {
+			n, err = p.writeSkipping(cd, c, &direct)
 		}
 		if !cd.state.CompareAndSwap(cardWriting, cardIdle) {
 			return errAbandoned // c is the watchdog's now
@@ -982,10 +1128,7 @@ func (p *pipeline) finish() (*written, error) {
 			if err == nil && c.writeAt != nil && p.head != nil {
 				// The rest is on the card: now the partition table.
 				err = bounded(cardStall, func() error {
-					n, err := c.writeAt(p.head, 0)
-					if err == nil && n < len(p.head) {
-						err = io.ErrShortWrite
-					}
+					_, err := c.put(p.head, 0)
 					if err != nil {
 						return fmt.Errorf("writing the first MiB last: %w", err)
 					}
@@ -1053,7 +1196,12 @@ func bounded(d time.Duration, fn func() error) error {
 //
 // Reading and comparing overlap (reader goroutine + hashing here); the
 // first differing 4 KiB block ends the check early.
-func verifyTarget(ctx context.Context, t Target, w *written, meter *meter, depth int) (string, error) {
+//
+// A chunk in skipped was found on the card by a direct read before the
+// write, byte for byte: that read was its verification, it is not read
+// again (and the SHA-256 of the whole read-back, which then has gaps, is
+// left to the blocks' CRCs).
+func verifyTarget(ctx context.Context, t Target, w *written, skipped []bool, meter *meter, depth int) (string, error) {
 	mode := "cached"
 	if f, ok := t.(fdTarget); ok {
 		if err := setDirect(f.Fd(), true); err == nil {
@@ -1076,6 +1224,9 @@ func verifyTarget(ctx context.Context, t Target, w *written, meter *meter, depth
 	go func() {
 		defer close(full)
 		for off := int64(0); off < w.n; off += chunkSize {
+			if idx := int(off / chunkSize); idx < len(skipped) && skipped[idx] {
+				continue
+			}
 			var c *chunk
 			select {
 			case c = <-free:
@@ -1145,7 +1296,7 @@ func verifyTarget(ctx context.Context, t Target, w *written, meter *meter, depth
 		}
 		return mode, readErr
 	}
-	if !bytes.Equal(h.Sum(nil), w.sum) {
+	if !slices.Contains(skipped, true) && !bytes.Equal(h.Sum(nil), w.sum) {
 		return mode, &VerifyError{Offset: -1, Want: hex.EncodeToString(w.sum)}
 	}
 	meter.update(w.n, true)

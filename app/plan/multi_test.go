@@ -19,7 +19,8 @@ import (
 // failingTarget fails every write: a card pulled out at once.
 type failingTarget struct{ *os.File }
 
-func (failingTarget) Write([]byte) (int, error) { return 0, syscall.EIO }
+func (failingTarget) Write([]byte) (int, error)          { return 0, syscall.EIO }
+func (failingTarget) WriteAt([]byte, int64) (int, error) { return 0, syscall.EIO }
 
 // Job.Devices in process: one download, every card its own result; the
 // failing one is a CardsError that unwraps to its failure.
