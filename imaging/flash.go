@@ -119,7 +119,8 @@ type openedSource struct {
 	cachePath  string // set when the file is a cache entry (deleted if corrupt)
 	cache      *Cache // the entry's cache and key, to open it through the cache's walk
 	cacheKey   string
-	err        error // last error from the underlying source (not the decoder)
+	follow     *follower // a download read as it arrives (openDownload)
+	err        error     // last error from the underlying source (not the decoder)
 	mu         sync.Mutex
 }
 
@@ -176,6 +177,11 @@ func openSource(ctx context.Context, src Source, progress ProgressFunc) (*opened
 		}
 		if src.Key == "" {
 			return nil, errors.New("image cache: no cache key given")
+		}
+		if cached, err := cache.Lookup(src.Key); err != nil {
+			return nil, err
+		} else if !cached {
+			return s.openDownload(ctx, cache, src, progress)
 		}
 		p, err := cache.Fetch(ctx, src.HTTPClient, src.URL, src.Key, progress)
 		if err != nil {
@@ -234,6 +240,36 @@ func openSource(ctx context.Context, src Source, progress ProgressFunc) (*opened
 	return s, nil
 }
 
+// openDownload is the first flash of an image: the card is written as the
+// download arrives, and the same bytes fill the cache (fetchStream). Its
+// sizes are what the headers tell (as for --no-cache): the xz index is at
+// the end of the file.
+func (s *openedSource) openDownload(ctx context.Context, cache *Cache, src Source, progress ProgressFunc) (*openedSource, error) {
+	final, err := cache.Path(src.Key)
+	if err != nil {
+		return nil, err
+	}
+	fr := cache.fetchStream(ctx, src.HTTPClient, src.URL, src.Key, progress)
+	br := bufio.NewReaderSize(fr, 1<<20)
+	s.r, s.closer, s.follow = br, fr, fr
+	s.path, s.cachePath, s.cache, s.cacheKey = final, final, cache, src.Key
+	head, err := br.Peek(sniffHeadSize) // waits for the first bytes (and the factory's build)
+	if err != nil && err != io.EOF {
+		fr.Close()
+		return nil, err
+	}
+	if err := s.setFormat(head, -1); err != nil {
+		fr.Close()
+		return nil, s.corrupt(fmt.Errorf("downloaded %s: %w", src.URL, err))
+	}
+	if s.format == FormatRaw {
+		fr.Close()
+		return nil, s.corrupt(fmt.Errorf("downloaded %s: %w: the download is not compressed (xz, zstd or gzip expected)", src.URL, ErrCorruptImage))
+	}
+	s.compressed = fr.g.announced()
+	return s, nil
+}
+
 // setFormat sniffs the source's format from its first bytes and sets what
 // the header tells of the decoded size (fileSize: the raw file's, or -1).
 func (s *openedSource) setFormat(head []byte, fileSize int64) error {
@@ -284,6 +320,9 @@ func (s *openedSource) notTarget(target string) error {
 func (s *openedSource) corrupt(err error) error {
 	if s.cachePath == "" {
 		return err
+	}
+	if s.follow != nil {
+		s.follow.Close() // the download holds the entry: stopped first
 	}
 	if rmErr := s.cache.Remove(s.cacheKey); rmErr != nil {
 		return fmt.Errorf("%w; removing the cache entry also failed: %v", err, rmErr)
