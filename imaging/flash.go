@@ -474,6 +474,7 @@ type card struct {
 	skippedChunk        []bool // by chunk index: held already, verified by that read
 	written, skipped    atomic.Int64
 	sinceSync           int64
+	regular, grow       bool  // a regular file; one to grow to the image's size at the end
 	err                 error // set by the write stage (or the common failure)
 	closed              bool
 	// write stage
@@ -1000,7 +1001,16 @@ func (cd *card) holds(b []byte, off int64) bool {
 			n = min(n, holdProbe)
 		}
 		al := (n + alignment - 1) / alignment * alignment
-		m, _ := cd.t.ReadAt(cd.rbuf[:al], off+int64(done))
+		m, err := cd.t.ReadAt(cd.rbuf[:al], off+int64(done))
+		if m < n && cd.regular && err == io.EOF {
+			// Past the end of a regular file: zeros once finish grows it.
+			if !bytes.Equal(cd.rbuf[:m], b[done:done+m]) || !allZero(b[done+m:done+n]) {
+				return false
+			}
+			cd.grow = true
+			done += n
+			continue
+		}
 		if m < n || !bytes.Equal(cd.rbuf[:n], b[done:done+n]) {
 			return false
 		}
@@ -1020,10 +1030,14 @@ func (cd *card) put(b []byte, off int64) (int, error) {
 }
 
 func (p *pipeline) writeCard(cd *card) error {
-	if cd.writeAt != nil && p.src.size > 0 {
+	if cd.writeAt != nil {
 		// A regular file reads zeros where it was never written: sized to
-		// the image up front, its zero chunks need no write at all.
-		presizeFile(cd.t, p.src.size)
+		// the image (up front when the size is known, else at the end),
+		// its zero chunks need no write at all.
+		cd.regular = isRegularFile(cd.t)
+		if cd.regular && p.src.size > 0 {
+			presizeFile(cd.t, p.src.size)
+		}
 	}
 	direct := false
 	if f, ok := cd.t.(fdTarget); ok && setDirect(f.Fd(), true) == nil {
@@ -1163,6 +1177,9 @@ func (p *pipeline) finish() (*written, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if c.grow {
+				presizeFile(c.t, p.readN)
+			}
 			err := syncBounded(c.t, cardStall)
 			if err == nil && c.writeAt != nil && p.head != nil {
 				// The rest is on the card: now the partition table.
