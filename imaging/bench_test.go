@@ -144,7 +144,7 @@ func benchFlash(b *testing.B, verify bool) {
 	dst := filepath.Join(b.TempDir(), "card.img")
 	b.SetBytes(size)
 	for b.Loop() {
-		res, err := Flash(context.Background(), FlashOptions{Source: Source{Path: path}, Target: dst, Verify: verify})
+		res, err := flashOne(context.Background(), FlashOptions{Source: Source{Path: path}, Targets: []string{dst}, Verify: verify})
 		if err != nil || res.Bytes != size {
 			b.Fatalf("%+v, %v", res, err)
 		}
@@ -357,8 +357,8 @@ func BenchmarkPipelineCard(b *testing.B) {
 	dst := filepath.Join(b.TempDir(), "card.img")
 	b.SetBytes(size)
 	for b.Loop() {
-		res, err := Flash(context.Background(), FlashOptions{
-			Source: Source{Path: path}, Target: dst,
+		res, err := flashOne(context.Background(), FlashOptions{
+			Source: Source{Path: path}, Targets: []string{dst},
 			Open: func(p string, _ int64) (Target, error) { return openCard(p) },
 		})
 		if err != nil || res.Bytes != size {

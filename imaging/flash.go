@@ -36,14 +36,13 @@ type Source struct {
 	HTTPClient *http.Client // nil -> http.DefaultClient
 }
 
-// FlashOptions configures Flash.
+// FlashOptions configures FlashAll.
 type FlashOptions struct {
 	Source Source
-	Target string // block device or regular file path
-	// Targets are several cards written from one decode (FlashAll); when
-	// set, Target is ignored.
+	// Targets are the cards, block devices or regular files, written from
+	// one read of the source and one decode (one card is a list of one).
 	Targets []string
-	// Open opens Target; size is the image's uncompressed size (-1 if
+	// Open opens a target; size is the image's uncompressed size (-1 if
 	// unknown). nil -> OpenFile (imaging/devices supplies the safe one).
 	Open   func(path string, size int64) (Target, error)
 	Verify bool
@@ -330,24 +329,6 @@ func (s *openedSource) corrupt(err error) error {
 	return fmt.Errorf("%w; removed it from the cache, run again to download it anew", err)
 }
 
-// Flash writes the source image to the target: read -> decompress -> write
-// (with SHA-256 computed on the side) -> fsync -> verify. Memory use is
-// bounded (a few 4 MiB chunks); no temporary file is made.
-func Flash(ctx context.Context, opts FlashOptions) (*Result, error) {
-	if len(opts.Targets) > 1 {
-		return nil, errors.New("flash: several targets: use FlashAll")
-	}
-	if len(opts.Targets) == 1 {
-		opts.Target = opts.Targets[0]
-	}
-	opts.Targets = nil
-	cards, err := FlashAll(ctx, opts)
-	if err != nil {
-		return nil, err
-	}
-	return cards[0].Result, cards[0].Err
-}
-
 // TargetResult is one target of FlashAll: Result is set once the image was
 // written (also when the verify then failed), Err says why this card failed.
 type TargetResult struct {
@@ -356,8 +337,8 @@ type TargetResult struct {
 	Err    error
 }
 
-// FlashAll writes the source image to every target of opts.Targets (or to
-// opts.Target) from one read of the source and one decode: each target has
+// FlashAll writes the source image to every target of opts.Targets from
+// one read of the source and one decode: each target has
 // its own writer, fsync and read-back, and one that is refused, fails or is
 // pulled out does not stop the others. The pipeline runs at the pace of the
 // slowest card (they share the chunk pool), so N cards take about the time
@@ -367,7 +348,7 @@ type TargetResult struct {
 func FlashAll(ctx context.Context, opts FlashOptions) ([]TargetResult, error) {
 	names := opts.Targets
 	if len(names) == 0 {
-		names = []string{opts.Target}
+		return nil, errors.New("flash: no target")
 	}
 	multi := len(names) > 1
 	if multi {

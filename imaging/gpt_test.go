@@ -44,7 +44,7 @@ func TestGPTImageChecksItself(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			for _, data := range [][]byte{c.data, zstdBytes(t, c.data)} {
 				dst := filepath.Join(t.TempDir(), "card.img")
-				_, err := Flash(context.Background(), FlashOptions{Source: Source{Path: writeTemp(t, "img", data)}, Target: dst, Verify: true})
+				_, err := flashOne(context.Background(), FlashOptions{Source: Source{Path: writeTemp(t, "img", data)}, Targets: []string{dst}, Verify: true})
 				if !errors.Is(err, ErrCorruptImage) {
 					t.Fatalf("got %v, want a corrupt image", err)
 				}
@@ -61,7 +61,7 @@ func TestGPTImageChecksItself(t *testing.T) {
 	// The whole image, and one padded after its backup header, pass.
 	for _, data := range [][]byte{img.Raw, append(bytes.Clone(img.Raw), make([]byte, 4096)...)} {
 		dst := filepath.Join(t.TempDir(), "card.img")
-		if _, err := Flash(context.Background(), FlashOptions{Source: Source{Path: writeTemp(t, "img", data)}, Target: dst, Verify: true}); err != nil {
+		if _, err := flashOne(context.Background(), FlashOptions{Source: Source{Path: writeTemp(t, "img", data)}, Targets: []string{dst}, Verify: true}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -75,7 +75,7 @@ func TestGPTBackupMustMatchPrimary(t *testing.T) {
 	binary.LittleEndian.PutUint64(hdr[32:], 7) // alternate LBA
 	binary.LittleEndian.PutUint32(hdr[16:], 0)
 	binary.LittleEndian.PutUint32(hdr[16:], crc32IEEE(hdr[:92]))
-	_, err := Flash(context.Background(), FlashOptions{Source: Source{Path: writeTemp(t, "img", b)}, Target: filepath.Join(t.TempDir(), "card.img")})
+	_, err := flashOne(context.Background(), FlashOptions{Source: Source{Path: writeTemp(t, "img", b)}, Targets: []string{filepath.Join(t.TempDir(), "card.img")}})
 	if !errors.Is(err, ErrCorruptImage) || !errors.Is(err, ErrIncomplete) {
 		t.Fatalf("got %v", err)
 	}

@@ -75,7 +75,7 @@ func TestFirstMiBWrittenLast(t *testing.T) {
 		ot = &orderTarget{File: f}
 		return ot, nil
 	}
-	res, err := Flash(context.Background(), FlashOptions{Source: Source{Path: writeTemp(t, "img.xz", img.XZ)}, Target: dst, Open: open, Verify: true})
+	res, err := flashOne(context.Background(), FlashOptions{Source: Source{Path: writeTemp(t, "img.xz", img.XZ)}, Targets: []string{dst}, Open: open, Verify: true})
 	if err != nil || !res.Verified || imagetest.FileSHA256(t, dst, img.Size) != img.SHA256 {
 		t.Fatalf("%+v %v", res, err)
 	}
@@ -117,7 +117,7 @@ func TestFailedCardHasNoPartitionTable(t *testing.T) {
 		f, err := os.OpenFile(dst, os.O_RDWR, 0)
 		return &orderTarget{File: f, failAt: 3 << 20}, err
 	}
-	_, err := Flash(context.Background(), FlashOptions{Source: Source{Path: writeTemp(t, "img.xz", img.XZ)}, Target: dst, Open: open, Verify: true})
+	_, err := flashOne(context.Background(), FlashOptions{Source: Source{Path: writeTemp(t, "img.xz", img.XZ)}, Targets: []string{dst}, Open: open, Verify: true})
 	if !errors.Is(err, ErrIncomplete) {
 		t.Fatalf("got %v, want an incomplete card", err)
 	}

@@ -65,7 +65,7 @@ func BenchmarkCardSkip(b *testing.B) {
 		skipHeld = skip
 		defer func() { skipHeld = true }()
 		start := time.Now()
-		res, err := Flash(context.Background(), FlashOptions{Source: Source{Path: path}, Target: card, Verify: true,
+		res, err := flashOne(context.Background(), FlashOptions{Source: Source{Path: path}, Targets: []string{card}, Verify: true,
 			Open: func(p string, _ int64) (Target, error) {
 				f, err := os.OpenFile(p, os.O_RDWR, 0)
 				return &cardTarget{File: f, bps: w, rbps: r}, err

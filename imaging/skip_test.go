@@ -45,7 +45,7 @@ func flashOnto(t *testing.T, raw, before []byte, wrap func(*os.File) Target) (*R
 		}
 		return wrap(f), nil
 	}
-	res, err := Flash(context.Background(), FlashOptions{Source: Source{Path: writeTemp(t, "img.raw", raw)}, Target: card, Open: open, Verify: true})
+	res, err := flashOne(context.Background(), FlashOptions{Source: Source{Path: writeTemp(t, "img.raw", raw)}, Targets: []string{card}, Open: open, Verify: true})
 	got, rerr := os.ReadFile(card)
 	if rerr != nil {
 		t.Fatal(rerr)

@@ -55,8 +55,8 @@ func BenchmarkFirstFlashStreamed(b *testing.B) {
 	flash := func(c *Cache) time.Duration {
 		prepareCard(b, card, "", size) // a zeroed card of the image's size, as a device has one
 		start := time.Now()
-		res, err := Flash(context.Background(), FlashOptions{Source: Source{URL: srv.URL + "/" + filepath.Base(path), Key: key, Cache: c, HTTPClient: srv.Client()},
-			Target: card, Verify: true, Open: open})
+		res, err := flashOne(context.Background(), FlashOptions{Source: Source{URL: srv.URL + "/" + filepath.Base(path), Key: key, Cache: c, HTTPClient: srv.Client()},
+			Targets: []string{card}, Verify: true, Open: open})
 		if err != nil || !res.Verified || res.Bytes != size {
 			b.Fatalf("%+v %v", res, err)
 		}

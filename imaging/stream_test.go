@@ -81,7 +81,7 @@ func TestFirstFlashWritesWhileDownloading(t *testing.T) {
 	var err error
 	go func() {
 		defer close(done)
-		res, err = Flash(context.Background(), FlashOptions{Source: Source{URL: srv.URL + "/img", Key: key, Cache: c, HTTPClient: srv.Client()}, Target: dst, Verify: true, Open: open})
+		res, err = flashOne(context.Background(), FlashOptions{Source: Source{URL: srv.URL + "/img", Key: key, Cache: c, HTTPClient: srv.Client()}, Targets: []string{dst}, Verify: true, Open: open})
 	}()
 	select {
 	case <-done:
@@ -117,7 +117,7 @@ func TestFirstFlashDownloadCut(t *testing.T) {
 	c := &Cache{Dir: t.TempDir(), Retries: 1, RetryDelay: time.Millisecond, IdleTimeout: 20 * time.Second}
 	key := CacheKey(testSchematic, testVersion, "metal-arm64.raw.zst")
 	dst := filepath.Join(t.TempDir(), "card.img")
-	_, err := Flash(context.Background(), FlashOptions{Source: Source{URL: srv.URL + "/img", Key: key, Cache: c, HTTPClient: srv.Client()}, Target: dst, Verify: true})
+	_, err := flashOne(context.Background(), FlashOptions{Source: Source{URL: srv.URL + "/img", Key: key, Cache: c, HTTPClient: srv.Client()}, Targets: []string{dst}, Verify: true})
 	if !errors.Is(err, ErrDownload) || errors.Is(err, ErrCorruptImage) {
 		t.Fatalf("got %v, want a failed download", err)
 	}
@@ -133,7 +133,7 @@ func TestFirstFlashDownloadCut(t *testing.T) {
 	defer close(gate)
 	srv2 := gatedServer(t, data, gate, false)
 	ctx, cancel := context.WithCancel(context.Background())
-	_, err = Flash(ctx, FlashOptions{Source: Source{URL: srv2.URL + "/img", Key: key, Cache: c, HTTPClient: srv2.Client()}, Target: dst, Verify: true,
+	_, err = flashOne(ctx, FlashOptions{Source: Source{URL: srv2.URL + "/img", Key: key, Cache: c, HTTPClient: srv2.Client()}, Targets: []string{dst}, Verify: true,
 		Open: onFirstData(dst, cancel)})
 	if !errors.Is(err, context.Canceled) || !errors.Is(err, ErrIncomplete) {
 		t.Fatalf("got %v, want an interrupted, incomplete card", err)

@@ -68,7 +68,7 @@ func FuzzCutAndSplicedStreams(f *testing.F) {
 		}
 		data = append(data, whole[resume:]...)
 		dst := filepath.Join(t.TempDir(), "card.img")
-		res, err := FlashAll(context.Background(), FlashOptions{Source: Source{Path: writeTemp(t, "img", data)}, Target: dst, Verify: true})
+		res, err := FlashAll(context.Background(), FlashOptions{Source: Source{Path: writeTemp(t, "img", data)}, Targets: []string{dst}, Verify: true})
 		if err == nil {
 			err = res[0].Err
 		}

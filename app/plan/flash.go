@@ -139,7 +139,7 @@ func (job *Job) outcome(out *Outcome, cards []Card) (*Outcome, error) {
 //     second card works offline); otherwise the schematic is validated and
 //     registered with the factory (it builds images only for schematics it
 //     knows) and the image is downloaded with the factory client's HTTP client;
-//  2. the image is written and verified in process (imaging.Flash), or,
+//  2. the image is written and verified in process (imaging.FlashAll), or,
 //     when the device needs root, downloaded as the user and written by the
 //     elevated child (app/elevate);
 //  3. a cache entry found corrupt by the child is dropped (the child
