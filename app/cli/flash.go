@@ -331,7 +331,8 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 		if c.Result.Verified {
 			verified = "verified by read-back (" + c.Result.VerifyMode + ")"
 		}
-		rep.Info("wrote %s to %s, sha256 %s, %s", humanize.IBytes(uint64(c.Result.Bytes)), c.Device, c.Result.SHA256, verified)
+		rep.Info("wrote %s to %s (%s written, %s already on the card), sha256 %s, %s", humanize.IBytes(uint64(c.Result.Bytes)), c.Device,
+			humanize.IBytes(uint64(c.Result.Written)), humanize.IBytes(uint64(c.Result.Skipped)), c.Result.SHA256, verified)
 		rep.Result(elevateResult(c, im))
 	}
 	if firstErr != nil {
@@ -354,7 +355,7 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 func elevateResult(c plan.Card, im *plan.Image) elevate.ResultEvent {
 	return elevate.ResultEvent{
 		Device: c.Device, Bytes: c.Result.Bytes, SHA256: c.Result.SHA256, Verified: c.Result.Verified,
-		VerifyMode: c.Result.VerifyMode, Schematic: im.SchematicID, Version: im.Version,
+		VerifyMode: c.Result.VerifyMode, Written: c.Result.Written, Skipped: c.Result.Skipped, Schematic: im.SchematicID, Version: im.Version,
 	}
 }
 

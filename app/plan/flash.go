@@ -340,7 +340,7 @@ func (job *Job) flashElevated(ctx context.Context, src imaging.Source) (*Outcome
 		case e != nil:
 			cards[i].Err = e
 		case r != nil:
-			cards[i].Result = &imaging.Result{Bytes: r.Bytes, SHA256: r.SHA256, Verified: r.Verified, VerifyMode: r.VerifyMode, Path: local}
+			cards[i].Result = &imaging.Result{Bytes: r.Bytes, SHA256: r.SHA256, Verified: r.Verified, VerifyMode: r.VerifyMode, Path: local, Written: r.Written, Skipped: r.Skipped}
 		default:
 			cards[i].Err = &elevate.Error{Code: -1, Message: "the elevated write reported nothing for " + d}
 		}
