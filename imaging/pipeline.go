@@ -343,7 +343,7 @@ func (p *pipeline) writeSkipping(cd *card, c *chunk, direct *bool) (int, error) 
 	if c.off == 0 {
 		h := min(len(b), headSize)
 		rest := true
-		if skipHeld {
+		if skipHeld && (*direct || cd.regular) {
 			// The card's own first MiB tells a re-flash (written last, it
 			// is the image's only on a card that was written whole).
 			cd.compare = cd.holds(b[:h], 0)
@@ -361,7 +361,9 @@ func (p *pipeline) writeSkipping(cd *card, c *chunk, direct *bool) (int, error) 
 		n, err := cd.put(b[h:], int64(h))
 		return h + n, err
 	}
-	if skipHeld && (c.zero || cd.compare) && cd.probe() {
+	// Only a read of the card itself (O_DIRECT) tells what it holds; a
+	// regular file's page cache is the file.
+	if skipHeld && (*direct || cd.regular) && (c.zero || cd.compare) && cd.probe() {
 		if cd.holds(b, c.off) {
 			cd.probeGap = 0
 			idx := int(c.off / chunkSize)
