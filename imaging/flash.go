@@ -26,6 +26,10 @@ type Source struct {
 	Cache      *Cache       // nil -> DefaultCache(); with NoCache only its download tuning is used
 	NoCache    bool         // stream from HTTP straight into the decompressor
 	HTTPClient *http.Client // nil -> http.DefaultClient
+	// Growing, with Path, reads a file another process is still
+	// downloading, as it grows (the elevated child: Download.WriteFeed in
+	// the user's process, Growing.ReadFeed here).
+	Growing *Growing
 }
 
 // FlashOptions configures FlashAll.

@@ -141,6 +141,9 @@ func openSource(ctx context.Context, src Source, progress ProgressFunc) (*opened
 		f.Close()
 		return nil, fmt.Errorf("image %s: %w: it is not a regular file (%v)", path, ErrUnsupportedImage, st.Mode().Type())
 	}
+	if src.Growing != nil {
+		return s.openGrowing(f, path, src.Growing)
+	}
 	head := make([]byte, sniffHeadSize)
 	n, err := f.ReadAt(head, 0)
 	if err != nil && err != io.EOF {
@@ -197,6 +200,27 @@ func (s *openedSource) openDownload(ctx context.Context, cache *Cache, src Sourc
 		return nil, s.corrupt(fmt.Errorf("downloaded %s: %w: the download is not compressed (xz, zstd or gzip expected)", src.URL, ErrCorruptImage))
 	}
 	s.compressed = fr.g.announced()
+	return s, nil
+}
+
+// openGrowing reads a file another process is still downloading (the
+// elevated child): as it grows, to the end the feed says is whole.
+func (s *openedSource) openGrowing(f *os.File, path string, g *Growing) (*openedSource, error) {
+	g.g.attach(f)
+	wait := make(chan struct{})
+	close(wait)
+	fr := &follower{g: g.g, cancel: func() {}, wait: wait}
+	br := bufio.NewReaderSize(fr, 1<<20)
+	s.path, s.r, s.closer = path, br, fr
+	head, err := br.Peek(sniffHeadSize)
+	if err != nil && err != io.EOF {
+		fr.Close()
+		return nil, err
+	}
+	if err := s.setFormat(head, -1); err != nil {
+		fr.Close()
+		return nil, fmt.Errorf("image %s: %w", path, err)
+	}
 	return s, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -140,5 +141,50 @@ func TestFirstFlashDownloadCut(t *testing.T) {
 	}
 	if ok, _ := c.Lookup(key); ok {
 		t.Fatal("an interrupted download is in the cache as whole")
+	}
+}
+
+// The elevated child's side: a file another process downloads (Download
+// there, its sizes fed through a pipe to Growing here) is written to the
+// card as it grows, and the flash ends only once the download is whole.
+func TestFollowAnotherProcessDownload(t *testing.T) {
+	raw := skipRaw(t)
+	data := zstdBytes(t, raw)
+	for _, cut := range []bool{false, true} {
+		gate := make(chan struct{})
+		srv := gatedServer(t, data, gate, cut)
+		c := &Cache{Dir: t.TempDir(), Retries: 1, RetryDelay: time.Millisecond, IdleTimeout: 20 * time.Second}
+		key := CacheKey(testSchematic, testVersion, "metal-arm64.raw.zst")
+		dl := c.StartDownload(context.Background(), srv.Client(), srv.URL+"/img", key, nil)
+		partial, growing, err := dl.Partial()
+		if err != nil || !growing {
+			t.Fatalf("partial %q %v %v", partial, growing, err)
+		}
+		pr, pw := io.Pipe()
+		go func() { dl.WriteFeed(pw); pw.Close() }()
+		g := NewGrowing()
+		go g.ReadFeed(pr)
+		var once sync.Once
+		dst := filepath.Join(t.TempDir(), "card.img")
+		res, err := flashOne(context.Background(), FlashOptions{Source: Source{Path: partial, Growing: g}, Targets: []string{dst}, Verify: true,
+			Open: onFirstData(dst, func() { once.Do(func() { close(gate) }) })})
+		if cut {
+			if !errors.Is(err, ErrDownload) || !errors.Is(err, ErrIncomplete) {
+				t.Fatalf("cut download: got %v", err)
+			}
+			if ok, _ := c.Lookup(key); ok {
+				t.Fatal("a cut download is in the cache as whole")
+			}
+			continue
+		}
+		if err != nil || !res.Verified {
+			t.Fatalf("%+v %v", res, err)
+		}
+		if got, _ := os.ReadFile(dst); !bytes.Equal(got, raw) {
+			t.Fatal("the card is not the image")
+		}
+		if p, err := dl.Wait(); err != nil || p == "" {
+			t.Fatalf("download: %q %v", p, err)
+		}
 	}
 }

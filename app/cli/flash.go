@@ -173,6 +173,8 @@ type flashFlags struct {
 	forceRaw          bool
 	cacheDir          string
 	elevated          bool
+	follow            bool
+	growing           *imaging.Growing // --follow: the image as the parent downloads it
 }
 
 func runFlash(ctx context.Context, args []string, env Env) error {
@@ -190,6 +192,7 @@ func runFlash(ctx context.Context, args []string, env Env) error {
 	fs.BoolVar(&f.forceRaw, "force-raw", false, "write an image that does not start like a disk (no MBR/GPT)")
 	fs.StringVar(&f.cacheDir, "cache-dir", "", "image cache directory (default: user cache dir)")
 	fs.BoolVar(&f.elevated, "elevated", false, "internal: this process is the privileged write step")
+	fs.BoolVar(&f.follow, "follow", false, "internal: the image is still downloading, its sizes come on stdin")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -209,7 +212,13 @@ func runFlash(ctx context.Context, args []string, env Env) error {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithCancel(ctx)
 		defer cancel()
+		if f.follow {
+			f.growing = imaging.NewGrowing()
+		}
 		go func() {
+			if f.growing != nil {
+				f.growing.ReadFeed(env.Stdin) // the download's sizes, then "done"
+			}
 			_, _ = io.Copy(io.Discard, env.Stdin)
 			cancel()
 		}()
@@ -291,7 +300,7 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 	}
 	job := plan.Job{
 		Image: im, Device: disks[0].Path, Cache: cache, Factory: f.client(),
-		NoCache: f.noCache, NoVerify: f.noVerify, ForceRaw: f.forceRaw, Safety: opts,
+		NoCache: f.noCache, NoVerify: f.noVerify, ForceRaw: f.forceRaw, Safety: opts, Growing: f.growing,
 		Progress: rep.Progress,
 		Status:   func(msg string) { rep.Info("%s", msg) },
 	}

@@ -40,6 +40,9 @@ type Args struct {
 	ForceNonRemovable bool
 	AllowLoop         bool
 	ForceRaw          bool
+	// Follow: Image is still being downloaded by the parent, which feeds
+	// its sizes on the child's stdin (RunFed, imaging.Download.WriteFeed).
+	Follow bool
 }
 
 // List is the child's command line after the program name.
@@ -64,6 +67,9 @@ func (a Args) List() []string {
 	}
 	if a.ForceRaw {
 		args = append(args, "--force-raw")
+	}
+	if a.Follow {
+		args = append(args, "--follow")
 	}
 	return args
 }

@@ -90,7 +90,7 @@ echo '{"event":"error","code":6,"message":"1 of 2 cards failed"}'; exit 6`
 	job.Progress = func(p imaging.Progress) { progress = append(progress, p) }
 	out, err := Flash(context.Background(), job)
 	cached, _ := cache.Path(job.Image.CacheKey())
-	if want := (elevate.Args{Image: cached, Devices: []string{"/dev/sdy", "/dev/sdz"}}).List(); !slices.Equal(args, want) {
+	if want := (elevate.Args{Image: cached + ".partial", Devices: []string{"/dev/sdy", "/dev/sdz"}, Follow: true}).List(); !slices.Equal(args, want) {
 		t.Fatalf("child args %q, want %q", args, want)
 	}
 	var ce *CardsError
