@@ -176,7 +176,7 @@ func newPipeline(ctx context.Context, stream io.Reader, cards []*card, src *open
 		if c.writeAt != nil {
 			p.zeros = alignedBuf(headSize)
 			p.skipping = true
-			c.rbuf = alignedBuf(chunkSize)
+			c.rbuf = alignedBuf(holdRead)
 		}
 	}
 	return p
@@ -405,15 +405,19 @@ func (cd *card) probe() bool {
 }
 
 // holdProbe is how much of a chunk is read first: a card that holds other
-// data there costs this read, not the chunk's.
-const holdProbe = 64 << 10
+// data there costs this read, not the chunk's. The rest is read holdRead
+// at a time (one buffer per card: three cards stay under 64 MiB).
+const (
+	holdProbe = 64 << 10
+	holdRead  = 1 << 20
+)
 
 // holds says whether the card reads b at off (direct reads of whole
 // O_DIRECT blocks, its first 64 KiB first). A short read, one past its
 // end or an error is "no": the chunk is then simply written.
 func (cd *card) holds(b []byte, off int64) bool {
 	for done := 0; done < len(b); {
-		n := len(b) - done
+		n := min(len(b)-done, holdRead)
 		if done == 0 {
 			n = min(n, holdProbe)
 		}
