@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,6 +9,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/node"
 )
 
@@ -86,7 +86,7 @@ func runBootstrap(ctx context.Context, args []string, env Env) error {
 		return waitExit(ctx, err)
 	}
 	if jsonOut {
-		return json.NewEncoder(env.Stdout).Encode(map[string]any{
+		return contract.WriteAnswer(env.Stdout, contract.TypeBootstrap, map[string]any{
 			"node": res.Endpoint, "talos_version": res.TalosVersion, "attempts": res.Attempts, "etcd_healthy": res.EtcdHealthy,
 		})
 	}

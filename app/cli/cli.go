@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"syscall"
+
+	"github.com/talosflash/talosflash/app/contract"
 )
 
 // Version is set by the build (-ldflags) and shown by `talosflash version`.
@@ -73,6 +75,11 @@ func Main(args []string, env Env) int {
 		code = 128 + int(s) // 130 SIGINT, 143 SIGTERM, 129 SIGHUP, as shells report them
 	}
 	fmt.Fprintf(env.Stderr, "talosflash: %s\n", oneLine(err.Error()))
+	var done reportedError
+	if wantsJSON(args) && !errors.As(err, &done) {
+		// Scripts read the failure on stdout too: the last line is an "error".
+		contract.NewWriter(env.Stdout).Error(code, oneLine(err.Error()))
+	}
 	return code
 }
 

@@ -2,11 +2,11 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/factory"
 )
 
@@ -65,7 +65,7 @@ func runOutdated(ctx context.Context, args []string, env Env) error {
 	}
 	if len(uses) == 0 {
 		if jsonOut {
-			return json.NewEncoder(env.Stdout).Encode([]outdatedJSON{})
+			return contract.WriteAnswer(env.Stdout, contract.TypeOutdated, []outdatedJSON{})
 		}
 		fmt.Fprintf(env.Stdout, "no Image Factory installer references under %s\n", dir)
 		return nil
@@ -81,7 +81,7 @@ func runOutdated(ctx context.Context, args []string, env Env) error {
 		}
 	}
 	if jsonOut {
-		return json.NewEncoder(env.Stdout).Encode(outdatedToJSON(ups, changed))
+		return contract.WriteAnswer(env.Stdout, contract.TypeOutdated, outdatedToJSON(ups, changed))
 	}
 	pending := 0
 	for _, u := range ups {

@@ -2,11 +2,11 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/node"
 )
@@ -106,7 +106,7 @@ func runUpgrade(ctx context.Context, args []string, env Env) error {
 			}
 		}
 		if jsonOut {
-			_ = json.NewEncoder(env.Stdout).Encode(upgradesJSON(results))
+			_ = contract.WriteAnswer(env.Stdout, contract.TypeUpgrade, upgradesJSON(results))
 		}
 		if len(errs) > 1 {
 			var more []string
@@ -122,7 +122,7 @@ func runUpgrade(ctx context.Context, args []string, env Env) error {
 	}
 	err = node.UpgradeAll(ctx, nodes, tc, opts, report)
 	if jsonOut {
-		_ = json.NewEncoder(env.Stdout).Encode(upgradesJSON(results))
+		_ = contract.WriteAnswer(env.Stdout, contract.TypeUpgrade, upgradesJSON(results))
 	}
 	if err != nil && len(results) < len(nodes) {
 		err = fmt.Errorf("%w; not upgraded: %s", err, strings.Join(nodes[len(results):], ", "))
