@@ -179,7 +179,7 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	if fs.NArg() > 0 {
 		return usageErrorf("%s: unexpected argument %q", fs.Name(), fs.Arg(0))
 	}
-	return nil
+	return checkFlags(fs) // validate.go: before anything is touched
 }
 
 // flagOutput swallows the flag package's output and carries where a
@@ -223,9 +223,9 @@ var commandHelp = map[string]help{
 		example:  "talosflash profiles --profiles profiles.yaml",
 	},
 	"devices": {
-		synopsis: "talosflash devices [--json]",
+		synopsis: "talosflash devices [--allow-loop] [--json]",
 		about:    "List the disks of this machine and whether each is a safe target (and why not).",
-		example:  "talosflash devices",
+		example:  "talosflash devices\ntalosflash devices --allow-loop   # loop devices as flash --allow-loop judges them",
 	},
 	"nodes": {
 		synopsis: "talosflash nodes [--subnet CIDR] [flags]",

@@ -96,15 +96,25 @@ func runProfiles(_ context.Context, args []string, env Env) error {
 }
 
 func runDevices(_ context.Context, args []string, env Env) error {
-	var jsonOut bool
+	var jsonOut, allowLoop bool
 	fs := newFlagSet("devices", env)
 	fs.BoolVar(&jsonOut, "json", false, "print JSON")
+	fs.BoolVar(&allowLoop, "allow-loop", false, "judge loop devices as flash --allow-loop does (testing without a card)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	disks, err := devices.List()
 	if err != nil {
 		return err
+	}
+	if allowLoop {
+		// The verdict flash --allow-loop would give (the app does the same).
+		for i := range disks {
+			if d := &disks[i]; d.Transport == devices.TransportLoop {
+				d.Refusal = d.Assess(0, devices.Options{AllowLoop: true})
+				d.Safe = d.Refusal == nil
+			}
+		}
 	}
 	if jsonOut {
 		return contract.WriteAnswer(env.Stdout, contract.TypeDevices, devicesJSON(disks))

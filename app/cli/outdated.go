@@ -53,6 +53,9 @@ func runOutdated(ctx context.Context, args []string, env Env) error {
 			return err
 		}
 	}
+	if err := checkFlags(fs); err != nil {
+		return err
+	}
 	if to != "patch" && to != "latest" && !strings.HasPrefix(to, "v") {
 		return usageErrorf("outdated: --to %q: want patch, latest or a version such as v1.15.0", to)
 	}
