@@ -94,10 +94,12 @@ $(RELEASE_STAMP): scripts/setup.sh
 release: $(STAMP) $(RELEASE_STAMP)
 	./scripts/release.sh
 
-# Installs dist/'s amd64 .deb into a temporary root (dpkg -x) and starts the
-# app from it under Xvfb (its window must appear) and its CLI.
+# Installs dist/'s .deb files into temporary roots (dpkg -x) and starts the
+# app from each under Xvfb (its window must appear) and its CLI: the arm64
+# one under qemu-user.
 release-test: release
-	TALOSFLASH_DEB=$$(ls $(CURDIR)/dist/talosflash_*_amd64.deb) $(GO) test -count=1 -run TestDeb ./packaging/
+	TALOSFLASH_DEB=$$(ls $(CURDIR)/dist/talosflash_*_amd64.deb) TALOSFLASH_DEB_ARM64=$$(ls $(CURDIR)/dist/talosflash_*_arm64.deb) \
+	  $(GO) test -count=1 -run TestDeb ./packaging/
 
 screenshots: build
 	./scripts/screenshots.sh

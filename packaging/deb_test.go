@@ -27,13 +27,14 @@ var debFiles = []string{
 	"usr/share/doc/talosflash/JSON.md",
 }
 
-// extractDeb unpacks TALOSFLASH_DEB (make release-test sets it) into a
-// temporary root, as dpkg would install it, and returns the root.
-func extractDeb(t *testing.T) string {
+// extractDeb unpacks the .deb named by $env (make release-test sets
+// TALOSFLASH_DEB and TALOSFLASH_DEB_ARM64) into a temporary root, as dpkg
+// would install it, checks it is for arch, and returns the root.
+func extractDeb(t *testing.T, env, arch string) string {
 	t.Helper()
-	deb := os.Getenv("TALOSFLASH_DEB")
+	deb := os.Getenv(env)
 	if deb == "" {
-		t.Skip("TALOSFLASH_DEB is not set: `make release-test` builds the .deb and runs this test")
+		t.Skip(env + " is not set: `make release-test` builds the .deb and runs this test")
 	}
 	if !filepath.IsAbs(deb) {
 		deb = filepath.Join("..", deb) // relative to the repository's root, as make sees it
@@ -45,7 +46,7 @@ func extractDeb(t *testing.T) string {
 	if err != nil {
 		t.Fatalf("dpkg-deb --field %s: %v", deb, err)
 	}
-	for _, want := range []string{"Package: talosflash", "Architecture: amd64", "libgl1"} {
+	for _, want := range []string{"Package: talosflash", "Architecture: " + arch, "libgl1"} {
 		if !strings.Contains(string(info), want) {
 			t.Fatalf("%s control lacks %q:\n%s", deb, want, info)
 		}
@@ -66,16 +67,9 @@ func extractDeb(t *testing.T) string {
 // The installed binary's CLI runs, and the desktop file and polkit policy
 // name what the package installs.
 func TestDebInstallsCLIAndDesktopIntegration(t *testing.T) {
-	root := extractDeb(t)
+	root := extractDeb(t, "TALOSFLASH_DEB", "amd64")
 	bin := filepath.Join(root, "usr/bin/talosflash")
-	out, err := exec.Command(bin, "version").CombinedOutput()
-	if err != nil || !strings.HasPrefix(string(out), "talosflash ") || strings.Contains(string(out), "-dev") {
-		t.Fatalf("talosflash version: %v: %q (want the release version)", err, out)
-	}
-	out, err = exec.Command(bin, "schematic", "--role", "worker", "--json").Output()
-	if err != nil || !strings.Contains(string(out), `"event":"schematic"`) {
-		t.Fatalf("talosflash schematic --json: %v: %s", err, out)
-	}
+	checkCLI(t, bin)
 
 	desktop, err := os.ReadFile(filepath.Join(root, "usr/share/applications/io.github.talosflash.desktop"))
 	if err != nil {
@@ -119,14 +113,52 @@ func TestDebInstallsCLIAndDesktopIntegration(t *testing.T) {
 	}
 }
 
+// checkCLI runs the packaged binary's CLI (run: the binary, or an emulator
+// and the binary).
+func checkCLI(t *testing.T, run ...string) {
+	t.Helper()
+	out, err := exec.Command(run[0], append(run[1:], "version")...).CombinedOutput()
+	if err != nil || !strings.HasPrefix(string(out), "talosflash ") || strings.Contains(string(out), "-dev") {
+		t.Fatalf("talosflash version: %v: %q (want the release version)", err, out)
+	}
+	out, err = exec.Command(run[0], append(run[1:], "schematic", "--role", "worker", "--json")...).Output()
+	if err != nil || !strings.Contains(string(out), `"event":"schematic"`) {
+		t.Fatalf("talosflash schematic --json: %v: %s", err, out)
+	}
+}
+
 // The installed app opens its window on a real X server.
 func TestDebAppStartsUnderXvfb(t *testing.T) {
-	root := extractDeb(t)
+	root := extractDeb(t, "TALOSFLASH_DEB", "amd64")
+	startsWindow(t, filepath.Join(root, "usr/bin/talosflash"))
+}
+
+// The arm64 package's binary, under qemu-user with Debian's arm64 libraries
+// (what setup.sh --release installs to build it): its CLI runs and its app
+// opens its window.
+func TestDebArm64UnderQemu(t *testing.T) {
+	root := extractDeb(t, "TALOSFLASH_DEB_ARM64", "arm64")
+	qemu, err := exec.LookPath("qemu-aarch64")
+	if err != nil {
+		t.Skip("qemu-aarch64 not installed (apt-get install qemu-user)")
+	}
+	if _, err := os.Stat("/lib/ld-linux-aarch64.so.1"); err != nil {
+		t.Skip("no arm64 libc (dpkg multiarch: scripts/setup.sh --release)")
+	}
+	bin := filepath.Join(root, "usr/bin/talosflash")
+	checkCLI(t, qemu, bin)
+	startsWindow(t, qemu, bin)
+}
+
+// startsWindow runs the app (run: the binary, or an emulator and the
+// binary) on a private X server until its window is shown.
+func startsWindow(t *testing.T, run ...string) {
+	t.Helper()
 	if _, err := exec.LookPath("xwininfo"); err != nil {
 		t.Skip("xwininfo not installed")
 	}
 	display := xvfbtest.Start(t, "1024x768x24")
-	cmd := exec.Command(filepath.Join(root, "usr/bin/talosflash"), "gui", "--factory", "http://127.0.0.1:1")
+	cmd := exec.Command(run[0], append(run[1:], "gui", "--factory", "http://127.0.0.1:1")...)
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8", "DISPLAY=" + display, "HOME=" + t.TempDir()}
 	var output lockedBuffer
 	cmd.Stdout, cmd.Stderr = &output, &output

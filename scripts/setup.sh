@@ -8,14 +8,15 @@
 # unit tests, scripts/wine-test.sh); where they cannot be installed it says
 # so and succeeds: the Wine tests then skip and package-windows says why.
 # --release adds what `make release` needs for the linux/arm64 app: Debian's
-# aarch64 cross compiler and the arm64 X11/GL libraries (dpkg multiarch).
+# aarch64 cross compiler and the arm64 X11/GL libraries (dpkg multiarch),
+# and qemu-user to start the arm64 build in make release-test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 if [ "${1:-}" = "--release" ]; then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  rel=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross dpkg-dev)
+  rel=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross dpkg-dev qemu-user)
   for l in libgl1-mesa-dev libx11-dev libxcursor-dev libxrandr-dev libxinerama-dev libxi-dev libxxf86vm-dev; do rel+=("$l:arm64"); done
   missing=()
   for p in "${rel[@]}"; do
