@@ -60,12 +60,21 @@ func checkFlags(fs *flag.FlagSet) error {
 	if f, ok := value("format"); ok && f != "zst" && f != "xz" {
 		return usageErrorf("%s: --format %q: want zst or xz", cmd, f)
 	}
-	if role, ok := value("role"); ok && role != "" {
-		profiles, _ := value("profiles")
-		all, err := loadProfiles(profiles)
-		if err != nil {
-			return err
+	for _, name := range []string{"installer", "flashed-installer"} {
+		if ref, _ := value(name); ref != "" {
+			if _, err := factory.ParseInstallerRef(ref); err != nil {
+				return usageErrorf("%s: --%s: %v", cmd, name, err)
+			}
 		}
+	}
+	// The profiles file is read whenever it is named: a broken one is
+	// reported first, whatever the command would have used it for.
+	profiles, _ := value("profiles")
+	all, err := loadProfiles(profiles)
+	if err != nil {
+		return err
+	}
+	if role, ok := value("role"); ok && role != "" {
 		if _, err := factory.FindProfile(all, role); err != nil {
 			hint := "; custom ones come from --profiles FILE (see: talosflash profiles)"
 			if profiles != "" {
