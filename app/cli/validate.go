@@ -108,11 +108,11 @@ func checkTargetVersion(cmd, to string) error {
 	if factory.ValidateVersion(v) == nil {
 		return nil
 	}
-	want := "a Talos version such as " + nextVersionExample()
+	want := "a Talos version such as " + nextVersionExample() + " (see: talosflash outdated --to latest)"
 	if cmd == "outdated" {
-		want = "patch, latest or " + want
+		want = "patch, latest or a Talos version such as " + nextVersionExample()
 	}
-	return usageErrorf("%s: --to %q: want %s (see: talosflash outdated --to latest)", cmd, to, want)
+	return usageErrorf("%s: --to %q: want %s", cmd, to, want)
 }
 
 // nextVersionExample is the default Talos version with its patch level
