@@ -47,7 +47,9 @@ func TestNodesApplySaysWhatTheNodeDoesNext(t *testing.T) {
 			h := newHarness(t, nil)
 			srv := nodetest.Start(t, gen.opts)
 			file, _ := filepath.Abs("testdata/worker.yaml")
-			h.onUI(func() { h.ui.nodes.addNode(node.Node{Addr: srv.Addr(), Maintenance: true}).flashed.SetSelected("worker") })
+			h.onUI(func() {
+				h.ui.nodes.addNode(node.Node{Addr: srv.Addr(), Maintenance: true}).flashed.SetSelected("worker")
+			})
 			row, p := h.dropOnProbedNode(srv, file)
 			h.onUI(func() {
 				if text := h.overlayLabels(); !strings.Contains(text, gen.next.Node) || strings.Contains(text, "reboots with this config") {
