@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -64,5 +65,30 @@ func TestApplyInitConfigNeedsNoBootstrap(t *testing.T) {
 	}
 	if strings.Contains(stderr, "talosflash bootstrap") || !strings.Contains(stderr, "next: an init config starts etcd as the cluster's first member by itself") {
 		t.Errorf("stderr:\n%s", stderr)
+	}
+}
+
+// apply --json carries the same next step.
+func TestApplyJSONSaysWhatTheNodeDoesNext(t *testing.T) {
+	srv := nodetest.Start(t, nodetest.Options{Schematic: builtinSchematic(t, "controlplane")})
+	path, _ := testConfig(t, "controlplane.yaml")
+	code, stdout, stderr := cliRun(t, "apply", "--node", srv.Addr(), "--file", path, "--json")
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var out struct {
+		Next *struct {
+			Node              string `json:"node"`
+			LeavesMaintenance bool   `json:"leaves_maintenance"`
+			Bootstrap         bool   `json:"bootstrap"`
+			Then              string `json:"then"`
+		} `json:"next"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+		t.Fatalf("%v: %s", err, stdout)
+	}
+	want := nextAfter(nodetest.DefaultVersion, "controlplane", node.ModeNoReboot)
+	if out.Next == nil || out.Next.Node != want.Node || !out.Next.LeavesMaintenance || !out.Next.Bootstrap || out.Next.Then != want.Then {
+		t.Fatalf("next %+v, want %+v", out.Next, want)
 	}
 }

@@ -218,15 +218,18 @@ func runApply(ctx context.Context, args []string, env Env) error {
 		_ = json.NewEncoder(env.Stdout).Encode(applyErrorJSON{Event: "error", Code: exitCode(err), Message: oneLine(err.Error()), Findings: findingsJSON(findings)})
 		return err
 	}
-	out := applyResultJSON(res)
+	out := applyResultJSON(res.Result)
 	out.Findings = findingsJSON(findings)
+	if !res.Result.DryRun {
+		out.Next = &applyNextJSON{Node: res.Next.Node, LeavesMaintenance: res.Next.LeavesMaintenance, Bootstrap: res.Next.Bootstrap, Then: res.Next.Then}
+	}
 	return json.NewEncoder(env.Stdout).Encode(out)
 }
 
 // apply fills in the apply job from the flags, runs it (app/plan) and
-// renders what happens. It returns the node's answer and the incident-check
+// renders what happens. It returns the outcome and the incident-check
 // findings (also on error).
-func apply(ctx context.Context, f *applyFlags, env Env) (*node.ApplyResult, []node.Finding, error) {
+func apply(ctx context.Context, f *applyFlags, env Env) (*plan.ApplyOutcome, []node.Finding, error) {
 	if f.endpoint == "" || f.file == "" {
 		return nil, nil, usageErrorf("apply: --node and --file are required")
 	}
@@ -262,7 +265,7 @@ func apply(ctx context.Context, f *applyFlags, env Env) (*node.ApplyResult, []no
 	}
 	res := out.Result
 	if f.jsonOut {
-		return res, findings, nil
+		return out, findings, nil
 	}
 	verb := "applied"
 	if f.dryRun {
@@ -284,7 +287,7 @@ func apply(ctx context.Context, f *applyFlags, env Env) (*node.ApplyResult, []no
 	case out.Next.Then != "":
 		fmt.Fprintf(env.Stderr, "next: %s\n", out.Next.Then)
 	}
-	return res, findings, nil
+	return out, findings, nil
 }
 
 // renderApplyEvent prints what the apply job reports, on stderr.
