@@ -437,7 +437,7 @@ func readURI(u fyne.URI, limit int64) ([]byte, error) {
 // it): mode auto, the row's fallback choice as the declared role.
 func (s *nodesStep) applyJob(r *nodeRow, name string, data []byte) plan.ApplyJob {
 	return plan.ApplyJob{Endpoint: r.node.Addr, Name: name, Config: data, Mode: node.ModeAuto,
-		Check: s.nodeCheck(r), Probe: s.ui.deps.Probe, Send: s.ui.deps.Apply}
+		Check: s.nodeCheck(r), Probe: s.ui.deps.Probe, ApplyConfig: s.ui.deps.Apply}
 }
 
 // checkAndPrompt checks the config against what the node booted (probed

@@ -31,9 +31,9 @@ type ApplyJob struct {
 	// images, the declared role. Node and Endpoint are filled from the probe.
 	Check NodeCheck
 
-	// Probe and Send reach the node (nil: node.Probe, node.Apply).
-	Probe func(ctx context.Context, addr string) (*node.Node, error)
-	Send  func(ctx context.Context, opts node.ApplyOptions) (*node.ApplyResult, error)
+	// Probe and ApplyConfig reach the node (nil: node.Probe, node.Apply).
+	Probe       func(ctx context.Context, addr string) (*node.Node, error)
+	ApplyConfig func(ctx context.Context, opts node.ApplyOptions) (*node.ApplyResult, error)
 	// Event gets what happens, in order, as it happens (may be nil).
 	Event func(ApplyEvent)
 }
@@ -283,7 +283,7 @@ func (rv *ApplyReview) Send(ctx context.Context, force bool) (*ApplyOutcome, err
 		return out, &BlockedError{Name: job.Name, Findings: blocking}
 	}
 	if modes := node.ModesFor(n.TalosVersion); !slices.Contains(modes, job.Mode) {
-		return out, &InputError{Setting: "mode", Value: job.Mode, Err: fmt.Errorf("Talos <= 1.12 in maintenance mode only accepts %s (node reports %s)", strings.Join(modes, ", "), versionLabel(n))}
+		return out, &InputError{Setting: "mode", Value: job.Mode, Err: errors.New("Talos <= 1.12 in maintenance mode only accepts " + strings.Join(modes, ", ") + " (node reports " + versionLabel(n) + ")")}
 	}
 	if n.CertFingerprint == "" {
 		return out, fmt.Errorf("%w: %s showed no TLS certificate when it was probed, so %s could reach another machine at this address; nothing was sent (scan or add the node again)", ErrNoFingerprint, n.Addr, job.Name)
@@ -291,7 +291,7 @@ func (rv *ApplyReview) Send(ctx context.Context, force bool) (*ApplyOutcome, err
 	if job.Mode == node.ModeTry && n.Unified() && !job.DryRun {
 		job.note(node.SeverityWarning, fmt.Sprintf("--mode try on Talos >= 1.13 applies the config without persisting it and rolls back after %s: the node will not keep it", node.DefaultTryTimeout))
 	}
-	send := job.Send
+	send := job.ApplyConfig
 	if send == nil {
 		send = node.Apply
 	}
