@@ -209,9 +209,13 @@ func runApply(ctx context.Context, args []string, env Env) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	res, findings, err := apply(ctx, &f, env)
+	res, err := apply(ctx, &f, env)
 	if !f.jsonOut {
 		return err
+	}
+	var findings []node.Finding
+	if res != nil {
+		findings = res.Findings
 	}
 	if err != nil {
 		// Scripts get one JSON object either way; the message also goes to stderr.
@@ -227,45 +231,40 @@ func runApply(ctx context.Context, args []string, env Env) error {
 }
 
 // apply fills in the apply job from the flags, runs it (app/plan) and
-// renders what happens. It returns the outcome and the incident-check
-// findings (also on error).
-func apply(ctx context.Context, f *applyFlags, env Env) (*plan.ApplyOutcome, []node.Finding, error) {
+// renders what happens. It returns the outcome (with the incident-check
+// findings also on error, once the node was checked).
+func apply(ctx context.Context, f *applyFlags, env Env) (*plan.ApplyOutcome, error) {
 	if f.endpoint == "" || f.file == "" {
-		return nil, nil, usageErrorf("apply: --node and --file are required")
+		return nil, usageErrorf("apply: --node and --file are required")
 	}
 	endpoint, err := node.NormalizeEndpoint(f.endpoint)
 	if err != nil {
-		return nil, nil, withCode(ExitUsage, fmt.Errorf("--node: %w", err))
+		return nil, withCode(ExitUsage, fmt.Errorf("--node: %w", err))
 	}
 	if _, err := node.ParseMode(f.mode); err != nil {
-		return nil, nil, withCode(ExitUsage, err)
+		return nil, withCode(ExitUsage, err)
 	}
 	file := f.file
 	data, err := readConfigFile(file)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	all, err := loadProfiles(f.profiles)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	cached := cachedIDs(f.cacheDir)
 	job := plan.ApplyJob{
 		Endpoint: endpoint, Name: file, Config: data, Mode: f.mode, DryRun: f.dryRun, Force: f.force, Timeout: f.timeout,
-		Check: plan.NodeCheck{Profiles: all, Factory: factory.NewClient(f.factoryURL, nil), CachedIDs: cached, Declared: f.role, FlashedInstaller: f.installer},
-		Event: func(ev plan.ApplyEvent) { renderApplyEvent(env, file, all, cached, ev) },
+		Check: plan.NodeCheck{Profiles: all, Factory: factory.NewClient(f.factoryURL, nil), CachedIDs: cachedIDs(f.cacheDir), Declared: f.role, FlashedInstaller: f.installer},
+		Event: func(ev plan.ApplyEvent) { renderApplyEvent(env, file, ev) },
 	}
 	out, err := plan.Apply(ctx, job)
-	var findings []node.Finding
-	if out != nil {
-		findings = out.Findings
-	}
 	if err != nil {
-		return nil, findings, applyError(err, file)
+		return out, applyError(err, file)
 	}
 	res := out.Result
 	if f.jsonOut {
-		return out, findings, nil
+		return out, nil
 	}
 	verb := "applied"
 	if f.dryRun {
@@ -287,11 +286,11 @@ func apply(ctx context.Context, f *applyFlags, env Env) (*plan.ApplyOutcome, []n
 	case out.Next.Then != "":
 		fmt.Fprintf(env.Stderr, "next: %s\n", out.Next.Then)
 	}
-	return out, findings, nil
+	return out, nil
 }
 
 // renderApplyEvent prints what the apply job reports, on stderr.
-func renderApplyEvent(env Env, file string, all []factory.Profile, cached []string, ev plan.ApplyEvent) {
+func renderApplyEvent(env Env, file string, ev plan.ApplyEvent) {
 	switch ev.Kind {
 	case plan.EventNote:
 		word := "note"
@@ -300,7 +299,7 @@ func renderApplyEvent(env Env, file string, all []factory.Profile, cached []stri
 		}
 		fmt.Fprintf(env.Stderr, "%s: %s\n", word, ev.Text)
 	case plan.EventNode:
-		fmt.Fprintf(env.Stderr, "node %s: Talos %s, booted %s\n", ev.Node.Addr, talosLabel(ev.Node), describeBooted(ev.Node, all, cached))
+		fmt.Fprintf(env.Stderr, "node %s: Talos %s, booted %s\n", ev.Node.Addr, talosLabel(ev.Node), describeBooted(ev.Node, ev.Match))
 	case plan.EventFinding:
 		fmt.Fprintf(env.Stderr, "%s: %s\n", ev.Finding.Severity, ev.Finding.Message)
 		if ev.Finding.Fix != "" {
@@ -337,11 +336,10 @@ func applyError(err error, file string) error {
 	return err
 }
 
-func describeBooted(n *node.Node, all []factory.Profile, cached []string) string {
+func describeBooted(n *node.Node, m plan.Match) string {
 	if n.Booted == nil {
 		return "unknown (no extension statuses: Talos <= 1.12 or an image not from the Image Factory)"
 	}
-	m := (plan.NodeCheck{Profiles: all, CachedIDs: cached, Node: n}).MatchBooted()
 	if l := m.Label(); l != "" {
 		return l + ": " + n.Booted.String()
 	}
