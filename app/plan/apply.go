@@ -91,6 +91,7 @@ type ApplyReview struct {
 	// DeclaredNote says how the declared role relates to what the node
 	// booted ("" when there is nothing to say).
 	DeclaredNote string
+	checked      bool // CheckApply got to the end: Send may send
 }
 
 // Blocking counts the findings that stop the send unless forced.
@@ -262,6 +263,7 @@ func CheckApply(ctx context.Context, job ApplyJob) (*ApplyReview, error) {
 	for _, f := range rv.Findings {
 		job.emit(ApplyEvent{Kind: EventFinding, Finding: f})
 	}
+	rv.checked = true
 	return rv, nil
 }
 
@@ -273,6 +275,9 @@ func CheckApply(ctx context.Context, job ApplyJob) (*ApplyReview, error) {
 func (rv *ApplyReview) Send(ctx context.Context, force bool) (*ApplyOutcome, error) {
 	job, n := rv.Job, rv.Node
 	out := &ApplyOutcome{ApplyReview: rv}
+	if !rv.checked {
+		return out, errors.New("apply: the config was not checked against the node (CheckApply failed); nothing was sent")
+	}
 	if b := rv.Blocking(); b > 0 && !force {
 		var blocking []node.Finding
 		for _, f := range rv.Findings {

@@ -164,6 +164,15 @@ func TestApplyBlockingFindingSendsNothing(t *testing.T) {
 	if _, err := rv.Send(context.Background(), false); !errors.As(err, &blocked) || len(srv.Requests()) != 0 {
 		t.Fatalf("send without the override: %v, %d requests", err, len(srv.Requests()))
 	}
+	// A review whose check failed never sends, forced or not.
+	cfgd := nodetest.Start(t, nodetest.Options{Configured: true})
+	failed, err := CheckApply(context.Background(), applyJob(cfgd, "worker.yaml", data, &rec))
+	if err == nil || failed == nil {
+		t.Fatalf("check of a configured node: %v", err)
+	}
+	if _, err := failed.Send(context.Background(), true); err == nil || len(cfgd.Requests()) != 0 {
+		t.Fatalf("send after a failed check: %v", err)
+	}
 	if _, err := rv.Send(context.Background(), true); err != nil {
 		t.Fatal(err)
 	}
