@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -97,9 +98,12 @@ func runUpgrade(ctx context.Context, args []string, env Env) error {
 		// Plan every node (nothing is sent), even after one fails to plan.
 		var errs []error
 		for _, ep := range nodes {
+			// The real run's own checks (node.PlanUpgrade is its first step):
+			// the dry run fails where it would.
 			r, err := node.PlanUpgrade(ctx, ep, tc, opts)
 			if r != nil {
-				report(r)
+				results = append(results, r)
+				describeDryRun(out, r, err)
 			}
 			if err != nil {
 				errs = append(errs, err)
@@ -128,6 +132,23 @@ func runUpgrade(ctx context.Context, args []string, env Env) error {
 		err = fmt.Errorf("%w; not upgraded: %s", err, strings.Join(nodes[len(results):], ", "))
 	}
 	return waitExit(ctx, err)
+}
+
+// describeDryRun shows a dry run's plan and, when a check of the real
+// run failed, that the upgrade would fail and why (never "would pull").
+func describeDryRun(w io.Writer, r *node.UpgradeResult, planErr error) {
+	if planErr == nil {
+		describeUpgrade(w, r)
+		return
+	}
+	fmt.Fprintf(w, "node %s: Talos %s -> %s\n", r.Endpoint, dash(r.From), r.To)
+	if r.Booted != nil {
+		fmt.Fprintf(w, "  booted:    %s\n", r.Booted)
+	}
+	if r.Image != "" {
+		fmt.Fprintf(w, "  installer: %s\n", r.Image)
+	}
+	fmt.Fprintf(w, "  dry run: would fail: %s; nothing sent\n", oneLine(planErr.Error()))
 }
 
 func describeUpgrade(w interface{ Write([]byte) (int, error) }, r *node.UpgradeResult) {
