@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -126,7 +127,12 @@ func runUpgrade(ctx context.Context, args []string, env Env) error {
 	}
 	err = node.UpgradeAll(ctx, nodes, tc, opts, report)
 	if jsonOut {
-		_ = json.NewEncoder(env.Stdout).Encode(upgradesJSON(results))
+		out := upgradesJSON(results)
+		var ie *node.InterruptedError
+		if errors.As(err, &ie) && len(out) > 0 {
+			out[len(out)-1].Interrupted = ie.State // the node it stopped at
+		}
+		_ = json.NewEncoder(env.Stdout).Encode(out)
 	}
 	if err != nil && len(results) < len(nodes) {
 		err = fmt.Errorf("%w; not upgraded: %s", err, strings.Join(nodes[len(results):], ", "))
@@ -191,13 +197,21 @@ type upgradeJSON struct {
 	DryRun      bool     `json:"dry_run"`
 	Rebooted    bool     `json:"rebooted"`
 	Healthy     bool     `json:"healthy"`
+	// What was sent and done: the furthest step reached, what the node
+	// certainly received, and (Ctrl-C) what state it was left in.
+	Phase           string `json:"phase,omitempty"`
+	InstallerPulled bool   `json:"installer_pulled"`
+	InstallerRun    bool   `json:"installer_run"`
+	RebootRequested bool   `json:"reboot_requested"`
+	Interrupted     string `json:"interrupted,omitempty"`
 }
 
 func upgradesJSON(rs []*node.UpgradeResult) []upgradeJSON {
 	out := []upgradeJSON{}
 	for _, r := range rs {
 		j := upgradeJSON{Node: r.Endpoint, From: r.From, To: r.To, Installer: r.Image, Digest: r.Digest, API: r.API,
-			UpToDate: r.UpToDate, DryRun: r.DryRun, Rebooted: r.Rebooted, Healthy: r.Healthy, Extensions: []string{}}
+			UpToDate: r.UpToDate, DryRun: r.DryRun, Rebooted: r.Rebooted, Healthy: r.Healthy, Extensions: []string{},
+			Phase: r.Phase, InstallerPulled: r.InstallerPulled, InstallerRun: r.InstallerRun, RebootRequested: r.RebootRequested}
 		if r.Booted != nil {
 			j.SchematicID = r.Booted.SchematicID
 			j.Extensions = nonNil(r.Booted.Extensions)
