@@ -10,7 +10,6 @@ import (
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
-	"fyne.io/fyne/v2/dialog"
 	"fyne.io/fyne/v2/layout"
 	"fyne.io/fyne/v2/storage"
 	"fyne.io/fyne/v2/theme"
@@ -177,25 +176,11 @@ func (s *nodesStep) openBootstrapPrompt() *bootstrapPrompt {
 	return nil
 }
 
-// pickTalosconfig opens a file dialog over the prompt; the prompt keeps
-// Enter and Esc once the file dialog closes.
+// pickTalosconfig opens a file chooser over the prompt; the prompt keeps
+// Enter and Esc once it closes.
 func (s *nodesStep) pickTalosconfig(p *bootstrapPrompt) {
-	d := dialog.NewFileOpen(func(rc fyne.URIReadCloser, err error) {
-		if err != nil || rc == nil {
-			return
-		}
-		u := rc.URI()
-		rc.Close() // read again bounded, refusing FIFOs and devices
-		s.loadTalosconfigInto(p, u)
-	}, s.ui.Window)
-	s.ui.showFileDialog(d)
-	// Chained after showFileDialog's own (which forgets the file dialog),
-	// also when Esc hides it without calling the callback.
-	d.SetOnClosed(func() {
-		if s.ui.modal == nil {
-			s.ui.track(p.modal)
-		}
-	})
+	s.ui.chooseFile(kindConfig, FileRequest{Title: "Choose your talosconfig", Accept: "Use"},
+		func(u fyne.URI) { s.loadTalosconfigInto(p, u) })
 }
 
 // loadTalosconfigInto reads u in the background and sets it on p.

@@ -79,6 +79,10 @@ type Deps struct {
 	// Eject makes a written card safe to remove (devices.Eject).
 	Eject func(ctx context.Context, path string) devices.Ejected
 
+	// PortalOpenFile asks the desktop's file chooser (XDG portal) for a
+	// file; ErrNoPortal: the app's own dialog is used (PortalOpenFile).
+	PortalOpenFile func(ctx context.Context, req FileRequest) (string, error)
+
 	// RefreshEvery is the device list polling interval (hot-plug);
 	// 0 -> 2 s, negative disables polling.
 	RefreshEvery time.Duration
@@ -151,6 +155,9 @@ func (d *Deps) fill() {
 	if d.LocalPrefixes == nil {
 		d.LocalPrefixes = node.LocalPrefixes
 	}
+	if d.PortalOpenFile == nil {
+		d.PortalOpenFile = PortalOpenFile
+	}
 	if d.RefreshEvery == 0 {
 		d.RefreshEvery = 2 * time.Second
 	}
@@ -185,6 +192,9 @@ type UI struct {
 	tabs  *container.AppTabs
 	modal *modal // the dialog shown now, nil when none
 
+	choosing bool         // a file chooser (portal or fallback) is open
+	chooser  *fileChooser // the fallback chooser shown now, nil when none
+
 	// session is the state the steps share (they observe it, not each
 	// other's widgets).
 	session *Session
@@ -212,6 +222,7 @@ const (
 // New builds the window (not shown yet). Call Close when done (Run does).
 func New(a fyne.App, deps Deps) *UI {
 	deps.fill()
+	quietFavoritesLog()
 	icon := fyne.NewStaticResource("icon.png", assets.Icon)
 	a.SetIcon(icon)
 	a.Settings().SetTheme(appTheme{theme.DefaultTheme()})

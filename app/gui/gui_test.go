@@ -81,6 +81,7 @@ func newHarness(t *testing.T, profiles []factory.Profile) *harness {
 		Profiles:       profiles,
 		ListDevices:    func() ([]devices.Disk, error) { return disks, nil },
 		NeedsElevation: func(string) bool { return false },
+		PortalOpenFile: noPortal, // the app's own chooser (filechooser_test.go has the portal)
 		RefreshEvery:   -1,
 	}
 	a := test.NewTempApp(t)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,9 +12,7 @@ import (
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
-	"fyne.io/fyne/v2/dialog"
 	"fyne.io/fyne/v2/layout"
-	"fyne.io/fyne/v2/storage"
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
 	"github.com/dustin/go-humanize"
@@ -222,19 +219,19 @@ func (s *imageStep) lookupSchematic(c *imageChoice) {
 
 // openInstallerFile reads a talos/installer-<role>.yaml.
 func (s *imageStep) openInstallerFile() {
-	d := dialog.NewFileOpen(func(r fyne.URIReadCloser, err error) {
-		if err != nil || r == nil {
-			return
-		}
-		defer r.Close()
-		data, err := io.ReadAll(io.LimitReader(r, 1<<20))
-		if err != nil {
-			s.ui.showError("Cannot read the installer file", err)
-			return
-		}
-		s.loadInstallerFile(r.URI().Name(), data)
-	}, s.ui.Window)
-	s.ui.showFileDialog(d)
+	s.ui.chooseFile(kindInstaller, FileRequest{Title: "Open an installer file", FilterName: "Installer files", Exts: []string{".yaml", ".yml"}},
+		func(u fyne.URI) {
+			go func() {
+				data, err := readURI(u, 1<<20)
+				s.ui.do(func() {
+					if err != nil {
+						s.ui.showError("Cannot read the installer file", err)
+						return
+					}
+					s.loadInstallerFile(u.Name(), data)
+				})
+			}()
+		})
 }
 
 func (s *imageStep) loadInstallerFile(name string, data []byte) {
@@ -254,16 +251,8 @@ func (s *imageStep) loadInstallerFile(name string, data []byte) {
 
 // openImageFile picks a local image (Raspberry Pi Imager's "Use custom").
 func (s *imageStep) openImageFile() {
-	d := dialog.NewFileOpen(func(r fyne.URIReadCloser, err error) {
-		if err != nil || r == nil {
-			return
-		}
-		_ = r.Close()
-		s.useLocal(r.URI().Path())
-	}, s.ui.Window)
-	d.SetFilter(storage.NewExtensionFileFilter(localImageExts))
-	d.Resize(fyne.NewSize(760, 520))
-	s.ui.showFileDialog(d)
+	s.ui.chooseFile(kindLocalImage, FileRequest{Title: "Use a local image file", Accept: "Use", FilterName: "Disk images", Exts: localImageExts},
+		func(u fyne.URI) { s.useLocal(u.Path()) })
 }
 
 // localImageExts are the names offered and dropped as local images; the

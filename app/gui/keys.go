@@ -152,14 +152,22 @@ func (ui *UI) primaryAction() *keyButton {
 	return nil
 }
 
+// tabKeys are the keys that, with Alt, switch to a step.
+var tabKeys = map[fyne.KeyName]int{fyne.Key1: tabImage, fyne.Key2: tabTarget, fyne.Key3: tabFlash, fyne.Key4: tabNodes}
+
 // addTabShortcuts makes Alt+1..4 switch steps.
 func (ui *UI) addTabShortcuts() {
-	for i, k := range []fyne.KeyName{fyne.Key1, fyne.Key2, fyne.Key3, fyne.Key4} {
+	for k, i := range tabKeys {
 		ui.Window.Canvas().AddShortcut(&desktop.CustomShortcut{KeyName: k, Modifier: fyne.KeyModifierAlt}, func(fyne.Shortcut) {
-			if ui.modal == nil {
-				ui.tabs.SelectIndex(i)
-			}
+			ui.switchTab(i)
 		})
+	}
+}
+
+// switchTab shows step i (Alt+1…4), unless a dialog is open.
+func (ui *UI) switchTab(i int) {
+	if ui.modal == nil && !ui.choosing {
+		ui.tabs.SelectIndex(i)
 	}
 }
 
@@ -256,4 +264,42 @@ func (r *barRenderer) Destroy() {}
 
 func percent(v float64) string {
 	return strconv.Itoa(int(v*100)) + "%" // floor: 100% only when done
+}
+
+// escEntry is a text field that keeps the window's keys: Esc closes the
+// dialog shown, else releases the focus (Enter then reaches the step's
+// primary button), and Alt+1…4 switch steps while it has the focus.
+type escEntry struct {
+	widget.Entry
+	ui *UI
+}
+
+func newEscEntry(ui *UI) *escEntry {
+	e := &escEntry{ui: ui}
+	e.ExtendBaseWidget(e)
+	return e
+}
+
+// TypedKey implements fyne.Focusable.
+func (e *escEntry) TypedKey(ev *fyne.KeyEvent) {
+	if ev.Name == fyne.KeyEscape && e.ui != nil {
+		if e.ui.modal != nil {
+			e.ui.escape()
+		} else {
+			e.ui.Window.Canvas().Unfocus()
+		}
+		return
+	}
+	e.Entry.TypedKey(ev)
+}
+
+// TypedShortcut implements fyne.Shortcutable: Alt+1…4 are the window's.
+func (e *escEntry) TypedShortcut(s fyne.Shortcut) {
+	if c, ok := s.(*desktop.CustomShortcut); ok && e.ui != nil && c.Modifier == fyne.KeyModifierAlt {
+		if i, ok := tabKeys[c.KeyName]; ok {
+			e.ui.switchTab(i)
+			return
+		}
+	}
+	e.Entry.TypedShortcut(s)
 }

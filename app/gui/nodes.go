@@ -11,7 +11,6 @@ import (
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
-	"fyne.io/fyne/v2/dialog"
 	"fyne.io/fyne/v2/layout"
 	"fyne.io/fyne/v2/storage"
 	"fyne.io/fyne/v2/theme"
@@ -360,20 +359,19 @@ func (s *nodesStep) rowAt(pos fyne.Position) *nodeRow {
 }
 
 func (s *nodesStep) pickFile(r *nodeRow) {
-	d := dialog.NewFileOpen(func(rc fyne.URIReadCloser, err error) {
-		if err != nil || rc == nil {
-			return
-		}
-		defer rc.Close()
-		data, err := io.ReadAll(io.LimitReader(rc, node.MaxConfigSize+1))
-		if err != nil {
-			s.ui.showError("Cannot read the config", err)
-			return
-		}
-		s.checkAndPrompt(r, rc.URI().Name(), data)
-	}, s.ui.Window)
-	d.SetFilter(storage.NewExtensionFileFilter([]string{".yaml", ".yml"}))
-	s.ui.showFileDialog(d)
+	s.ui.chooseFile(kindConfig, FileRequest{Title: "Choose the machine config for " + r.node.Addr, Accept: "Check",
+		FilterName: "Machine configs", Exts: []string{".yaml", ".yml"}}, func(u fyne.URI) {
+		go func() {
+			data, err := readURI(u, node.MaxConfigSize+1)
+			s.ui.do(func() {
+				if err != nil {
+					s.ui.showError("Cannot read the config", err)
+					return
+				}
+				s.checkAndPrompt(r, u.Name(), data)
+			})
+		}()
+	})
 }
 
 // applyURI reads a file dropped on row r (nil: on the bootstrap dialog): a
