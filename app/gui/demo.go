@@ -172,10 +172,10 @@ func driveDemo(ui *UI, step, card, cfgPath string) {
 	}
 	fyne.DoAndWait(func() {
 		ui.escape() // the confirmation
-		ui.flash.begin(*ui.image.choice, *ui.target.selected)
+		ui.flash.begin(*ui.image.choice, ui.session.Cards())
 	})
 	if step == "flashing" {
-		waitUntil(func() bool { return ui.flash.bars[imaging.StageWrite].bar.Value > 0.4 })
+		waitUntil(func() bool { return ui.flash.cards[0].write.bar.Value > 0.4 })
 		fmt.Println("READY", step)
 		return
 	}

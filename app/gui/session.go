@@ -18,7 +18,7 @@ const (
 	ChangeChoice    Change = iota // Choice (and ImageSize reset to 0)
 	ChangeImageSize               // ImageSize or ImageCached
 	ChangeDisks                   // Disks
-	ChangeDisk                    // Disk
+	ChangeDisk                    // Cards (and Disk)
 	ChangeFlashed                 // Flashed
 	ChangeNodes                   // Nodes
 )
@@ -45,7 +45,7 @@ type Session struct {
 	imageSize int64
 	cached    bool
 	disks     []devices.Disk
-	disk      *devices.Disk
+	cards     []devices.Disk
 	flashed   []Flashed
 	nodes     []node.Node
 
@@ -125,13 +125,31 @@ func (s *Session) SetDisks(d []devices.Disk) {
 	s.changed(ChangeDisks)
 }
 
-// Disk is the card chosen in step 2, nil when none.
-func (s *Session) Disk() *devices.Disk { return s.disk }
+// Cards are the cards chosen in step 2, in the list's order (several are
+// written from one download and one decode); nil when none.
+func (s *Session) Cards() []devices.Disk { return s.cards }
 
-// SetDisk chooses the card (nil: none).
-func (s *Session) SetDisk(d *devices.Disk) {
-	s.disk = d
+// SetCards chooses the cards (none: nil).
+func (s *Session) SetCards(d []devices.Disk) {
+	s.cards = d
 	s.changed(ChangeDisk)
+}
+
+// Disk is the first card chosen in step 2, nil when none.
+func (s *Session) Disk() *devices.Disk {
+	if len(s.cards) == 0 {
+		return nil
+	}
+	return &s.cards[0]
+}
+
+// SetDisk chooses one card (nil: none).
+func (s *Session) SetDisk(d *devices.Disk) {
+	if d == nil {
+		s.SetCards(nil)
+		return
+	}
+	s.SetCards([]devices.Disk{*d})
 }
 
 // Flashed are the cards written in this session, oldest first.
