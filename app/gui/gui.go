@@ -42,8 +42,9 @@ type Options struct {
 	// AllowLoop makes loop devices selectable (`talosflash gui
 	// --allow-loop`): the whole flow on a loop device, without a card.
 	AllowLoop bool
-	// Device is preselected in step 2 once it is listed and safe.
-	Device string
+	// Devices are preselected in step 2 once listed and safe (several:
+	// written at once).
+	Devices []string
 	// Subnets, when set, are what "Scan this network" scans instead of
 	// this machine's networks (`talosflash gui --subnet CIDR`).
 	Subnets []netip.Prefix
@@ -74,8 +75,8 @@ type Deps struct {
 
 	// Safety are the device rules (AllowLoop); they reach the elevated child.
 	Safety devices.Options
-	// Preselect is the card chosen in step 2 once listed and safe ("" none).
-	Preselect string
+	// Preselect are the cards chosen in step 2 once listed and safe.
+	Preselect []string
 	// Eject makes a written card safe to remove (devices.Eject).
 	Eject func(ctx context.Context, path string) devices.Ejected
 
@@ -111,7 +112,7 @@ func DefaultDeps(opts Options) (Deps, error) {
 		cache = c
 	}
 	d := Deps{Factory: factory.NewClient(base, factory.NewHTTPClient()), Cache: cache, Profiles: profiles,
-		Safety: devices.Options{AllowLoop: opts.AllowLoop}, Preselect: opts.Device}
+		Safety: devices.Options{AllowLoop: opts.AllowLoop}, Preselect: opts.Devices}
 	if len(opts.Subnets) > 0 {
 		subnets := opts.Subnets
 		d.LocalPrefixes = func() ([]netip.Prefix, error) { return subnets, nil }

@@ -32,8 +32,8 @@ type imageStep struct {
 	content fyne.CanvasObject
 
 	profile   *widget.Select
-	version   *widget.Entry
-	ref       *widget.Entry
+	version   *escEntry
+	ref       *escEntry
 	yaml      *widget.Label
 	id        *widget.Label // selectable, so it can be copied
 	size      *widget.Label
@@ -73,7 +73,7 @@ func newImageStep(ui *UI) *imageStep {
 	s.profile = widget.NewSelect(options, func(string) { s.customRef = false; s.update() })
 	s.profile.PlaceHolder = "choose a role"
 
-	s.version = widget.NewEntry()
+	s.version = newEscEntry(ui)
 	s.version.Validator = factory.ValidateVersion
 	s.version.OnChanged = func(string) {
 		if !s.customRef {
@@ -81,7 +81,7 @@ func newImageStep(ui *UI) *imageStep {
 		}
 	}
 
-	s.ref = widget.NewEntry()
+	s.ref = newEscEntry(ui)
 	s.ref.SetPlaceHolder("factory.talos.dev/metal-installer/<schematic-id>:" + factory.DefaultTalosVersion)
 	s.ref.OnSubmitted = func(string) { s.useRef() }
 	useRef := newKeyButton(ui, "Use", nil, s.useRef)

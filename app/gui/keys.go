@@ -148,6 +148,8 @@ func (ui *UI) primaryAction() *keyButton {
 		return ui.target.next
 	case tabFlash:
 		return ui.flash.primary()
+	case tabNodes:
+		return ui.nodes.scan
 	}
 	return nil
 }

@@ -34,7 +34,7 @@ type nodesStep struct {
 	empty  *widget.Label
 	status *widget.Label
 	scan   *keyButton
-	manual *widget.Entry
+	manual *escEntry
 	shown  *applyPrompt // the findings dialog shown last
 
 	// Bootstrap (bootstrap.go): one at a time, and none after a success.
@@ -82,7 +82,7 @@ func newNodesStep(ui *UI) *nodesStep {
 	s.empty = wrapLabel(fmt.Sprintf("No nodes yet. Boot a Pi from a fresh card (it waits in maintenance mode on port %d), then press Scan or type its IP address.", node.DefaultPort))
 	s.status = wrapLabel("")
 	s.scan = primaryButton(ui, "Scan this network", theme.SearchIcon(), s.Scan)
-	s.manual = widget.NewEntry()
+	s.manual = newEscEntry(ui)
 	s.manual.SetPlaceHolder("node IP, e.g. 192.168.1.50")
 	s.manual.OnSubmitted = func(string) { s.addManual() }
 	add := newKeyButton(ui, "Add", theme.ContentAddIcon(), s.addManual)
@@ -90,10 +90,12 @@ func newNodesStep(ui *UI) *nodesStep {
 	top := container.NewVBox(
 		heading("Give each booted node its machine config"),
 		wrapLabel("Drag worker.yaml or controlplane.yaml from the file manager onto a node, or use its \"Choose config…\" button. The file is checked before it is sent."),
-		container.NewBorder(nil, nil, s.scan, add, s.manual),
+		container.NewBorder(nil, nil, nil, add, s.manual),
 		s.status,
 	)
-	s.content = container.NewBorder(top, nil, nil, nil,
+	// The primary action bottom-right, as in every step (Enter with
+	// nothing focused; Esc releases the address field).
+	s.content = container.NewBorder(top, container.NewHBox(layout.NewSpacer(), s.scan), nil, nil,
 		container.NewVScroll(container.NewVBox(s.empty, s.rowBox)))
 	ui.session.AddListener(func(c Change) {
 		if c == ChangeFlashed {
@@ -272,7 +274,7 @@ func nodeNote(n node.Node) string {
 	var parts []string
 	switch {
 	case n.Configured:
-		parts = append(parts, "already configured: manage it with talosctl")
+		parts = append(parts, "already configured: if it is your first control plane, \"Bootstrap etcd…\" bootstraps it; otherwise manage it with talosctl")
 	case n.Maintenance:
 		parts = append(parts, "waiting for a machine config: drop one here")
 	case n.Stage != "":

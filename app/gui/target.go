@@ -32,7 +32,7 @@ type targetStep struct {
 	sig     string
 	chosen  []string // the chosen cards' paths, in the order chosen
 	refresh chan struct{}
-	preset  string // Deps.Preselect until it was selected once
+	preset  []string // Deps.Preselect until each was selected once
 }
 
 // cardList is the disk list; Enter and Esc reach the window (Fyne's list
@@ -62,7 +62,7 @@ func (l *cardList) TypedShortcut(s fyne.Shortcut) {
 }
 
 func newTargetStep(ui *UI) *targetStep {
-	s := &targetStep{ui: ui, refresh: make(chan struct{}, 1), preset: ui.deps.Preselect}
+	s := &targetStep{ui: ui, refresh: make(chan struct{}, 1), preset: slices.Clone(ui.deps.Preselect)}
 	s.list = &cardList{ui: ui}
 	s.list.Length = func() int { return len(s.disks) }
 	s.list.CreateItem = func() fyne.CanvasObject {
@@ -299,16 +299,19 @@ func (s *targetStep) setDisks(disks []devices.Disk, err error) {
 		gone = append(gone, p)
 		return true
 	})
-	if want := s.preset; want != "" { // talosflash gui --device, until it shows up
+	// talosflash gui --device, until it shows up; once: "Flash another
+	// card" starts with no card.
+	s.preset = slices.DeleteFunc(s.preset, func(want string) bool {
 		for _, d := range disks {
 			if d.Path == want && s.refusal(d) == nil {
 				if !s.isChosen(want) {
 					s.chosen = append(s.chosen, want)
 				}
-				s.preset = "" // once: "Flash another card" starts with no card
+				return true
 			}
 		}
-	}
+		return false
+	})
 	s.publish()
 	switch {
 	case errors.Is(err, devices.ErrUnsupported):
