@@ -202,6 +202,11 @@ func TestFlashFlowAndFlashAnotherHitsCache(t *testing.T) {
 		if !strings.Contains(ui.image.size.Text, "on the card") {
 			t.Errorf("image size not shown after download: %q", ui.image.size.Text)
 		}
+		// The summary describes this flash: it downloaded (the image is
+		// cached now, which the next flash will say).
+		if s := ui.flash.summary.Text; !strings.Contains(s, "downloaded from the Image Factory for this flash") || strings.Contains(s, "no download") {
+			t.Errorf("summary after a downloading flash: %q", s)
+		}
 	})
 	h.waitFor("eject", func() bool { return ui.flash.ejected })
 	h.onUI(func() {
@@ -297,6 +302,13 @@ func TestCancelReportsIncomplete(t *testing.T) {
 		// status says so (it used to call the card incomplete).
 		if s := h.ui.flash.status.Text; !strings.Contains(s, "was not changed") {
 			t.Fatalf("status after cancel %q", s)
+		}
+		// A new attempt starts clean: no "Cancelled: ..." and no old bar
+		// under its confirmation.
+		h.ui.flash.download.bar.SetValue(0.13) // as the cancelled run left it
+		test.Tap(h.ui.flash.start)
+		if s := h.ui.flash.status.Text; s != "" || h.ui.flash.download.bar.Value != 0 {
+			t.Fatalf("before a new flash: status %q, download bar %v", s, h.ui.flash.download.bar.Value)
 		}
 	})
 	// Nothing under its final name in the cache.

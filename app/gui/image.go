@@ -70,11 +70,12 @@ func newImageStep(ui *UI) *imageStep {
 		s.names[o] = p.Name
 		options = append(options, o)
 	}
-	s.profile = widget.NewSelect(options, func(string) { s.customRef = false; s.update() })
+	s.profile = widget.NewSelect(options, func(string) { s.customRef = false; s.versionEditable(); s.update() })
 	s.profile.PlaceHolder = "choose a role"
 
 	s.version = newEscEntry(ui)
 	s.version.Validator = factory.ValidateVersion
+	s.version.SetPlaceHolder(factory.DefaultTalosVersion)
 	s.version.OnChanged = func(string) {
 		if !s.customRef {
 			s.update()
@@ -188,6 +189,7 @@ func (s *imageStep) useRef() {
 
 func (s *imageStep) useInstaller(c *imageChoice) {
 	ref := c.Installer
+	s.versionEditable()
 	s.customRef = true
 	s.ref.SetText(ref.String())
 	s.profile.ClearSelected()
@@ -286,9 +288,26 @@ func (s *imageStep) useLocal(path string) {
 	s.profile.PlaceHolder = localChoiceLabel
 	s.profile.Refresh()
 	s.ref.SetText("")
-	s.version.SetText("")
 	s.customRef = true
+	// The file does not say its Talos version: "unknown", never a red
+	// field the user did not touch.
+	s.version.Validator = nil
+	s.version.SetText("")
+	s.version.SetPlaceHolder("unknown (a local image file does not say)")
+	s.version.SetValidationError(nil)
+	s.version.Disable()
 	s.setChoice(c, nil)
+}
+
+// versionEditable makes the version field a checked entry again (a role or
+// profile chosen after a local image).
+func (s *imageStep) versionEditable() {
+	if s.version.Validator != nil {
+		return
+	}
+	s.version.Validator = factory.ValidateVersion
+	s.version.SetPlaceHolder(factory.DefaultTalosVersion)
+	s.version.Enable()
 }
 
 // setChoice shows the choice (or the problem) and looks up the image size
@@ -318,8 +337,8 @@ func (s *imageStep) setChoice(c *imageChoice, problem error) {
 	s.id.SetText(c.SchematicID)
 	switch {
 	case c.LocalPath != "":
-		s.id.SetText("(a local image: whatever it was built with)")
-		s.yaml.SetText("(a local image is written as it is: .raw.xz, .raw.zst, .raw.gz or .raw, told apart by content)")
+		s.id.SetText("unknown (a local image file does not say)")
+		s.yaml.SetText("File: " + c.LocalPath + "\n\nA local image is written as it is: .raw.xz, .raw.zst, .raw.gz or .raw, told apart by content.")
 	case c.Schematic != nil:
 		y, err := c.Schematic.Marshal()
 		if err != nil {
@@ -351,12 +370,9 @@ func (s *imageStep) showNotes(c *imageChoice) {
 // lookupSize reads the sizes of a cached image (cheap: the xz index).
 func (s *imageStep) lookupSize(c imageChoice) {
 	text, raw, cached := "known after the download (not cached yet)", int64(0), false
+	var bad error
 	if c.LocalPath != "" {
-		text = "unknown"
-		if comp, r, ok := localSizes(c.LocalPath); ok {
-			text, raw = sizeText(comp, r, false), r
-			text = strings.Replace(text, " download", " file", 1)
-		}
+		text, raw, bad = localText(c.LocalPath)
 	} else if comp, r, ok := cachedSizes(s.ui.deps.Cache, c.CacheKey()); ok && s.ui.deps.Cache.Has(c.CacheKey()) {
 		text, raw, cached = sizeText(comp, r, true), r, true
 	}
@@ -367,6 +383,11 @@ func (s *imageStep) lookupSize(c imageChoice) {
 		s.ui.session.SetImageSize(c.CacheKey(), raw)
 		s.ui.session.SetCached(c.CacheKey(), cached)
 		s.size.SetText(text)
+		if bad != nil { // the file is no image talosflash writes
+			s.problem.SetText(errorText(bad))
+			s.problem.Show()
+			s.next.Disable()
+		}
 	})
 }
 
@@ -408,18 +429,31 @@ func cachedSizes(c *imaging.Cache, key string) (compressed, raw int64, ok bool) 
 	return fileSizes(f)
 }
 
-// localSizes is fileSizes for a file the user picked: opened non-blocking
-// and only if it is a regular file, so a FIFO can't hang the lookup.
-func localSizes(path string) (compressed, raw int64, ok bool) {
+// localText is what a local image file says of itself: its name, size,
+// format and (xz) size on the card; an error when it is no image
+// talosflash writes.
+func localText(path string) (text string, raw int64, bad error) {
 	f, err := os.OpenFile(filepath.Clean(path), os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return 0, 0, false
+		return "unknown", 0, err
 	}
 	defer f.Close()
-	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
-		return 0, 0, false
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() {
+		return "unknown", 0, fmt.Errorf("%s is not a regular file", path)
 	}
-	return fileSizes(f)
+	format, err := imaging.SniffFile(f)
+	if err != nil {
+		return filepath.Base(path) + ": " + humanize.IBytes(uint64(st.Size())), 0, err
+	}
+	text = fmt.Sprintf("%s: %s file, %s", filepath.Base(path), humanize.IBytes(uint64(st.Size())), format)
+	if format == imaging.FormatRaw {
+		return text + ", " + humanize.IBytes(uint64(st.Size())) + " on the card", st.Size(), nil
+	}
+	if r, err := imaging.XZUncompressedSize(f, st.Size()); err == nil && r > 0 {
+		return text + ", " + humanize.IBytes(uint64(r)) + " on the card", r, nil
+	}
+	return text + " (size on the card: known once written)", 0, nil
 }
 
 func fileSizes(f *os.File) (compressed, raw int64, ok bool) {
