@@ -46,7 +46,7 @@ type flashStep struct {
 	// The finish screen, shown after a flash that wrote at least one card.
 	done      *fyne.Container
 	doneTitle *widget.Label
-	doneBody  *widget.Label
+	doneBody  *breakLabel // schematic IDs and paths: broken at "/" or ":" only
 	eject     *widget.Label
 
 	// attempt is the flash shown now (running or ended), nil before one:
@@ -122,7 +122,7 @@ func newFlashStep(ui *UI) *flashStep {
 	s.doneTitle.SizeName = theme.SizeNameSubHeadingText
 	s.doneTitle.Importance = widget.SuccessImportance
 	s.doneTitle.Wrapping = fyne.TextWrapWord
-	s.doneBody = wrapLabel("")
+	s.doneBody = newBreakLabel("")
 	s.eject = wrapLabel("")
 	s.done = container.NewVBox(s.doneTitle, s.doneBody, s.eject, widget.NewSeparator())
 	s.done.Hide()

@@ -50,7 +50,7 @@ type nodeRow struct {
 	node       node.Node
 	box        *fyne.Container
 	title      *widget.Label
-	badge      *widget.Label // what the node booted (role/profile, schematic)
+	badge      *breakLabel // what the node booted (role/profile, schematic)
 	flashed    *widget.Select
 	flashedBox *fyne.Container // "Card flashed as": only when the node does not say what it booted
 	reply      *widget.Label
@@ -188,8 +188,8 @@ func (s *nodesStep) addNode(n node.Node) *nodeRow {
 	}
 	r := &nodeRow{node: n}
 	r.title = widget.NewLabelWithStyle(nodeTitle(n), fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
-	r.badge = widget.NewLabelWithStyle("", fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
-	r.badge.Wrapping = fyne.TextWrapWord // long extension lists must not widen the window
+	r.badge = newBreakLabel("") // long extension lists must not widen the window
+	r.badge.TextStyle = fyne.TextStyle{Bold: true}
 	r.reply = wrapLabel(nodeNote(n))
 	r.flashed = widget.NewSelect(s.flashOptions(), nil)
 	r.flashed.SetSelected(s.defaultFlash())
@@ -198,7 +198,7 @@ func (s *nodesStep) addNode(n node.Node) *nodeRow {
 		r.pick.Disable()
 	}
 	r.bootBtn = newKeyButton(s.ui, "Bootstrap etcd…", theme.UploadIcon(), func() { s.openBootstrap(r, nil) })
-	r.flashedBox = container.NewHBox(widget.NewLabel("Card flashed as (the node does not say)"), r.flashed)
+	r.flashedBox = container.NewHBox(widget.NewLabel("Card flashed as (the node does not say)"), wideSelect(r.flashed))
 	bg := canvasCard()
 	r.content = container.NewVBox(
 		container.NewBorder(nil, nil, widget.NewIcon(theme.ComputerIcon()), container.NewHBox(r.flashedBox, r.pick, r.bootBtn), r.title),
@@ -509,15 +509,11 @@ func findingView(f node.Finding) fyne.CanvasObject {
 	case node.SeverityWarning:
 		icon, imp = theme.WarningIcon(), widget.WarningImportance
 	}
-	msg := wrapLabel(strings.ToUpper(string(f.Severity)) + ": " + f.Message)
+	msg := newBreakLabel(strings.ToUpper(string(f.Severity)) + ": " + f.Message)
 	msg.Importance = imp
 	box := container.NewVBox(msg)
 	if f.Fix != "" {
-		fix := widget.NewMultiLineEntry()
-		fix.SetText(f.Fix)
-		fix.Wrapping = fyne.TextWrapWord
-		fix.SetMinRowsVisible(min(max(strings.Count(f.Fix, "\n")+1, 2), 9))
-		box.Add(container.NewBorder(nil, nil, widget.NewLabel("Fix:"), nil, fix))
+		box.Add(fixBox(nil, f.Fix, 360)) // whole, scrolling only past 360 px; Copy takes the exact text
 	}
 	return container.NewBorder(nil, nil, container.NewVBox(widget.NewIcon(icon), layout.NewSpacer()), nil, box)
 }
