@@ -84,8 +84,12 @@ type Deps struct {
 	// file; ErrNoPortal: the app's own dialog is used (PortalOpenFile).
 	PortalOpenFile func(ctx context.Context, req FileRequest) (string, error)
 
-	// RefreshEvery is the device list polling interval (hot-plug);
-	// 0 -> 2 s, negative disables polling.
+	// DeviceEvents says when a block device appeared, went or changed
+	// (BlockEvents: kernel uevents); the list is then read again. A nil
+	// channel: no events, the list is polled while step 2 is shown.
+	DeviceEvents func(ctx context.Context) <-chan struct{}
+	// RefreshEvery is the device list polling interval while step 2 is
+	// shown and there are no device events; 0 -> 2 s, negative: never.
 	RefreshEvery time.Duration
 }
 
@@ -158,6 +162,9 @@ func (d *Deps) fill() {
 	}
 	if d.PortalOpenFile == nil {
 		d.PortalOpenFile = PortalOpenFile
+	}
+	if d.DeviceEvents == nil {
+		d.DeviceEvents = BlockEvents
 	}
 	if d.RefreshEvery == 0 {
 		d.RefreshEvery = 2 * time.Second
@@ -245,6 +252,7 @@ func New(a fyne.App, deps Deps) *UI {
 		container.NewTabItem("4  Nodes", ui.nodes.content),
 	)
 	ui.tabs.OnSelected = func(*container.TabItem) {
+		ui.target.setVisible(ui.tabs.SelectedIndex() == tabTarget)
 		switch ui.tabs.SelectedIndex() {
 		case tabTarget:
 			ui.target.Refresh() // a card may have been swapped

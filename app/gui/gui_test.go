@@ -82,6 +82,7 @@ func newHarness(t *testing.T, profiles []factory.Profile) *harness {
 		ListDevices:    func() ([]devices.Disk, error) { return disks, nil },
 		NeedsElevation: func(string) bool { return false },
 		PortalOpenFile: noPortal, // the app's own chooser (filechooser_test.go has the portal)
+		DeviceEvents:   func(context.Context) <-chan struct{} { return nil },
 		RefreshEvery:   -1,
 	}
 	a := test.NewTempApp(t)

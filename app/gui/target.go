@@ -18,8 +18,8 @@ import (
 )
 
 // targetStep is step 2: the detected disks, unsafe ones disabled with the
-// reason, refreshed while the step is shown to catch a card being plugged
-// in. Several cards can be chosen (a click or Space toggles one): they are
+// reason, listed again when a block device comes or goes (or, without
+// device events, polled while the step is shown). Several cards can be chosen (a click or Space toggles one): they are
 // written from one download and one decode.
 type targetStep struct {
 	ui      *UI
@@ -32,6 +32,7 @@ type targetStep struct {
 	sig     string
 	chosen  []string // the chosen cards' paths, in the order chosen
 	refresh chan struct{}
+	visible chan bool // step 2 shown or hidden: polling (without device events) only while shown
 	preset  []string // Deps.Preselect until each was selected once
 }
 
@@ -62,7 +63,7 @@ func (l *cardList) TypedShortcut(s fyne.Shortcut) {
 }
 
 func newTargetStep(ui *UI) *targetStep {
-	s := &targetStep{ui: ui, refresh: make(chan struct{}, 1), preset: slices.Clone(ui.deps.Preselect)}
+	s := &targetStep{ui: ui, refresh: make(chan struct{}, 1), visible: make(chan bool, 1), preset: slices.Clone(ui.deps.Preselect)}
 	s.list = &cardList{ui: ui}
 	s.list.Length = func() int { return len(s.disks) }
 	s.list.CreateItem = func() fyne.CanvasObject {
@@ -238,23 +239,67 @@ func (s *targetStep) Refresh() {
 	}
 }
 
-// start polls the device list until the window closes. Listing reads sysfs
-// and the mount table: cheap enough for every 2 s.
+// setVisible tells the lister whether step 2 is shown (UI goroutine).
+func (s *targetStep) setVisible(v bool) {
+	select {
+	case <-s.visible: // replace a value not taken yet
+	default:
+	}
+	s.visible <- v
+}
+
+// eventSettle lets a card's partitions (and an automount) appear before the
+// list is read after a device event; the list is read again after
+// eventRecheck for what came later.
+const (
+	eventSettle  = 300 * time.Millisecond
+	eventRecheck = 2 * time.Second
+)
+
+// start lists the disks until the window closes: once now, then on each
+// block device event (kernel uevents) and when step 2 is shown; polling,
+// every RefreshEvery, only where there are no events and only while step 2
+// is shown. An idle window does no work.
 func (s *targetStep) start() {
+	events := s.ui.deps.DeviceEvents(s.ui.ctx)
 	go func() {
+		var ticker *time.Ticker
 		var tick <-chan time.Time
-		if every := s.ui.deps.RefreshEvery; every > 0 {
-			t := time.NewTicker(every)
-			defer t.Stop()
-			tick = t.C
-		}
+		defer func() {
+			if ticker != nil {
+				ticker.Stop()
+			}
+		}()
+		settle := time.NewTimer(time.Hour)
+		settle.Stop()
+		recheck := false
+		s.poll()
 		for {
-			s.poll()
 			select {
 			case <-s.ui.ctx.Done():
 				return
 			case <-tick:
+				s.poll()
 			case <-s.refresh:
+				s.poll()
+			case <-events:
+				settle.Reset(eventSettle)
+				recheck = true
+			case <-settle.C:
+				s.poll()
+				if recheck {
+					recheck = false
+					settle.Reset(eventRecheck)
+				}
+			case v := <-s.visible:
+				switch every := s.ui.deps.RefreshEvery; {
+				case v && events == nil && every > 0 && ticker == nil:
+					ticker = time.NewTicker(every)
+					tick = ticker.C
+				case !v && ticker != nil:
+					ticker.Stop()
+					ticker, tick = nil, nil
+				}
 			}
 		}
 	}()
