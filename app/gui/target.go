@@ -33,7 +33,7 @@ type targetStep struct {
 	chosen  []string // the chosen cards' paths, in the order chosen
 	refresh chan struct{}
 	visible chan bool // step 2 shown or hidden: polling (without device events) only while shown
-	preset  []string // Deps.Preselect until each was selected once
+	preset  []string  // Deps.Preselect until each was selected once
 }
 
 // cardList is the disk list; Enter and Esc reach the window (Fyne's list
