@@ -256,15 +256,17 @@ func New(a fyne.App, deps Deps) *UI {
 		switch ui.tabs.SelectedIndex() {
 		case tabTarget:
 			ui.target.Refresh() // a card may have been swapped
-		case tabNodes:
-			w.Canvas().Focus(ui.nodes.manual) // type an IP, Enter
-			return
 		}
-		w.Canvas().Unfocus() // Enter: the step's primary button
+		// Enter: the step's primary button. On the Nodes step typing an IP
+		// goes to its field (typedRune) without focusing it first: a
+		// focused field's blinking cursor redraws the window 60 times a
+		// second (4 % of a core with software GL, docs/PERFORMANCE.md).
+		w.Canvas().Unfocus()
 	}
 	w.SetContent(minSize(ui.tabs, MinWidth, MinHeight))
 	w.Resize(fyne.NewSize(1000, 700))
 	w.Canvas().SetOnTypedKey(ui.typedKey)
+	w.Canvas().SetOnTypedRune(ui.typedRune)
 	ui.addTabShortcuts()
 	w.SetOnDropped(ui.HandleDrop)
 	w.SetOnClosed(ui.Close)

@@ -3,6 +3,7 @@ package gui
 import (
 	"image/color"
 	"strconv"
+	"strings"
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/canvas"
@@ -130,6 +131,16 @@ func (ui *UI) typedKey(ev *fyne.KeyEvent) {
 	case fyne.KeyEscape:
 		ui.escape()
 	}
+}
+
+// typedRune handles characters typed with nothing focused: on the Nodes
+// step an address starts in its field (digits, '.', ':', IPv6 hex).
+func (ui *UI) typedRune(r rune) {
+	if ui.modal != nil || ui.tabs.SelectedIndex() != tabNodes || !strings.ContainsRune("0123456789.:abcdefABCDEF[]", r) {
+		return
+	}
+	ui.Window.Canvas().Focus(ui.nodes.manual)
+	ui.nodes.manual.TypedRune(r)
 }
 
 // escape closes the dialog shown, if any.

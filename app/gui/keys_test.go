@@ -87,10 +87,19 @@ func TestKeyboardPromisesWithFocus(t *testing.T) {
 				t.Fatalf("field %d: Esc kept the focus", i)
 			}
 		}
-		// Nodes: the primary button is Scan, bottom-right.
-		if h.ui.tabs.SelectIndex(tabNodes); h.ui.primaryAction() != h.ui.nodes.scan {
-			t.Fatal("the Nodes step has no primary action")
+		// Nodes: the primary button is Scan, bottom-right; nothing is
+		// focused (no blinking cursor) and an IP typed goes to its field.
+		if h.ui.tabs.SelectIndex(tabNodes); h.ui.primaryAction() != h.ui.nodes.scan || c.Focused() != nil {
+			t.Fatalf("the Nodes step: primary %v, focus %v", h.ui.primaryAction(), c.Focused())
 		}
+		for _, r := range "127.0.0.5" {
+			h.ui.typedRune(r)
+		}
+		if h.ui.nodes.manual.Text != "127.0.0.5" || c.Focused() != h.ui.nodes.manual {
+			t.Fatalf("typed IP: field %q, focus %v", h.ui.nodes.manual.Text, c.Focused())
+		}
+		h.ui.nodes.manual.SetText("")
+		c.Unfocus()
 		// Card: a click gives the list the focus; Enter still runs Next.
 		h.ui.tabs.SelectIndex(tabTarget)
 		h.ui.target.list.Select(0)
