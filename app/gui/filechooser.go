@@ -155,7 +155,7 @@ func (ui *UI) fallbackChooser(kind fileKind, req FileRequest, finish func(string
 	c.open = primaryButton(ui, orDefault(req.Accept, "Open"), theme.FolderOpenIcon(), nil)
 	c.path.OnSubmitted = func(string) { accept(c.path.Text) }
 	c.browse = newKeyButton(ui, "Browse…", theme.FolderIcon(), func() { ui.browseFiles(c, req, accept) })
-	what := "Type the file's path (Tab completes nothing; ~ is your home folder), or press Browse…"
+	what := "Type the file's path and press Enter (~ is your home folder), or Browse…"
 	if len(req.Exts) > 0 {
 		what = req.FilterName + " (" + strings.Join(req.Exts, ", ") + "). " + what
 	}

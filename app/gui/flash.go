@@ -139,6 +139,9 @@ func newFlashStep(ui *UI) *flashStep {
 		switch c {
 		case ChangeChoice, ChangeDisk, ChangeImageSize:
 			s.leaveAttempt()
+			if c == ChangeDisk && s.attempt == nil {
+				s.layoutCards(ui.session.Cards()) // a row per chosen card, waiting
+			}
 			s.refreshSummary()
 		}
 	})
@@ -329,7 +332,11 @@ func (s *flashStep) askConfirm() {
 		msg += "\n\nWriting to the card needs administrator rights: you will be asked for your password once."
 	}
 	ok := primaryButton(s.ui, "Erase and flash", theme.MediaPlayIcon(), func() { s.begin(choice, disks) })
-	s.ui.showModal(title, wrapLabel(msg), "Keep the card", ok, fyne.NewSize(560, 0))
+	keep := "Keep the card"
+	if len(disks) > 1 {
+		keep = "Keep the cards"
+	}
+	s.ui.showModal(title, wrapLabel(msg), keep, ok, fyne.NewSize(min(760, s.ui.Window.Canvas().Size().Width-40), 0))
 }
 
 // begin starts the flash in the background (UI goroutine).
@@ -575,6 +582,9 @@ func (s *flashStep) finish(c imageChoice, disks []devices.Disk, out *plan.Outcom
 	s.done.Show()
 	s.status.Importance = widget.SuccessImportance
 	s.status.SetText("Put the card in the Pi and power it on, then give it its config under Nodes.")
+	if len(good) > 1 {
+		s.status.SetText("Put each card in its Pi and power them on, then give each node its config under Nodes.")
+	}
 	if len(bad) > 0 {
 		s.status.Importance = widget.WarningImportance
 		s.status.SetText(fmt.Sprintf("%d of %d cards failed (%s): see each card above. The others are ready for their Pis.", len(bad), len(disks), strings.Join(bad, ", ")))
