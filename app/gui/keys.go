@@ -73,12 +73,6 @@ func (ui *UI) track(m *modal) {
 	ui.modal = m
 }
 
-// showFileDialog shows a file dialog that Esc closes.
-func (ui *UI) showFileDialog(d *dialog.FileDialog) {
-	ui.track(&modal{dialog: d, files: true})
-	d.Show()
-}
-
 // showModal shows a dialog whose buttons are dismiss (left) and confirm
 // (right, primary); confirm may be nil for an information dialog. It
 // returns the dialog's primary button (nil when none).
