@@ -49,33 +49,11 @@ type flashStep struct {
 	doneBody  *breakLabel // schematic IDs and paths: broken at "/" or ":" only
 	eject     *widget.Label
 
-	// attempt is the flash shown now (running or ended), nil before one:
-	// every line about a flash describes it, never an earlier one.
-	attempt   *flashAttempt
+	// The lines about a flash describe the Session's Attempt (nil before
+	// one, and once forgotten: then they are cleared).
 	finished  bool // the attempt ended (status says how)
 	succeeded bool // ... and at least one card is written and verified
 	ejected   bool // the eject step after a success is over
-}
-
-// flashAttempt is one press of "Erase and flash".
-type flashAttempt struct {
-	choice imageChoice
-	cards  []devices.Disk
-	cached bool // the image was in the cache when it started: no download
-}
-
-// key says what an attempt was about: another image or set of cards
-// chosen afterwards ends its finish screen (a refresh of the same does not).
-func (a *flashAttempt) is(c *imageChoice, cards []devices.Disk) bool {
-	if c == nil || c.CacheKey() != a.choice.CacheKey() || c.LocalPath != a.choice.LocalPath || len(cards) != len(a.cards) {
-		return false
-	}
-	for i := range cards {
-		if cards[i].Path != a.cards[i].Path {
-			return false
-		}
-	}
-	return true
 }
 
 // cardProgress is one card's rows: its write and verify bars and result.
@@ -137,9 +115,13 @@ func newFlashStep(ui *UI) *flashStep {
 	s.refreshSummary()
 	ui.session.AddListener(func(c Change) {
 		switch c {
+		case ChangeAttempt:
+			if ui.session.Attempt() == nil && s.finished {
+				s.clearAttempt() // nothing of an attempt that is over outlives it
+			}
+			s.refreshSummary()
 		case ChangeChoice, ChangeDisk, ChangeImageSize:
-			s.leaveAttempt()
-			if c == ChangeDisk && s.attempt == nil {
+			if c == ChangeDisk && ui.session.Attempt() == nil {
 				s.layoutCards(ui.session.Cards()) // a row per chosen card, waiting
 			}
 			s.refreshSummary()
@@ -179,8 +161,8 @@ func (s *flashStep) layoutCards(cards []devices.Disk) {
 // showDownloadRow shows the Download row unless the image is a local file.
 func (s *flashStep) showDownloadRow() {
 	c := s.ui.session.Choice()
-	if s.attempt != nil {
-		c = &s.attempt.choice
+	if a := s.ui.session.Attempt(); a != nil {
+		c = &a.Image
 	}
 	for _, o := range s.dlRow {
 		if c != nil && c.LocalPath != "" {
@@ -205,18 +187,8 @@ func (s *flashStep) card(path string) *cardProgress {
 	return nil
 }
 
-// leaveAttempt clears the last flash's lines once another image or other
-// cards are chosen, so nothing shown describes an attempt that is over.
-func (s *flashStep) leaveAttempt() {
-	if s.attempt == nil || s.running != nil || s.attempt.is(s.ui.session.Choice(), s.ui.session.Cards()) {
-		return
-	}
-	s.clearAttempt()
-}
-
-// clearAttempt forgets the last flash: bars, status, finish screen.
+// clearAttempt clears the last flash's bars, status and finish screen.
 func (s *flashStep) clearAttempt() {
-	s.attempt = nil
 	s.finished, s.succeeded = false, false
 	s.resetProgress()
 	s.layoutCards(s.ui.session.Cards())
@@ -234,17 +206,18 @@ func (s *flashStep) primary() *keyButton {
 func (s *flashStep) refreshSummary() {
 	c, cards := s.ui.session.Choice(), s.ui.session.Cards()
 	cached := s.ui.session.ImageCached()
-	if a := s.attempt; a != nil {
-		c, cards, cached = &a.choice, a.cards, a.cached
+	a := s.ui.session.Attempt()
+	if a != nil {
+		c, cards, cached = &a.Image, a.Cards, a.Cached
 	}
 	img := "no image chosen (step 1)"
 	if c != nil {
 		img = imageSummary(c)
 		switch {
 		case c.LocalPath != "":
-		case s.attempt != nil && !cached && s.finished:
+		case a != nil && !cached && !a.Running:
 			img += " (downloaded from the Image Factory for this flash; cached now)"
-		case s.attempt != nil && !cached:
+		case a != nil && !cached:
 			img += " (downloading from the Image Factory)"
 		case cached:
 			img += " (cached: no download)"
@@ -307,8 +280,9 @@ func (s *flashStep) askConfirm() {
 		s.refreshSummary()
 		return
 	}
-	if s.attempt != nil && !s.succeeded {
-		s.clearAttempt() // a new attempt: no "Failed: ..." or old bar of the last one
+	if s.ui.session.Attempt() != nil && !s.succeeded {
+		s.ui.session.SetAttempt(nil) // a new attempt: no "Failed: ..." or old bar of the last one
+		s.clearAttempt()
 		s.refreshSummary()
 	}
 	choice, disks := *c, slices.Clone(cards)
@@ -342,11 +316,10 @@ func (s *flashStep) askConfirm() {
 // begin starts the flash in the background (UI goroutine).
 func (s *flashStep) begin(choice imageChoice, disks []devices.Disk) {
 	ctx, cancel := context.WithCancel(s.ui.ctx)
-	s.attempt = &flashAttempt{choice: choice, cards: disks, cached: choice.LocalPath == "" && s.ui.session.ImageCached()}
 	s.running, s.finished, s.succeeded, s.ejected = cancel, false, false, false
 	s.resetProgress()
 	s.layoutCards(disks)
-	s.refreshSummary()
+	s.ui.session.SetAttempt(&Attempt{Image: choice, Cards: disks, Cached: choice.LocalPath == "" && s.ui.session.ImageCached(), Running: true})
 	s.start.Disable()
 	s.cancel.Enable()
 	s.status.SetText("Preparing " + choice.FileName() + "…")
@@ -506,7 +479,11 @@ func (s *flashStep) finish(c imageChoice, disks []devices.Disk, out *plan.Outcom
 	s.cancel.Disable()
 	s.start.Enable()
 	s.another.Show()
-	s.refreshSummary()
+	if a := s.ui.session.Attempt(); a != nil {
+		ended := *a // shown until another image or other cards are chosen
+		ended.Running = false
+		s.ui.session.SetAttempt(&ended)
+	}
 	results := cardOutcomes(disks, out, err)
 	var good, bad []string
 	for _, r := range results {
@@ -694,7 +671,7 @@ func (s *flashStep) showEjected(paths []string, ejected []devices.Ejected) {
 // flashAnother starts over from the role choice: no card selected, no
 // progress or result of the last card left.
 func (s *flashStep) flashAnother() {
-	s.attempt = nil
+	s.ui.session.SetAttempt(nil)
 	s.finished, s.succeeded = false, false
 	s.resetProgress()
 	s.ui.session.SetDisk(nil)
