@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"fyne.io/fyne/v2"
@@ -32,7 +33,7 @@ import (
 var demoConfigNoESC []byte
 
 // DemoSteps are the states RunDemo can reach.
-var DemoSteps = []string{"image", "card", "confirm", "flashing", "done", "nodes", "findings"}
+var DemoSteps = []string{"image", "local", "card", "confirm", "flashing", "done", "nodes", "findings"}
 
 // RunDemo shows the window at step and prints "READY <step>" on stdout once
 // it is there. It blocks until the window is closed.
@@ -110,17 +111,23 @@ func RunDemo(step string) error {
 		Apply: func(ctx context.Context, o node.ApplyOptions) (*node.ApplyResult, error) {
 			return &node.ApplyResult{Endpoint: o.Endpoint, Mode: node.ModeAuto, Messages: []node.ApplyMessage{{Mode: "no-reboot"}}, ModeDetails: "Applied configuration without a reboot"}, nil
 		},
-		RefreshEvery: -1,
+		PortalOpenFile: noPortal,
+		DeviceEvents:   func(context.Context) <-chan struct{} { return nil },
+		RefreshEvery:   -1,
 	}
 	cfgPath := filepath.Join(dir, "controlplane.yaml")
 	if err := os.WriteFile(cfgPath, demoConfigNoESC, 0o600); err != nil {
+		return err
+	}
+	localPath := filepath.Join(dir, "talos-custom.raw.xz") // step "local": a local image file in step 1
+	if err := os.WriteFile(localPath, xz, 0o600); err != nil {
 		return err
 	}
 
 	a := app.NewWithID(AppID)
 	ui := New(a, deps)
 	ui.Window.SetFixedSize(true)
-	go driveDemo(ui, step, "/dev/sdb", cfgPath)
+	go driveDemo(ui, step, "/dev/sdb", cfgPath, localPath)
 	ui.Window.ShowAndRun()
 	ui.Close()
 	return nil
@@ -134,7 +141,7 @@ func (s *slowTarget) Write(p []byte) (int, error) {
 	return s.Target.Write(p)
 }
 
-func driveDemo(ui *UI, step, card, cfgPath string) {
+func driveDemo(ui *UI, step, card, cfgPath, localPath string) {
 	ready := func() { time.Sleep(700 * time.Millisecond); fmt.Println("READY", step) }
 	waitUntil := func(cond func() bool) {
 		for {
@@ -148,6 +155,12 @@ func driveDemo(ui *UI, step, card, cfgPath string) {
 	}
 	waitUntil(func() bool { return len(ui.target.disks) > 0 })
 	profile := "controlplane"
+	if step == "local" {
+		fyne.DoAndWait(func() { ui.image.useLocal(localPath) })
+		waitUntil(func() bool { return strings.Contains(ui.image.size.Text, "on the card") })
+		ready()
+		return
+	}
 	if step == "image" {
 		fyne.DoAndWait(func() { ui.image.selectProfile(profile) })
 		ready()

@@ -35,6 +35,7 @@ type imageStep struct {
 	version   *escEntry
 	ref       *escEntry
 	yaml      *widget.Label
+	yamlHead  *widget.Label // what the box below says: the schematic, or the local file
 	id        *widget.Label // selectable, so it can be copied
 	size      *widget.Label
 	problem   *widget.Label
@@ -54,6 +55,7 @@ type imageStep struct {
 }
 
 const (
+	schematicHeading = "Schematic (sent to the Image Factory)"
 	refChoiceLabel   = "(installer image below)"
 	localChoiceLabel = "(local image file)"
 )
@@ -113,7 +115,8 @@ func newImageStep(ui *UI) *imageStep {
 		widget.NewFormItem("Schematic ID", s.id),
 		widget.NewFormItem("Image size", s.size),
 	)
-	yamlBox := container.NewBorder(heading("Schematic (sent to the Image Factory)"), nil, nil, nil,
+	s.yamlHead = heading(schematicHeading)
+	yamlBox := container.NewBorder(s.yamlHead, nil, nil, nil,
 		container.NewScroll(s.yaml))
 	s.content = container.NewBorder(
 		container.NewVBox(heading("Which node is this card for?"), s.offline, form, s.check, s.problem, s.notes),
@@ -335,9 +338,11 @@ func (s *imageStep) setChoice(c *imageChoice, problem error) {
 	}
 	s.next.Enable()
 	s.id.SetText(c.SchematicID)
+	s.yamlHead.SetText(schematicHeading)
 	switch {
 	case c.LocalPath != "":
 		s.id.SetText("unknown (a local image file does not say)")
+		s.yamlHead.SetText("Local image file (nothing is sent to the Image Factory)")
 		s.yaml.SetText("File: " + c.LocalPath + "\n\nA local image is written as it is: .raw.xz, .raw.zst, .raw.gz or .raw, told apart by content.")
 	case c.Schematic != nil:
 		y, err := c.Schematic.Marshal()
