@@ -454,7 +454,7 @@ func (s *nodesStep) prompt(r *nodeRow, name string, data []byte, cfg *node.Confi
 	if cfg.InstallDisk != "" {
 		what += " to " + cfg.InstallDisk
 	}
-	items.Add(wrapLabel(what))
+	items.Add(newBreakLabel(what)) // the installer reference breaks at "/" or ":" only
 	if note != "" {
 		items.Add(findingView(node.Finding{Severity: node.SeverityInfo, Message: note}))
 	}
