@@ -135,3 +135,23 @@ func TestNodesApplyWithoutFingerprintSendsNothing(t *testing.T) {
 		}
 	})
 }
+
+// A node this session configured as a worker is never offered "Bootstrap
+// etcd…", also once a re-scan finds it configured (it was offered before:
+// any configured node was).
+func TestNodesWorkerNotOfferedBootstrapAfterRescan(t *testing.T) {
+	h := newHarness(t, nil)
+	srv := nodetest.Start(t, nodetest.Options{Schematic: builtin(t, "worker").Schematic()})
+	file, _ := filepath.Abs("testdata/worker.yaml")
+	r, p := h.dropOnProbedNode(srv, file)
+	h.onUI(func() { test.Tap(p.apply) })
+	h.waitFor("apply", func() bool { return !h.ui.nodes.applying() })
+	h.onUI(func() {
+		rescanned := r.node
+		rescanned.Configured, rescanned.Maintenance = true, false
+		h.ui.nodes.addNode(rescanned)
+		if r.bootBtn.Visible() {
+			t.Error("a worker configured in this session is offered a bootstrap after a re-scan")
+		}
+	})
+}

@@ -36,7 +36,7 @@ var demoConfigNoESC []byte
 var demoWorker []byte
 
 // DemoSteps are the states RunDemo can reach.
-var DemoSteps = []string{"image", "card", "confirm", "flashing", "done", "nodes", "findings"}
+var DemoSteps = []string{"image", "local", "card", "confirm", "flashing", "done", "nodes", "findings"}
 
 // RunDemo shows the window at step and prints "READY <step>" on stdout once
 // it is there. It blocks until the window is closed.
@@ -122,17 +122,23 @@ func RunDemo(step string) error {
 		Apply: func(ctx context.Context, o node.ApplyOptions) (*node.ApplyResult, error) {
 			return &node.ApplyResult{Endpoint: o.Endpoint, Mode: node.ModeAuto, DryRun: o.DryRun, Messages: []node.ApplyMessage{{Mode: "no-reboot"}}, ModeDetails: "Applied configuration without a reboot"}, nil
 		},
-		RefreshEvery: -1,
+		PortalOpenFile: noPortal,
+		DeviceEvents:   func(context.Context) <-chan struct{} { return nil },
+		RefreshEvery:   -1,
 	}
 	cfgPath := filepath.Join(dir, "controlplane.yaml")
 	if err := os.WriteFile(cfgPath, demoConfigNoESC, 0o600); err != nil {
+		return err
+	}
+	localPath := filepath.Join(dir, "talos-custom.raw.xz") // step "local": a local image file in step 1
+	if err := os.WriteFile(localPath, xz, 0o600); err != nil {
 		return err
 	}
 
 	a := app.NewWithID(AppID)
 	ui := New(a, deps)
 	ui.Window.SetFixedSize(true)
-	go driveDemo(ui, step, "/dev/sdb", cfgPath)
+	go driveDemo(ui, step, "/dev/sdb", cfgPath, localPath)
 	ui.Window.ShowAndRun()
 	ui.Close()
 	return nil
@@ -146,7 +152,7 @@ func (s *slowTarget) Write(p []byte) (int, error) {
 	return s.Target.Write(p)
 }
 
-func driveDemo(ui *UI, step, card, cfgPath string) {
+func driveDemo(ui *UI, step, card, cfgPath, localPath string) {
 	ready := func() { time.Sleep(700 * time.Millisecond); fmt.Println("READY", step) }
 	waitUntil := func(cond func() bool) {
 		for {
@@ -160,6 +166,12 @@ func driveDemo(ui *UI, step, card, cfgPath string) {
 	}
 	waitUntil(func() bool { return len(ui.target.disks) > 0 })
 	profile := "controlplane"
+	if step == "local" {
+		fyne.DoAndWait(func() { ui.image.useLocal(localPath) })
+		waitUntil(func() bool { return strings.Contains(ui.image.size.Text, "on the card") })
+		ready()
+		return
+	}
 	if step == "image" {
 		fyne.DoAndWait(func() { ui.image.selectProfile(profile) })
 		ready()
@@ -184,10 +196,10 @@ func driveDemo(ui *UI, step, card, cfgPath string) {
 	}
 	fyne.DoAndWait(func() {
 		ui.escape() // the confirmation
-		ui.flash.begin(*ui.image.choice, *ui.target.selected)
+		ui.flash.begin(*ui.image.choice, ui.session.Cards())
 	})
 	if step == "flashing" {
-		waitUntil(func() bool { return ui.flash.bars[imaging.StageWrite].bar.Value > 0.4 })
+		waitUntil(func() bool { return ui.flash.cards[0].write.bar.Value > 0.4 })
 		fmt.Println("READY", step)
 		return
 	}

@@ -11,7 +11,6 @@ import (
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
-	"fyne.io/fyne/v2/dialog"
 	"fyne.io/fyne/v2/layout"
 	"fyne.io/fyne/v2/storage"
 	"fyne.io/fyne/v2/theme"
@@ -35,7 +34,7 @@ type nodesStep struct {
 	empty  *widget.Label
 	status *widget.Label
 	scan   *keyButton
-	manual *widget.Entry
+	manual *escEntry
 	shown  *applyPrompt // the findings dialog shown last
 	// the last scan: where, and the nodes it found (the summary counts
 	// their rows as they are now, so an apply updates it)
@@ -55,13 +54,14 @@ type nodeRow struct {
 	node       node.Node
 	box        *fyne.Container
 	title      *widget.Label
-	badge      *widget.Label // what the node booted (role/profile, schematic)
+	badge      *breakLabel // what the node booted (role/profile, schematic)
 	flashed    *widget.Select
 	flashedBox *fyne.Container // "Card flashed as": only when the node does not say what it booted
 	reply      *widget.Label
 	content    *fyne.Container // the row's lines
 	// the bootstrap step after a control plane config (bootstrap.go)
 	controlplane bool          // a control plane config was applied in this session
+	worker       bool          // a worker config was applied in this session: never bootstrapped
 	bootBtn      *keyButton    // "Bootstrap etcd…"
 	bootstrap    *widget.Entry // the talosctl command (bootstrap, then kubeconfig)
 	bootNote     *widget.Label
@@ -87,7 +87,7 @@ func newNodesStep(ui *UI) *nodesStep {
 	s.empty = wrapLabel(fmt.Sprintf("No nodes yet. Boot a Pi from a fresh card (it waits in maintenance mode on port %d), then press Scan or type its IP address.", node.DefaultPort))
 	s.status = wrapLabel("")
 	s.scan = primaryButton(ui, "Scan this network", theme.SearchIcon(), s.Scan)
-	s.manual = widget.NewEntry()
+	s.manual = newEscEntry(ui)
 	s.manual.SetPlaceHolder("node IP, e.g. 192.168.1.50")
 	s.manual.OnSubmitted = func(string) { s.addManual() }
 	add := newKeyButton(ui, "Add", theme.ContentAddIcon(), s.addManual)
@@ -95,10 +95,12 @@ func newNodesStep(ui *UI) *nodesStep {
 	top := container.NewVBox(
 		heading("Give each booted node its machine config"),
 		wrapLabel("Drag worker.yaml or controlplane.yaml from the file manager onto a node, or use its \"Choose config…\" button. The file is checked before it is sent."),
-		container.NewBorder(nil, nil, s.scan, add, s.manual),
+		container.NewBorder(nil, nil, nil, add, s.manual),
 		s.status,
 	)
-	s.content = container.NewBorder(top, nil, nil, nil,
+	// The primary action bottom-right, as in every step (Enter with
+	// nothing focused; Esc releases the address field).
+	s.content = container.NewBorder(top, container.NewHBox(layout.NewSpacer(), s.scan), nil, nil,
 		container.NewVScroll(container.NewVBox(s.empty, s.rowBox)))
 	ui.session.AddListener(func(c Change) {
 		if c == ChangeFlashed {
@@ -207,8 +209,8 @@ func (s *nodesStep) addNode(n node.Node) *nodeRow {
 	}
 	r := &nodeRow{node: n}
 	r.title = widget.NewLabelWithStyle(nodeTitle(n), fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
-	r.badge = widget.NewLabelWithStyle("", fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
-	r.badge.Wrapping = fyne.TextWrapWord // long extension lists must not widen the window
+	r.badge = newBreakLabel("") // long extension lists must not widen the window
+	r.badge.TextStyle = fyne.TextStyle{Bold: true}
 	r.reply = wrapLabel(nodeNote(n))
 	r.flashed = widget.NewSelect(s.flashOptions(), nil)
 	r.flashed.SetSelected(s.defaultFlash())
@@ -217,7 +219,7 @@ func (s *nodesStep) addNode(n node.Node) *nodeRow {
 		r.pick.Disable()
 	}
 	r.bootBtn = newKeyButton(s.ui, "Bootstrap etcd…", theme.UploadIcon(), func() { s.openBootstrap(r, nil) })
-	r.flashedBox = container.NewHBox(widget.NewLabel("Card flashed as (the node does not say)"), r.flashed)
+	r.flashedBox = container.NewHBox(widget.NewLabel("Card flashed as (the node does not say)"), wideSelect(r.flashed))
 	bg := canvasCard()
 	r.content = container.NewVBox(
 		container.NewBorder(nil, nil, widget.NewIcon(theme.ComputerIcon()), container.NewHBox(r.flashedBox, r.pick, r.bootBtn), r.title),
@@ -293,7 +295,7 @@ func nodeNote(n node.Node) string {
 	var parts []string
 	switch {
 	case n.Configured:
-		parts = append(parts, "already configured: manage it with talosctl")
+		parts = append(parts, "already configured: if it is your first control plane, \"Bootstrap etcd…\" bootstraps it; otherwise manage it with talosctl")
 	case n.Maintenance:
 		parts = append(parts, "waiting for a machine config: drop one here")
 	case n.Stage != "":
@@ -380,20 +382,19 @@ func (s *nodesStep) rowAt(pos fyne.Position) *nodeRow {
 }
 
 func (s *nodesStep) pickFile(r *nodeRow) {
-	d := dialog.NewFileOpen(func(rc fyne.URIReadCloser, err error) {
-		if err != nil || rc == nil {
-			return
-		}
-		defer rc.Close()
-		data, err := io.ReadAll(io.LimitReader(rc, node.MaxConfigSize+1))
-		if err != nil {
-			s.ui.showError("Cannot read the config", err)
-			return
-		}
-		s.checkAndPrompt(r, rc.URI().Name(), data)
-	}, s.ui.Window)
-	d.SetFilter(storage.NewExtensionFileFilter([]string{".yaml", ".yml"}))
-	s.ui.showFileDialog(d)
+	s.ui.chooseFile(kindConfig, FileRequest{Title: "Choose the machine config for " + r.node.Addr, Accept: "Check",
+		FilterName: "Machine configs", Exts: []string{".yaml", ".yml"}}, func(u fyne.URI) {
+		go func() {
+			data, err := readURI(u, node.MaxConfigSize+1)
+			s.ui.do(func() {
+				if err != nil {
+					s.ui.showError("Cannot read the config", err)
+					return
+				}
+				s.checkAndPrompt(r, u.Name(), data)
+			})
+		}()
+	})
 }
 
 // applyURI reads a file dropped on row r (nil: on the bootstrap dialog): a
@@ -479,7 +480,7 @@ func (s *nodesStep) prompt(r *nodeRow, rv *plan.ApplyReview) {
 	if cfg.InstallDisk != "" {
 		what += " to " + cfg.InstallDisk
 	}
-	items.Add(wrapLabel(what))
+	items.Add(newBreakLabel(what)) // the installer reference breaks at "/" or ":" only
 	if rv.DeclaredNote != "" {
 		items.Add(findingView(node.Finding{Severity: node.SeverityInfo, Message: rv.DeclaredNote}))
 	}
@@ -533,15 +534,11 @@ func findingView(f node.Finding) fyne.CanvasObject {
 	case node.SeverityWarning:
 		icon, imp = theme.WarningIcon(), widget.WarningImportance
 	}
-	msg := wrapLabel(strings.ToUpper(string(f.Severity)) + ": " + f.Message)
+	msg := newBreakLabel(strings.ToUpper(string(f.Severity)) + ": " + f.Message)
 	msg.Importance = imp
 	box := container.NewVBox(msg)
 	if f.Fix != "" {
-		fix := widget.NewMultiLineEntry()
-		fix.SetText(f.Fix)
-		fix.Wrapping = fyne.TextWrapWord
-		fix.SetMinRowsVisible(min(max(strings.Count(f.Fix, "\n")+1, 2), 9))
-		box.Add(container.NewBorder(nil, nil, widget.NewLabel("Fix:"), nil, fix))
+		box.Add(fixBox(nil, f.Fix, 360)) // whole, scrolling only past 360 px; Copy takes the exact text
 	}
 	return container.NewBorder(nil, nil, container.NewVBox(widget.NewIcon(icon), layout.NewSpacer()), nil, box)
 }
@@ -576,6 +573,7 @@ func (s *nodesStep) send(r *nodeRow, rv *plan.ApplyReview, force bool) {
 			}
 			r.reply.Importance = widget.SuccessImportance
 			r.reply.SetText(applyText(name, out))
+			r.worker = out.Config.MachineType == "worker"
 			if out.Next.LeavesMaintenance {
 				r.node.Maintenance = false
 				s.showScanSummary()
