@@ -7,7 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-		"strings"
+	"strings"
 	"testing"
 
 	"github.com/talosflash/talosflash/imaging/imagetest"
