@@ -333,9 +333,9 @@ func (p *parser) node(n *yaml.Node, def defaults, profiles []factory.Profile) (N
 		case "interface":
 			node.Interface = p.iface(v)
 		case "config":
-			node.Config = p.fileRef(v, "config", "the node's machine config, e.g. talos/worker.yaml from `talosctl gen config`")
+			node.Config = p.fileRef(v, "config", "generate the machine configs with talosctl gen config CLUSTER https://CP-ADDRESS:6443 --output-dir talos")
 		case "installer":
-			node.Installer = p.fileRef(v, "installer", "an installer file from `talosflash schematic --write`")
+			node.Installer = p.fileRef(v, "installer", "write it with talosflash schematic --role ROLE --installer-yaml > talos/installer-ROLE.yaml")
 		}
 	}
 
@@ -590,7 +590,7 @@ func (p *parser) iface(v *yaml.Node) string {
 	return s
 }
 
-func (p *parser) fileRef(v *yaml.Node, field, what string) string {
+func (p *parser) fileRef(v *yaml.Node, field, how string) string {
 	s := p.str(v, field)
 	if s == "" {
 		return ""
@@ -604,7 +604,7 @@ func (p *parser) fileRef(v *yaml.Node, field, what string) string {
 	st, err := os.Stat(path)
 	switch {
 	case err != nil:
-		p.add(v.Line, fmt.Sprintf("create it (%s) or correct the path (relative to %s)", what, displayDir(p.dir)), "%s file %s not found", field, path)
+		p.add(v.Line, fmt.Sprintf("%s, or correct the path (relative to %s)", how, displayDir(p.dir)), "%s file %s not found", field, path)
 	case !st.Mode().IsRegular():
 		p.add(v.Line, "point "+field+": at a regular file", "%s %s is not a regular file", field, path)
 	}

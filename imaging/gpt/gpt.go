@@ -120,15 +120,11 @@ func readWithSector(r io.ReaderAt, size, ss int64) (*Table, error) {
 	t := &Table{SectorSize: ss}
 
 	primary, perr := readCopy(r, ss, 1, lastLBA)
-	if perr == nil && primary.hdr.altLBA != lastLBA {
-		// A table copied from a larger disk: still readable, but the
-		// backup is not where this disk ends.
-		t.Problems = append(t.Problems, fmt.Sprintf("primary header names the backup at LBA %d, the disk ends at LBA %d", primary.hdr.altLBA, lastLBA))
-	}
 
 	backup, berr := readCopy(r, ss, lastLBA, lastLBA)
-	if berr != nil && perr == nil && primary.hdr.altLBA != lastLBA && primary.hdr.altLBA < lastLBA {
-		// Try where the primary says the backup is.
+	if berr != nil && perr == nil && primary.hdr.altLBA < lastLBA {
+		// An image written onto a larger card: its backup is where the
+		// image ended, which the primary names.
 		backup, berr = readCopy(r, ss, primary.hdr.altLBA, lastLBA)
 	}
 

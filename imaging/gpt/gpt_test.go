@@ -166,7 +166,7 @@ func TestImageOnLargerCard(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if !tab.Primary || !tab.Backup {
+	if !tab.Primary || !tab.Backup || len(tab.Problems) != 0 {
 		t.Fatalf("primary %v backup %v: %q", tab.Primary, tab.Backup, tab.Problems)
 	}
 }
