@@ -344,8 +344,13 @@ func (p *parser) node(n *yaml.Node, def defaults, profiles []factory.Profile) (N
 		what = "node " + node.Hostname
 	}
 
-	if _, ok := lines["hostname"]; !ok {
-		p.add(n.Line, "add hostname: (e.g. worker-1)", "a node has no hostname")
+	if node.Hostname == "" {
+		line, ok := lines["hostname"]
+		if !ok {
+			line = n.Line
+		}
+
+		p.add(line, "add hostname: (e.g. worker-1)", "a node has no hostname")
 	} else if node.Hostname != "" {
 		if msg := hostnameProblem(node.Hostname); msg != "" {
 			p.add(lines["hostname"], "use lowercase letters, digits and '-', up to 63 characters, e.g. worker-1", "hostname %q: %s", node.Hostname, msg)
@@ -354,8 +359,12 @@ func (p *parser) node(n *yaml.Node, def defaults, profiles []factory.Profile) (N
 
 	p.roleAndProfile(&node, what, lines, profiles)
 
-	if _, ok := lines["address"]; !ok {
-		p.add(n.Line, "add address: with the prefix length, e.g. 192.168.1.21/24", "%s has no address", what)
+	if line, ok := lines["address"]; !ok || isEmpty(n, "address") {
+		if !ok {
+			line = n.Line
+		}
+
+		p.add(line, "add address: with the prefix length, e.g. 192.168.1.21/24", "%s has no address", what)
 	}
 
 	if node.Address.IsValid() && node.Gateway.IsValid() {
@@ -379,15 +388,15 @@ func (p *parser) node(n *yaml.Node, def defaults, profiles []factory.Profile) (N
 }
 
 func (p *parser) roleAndProfile(node *Node, what string, lines map[string]int, profiles []factory.Profile) {
-	_, hasRole := lines["role"]
-	_, hasProfile := lines["profile"]
+	hasRole := node.Role != ""
+	hasProfile := node.Profile != ""
 
 	if !hasRole && !hasProfile {
 		p.add(node.Line, "add role: controlplane or role: worker (or profile: NAME for a custom image)", "%s has no role or profile", what)
 		return
 	}
 
-	if hasRole && node.Role != "" && !slices.Contains(Roles, node.Role) {
+	if hasRole && !slices.Contains(Roles, node.Role) {
 		fix := "use role: " + strings.Join(Roles, " or role: ")
 		msg := fmt.Sprintf("%s: unknown role %q", what, node.Role)
 		if near := closest(node.Role, Roles); near != "" {
@@ -402,7 +411,7 @@ func (p *parser) roleAndProfile(node *Node, what string, lines map[string]int, p
 		node.Role = ""
 	}
 
-	if hasProfile && node.Profile != "" {
+	if hasProfile {
 		names := make([]string, len(profiles))
 		found := false
 
@@ -635,6 +644,18 @@ func lastAddr(p netip.Prefix) netip.Addr {
 	v |= host
 
 	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+}
+
+// isEmpty: the mapping n has key with a null or blank value.
+func isEmpty(n *yaml.Node, key string) bool {
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			v := n.Content[i+1]
+			return isNull(v) || v.Kind == yaml.ScalarNode && strings.TrimSpace(v.Value) == ""
+		}
+	}
+
+	return false
 }
 
 func isNull(n *yaml.Node) bool {

@@ -150,6 +150,9 @@ func TestProblems(t *testing.T) {
 		{"syntax", "nodes:\n  - hostname: w1\n    role: [worker\n    address: 10.0.0.11/24\n",
 			"did not find expected ',' or ']'", "YAML syntax"},
 		{"empty", "", "inv.yaml: the file is empty", "inventory init"},
+		{"empty address", "nodes:\n  - hostname: w1\n    role: worker\n    address:\n", "inv.yaml:4: node w1 has no address", "prefix length"},
+		{"empty role", "nodes:\n  - hostname: w1\n    role: \"\"\n    address: 10.0.0.11/24\n", "node w1 has no role or profile", "role: worker"},
+		{"empty hostname", "nodes:\n  - hostname:\n    role: worker\n    address: 10.0.0.11/24\n", "inv.yaml:2: a node has no hostname", "worker-1"},
 		{"no nodes", "cluster: x\n", "inv.yaml:1: no nodes", "add nodes:"},
 		{"bad version", "talosVersion: 1.14\n" + node(""), "inv.yaml:1: talosVersion", "v1.14.0"},
 	}
@@ -308,4 +311,73 @@ func TestNothingSecret(t *testing.T) {
 			t.Fatalf("secret fragment %q in output", secret[i:i+12])
 		}
 	}
+}
+
+// A custom profile picks the image; the role the Talos machine type.
+func TestCustomProfile(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"profiles.yaml": "profiles:\n  - name: storage\n    overlay: {image: siderolabs/sbc-raspberrypi, name: rpi_generic}\n    extensions: [siderolabs/iscsi-tools]\n",
+		"talosflash.yaml": "profiles: profiles.yaml\nnodes:\n" +
+			"  - hostname: s1\n    role: worker\n    profile: storage\n    address: 10.0.0.30/24\n" +
+			"  - hostname: s2\n    profile: storage\n    address: 10.0.0.31/24\n" +
+			"  - hostname: w1\n    profile: worker\n    address: 10.0.0.32/24\n",
+	})
+
+	inv, err := Load(filepath.Join(dir, "talosflash.yaml"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	got := []string{}
+	for _, n := range inv.Nodes {
+		got = append(got, n.Hostname+":"+n.Role+":"+n.Profile)
+	}
+
+	if strings.Join(got, " ") != "s1:worker:storage s2::storage w1:worker:worker" {
+		t.Fatalf("nodes %v", got)
+	}
+
+	// Without the profiles file, storage is unknown.
+	_, err = Parse([]byte("nodes:\n  - hostname: s1\n    profile: storage\n    address: 10.0.0.30/24\n"), "x.yaml", "", Options{})
+	if err == nil || !strings.Contains(err.Error(), `unknown profile "storage"`) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(good))
+	f.Add(Template())
+	f.Add([]byte("nodes:\n  - hostname: a\n    role: worker\n    address: ::1/128\n    gateway: ::2\n"))
+
+	f.Fuzz(func(t *testing.T, data []byte) {
+		inv, err := Parse(data, "f.yaml", "", Options{SkipFiles: true})
+		if inv == nil {
+			t.Fatal("nil inventory")
+		}
+
+		if err != nil {
+			ps, ok := err.(Problems)
+			if !ok || len(ps) == 0 {
+				t.Fatalf("error %T %v", err, err)
+			}
+
+			return
+		}
+
+		for _, n := range inv.Nodes {
+			b, err := n.NetworkConfig()
+			if err != nil {
+				t.Fatalf("valid node %+v: %v", n, err)
+			}
+
+			var spec network.PlatformConfigSpec
+			if err := yaml4.Unmarshal(b, &spec); err != nil {
+				t.Fatalf("Talos cannot read %s: %v", b, err)
+			}
+
+			if spec.Hostnames[0].Validate() != nil {
+				t.Fatalf("Talos refuses hostname %q", n.Hostname)
+			}
+		}
+	})
 }
