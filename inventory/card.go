@@ -1,8 +1,11 @@
 package inventory
 
 import (
+	"errors"
 	"fmt"
+	"io"
 
+	"github.com/talosflash/talosflash/imaging/gpt"
 	"github.com/talosflash/talosflash/imaging/meta"
 )
 
@@ -55,4 +58,80 @@ func CardNode(c *meta.Card) (info CardInfo, ok bool, err error) {
 	info, err = ParseNetworkConfig(v)
 
 	return info, true, err
+}
+
+// CardReport is what a card says about itself, read-only: the partition
+// table, whether it holds a Talos image, the META keys (names and sizes,
+// never values: some hold keys) and the node written in 0x0a. The CLI's
+// `card` and the GUI's card list show it.
+type CardReport struct {
+	Table *gpt.Table // nil without a GPT
+	// Talos: the table has the partitions every Talos metal image has.
+	Talos bool
+	// META is nil when the card has no usable META partition.
+	META *meta.Card
+	Keys []CardKey
+	// Node is the node written onto the card (nil: none).
+	Node     *CardInfo
+	Problems []string
+}
+
+// CardKey is one META key, without its value.
+type CardKey struct {
+	Key  uint8
+	Name string
+	Size int
+}
+
+// talosLabels are the partitions every Talos metal image has.
+var talosLabels = []string{"EFI", meta.PartitionLabel}
+
+// ReadCard reads a card or image of size bytes: the partition table and
+// the META store (meta.ReadCard's bounded reads), nothing else.
+func ReadCard(r io.ReaderAt, size int64) *CardReport {
+	rep := &CardReport{}
+
+	card, err := meta.ReadCard(r, size)
+	if card != nil && card.Table != nil {
+		rep.Table = card.Table
+		rep.Problems = append(rep.Problems, card.Table.Problems...)
+		rep.Talos = true
+
+		for _, l := range talosLabels {
+			if _, ok := card.Table.Find(l); !ok {
+				rep.Talos = false
+			}
+		}
+	}
+
+	if err != nil {
+		if errors.Is(err, gpt.ErrNoGPT) {
+			rep.Problems = append(rep.Problems, "no GPT partition table: not a Talos image (or a blank card)")
+		} else {
+			rep.Problems = append(rep.Problems, err.Error())
+		}
+
+		rep.Talos = false
+
+		return rep
+	}
+
+	rep.META = card
+	for _, t := range card.ADV.Tags() {
+		rep.Keys = append(rep.Keys, CardKey{Key: t.Key, Name: meta.KeyName(t.Key), Size: len(t.Value)})
+	}
+
+	if card.Status.Used == 0 && !card.Status.Blank {
+		rep.Problems = append(rep.Problems, "META holds data that is not a Talos ADV")
+	}
+
+	info, ok, err := CardNode(card)
+	switch {
+	case err != nil:
+		rep.Problems = append(rep.Problems, err.Error())
+	case ok:
+		rep.Node = &info
+	}
+
+	return rep
 }

@@ -146,3 +146,33 @@ func TestWriteCardRefusesPlainDisk(t *testing.T) {
 		t.Fatal("disk changed")
 	}
 }
+
+func TestReadCardReport(t *testing.T) {
+	path := flashedCard(t)
+
+	read := func() *CardReport {
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+
+		st, _ := f.Stat()
+
+		return ReadCard(f, st.Size())
+	}
+
+	rep := read()
+	if !rep.Talos || rep.Node != nil || len(rep.Keys) != 1 || rep.Keys[0].Name != "UserReserved1" || len(rep.Problems) != 0 {
+		t.Fatalf("before: %+v", rep)
+	}
+
+	if _, err := worker1.WriteCardPath(path); err != nil {
+		t.Fatal(err)
+	}
+
+	rep = read()
+	if rep.Node == nil || rep.Node.String() != "worker-1, 127.0.0.21/8" || len(rep.Keys) != 2 {
+		t.Fatalf("after: %+v", rep)
+	}
+}

@@ -3,17 +3,13 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strings"
 
 	"github.com/dustin/go-humanize"
 
-	"github.com/talosflash/talosflash/imaging/gpt"
-	"github.com/talosflash/talosflash/imaging/meta"
 	"github.com/talosflash/talosflash/inventory"
 )
 
@@ -29,10 +25,6 @@ func init() {
 		order:   []string{"json"},
 	}
 }
-
-// talosLabels are the partitions every Talos metal image has (EFI, META;
-// BOOT with GRUB).
-var talosLabels = []string{"EFI", "META"}
 
 type cardJSON struct {
 	Path     string         `json:"path"`
@@ -139,48 +131,28 @@ func runCard(_ context.Context, args []string, env Env) error {
 
 func describeCard(r io.ReaderAt, path string, size int64) cardJSON {
 	out := cardJSON{Path: path, Size: size, Image: cardImageNote, Problems: []string{}}
+	rep := inventory.ReadCard(r, size)
 
-	card, err := meta.ReadCard(r, size)
-	if card != nil && card.Table != nil {
-		t := card.Table
+	out.Talos = rep.Talos
+	out.Problems = append(out.Problems, rep.Problems...)
+
+	if t := rep.Table; t != nil {
 		out.Table = &cardTableJSON{SectorSize: t.SectorSize, Primary: t.Primary, Backup: t.Backup, Partitions: []cardPartition{}}
-
 		for _, p := range t.Partitions {
 			out.Table.Partitions = append(out.Table.Partitions, cardPartition{p.Index, p.Name, p.Offset, p.Size})
 		}
-
-		out.Problems = append(out.Problems, t.Problems...)
-		out.Talos = hasAll(t.Labels(), talosLabels)
 	}
 
-	if err != nil {
-		if errors.Is(err, gpt.ErrNoGPT) {
-			out.Problems = append(out.Problems, "no GPT partition table: not a Talos image (or a blank card)")
-		} else {
-			out.Problems = append(out.Problems, err.Error())
+	if c := rep.META; c != nil {
+		m := &cardMETAJSON{Copy1: copyState(c.Status.Copy1), Copy2: copyState(c.Status.Copy2), Used: c.Status.Used, Blank: c.Status.Blank, Keys: []cardMETAKey{}}
+		for _, k := range rep.Keys {
+			m.Keys = append(m.Keys, cardMETAKey{Key: fmt.Sprintf("0x%02x", k.Key), Name: k.Name, Size: k.Size})
 		}
 
-		out.Talos = false
-
-		return out
+		out.META = m
 	}
 
-	m := &cardMETAJSON{Copy1: copyState(card.Status.Copy1), Copy2: copyState(card.Status.Copy2), Used: card.Status.Used, Blank: card.Status.Blank, Keys: []cardMETAKey{}}
-	for _, tg := range card.ADV.Tags() {
-		m.Keys = append(m.Keys, cardMETAKey{Key: fmt.Sprintf("0x%02x", tg.Key), Name: meta.KeyName(tg.Key), Size: len(tg.Value)})
-	}
-
-	out.META = m
-
-	if card.Status.Used == 0 && !card.Status.Blank {
-		out.Problems = append(out.Problems, "META holds data that is not a Talos ADV")
-	}
-
-	info, ok, err := inventory.CardNode(card)
-	switch {
-	case err != nil:
-		out.Problems = append(out.Problems, err.Error())
-	case ok:
+	if info := rep.Node; info != nil {
 		n := &cardNodeJSON{Hostname: info.Hostname, Interface: info.Interface}
 		if info.Address.IsValid() {
 			n.Address = info.Address.String()
@@ -206,16 +178,6 @@ func copyState(err error) string {
 	}
 
 	return err.Error()
-}
-
-func hasAll(have, want []string) bool {
-	for _, w := range want {
-		if !slices.Contains(have, w) {
-			return false
-		}
-	}
-
-	return true
 }
 
 func printCard(env Env, c cardJSON) {
