@@ -201,3 +201,31 @@ func ReadCardPath(path string) (*Card, error) {
 
 	return ReadCard(f, size)
 }
+
+// HeadSize is how much of the start of a disk image CheckHead needs: the
+// protective MBR, the primary GPT header and a 128-entry array, with
+// 512- or 4096-byte sectors.
+const HeadSize = 32 << 10
+
+// CheckHead tells, from the first HeadSize bytes of a decoded image of
+// imageSize bytes, whether a node's META can later be written onto a card
+// flashed with it: a valid primary GPT with a META partition big enough
+// and inside the image. A flash with an inventory calls it before the card
+// is touched; the META contents are checked again by WriteTag itself.
+func CheckHead(head []byte, imageSize int64) (gpt.Partition, error) {
+	_, p, err := Locate(headReader(head), imageSize)
+
+	return p, err
+}
+
+// headReader reads the head; beyond it (the backup GPT) it fails, so only
+// the primary table is used.
+type headReader []byte
+
+func (h headReader) ReadAt(b []byte, off int64) (int, error) {
+	if off < 0 || off+int64(len(b)) > int64(len(h)) {
+		return 0, io.ErrUnexpectedEOF
+	}
+
+	return copy(b, h[off:]), nil
+}

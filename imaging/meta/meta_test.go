@@ -380,3 +380,43 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestCheckHead(t *testing.T) {
+	good, offs := disk(t, imagetest.TalosParts())
+	noMeta, _ := disk(t, []imagetest.Part{{Name: "EFI", Size: 1 << 20}})
+	small, _ := disk(t, []imagetest.Part{{Name: "META", Size: 512 << 10}})
+
+	head := func(path string) []byte { return fileBytes(t, path)[:HeadSize] }
+
+	p, err := CheckHead(head(good), 16<<20)
+	if err != nil || p.Offset != offs[metaIdx] || p.Size != 1<<20 {
+		t.Fatalf("good: %+v %v", p, err)
+	}
+
+	if _, err := CheckHead(head(noMeta), 16<<20); !errors.Is(err, ErrNoMETA) {
+		t.Fatalf("no META: %v", err)
+	}
+
+	if _, err := CheckHead(head(small), 16<<20); !errors.Is(err, ErrTooSmall) {
+		t.Fatalf("small: %v", err)
+	}
+
+	if _, err := CheckHead(make([]byte, HeadSize), 16<<20); !errors.Is(err, ErrNoGPT) {
+		t.Fatalf("zeros: %v", err)
+	}
+
+	// A table whose META lies beyond the image's end.
+	if _, err := CheckHead(head(good), 4<<20); err == nil {
+		t.Fatal("META past the end accepted")
+	}
+
+	// imagetest's generated images: the primary is found from the head alone.
+	raw, err := imagetest.Raw(64<<20, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if p, err := CheckHead(raw[:HeadSize], int64(len(raw))); err != nil || p.Name != "META" {
+		t.Fatalf("imagetest.Raw: %+v %v", p, err)
+	}
+}
