@@ -663,8 +663,9 @@ func isNull(n *yaml.Node) bool {
 }
 
 // hostnameProblem says what is wrong with a hostname ("" if nothing): a
-// DNS name of labels (letters, digits, '-'), the first label at most 63
-// characters as Talos requires, 253 in all.
+// DNS name of labels (lowercase letters, digits, '-', as Kubernetes node
+// names must be), the first label at most 63 characters as Talos
+// requires, 253 in all.
 func hostnameProblem(h string) string {
 	if len(h) > 253 {
 		return "longer than 253 characters"
@@ -688,7 +689,11 @@ func hostnameProblem(h string) string {
 		}
 
 		for _, c := range label {
-			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c >= 'A' && c <= 'Z') {
+			if c >= 'A' && c <= 'Z' {
+				return fmt.Sprintf("contains the capital %q (Kubernetes node names are lowercase)", c)
+			}
+
+			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
 				return fmt.Sprintf("contains %q", c)
 			}
 		}

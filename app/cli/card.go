@@ -92,13 +92,8 @@ func runCard(_ context.Context, args []string, env Env) error {
 		return usageErrorf("card: name the card or image file (e.g. talosflash card /dev/sdb)")
 	}
 
-	f, err := os.Open(path) // read-only: nothing is ever written here
-	if err != nil {
-		return withCode(ExitDevice, fmt.Errorf("card: %w", err))
-	}
-	defer f.Close()
-
-	st, err := f.Stat()
+	// Stat before opening: opening a FIFO would wait for a writer.
+	st, err := os.Stat(path)
 	if err != nil {
 		return withCode(ExitDevice, fmt.Errorf("card: %w", err))
 	}
@@ -106,6 +101,12 @@ func runCard(_ context.Context, args []string, env Env) error {
 	if !st.Mode().IsRegular() && st.Mode()&os.ModeDevice == 0 {
 		return usageErrorf("card: %s is not a disk or an image file", path)
 	}
+
+	f, err := os.Open(path) // read-only: nothing is ever written here
+	if err != nil {
+		return withCode(ExitDevice, fmt.Errorf("card: %w", err))
+	}
+	defer f.Close()
 
 	size, err := f.Seek(0, io.SeekEnd)
 	if err != nil {
