@@ -420,3 +420,58 @@ func TestCheckHead(t *testing.T) {
 		t.Fatalf("imagetest.Raw: %+v %v", p, err)
 	}
 }
+
+// failingDisk cuts the write stream after limit bytes (a card pulled out).
+type failingDisk struct {
+	*os.File
+	limit int
+}
+
+func (d *failingDisk) WriteAt(b []byte, off int64) (int, error) {
+	if len(b) > d.limit {
+		n, _ := d.File.WriteAt(b[:d.limit], off)
+		d.limit = 0
+
+		return n, errors.New("card removed")
+	}
+
+	d.limit -= len(b)
+
+	return d.File.WriteAt(b, off)
+}
+
+// Copy by copy: a write cut anywhere leaves one valid copy, the old tags
+// or the new ones, never neither.
+func TestInterruptedWriteLeavesOneCopy(t *testing.T) {
+	old := indepWrite([]indepTag{{0x0a, []byte("old")}})
+
+	for _, cut := range []int{0, 1000, CopySize - 1, CopySize, CopySize + 5000, 2*CopySize - 1} {
+		parts := imagetest.TalosParts()
+		parts[metaIdx].Data = append(append([]byte{}, old...), old...)
+		path, _ := disk(t, parts)
+
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		_, err = WriteTag(&failingDisk{f, cut}, 16<<20, 0x0a, []byte("new"))
+		f.Close()
+
+		if err == nil {
+			t.Fatalf("cut at %d: no error", cut)
+		}
+
+		card, err := ReadCardPath(path)
+		if err != nil || card.Status.Used == 0 {
+			t.Fatalf("cut at %d: no valid copy left: %v %+v", cut, err, card.Status)
+		}
+
+		// Before copy 1 is complete: the old tags (or, when only bytes
+		// equal to the old ones were missing, the new); after: the new.
+		v, _ := card.ADV.Get(0x0a)
+		if string(v) != "new" && (cut >= CopySize || string(v) != "old") {
+			t.Fatalf("cut at %d: 0x0a = %q", cut, v)
+		}
+	}
+}
