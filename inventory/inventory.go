@@ -38,6 +38,7 @@ import (
 
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/internal/userfile"
+	"github.com/talosflash/talosflash/node"
 )
 
 // DefaultFile is the inventory's name when none is given.
@@ -178,6 +179,8 @@ type parser struct {
 	dir      string
 	opts     Options
 	problems Problems
+	// configs: what each config file read says (machine type, hostname).
+	configs map[string]*node.Config
 }
 
 func (p *parser) add(line int, fix, format string, args ...any) {
@@ -334,6 +337,7 @@ func (p *parser) node(n *yaml.Node, def defaults, profiles []factory.Profile) (N
 			node.Interface = p.iface(v)
 		case "config":
 			node.Config = p.fileRef(v, "config", "generate the machine configs with talosctl gen config CLUSTER https://CP-ADDRESS:6443 --output-dir talos")
+			lines["config"] = v.Line
 		case "installer":
 			node.Installer = p.fileRef(v, "installer", "write it with talosflash schematic --role ROLE --installer-yaml > talos/installer-ROLE.yaml")
 		}
@@ -358,6 +362,7 @@ func (p *parser) node(n *yaml.Node, def defaults, profiles []factory.Profile) (N
 	}
 
 	p.roleAndProfile(&node, what, lines, profiles)
+	p.checkConfig(node, what, lines["config"])
 
 	if line, ok := lines["address"]; !ok || isEmpty(n, "address") {
 		if !ok {
@@ -437,6 +442,52 @@ func (p *parser) roleAndProfile(node *Node, what string, lines map[string]int, p
 
 	if node.Profile == "" {
 		node.Profile = node.Role
+	}
+}
+
+// checkConfig reads the node's machine config (only its machine type and
+// static hostname are used; node.LoadConfig's errors carry no values) and
+// reports a config of the wrong role, the incident's class: worker.yaml
+// sent to the control plane.
+func (p *parser) checkConfig(n Node, what string, line int) {
+	if n.Config == "" || p.opts.SkipFiles {
+		return
+	}
+
+	cfg, ok := p.configs[n.Config]
+	if !ok {
+		data, err := userfile.Read(n.Config, node.MaxConfigSize)
+		if err == nil {
+			cfg, err = node.LoadConfig(data)
+		}
+
+		if err != nil {
+			if !errors.Is(err, os.ErrNotExist) {
+				p.add(line, "point config: at the node's machine config from talosctl gen config", "%s: config %s: %v", what, n.Config, err)
+			}
+
+			cfg = nil
+		}
+
+		if p.configs == nil {
+			p.configs = map[string]*node.Config{}
+		}
+
+		p.configs[n.Config] = cfg
+	}
+
+	if cfg == nil {
+		return
+	}
+
+	if n.Role != "" && cfg.MachineType != "" && cfg.MachineType != n.Role {
+		p.add(line, fmt.Sprintf("point config: at the %s config (talos/%s.yaml from talosctl gen config), or correct role:", n.Role, n.Role),
+			"%s: config %s is a %s config, the node's role is %s", what, n.Config, cfg.MachineType, n.Role)
+	}
+
+	if cfg.Hostname != "" && n.Hostname != "" && !strings.EqualFold(cfg.Hostname, n.Hostname) {
+		p.add(line, "remove the hostname from the config (the card sets it) or make them equal",
+			"%s: config %s sets hostname %s, which would replace %s after the config is applied", what, n.Config, cfg.Hostname, n.Hostname)
 	}
 }
 

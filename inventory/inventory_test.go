@@ -30,6 +30,42 @@ func writeFiles(t *testing.T, files map[string]string) string {
 	return dir
 }
 
+// fixture is one of node/testdata's machine configs (test PKI).
+func fixture(t *testing.T, name string) string {
+	t.Helper()
+
+	b, err := os.ReadFile(filepath.Join("..", "node", "testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	return string(b)
+}
+
+// The incident's class: the wrong config for the node's role is caught
+// offline, as is a config whose hostname would replace the card's.
+func TestConfigChecked(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"talosflash.yaml": "nodes:\n" +
+			"  - hostname: cp-1\n    role: controlplane\n    address: 10.0.0.10/24\n    config: talos/worker.yaml\n" +
+			"  - hostname: worker-2\n    role: worker\n    address: 10.0.0.12/24\n    config: talos/worker.yaml\n" +
+			"  - hostname: worker-3\n    role: worker\n    address: 10.0.0.13/24\n    config: talos/broken.yaml\n",
+		"talos/worker.yaml": fixture(t, "worker.yaml"), // sets hostname worker-1
+		"talos/broken.yaml": "version: v1alpha1\nmachine: {type: worker}\n",
+	})
+
+	_, err := Load(filepath.Join(dir, "talosflash.yaml"), Options{})
+	for _, want := range []string{
+		"talosflash.yaml:5: node cp-1: config " + filepath.Join(dir, "talos/worker.yaml") + " is a worker config, the node's role is controlplane (fix: point config: at the controlplane config",
+		"talosflash.yaml:9: node worker-2: config " + filepath.Join(dir, "talos/worker.yaml") + " sets hostname worker-1, which would replace worker-2",
+		"talosflash.yaml:13: node worker-3: config " + filepath.Join(dir, "talos/broken.yaml") + ": invalid machine config",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("problems lack %q:\n%v", want, err)
+		}
+	}
+}
+
 func TestTemplate(t *testing.T) {
 	inv, err := Parse(Template(), "talosflash.yaml", "", Options{SkipFiles: true})
 	if err != nil {
@@ -79,8 +115,8 @@ nodes:
 func TestLoadGood(t *testing.T) {
 	dir := writeFiles(t, map[string]string{
 		"talosflash.yaml":         good,
-		"talos/controlplane.yaml": "machine: {type: controlplane}\n",
-		"talos/worker.yaml":       "machine: {type: worker}\n",
+		"talos/controlplane.yaml": fixture(t, "controlplane.yaml"),
+		"talos/worker.yaml":       fixture(t, "worker.yaml"),
 	})
 
 	inv, err := Load(filepath.Join(dir, "talosflash.yaml"), Options{})

@@ -30,12 +30,23 @@ func TestInventoryInitThenCheck(t *testing.T) {
 		t.Fatalf("check without configs: %d\n%s", code, stderr)
 	}
 
+	if err := os.MkdirAll(filepath.Join(dir, "talos"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+
+	// Real configs (test PKI), without a static hostname: the card sets it.
 	for _, f := range []string{"controlplane.yaml", "worker.yaml", "installer-controlplane.yaml", "installer-worker.yaml"} {
-		if err := os.MkdirAll(filepath.Join(dir, "talos"), 0o700); err != nil {
-			t.Fatal(err)
+		body := []byte("x: y\n")
+		if !strings.HasPrefix(f, "installer-") {
+			b, err := os.ReadFile(filepath.Join("..", "..", "node", "testdata", f))
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			body = []byte(strings.Replace(string(b), "hostname:", "# hostname:", 1))
 		}
 
-		if err := os.WriteFile(filepath.Join(dir, "talos", f), []byte("x: y\n"), 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, "talos", f), body, 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
