@@ -408,7 +408,7 @@ func bootstrapErrorText(err error, res *node.BootstrapResult, cancelled bool) st
 	case errors.Is(err, node.ErrTalosconfig):
 		return "The talosconfig cannot be used: " + err.Error()
 	case errors.Is(err, context.DeadlineExceeded):
-		return "The node did not get ready in time, nothing was bootstrapped: " + err.Error() + ". Check that it rebooted with its config and is on this network, then try again."
+		return "The node did not get ready in time, nothing was bootstrapped: " + err.Error() + ". Check that it booted with its config and is on this network, then try again."
 	case errors.Is(err, node.ErrRefused):
 		return "The node refused: " + err.Error() + ". Bootstrap needs the admin talosconfig of this cluster (role os:admin)."
 	case errors.Is(err, node.ErrNetwork):

@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"fyne.io/fyne/v2"
@@ -30,6 +31,9 @@ import (
 
 //go:embed testdata/controlplane-no-esc.yaml
 var demoConfigNoESC []byte
+
+//go:embed testdata/worker.yaml
+var demoWorker []byte
 
 // DemoSteps are the states RunDemo can reach.
 var DemoSteps = []string{"image", "card", "confirm", "flashing", "done", "nodes", "findings"}
@@ -81,9 +85,9 @@ func RunDemo(step string) error {
 		return &node.Booted{SchematicID: id, Schematic: p.Schematic(), Overlay: factory.RPiOverlayImage, Extensions: exts}
 	}
 	demoNodes := []node.Node{
-		{Addr: "192.168.1.31:50000", Maintenance: true, Stage: "maintenance", Hostname: "talos-7xk-2qa", MAC: "dc:a6:32:1a:2b:31", TalosVersion: "v1.14.5", Arch: "arm64", Booted: booted("controlplane", "newt")},
-		{Addr: "192.168.1.32:50000", Maintenance: true, Stage: "maintenance", Hostname: "talos-m3p-9cd", MAC: "dc:a6:32:1a:2b:32", TalosVersion: "v1.14.5", Arch: "arm64", Booted: booted("worker")},
-		{Addr: "192.168.1.33:50000", Maintenance: true, Stage: "maintenance", Hostname: "talos-q8r-4ef", MAC: "dc:a6:32:1a:2b:33", TalosVersion: "v1.12.6"},
+		{Addr: "192.168.1.31:50000", Maintenance: true, Stage: "maintenance", Hostname: "talos-7xk-2qa", MAC: "dc:a6:32:1a:2b:31", CertFingerprint: "demo-certificate-31", TalosVersion: "v1.14.5", Arch: "arm64", Booted: booted("controlplane", "newt")},
+		{Addr: "192.168.1.32:50000", Maintenance: true, Stage: "maintenance", Hostname: "talos-m3p-9cd", MAC: "dc:a6:32:1a:2b:32", CertFingerprint: "demo-certificate-32", TalosVersion: "v1.14.5", Arch: "arm64", Booted: booted("worker")},
+		{Addr: "192.168.1.33:50000", Maintenance: true, Stage: "maintenance", Hostname: "talos-q8r-4ef", MAC: "dc:a6:32:1a:2b:33", CertFingerprint: "demo-certificate-33", TalosVersion: "v1.12.6"},
 	}
 	slow := step == "flashing"
 	deps := Deps{
@@ -106,9 +110,17 @@ func RunDemo(step string) error {
 		Discover: func(ctx context.Context, o node.DiscoverOptions) ([]node.Node, error) {
 			return demoNodes, nil
 		},
-		Probe: func(ctx context.Context, addr string) (*node.Node, error) { n := demoNodes[0]; return &n, nil },
+		Probe: func(ctx context.Context, addr string) (*node.Node, error) {
+			for _, n := range demoNodes {
+				if n.Addr == addr {
+					return &n, nil
+				}
+			}
+			n := demoNodes[0]
+			return &n, nil
+		},
 		Apply: func(ctx context.Context, o node.ApplyOptions) (*node.ApplyResult, error) {
-			return &node.ApplyResult{Endpoint: o.Endpoint, Mode: node.ModeAuto, Messages: []node.ApplyMessage{{Mode: "no-reboot"}}, ModeDetails: "Applied configuration without a reboot"}, nil
+			return &node.ApplyResult{Endpoint: o.Endpoint, Mode: node.ModeAuto, DryRun: o.DryRun, Messages: []node.ApplyMessage{{Mode: "no-reboot"}}, ModeDetails: "Applied configuration without a reboot"}, nil
 		},
 		RefreshEvery: -1,
 	}
@@ -190,10 +202,10 @@ func driveDemo(ui *UI, step, card, cfgPath string) {
 	})
 	waitUntil(func() bool { return len(ui.nodes.rows) == 3 })
 	if step == "nodes" {
-		fyne.DoAndWait(func() {
-			r := ui.nodes.rows[1]
-			ui.nodes.send(r, "worker.yaml", nil, "worker")
-		})
+		fyne.DoAndWait(func() { ui.nodes.checkAndPrompt(ui.nodes.rows[1], "worker.yaml", demoWorker) })
+		waitUntil(func() bool { return ui.nodes.shown != nil && ui.modal == ui.nodes.shown.modal })
+		fyne.DoAndWait(func() { ui.nodes.shown.apply.OnTapped() })
+		waitUntil(func() bool { return strings.HasPrefix(ui.nodes.rows[1].reply.Text, "Applied") })
 		ready()
 		return
 	}

@@ -364,9 +364,10 @@ func TestDropConfigOnNodeApplies(t *testing.T) {
 		test.Tap(p.apply)
 	})
 	h.waitFor("apply", func() bool { return !h.ui.nodes.applying() })
+	// The apply job probes the node again: a v1.14 node gets its dry run first.
 	reqs := srv.Requests()
-	if len(reqs) != 1 || !bytes.Equal(reqs[0].Config, want) {
-		t.Fatalf("node received %d requests; want exactly the bytes of worker.yaml", len(reqs))
+	if len(reqs) != 2 || !reqs[0].DryRun || reqs[1].DryRun || !bytes.Equal(reqs[1].Config, want) {
+		t.Fatalf("node received %d requests; want its dry run, then exactly the bytes of worker.yaml", len(reqs))
 	}
 	h.onUI(func() {
 		if !strings.HasPrefix(row.reply.Text, "Applied worker.yaml") {
