@@ -34,10 +34,102 @@ func TalosParts() []Part {
 // offset. Its own code, written from the UEFI layout, not shared with the
 // reader in imaging/gpt.
 func WriteGPTDisk(path string, size int64, parts []Part) ([]int64, error) {
+	writes, offsets, err := gptLayout(size, parts)
+	if err != nil {
+		return nil, err
+	}
+
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+
+	if err := f.Truncate(size); err != nil {
+		f.Close()
+		return nil, err
+	}
+
+	for _, w := range writes {
+		if _, err := f.WriteAt(w.b, w.off); err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
+
+	return offsets, f.Close()
+}
+
+// TalosRaw is Raw(size, seed) (the same data, so it compresses alike) with
+// a partition table like a Talos metal image's: EFI, BOOT, a blank 1 MiB
+// META (as Talos builds it: zeros) and EPHEMERAL, and a correct backup GPT.
+// A node's META can be written onto a card flashed with it. size >= 8 MiB.
+func TalosRaw(size, seed int64) ([]byte, error) {
+	const mib = 1 << 20
+
+	if size < 8*mib || size%512 != 0 {
+		return nil, fmt.Errorf("TalosRaw: size %d: at least 8 MiB, a multiple of 512", size)
+	}
+
+	raw, err := Raw(size, seed)
+	if err != nil {
+		return nil, err
+	}
+
+	avail := size - mib - mib - 33*512 // partitions start at 1 MiB; META; backup
+	efi := avail / 8 / 512 * 512
+	boot := avail / 4 / 512 * 512
+	rest := (avail - efi - boot) / 512 * 512
+	parts := []Part{
+		{Name: "EFI", Size: efi},
+		{Name: "BOOT", Size: boot},
+		{Name: "META", Size: mib},
+		{Name: "EPHEMERAL", Size: rest},
+	}
+
+	writes, offsets, err := gptLayout(size, parts)
+	if err != nil {
+		return nil, err
+	}
+
+	// The old table's sectors and the META partition become zeros first.
+	clear(raw[:mib])
+	clear(raw[size-33*512:])
+	clear(raw[offsets[2] : offsets[2]+mib])
+
+	for _, w := range writes {
+		copy(raw[w.off:], w.b)
+	}
+
+	return raw, nil
+}
+
+// NewTalos is New on TalosRaw: a fixture whose image takes a node's META.
+func NewTalos(t TB, size, seed, blockSize int64) *Fixture {
+	t.Helper()
+
+	raw, err := TalosRaw(size, seed)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+
+	z, err := XZBytes(raw, blockSize)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+
+	return &Fixture{Size: size, Seed: seed, Raw: raw, XZ: z, SHA256: sha256Hex(raw)}
+}
+
+type diskWrite struct {
+	b   []byte
+	off int64
+}
+
+func gptLayout(size int64, parts []Part) ([]diskWrite, []int64, error) {
 	const ss = 512
 
 	if size%ss != 0 || size < 2<<20 {
-		return nil, fmt.Errorf("disk size %d: not a multiple of 512 or under 2 MiB", size)
+		return nil, nil, fmt.Errorf("disk size %d: not a multiple of 512 or under 2 MiB", size)
 	}
 
 	total := uint64(size / ss)
@@ -47,12 +139,12 @@ func WriteGPTDisk(path string, size int64, parts []Part) ([]int64, error) {
 
 	for i, p := range parts {
 		if p.Size%ss != 0 || p.Size <= 0 {
-			return nil, fmt.Errorf("partition %s: size %d", p.Name, p.Size)
+			return nil, nil, fmt.Errorf("partition %s: size %d", p.Name, p.Size)
 		}
 
 		last := lba + uint64(p.Size/ss) - 1
 		if last > total-34 {
-			return nil, fmt.Errorf("partition %s does not fit", p.Name)
+			return nil, nil, fmt.Errorf("partition %s does not fit", p.Name)
 		}
 
 		e := entries[i*128:]
@@ -101,41 +193,19 @@ func WriteGPTDisk(path string, size int64, parts []Part) ([]int64, error) {
 	binary.LittleEndian.PutUint32(pe[12:], uint32(min(total-1, 0xFFFFFFFF)))
 	mbr[510], mbr[511] = 0x55, 0xAA
 
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, err
-	}
-
-	writes := []struct {
-		b   []byte
-		off int64
-	}{
+	writes := []diskWrite{
 		{mbr, 0},
 		{hdr(1, total-1, 2), ss},
 		{entries, 2 * ss},
 		{entries, int64(total-33) * ss},
 		{hdr(total-1, 1, total-33), int64(total-1) * ss},
 	}
+
 	for i, p := range parts {
 		if len(p.Data) > 0 {
-			writes = append(writes, struct {
-				b   []byte
-				off int64
-			}{p.Data, offsets[i]})
+			writes = append(writes, diskWrite{p.Data, offsets[i]})
 		}
 	}
 
-	if err := f.Truncate(size); err != nil {
-		f.Close()
-		return nil, err
-	}
-
-	for _, w := range writes {
-		if _, err := f.WriteAt(w.b, w.off); err != nil {
-			f.Close()
-			return nil, err
-		}
-	}
-
-	return offsets, f.Close()
+	return writes, offsets, nil
 }

@@ -475,3 +475,30 @@ func TestInterruptedWriteLeavesOneCopy(t *testing.T) {
 		}
 	}
 }
+
+// imagetest.TalosRaw (for flash tests with an inventory) takes a node's
+// META: a correct GPT both ways, a blank 1 MiB META.
+func TestTalosRawFixture(t *testing.T) {
+	raw, err := imagetest.TalosRaw(16<<20, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := CheckHead(raw[:HeadSize], int64(len(raw))); err != nil {
+		t.Fatal(err)
+	}
+
+	path := filepath.Join(t.TempDir(), "talos.raw")
+	if err := os.WriteFile(path, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	card, err := ReadCardPath(path)
+	if err != nil || !card.Table.Primary || !card.Table.Backup || !card.Status.Blank {
+		t.Fatalf("%+v %v", card, err)
+	}
+
+	if _, err := WriteTagPath(path, MetalNetworkPlatformConfig, []byte("hostnames: []")); err != nil {
+		t.Fatal(err)
+	}
+}
