@@ -25,7 +25,8 @@ booted Pi. Without a display, use the CLI: talosflash --help.
 Flags:
   --factory URL     Image Factory base URL (default %s)
   --profiles FILE   YAML file with custom profiles
-  --device D        preselect this card in step 2 once it is listed
+  --device D        preselect this card in step 2 once it is listed; repeat
+                    it to write several cards at once
   --allow-loop      make loop devices selectable, to try the whole flow
                     without a card (losetup -f --show disk.img)
   --subnet CIDR     what "Scan this network" scans (comma-separated list;
@@ -50,7 +51,8 @@ func runGUIWith(args []string, stdout, stderr io.Writer, getenv func(string) str
 	fs.Usage = func() {}
 	factoryURL := fs.String("factory", factory.DefaultBaseURL, "Image Factory base URL")
 	profiles := fs.String("profiles", "", "YAML file with custom profiles")
-	device := fs.String("device", "", "preselect this card")
+	var devices stringList
+	fs.Var(&devices, "device", "preselect this card (repeat it for several)")
 	allowLoop := fs.Bool("allow-loop", false, "make loop devices selectable")
 	subnet := fs.String("subnet", "", "what Scan scans")
 	if err := fs.Parse(args); err != nil {
@@ -93,7 +95,7 @@ func runGUIWith(args []string, stdout, stderr io.Writer, getenv func(string) str
 			code = contract.ExitUsage
 		}
 	}()
-	if err := run(gui.Options{FactoryURL: *factoryURL, ProfilesFile: *profiles, Device: *device, AllowLoop: *allowLoop, Subnets: subnets}); err != nil {
+	if err := run(gui.Options{FactoryURL: *factoryURL, ProfilesFile: *profiles, Devices: devices, AllowLoop: *allowLoop, Subnets: subnets}); err != nil {
 		fmt.Fprintf(stderr, "talosflash: %v\n", err)
 		return contract.ExitFailure
 	}
@@ -120,3 +122,9 @@ func isDisplayPanic(r any) bool {
 	msg := fmt.Sprint(r)
 	return strings.Contains(msg, "GLFW") || strings.Contains(msg, "NotInitialized")
 }
+
+// stringList is a flag that may be repeated (--device A --device B).
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }

@@ -79,6 +79,20 @@ func LoadConfig(data []byte) (cfg *Config, err error) {
 		return nil, &ConfigError{Reason: "file is binary, not a YAML machine config"}
 	}
 
+	// The loader's and validator's words are scrubbed of the config's
+	// non-public values, whatever they look like (see configEcho).
+	defer func() {
+		echo := newConfigEcho(data)
+		var ce *ConfigError
+		if errors.As(err, &ce) {
+			ce.Reason = echo.scrub(ce.Reason)
+		}
+		if cfg != nil {
+			for i, w := range cfg.Warnings {
+				cfg.Warnings[i] = echo.scrub(w)
+			}
+		}
+	}()
 	docs, err := scanDocuments(data)
 	if err != nil {
 		return nil, err

@@ -160,7 +160,7 @@ func TestUpgradeWaitsForHealthyNodeFirst(t *testing.T) {
 		}
 	}
 	_, err := Upgrade(ctx, n.Addr(), e.tc, o)
-	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "nothing sent") || len(n.Pulled()) != 0 || len(n.Upgrades()) != 0 {
+	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "nothing was sent") || len(n.Pulled()) != 0 || len(n.Upgrades()) != 0 {
 		t.Fatalf("err %v, pulls %v upgrades %v\n%s", err, n.Pulled(), n.Upgrades(), log.text())
 	}
 }

@@ -44,6 +44,8 @@ Commands:
   bootstrap   wait for the configured control plane node, then bootstrap etcd once
   upgrade     upgrade nodes one by one with their own schematic's installer
   outdated    list newer Talos/extension versions for installer files (--write)
+  inventory   init or check the cluster inventory (talosflash.yaml)
+  card        read a card back: Talos image, META keys, the node written on it
   version     print the version
   help [cmd]  this text, or a command's flags
 
@@ -136,6 +138,10 @@ func run(ctx context.Context, args []string, env Env) error {
 		return runUpgrade(ctx, rest, env)
 	case "outdated":
 		return runOutdated(ctx, rest, env)
+	case "inventory":
+		return runInventory(ctx, rest, env)
+	case "card":
+		return runCard(ctx, rest, env)
 	case "version", "--version", "-version":
 		fmt.Fprintf(env.Stdout, "talosflash %s\n", Version)
 		return nil

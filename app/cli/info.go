@@ -282,7 +282,16 @@ type applyJSON struct {
 	Warnings        []string           `json:"warnings"`
 	ModeDetails     string             `json:"mode_details"`
 	CertFingerprint string             `json:"cert_fingerprint"`
-	Findings        []findingJSON      `json:"findings"` // the incident checks' findings
+	Findings        []findingJSON      `json:"findings"`       // the incident checks' findings
+	Next            *applyNextJSON     `json:"next,omitempty"` // what the node does next (not after a dry run)
+}
+
+// applyNextJSON is plan.NextStep: what the node does after the apply.
+type applyNextJSON struct {
+	Node              string `json:"node"`
+	LeavesMaintenance bool   `json:"leaves_maintenance"`
+	Bootstrap         bool   `json:"bootstrap"` // etcd must be bootstrapped once (a control plane config)
+	Then              string `json:"then,omitempty"`
 }
 
 // applyErrorJSON is `apply --json` when apply fails (exit code != 0): the

@@ -165,6 +165,7 @@ func answer(t *testing.T, stdout, event string) []byte {
 	if found == nil {
 		t.Fatalf("no %q event in %q", event, stdout)
 	}
+	assertSnakeCase(t, event+" --json", found) // one key style for the whole contract
 	return found
 }
 
@@ -268,6 +269,8 @@ var jsonCommands = map[string]string{
 	"bootstrap": "TestBootstrapCommand",
 	"upgrade":   "TestUpgradeCommandUpgradesInOrder",
 	"outdated":  "TestOutdatedCommand",
+	"card":      "TestCardReadsNode",
+	"inventory": "TestInventoryInitThenCheck, TestInventoryCheckProblems",
 }
 
 // Every command that takes --json writes the contract's envelope: a new
@@ -282,7 +285,11 @@ func TestEveryJSONCommandWritesTheContract(t *testing.T) {
 		}
 	}
 	for cmd := range jsonCommands {
-		code, stdout, stderr := cliRun(t, cmd, "--json", "--no-such-flag")
+		args := []string{cmd, "--json", "--no-such-flag"}
+		if cmd == "inventory" {
+			args = []string{cmd, "check", "--json", "--no-such-flag"} // its --json is check's
+		}
+		code, stdout, stderr := cliRun(t, args...)
 		evs := jsonLines(t, cmd, stdout)
 		if code != ExitUsage || len(evs) != 1 || evs[0]["event"] != contract.TypeError || evs[0]["code"] != float64(ExitUsage) ||
 			!strings.Contains(evs[0]["message"].(string), "no-such-flag") || !strings.Contains(stderr, "no-such-flag") {

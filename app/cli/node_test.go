@@ -116,7 +116,7 @@ func TestApplyFixedSetups(t *testing.T) {
 			t.Errorf("newer kinds not reported: %s", stderr)
 		}
 		// A control plane's config: the next step is the one bootstrap.
-		if bootstrap := strings.Contains(stderr, "next: once the node has rebooted with its config, bootstrap etcd once: `talosflash bootstrap --node 127.0.0.1"); bootstrap != (tc.file == "controlplane.yaml") {
+		if bootstrap := strings.Contains(stderr, "next: once this node runs with its config, bootstrap etcd once per cluster, on one control plane node: `talosflash bootstrap --node 127.0.0.1"); bootstrap != (tc.file == "controlplane.yaml") {
 			t.Errorf("%s: bootstrap hint %v: %s", tc.file, bootstrap, stderr)
 		}
 	}

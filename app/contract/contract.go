@@ -60,13 +60,16 @@ const (
 	TypeBootstrap = "bootstrap" // bootstrap --json (object)
 	TypeUpgrade   = "upgrade"   // upgrade --json (list)
 	TypeOutdated  = "outdated"  // outdated --json (list)
+	TypeCard      = "card"      // card --json (object)
+	TypeInventory = "inventory" // inventory check --json (object)
 )
 
 // Known reports whether t is an event type of this Version.
 func Known(t string) bool {
 	switch t {
 	case TypeProgress, TypeInfo, TypeWarning, TypeResult, TypeError,
-		TypeSchematic, TypeDevices, TypeNodes, TypeApply, TypeBootstrap, TypeUpgrade, TypeOutdated:
+		TypeSchematic, TypeDevices, TypeNodes, TypeApply, TypeBootstrap, TypeUpgrade, TypeOutdated,
+		TypeCard, TypeInventory:
 		return true
 	}
 	return false
