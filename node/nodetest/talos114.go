@@ -37,14 +37,7 @@ type rule114 struct {
 	check  func(r *talos114.Result, rc1 bool) (warnings, errs []string)
 }
 
-// controlPlaneOnlyKinds implement container.ControlplaneOnlyConfig
-// (pkg/machinery/config/types/k8s/*.go, ControlplaneOnlyDocument).
-var controlPlaneOnlyKinds = []string{
-	"KubeAPIServerConfig", "KubeAdmissionControlConfig", "KubeAggregatorCAConfig", "KubeAuditPolicyConfig",
-	"KubeAuthenticationConfig", "KubeAuthorizerConfig", "KubeControllerManagerConfig", "KubeCoreDNSConfig",
-	"KubeEtcdEncryptionConfig", "KubeFlannelCNIConfig", "KubeProxyConfig", "KubeSchedulerConfig",
-	"KubeServiceAccountConfig", "KubeTalosAPIAccessConfig",
-}
+var controlPlaneOnlyKinds = talos114.ControlPlaneOnlyKinds
 
 // The message texts below are the node's, verbatim.
 const (

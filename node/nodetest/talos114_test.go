@@ -65,8 +65,6 @@ func verdicts114(t testing.TB) []struct {
 	}
 }
 
-
-
 // fakeVerdict is what the fake node decides, in the oracle's words.
 func fakeVerdict(cfg []byte, rc1 bool) (string, []string) {
 	_, warnings, loadErr, validateErr := validate114(cfg, rc1)

@@ -115,3 +115,13 @@ func Registered(kind string) bool { _, ok := Kinds[kind]; return ok }
 // NewerThanV113 reports whether kind is registered in v1.14 but not in
 // machinery v1.13: v1.13 cannot decode or validate such a document.
 func NewerThanV113(kind string) bool { k, ok := Kinds[kind]; return ok && !k.InV113 }
+
+// ControlPlaneOnlyKinds implement container.ControlplaneOnlyConfig
+// (pkg/machinery/config/types/k8s/*.go, ControlplaneOnlyDocument): a v1.14
+// node refuses them on a worker (pkg/machinery/config/container/validate.go).
+var ControlPlaneOnlyKinds = []string{
+	"KubeAPIServerConfig", "KubeAdmissionControlConfig", "KubeAggregatorCAConfig", "KubeAuditPolicyConfig",
+	"KubeAuthenticationConfig", "KubeAuthorizerConfig", "KubeControllerManagerConfig", "KubeCoreDNSConfig",
+	"KubeEtcdEncryptionConfig", "KubeFlannelCNIConfig", "KubeProxyConfig", "KubeSchedulerConfig",
+	"KubeServiceAccountConfig", "KubeTalosAPIAccessConfig",
+}
