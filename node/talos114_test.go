@@ -284,3 +284,20 @@ func TestApplyGenerated114(t *testing.T) {
 		}
 	}
 }
+
+// Probe reads ImageFactorySchematics on Talos 1.14: which factory built the
+// image; older nodes have none.
+func TestProbeReadsImageFactorySchematics(t *testing.T) {
+	srv := nodetest.Start(t, nodetest.Options{Schematic: cpSchematic(), FactoryURL: "http://127.0.0.1:8080"})
+	n, err := node.Probe(context.Background(), srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Factory == nil || n.Factory.SchematicID != srv.SchematicID() || n.Factory.APIURL != "http://127.0.0.1:8080" || n.Factory.String() != "http://127.0.0.1:8080 (Image Factory)" {
+		t.Fatalf("factory %+v", n.Factory)
+	}
+	old := nodetest.Start(t, nodetest.Options{Schematic: cpSchematic(), TalosVersion: "v1.13.4"})
+	if n, err := node.Probe(context.Background(), old.Addr()); err != nil || n.Factory != nil || n.Booted == nil {
+		t.Fatalf("1.13 node: %+v %v", n, err)
+	}
+}

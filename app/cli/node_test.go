@@ -276,6 +276,10 @@ func TestNodesTellsBootedImagesApart(t *testing.T) {
 			Extensions  []string `json:"extensions"`
 		} `json:"booted"`
 		Matches struct{ Profile, Role, Source string } `json:"matches"`
+		Factory *struct {
+			SchematicID string `json:"schematic_id"`
+			APIURL      string `json:"api_url"`
+		} `json:"factory"`
 	}
 	if err := json.Unmarshal([]byte(stdout), &rows); err != nil || len(rows) != 3 {
 		t.Fatalf("rows %v (%v): %s", rows, err, stdout)
@@ -287,11 +291,15 @@ func TestNodesTellsBootedImagesApart(t *testing.T) {
 	if rows[1].Booted == nil || rows[1].Matches.Role != "worker" {
 		t.Errorf("row 1 %+v", rows[1])
 	}
-	if rows[2].Booted != nil || rows[2].Matches.Profile != "" {
+	if rows[2].Booted != nil || rows[2].Matches.Profile != "" || rows[2].Factory != nil {
 		t.Errorf("row 2 %+v", rows[2])
 	}
+	// Talos 1.14 says which factory built the image (ImageFactorySchematics).
+	if f := rows[0].Factory; f == nil || f.SchematicID != cpID || f.APIURL != "https://factory.talos.dev" {
+		t.Errorf("row 0 factory %+v", f)
+	}
 	code, stdout, _ = cliRun(t, "nodes", "--subnet", "127.0.0.0/29", "--port", strconv.Itoa(port))
-	for _, want := range []string{"BOOTED", "controlplane", "newt", "worker", "unknown (no extension statuses)", "v1.14.5/arm64"} {
+	for _, want := range []string{"BOOTED", "FACTORY", "https://factory.talos.dev (Image Factory)", "controlplane", "newt", "worker", "unknown (no extension statuses)", "v1.14.5/arm64"} {
 		if code != ExitOK || !strings.Contains(stdout, want) {
 			t.Errorf("table lacks %q:\n%s", want, stdout)
 		}
