@@ -132,15 +132,26 @@ func check114(cfg *Config, data []byte) bool {
 	if err != nil {
 		return false
 	}
+	// One line per reason, not per document: a generated 1.14 config has
+	// two dozen documents v1.13 does not know.
+	var newer, fields []string
+	var newerIdx, fieldsIdx []string
 	for _, d := range res.Docs {
-		if d.Unchecked == "" {
-			continue
+		switch {
+		case d.Unchecked == "":
+		case talos114.NewerThanV113(d.Kind):
+			newer, newerIdx = append(newer, safeName(d.Kind)), append(newerIdx, fmt.Sprint(d.Index))
+		default:
+			fields, fieldsIdx = append(fields, safeName(d.Kind)), append(fieldsIdx, fmt.Sprint(d.Index))
 		}
-		why := "newer than Talos machinery " + MachineryVersion
-		if !talos114.NewerThanV113(d.Kind) {
-			why = "has fields newer than Talos machinery " + MachineryVersion
-		}
-		cfg.Unchecked = append(cfg.Unchecked, fmt.Sprintf("document %d (%s %s): not checked locally (%s); a Talos 1.14 node checks it", d.Index, safeName(d.Kind), safeName(d.APIVersion), why))
+	}
+	if len(newer) > 0 {
+		cfg.Unchecked = append(cfg.Unchecked, fmt.Sprintf("%s (%s): not checked locally (newer than Talos machinery %s); a Talos 1.14 node checks them",
+			plural("document", newerIdx), strings.Join(newer, ", "), MachineryVersion))
+	}
+	if len(fields) > 0 {
+		cfg.Unchecked = append(cfg.Unchecked, fmt.Sprintf("%s (%s): not checked locally (has fields newer than Talos machinery %s); a Talos 1.14 node checks them",
+			plural("document", fieldsIdx), strings.Join(fields, ", "), MachineryVersion))
 	}
 	warnings, errs := res.ValidateV113()
 	for _, w := range warnings {
@@ -471,4 +482,12 @@ func safeName(s string) string {
 		return fmt.Sprintf("%q", s)
 	}
 	return `"` + redacted + `"`
+}
+
+// plural is "document 4" or "documents 2, 3, 5".
+func plural(word string, items []string) string {
+	if len(items) == 1 {
+		return word + " " + items[0]
+	}
+	return word + "s " + strings.Join(items, ", ")
 }

@@ -34,7 +34,7 @@ func TestLoadConfigGenerated114(t *testing.T) {
 				t.Errorf("%s: %q in\n%s", name, bad, all)
 			}
 		}
-		for _, want := range []string{`("KubeletConfig" "v1alpha1"): not checked locally (newer than Talos machinery v1.13)`, `("ResolverConfig" "v1alpha1"): not checked locally (has fields newer`} {
+		for _, want := range []string{`"KubeletConfig", "KubeNetworkConfig"`, `not checked locally (newer than Talos machinery v1.13)`, `"ResolverConfig"): not checked locally (has fields newer`} {
 			if !strings.Contains(all, want) {
 				t.Errorf("%s: %q missing in\n%s", name, want, all)
 			}

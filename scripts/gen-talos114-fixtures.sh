@@ -35,6 +35,15 @@ gen() { # set, then env for the oracle
 gen user TALOS114_PATCHES=
 gen valid TALOS114_PATCHES=valid
 
+# The app's demo (app/gui/demo.go) shows the incident on a real 1.14 control
+# plane config: the generated one without its Newt ExtensionServiceConfig.
+{
+	echo "# TEST ONLY: node/testdata/talos114/valid/controlplane.yaml without its Newt ExtensionServiceConfig"
+	echo "# (scripts/gen-talos114-fixtures.sh): a throwaway PKI, never for a real cluster."
+	awk 'BEGIN { RS = "\n---\n"; ORS = "" } !/\nkind: ExtensionServiceConfig\n/ && !/^kind: ExtensionServiceConfig\n/ { if (n++) print "\n---\n"; print }' "$out/valid/controlplane.yaml"
+	echo
+} >"$root/app/gui/testdata/controlplane-no-esc.yaml"
+
 verdict() {
 	local v
 	v=$("$oracle" validate "$1" 2>&1) || true
@@ -67,5 +76,7 @@ TEXT
 			printf -- '- `%s/%s`: %s\n' "$set" "$f" "$(verdict "$out/$set/$f")"
 		done
 	done
+	printf -- '- `app/gui/testdata/controlplane-no-esc.yaml` (valid/controlplane.yaml without the Newt ExtensionServiceConfig, for the demo): %s\n' \
+		"$(verdict "$root/app/gui/testdata/controlplane-no-esc.yaml")"
 } >"$out/README.md"
 cat "$out/README.md"
