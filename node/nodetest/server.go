@@ -9,7 +9,11 @@
 //     AUTO answered as NO_REBOOT, STAGED, TRY); parse and validation errors
 //     are InvalidArgument with the loader's raw message; dry run answers
 //     "Dry run summary:" with a diff; a second apply while one is running
-//     gets FailedPrecondition (1.14).
+//     gets FailedPrecondition (1.14). A 1.14 node decides on the config as
+//     Talos 1.14 does (talos114.go: every kind it registers, its rules, the
+//     two rc.1-only ones behind Options.RC1Rules), answers admin-only calls
+//     PermissionDenied "not authorized", serves ImageFactorySchematics and
+//     names ExtensionStatuses by layer; a 1.13 node uses machinery v1.13.
 //   - Talos <= 1.12 (Options.Legacy): only TRY/REBOOT/AUTO (others
 //     Unimplemented), Version Unimplemented for non-admins, reply mode unset,
 //     parse errors Unknown, validation errors InvalidArgument

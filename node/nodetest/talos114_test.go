@@ -200,6 +200,7 @@ func TestServerAdminCallsNotAuthorized(t *testing.T) {
 			t.Errorf("%s: %v, want %v", what, err, code)
 		}
 	}
+	//lint:ignore SA1019 the legacy upgrade API is one of the admin-only calls a node must refuse
 	_, err := c.MachineClient.Upgrade(ctx, &machine.UpgradeRequest{Image: "x"})
 	check("Upgrade", err, codes.PermissionDenied)
 	check("Bootstrap", c.Bootstrap(ctx, &machine.BootstrapRequest{}), codes.PermissionDenied)
@@ -212,6 +213,7 @@ func TestServerAdminCallsNotAuthorized(t *testing.T) {
 	check("LifecycleService.Upgrade", err, codes.PermissionDenied)
 
 	legacy := insecureClient(t, Start(t, Options{Legacy: true}).Addr())
+	//lint:ignore SA1019 the legacy upgrade API is one of the admin-only calls a node must refuse
 	_, err = legacy.MachineClient.Upgrade(ctx, &machine.UpgradeRequest{Image: "x"})
 	check("legacy Upgrade", err, codes.Unimplemented)
 }
