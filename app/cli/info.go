@@ -218,20 +218,21 @@ func nonNil(s []string) []string {
 // nodeJSON is one node of `nodes --json`. What the node did not report is
 // null, not "" (a legacy node has no arch; an unknown image matches nothing).
 type nodeJSON struct {
-	Address             string      `json:"address"`
-	IP                  string      `json:"ip"`
-	Maintenance         bool        `json:"maintenance"`
-	Configured          bool        `json:"configured"`
-	Stage               *string     `json:"stage"`
-	Hostname            *string     `json:"hostname"`
-	MAC                 *string     `json:"mac"`
-	TalosVersion        *string     `json:"talos_version"`
-	TalosVersionInvalid string      `json:"talos_version_invalid,omitempty"` // what a node reported that is not a version, escaped
-	Arch                *string     `json:"arch"`
-	CertFingerprint     *string     `json:"cert_fingerprint"`
-	Booted              *bootedJSON `json:"booted"`  // null: the node exposes no extension statuses
-	Matches             *matchJSON  `json:"matches"` // null: no profile or cached image matches
-	Note                string      `json:"note"`
+	Address             string       `json:"address"`
+	IP                  string       `json:"ip"`
+	Maintenance         bool         `json:"maintenance"`
+	Configured          bool         `json:"configured"`
+	Stage               *string      `json:"stage"`
+	Hostname            *string      `json:"hostname"`
+	MAC                 *string      `json:"mac"`
+	TalosVersion        *string      `json:"talos_version"`
+	TalosVersionInvalid string       `json:"talos_version_invalid,omitempty"` // what a node reported that is not a version, escaped
+	Arch                *string      `json:"arch"`
+	CertFingerprint     *string      `json:"cert_fingerprint"`
+	Booted              *bootedJSON  `json:"booted"`  // null: the node exposes no extension statuses
+	Factory             *factoryJSON `json:"factory"` // null: not reported (Talos < 1.14 or not from a factory)
+	Matches             *matchJSON   `json:"matches"` // null: no profile or cached image matches
+	Note                string       `json:"note"`
 }
 
 type bootedJSON struct {
@@ -256,6 +257,14 @@ func orNull(s string) *string {
 }
 
 // nodesJSON is `nodes --json`: an array of the nodes found, with what each booted.
+// factoryJSON is which Image Factory built the node's image (Talos 1.14's
+// ImageFactorySchematics).
+type factoryJSON struct {
+	SchematicID *string `json:"schematic_id"`
+	Flavor      *string `json:"flavor"`
+	APIURL      *string `json:"api_url"`
+}
+
 func nodesJSON(rows []nodeRow) []nodeJSON {
 	out := make([]nodeJSON, 0, len(rows))
 	for _, r := range rows {
@@ -268,6 +277,9 @@ func nodesJSON(rows []nodeRow) []nodeJSON {
 		}
 		if b := n.Booted; b != nil {
 			j.Booted = &bootedJSON{SchematicID: orNull(b.SchematicID), Overlay: orNull(b.Overlay), Extensions: nonNil(b.Extensions)}
+		}
+		if f := n.Factory; f != nil {
+			j.Factory = &factoryJSON{SchematicID: orNull(f.SchematicID), Flavor: orNull(f.Flavor), APIURL: orNull(f.APIURL)}
 		}
 		out = append(out, j)
 	}

@@ -98,7 +98,7 @@ func runNodes(ctx context.Context, args []string, env Env) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ADDRESS\tSTATE\tTALOS\tBOOTED\tSCHEMATIC\tEXTENSIONS\tHOSTNAME\tMAC")
+	fmt.Fprintln(tw, "ADDRESS\tSTATE\tTALOS\tBOOTED\tSCHEMATIC\tEXTENSIONS\tFACTORY\tHOSTNAME\tMAC")
 	for _, r := range rows {
 		n := r.Node
 		state := "configured"
@@ -110,7 +110,7 @@ func runNodes(ctx context.Context, args []string, env Env) error {
 			talos += "/" + n.Arch
 		}
 		booted, id, exts := bootedColumns(r)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Addr, state, talos, booted, id, exts, dash(n.Hostname), dash(n.MAC))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Addr, state, talos, booted, id, exts, dash(n.Factory.String()), dash(n.Hostname), dash(n.MAC))
 	}
 	return tw.Flush()
 }
