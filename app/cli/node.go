@@ -254,7 +254,7 @@ func apply(ctx context.Context, f *applyFlags, env Env) (*plan.ApplyOutcome, err
 		return nil, err
 	}
 	job := plan.ApplyJob{
-		Endpoint: endpoint, Name: file, Config: data, Mode: f.mode, DryRun: f.dryRun, Force: f.force, Timeout: f.timeout,
+		Endpoint: endpoint, Name: file, ConfigPath: file, Config: data, Mode: f.mode, DryRun: f.dryRun, Force: f.force, Timeout: f.timeout,
 		Check: plan.NodeCheck{Profiles: all, Factory: factory.NewClient(f.factoryURL, nil), CachedIDs: cachedIDs(f.cacheDir), Declared: f.role, FlashedInstaller: f.installer},
 		Event: func(ev plan.ApplyEvent) { renderApplyEvent(env, file, ev) },
 	}

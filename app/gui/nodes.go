@@ -391,7 +391,7 @@ func (s *nodesStep) pickFile(r *nodeRow) {
 					s.ui.showError("Cannot read the config", err)
 					return
 				}
-				s.checkAndPrompt(r, u.Name(), data)
+				s.checkAndPrompt(r, u.Name(), localPath(u), data)
 			})
 		}()
 	})
@@ -411,7 +411,7 @@ func (s *nodesStep) applyURI(r *nodeRow, u fyne.URI) {
 				s.droppedTalosconfig(r, u, data)
 				return
 			}
-			s.checkAndPrompt(r, u.Name(), data)
+			s.checkAndPrompt(r, u.Name(), localPath(u), data)
 		})
 	}()
 }
@@ -436,16 +436,24 @@ func readURI(u fyne.URI, limit int64) ([]byte, error) {
 
 // applyJob is the apply job for row r (app/plan runs it; the GUI renders
 // it): mode auto, the row's fallback choice as the declared role.
-func (s *nodesStep) applyJob(r *nodeRow, name string, data []byte) plan.ApplyJob {
-	return plan.ApplyJob{Endpoint: r.node.Addr, Name: name, Config: data, Mode: node.ModeAuto,
+// localPath is the file behind a file:// URI ("" for any other).
+func localPath(u fyne.URI) string {
+	if u.Scheme() != "file" {
+		return ""
+	}
+	return u.Path()
+}
+
+func (s *nodesStep) applyJob(r *nodeRow, name, path string, data []byte) plan.ApplyJob {
+	return plan.ApplyJob{Endpoint: r.node.Addr, Name: name, ConfigPath: path, Config: data, Mode: node.ModeAuto,
 		Check: s.nodeCheck(r), Probe: s.ui.deps.Probe, ApplyConfig: s.ui.deps.Apply}
 }
 
 // checkAndPrompt checks the config against what the node booted (probed
 // again, in the background), then shows the findings with the
 // confirmation (UI goroutine).
-func (s *nodesStep) checkAndPrompt(r *nodeRow, name string, data []byte) {
-	job := s.applyJob(r, name, data)
+func (s *nodesStep) checkAndPrompt(r *nodeRow, name, path string, data []byte) {
+	job := s.applyJob(r, name, path, data)
 	r.reply.SetText("Checking " + name + "…")
 	ctx := s.ui.ctx
 	go func() {

@@ -18,8 +18,12 @@ import (
 type ApplyJob struct {
 	Endpoint string // node address as typed (host or host:port)
 	Name     string // the config's file name, for messages
-	Config   []byte // the file, sent byte for byte
-	Mode     string // talosctl's apply mode; "" = auto
+	// ConfigPath is where the config lies on disk ("" when it came from
+	// elsewhere): the user's talos/installer-<role>.yaml is looked for
+	// beside it, so installer fixes name the patch to change.
+	ConfigPath string
+	Config     []byte // the file, sent byte for byte
+	Mode       string // talosctl's apply mode; "" = auto
 	// DryRun asks only for the node's dry run: nothing is applied.
 	DryRun bool
 	// Force sends a config the incident checks block (CLI --force, the
@@ -259,6 +263,7 @@ func CheckApply(ctx context.Context, job ApplyJob) (*ApplyReview, error) {
 	if rv.DeclaredNote = nc.DeclaredNote(); rv.DeclaredNote != "" {
 		job.note(node.SeverityInfo, rv.DeclaredNote)
 	}
+	opts.InstallerPatch = node.FindInstallerPatch(job.ConfigPath, cfg.MachineType)
 	rv.Findings = node.InspectWith(cfg, opts)
 	for _, f := range rv.Findings {
 		job.emit(ApplyEvent{Kind: EventFinding, Finding: f})

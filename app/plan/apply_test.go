@@ -327,3 +327,38 @@ func TestApplyInterrupted(t *testing.T) {
 		}
 	}
 }
+
+// The user's talos/installer-<role>.yaml beside the config is found and
+// named by the installer fixes (node.FindInstallerPatch was never called).
+func TestCheckApplyNamesTheInstallerPatch(t *testing.T) {
+	dir := t.TempDir()
+	data := nodeConfig(t, "talos114/user/worker.yaml")
+	cfgPath := dir + "/worker.yaml"
+	if err := os.WriteFile(cfgPath, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(dir+"/talos", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	patch := dir + "/talos/installer-worker.yaml"
+	if err := os.WriteFile(patch, []byte("apiVersion: v1alpha1\nkind: UnattendedInstallConfig\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := nodetest.Start(t, imageOf(t, "worker"))
+	job := applyJob(srv, "worker.yaml", data, &recorder{})
+	job.ConfigPath = cfgPath
+	rv, err := CheckApply(context.Background(), job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := false
+	for _, f := range rv.Findings {
+		named = named || strings.Contains(f.Message+f.Fix, patch)
+	}
+	if !named {
+		t.Errorf("no finding names the patch %s: %+v", patch, rv.Findings)
+	}
+	if len(srv.Requests()) != 0 {
+		t.Error("CheckApply sent something")
+	}
+}
