@@ -1,0 +1,77 @@
+package factory
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func reviewUpdate(t *testing.T, file string) Update {
+	t.Helper()
+	const id = "ee21ef4a5ef808a9b7484cc0dda0f25075021691c8c09a276591eedb638ea1f9"
+	raw := "factory.talos.dev/metal-installer/" + id + ":v1.14.5"
+	ref, err := ParseInstallerRef(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Update{Use: InstallerUse{File: file, Line: 2, Raw: raw, Ref: ref}, Current: "v1.14.5", Target: "v1.14.6",
+		NewRaw: strings.Replace(raw, "v1.14.5", "v1.14.6", 1)}
+}
+
+const reviewOld = "# x\nimage: factory.talos.dev/metal-installer/ee21ef4a5ef808a9b7484cc0dda0f25075021691c8c09a276591eedb638ea1f9:v1.14.5\n"
+
+// A config reached through a symlink (dotfiles kept by stow, a repo
+// linked into place) is updated through the link: the link stays a link and
+// its target gets the new version.
+func TestWriteUpdatesThroughSymlink(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "real", "worker.yaml")
+	os.MkdirAll(filepath.Dir(target), 0o755)
+	if err := os.WriteFile(target, []byte(reviewOld), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "worker.yaml")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	results, err := WriteUpdates([]Update{reviewUpdate(t, link)})
+	if err != nil {
+		t.Fatalf("err = %v (results %+v)", err, results)
+	}
+	if st, err := os.Lstat(link); err != nil || st.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("the link is no longer a link: %v %v", st.Mode(), err)
+	}
+	got, _ := os.ReadFile(target)
+	if !strings.Contains(string(got), ":v1.14.6") {
+		t.Errorf("target not updated: %q", got)
+	}
+	if st, _ := os.Stat(target); st.Mode().Perm() != 0o640 {
+		t.Errorf("mode %v", st.Mode())
+	}
+}
+
+// One file named twice (two paths to it) is one file: written once, not
+// refused as "another program holds its lock".
+func TestWriteUpdatesSameFileTwoNames(t *testing.T) {
+	dir := t.TempDir()
+	f := filepath.Join(dir, "worker.yaml")
+	if err := os.WriteFile(f, []byte(reviewOld), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(dir, ".", "worker.yaml")
+	other = dir + "/./worker.yaml"
+	results, err := WriteUpdates([]Update{reviewUpdate(t, f), reviewUpdate(t, other)})
+	if err != nil {
+		t.Fatalf("err = %v (results %+v)", err, results)
+	}
+	got, _ := os.ReadFile(f)
+	if strings.Count(string(got), ":v1.14.6") != 1 || strings.Contains(string(got), "v1.14.5") {
+		t.Errorf("file = %q", got)
+	}
+	for _, r := range results {
+		if strings.Contains(r.Reason, "another program") {
+			t.Errorf("%+v", r)
+		}
+	}
+}
