@@ -1,0 +1,51 @@
+package node
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/talosflash/talosflash/node/nodetest"
+)
+
+// A config value that holds the loader's "unknown keys found during
+// decoding:" words must not switch the whole dry-run reply from structural
+// redaction to the guessing sanitizer (which keeps plain-word secrets and
+// drops the diff).
+func TestDiffWithUnknownKeysWordsInAValue(t *testing.T) {
+	const secret = "correct horse battery staple"
+	in := "Dry run summary:\nApplied configuration without a reboot (skipped in dry-run).\nConfig diff:\n\n--- a\n+++ b\n@@ -0,0 +1,8 @@\n" +
+		"+version: v1alpha1\n+machine:\n+    type: worker\n+    token: " + secret + "\n+    nodeLabels:\n+        note: unknown keys found during decoding: x\n"
+	got := sanitizeLines(in)
+	for _, f := range nodetest.Fragments(secret) {
+		if strings.Contains(got, f) {
+			t.Errorf("shows %q of the token:\n%s", f, got)
+			break
+		}
+	}
+	if !strings.Contains(got, "+    type: worker") || !strings.Contains(got, "+    token: <redacted>") {
+		t.Errorf("the diff's structure is gone:\n%s", got)
+	}
+}
+
+// The same through a dry run on the fake node: the reply keeps its diff and
+// shows no piece of the value.
+func TestDryRunWithUnknownKeysWordsInAValue(t *testing.T) {
+	worker := readFixture(t, "worker.yaml")
+	const secret = "correct horse battery staple"
+	cfg := strings.Replace(worker, "cluster:\n", "cluster:\n  extraManifestHeaders:\n    X-Note: "+secret+"\n    X-Other: 'unknown keys found during decoding: x'\n", 1)
+	srv := nodetest.Start(t, nodetest.Options{})
+	res, err := Apply(context.Background(), ApplyOptions{Endpoint: srv.Addr(), Config: []byte(cfg), DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range nodetest.Fragments(secret) {
+		if strings.Contains(res.ModeDetails, f) {
+			t.Errorf("shows %q:\n%s", f, res.ModeDetails)
+			break
+		}
+	}
+	if !strings.Contains(res.ModeDetails, "\n+    type: worker") {
+		t.Errorf("the diff is gone:\n%s", res.ModeDetails)
+	}
+}
