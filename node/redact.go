@@ -11,6 +11,8 @@ import (
 	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/talosflash/talosflash/internal/editdistance"
 )
 
 // A dry run's config diff, and any node reply that echoes the config, is
@@ -636,32 +638,11 @@ func (n *schemaNode) nearField(key string) bool {
 		return false
 	}
 	for f := range n.fields {
-		if len(f) >= 4 && editDistance(strings.ToLower(key), strings.ToLower(f)) <= 2 {
+		if len(f) >= 4 && editdistance.Levenshtein(strings.ToLower(key), strings.ToLower(f)) <= 2 {
 			return true
 		}
 	}
 	return false
-}
-
-// editDistance is the Levenshtein distance of two short strings.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // scrub replaces every run of msg that holds a piece of a non-public value.
