@@ -351,7 +351,7 @@ func (p *pendingFile) replace() error {
 // restore puts the original back.
 func (p *pendingFile) restore() error {
 	if p.backup != "" {
-		if err := os.Rename(p.backup, p.path); err != nil {
+		if err := renameFile(p.backup, p.path); err != nil {
 			return fmt.Errorf("%w (the old content is in %s)", err, p.backup)
 		}
 		p.backup, p.replaced = "", false
@@ -362,7 +362,7 @@ func (p *pendingFile) restore() error {
 	if err := back.stage(); err != nil {
 		return err
 	}
-	if err := os.Rename(back.tmp, p.path); err != nil {
+	if err := renameFile(back.tmp, p.path); err != nil {
 		os.Remove(back.tmp)
 		return err
 	}

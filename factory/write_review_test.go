@@ -1,9 +1,11 @@
 package factory
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -73,5 +75,49 @@ func TestWriteUpdatesSameFileTwoNames(t *testing.T) {
 		if strings.Contains(r.Reason, "another program") {
 			t.Errorf("%+v", r)
 		}
+	}
+}
+
+// When putting a replaced file back fails too, its old content stays where
+// the error says it is (the backup beside it), not deleted on the way out.
+func TestWriteUpdatesKeepsBackupWhenRestoreFails(t *testing.T) {
+	dir := t.TempDir()
+	var ups []Update
+	var files []string
+	for _, n := range []string{"a.yaml", "b.yaml"} {
+		f := filepath.Join(dir, n)
+		if err := os.WriteFile(f, []byte(reviewOld), 0o640); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+		ups = append(ups, reviewUpdate(t, f))
+	}
+	calls := 0
+	renameFile = func(from, to string) error {
+		// 1: a replaced; 2: b fails; 3: putting a back fails.
+		if calls++; calls >= 2 {
+			return &os.LinkError{Op: "rename", Old: from, New: to, Err: syscall.EIO}
+		}
+		return os.Rename(from, to)
+	}
+	t.Cleanup(func() { renameFile = os.Rename })
+
+	_, err := WriteUpdates(ups)
+	var werr *WriteError
+	if !errors.As(err, &werr) || len(werr.Unrestored) != 1 {
+		t.Fatalf("err = %v", err)
+	}
+	// The error names where a.yaml's old content is: it must be there.
+	entries, _ := os.ReadDir(dir)
+	found := false
+	for _, e := range entries {
+		if strings.Contains(werr.Unrestored[0], e.Name()) && e.Name() != "a.yaml" {
+			if got, _ := os.ReadFile(filepath.Join(dir, e.Name())); string(got) == reviewOld {
+				found = true
+			}
+		}
+	}
+	if !found {
+		t.Errorf("a.yaml's old content is gone: error %q, directory %v", werr.Unrestored[0], entries)
 	}
 }
