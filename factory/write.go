@@ -352,7 +352,9 @@ func (p *pendingFile) replace() error {
 func (p *pendingFile) restore() error {
 	if p.backup != "" {
 		if err := renameFile(p.backup, p.path); err != nil {
-			return fmt.Errorf("%w (the old content is in %s)", err, p.backup)
+			kept := p.backup
+			p.backup = "" // the only copy of the original: cleanup must not remove it
+			return fmt.Errorf("%w (the old content is in %s)", err, kept)
 		}
 		p.backup, p.replaced = "", false
 		return nil
@@ -363,8 +365,8 @@ func (p *pendingFile) restore() error {
 		return err
 	}
 	if err := renameFile(back.tmp, p.path); err != nil {
-		os.Remove(back.tmp)
-		return err
+		// The old content was only in memory: keep this copy of it.
+		return fmt.Errorf("%w (the old content is in %s)", err, back.tmp)
 	}
 	p.replaced = false
 	return nil
