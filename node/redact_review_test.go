@@ -5,6 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/siderolabs/talos/pkg/machinery/config/configdiff"
+	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
+
 	"github.com/talosflash/talosflash/node/nodetest"
 )
 
@@ -47,5 +50,47 @@ func TestDryRunWithUnknownKeysWordsInAValue(t *testing.T) {
 	}
 	if !strings.Contains(res.ModeDetails, "\n+    type: worker") {
 		t.Errorf("the diff is gone:\n%s", res.ModeDetails)
+	}
+}
+
+// The structural redaction alone (no echo scrub: values the node already
+// holds are not in the config sent) on the old side of a diff: the node's
+// current config with fresh secrets planted at the places it accepts.
+func TestRedactOldSideWithoutEcho(t *testing.T) {
+	for name, data := range realConfigs(t) {
+		t.Run(name, func(t *testing.T) {
+			base, err := configloader.NewFromBytes(data)
+			if err != nil {
+				t.Skipf("machinery %s does not load it: %v", MachineryVersion, err)
+			}
+			all := places(parseDocs(t, data))
+			leaks, tested := 0, 0
+			defer func() { t.Logf("%d of %d places reached the diff", tested, len(all)) }()
+			for i := range all {
+				docs := parseDocs(t, data)
+				s := freshSecret(t)
+				plant(places(docs)[i], s)
+				old, err := configloader.NewFromBytes(encodeDocs(t, docs))
+				if err != nil {
+					continue
+				}
+				d, err := configdiff.DiffConfigs(old, base)
+				if err != nil || d == "" {
+					continue
+				}
+				tested++
+				got := sanitizeLines("Dry run summary:\nApplied configuration without a reboot (skipped in dry-run).\n" + d)
+				for _, f := range nodetest.Fragments(s) {
+					if strings.Contains(got, f) {
+						leaks++
+						t.Errorf("%s (%s): shows %q:\n%s", all[i].path, map[bool]string{true: "multi-line", false: "line"}[all[i].newline], f, got)
+						break
+					}
+				}
+				if leaks > 3 {
+					t.FailNow()
+				}
+			}
+		})
 	}
 }
