@@ -5,6 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/siderolabs/talos/pkg/machinery/config/configdiff"
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
 
@@ -92,5 +95,23 @@ func TestRedactOldSideWithoutEcho(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Null documents (the node skips them) before the config do not hide its
+// values from the scrub of the node's replies.
+func TestRefusalEchoScrubbedAfterNullDocuments(t *testing.T) {
+	worker := readFixture(t, "worker.yaml")
+	const secret = "hunter2hunter2"
+	cfg := strings.Repeat("---\nnull\n", 1000) + "---\n" +
+		strings.Replace(worker, "cluster:\n", "cluster:\n  extraManifestHeaders:\n    X-Note: "+secret+"\n", 1)
+	srv := nodetest.Start(t, nodetest.Options{ApplyErr: status.Error(codes.InvalidArgument,
+		`configuration validation failed: header X-Note value "`+secret+`" is not allowed`)})
+	_, err := Apply(context.Background(), ApplyOptions{Endpoint: srv.Addr(), Config: []byte(cfg)})
+	if err == nil {
+		t.Fatal("no error")
+	}
+	if strings.Contains(err.Error(), secret) {
+		t.Fatalf("error shows the value: %v", err)
 	}
 }
