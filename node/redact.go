@@ -3,6 +3,7 @@ package node
 import (
 	"bytes"
 	"errors"
+	"io"
 	"net/netip"
 	"regexp"
 	"strconv"
@@ -532,15 +533,29 @@ const (
 
 // newConfigEcho collects the non-public values of data (a machine config).
 // Pieces that also occur in a public value or key are left out: they show
-// anyway. A config that is not YAML gives an empty set (sanitize still runs).
+// anyway. Where the YAML cannot be read, each line of it counts as a value.
 func newConfigEcho(data []byte) *configEcho {
 	e := &configEcho{grams: map[string]bool{}}
 	var public []string
 	shortSet := map[string]bool{}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
-	for range 1000 {
+	for { // every document of the (bounded) config: the node skips null ones, so no cap
 		var doc yaml.Node
-		if dec.Decode(&doc) != nil {
+		if err := dec.Decode(&doc); err != nil {
+			if !errors.Is(err, io.EOF) {
+				// What this YAML library cannot read the node's may: every
+				// line of the config counts as a value.
+				for _, l := range strings.Split(string(data), "\n") {
+					switch l = strings.TrimSpace(l); {
+					case len(l) > gramLen:
+						for i := 0; i+gramLen <= len(l); i++ {
+							e.grams[l[i:i+gramLen]] = true
+						}
+					case len(l) >= minShort:
+						shortSet[l] = true
+					}
+				}
+			}
 			break
 		}
 		root := &doc
