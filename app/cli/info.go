@@ -2,11 +2,11 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"text/tabwriter"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/imaging/devices"
 	"github.com/talosflash/talosflash/node"
@@ -54,7 +54,7 @@ func runSchematic(ctx context.Context, args []string, env Env) error {
 		yaml = string(b)
 	}
 	if jsonOut {
-		return json.NewEncoder(env.Stdout).Encode(map[string]any{
+		return contract.WriteAnswer(env.Stdout, contract.TypeSchematic, map[string]any{
 			"id": im.SchematicID, "version": im.Version, "arch": im.Arch, "schematic": yaml,
 			"image_url": im.URL, "installer": im.Installer.String(), "registered": register,
 		})
@@ -96,9 +96,10 @@ func runProfiles(_ context.Context, args []string, env Env) error {
 }
 
 func runDevices(_ context.Context, args []string, env Env) error {
-	var jsonOut bool
+	var jsonOut, allowLoop bool
 	fs := newFlagSet("devices", env)
 	fs.BoolVar(&jsonOut, "json", false, "print JSON")
+	fs.BoolVar(&allowLoop, "allow-loop", false, "judge loop devices as flash --allow-loop does (testing without a card)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -106,8 +107,17 @@ func runDevices(_ context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
+	if allowLoop {
+		// The verdict flash --allow-loop would give (the app does the same).
+		for i := range disks {
+			if d := &disks[i]; d.Transport == devices.TransportLoop {
+				d.Refusal = d.Assess(0, devices.Options{AllowLoop: true})
+				d.Safe = d.Refusal == nil
+			}
+		}
+	}
 	if jsonOut {
-		return json.NewEncoder(env.Stdout).Encode(devicesJSON(disks))
+		return contract.WriteAnswer(env.Stdout, contract.TypeDevices, devicesJSON(disks))
 	}
 	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "DEVICE\tSIZE\tMODEL\tTRANSPORT\tTARGET")
@@ -287,7 +297,6 @@ type applyNextJSON struct {
 // applyErrorJSON is `apply --json` when apply fails (exit code != 0): the
 // flash's error event plus the findings that blocked it, if any.
 type applyErrorJSON struct {
-	Event    string        `json:"event"` // "error"
 	Code     int           `json:"code"`
 	Message  string        `json:"message"`
 	Findings []findingJSON `json:"findings"`

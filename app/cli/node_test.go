@@ -258,7 +258,7 @@ func TestNodesTellsBootedImagesApart(t *testing.T) {
 		} `json:"booted"`
 		Matches struct{ Profile, Role, Source string } `json:"matches"`
 	}
-	if err := json.Unmarshal([]byte(stdout), &rows); err != nil || len(rows) != 3 {
+	if err := json.Unmarshal(answer(t, stdout, "nodes"), &rows); err != nil || len(rows) != 3 {
 		t.Fatalf("rows %v (%v): %s", rows, err, stdout)
 	}
 	cpID, _ := factory.SchematicID(builtinSchematic(t, "controlplane"))
