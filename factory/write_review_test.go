@@ -61,8 +61,7 @@ func TestWriteUpdatesSameFileTwoNames(t *testing.T) {
 	if err := os.WriteFile(f, []byte(reviewOld), 0o640); err != nil {
 		t.Fatal(err)
 	}
-	other := filepath.Join(dir, ".", "worker.yaml")
-	other = dir + "/./worker.yaml"
+	other := dir + "/./worker.yaml" // filepath.Join would clean it to f
 	results, err := WriteUpdates([]Update{reviewUpdate(t, f), reviewUpdate(t, other)})
 	if err != nil {
 		t.Fatalf("err = %v (results %+v)", err, results)
@@ -83,13 +82,11 @@ func TestWriteUpdatesSameFileTwoNames(t *testing.T) {
 func TestWriteUpdatesKeepsBackupWhenRestoreFails(t *testing.T) {
 	dir := t.TempDir()
 	var ups []Update
-	var files []string
 	for _, n := range []string{"a.yaml", "b.yaml"} {
 		f := filepath.Join(dir, n)
 		if err := os.WriteFile(f, []byte(reviewOld), 0o640); err != nil {
 			t.Fatal(err)
 		}
-		files = append(files, f)
 		ups = append(ups, reviewUpdate(t, f))
 	}
 	calls := 0
