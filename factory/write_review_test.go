@@ -118,3 +118,26 @@ func TestWriteUpdatesKeepsBackupWhenRestoreFails(t *testing.T) {
 		t.Errorf("a.yaml's old content is gone: error %q, directory %v", werr.Unrestored[0], entries)
 	}
 }
+
+// A symlinked installer file (dotfiles kept by stow, a shared repo linked
+// in) is scanned like the file it names, not skipped without a word.
+func TestFindInstallerRefsFollowsSymlinkedFiles(t *testing.T) {
+	dir := t.TempDir()
+	elsewhere := t.TempDir()
+	target := filepath.Join(elsewhere, "installer-worker.yaml")
+	if err := os.WriteFile(target, []byte(reviewOld), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "talos", "installer-worker.yaml")
+	os.MkdirAll(filepath.Dir(link), 0o755)
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	uses, _, err := FindInstallerRefs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(uses) != 1 || uses[0].File != link {
+		t.Fatalf("uses = %+v, want the reference in %s", uses, link)
+	}
+}
