@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/talosflash/talosflash/internal/userfile"
 )
@@ -100,7 +99,12 @@ func WriteUpdates(updates []Update) ([]FileResult, error) {
 	for _, n := range names {
 		if first, ok := sameAs[n]; ok {
 			r := byPath[first]
-			r.File, r.Reason = n, strings.TrimSpace("the same file as "+first+"; "+r.Reason)
+			r.File = n
+			if r.Reason == "" {
+				r.Reason = "the same file as " + first
+			} else {
+				r.Reason = "the same file as " + first + "; " + r.Reason
+			}
 			all = append(all, r)
 			continue
 		}
