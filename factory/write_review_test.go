@@ -70,10 +70,16 @@ func TestWriteUpdatesSameFileTwoNames(t *testing.T) {
 	if strings.Count(string(got), ":v1.14.6") != 1 || strings.Contains(string(got), "v1.14.5") {
 		t.Errorf("file = %q", got)
 	}
+	if len(results) != 2 {
+		t.Fatalf("results %+v", results)
+	}
 	for _, r := range results {
-		if strings.Contains(r.Reason, "another program") {
+		if r.Outcome != OutcomeWritten || strings.Contains(r.Reason, "another program") {
 			t.Errorf("%+v", r)
 		}
+	}
+	if results[1].File != other || !strings.Contains(results[1].Reason, "the same file as "+f) {
+		t.Errorf("second name: %+v", results[1])
 	}
 }
 
