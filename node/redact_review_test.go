@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -10,6 +11,8 @@ import (
 
 	"github.com/siderolabs/talos/pkg/machinery/config/configdiff"
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
+
+	"gopkg.in/yaml.v3"
 
 	"github.com/talosflash/talosflash/node/nodetest"
 )
@@ -113,5 +116,69 @@ func TestRefusalEchoScrubbedAfterNullDocuments(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), secret) {
 		t.Fatalf("error shows the value: %v", err)
+	}
+}
+
+// The incident checks' findings (message and fix, shown before anything is
+// sent) hold no piece of a secret planted anywhere non-public.
+func TestFindingsShowNoPlantedSecret(t *testing.T) {
+	for name, data := range realConfigs(t) {
+		t.Run(name, func(t *testing.T) {
+			all := places(parseDocs(t, data))
+			checked := 0
+			for i := range all {
+				docs := parseDocs(t, data)
+				s := freshSecret(t)
+				plant(places(docs)[i], s)
+				cfg, err := LoadConfig(encodeDocs(t, docs))
+				if err != nil {
+					continue
+				}
+				checked++
+				for _, role := range []string{"", "worker", "controlplane"} {
+					for _, f := range InspectWith(cfg, InspectOptions{Role: role}) {
+						for _, frag := range nodetest.Fragments(s) {
+							if strings.Contains(f.Message, frag) || strings.Contains(f.Fix, frag) {
+								t.Fatalf("%s: finding shows %q: %+v", all[i].path, frag, f)
+							}
+						}
+					}
+				}
+			}
+			t.Logf("%d of %d places loaded", checked, len(all))
+		})
+	}
+}
+
+// The structural redaction alone on configs machinery v1.13 cannot load
+// (Talos 1.14 kinds): the diff a node would show for them, as the encoder
+// writes it (4-space indent), with a fresh secret at each non-public place.
+func TestRedactUnknownKindsWithoutEcho(t *testing.T) {
+	for name, data := range realConfigs(t) {
+		t.Run(name, func(t *testing.T) {
+			all := places(parseDocs(t, data))
+			for i := range all {
+				docs := parseDocs(t, data)
+				s := freshSecret(t)
+				plant(places(docs)[i], s)
+				var b strings.Builder
+				enc := yaml.NewEncoder(&b)
+				enc.SetIndent(4)
+				for _, d := range docs {
+					if err := enc.Encode(d); err != nil {
+						t.Fatal(err)
+					}
+				}
+				enc.Close()
+				lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+				diff := fmt.Sprintf("--- a\n+++ b\n@@ -0,0 +1,%d @@\n+", len(lines)) + strings.Join(lines, "\n+") + "\n"
+				got := sanitizeLines("Dry run summary:\nApplied configuration without a reboot (skipped in dry-run).\n" + diff)
+				for _, f := range nodetest.Fragments(s) {
+					if strings.Contains(got, f) {
+						t.Fatalf("%s (multi-line %v): shows %q:\n%s", all[i].path, all[i].newline, f, got)
+					}
+				}
+			}
+		})
 	}
 }
