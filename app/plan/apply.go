@@ -308,9 +308,16 @@ func (rv *ApplyReview) Send(ctx context.Context, force bool) (*ApplyOutcome, err
 	// The node we probed and checked, not another one at the same address.
 	opts := node.ApplyOptions{Endpoint: rv.Endpoint, Config: job.Config, Mode: job.Mode, Timeout: job.Timeout, CertFingerprints: []string{n.CertFingerprint}}
 
+	// A Ctrl-C that came before a call: that call is not made.
+	notSent := func(before string) error {
+		return &InterruptedError{What: "before " + before + " " + rv.Endpoint + ": " + job.Name + " was not sent, nothing was applied: the node still waits for a config", Err: ctx.Err()}
+	}
 	// Talos >= 1.13 validates in maintenance mode: ask it first and show its verdict.
 	if n.Unified() && !job.DryRun {
 		job.phase(PhaseDryRun)
+		if ctx.Err() != nil {
+			return out, notSent("the dry run on")
+		}
 		check := opts
 		check.DryRun = true
 		res, err := send(ctx, check)
@@ -328,6 +335,9 @@ func (rv *ApplyReview) Send(ctx context.Context, force bool) (*ApplyOutcome, err
 		job.phase(PhaseSend)
 	}
 	opts.DryRun = job.DryRun
+	if ctx.Err() != nil {
+		return out, notSent("sending to")
+	}
 	res, err := send(ctx, opts)
 	if err != nil {
 		if ctx.Err() != nil {

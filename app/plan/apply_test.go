@@ -307,18 +307,18 @@ func TestApplyInterrupted(t *testing.T) {
 	gate := make(chan struct{}) // never opened
 	opts := imageOf(t, "worker")
 	opts.Gate = gate
-	srv := nodetest.Start(t, opts)
 	ctx, cancel := context.WithCancel(context.Background())
-	var rec recorder
-	job := applyJob(srv, "worker.yaml", nodeConfig(t, "worker.yaml"), &rec)
-	job.Event = func(ev ApplyEvent) {
-		if ev.Kind == EventPhase && ev.Phase == PhaseDryRun {
-			cancel() // the dry run is about to be sent; the gate holds it until cancelled
+	opts.Logf = func(format string, args ...any) {
+		if strings.HasPrefix(format, "ApplyConfiguration") {
+			cancel() // the dry run reached the node; the gate holds it until cancelled
 		}
 	}
+	srv := nodetest.Start(t, opts)
+	var rec recorder
+	job := applyJob(srv, "worker.yaml", nodeConfig(t, "worker.yaml"), &rec)
 	_, err := Apply(ctx, job)
 	var ie *InterruptedError
-	if !errors.As(err, &ie) || !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "nothing was applied") {
+	if !errors.As(err, &ie) || !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "nothing was applied") || !strings.Contains(err.Error(), "during the node's dry run") {
 		t.Fatalf("err %v", err)
 	}
 	for _, r := range srv.Requests() {
