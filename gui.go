@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strings"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/app/gui"
 	"github.com/talosflash/talosflash/factory"
 )
@@ -24,7 +25,8 @@ booted Pi. Without a display, use the CLI: talosflash --help.
 Flags:
   --factory URL     Image Factory base URL (default %s)
   --profiles FILE   YAML file with custom profiles
-  --device D        preselect this card in step 2 once it is listed
+  --device D        preselect this card in step 2 once it is listed; repeat
+                    it to write several cards at once
   --allow-loop      make loop devices selectable, to try the whole flow
                     without a card (losetup -f --show disk.img)
   --subnet CIDR     what "Scan this network" scans (comma-separated list;
@@ -49,20 +51,21 @@ func runGUIWith(args []string, stdout, stderr io.Writer, getenv func(string) str
 	fs.Usage = func() {}
 	factoryURL := fs.String("factory", factory.DefaultBaseURL, "Image Factory base URL")
 	profiles := fs.String("profiles", "", "YAML file with custom profiles")
-	device := fs.String("device", "", "preselect this card")
+	var devices stringList
+	fs.Var(&devices, "device", "preselect this card (repeat it for several)")
 	allowLoop := fs.Bool("allow-loop", false, "make loop devices selectable")
 	subnet := fs.String("subnet", "", "what Scan scans")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintf(stdout, guiUsage, factory.DefaultBaseURL)
-			return 0
+			return contract.ExitOK
 		}
 		fmt.Fprintf(stderr, "talosflash: gui: %v (see: talosflash gui -h)\n", err)
-		return 2
+		return contract.ExitUsage
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "talosflash: unknown command %q; run `talosflash --help`\n", fs.Arg(0))
-		return 2
+		return contract.ExitUsage
 	}
 	var subnets []netip.Prefix
 	for _, c := range strings.Split(*subnet, ",") {
@@ -72,13 +75,13 @@ func runGUIWith(args []string, stdout, stderr io.Writer, getenv func(string) str
 		p, err := netip.ParsePrefix(c)
 		if err != nil {
 			fmt.Fprintf(stderr, "talosflash: gui: --subnet %q: want a CIDR such as 192.168.1.0/24\n", c)
-			return 2
+			return contract.ExitUsage
 		}
 		subnets = append(subnets, p.Masked())
 	}
 	if missing := missingDisplay(runtime.GOOS, getenv); missing != "" {
 		fmt.Fprintf(stderr, "talosflash: no display (%s): %s\n", missing, noDisplayHint)
-		return 2
+		return contract.ExitUsage
 	}
 	// A display that cannot be opened (DISPLAY pointing nowhere, Wayland
 	// only) makes GLFW panic on the main goroutine while the first window
@@ -89,14 +92,14 @@ func runGUIWith(args []string, stdout, stderr io.Writer, getenv func(string) str
 				panic(r) // a bug, not the display: keep its trace
 			}
 			fmt.Fprintf(stderr, "talosflash: cannot open the display (%v): %s\n", r, noDisplayHint)
-			code = 2
+			code = contract.ExitUsage
 		}
 	}()
-	if err := run(gui.Options{FactoryURL: *factoryURL, ProfilesFile: *profiles, Device: *device, AllowLoop: *allowLoop, Subnets: subnets}); err != nil {
+	if err := run(gui.Options{FactoryURL: *factoryURL, ProfilesFile: *profiles, Devices: devices, AllowLoop: *allowLoop, Subnets: subnets}); err != nil {
 		fmt.Fprintf(stderr, "talosflash: %v\n", err)
-		return 1
+		return contract.ExitFailure
 	}
-	return 0
+	return contract.ExitOK
 }
 
 // missingDisplay says why no window can be opened on goos, or "" when a
@@ -119,3 +122,9 @@ func isDisplayPanic(r any) bool {
 	msg := fmt.Sprint(r)
 	return strings.Contains(msg, "GLFW") || strings.Contains(msg, "NotInitialized")
 }
+
+// stringList is a flag that may be repeated (--device A --device B).
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }

@@ -148,12 +148,12 @@ func TestFyneLocaleInitsBeforeFyneLang(t *testing.T) {
 	}
 }
 
-// `talosflash gui --allow-loop --device D` reaches the app's options.
+// `talosflash gui --allow-loop --device D --device E` reaches the app's options.
 func TestGUIAllowLoopAndDevice(t *testing.T) {
 	var got gui.Options
-	code := runGUIWith([]string{"--allow-loop", "--device", "/dev/loop7", "--subnet", "127.0.0.131/32, 127.0.1.9/29"}, &bytes.Buffer{}, &bytes.Buffer{},
+	code := runGUIWith([]string{"--allow-loop", "--device", "/dev/loop7", "--device", "/dev/loop8", "--subnet", "127.0.0.131/32, 127.0.1.9/29"}, &bytes.Buffer{}, &bytes.Buffer{},
 		func(string) string { return ":99" }, func(o gui.Options) error { got = o; return nil })
-	if code != 0 || !got.AllowLoop || got.Device != "/dev/loop7" || fmt.Sprint(got.Subnets) != "[127.0.0.131/32 127.0.1.8/29]" {
+	if code != 0 || !got.AllowLoop || fmt.Sprint(got.Devices) != "[/dev/loop7 /dev/loop8]" || fmt.Sprint(got.Subnets) != "[127.0.0.131/32 127.0.1.8/29]" {
 		t.Fatalf("exit %d, options %+v", code, got)
 	}
 	var stderr bytes.Buffer

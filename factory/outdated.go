@@ -41,7 +41,8 @@ type InstallerUse struct {
 	Schematic *schematic.Schematic
 }
 
-// GenericUse is a stock installer reference (ghcr.io/siderolabs/installer):
+// GenericUse is a stock installer reference (ghcr.io/siderolabs/installer, or
+// the factory installer of the empty schematic, EmptySchematicID):
 // upgrading with it drops the Raspberry Pi overlay and every extension.
 type GenericUse struct {
 	File string
@@ -68,7 +69,16 @@ func FindInstallerRefs(dir string) ([]InstallerUse, []GenericUse, error) {
 			}
 			return nil
 		}
-		if !d.Type().IsRegular() || !scanned(name) {
+		if !scanned(name) {
+			return nil
+		}
+		if d.Type()&fs.ModeSymlink != 0 {
+			// A link to a file is that file (outdated --write rewrites its
+			// target); links to directories are not followed (no loops).
+			if st, err := os.Stat(path); err != nil || !st.Mode().IsRegular() {
+				return nil
+			}
+		} else if !d.Type().IsRegular() {
 			return nil
 		}
 		data, err := userfile.Read(path, MaxScannedFile)
@@ -110,6 +120,10 @@ func findInText(path string, data []byte) ([]InstallerUse, []GenericUse) {
 		}
 		ref, err := ParseInstallerRef(raw)
 		if err != nil {
+			continue
+		}
+		if ref.SchematicID == EmptySchematicID { // talosctl 1.14's default: the generic installer
+			generic = append(generic, GenericUse{File: path, Line: 1 + bytes.Count(data[:loc[0]], []byte("\n")), Raw: raw})
 			continue
 		}
 		use := InstallerUse{File: path, Line: 1 + bytes.Count(data[:loc[0]], []byte("\n")), Raw: raw, Ref: ref}
@@ -187,7 +201,13 @@ func (c *Client) CheckUpdates(ctx context.Context, uses []InstallerUse, policy P
 		extCache[v] = l
 		return l, nil
 	}
-	schCache := map[string]*schematic.Schematic{}
+	// The factory's answer per schematic ID, a failure included: a second
+	// reference to a schematic the factory could not return is blocked too.
+	type schematicAnswer struct {
+		sch *schematic.Schematic
+		err error
+	}
+	schCache := map[string]schematicAnswer{}
 
 	var out []Update
 	for _, u := range uses {
@@ -233,14 +253,19 @@ func (c *Client) CheckUpdates(ctx context.Context, uses []InstallerUse, policy P
 
 		sch := u.Schematic
 		if sch == nil {
-			if s, ok := schCache[u.Ref.SchematicID]; ok {
-				sch = s
-			} else if s, err := c.Schematic(ctx, u.Ref.SchematicID); err == nil {
-				sch, schCache[u.Ref.SchematicID] = s, s
-			} else {
-				schCache[u.Ref.SchematicID] = nil
-				up.addNote("extensions not compared: the schematic is not in the file's comments and the factory did not return it (" + shortErr(err) + ")")
+			a, ok := schCache[u.Ref.SchematicID]
+			if !ok {
+				a.sch, a.err = c.Schematic(ctx, u.Ref.SchematicID)
+				if a.err == nil && a.sch == nil {
+					a.err = errors.New("empty answer")
+				}
+				schCache[u.Ref.SchematicID] = a
 			}
+			if a.err != nil {
+				// Without the extensions list the new version may drop one: never written.
+				up.Blocked = "extensions not compared: the schematic is not in the file's comments and the factory did not return it (" + shortErr(a.err) + "); paste the schematic into the file's comments or check the factory"
+			}
+			sch = a.sch
 		}
 		if sch != nil {
 			if err := c.compareExtensions(&up, sch, extsFor); err != nil {
@@ -379,65 +404,4 @@ func Rewrite(data []byte, updates []Update) []byte {
 	}
 	out.Write(data[last:])
 	return out.Bytes()
-}
-
-// WriteUpdates rewrites each file that has an applicable update in place
-// (same permissions, through a temporary file and a rename) and returns
-// the files changed.
-func WriteUpdates(updates []Update) ([]string, error) {
-	byFile := map[string][]Update{}
-	var files []string
-	for _, u := range updates {
-		if _, ok := byFile[u.Use.File]; !ok {
-			files = append(files, u.Use.File)
-		}
-		byFile[u.Use.File] = append(byFile[u.Use.File], u)
-	}
-	var changed []string
-	for _, f := range files {
-		data, err := userfile.Read(f, MaxScannedFile)
-		if err != nil {
-			return changed, err
-		}
-		nd := Rewrite(data, byFile[f])
-		if bytes.Equal(nd, data) {
-			continue
-		}
-		if err := replaceFile(f, nd); err != nil {
-			return changed, err
-		}
-		changed = append(changed, f)
-	}
-	return changed, nil
-}
-
-func replaceFile(path string, data []byte) error {
-	st, err := os.Stat(path)
-	if err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".talosflash-*")
-	if err != nil {
-		return fmt.Errorf("rewrite %s: %w", path, err)
-	}
-	defer os.Remove(tmp.Name()) //nolint:errcheck // gone after the rename
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("rewrite %s: %w", path, err)
-	}
-	if err := tmp.Chmod(st.Mode().Perm()); err != nil {
-		tmp.Close()
-		return fmt.Errorf("rewrite %s: %w", path, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("rewrite %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("rewrite %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("rewrite %s: %w", path, err)
-	}
-	return nil
 }

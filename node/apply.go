@@ -126,6 +126,9 @@ func Apply(ctx context.Context, opts ApplyOptions) (*ApplyResult, error) {
 		req.TryModeTimeout = durationpb.New(try)
 	}
 
+	// Whatever the node says back is scrubbed of the config's non-public values.
+	echo := newConfigEcho(opts.Config)
+
 	callCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
@@ -138,7 +141,7 @@ func Apply(ctx context.Context, opts ApplyOptions) (*ApplyResult, error) {
 
 	resp, err := c.ApplyConfiguration(callCtx, req)
 	if err != nil {
-		return nil, classify(ctx, endpoint, timeout, err, trace)
+		return nil, echo.scrubError(classify(ctx, endpoint, timeout, err, trace))
 	}
 
 	res := &ApplyResult{
@@ -152,7 +155,7 @@ func Apply(ctx context.Context, opts ApplyOptions) (*ApplyResult, error) {
 		msg := ApplyMessage{
 			Node:        printable(m.GetMetadata().GetHostname(), maxHostname),
 			Mode:        modeName(m.GetMode()),
-			ModeDetails: sanitizeLines(m.GetModeDetails()),
+			ModeDetails: echo.scrub(sanitizeLines(m.GetModeDetails())),
 		}
 		// REBOOT is the enum's zero value: a node >= 1.13 never answers it
 		// in maintenance mode (it becomes NO_REBOOT), so it means "unset",
@@ -161,7 +164,7 @@ func Apply(ctx context.Context, opts ApplyOptions) (*ApplyResult, error) {
 			msg.Mode = ""
 		}
 		for _, w := range m.GetWarnings() {
-			msg.Warnings = append(msg.Warnings, sanitize(w))
+			msg.Warnings = append(msg.Warnings, echo.scrub(sanitize(w)))
 		}
 		res.Messages = append(res.Messages, msg)
 		res.Warnings = append(res.Warnings, msg.Warnings...)
@@ -169,6 +172,6 @@ func Apply(ctx context.Context, opts ApplyOptions) (*ApplyResult, error) {
 			details = append(details, m.GetModeDetails())
 		}
 	}
-	res.ModeDetails = sanitizeLines(strings.Join(details, "\n"))
+	res.ModeDetails = echo.scrub(sanitizeLines(strings.Join(details, "\n")))
 	return res, nil
 }

@@ -61,7 +61,9 @@ type BootstrapResult struct {
 	Endpoint     string
 	TalosVersion string
 	Attempts     int  // Bootstrap calls sent
+	Accepted     bool // the node accepted a Bootstrap call (etcd is starting)
 	EtcdHealthy  bool // etcd reported running and healthy afterwards
+	unanswered   bool // a call was sent and not answered: it may have bootstrapped
 }
 
 // Bootstrap waits for a control plane node to come back with its config
@@ -81,17 +83,25 @@ func Bootstrap(ctx context.Context, endpoint string, tc *Talosconfig, opts WaitO
 	}
 	defer s.Close()
 	s.timeout = opts.CallTimeout
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
 
 	res := &BootstrapResult{Endpoint: s.endpoint}
+	// A Ctrl-C at any step says what was sent and where the node is.
+	stopped := func(err error) error {
+		if ie := interruption(parent, "bootstrap", s.endpoint, res.State); ie != nil {
+			return ie
+		}
+		return err
+	}
 	opts.Progress(fmt.Sprintf("waiting for the Talos API on %s (with %s)", s.endpoint, tc))
 	if res.TalosVersion, err = s.waitReady(ctx, opts, false); err != nil {
-		return res, err
+		return res, stopped(err)
 	}
 	etcd, err := s.service(ctx, opts, "etcd")
 	if err != nil {
-		return res, fmt.Errorf("bootstrap: list services: %w", err)
+		return res, stopped(fmt.Errorf("bootstrap: list services: %w", err))
 	}
 	if etcd != nil && etcd.GetState() == "Running" {
 		return res, fmt.Errorf("%w (etcd service %s, %s); nothing was sent", ErrAlreadyBootstrapped, etcd.GetState(), healthWord(etcd))
@@ -101,6 +111,9 @@ func Bootstrap(ctx context.Context, endpoint string, tc *Talosconfig, opts WaitO
 	ambiguous := false // an earlier call may have reached the node
 	last := ""
 	for {
+		if ctx.Err() != nil {
+			return res, stopped(fmt.Errorf("bootstrap: gave up after %s: %w", opts.Timeout, ctx.Err()))
+		}
 		res.Attempts++
 		cctx, ccancel := context.WithTimeout(ctx, opts.CallTimeout)
 		err := s.c.Bootstrap(cctx, &machine.BootstrapRequest{})
@@ -119,23 +132,25 @@ func Bootstrap(ctx context.Context, endpoint string, tc *Talosconfig, opts WaitO
 		case code == codes.Unimplemented && strings.Contains(msg, "control plane"):
 			return res, fmt.Errorf("%w (the node says: %s); bootstrap the control plane node instead", ErrNotControlPlane, msg)
 		case code == codes.FailedPrecondition || code == codes.Unavailable || code == codes.DeadlineExceeded || code == codes.Canceled:
-			if ctx.Err() != nil {
-				return res, fmt.Errorf("bootstrap: gave up after %s: %w", opts.Timeout, s.err(ctx, "bootstrap", err))
-			}
 			ambiguous = ambiguous || code != codes.FailedPrecondition
+			res.unanswered = ambiguous
+			if ctx.Err() != nil {
+				return res, stopped(fmt.Errorf("bootstrap: gave up after %s: %w", opts.Timeout, s.err(ctx, "bootstrap", err)))
+			}
 			if line := "node not ready for bootstrap yet: " + msg; line != last {
 				opts.Progress(line)
 				last = line
 			}
 			if err := sleep(ctx, opts.Every); err != nil {
-				return res, fmt.Errorf("bootstrap: gave up after %s: %w", opts.Timeout, err)
+				return res, stopped(fmt.Errorf("bootstrap: gave up after %s: %w", opts.Timeout, err))
 			}
 			continue
 		default:
-			return res, fmt.Errorf("bootstrap: %w", s.err(ctx, "bootstrap", err))
+			return res, stopped(fmt.Errorf("bootstrap: %w", s.err(ctx, "bootstrap", err)))
 		}
 		break
 	}
+	res.Accepted, res.unanswered = true, false
 	opts.Progress("bootstrap accepted; waiting for etcd to be healthy")
 	err = poll(ctx, opts, func(ctx context.Context) (bool, string, error) {
 		etcd, err := s.service(ctx, opts, "etcd")
@@ -148,7 +163,7 @@ func Bootstrap(ctx context.Context, endpoint string, tc *Talosconfig, opts WaitO
 		return etcd.GetState() == "Running" && etcd.GetHealth().GetHealthy(), "etcd " + etcd.GetState() + ", " + healthWord(etcd), nil
 	})
 	if err != nil {
-		return res, fmt.Errorf("bootstrapped, but etcd did not become healthy: %w", err)
+		return res, stopped(fmt.Errorf("bootstrapped, but etcd did not become healthy: %w", err))
 	}
 	res.EtcdHealthy = true
 	opts.Progress("etcd is running and healthy")

@@ -61,6 +61,13 @@ type UpgradeResult struct {
 	Rebooted    bool
 	Healthy     bool   // back on To with its services healthy
 	BootedAfter string // schematic ID after the reboot
+	// What was sent and done (see State): Phase is the furthest step
+	// reached; the flags say what the node received for certain.
+	Phase           string
+	InstallerPulled bool
+	InstallerRun    bool // the installer ran and exited 0 (MachineService.Upgrade: accepted)
+	RebootRequested bool
+	unanswered      string // a request sent without an answer (cut by ctx)
 }
 
 // lifecycleFrom is the first Talos with LifecycleService.Upgrade; talosctl
@@ -133,6 +140,10 @@ func planUpgrade(ctx context.Context, endpoint string, tc *Talosconfig, opts Upg
 		return res, s, fmt.Errorf("%w (%s runs an image without factory extension statuses); refusing to guess an installer: "+
 			"run talosctl upgrade --image with the installer from your talos/installer-<role>.yaml", ErrNoSchematic, s.endpoint)
 	}
+	if res.Booted.SchematicID == factory.EmptySchematicID {
+		return res, s, fmt.Errorf("%w (%s booted the empty schematic: its installer is the generic one, without the Raspberry Pi overlay); "+
+			"refusing to upgrade with it: run talosctl upgrade --image with the installer from your talos/installer-<role>.yaml", ErrNoSchematic, s.endpoint)
+	}
 	switch {
 	case to.EQ(from):
 		res.UpToDate = true
@@ -203,8 +214,17 @@ func Upgrade(ctx context.Context, endpoint string, tc *Talosconfig, opts Upgrade
 	if err != nil || res.UpToDate || opts.DryRun {
 		return res, err
 	}
+	res.Phase = PhaseNothingSent
 	if opts.OnPlan != nil {
 		opts.OnPlan(res)
+	}
+	// A Ctrl-C at any step says what was sent and where the node is.
+	parent := ctx
+	stopped := func(err error) error {
+		if ie := interruption(parent, "upgrade", s.endpoint, res.State); ie != nil {
+			return ie
+		}
+		return err
 	}
 	progress := func(format string, args ...any) {
 		opts.Wait.Progress(s.endpoint + ": " + fmt.Sprintf(format, args...))
@@ -216,40 +236,56 @@ func Upgrade(ctx context.Context, endpoint string, tc *Talosconfig, opts Upgrade
 	err = s.waitHealthy(pctx, opts.Wait, res.From)
 	pcancel()
 	if err != nil {
-		return res, fmt.Errorf("upgrade %s: not healthy before the upgrade, nothing sent: %w", s.endpoint, err)
+		return res, stopped(fmt.Errorf("upgrade %s: not healthy before the upgrade, nothing sent: %w", s.endpoint, err))
 	}
 	bootID, err := s.bootID(ctx, opts.Wait)
 	if err != nil {
-		return res, fmt.Errorf("upgrade %s: read boot ID: %w", s.endpoint, err)
+		return res, stopped(fmt.Errorf("upgrade %s: read boot ID: %w", s.endpoint, err))
 	}
 
 	wctx, wcancel := context.WithTimeout(ctx, opts.Wait.Timeout)
 	defer wcancel()
 	if res.API == "LifecycleService" {
-		err = s.lifecycleUpgrade(wctx, res.Image, progress)
-		if status.Code(err) == codes.Unimplemented {
+		err = s.lifecycleUpgrade(wctx, res, progress)
+		if status.Code(err) == codes.Unimplemented && !res.InstallerRun {
 			res.API = "MachineService.Upgrade"
 		} else if err != nil {
-			return res, err
+			return res, stopped(err)
 		}
 	}
 	if res.API == "MachineService.Upgrade" {
 		progress("MachineService.Upgrade with %s", res.Image)
+		if ctx.Err() != nil {
+			return res, stopped(ctx.Err())
+		}
 		cctx, cancel := context.WithTimeout(ctx, opts.Wait.CallTimeout)
 		//lint:ignore SA1019 the legacy API is the only one Talos < 1.13 has (talosctl falls back the same way)
 		_, err := s.c.UpgradeWithOptions(cctx, client.WithUpgradeImage(res.Image))
 		cancel()
 		if err != nil {
-			return res, fmt.Errorf("upgrade %s: %w", s.endpoint, s.err(cctx, "upgrade", err))
+			// The node answers MachineService.Upgrade before its installer
+			// starts: an answer with an error means nothing runs. Only a
+			// request without an answer may have started it.
+			if unanswered(err) {
+				res.Phase, res.unanswered = PhaseInstallerSent, "upgrade"
+			}
+			return res, stopped(fmt.Errorf("upgrade %s: %w", s.endpoint, s.err(cctx, "upgrade", err)))
 		}
+		// It installs and reboots by itself.
+		res.Phase, res.InstallerRun, res.RebootRequested = PhaseRebootRequested, true, true
 	} else {
 		progress("rebooting into the new installation")
+		if ctx.Err() != nil {
+			return res, stopped(ctx.Err())
+		}
 		cctx, cancel := context.WithTimeout(ctx, opts.Wait.CallTimeout)
 		_, err := s.c.RebootWithResponse(cctx)
 		cancel()
 		if err != nil {
-			return res, fmt.Errorf("upgrade %s: reboot: %w", s.endpoint, s.err(cctx, "reboot", err))
+			res.unanswered = "reboot"
+			return res, stopped(fmt.Errorf("upgrade %s: reboot: %w", s.endpoint, s.err(cctx, "reboot", err)))
 		}
+		res.Phase, res.RebootRequested = PhaseRebootRequested, true
 	}
 
 	err = poll(wctx, opts.Wait, func(ctx context.Context) (bool, string, error) {
@@ -263,18 +299,18 @@ func Upgrade(ctx context.Context, endpoint string, tc *Talosconfig, opts Upgrade
 		return false, s.endpoint + ": waiting for the reboot", nil
 	})
 	if err != nil {
-		return res, fmt.Errorf("upgrade %s: the node did not reboot: %w", s.endpoint, err)
+		return res, stopped(fmt.Errorf("upgrade %s: the reboot was requested but the node did not come back with a new boot ID: %w", s.endpoint, err))
 	}
-	res.Rebooted = true
+	res.Rebooted, res.Phase = true, PhaseRebooted
 	progress("rebooted; waiting for it to be ready")
 	if err := s.waitHealthy(wctx, opts.Wait, opts.To); err != nil {
-		return res, fmt.Errorf("upgrade %s: %w", s.endpoint, err)
+		return res, stopped(fmt.Errorf("upgrade %s: %w", s.endpoint, err))
 	}
 	cctx, cancel := context.WithTimeout(ctx, opts.Wait.CallTimeout)
 	defer cancel()
 	after, err := readBooted(cctx, s.c)
 	if err != nil {
-		return res, fmt.Errorf("upgrade %s: %w", s.endpoint, s.err(cctx, "extension status request", err))
+		return res, stopped(fmt.Errorf("upgrade %s: %w", s.endpoint, s.err(cctx, "extension status request", err)))
 	}
 	if after != nil {
 		res.BootedAfter = after.SchematicID
@@ -282,20 +318,26 @@ func Upgrade(ctx context.Context, endpoint string, tc *Talosconfig, opts Upgrade
 	if res.BootedAfter != res.Booted.SchematicID {
 		return res, fmt.Errorf("%w: %s came back with schematic %q, not %s", ErrUpgradeFailed, s.endpoint, res.BootedAfter, res.Booted.SchematicID)
 	}
-	res.Healthy = true
+	res.Healthy, res.Phase = true, PhaseHealthy
 	progress("running %s, schematic %s, services healthy", opts.To, factory.ShortID(res.BootedAfter))
 	return res, nil
 }
 
 // lifecycleUpgrade pulls the installer into the system containerd and runs
 // it through LifecycleService.Upgrade, as talosctl v1.14 does.
-func (s *session) lifecycleUpgrade(ctx context.Context, image string, progress func(string, ...any)) error {
+// It records in res how far it got.
+func (s *session) lifecycleUpgrade(ctx context.Context, res *UpgradeResult, progress func(string, ...any)) error {
+	image := res.Image
 	ctr := &common.ContainerdInstance{Driver: common.ContainerDriver_CRI, Namespace: common.ContainerdNamespace_NS_SYSTEM}
 	progress("pulling %s", image)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
 	pull, err := s.c.ImageClient.Pull(ctx, &machine.ImageServicePullRequest{Containerd: ctr, ImageRef: image})
 	if err != nil {
 		return fmt.Errorf("upgrade %s: pull: %w", s.endpoint, s.err(ctx, "image pull", err))
 	}
+	res.Phase = PhasePullSent
 	for {
 		m, err := pull.Recv()
 		if errors.Is(err, io.EOF) {
@@ -308,12 +350,17 @@ func (s *session) lifecycleUpgrade(ctx context.Context, image string, progress f
 			progress("pulled %s", name)
 		}
 	}
+	res.Phase, res.InstallerPulled = PhasePulled, true
 	progress("LifecycleService.Upgrade with %s", image)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
 	up, err := s.c.LifecycleClient.Upgrade(ctx, &machine.LifecycleServiceUpgradeRequest{Containerd: ctr,
 		Source: &machine.InstallArtifactsSource{ImageName: image}})
 	if err != nil {
 		return fmt.Errorf("upgrade %s: %w", s.endpoint, err)
 	}
+	res.Phase = PhaseInstallerSent
 	exit, last := int32(-1), ""
 	for {
 		m, err := up.Recv()
@@ -336,6 +383,7 @@ func (s *session) lifecycleUpgrade(ctx context.Context, image string, progress f
 	}
 	switch exit {
 	case 0:
+		res.Phase, res.InstallerRun = PhaseInstalled, true
 		return nil
 	case -1:
 		return fmt.Errorf("%w: %s: the installer stream ended without an exit code", ErrUpgradeFailed, s.endpoint)
@@ -417,4 +465,19 @@ func oneLine(s string) string {
 		s = s[:200] + "…"
 	}
 	return s
+}
+
+// unanswered: a call's error says the request may have reached the node
+// without its answer coming back (cut, timed out, connection lost), not
+// that the node answered with an error.
+func unanswered(err error) bool {
+	st, ok := status.FromError(err)
+	if !ok {
+		return true
+	}
+	switch st.Code() {
+	case codes.DeadlineExceeded, codes.Canceled, codes.Unavailable, codes.Unknown:
+		return true
+	}
+	return false
 }

@@ -160,7 +160,7 @@ func TestUpgradeWaitsForHealthyNodeFirst(t *testing.T) {
 		}
 	}
 	_, err := Upgrade(ctx, n.Addr(), e.tc, o)
-	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "nothing sent") || len(n.Pulled()) != 0 || len(n.Upgrades()) != 0 {
+	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "nothing was sent") || len(n.Pulled()) != 0 || len(n.Upgrades()) != 0 {
 		t.Fatalf("err %v, pulls %v upgrades %v\n%s", err, n.Pulled(), n.Upgrades(), log.text())
 	}
 }
@@ -222,4 +222,22 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// A legacy node that answers MachineService.Upgrade with an error started
+// no installer: the result says nothing was installed or sent to run (it
+// said "installer-sent" before).
+func TestUpgradeLegacyRefusedIsNotInstallerSent(t *testing.T) {
+	e := newUpgradeEnv(t)
+	n := nodetest.StartNode(t, nodetest.NodeOptions{PKI: e.pki, TalosVersion: "v1.12.6", Schematic: e.cp.Schematic(), Bootstrapped: true, UpgradeExitCode: 1})
+	var log progressLog
+	o := e.opts(&log)
+	o.To = "v1.13.0"
+	res, err := Upgrade(context.Background(), n.Addr(), e.tc, o)
+	if err == nil {
+		t.Fatal("a refused upgrade succeeded")
+	}
+	if res.Phase == PhaseInstallerSent || res.InstallerRun || res.RebootRequested || n.LegacyUpgrades() != 1 {
+		t.Fatalf("result %+v after the node refused (legacy calls %d)", res, n.LegacyUpgrades())
+	}
 }

@@ -7,18 +7,18 @@
 # fake Talos node on 127.0.0.131 (--subnet 127.0.0.131/32) and applying its
 # config. It needs root (losetup), Xvfb, xdotool and ImageMagick's import
 # (scripts/setup.sh installs them).
-# 9 (a config blocked by the incident check, three canned nodes) comes from
-# the demo build (-tags demo).
+# 9 (a config blocked by the incident check, three canned nodes) and 11 (a
+# local image file in step 1) come from the demo build (-tags demo).
 #
 #   scripts/screenshots.sh               # all
-#   scripts/screenshots.sh demo STEP...  # demo steps only (image card confirm flashing done nodes findings),
-#                                        # written as demo-STEP.png (findings: 9-findings.png)
+#   scripts/screenshots.sh demo STEP...  # demo steps only (image local card confirm flashing done nodes findings),
+#                                        # written as demo-STEP.png (findings: 9-findings.png, local: 11-local-image.png)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=$PWD/docs/screenshots
 mkdir -p "$out"
 
-demo_steps=(findings)
+demo_steps=(findings local)
 if [[ ${1:-} == demo ]]; then
 	shift
 	demo_steps=("$@")
@@ -32,7 +32,7 @@ else
 	for f in "$out"/[1-8]-*.png; do echo "wrote ${f#"$PWD"/} ($(du -k "$f" | cut -f1) KiB)"; done
 fi
 
-all=(image card confirm flashing done nodes findings)
+all=(image local card confirm flashing done nodes findings)
 bin=$(mktemp -d)/talosflash-demo
 go build -tags demo -o "$bin" ./app/gui/cmd/demo
 
@@ -55,6 +55,7 @@ for step in "${demo_steps[@]}"; do
 	sleep 0.5
 	file=$out/demo-$step.png
 	[[ $step == findings ]] && file=$out/9-findings.png
+	[[ $step == local ]] && file=$out/11-local-image.png
 	import -display "$display" -window root -crop 1000x700+0+0 +repage -strip -depth 8 -colors 256 PNG8:"$file"
 	kill "$app"; wait "$app" 2>/dev/null || true
 	echo "wrote ${file#"$PWD"/} ($(du -k "$file" | cut -f1) KiB)"

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,6 +9,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/node"
 )
 
@@ -82,13 +82,24 @@ func runBootstrap(ctx context.Context, args []string, env Env) error {
 		Timeout:  timeout,
 		Progress: func(s string) { fmt.Fprintf(progressOut, "%s %s\n", time.Now().Format("15:04:05"), s) },
 	})
+	if jsonOut && res != nil {
+		j := map[string]any{
+			"node": res.Endpoint, "talos_version": res.TalosVersion, "attempts": res.Attempts, "etcd_healthy": res.EtcdHealthy,
+			"bootstrap_sent": res.Attempts > 0, "accepted": res.Accepted,
+		}
+		var ie *node.InterruptedError
+		if errors.As(err, &ie) {
+			j["interrupted"] = ie.State // what was sent, the state of the node
+		}
+		if jerr := contract.WriteAnswer(env.Stdout, contract.TypeBootstrap, j); jerr != nil && err == nil {
+			return jerr
+		}
+	}
 	if err != nil {
 		return waitExit(ctx, err)
 	}
 	if jsonOut {
-		return json.NewEncoder(env.Stdout).Encode(map[string]any{
-			"node": res.Endpoint, "talos_version": res.TalosVersion, "attempts": res.Attempts, "etcd_healthy": res.EtcdHealthy,
-		})
+		return nil
 	}
 	fmt.Fprintf(env.Stdout, "bootstrapped etcd on %s (Talos %s). Next: talosctl --talosconfig %s kubeconfig -n %s\n",
 		res.Endpoint, res.TalosVersion, tcf.path, hostOf(res.Endpoint))

@@ -2,8 +2,11 @@ package cli
 
 import (
 	"errors"
+	"io/fs"
 	"net"
 	"net/url"
+	"os"
+	"syscall"
 
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/imaging"
@@ -43,13 +46,26 @@ func classify(err error) int {
 		errors.Is(err, factory.ErrUnknownVersion):
 		return ExitUsage
 	}
+	if isNetworkOp(err) {
+		return ExitNetwork
+	}
+	// A local file or file system that can't be used (full, read-only, no
+	// permission): the message names the path.
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		switch errno {
+		case syscall.ENOSPC, syscall.EDQUOT, syscall.EROFS, syscall.EACCES, syscall.EPERM, syscall.EFBIG, syscall.EIO:
+			return ExitStorage
+		}
+	}
+	if errors.Is(err, fs.ErrPermission) {
+		return ExitStorage
+	}
 	var (
-		fh     *factory.HTTPError
-		ih     *imaging.HTTPError
-		urlErr *url.Error // imaging's downloads wrap the transport's error as is
-		netErr net.Error
+		fh *factory.HTTPError
+		ih *imaging.HTTPError
 	)
-	if errors.As(err, &fh) || errors.As(err, &ih) || errors.As(err, &urlErr) || errors.As(err, &netErr) ||
+	if errors.As(err, &fh) || errors.As(err, &ih) ||
 		errors.Is(err, factory.ErrUnreachable) || errors.Is(err, factory.ErrNotFound) ||
 		errors.Is(err, factory.ErrBadResponse) || errors.Is(err, factory.ErrIDMismatch) ||
 		errors.Is(err, factory.ErrSchematicRejected) || errors.Is(err, imaging.ErrNotFound) ||
@@ -57,4 +73,25 @@ func classify(err error) int {
 		return ExitNetwork
 	}
 	return ExitFailure
+}
+
+// isNetworkOp reports whether err came from a network operation: a dial, a
+// read or write on a connection, a name lookup or an HTTP request.
+// syscall.Errno implements net.Error too, so a bare errno (a full disk, a
+// read-only file) is not one.
+func isNetworkOp(err error) bool {
+	var (
+		op     *net.OpError
+		dns    *net.DNSError
+		urlErr *url.Error // imaging's downloads wrap the transport's error as is
+		netErr net.Error
+	)
+	if errors.As(err, &op) || errors.As(err, &dns) || errors.As(err, &urlErr) {
+		return true
+	}
+	if errors.As(err, &netErr) {
+		_, isErrno := netErr.(syscall.Errno)
+		return !isErrno && !errors.Is(err, os.ErrDeadlineExceeded)
+	}
+	return false
 }

@@ -2,15 +2,14 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
-	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/app/plan"
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/internal/userfile"
@@ -92,14 +91,14 @@ func runNodes(ctx context.Context, args []string, env Env) error {
 		rows[i] = nodeRow{Node: found[i], Match: nc.MatchBooted()}
 	}
 	if jsonOut {
-		return json.NewEncoder(env.Stdout).Encode(nodesJSON(rows))
+		return contract.WriteAnswer(env.Stdout, contract.TypeNodes, nodesJSON(rows))
 	}
 	if len(found) == 0 {
 		fmt.Fprintln(env.Stderr, "no Talos nodes found (is the Pi booted and on this network? a maintenance node shows its IP on HDMI)")
 		return nil
 	}
 	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ADDRESS\tSTATE\tTALOS\tBOOTED\tSCHEMATIC\tEXTENSIONS\tHOSTNAME\tMAC")
+	fmt.Fprintln(tw, "ADDRESS\tSTATE\tTALOS\tBOOTED\tSCHEMATIC\tEXTENSIONS\tFACTORY\tHOSTNAME\tMAC")
 	for _, r := range rows {
 		n := r.Node
 		state := "configured"
@@ -111,7 +110,7 @@ func runNodes(ctx context.Context, args []string, env Env) error {
 			talos += "/" + n.Arch
 		}
 		booted, id, exts := bootedColumns(r)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Addr, state, talos, booted, id, exts, dash(n.Hostname), dash(n.MAC))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Addr, state, talos, booted, id, exts, dash(n.Factory.String()), dash(n.Hostname), dash(n.MAC))
 	}
 	return tw.Flush()
 }
@@ -210,167 +209,137 @@ func runApply(ctx context.Context, args []string, env Env) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	res, findings, err := apply(ctx, &f, env)
+	res, err := apply(ctx, &f, env)
 	if !f.jsonOut {
 		return err
 	}
+	var findings []node.Finding
+	if res != nil {
+		findings = res.Findings
+	}
 	if err != nil {
 		// Scripts get one JSON object either way; the message also goes to stderr.
-		_ = json.NewEncoder(env.Stdout).Encode(applyErrorJSON{Event: "error", Code: exitCode(err), Message: oneLine(err.Error()), Findings: findingsJSON(findings)})
-		return err
+		_ = contract.WriteAnswer(env.Stdout, contract.TypeError, applyErrorJSON{Code: exitCode(err), Message: oneLine(err.Error()), Findings: findingsJSON(findings)})
+		return reported(err)
 	}
-	out := applyResultJSON(res)
+	out := applyResultJSON(res.Result)
 	out.Findings = findingsJSON(findings)
-	return json.NewEncoder(env.Stdout).Encode(out)
+	if !res.Result.DryRun {
+		out.Next = &applyNextJSON{Node: res.Next.Node, LeavesMaintenance: res.Next.LeavesMaintenance, Bootstrap: res.Next.Bootstrap, Then: res.Next.Then}
+	}
+	return contract.WriteAnswer(env.Stdout, contract.TypeApply, out)
 }
 
-// apply checks the config against what the node booted and sends it. It
-// returns the node's answer and the incident-check findings (also on error).
-func apply(ctx context.Context, f *applyFlags, env Env) (*node.ApplyResult, []node.Finding, error) {
+// apply fills in the apply job from the flags, runs it (app/plan) and
+// renders what happens. It returns the outcome (with the incident-check
+// findings also on error, once the node was checked).
+func apply(ctx context.Context, f *applyFlags, env Env) (*plan.ApplyOutcome, error) {
 	if f.endpoint == "" || f.file == "" {
-		return nil, nil, usageErrorf("apply: --node and --file are required")
+		return nil, usageErrorf("apply: --node and --file are required")
 	}
 	endpoint, err := node.NormalizeEndpoint(f.endpoint)
 	if err != nil {
-		return nil, nil, withCode(ExitUsage, fmt.Errorf("--node: %w", err))
+		return nil, withCode(ExitUsage, fmt.Errorf("--node: %w", err))
 	}
 	if _, err := node.ParseMode(f.mode); err != nil {
-		return nil, nil, withCode(ExitUsage, err)
+		return nil, withCode(ExitUsage, err)
 	}
-	mode := strings.ToLower(strings.TrimSpace(f.mode))
 	file := f.file
 	data, err := readConfigFile(file)
 	if err != nil {
-		return nil, nil, err
-	}
-	cfg, err := node.LoadConfig(data)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", file, err)
-	}
-	for _, u := range cfg.Unchecked {
-		fmt.Fprintf(env.Stderr, "note: %s\n", u)
-	}
-	for _, w := range cfg.Warnings {
-		fmt.Fprintf(env.Stderr, "warning: %s\n", w)
+		return nil, err
 	}
 	all, err := loadProfiles(f.profiles)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-
-	// What did the node boot? The checks use its answer, not the user's word.
-	pctx, cancel := context.WithTimeout(ctx, f.timeout)
-	n, err := node.Probe(pctx, endpoint)
-	cancel()
+	job := plan.ApplyJob{
+		Endpoint: endpoint, Name: file, ConfigPath: file, Config: data, Mode: f.mode, DryRun: f.dryRun, Force: f.force, Timeout: f.timeout,
+		Check: plan.NodeCheck{Profiles: all, Factory: factory.NewClient(f.factoryURL, nil), CachedIDs: cachedIDs(f.cacheDir), Declared: f.role, FlashedInstaller: f.installer},
+		Event: func(ev plan.ApplyEvent) { renderApplyEvent(env, file, ev) },
+	}
+	out, err := plan.Apply(ctx, job)
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, nil, interrupted("while reading what " + endpoint + " booted; nothing was sent")
-		}
-		return nil, nil, err
+		return out, applyError(err, file)
 	}
-	if n.Configured {
-		return nil, nil, withCode(ExitApply, fmt.Errorf("%s already has a config (it asks for a client certificate): use talosctl with its talosconfig", n.Addr))
-	}
-	cached := cachedIDs(f.cacheDir)
-	fmt.Fprintf(env.Stderr, "node %s: Talos %s, booted %s\n", n.Addr, talosLabel(n), describeBooted(n, all, cached))
-
-	nc := plan.NodeCheck{Profiles: all, Factory: factory.NewClient(f.factoryURL, nil), CachedIDs: cached, Node: n, Declared: f.role, FlashedInstaller: f.installer, Endpoint: endpoint}
-	opts, err := nc.Options(ctx)
-	if err != nil {
-		return nil, nil, withCode(ExitUsage, err)
-	}
-	if note := nc.DeclaredNote(); note != "" {
-		fmt.Fprintf(env.Stderr, "note: %s\n", note)
-	}
-	blocking := false
-	findings := node.InspectWith(cfg, opts)
-	for _, fd := range findings {
-		fmt.Fprintf(env.Stderr, "%s: %s\n", fd.Severity, fd.Message)
-		if fd.Fix != "" {
-			fmt.Fprintf(env.Stderr, "  fix: %s\n", fd.Fix)
-		}
-		if fd.Severity == node.SeverityError {
-			blocking = true
-		}
-	}
-	if blocking && !f.force {
-		return nil, findings, withCode(ExitConfig, fmt.Errorf("%s fails the checks above; nothing was sent. Fix the config or pass --force to send it anyway", file))
-	}
-
-	if !slices.Contains(node.ModesFor(n.TalosVersion), mode) {
-		return nil, findings, usageErrorf("--mode %s: Talos <= 1.12 in maintenance mode only accepts %s (node reports %s)", mode, strings.Join(node.ModesFor(n.TalosVersion), ", "), talosLabel(n))
-	}
-	if mode == node.ModeTry && n.Unified() && !f.dryRun {
-		fmt.Fprintf(env.Stderr, "warning: --mode try on Talos >= 1.13 applies the config without persisting it and rolls back after %s: the node will not keep it\n", node.DefaultTryTimeout)
-	}
-	pins := []string{n.CertFingerprint} // the node we probed and checked, not another one at the same address
-	applyOpts := node.ApplyOptions{Endpoint: endpoint, Config: data, Mode: mode, Timeout: f.timeout, CertFingerprints: pins}
-
-	// Talos >= 1.13 validates in maintenance mode: ask it first and show its verdict.
-	if n.Unified() && !f.dryRun {
-		check := applyOpts
-		check.DryRun = true
-		if _, err := node.Apply(ctx, check); err != nil {
-			if ctx.Err() != nil {
-				return nil, findings, interrupted("during the node's dry run of " + file + "; nothing was applied")
-			}
-			return nil, findings, fmt.Errorf("the node's dry run refused %s, nothing was applied: %w", file, err)
-		}
-		fmt.Fprintf(env.Stderr, "node's dry run: %s accepted\n", file)
-	}
-	applyOpts.DryRun = f.dryRun
-	res, err := node.Apply(ctx, applyOpts)
-	if err != nil {
-		if ctx.Err() != nil {
-			if f.dryRun {
-				return nil, findings, interrupted("during the node's dry run of " + file + "; nothing was applied")
-			}
-			return nil, findings, interrupted("while waiting for the node's answer: " + file + " was sent and the node may have applied it (check with talosflash nodes: a configured node asks for a client certificate)")
-		}
-		return nil, findings, err
-	}
+	res := out.Result
 	if f.jsonOut {
-		return res, findings, nil
+		return out, nil
 	}
 	verb := "applied"
 	if f.dryRun {
 		verb = "validated (dry run, nothing applied)"
 	}
-	fmt.Fprintf(env.Stdout, "%s %s to %s (mode %s requested; node answered %s)\n", verb, file, res.Endpoint, res.Mode, replyModes(res))
+	fmt.Fprintf(env.Stdout, "%s %s to %s (mode %s requested; node answered %s)\n", verb, file, res.Endpoint, res.Mode, plan.ReplyModes(res))
 	if res.ModeDetails != "" {
 		fmt.Fprintln(env.Stdout, res.ModeDetails)
 	}
 	for _, w := range res.Warnings {
 		fmt.Fprintf(env.Stdout, "warning: %s\n", w)
 	}
-	if !f.dryRun && (cfg.MachineType == "controlplane" || cfg.MachineType == "init") {
-		host, _, _ := strings.Cut(res.Endpoint, ":")
-		fmt.Fprintf(env.Stderr, "next: once the node has rebooted with its config, bootstrap etcd once: `talosflash bootstrap --node %s --talosconfig ./talosconfig`\n", host)
+	if !f.dryRun {
+		fmt.Fprintln(env.Stdout, out.Next.Node)
 	}
-	return res, findings, nil
+	switch {
+	case out.Next.Bootstrap:
+		fmt.Fprintf(env.Stderr, "next: %s: `talosflash bootstrap --node %s --talosconfig ./talosconfig`\n", out.Next.Then, plan.BootstrapHost(res.Endpoint))
+	case out.Next.Then != "":
+		fmt.Fprintf(env.Stderr, "next: %s\n", out.Next.Then)
+	}
+	return out, nil
 }
 
-// replyModes is what the node says it did, truthfully: Talos <= 1.12 does not say.
-func replyModes(res *node.ApplyResult) string {
-	var modes []string
-	for _, m := range res.Messages {
-		if m.Mode == "" {
-			modes = append(modes, "no mode (Talos <= 1.12 does not report it; it installs and reboots)")
-		} else {
-			modes = append(modes, m.Mode)
+// renderApplyEvent prints what the apply job reports, on stderr.
+func renderApplyEvent(env Env, file string, ev plan.ApplyEvent) {
+	switch ev.Kind {
+	case plan.EventNote:
+		word := "note"
+		if ev.Severity == node.SeverityWarning {
+			word = "warning"
 		}
+		fmt.Fprintf(env.Stderr, "%s: %s\n", word, ev.Text)
+	case plan.EventNode:
+		fmt.Fprintf(env.Stderr, "node %s: Talos %s, booted %s\n", ev.Node.Addr, talosLabel(ev.Node), describeBooted(ev.Node, ev.Match))
+	case plan.EventFinding:
+		fmt.Fprintf(env.Stderr, "%s: %s\n", ev.Finding.Severity, ev.Finding.Message)
+		if ev.Finding.Fix != "" {
+			fmt.Fprintf(env.Stderr, "  fix: %s\n", ev.Finding.Fix)
+		}
+	case plan.EventVerdict:
+		fmt.Fprintf(env.Stderr, "node's dry run: %s accepted\n", file)
 	}
-	if len(modes) == 0 {
-		return "nothing"
-	}
-	return strings.Join(modes, ", ")
 }
 
-func describeBooted(n *node.Node, all []factory.Profile, cached []string) string {
+// applyError gives the job's failures their exit codes and the CLI's words.
+func applyError(err error, file string) error {
+	var (
+		input       *plan.InputError
+		interrupted *plan.InterruptedError
+	)
+	switch {
+	case errors.As(err, &interrupted):
+		return err // context.Canceled: exit 130
+	case errors.As(err, &input):
+		if input.Setting != "" { // the job's settings are the flags
+			return withCode(ExitUsage, fmt.Errorf("--%s %s: %w", input.Setting, input.Value, input.Err))
+		}
+		return withCode(ExitUsage, err)
+	case errors.Is(err, plan.ErrConfigured):
+		return withCode(ExitApply, err)
+	case errors.Is(err, plan.ErrNoFingerprint):
+		return withCode(ExitNetwork, err)
+	}
+	var blocked *plan.BlockedError
+	if errors.As(err, &blocked) {
+		return withCode(ExitConfig, fmt.Errorf("%s fails the checks above; nothing was sent. Fix the config or pass --force to send it anyway", file))
+	}
+	return err
+}
+
+func describeBooted(n *node.Node, m plan.Match) string {
 	if n.Booted == nil {
 		return "unknown (no extension statuses: Talos <= 1.12 or an image not from the Image Factory)"
 	}
-	m := (plan.NodeCheck{Profiles: all, CachedIDs: cached, Node: n}).MatchBooted()
 	if l := m.Label(); l != "" {
 		return l + ": " + n.Booted.String()
 	}

@@ -2,11 +2,12 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/factory"
 )
 
@@ -19,7 +20,9 @@ func init() {
 			"with the factory's list for the newer version. --write rewrites the\n" +
 			"references in place, every other byte (comments included) unchanged, so\n" +
 			"the GitOps repo gets a clean diff. A version that drops an extension is\n" +
-			"never written. Stock installers (ghcr.io/siderolabs/installer) are flagged.",
+			"never written, nor one whose extensions could not be compared. --write is\n" +
+			"all or nothing, keeps owner, group and mode, and refuses read-only and\n" +
+			"hard-linked files. Stock installers (ghcr.io/siderolabs/installer) are flagged.",
 		example: "talosflash outdated talos/\ntalosflash outdated . --write\ntalosflash outdated --to latest --json",
 		order:   []string{"write", "to", "factory", "json"},
 	}
@@ -53,6 +56,9 @@ func runOutdated(ctx context.Context, args []string, env Env) error {
 			return err
 		}
 	}
+	if err := checkFlags(fs); err != nil {
+		return err
+	}
 	if to != "patch" && to != "latest" && !strings.HasPrefix(to, "v") {
 		return usageErrorf("outdated: --to %q: want patch, latest or a version such as v1.15.0", to)
 	}
@@ -65,7 +71,7 @@ func runOutdated(ctx context.Context, args []string, env Env) error {
 	}
 	if len(uses) == 0 {
 		if jsonOut {
-			return json.NewEncoder(env.Stdout).Encode([]outdatedJSON{})
+			return contract.WriteAnswer(env.Stdout, contract.TypeOutdated, []outdatedJSON{})
 		}
 		fmt.Fprintf(env.Stdout, "no Image Factory installer references under %s\n", dir)
 		return nil
@@ -74,14 +80,26 @@ func runOutdated(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	var changed []string
+	var (
+		results  []factory.FileResult
+		writeErr error
+		changed  []string
+	)
 	if write {
-		if changed, err = factory.WriteUpdates(ups); err != nil {
-			return err
+		// All or nothing: on an error every file is as it was (the error says
+		// otherwise), and the findings and each file's outcome still print.
+		results, writeErr = factory.WriteUpdates(ups)
+		for _, r := range results {
+			if r.Outcome == factory.OutcomeWritten {
+				changed = append(changed, r.File)
+			}
 		}
 	}
 	if jsonOut {
-		return json.NewEncoder(env.Stdout).Encode(outdatedToJSON(ups, changed))
+		if err := contract.WriteAnswer(env.Stdout, contract.TypeOutdated, outdatedToJSON(ups, results)); err != nil {
+			return err
+		}
+		return outdatedWriteErr(writeErr)
 	}
 	pending := 0
 	for _, u := range ups {
@@ -89,6 +107,14 @@ func runOutdated(ctx context.Context, args []string, env Env) error {
 		if u.Target != "" && u.Blocked == "" {
 			pending++
 		}
+	}
+	if writeErr != nil {
+		for _, r := range results {
+			if r.Outcome != factory.OutcomeUnchanged {
+				fmt.Fprintf(env.Stdout, "%s: %s (%s)\n", r.File, r.Outcome, r.Reason)
+			}
+		}
+		return outdatedWriteErr(writeErr)
 	}
 	switch {
 	case write && len(changed) > 0:
@@ -150,6 +176,11 @@ type outdatedJSON struct {
 	Blocked    string          `json:"blocked,omitempty"`
 	Note       string          `json:"note,omitempty"`
 	Written    bool            `json:"written"`
+	// Outcome is what --write did with the file: written, unchanged,
+	// refused, failed, not-written (another file failed or was refused:
+	// nothing was changed) or restored.
+	Outcome       string `json:"outcome,omitempty"`
+	OutcomeReason string `json:"outcome_reason,omitempty"`
 }
 
 type extensionJSON struct {
@@ -159,7 +190,19 @@ type extensionJSON struct {
 	Missing bool   `json:"missing"`
 }
 
-func outdatedToJSON(ups []factory.Update, changed []string) []outdatedJSON {
+// outdatedWriteErr: a refused file is the user's to fix, like a storage error.
+func outdatedWriteErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	err = fmt.Errorf("outdated --write: %w", err)
+	if errors.Is(err, factory.ErrFileRefused) {
+		return withCode(ExitStorage, err)
+	}
+	return err
+}
+
+func outdatedToJSON(ups []factory.Update, results []factory.FileResult) []outdatedJSON {
 	out := []outdatedJSON{}
 	for _, u := range ups {
 		j := outdatedJSON{File: u.Use.File, Line: u.Use.Line, Reference: u.Use.Raw, Current: u.Current, Patch: u.Patch, Latest: u.Latest,
@@ -167,8 +210,11 @@ func outdatedToJSON(ups []factory.Update, changed []string) []outdatedJSON {
 		for _, e := range u.Extensions {
 			j.Extensions = append(j.Extensions, extensionJSON{e.Name, e.From, e.To, e.Missing})
 		}
-		for _, c := range changed {
-			j.Written = j.Written || (c == u.Use.File && u.Target != "" && u.Blocked == "")
+		for _, r := range results {
+			if r.File == u.Use.File {
+				j.Outcome, j.OutcomeReason = r.Outcome, r.Reason
+				j.Written = r.Outcome == factory.OutcomeWritten && u.Target != "" && u.Blocked == ""
+			}
 		}
 		out = append(out, j)
 	}

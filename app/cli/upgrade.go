@@ -2,11 +2,13 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/node"
 )
@@ -97,16 +99,19 @@ func runUpgrade(ctx context.Context, args []string, env Env) error {
 		// Plan every node (nothing is sent), even after one fails to plan.
 		var errs []error
 		for _, ep := range nodes {
+			// The real run's own checks (node.PlanUpgrade is its first step):
+			// the dry run fails where it would.
 			r, err := node.PlanUpgrade(ctx, ep, tc, opts)
 			if r != nil {
-				report(r)
+				results = append(results, r)
+				describeDryRun(out, r, err)
 			}
 			if err != nil {
 				errs = append(errs, err)
 			}
 		}
 		if jsonOut {
-			_ = json.NewEncoder(env.Stdout).Encode(upgradesJSON(results))
+			_ = contract.WriteAnswer(env.Stdout, contract.TypeUpgrade, upgradesJSON(results))
 		}
 		if len(errs) > 1 {
 			var more []string
@@ -122,12 +127,34 @@ func runUpgrade(ctx context.Context, args []string, env Env) error {
 	}
 	err = node.UpgradeAll(ctx, nodes, tc, opts, report)
 	if jsonOut {
-		_ = json.NewEncoder(env.Stdout).Encode(upgradesJSON(results))
+		out := upgradesJSON(results)
+		var ie *node.InterruptedError
+		if errors.As(err, &ie) && len(out) > 0 {
+			out[len(out)-1].Interrupted = ie.State // the node it stopped at
+		}
+		_ = contract.WriteAnswer(env.Stdout, contract.TypeUpgrade, out)
 	}
 	if err != nil && len(results) < len(nodes) {
 		err = fmt.Errorf("%w; not upgraded: %s", err, strings.Join(nodes[len(results):], ", "))
 	}
 	return waitExit(ctx, err)
+}
+
+// describeDryRun shows a dry run's plan and, when a check of the real
+// run failed, that the upgrade would fail and why (never "would pull").
+func describeDryRun(w io.Writer, r *node.UpgradeResult, planErr error) {
+	if planErr == nil {
+		describeUpgrade(w, r)
+		return
+	}
+	fmt.Fprintf(w, "node %s: Talos %s -> %s\n", r.Endpoint, dash(r.From), r.To)
+	if r.Booted != nil {
+		fmt.Fprintf(w, "  booted:    %s\n", r.Booted)
+	}
+	if r.Image != "" {
+		fmt.Fprintf(w, "  installer: %s\n", r.Image)
+	}
+	fmt.Fprintf(w, "  dry run: would fail: %s; nothing sent\n", oneLine(planErr.Error()))
 }
 
 func describeUpgrade(w interface{ Write([]byte) (int, error) }, r *node.UpgradeResult) {
@@ -170,13 +197,21 @@ type upgradeJSON struct {
 	DryRun      bool     `json:"dry_run"`
 	Rebooted    bool     `json:"rebooted"`
 	Healthy     bool     `json:"healthy"`
+	// What was sent and done: the furthest step reached, what the node
+	// certainly received, and (Ctrl-C) what state it was left in.
+	Phase           string `json:"phase,omitempty"`
+	InstallerPulled bool   `json:"installer_pulled"`
+	InstallerRun    bool   `json:"installer_run"`
+	RebootRequested bool   `json:"reboot_requested"`
+	Interrupted     string `json:"interrupted,omitempty"`
 }
 
 func upgradesJSON(rs []*node.UpgradeResult) []upgradeJSON {
 	out := []upgradeJSON{}
 	for _, r := range rs {
 		j := upgradeJSON{Node: r.Endpoint, From: r.From, To: r.To, Installer: r.Image, Digest: r.Digest, API: r.API,
-			UpToDate: r.UpToDate, DryRun: r.DryRun, Rebooted: r.Rebooted, Healthy: r.Healthy, Extensions: []string{}}
+			UpToDate: r.UpToDate, DryRun: r.DryRun, Rebooted: r.Rebooted, Healthy: r.Healthy, Extensions: []string{},
+			Phase: r.Phase, InstallerPulled: r.InstallerPulled, InstallerRun: r.InstallerRun, RebootRequested: r.RebootRequested}
 		if r.Booted != nil {
 			j.SchematicID = r.Booted.SchematicID
 			j.Extensions = nonNil(r.Booted.Extensions)

@@ -9,7 +9,7 @@ import (
 	"github.com/talosflash/talosflash/factory"
 )
 
-var subcommands = []string{"flash", "schematic", "profiles", "devices", "nodes", "apply", "bootstrap", "upgrade", "outdated"}
+var subcommands = []string{"flash", "schematic", "profiles", "devices", "nodes", "apply", "bootstrap", "upgrade", "outdated", "inventory", "card"}
 
 // `flash -h` used to be a bare "Usage of flash:" listing -elevated.
 func TestEverySubcommandHasUsage(t *testing.T) {

@@ -10,7 +10,6 @@ import (
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
-	"fyne.io/fyne/v2/dialog"
 	"fyne.io/fyne/v2/layout"
 	"fyne.io/fyne/v2/storage"
 	"fyne.io/fyne/v2/theme"
@@ -47,8 +46,10 @@ type bootstrapPrompt struct {
 
 // bootstrapEligible: a control plane config was applied to the row in this
 // session, or the node is configured (the user marks it as the first
-// control plane in the dialog).
-func (r *nodeRow) bootstrapEligible() bool { return r.controlplane || r.node.Configured }
+// control plane in the dialog) and this session did not make it a worker.
+func (r *nodeRow) bootstrapEligible() bool {
+	return r.controlplane || r.node.Configured && !r.worker
+}
 
 // bootstrapBlocked says why no bootstrap may start now ("" when one may).
 func (s *nodesStep) bootstrapBlocked() string {
@@ -177,25 +178,11 @@ func (s *nodesStep) openBootstrapPrompt() *bootstrapPrompt {
 	return nil
 }
 
-// pickTalosconfig opens a file dialog over the prompt; the prompt keeps
-// Enter and Esc once the file dialog closes.
+// pickTalosconfig opens a file chooser over the prompt; the prompt keeps
+// Enter and Esc once it closes.
 func (s *nodesStep) pickTalosconfig(p *bootstrapPrompt) {
-	d := dialog.NewFileOpen(func(rc fyne.URIReadCloser, err error) {
-		if err != nil || rc == nil {
-			return
-		}
-		u := rc.URI()
-		rc.Close() // read again bounded, refusing FIFOs and devices
-		s.loadTalosconfigInto(p, u)
-	}, s.ui.Window)
-	s.ui.showFileDialog(d)
-	// Chained after showFileDialog's own (which forgets the file dialog),
-	// also when Esc hides it without calling the callback.
-	d.SetOnClosed(func() {
-		if s.ui.modal == nil {
-			s.ui.track(p.modal)
-		}
-	})
+	s.ui.chooseFile(kindConfig, FileRequest{Title: "Choose your talosconfig", Accept: "Use"},
+		func(u fyne.URI) { s.loadTalosconfigInto(p, u) })
 }
 
 // loadTalosconfigInto reads u in the background and sets it on p.
@@ -408,7 +395,7 @@ func bootstrapErrorText(err error, res *node.BootstrapResult, cancelled bool) st
 	case errors.Is(err, node.ErrTalosconfig):
 		return "The talosconfig cannot be used: " + err.Error()
 	case errors.Is(err, context.DeadlineExceeded):
-		return "The node did not get ready in time, nothing was bootstrapped: " + err.Error() + ". Check that it rebooted with its config and is on this network, then try again."
+		return "The node did not get ready in time, nothing was bootstrapped: " + err.Error() + ". Check that it booted with its config and is on this network, then try again."
 	case errors.Is(err, node.ErrRefused):
 		return "The node refused: " + err.Error() + ". Bootstrap needs the admin talosconfig of this cluster (role os:admin)."
 	case errors.Is(err, node.ErrNetwork):

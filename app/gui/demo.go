@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"fyne.io/fyne/v2"
@@ -31,8 +32,11 @@ import (
 //go:embed testdata/controlplane-no-esc.yaml
 var demoConfigNoESC []byte
 
+//go:embed testdata/worker.yaml
+var demoWorker []byte
+
 // DemoSteps are the states RunDemo can reach.
-var DemoSteps = []string{"image", "card", "confirm", "flashing", "done", "nodes", "findings"}
+var DemoSteps = []string{"image", "local", "card", "confirm", "flashing", "done", "nodes", "findings"}
 
 // RunDemo shows the window at step and prints "READY <step>" on stdout once
 // it is there. It blocks until the window is closed.
@@ -81,9 +85,9 @@ func RunDemo(step string) error {
 		return &node.Booted{SchematicID: id, Schematic: p.Schematic(), Overlay: factory.RPiOverlayImage, Extensions: exts}
 	}
 	demoNodes := []node.Node{
-		{Addr: "192.168.1.31:50000", Maintenance: true, Stage: "maintenance", Hostname: "talos-7xk-2qa", MAC: "dc:a6:32:1a:2b:31", TalosVersion: "v1.14.5", Arch: "arm64", Booted: booted("controlplane", "newt")},
-		{Addr: "192.168.1.32:50000", Maintenance: true, Stage: "maintenance", Hostname: "talos-m3p-9cd", MAC: "dc:a6:32:1a:2b:32", TalosVersion: "v1.14.5", Arch: "arm64", Booted: booted("worker")},
-		{Addr: "192.168.1.33:50000", Maintenance: true, Stage: "maintenance", Hostname: "talos-q8r-4ef", MAC: "dc:a6:32:1a:2b:33", TalosVersion: "v1.12.6"},
+		{Addr: "192.168.1.31:50000", Maintenance: true, Stage: "maintenance", Hostname: "talos-7xk-2qa", MAC: "dc:a6:32:1a:2b:31", CertFingerprint: "demo-certificate-31", TalosVersion: "v1.14.5", Arch: "arm64", Booted: booted("controlplane", "newt")},
+		{Addr: "192.168.1.32:50000", Maintenance: true, Stage: "maintenance", Hostname: "talos-m3p-9cd", MAC: "dc:a6:32:1a:2b:32", CertFingerprint: "demo-certificate-32", TalosVersion: "v1.14.5", Arch: "arm64", Booted: booted("worker")},
+		{Addr: "192.168.1.33:50000", Maintenance: true, Stage: "maintenance", Hostname: "talos-q8r-4ef", MAC: "dc:a6:32:1a:2b:33", CertFingerprint: "demo-certificate-33", TalosVersion: "v1.12.6"},
 	}
 	slow := step == "flashing"
 	deps := Deps{
@@ -106,21 +110,35 @@ func RunDemo(step string) error {
 		Discover: func(ctx context.Context, o node.DiscoverOptions) ([]node.Node, error) {
 			return demoNodes, nil
 		},
-		Probe: func(ctx context.Context, addr string) (*node.Node, error) { n := demoNodes[0]; return &n, nil },
-		Apply: func(ctx context.Context, o node.ApplyOptions) (*node.ApplyResult, error) {
-			return &node.ApplyResult{Endpoint: o.Endpoint, Mode: node.ModeAuto, Messages: []node.ApplyMessage{{Mode: "no-reboot"}}, ModeDetails: "Applied configuration without a reboot"}, nil
+		Probe: func(ctx context.Context, addr string) (*node.Node, error) {
+			for _, n := range demoNodes {
+				if n.Addr == addr {
+					return &n, nil
+				}
+			}
+			n := demoNodes[0]
+			return &n, nil
 		},
-		RefreshEvery: -1,
+		Apply: func(ctx context.Context, o node.ApplyOptions) (*node.ApplyResult, error) {
+			return &node.ApplyResult{Endpoint: o.Endpoint, Mode: node.ModeAuto, DryRun: o.DryRun, Messages: []node.ApplyMessage{{Mode: "no-reboot"}}, ModeDetails: "Applied configuration without a reboot"}, nil
+		},
+		PortalOpenFile: noPortal,
+		DeviceEvents:   func(context.Context) <-chan struct{} { return nil },
+		RefreshEvery:   -1,
 	}
 	cfgPath := filepath.Join(dir, "controlplane.yaml")
 	if err := os.WriteFile(cfgPath, demoConfigNoESC, 0o600); err != nil {
+		return err
+	}
+	localPath := filepath.Join(dir, "talos-custom.raw.xz") // step "local": a local image file in step 1
+	if err := os.WriteFile(localPath, xz, 0o600); err != nil {
 		return err
 	}
 
 	a := app.NewWithID(AppID)
 	ui := New(a, deps)
 	ui.Window.SetFixedSize(true)
-	go driveDemo(ui, step, "/dev/sdb", cfgPath)
+	go driveDemo(ui, step, "/dev/sdb", cfgPath, localPath)
 	ui.Window.ShowAndRun()
 	ui.Close()
 	return nil
@@ -134,7 +152,7 @@ func (s *slowTarget) Write(p []byte) (int, error) {
 	return s.Target.Write(p)
 }
 
-func driveDemo(ui *UI, step, card, cfgPath string) {
+func driveDemo(ui *UI, step, card, cfgPath, localPath string) {
 	ready := func() { time.Sleep(700 * time.Millisecond); fmt.Println("READY", step) }
 	waitUntil := func(cond func() bool) {
 		for {
@@ -148,6 +166,12 @@ func driveDemo(ui *UI, step, card, cfgPath string) {
 	}
 	waitUntil(func() bool { return len(ui.target.disks) > 0 })
 	profile := "controlplane"
+	if step == "local" {
+		fyne.DoAndWait(func() { ui.image.useLocal(localPath) })
+		waitUntil(func() bool { return strings.Contains(ui.image.size.Text, "on the card") })
+		ready()
+		return
+	}
 	if step == "image" {
 		fyne.DoAndWait(func() { ui.image.selectProfile(profile) })
 		ready()
@@ -172,10 +196,10 @@ func driveDemo(ui *UI, step, card, cfgPath string) {
 	}
 	fyne.DoAndWait(func() {
 		ui.escape() // the confirmation
-		ui.flash.begin(*ui.image.choice, *ui.target.selected)
+		ui.flash.begin(*ui.image.choice, ui.session.Cards())
 	})
 	if step == "flashing" {
-		waitUntil(func() bool { return ui.flash.bars[imaging.StageWrite].bar.Value > 0.4 })
+		waitUntil(func() bool { return ui.flash.cards[0].write.bar.Value > 0.4 })
 		fmt.Println("READY", step)
 		return
 	}
@@ -190,10 +214,10 @@ func driveDemo(ui *UI, step, card, cfgPath string) {
 	})
 	waitUntil(func() bool { return len(ui.nodes.rows) == 3 })
 	if step == "nodes" {
-		fyne.DoAndWait(func() {
-			r := ui.nodes.rows[1]
-			ui.nodes.send(r, "worker.yaml", nil, "worker")
-		})
+		fyne.DoAndWait(func() { ui.nodes.checkAndPrompt(ui.nodes.rows[1], "worker.yaml", "", demoWorker) })
+		waitUntil(func() bool { return ui.nodes.shown != nil && ui.modal == ui.nodes.shown.modal })
+		fyne.DoAndWait(func() { ui.nodes.shown.apply.OnTapped() })
+		waitUntil(func() bool { return strings.HasPrefix(ui.nodes.rows[1].reply.Text, "Applied") })
 		ready()
 		return
 	}

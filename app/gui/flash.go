@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"fyne.io/fyne/v2"
@@ -21,34 +23,46 @@ import (
 )
 
 // flashStep is step 3: confirm, then download -> write -> verify with
-// progress and cancel, then the finish screen: what the card now holds
-// (how to label it), the card made safe to remove, and "flash another".
+// progress and cancel, then the finish screen: what the cards now hold
+// (how to label them), the cards made safe to remove, and "flash another".
+// Several cards are written from one download and one decode, each with
+// its own bars and result; one failing does not stop the others.
 type flashStep struct {
 	ui      *UI
 	content fyne.CanvasObject
 
-	summary *widget.Label
-	bars    map[imaging.Stage]*stageBar
-	touched bool // this flash wrote to the card (progress says so)
-	status  *widget.Label
-	start   *keyButton
-	cancel  *keyButton
-	another *keyButton
-	toNodes *keyButton
-	running context.CancelFunc
+	summary  *widget.Label
+	download *stageBar
+	dlRow    []fyne.CanvasObject // the Download row's label and bar: hidden for a local file
+	grid     *fyne.Container
+	cards    []*cardProgress // one per card of the attempt (or the chosen cards before one)
+	status   *widget.Label
+	start    *keyButton
+	cancel   *keyButton
+	another  *keyButton
+	toNodes  *keyButton
+	running  context.CancelFunc
 
-	// The finish screen, shown after a successful flash.
+	// The finish screen, shown after a flash that wrote at least one card.
 	done      *fyne.Container
 	doneTitle *widget.Label
-	doneBody  *widget.Label
+	doneBody  *breakLabel // schematic IDs and paths: broken at "/" or ":" only
 	eject     *widget.Label
 
-	finished  bool // the last flash ended (status says how)
-	succeeded bool // ... and the card is written and verified
+	// The lines about a flash describe the Session's Attempt (nil before
+	// one, and once forgotten: then they are cleared).
+	finished  bool // the attempt ended (status says how)
+	succeeded bool // ... and at least one card is written and verified
 	ejected   bool // the eject step after a success is over
-	// What the finish screen is about: another card or image chosen
-	// meanwhile clears it (a refresh of the same card does not).
-	doneDevice, doneKey string
+}
+
+// cardProgress is one card's rows: its write and verify bars and result.
+type cardProgress struct {
+	device  string
+	write   *stageBar
+	verify  *stageBar
+	result  *widget.Label
+	touched bool // this flash wrote to the card (progress says so)
 }
 
 // stageBar is one progress row: name, bar, "12 MiB of 80 MiB · 5 MiB/s · 10 seconds left".
@@ -57,20 +71,22 @@ type stageBar struct {
 	detail *widget.Label
 }
 
+func newStageBar() *stageBar {
+	b := &stageBar{bar: newBar(), detail: widget.NewLabel("waiting")}
+	b.detail.Truncation = fyne.TextTruncateEllipsis
+	return b
+}
+
+func (b *stageBar) reset() {
+	b.bar.SetValue(0)
+	b.detail.SetText("waiting")
+}
+
 func newFlashStep(ui *UI) *flashStep {
-	s := &flashStep{ui: ui, bars: map[imaging.Stage]*stageBar{}}
+	s := &flashStep{ui: ui}
 	s.summary = wrapLabel("")
-	grid := container.New(layout.NewFormLayout())
-	for _, st := range []struct {
-		stage imaging.Stage
-		name  string
-	}{{imaging.StageDownload, "Download"}, {imaging.StageWrite, "Write"}, {imaging.StageVerify, "Verify"}} {
-		b := &stageBar{bar: newBar(), detail: widget.NewLabel("waiting")}
-		b.detail.Truncation = fyne.TextTruncateEllipsis
-		s.bars[st.stage] = b
-		grid.Add(widget.NewLabelWithStyle(st.name, fyne.TextAlignTrailing, fyne.TextStyle{Bold: true}))
-		grid.Add(container.NewVBox(b.bar, b.detail))
-	}
+	s.download = newStageBar()
+	s.grid = container.New(layout.NewFormLayout())
 	s.status = wrapLabel("")
 	s.start = primaryButton(ui, "Flash", theme.MediaPlayIcon(), s.askConfirm)
 	s.cancel = newKeyButton(ui, "Cancel", theme.CancelIcon(), s.Cancel)
@@ -83,7 +99,8 @@ func newFlashStep(ui *UI) *flashStep {
 	s.doneTitle = widget.NewLabelWithStyle("", fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
 	s.doneTitle.SizeName = theme.SizeNameSubHeadingText
 	s.doneTitle.Importance = widget.SuccessImportance
-	s.doneBody = wrapLabel("")
+	s.doneTitle.Wrapping = fyne.TextWrapWord
+	s.doneBody = newBreakLabel("")
 	s.eject = wrapLabel("")
 	s.done = container.NewVBox(s.doneTitle, s.doneBody, s.eject, widget.NewSeparator())
 	s.done.Hide()
@@ -93,29 +110,88 @@ func newFlashStep(ui *UI) *flashStep {
 	s.content = container.NewBorder(
 		container.NewVBox(heading("Write the card"), s.summary, widget.NewSeparator()),
 		container.NewVBox(s.status, container.NewHBox(s.cancel, s.another, layout.NewSpacer(), s.toNodes, s.start)),
-		nil, nil, container.NewVScroll(container.NewVBox(s.done, grid)))
+		nil, nil, container.NewVScroll(container.NewVBox(s.done, s.grid)))
+	s.layoutCards(nil)
 	s.refreshSummary()
 	ui.session.AddListener(func(c Change) {
 		switch c {
+		case ChangeAttempt:
+			if ui.session.Attempt() == nil && s.finished {
+				s.clearAttempt() // nothing of an attempt that is over outlives it
+			}
+			s.refreshSummary()
 		case ChangeChoice, ChangeDisk, ChangeImageSize:
-			s.leaveFinish(c)
+			if c == ChangeDisk && ui.session.Attempt() == nil {
+				s.layoutCards(ui.session.Cards()) // a row per chosen card, waiting
+			}
 			s.refreshSummary()
 		}
 	})
 	return s
 }
 
-// leaveFinish clears the finish screen once another card or image is
-// chosen, so Flash is offered again for it.
-func (s *flashStep) leaveFinish(c Change) {
-	if !s.succeeded {
-		return
+// layoutCards builds the rows: Download (not for a local file), then each
+// card's Write and Verify (named by card when there are several).
+func (s *flashStep) layoutCards(cards []devices.Disk) {
+	if len(cards) == 0 {
+		cards = []devices.Disk{{}} // the rows of one card, waiting
 	}
-	d, im := s.ui.session.Disk(), s.ui.session.Choice()
-	if (c == ChangeDisk && d != nil && d.Path != s.doneDevice) || (c == ChangeChoice && im != nil && im.CacheKey() != s.doneKey) {
-		s.finished, s.succeeded = false, false
-		s.resetProgress()
+	s.grid.RemoveAll()
+	s.dlRow = []fyne.CanvasObject{widget.NewLabelWithStyle("Download", fyne.TextAlignTrailing, fyne.TextStyle{Bold: true}), container.NewVBox(s.download.bar, s.download.detail)}
+	s.grid.Add(s.dlRow[0])
+	s.grid.Add(s.dlRow[1])
+	s.cards = nil
+	for _, d := range cards {
+		cp := &cardProgress{device: d.Path, write: newStageBar(), verify: newStageBar(), result: wrapLabel("")}
+		cp.result.Hide()
+		writeName, verifyName := "Write", "Verify"
+		if len(cards) > 1 {
+			writeName, verifyName = "Write "+d.Name, "Verify "+d.Name
+		}
+		s.grid.Add(widget.NewLabelWithStyle(writeName, fyne.TextAlignTrailing, fyne.TextStyle{Bold: true}))
+		s.grid.Add(container.NewVBox(cp.write.bar, cp.write.detail))
+		s.grid.Add(widget.NewLabelWithStyle(verifyName, fyne.TextAlignTrailing, fyne.TextStyle{Bold: true}))
+		s.grid.Add(container.NewVBox(cp.verify.bar, cp.verify.detail, cp.result))
+		s.cards = append(s.cards, cp)
 	}
+	s.showDownloadRow()
+	s.grid.Refresh()
+}
+
+// showDownloadRow shows the Download row unless the image is a local file.
+func (s *flashStep) showDownloadRow() {
+	c := s.ui.session.Choice()
+	if a := s.ui.session.Attempt(); a != nil {
+		c = &a.Image
+	}
+	for _, o := range s.dlRow {
+		if c != nil && c.LocalPath != "" {
+			o.Hide()
+		} else {
+			o.Show()
+		}
+	}
+}
+
+// card is the rows of the card with this path (a one-card report has no
+// path: the only card).
+func (s *flashStep) card(path string) *cardProgress {
+	if path == "" && len(s.cards) == 1 {
+		return s.cards[0]
+	}
+	for _, c := range s.cards {
+		if c.device == path {
+			return c
+		}
+	}
+	return nil
+}
+
+// clearAttempt clears the last flash's bars, status and finish screen.
+func (s *flashStep) clearAttempt() {
+	s.finished, s.succeeded = false, false
+	s.resetProgress()
+	s.layoutCards(s.ui.session.Cards())
 }
 
 // primary is the step's Enter action: Flash, or after a success the way on.
@@ -126,32 +202,54 @@ func (s *flashStep) primary() *keyButton {
 	return s.start
 }
 
-// refreshSummary names what will be written where (UI goroutine).
+// refreshSummary names what will be (or was) written where (UI goroutine).
 func (s *flashStep) refreshSummary() {
-	c, d := s.ui.session.Choice(), s.ui.session.Disk()
+	c, cards := s.ui.session.Choice(), s.ui.session.Cards()
+	cached := s.ui.session.ImageCached()
+	a := s.ui.session.Attempt()
+	if a != nil {
+		c, cards, cached = &a.Image, a.Cards, a.Cached
+	}
 	img := "no image chosen (step 1)"
 	if c != nil {
 		img = imageSummary(c)
 		switch {
 		case c.LocalPath != "":
-		case s.ui.session.ImageCached():
+		case a != nil && !cached && !a.Running:
+			img += " (downloaded from the Image Factory for this flash; cached now)"
+		case a != nil && !cached:
+			img += " (downloading from the Image Factory)"
+		case cached:
 			img += " (cached: no download)"
 		default:
 			img += " (downloaded from the Image Factory first)"
 		}
 	}
-	card := "no card chosen (step 2)"
-	if d != nil {
-		card = fmt.Sprintf("%s, %s, %s", d.Path, d.Description(), d.SizeHuman)
+	card := "Card:  no card chosen (step 2)"
+	switch len(cards) {
+	case 0:
+	case 1:
+		card = "Card:  " + cardText(cards[0])
+	default:
+		names := make([]string, len(cards))
+		for i, d := range cards {
+			names[i] = cardText(d)
+		}
+		card = fmt.Sprintf("Cards: %d, written at once: %s", len(cards), strings.Join(names, "; "))
 	}
-	s.summary.SetText("Image: " + img + "\nCard:  " + card)
+	s.summary.SetText("Image: " + img + "\n" + card)
+	s.showDownloadRow()
 	if s.running == nil {
-		if c != nil && d != nil {
+		if s.ui.session.Choice() != nil && len(s.ui.session.Cards()) > 0 {
 			s.start.Enable()
 		} else {
 			s.start.Disable()
 		}
 	}
+}
+
+func cardText(d devices.Disk) string {
+	return fmt.Sprintf("%s, %s, %s", d.Path, d.Description(), d.SizeHuman)
 }
 
 // imageSummary is one line naming an image: version, role or source, schematic.
@@ -167,53 +265,79 @@ func cardLabel(c *imageChoice) string {
 	switch {
 	case c.Role != "":
 		return c.Role
+	case c.Profile != nil && c.Profile.Name != "":
+		return c.Profile.Name
 	case c.LocalPath != "":
 		return filepath.Base(c.LocalPath)
 	}
 	return "schematic " + factory.ShortID(c.SchematicID)
 }
 
-// askConfirm shows the last chance to back out, naming the device.
+// askConfirm shows the last chance to back out, naming every device.
 func (s *flashStep) askConfirm() {
-	c, d := s.ui.session.Choice(), s.ui.session.Disk()
-	if c == nil || d == nil || s.running != nil {
+	c, cards := s.ui.session.Choice(), s.ui.session.Cards()
+	if c == nil || len(cards) == 0 || s.running != nil {
 		s.refreshSummary()
 		return
 	}
-	choice, disk := *c, *d
+	if s.ui.session.Attempt() != nil && !s.succeeded {
+		s.ui.session.SetAttempt(nil) // a new attempt: no "Failed: ..." or old bar of the last one
+		s.clearAttempt()
+		s.refreshSummary()
+	}
+	choice, disks := *c, slices.Clone(cards)
 	what := fmt.Sprintf("Talos %s (%s)", choice.Version, choice.Label)
 	if choice.LocalPath != "" {
 		what = choice.LocalPath
 	}
-	msg := fmt.Sprintf("Everything on\n\n    %s  (%s, %s)\n\nwill be erased and replaced with %s.", disk.Path, disk.Description(), disk.SizeHuman, what)
-	if s.ui.deps.NeedsElevation(disk.Path) {
-		msg += "\n\nWriting to the card needs administrator rights: you will be asked for your password."
+	var list strings.Builder
+	elevated := false
+	for _, d := range disks {
+		fmt.Fprintf(&list, "    %s  (%s, %s)\n", d.Path, d.Description(), d.SizeHuman)
+		elevated = elevated || s.ui.deps.NeedsElevation(d.Path)
 	}
-	ok := primaryButton(s.ui, "Erase and flash", theme.MediaPlayIcon(), func() { s.begin(choice, disk) })
-	s.ui.showModal("Erase "+disk.Path+"?", wrapLabel(msg), "Keep the card", ok, fyne.NewSize(560, 0))
+	msg := fmt.Sprintf("Everything on\n\n%s\nwill be erased and replaced with %s.", list.String(), what)
+	title := "Erase " + disks[0].Path + "?"
+	if len(disks) > 1 {
+		msg = fmt.Sprintf("Everything on these %d cards\n\n%s\nwill be erased and replaced with %s.", len(disks), list.String(), what)
+		title = fmt.Sprintf("Erase %d cards?", len(disks))
+	}
+	if elevated {
+		msg += "\n\nWriting to the card needs administrator rights: you will be asked for your password once."
+	}
+	ok := primaryButton(s.ui, "Erase and flash", theme.MediaPlayIcon(), func() { s.begin(choice, disks) })
+	keep := "Keep the card"
+	if len(disks) > 1 {
+		keep = "Keep the cards"
+	}
+	s.ui.showModal(title, wrapLabel(msg), keep, ok, fyne.NewSize(min(760, s.ui.Window.Canvas().Size().Width-40), 0))
 }
 
 // begin starts the flash in the background (UI goroutine).
-func (s *flashStep) begin(choice imageChoice, disk devices.Disk) {
+func (s *flashStep) begin(choice imageChoice, disks []devices.Disk) {
 	ctx, cancel := context.WithCancel(s.ui.ctx)
 	s.running, s.finished, s.succeeded, s.ejected = cancel, false, false, false
 	s.resetProgress()
+	s.layoutCards(disks)
+	s.ui.session.SetAttempt(&Attempt{Image: choice, Cards: disks, Cached: choice.LocalPath == "" && s.ui.session.ImageCached(), Running: true})
 	s.start.Disable()
 	s.cancel.Enable()
 	s.status.SetText("Preparing " + choice.FileName() + "…")
 	go func() {
-		out, err := s.run(ctx, choice, disk)
+		out, err := s.run(ctx, choice, disks)
 		cancel()
-		s.ui.do(func() { s.finish(choice, disk, out, err) })
+		s.ui.do(func() { s.finish(choice, disks, out, err) })
 	}()
 }
 
 // resetProgress empties the bars and hides the finish screen.
 func (s *flashStep) resetProgress() {
-	s.touched = false
-	for _, b := range s.bars {
-		b.bar.SetValue(0)
-		b.detail.SetText("waiting")
+	s.download.reset()
+	for _, c := range s.cards {
+		c.touched = false
+		c.write.reset()
+		c.verify.reset()
+		c.result.Hide()
 	}
 	s.done.Hide()
 	s.start.Show()
@@ -233,53 +357,81 @@ func (s *flashStep) Cancel() {
 }
 
 // run does the work off the UI goroutine: the flash job the CLI runs too.
-func (s *flashStep) run(ctx context.Context, c imageChoice, disk devices.Disk) (*plan.Outcome, error) {
+// Several cards go in one job (one download, one decode, one elevated
+// child: one password prompt).
+func (s *flashStep) run(ctx context.Context, c imageChoice, disks []devices.Disk) (*plan.Outcome, error) {
 	deps := s.ui.deps
-	return plan.Flash(ctx, plan.Job{
-		Image: &c, Device: disk.Path, Cache: deps.Cache, Factory: deps.Factory, Safety: deps.Safety,
+	job := plan.Job{
+		Image: &c, Device: disks[0].Path, Cache: deps.Cache, Factory: deps.Factory, Safety: deps.Safety,
 		Open: deps.Open, Elevate: deps.ElevatedCommand, NeedsElevation: deps.NeedsElevation,
 		Progress: func(p imaging.Progress) { s.ui.do(func() { s.showProgress(p) }) },
 		Status:   func(msg string) { s.setStatus(sentence(msg)) },
+	}
+	if len(disks) > 1 {
+		for _, d := range disks {
+			job.Devices = append(job.Devices, d.Path)
+		}
+	}
+	return plan.Flash(ctx, job)
+}
+
+func (s *flashStep) setStatus(text string) {
+	s.ui.do(func() {
+		if s.running != nil { // a late line of an attempt that ended must not replace its result
+			s.status.SetText(text)
+		}
 	})
 }
 
-func (s *flashStep) setStatus(text string) { s.ui.do(func() { s.status.SetText(text) }) }
-
 // showProgress updates one stage's bar (UI goroutine).
 func (s *flashStep) showProgress(p imaging.Progress) {
-	if p.Stage == imaging.StageDone {
+	if p.Stage == imaging.StageDone || s.running == nil {
 		return
 	}
 	if p.Stage == imaging.StageBuild {
 		s.status.SetText("The Image Factory is building this image (the first time a schematic and version are asked for). This can take a few minutes…")
-		s.bars[imaging.StageDownload].detail.SetText("waiting for the factory to build the image")
+		s.download.detail.SetText("waiting for the factory to build the image")
 		return
 	}
-	b := s.bars[p.Stage]
-	if b == nil {
-		return
-	}
-	if p.Stage == imaging.StageVerify || p.Stage == imaging.StageWrite && p.Done > 0 {
-		s.touched = true // the card no longer holds what it held
-	}
-	if p.Total > 0 {
-		b.bar.SetValue(float64(p.Done) / float64(p.Total))
-	}
-	b.detail.SetText(progressText(p))
+	var b *stageBar
 	switch p.Stage {
 	case imaging.StageDownload:
+		b = s.download
 		s.status.SetText("Downloading the image…")
-	case imaging.StageWrite:
+	case imaging.StageWrite, imaging.StageVerify:
+		targets := s.cards
+		if c := s.card(p.Target); c != nil {
+			targets = []*cardProgress{c}
+		}
+		for _, c := range targets {
+			if p.Stage == imaging.StageVerify || p.Done > 0 {
+				c.touched = true // the card no longer holds what it held
+			}
+		}
+		if len(targets) != 1 {
+			return
+		}
+		b = targets[0].write
 		s.status.SetText("Writing the card…")
-		if d := s.bars[imaging.StageDownload]; d.bar.Value < 1 {
+		if p.Stage == imaging.StageVerify {
+			b = targets[0].verify
+			s.status.SetText("Reading the card back to verify it…")
+		} else if len(s.cards) > 1 {
+			s.status.SetText(fmt.Sprintf("Writing %d cards…", len(s.cards)))
+		}
+		if d := s.download; d.bar.Value < 1 {
 			d.bar.SetValue(1)
 			if d.detail.Text == "waiting" {
 				d.detail.SetText("cached: no download")
 			}
 		}
-	case imaging.StageVerify:
-		s.status.SetText("Reading the card back to verify it…")
+	default:
+		return
 	}
+	if p.Total > 0 {
+		b.bar.SetValue(float64(p.Done) / float64(p.Total))
+	}
+	b.detail.SetText(progressText(p))
 }
 
 // progressText is "12 MiB of 80 MiB · 5.1 MiB/s · 10 seconds left".
@@ -320,88 +472,210 @@ func cardState(err error, touched bool) string {
 	return "was not changed."
 }
 
-// finish shows the outcome (UI goroutine).
-func (s *flashStep) finish(c imageChoice, disk devices.Disk, out *plan.Outcome, err error) {
+// finish shows the outcome (UI goroutine): each card's result on its
+// rows; the finish screen when at least one card is written.
+func (s *flashStep) finish(c imageChoice, disks []devices.Disk, out *plan.Outcome, err error) {
 	s.running, s.finished = nil, true
 	s.cancel.Disable()
 	s.start.Enable()
 	s.another.Show()
-	if err != nil {
+	if a := s.ui.session.Attempt(); a != nil {
+		ended := *a // shown until another image or other cards are chosen
+		ended.Running = false
+		s.ui.session.SetAttempt(&ended)
+	}
+	results := cardOutcomes(disks, out, err)
+	var good, bad []string
+	for _, r := range results {
+		cp := s.card(r.Device)
+		if cp == nil {
+			continue
+		}
+		if r.Err != nil {
+			cp.result.Importance = widget.DangerImportance
+			verb := "Failed: "
+			if errors.Is(r.Err, context.Canceled) {
+				verb = "Cancelled: "
+			}
+			cp.result.SetText(verb + r.Device + " " + cardState(r.Err, cp.touched))
+			if len(disks) > 1 {
+				cp.result.SetText(cp.result.Text + " (" + errorText(r.Err) + ")")
+			}
+			cp.result.Show()
+			bad = append(bad, r.Device)
+			continue
+		}
+		cp.write.bar.SetValue(1)
+		if r.Result != nil && r.Result.Verified {
+			cp.verify.bar.SetValue(1)
+		} else if cp.verify.detail.Text == "waiting" {
+			cp.verify.detail.SetText("skipped")
+		}
+		if len(disks) > 1 {
+			cp.result.Importance = widget.SuccessImportance
+			cp.result.SetText("✓ " + r.Device + " " + verifiedText(r.Result))
+			cp.result.Show()
+		}
+		good = append(good, r.Device)
+	}
+	if len(good) == 0 {
 		s.status.Importance = widget.DangerImportance
-		state := cardState(err, s.touched)
 		if errors.Is(err, context.Canceled) {
-			s.status.SetText("Cancelled: " + disk.Path + " " + state)
+			s.status.SetText("Cancelled: " + stateLines(s, results))
 			return
 		}
-		s.status.SetText("Failed: " + disk.Path + " " + state)
-		s.ui.showError("Flashing "+disk.Path+" failed", err)
+		s.status.SetText("Failed: " + stateLines(s, results))
+		s.ui.showError(failTitle(disks), err)
 		return
 	}
-	s.succeeded, s.doneDevice, s.doneKey = true, disk.Path, c.CacheKey()
-	for _, b := range s.bars {
-		b.bar.SetValue(1)
-		if b.detail.Text == "waiting" {
-			b.detail.SetText("skipped")
+	s.succeeded = true
+	if s.download.detail.Text == "waiting" {
+		s.download.bar.SetValue(1)
+		s.download.detail.SetText("skipped")
+	}
+	label := cardLabel(&c)
+	if len(good) == 1 {
+		s.doneTitle.SetText("✓ Card ready. Label it: " + label)
+	} else {
+		s.doneTitle.SetText(fmt.Sprintf("✓ %d cards ready. Label each: %s", len(good), label))
+	}
+	var body []string
+	for _, r := range results {
+		if r.Err == nil && r.Result != nil {
+			body = append(body, fmt.Sprintf("%s %s: %s, SHA-256 %s", r.Device, verifiedText(r.Result), humanize.IBytes(uint64(r.Result.Bytes)), factory.ShortID(r.Result.SHA256)))
 		}
 	}
-	verified := "written (not verified)"
-	if out.Verified {
-		verified = "written and verified"
-	}
-	s.doneTitle.SetText("✓ Card ready. Label it: " + cardLabel(&c))
-	body := fmt.Sprintf("%s %s: %s, SHA-256 %s", disk.Path, verified, humanize.IBytes(uint64(out.Bytes)), factory.ShortID(out.SHA256))
 	if c.LocalPath == "" {
-		body += fmt.Sprintf("\nTalos %s · %s · schematic %s", c.Version, c.Label, c.SchematicID)
+		body = append(body, fmt.Sprintf("Talos %s · %s · schematic %s", c.Version, c.Label, c.SchematicID))
 	} else {
-		body += "\nImage " + c.LocalPath
+		body = append(body, "Image "+c.LocalPath)
 	}
-	for _, n := range out.Notes {
-		body += "\n" + n
+	if out != nil {
+		body = append(body, out.Notes...)
 	}
-	s.doneBody.SetText(body)
+	s.doneBody.SetText(strings.Join(body, "\n"))
 	s.eject.Importance = widget.MediumImportance
 	s.eject.SetText("Making the card safe to remove…")
 	s.done.Show()
 	s.status.Importance = widget.SuccessImportance
 	s.status.SetText("Put the card in the Pi and power it on, then give it its config under Nodes.")
+	if len(good) > 1 {
+		s.status.SetText("Put each card in its Pi and power them on, then give each node its config under Nodes.")
+	}
+	if len(bad) > 0 {
+		s.status.Importance = widget.WarningImportance
+		s.status.SetText(fmt.Sprintf("%d of %d cards failed (%s): see each card above. The others are ready for their Pis.", len(bad), len(disks), strings.Join(bad, ", ")))
+	}
 	s.toNodes.Show()
-	s.start.Hide() // the same card again: "Flash another card" first
-	s.ui.session.AddFlashed(Flashed{Image: c, Device: disk.Path, Result: out.Result, CachePath: out.CachePath, At: time.Now()})
+	s.start.Hide() // the same cards again: "Flash another card" first
+	cachePath := ""
+	if out != nil {
+		cachePath = out.CachePath
+	}
+	for _, r := range results {
+		if r.Err == nil && r.Result != nil {
+			s.ui.session.AddFlashed(Flashed{Image: c, Device: r.Device, Result: *r.Result, CachePath: cachePath, At: time.Now()})
+		}
+	}
 	go func() {
-		e := s.ui.deps.Eject(s.ui.ctx, disk.Path)
-		s.ui.do(func() { s.showEjected(e) })
+		var notes []devices.Ejected
+		for _, d := range good {
+			notes = append(notes, s.ui.deps.Eject(s.ui.ctx, d))
+		}
+		s.ui.do(func() { s.showEjected(good, notes) })
 	}()
 }
 
-// showEjected says whether the card can be pulled out (UI goroutine).
-func (s *flashStep) showEjected(e devices.Ejected) {
+// cardOutcomes is each card's result: plan's Cards with several, the
+// single result or error with one.
+func cardOutcomes(disks []devices.Disk, out *plan.Outcome, err error) []plan.Card {
+	if out != nil && len(out.Cards) == len(disks) && len(disks) > 1 {
+		return out.Cards
+	}
+	if len(disks) > 1 { // the job failed as a whole (cancelled, download failed)
+		cards := make([]plan.Card, len(disks))
+		for i, d := range disks {
+			cards[i] = plan.Card{Device: d.Path, Err: err}
+		}
+		return cards
+	}
+	if err != nil {
+		return []plan.Card{{Device: disks[0].Path, Err: err}}
+	}
+	r := out.Result
+	return []plan.Card{{Device: disks[0].Path, Result: &r}}
+}
+
+func verifiedText(r *imaging.Result) string {
+	if r != nil && r.Verified {
+		return "written and verified"
+	}
+	return "written (not verified)"
+}
+
+// stateLines is what each failed card was left as.
+func stateLines(s *flashStep, results []plan.Card) string {
+	var lines []string
+	for _, r := range results {
+		if cp := s.card(r.Device); cp != nil && r.Err != nil {
+			lines = append(lines, r.Device+" "+cardState(r.Err, cp.touched))
+		}
+	}
+	return strings.Join(lines, "; ")
+}
+
+func failTitle(disks []devices.Disk) string {
+	if len(disks) == 1 {
+		return "Flashing " + disks[0].Path + " failed"
+	}
+	return fmt.Sprintf("Flashing %d cards failed", len(disks))
+}
+
+// showEjected says whether the cards can be pulled out (UI goroutine).
+func (s *flashStep) showEjected(paths []string, ejected []devices.Ejected) {
 	s.ejected = true
 	if !s.done.Visible() {
 		return // "Flash another card" was pressed meanwhile
 	}
-	if e.PoweredOff {
-		s.eject.Importance = widget.SuccessImportance
-		s.eject.SetText("Safe to remove: the card was flushed and powered off.")
-		return
+	var lines []string
+	powered, warn := true, false
+	for i, e := range ejected {
+		who := ""
+		if len(ejected) > 1 {
+			who = paths[i] + ": "
+		}
+		switch {
+		case e.PoweredOff:
+			lines = append(lines, who+"Safe to remove: the card was flushed and powered off.")
+		case e.PowerOffFailed:
+			powered, warn = false, true
+			lines = append(lines, who+"Written and verified, but not yet safe to remove: "+e.Note+".")
+		case !e.Flushed:
+			powered = false
+			lines = append(lines, who+"Written and synced; "+e.Note+".")
+		default:
+			powered = false
+			lines = append(lines, who+"Safe to remove ("+e.Note+").")
+		}
 	}
 	s.eject.Importance = widget.MediumImportance
 	switch {
-	case e.PowerOffFailed:
+	case warn:
 		s.eject.Importance = widget.WarningImportance
-		s.eject.SetText("Written and verified, but not yet safe to remove: " + e.Note + ".")
-	case !e.Flushed:
-		s.eject.SetText("Written and synced; " + e.Note + ".")
-	default:
-		s.eject.SetText("Safe to remove (" + e.Note + ").")
+	case powered:
+		s.eject.Importance = widget.SuccessImportance
 	}
+	s.eject.SetText(strings.Join(lines, "\n"))
 }
 
 // flashAnother starts over from the role choice: no card selected, no
 // progress or result of the last card left.
 func (s *flashStep) flashAnother() {
+	s.ui.session.SetAttempt(nil)
 	s.finished, s.succeeded = false, false
 	s.resetProgress()
 	s.ui.session.SetDisk(nil)
+	s.layoutCards(nil)
 	s.ui.tabs.SelectIndex(tabImage)
 	s.refreshSummary()
 }

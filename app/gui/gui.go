@@ -42,8 +42,9 @@ type Options struct {
 	// AllowLoop makes loop devices selectable (`talosflash gui
 	// --allow-loop`): the whole flow on a loop device, without a card.
 	AllowLoop bool
-	// Device is preselected in step 2 once it is listed and safe.
-	Device string
+	// Devices are preselected in step 2 once listed and safe (several:
+	// written at once).
+	Devices []string
 	// Subnets, when set, are what "Scan this network" scans instead of
 	// this machine's networks (`talosflash gui --subnet CIDR`).
 	Subnets []netip.Prefix
@@ -74,13 +75,21 @@ type Deps struct {
 
 	// Safety are the device rules (AllowLoop); they reach the elevated child.
 	Safety devices.Options
-	// Preselect is the card chosen in step 2 once listed and safe ("" none).
-	Preselect string
+	// Preselect are the cards chosen in step 2 once listed and safe.
+	Preselect []string
 	// Eject makes a written card safe to remove (devices.Eject).
 	Eject func(ctx context.Context, path string) devices.Ejected
 
-	// RefreshEvery is the device list polling interval (hot-plug);
-	// 0 -> 2 s, negative disables polling.
+	// PortalOpenFile asks the desktop's file chooser (XDG portal) for a
+	// file; ErrNoPortal: the app's own dialog is used (PortalOpenFile).
+	PortalOpenFile func(ctx context.Context, req FileRequest) (string, error)
+
+	// DeviceEvents says when a block device appeared, went or changed
+	// (BlockEvents: kernel uevents); the list is then read again. A nil
+	// channel: no events, the list is polled while step 2 is shown.
+	DeviceEvents func(ctx context.Context) <-chan struct{}
+	// RefreshEvery is the device list polling interval while step 2 is
+	// shown and there are no device events; 0 -> 2 s, negative: never.
 	RefreshEvery time.Duration
 }
 
@@ -107,7 +116,7 @@ func DefaultDeps(opts Options) (Deps, error) {
 		cache = c
 	}
 	d := Deps{Factory: factory.NewClient(base, factory.NewHTTPClient()), Cache: cache, Profiles: profiles,
-		Safety: devices.Options{AllowLoop: opts.AllowLoop}, Preselect: opts.Device}
+		Safety: devices.Options{AllowLoop: opts.AllowLoop}, Preselect: opts.Devices}
 	if len(opts.Subnets) > 0 {
 		subnets := opts.Subnets
 		d.LocalPrefixes = func() ([]netip.Prefix, error) { return subnets, nil }
@@ -151,6 +160,12 @@ func (d *Deps) fill() {
 	if d.LocalPrefixes == nil {
 		d.LocalPrefixes = node.LocalPrefixes
 	}
+	if d.PortalOpenFile == nil {
+		d.PortalOpenFile = PortalOpenFile
+	}
+	if d.DeviceEvents == nil {
+		d.DeviceEvents = BlockEvents
+	}
 	if d.RefreshEvery == 0 {
 		d.RefreshEvery = 2 * time.Second
 	}
@@ -185,6 +200,9 @@ type UI struct {
 	tabs  *container.AppTabs
 	modal *modal // the dialog shown now, nil when none
 
+	choosing bool         // a file chooser (portal or fallback) is open
+	chooser  *fileChooser // the fallback chooser shown now, nil when none
+
 	// session is the state the steps share (they observe it, not each
 	// other's widgets).
 	session *Session
@@ -212,6 +230,7 @@ const (
 // New builds the window (not shown yet). Call Close when done (Run does).
 func New(a fyne.App, deps Deps) *UI {
 	deps.fill()
+	quietFavoritesLog()
 	icon := fyne.NewStaticResource("icon.png", assets.Icon)
 	a.SetIcon(icon)
 	a.Settings().SetTheme(appTheme{theme.DefaultTheme()})
@@ -233,18 +252,21 @@ func New(a fyne.App, deps Deps) *UI {
 		container.NewTabItem("4  Nodes", ui.nodes.content),
 	)
 	ui.tabs.OnSelected = func(*container.TabItem) {
+		ui.target.setVisible(ui.tabs.SelectedIndex() == tabTarget)
 		switch ui.tabs.SelectedIndex() {
 		case tabTarget:
 			ui.target.Refresh() // a card may have been swapped
-		case tabNodes:
-			w.Canvas().Focus(ui.nodes.manual) // type an IP, Enter
-			return
 		}
-		w.Canvas().Unfocus() // Enter: the step's primary button
+		// Enter: the step's primary button. On the Nodes step typing an IP
+		// goes to its field (typedRune) without focusing it first: a
+		// focused field's blinking cursor redraws the window 60 times a
+		// second (4 % of a core with software GL, docs/PERFORMANCE.md).
+		w.Canvas().Unfocus()
 	}
 	w.SetContent(minSize(ui.tabs, MinWidth, MinHeight))
 	w.Resize(fyne.NewSize(1000, 700))
 	w.Canvas().SetOnTypedKey(ui.typedKey)
+	w.Canvas().SetOnTypedRune(ui.typedRune)
 	ui.addTabShortcuts()
 	w.SetOnDropped(ui.HandleDrop)
 	w.SetOnClosed(ui.Close)

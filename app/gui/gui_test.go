@@ -81,6 +81,8 @@ func newHarness(t *testing.T, profiles []factory.Profile) *harness {
 		Profiles:       profiles,
 		ListDevices:    func() ([]devices.Disk, error) { return disks, nil },
 		NeedsElevation: func(string) bool { return false },
+		PortalOpenFile: noPortal, // the app's own chooser (filechooser_test.go has the portal)
+		DeviceEvents:   func(context.Context) <-chan struct{} { return nil },
 		RefreshEvery:   -1,
 	}
 	a := test.NewTempApp(t)
@@ -177,8 +179,8 @@ func TestFlashFlowAndFlashAnotherHitsCache(t *testing.T) {
 		}
 		// The system disk is listed but cannot be chosen.
 		ui.target.list.Select(1)
-		if ui.target.selected != nil || !strings.Contains(ui.target.status.Text, "system filesystem") {
-			t.Fatalf("unsafe disk selectable: selected=%v status=%q", ui.target.selected, ui.target.status.Text)
+		if len(ui.target.chosen) != 0 || !strings.Contains(ui.target.status.Text, "system filesystem") {
+			t.Fatalf("unsafe disk selectable: chosen=%v status=%q", ui.target.chosen, ui.target.status.Text)
 		}
 	})
 
@@ -187,9 +189,9 @@ func TestFlashFlowAndFlashAnotherHitsCache(t *testing.T) {
 		if f := ui.session.Flashed(); len(f) != 1 || f[0].Device != h.target || f[0].Result.SHA256 != h.image.SHA256 || f[0].CachePath == "" {
 			t.Fatalf("flash failed (%q): session has %+v", ui.flash.status.Text, f)
 		}
-		for st, b := range ui.flash.bars {
+		for _, b := range []*stageBar{ui.flash.download, ui.flash.cards[0].write, ui.flash.cards[0].verify} {
 			if b.bar.Value != 1 {
-				t.Errorf("%s bar at %v, want 1", st, b.bar.Value)
+				t.Errorf("bar %q at %v, want 1", b.detail.Text, b.bar.Value)
 			}
 		}
 		if s := ui.flash.doneBody.Text; !strings.Contains(s, "written and verified") || !strings.Contains(s, wantID) {
@@ -200,6 +202,11 @@ func TestFlashFlowAndFlashAnotherHitsCache(t *testing.T) {
 		}
 		if !strings.Contains(ui.image.size.Text, "on the card") {
 			t.Errorf("image size not shown after download: %q", ui.image.size.Text)
+		}
+		// The summary describes this flash: it downloaded (the image is
+		// cached now, which the next flash will say).
+		if s := ui.flash.summary.Text; !strings.Contains(s, "downloaded from the Image Factory for this flash") || strings.Contains(s, "no download") {
+			t.Errorf("summary after a downloading flash: %q", s)
 		}
 	})
 	h.waitFor("eject", func() bool { return ui.flash.ejected })
@@ -232,10 +239,10 @@ func TestFlashFlowAndFlashAnotherHitsCache(t *testing.T) {
 			t.Fatalf("flash another: tab %d, profile %q", ui.tabs.SelectedIndex(), ui.image.profile.Selected)
 		}
 		// Nothing of the last card is left: no card chosen, no result shown.
-		if ui.session.Disk() != nil || ui.target.selected != nil || ui.target.next.Disabled() == false {
-			t.Fatalf("flash another kept the card: session %v, step 2 %v", ui.session.Disk(), ui.target.selected)
+		if ui.session.Disk() != nil || len(ui.target.chosen) != 0 || ui.target.next.Disabled() == false {
+			t.Fatalf("flash another kept the card: session %v, step 2 %v", ui.session.Disk(), ui.target.chosen)
 		}
-		if ui.flash.done.Visible() || ui.flash.status.Text != "" || ui.flash.bars[imaging.StageWrite].bar.Value != 0 || !ui.flash.start.Disabled() {
+		if ui.flash.done.Visible() || ui.flash.status.Text != "" || ui.flash.cards[0].write.bar.Value != 0 || !ui.flash.start.Disabled() {
 			t.Fatalf("flash another left the last result: done %v, status %q", ui.flash.done.Visible(), ui.flash.status.Text)
 		}
 		// Another role is not cached: step 3 must not claim it is.
@@ -296,6 +303,13 @@ func TestCancelReportsIncomplete(t *testing.T) {
 		// status says so (it used to call the card incomplete).
 		if s := h.ui.flash.status.Text; !strings.Contains(s, "was not changed") {
 			t.Fatalf("status after cancel %q", s)
+		}
+		// A new attempt starts clean: no "Cancelled: ..." and no old bar
+		// under its confirmation.
+		h.ui.flash.download.bar.SetValue(0.13) // as the cancelled run left it
+		test.Tap(h.ui.flash.start)
+		if s := h.ui.flash.status.Text; s != "" || h.ui.flash.download.bar.Value != 0 {
+			t.Fatalf("before a new flash: status %q, download bar %v", s, h.ui.flash.download.bar.Value)
 		}
 	})
 	// Nothing under its final name in the cache.
@@ -364,9 +378,10 @@ func TestDropConfigOnNodeApplies(t *testing.T) {
 		test.Tap(p.apply)
 	})
 	h.waitFor("apply", func() bool { return !h.ui.nodes.applying() })
+	// The apply job probes the node again: a v1.14 node gets its dry run first.
 	reqs := srv.Requests()
-	if len(reqs) != 1 || !bytes.Equal(reqs[0].Config, want) {
-		t.Fatalf("node received %d requests; want exactly the bytes of worker.yaml", len(reqs))
+	if len(reqs) != 2 || !reqs[0].DryRun || reqs[1].DryRun || !bytes.Equal(reqs[1].Config, want) {
+		t.Fatalf("node received %d requests; want its dry run, then exactly the bytes of worker.yaml", len(reqs))
 	}
 	h.onUI(func() {
 		if !strings.HasPrefix(row.reply.Text, "Applied worker.yaml") {

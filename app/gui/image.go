@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,9 +12,7 @@ import (
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
-	"fyne.io/fyne/v2/dialog"
 	"fyne.io/fyne/v2/layout"
-	"fyne.io/fyne/v2/storage"
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
 	"github.com/dustin/go-humanize"
@@ -35,9 +32,10 @@ type imageStep struct {
 	content fyne.CanvasObject
 
 	profile   *widget.Select
-	version   *widget.Entry
-	ref       *widget.Entry
+	version   *escEntry
+	ref       *escEntry
 	yaml      *widget.Label
+	yamlHead  *widget.Label // what the box below says: the schematic, or the local file
 	id        *widget.Label // selectable, so it can be copied
 	size      *widget.Label
 	problem   *widget.Label
@@ -57,6 +55,7 @@ type imageStep struct {
 }
 
 const (
+	schematicHeading = "Schematic (sent to the Image Factory)"
 	refChoiceLabel   = "(installer image below)"
 	localChoiceLabel = "(local image file)"
 )
@@ -73,18 +72,19 @@ func newImageStep(ui *UI) *imageStep {
 		s.names[o] = p.Name
 		options = append(options, o)
 	}
-	s.profile = widget.NewSelect(options, func(string) { s.customRef = false; s.update() })
+	s.profile = widget.NewSelect(options, func(string) { s.customRef = false; s.versionEditable(); s.update() })
 	s.profile.PlaceHolder = "choose a role"
 
-	s.version = widget.NewEntry()
+	s.version = newEscEntry(ui)
 	s.version.Validator = factory.ValidateVersion
+	s.version.SetPlaceHolder(factory.DefaultTalosVersion)
 	s.version.OnChanged = func(string) {
 		if !s.customRef {
 			s.update()
 		}
 	}
 
-	s.ref = widget.NewEntry()
+	s.ref = newEscEntry(ui)
 	s.ref.SetPlaceHolder("factory.talos.dev/metal-installer/<schematic-id>:" + factory.DefaultTalosVersion)
 	s.ref.OnSubmitted = func(string) { s.useRef() }
 	useRef := newKeyButton(ui, "Use", nil, s.useRef)
@@ -115,7 +115,8 @@ func newImageStep(ui *UI) *imageStep {
 		widget.NewFormItem("Schematic ID", s.id),
 		widget.NewFormItem("Image size", s.size),
 	)
-	yamlBox := container.NewBorder(heading("Schematic (sent to the Image Factory)"), nil, nil, nil,
+	s.yamlHead = heading(schematicHeading)
+	yamlBox := container.NewBorder(s.yamlHead, nil, nil, nil,
 		container.NewScroll(s.yaml))
 	s.content = container.NewBorder(
 		container.NewVBox(heading("Which node is this card for?"), s.offline, form, s.check, s.problem, s.notes),
@@ -191,6 +192,7 @@ func (s *imageStep) useRef() {
 
 func (s *imageStep) useInstaller(c *imageChoice) {
 	ref := c.Installer
+	s.versionEditable()
 	s.customRef = true
 	s.ref.SetText(ref.String())
 	s.profile.ClearSelected()
@@ -222,19 +224,19 @@ func (s *imageStep) lookupSchematic(c *imageChoice) {
 
 // openInstallerFile reads a talos/installer-<role>.yaml.
 func (s *imageStep) openInstallerFile() {
-	d := dialog.NewFileOpen(func(r fyne.URIReadCloser, err error) {
-		if err != nil || r == nil {
-			return
-		}
-		defer r.Close()
-		data, err := io.ReadAll(io.LimitReader(r, 1<<20))
-		if err != nil {
-			s.ui.showError("Cannot read the installer file", err)
-			return
-		}
-		s.loadInstallerFile(r.URI().Name(), data)
-	}, s.ui.Window)
-	s.ui.showFileDialog(d)
+	s.ui.chooseFile(kindInstaller, FileRequest{Title: "Open an installer file", FilterName: "Installer files", Exts: []string{".yaml", ".yml"}},
+		func(u fyne.URI) {
+			go func() {
+				data, err := readURI(u, 1<<20)
+				s.ui.do(func() {
+					if err != nil {
+						s.ui.showError("Cannot read the installer file", err)
+						return
+					}
+					s.loadInstallerFile(u.Name(), data)
+				})
+			}()
+		})
 }
 
 func (s *imageStep) loadInstallerFile(name string, data []byte) {
@@ -254,16 +256,8 @@ func (s *imageStep) loadInstallerFile(name string, data []byte) {
 
 // openImageFile picks a local image (Raspberry Pi Imager's "Use custom").
 func (s *imageStep) openImageFile() {
-	d := dialog.NewFileOpen(func(r fyne.URIReadCloser, err error) {
-		if err != nil || r == nil {
-			return
-		}
-		_ = r.Close()
-		s.useLocal(r.URI().Path())
-	}, s.ui.Window)
-	d.SetFilter(storage.NewExtensionFileFilter(localImageExts))
-	d.Resize(fyne.NewSize(760, 520))
-	s.ui.showFileDialog(d)
+	s.ui.chooseFile(kindLocalImage, FileRequest{Title: "Use a local image file", Accept: "Use", FilterName: "Disk images", Exts: localImageExts},
+		func(u fyne.URI) { s.useLocal(u.Path()) })
 }
 
 // localImageExts are the names offered and dropped as local images; the
@@ -297,9 +291,26 @@ func (s *imageStep) useLocal(path string) {
 	s.profile.PlaceHolder = localChoiceLabel
 	s.profile.Refresh()
 	s.ref.SetText("")
-	s.version.SetText("")
 	s.customRef = true
+	// The file does not say its Talos version: "unknown", never a red
+	// field the user did not touch.
+	s.version.Validator = nil
+	s.version.SetText("")
+	s.version.SetPlaceHolder("unknown (a local image file does not say)")
+	s.version.SetValidationError(nil)
+	s.version.Disable()
 	s.setChoice(c, nil)
+}
+
+// versionEditable makes the version field a checked entry again (a role or
+// profile chosen after a local image).
+func (s *imageStep) versionEditable() {
+	if s.version.Validator != nil {
+		return
+	}
+	s.version.Validator = factory.ValidateVersion
+	s.version.SetPlaceHolder(factory.DefaultTalosVersion)
+	s.version.Enable()
 }
 
 // setChoice shows the choice (or the problem) and looks up the image size
@@ -327,10 +338,12 @@ func (s *imageStep) setChoice(c *imageChoice, problem error) {
 	}
 	s.next.Enable()
 	s.id.SetText(c.SchematicID)
+	s.yamlHead.SetText(schematicHeading)
 	switch {
 	case c.LocalPath != "":
-		s.id.SetText("(a local image: whatever it was built with)")
-		s.yaml.SetText("(a local image is written as it is: .raw.xz, .raw.zst, .raw.gz or .raw, told apart by content)")
+		s.id.SetText("unknown (a local image file does not say)")
+		s.yamlHead.SetText("Local image file (nothing is sent to the Image Factory)")
+		s.yaml.SetText("File: " + c.LocalPath + "\n\nA local image is written as it is: .raw.xz, .raw.zst, .raw.gz or .raw, told apart by content.")
 	case c.Schematic != nil:
 		y, err := c.Schematic.Marshal()
 		if err != nil {
@@ -362,12 +375,9 @@ func (s *imageStep) showNotes(c *imageChoice) {
 // lookupSize reads the sizes of a cached image (cheap: the xz index).
 func (s *imageStep) lookupSize(c imageChoice) {
 	text, raw, cached := "known after the download (not cached yet)", int64(0), false
+	var bad error
 	if c.LocalPath != "" {
-		text = "unknown"
-		if comp, r, ok := localSizes(c.LocalPath); ok {
-			text, raw = sizeText(comp, r, false), r
-			text = strings.Replace(text, " download", " file", 1)
-		}
+		text, raw, bad = localText(c.LocalPath)
 	} else if comp, r, ok := cachedSizes(s.ui.deps.Cache, c.CacheKey()); ok && s.ui.deps.Cache.Has(c.CacheKey()) {
 		text, raw, cached = sizeText(comp, r, true), r, true
 	}
@@ -378,6 +388,11 @@ func (s *imageStep) lookupSize(c imageChoice) {
 		s.ui.session.SetImageSize(c.CacheKey(), raw)
 		s.ui.session.SetCached(c.CacheKey(), cached)
 		s.size.SetText(text)
+		if bad != nil { // the file is no image talosflash writes
+			s.problem.SetText(errorText(bad))
+			s.problem.Show()
+			s.next.Disable()
+		}
 	})
 }
 
@@ -419,18 +434,31 @@ func cachedSizes(c *imaging.Cache, key string) (compressed, raw int64, ok bool) 
 	return fileSizes(f)
 }
 
-// localSizes is fileSizes for a file the user picked: opened non-blocking
-// and only if it is a regular file, so a FIFO can't hang the lookup.
-func localSizes(path string) (compressed, raw int64, ok bool) {
+// localText is what a local image file says of itself: its name, size,
+// format and (xz) size on the card; an error when it is no image
+// talosflash writes.
+func localText(path string) (text string, raw int64, bad error) {
 	f, err := os.OpenFile(filepath.Clean(path), os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return 0, 0, false
+		return "unknown", 0, err
 	}
 	defer f.Close()
-	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
-		return 0, 0, false
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() {
+		return "unknown", 0, fmt.Errorf("%s is not a regular file", path)
 	}
-	return fileSizes(f)
+	format, err := imaging.SniffFile(f)
+	if err != nil {
+		return filepath.Base(path) + ": " + humanize.IBytes(uint64(st.Size())), 0, err
+	}
+	text = fmt.Sprintf("%s: %s file, %s", filepath.Base(path), humanize.IBytes(uint64(st.Size())), format)
+	if format == imaging.FormatRaw {
+		return text + ", " + humanize.IBytes(uint64(st.Size())) + " on the card", st.Size(), nil
+	}
+	if r, err := imaging.XZUncompressedSize(f, st.Size()); err == nil && r > 0 {
+		return text + ", " + humanize.IBytes(uint64(r)) + " on the card", r, nil
+	}
+	return text + " (size on the card: known once written)", 0, nil
 }
 
 func fileSizes(f *os.File) (compressed, raw int64, ok bool) {

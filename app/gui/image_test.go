@@ -195,21 +195,14 @@ func TestKeyboardFlowEnterAndEsc(t *testing.T) {
 	})
 }
 
-// Esc closes the file dialogs too.
+// Esc closes the file chooser too.
 func TestEscClosesFileDialog(t *testing.T) {
 	h := newHarness(t, nil)
+	c := h.openChooser(h.ui.image.openImageFile)
 	h.onUI(func() {
-		h.ui.image.openImageFile()
-		if h.ui.modal == nil || !h.ui.modal.files {
-			t.Fatal("the file dialog is not tracked")
-		}
-		h.ui.typedKey(&fyne.KeyEvent{Name: fyne.KeyReturn}) // Enter is the dialog's own
-		if h.ui.modal == nil {
-			t.Fatal("Enter closed the file dialog")
-		}
-		h.ui.typedKey(&fyne.KeyEvent{Name: fyne.KeyEscape})
+		c.path.TypedKey(&fyne.KeyEvent{Name: fyne.KeyEscape}) // from the focused path field
 		if h.ui.modal != nil || h.ui.Window.Canvas().Overlays().Top() != nil {
-			t.Fatal("Esc did not close the file dialog")
+			t.Fatal("Esc did not close the file chooser")
 		}
 	})
 }
@@ -225,4 +218,61 @@ func TestSubnetsReplaceLocalPrefixes(t *testing.T) {
 	if err != nil || len(got) != 1 || got[0] != want[0] {
 		t.Fatalf("LocalPrefixes() = %v, %v; want %v", got, err, want)
 	}
+}
+
+// A local image fills step 1 with what the file says (name, size, format,
+// size on the card) and "unknown" for what it does not say; no field turns
+// red that the user did not touch, and Next is never enabled beside a red
+// field. A file that is no image is named and blocks Next. Choosing a role
+// afterwards makes the version a checked field again. The Flash step has no
+// Download row for it.
+func TestLocalImageFillsStepOne(t *testing.T) {
+	h := newHarness(t, nil)
+	dir := t.TempDir()
+	img := filepath.Join(dir, "my-talos.raw.xz")
+	if err := os.WriteFile(img, h.image.XZ, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h.onUI(func() { h.ui.image.useLocal(img) })
+	h.waitFor("the file's size", func() bool { return strings.Contains(h.ui.image.size.Text, "on the card") })
+	h.onUI(func() {
+		s := h.ui.image
+		if t1 := s.size.Text; !strings.Contains(t1, "my-talos.raw.xz") || !strings.Contains(t1, "xz") {
+			t.Errorf("size line %q does not name the file and its format", t1)
+		}
+		if s.version.Validate() != nil || !strings.Contains(s.version.PlaceHolder, "unknown") || s.version.Text != "" {
+			t.Errorf("version field: text %q placeholder %q error %v", s.version.Text, s.version.PlaceHolder, s.version.Validate())
+		}
+		if !strings.HasPrefix(s.id.Text, "unknown") || s.problem.Visible() || s.next.Disabled() {
+			t.Errorf("schematic %q, problem %q (shown %v), next disabled %v", s.id.Text, s.problem.Text, s.problem.Visible(), s.next.Disabled())
+		}
+		h.ui.tabs.SelectIndex(tabFlash)
+		if h.ui.flash.dlRow[0].Visible() {
+			t.Error("a local file shows a Download row")
+		}
+	})
+	bz := filepath.Join(dir, "old.raw.bz2")
+	if err := os.WriteFile(bz, []byte("BZh91AY&SY....................."), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h.onUI(func() { h.ui.image.useLocal(bz) })
+	h.waitFor("the refusal", func() bool { return h.ui.image.problem.Visible() })
+	h.onUI(func() {
+		if !strings.Contains(h.ui.image.problem.Text, "bzip2") || !h.ui.image.next.Disabled() {
+			t.Errorf("bzip2 file: problem %q, next disabled %v", h.ui.image.problem.Text, h.ui.image.next.Disabled())
+		}
+		h.ui.image.selectProfile("worker")
+		v := h.ui.image.version
+		if v.Disabled() || v.Text != factory.DefaultTalosVersion || h.ui.image.next.Disabled() {
+			t.Fatalf("back to a role: version %q disabled %v", v.Text, v.Disabled())
+		}
+		v.SetText("banana")
+		if v.Validate() == nil || !h.ui.image.next.Disabled() {
+			t.Fatal("a bad version is not red, or Next stays enabled beside it")
+		}
+		h.ui.tabs.SelectIndex(tabFlash)
+		if !h.ui.flash.dlRow[0].Visible() {
+			t.Error("a factory image shows no Download row")
+		}
+	})
 }

@@ -3,6 +3,7 @@ package gui
 import (
 	"image/color"
 	"strconv"
+	"strings"
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/canvas"
@@ -72,12 +73,6 @@ func (ui *UI) track(m *modal) {
 	ui.modal = m
 }
 
-// showFileDialog shows a file dialog that Esc closes.
-func (ui *UI) showFileDialog(d *dialog.FileDialog) {
-	ui.track(&modal{dialog: d, files: true})
-	d.Show()
-}
-
 // showModal shows a dialog whose buttons are dismiss (left) and confirm
 // (right, primary); confirm may be nil for an information dialog. It
 // returns the dialog's primary button (nil when none).
@@ -132,6 +127,16 @@ func (ui *UI) typedKey(ev *fyne.KeyEvent) {
 	}
 }
 
+// typedRune handles characters typed with nothing focused: on the Nodes
+// step an address starts in its field (digits, '.', ':', IPv6 hex).
+func (ui *UI) typedRune(r rune) {
+	if ui.modal != nil || ui.tabs.SelectedIndex() != tabNodes || !strings.ContainsRune("0123456789.:abcdefABCDEF[]", r) {
+		return
+	}
+	ui.Window.Canvas().Focus(ui.nodes.manual)
+	ui.nodes.manual.TypedRune(r)
+}
+
 // escape closes the dialog shown, if any.
 func (ui *UI) escape() {
 	if m := ui.modal; m != nil {
@@ -148,18 +153,28 @@ func (ui *UI) primaryAction() *keyButton {
 		return ui.target.next
 	case tabFlash:
 		return ui.flash.primary()
+	case tabNodes:
+		return ui.nodes.scan
 	}
 	return nil
 }
 
+// tabKeys are the keys that, with Alt, switch to a step.
+var tabKeys = map[fyne.KeyName]int{fyne.Key1: tabImage, fyne.Key2: tabTarget, fyne.Key3: tabFlash, fyne.Key4: tabNodes}
+
 // addTabShortcuts makes Alt+1..4 switch steps.
 func (ui *UI) addTabShortcuts() {
-	for i, k := range []fyne.KeyName{fyne.Key1, fyne.Key2, fyne.Key3, fyne.Key4} {
+	for k, i := range tabKeys {
 		ui.Window.Canvas().AddShortcut(&desktop.CustomShortcut{KeyName: k, Modifier: fyne.KeyModifierAlt}, func(fyne.Shortcut) {
-			if ui.modal == nil {
-				ui.tabs.SelectIndex(i)
-			}
+			ui.switchTab(i)
 		})
+	}
+}
+
+// switchTab shows step i (Alt+1…4), unless a dialog is open.
+func (ui *UI) switchTab(i int) {
+	if ui.modal == nil && !ui.choosing {
+		ui.tabs.SelectIndex(i)
 	}
 }
 
@@ -256,4 +271,42 @@ func (r *barRenderer) Destroy() {}
 
 func percent(v float64) string {
 	return strconv.Itoa(int(v*100)) + "%" // floor: 100% only when done
+}
+
+// escEntry is a text field that keeps the window's keys: Esc closes the
+// dialog shown, else releases the focus (Enter then reaches the step's
+// primary button), and Alt+1…4 switch steps while it has the focus.
+type escEntry struct {
+	widget.Entry
+	ui *UI
+}
+
+func newEscEntry(ui *UI) *escEntry {
+	e := &escEntry{ui: ui}
+	e.ExtendBaseWidget(e)
+	return e
+}
+
+// TypedKey implements fyne.Focusable.
+func (e *escEntry) TypedKey(ev *fyne.KeyEvent) {
+	if ev.Name == fyne.KeyEscape && e.ui != nil {
+		if e.ui.modal != nil {
+			e.ui.escape()
+		} else {
+			e.ui.Window.Canvas().Unfocus()
+		}
+		return
+	}
+	e.Entry.TypedKey(ev)
+}
+
+// TypedShortcut implements fyne.Shortcutable: Alt+1…4 are the window's.
+func (e *escEntry) TypedShortcut(s fyne.Shortcut) {
+	if c, ok := s.(*desktop.CustomShortcut); ok && e.ui != nil && c.Modifier == fyne.KeyModifierAlt {
+		if i, ok := tabKeys[c.KeyName]; ok {
+			e.ui.switchTab(i)
+			return
+		}
+	}
+	e.Entry.TypedShortcut(s)
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/driver/desktop"
 	"fyne.io/fyne/v2/test"
 )
 
@@ -61,6 +62,51 @@ func TestWindowMinimumSize(t *testing.T) {
 		m := h.ui.Window.Content().MinSize()
 		if m.Width < MinWidth || m.Height < MinHeight {
 			t.Fatalf("content minimum %v, want at least %dx%d", m, MinWidth, MinHeight)
+		}
+	})
+}
+
+// The README's keyboard promises in every step: Alt+1…4 switch steps while
+// a text field has the focus, Esc releases it (then Enter is the step's
+// primary button), and Enter after clicking a card runs Next.
+func TestKeyboardPromisesWithFocus(t *testing.T) {
+	h := newHarness(t, nil)
+	h.onUI(func() {
+		c := h.ui.Window.Canvas()
+		for i, e := range []*escEntry{h.ui.image.version, h.ui.image.ref, h.ui.nodes.manual} {
+			for _, k := range []fyne.KeyName{fyne.Key4, fyne.Key2, fyne.Key1, fyne.Key3} {
+				c.Focus(e)
+				e.TypedShortcut(&desktop.CustomShortcut{KeyName: k, Modifier: fyne.KeyModifierAlt})
+				if got, want := h.ui.tabs.SelectedIndex(), tabKeys[k]; got != want {
+					t.Fatalf("field %d: Alt+%s went to step %d, want %d", i, k, got+1, want+1)
+				}
+			}
+			c.Focus(e)
+			e.TypedKey(&fyne.KeyEvent{Name: fyne.KeyEscape})
+			if c.Focused() != nil {
+				t.Fatalf("field %d: Esc kept the focus", i)
+			}
+		}
+		// Nodes: the primary button is Scan, bottom-right; nothing is
+		// focused (no blinking cursor) and an IP typed goes to its field.
+		if h.ui.tabs.SelectIndex(tabNodes); h.ui.primaryAction() != h.ui.nodes.scan || c.Focused() != nil {
+			t.Fatalf("the Nodes step: primary %v, focus %v", h.ui.primaryAction(), c.Focused())
+		}
+		for _, r := range "127.0.0.5" {
+			h.ui.typedRune(r)
+		}
+		if h.ui.nodes.manual.Text != "127.0.0.5" || c.Focused() != h.ui.nodes.manual {
+			t.Fatalf("typed IP: field %q, focus %v", h.ui.nodes.manual.Text, c.Focused())
+		}
+		h.ui.nodes.manual.SetText("")
+		c.Unfocus()
+		// Card: a click gives the list the focus; Enter still runs Next.
+		h.ui.tabs.SelectIndex(tabTarget)
+		h.ui.target.list.Select(0)
+		c.Focus(h.ui.target.list)
+		h.ui.target.list.TypedKey(&fyne.KeyEvent{Name: fyne.KeyReturn})
+		if h.ui.tabs.SelectedIndex() != tabFlash {
+			t.Fatalf("Enter after clicking a card: step %d", h.ui.tabs.SelectedIndex()+1)
 		}
 	})
 }

@@ -11,7 +11,6 @@ import (
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
-	"fyne.io/fyne/v2/dialog"
 	"fyne.io/fyne/v2/layout"
 	"fyne.io/fyne/v2/storage"
 	"fyne.io/fyne/v2/theme"
@@ -35,8 +34,12 @@ type nodesStep struct {
 	empty  *widget.Label
 	status *widget.Label
 	scan   *keyButton
-	manual *widget.Entry
+	manual *escEntry
 	shown  *applyPrompt // the findings dialog shown last
+	// the last scan: where, and the nodes it found (the summary counts
+	// their rows as they are now, so an apply updates it)
+	scannedWhere string
+	scanned      map[string]bool
 
 	// Bootstrap (bootstrap.go): one at a time, and none after a success.
 	bootPrompt     *bootstrapPrompt  // the bootstrap dialog shown last
@@ -51,13 +54,14 @@ type nodeRow struct {
 	node       node.Node
 	box        *fyne.Container
 	title      *widget.Label
-	badge      *widget.Label // what the node booted (role/profile, schematic)
+	badge      *breakLabel // what the node booted (role/profile, schematic)
 	flashed    *widget.Select
 	flashedBox *fyne.Container // "Card flashed as": only when the node does not say what it booted
 	reply      *widget.Label
 	content    *fyne.Container // the row's lines
 	// the bootstrap step after a control plane config (bootstrap.go)
 	controlplane bool          // a control plane config was applied in this session
+	worker       bool          // a worker config was applied in this session: never bootstrapped
 	bootBtn      *keyButton    // "Bootstrap etcd…"
 	bootstrap    *widget.Entry // the talosctl command (bootstrap, then kubeconfig)
 	bootNote     *widget.Label
@@ -83,7 +87,7 @@ func newNodesStep(ui *UI) *nodesStep {
 	s.empty = wrapLabel(fmt.Sprintf("No nodes yet. Boot a Pi from a fresh card (it waits in maintenance mode on port %d), then press Scan or type its IP address.", node.DefaultPort))
 	s.status = wrapLabel("")
 	s.scan = primaryButton(ui, "Scan this network", theme.SearchIcon(), s.Scan)
-	s.manual = widget.NewEntry()
+	s.manual = newEscEntry(ui)
 	s.manual.SetPlaceHolder("node IP, e.g. 192.168.1.50")
 	s.manual.OnSubmitted = func(string) { s.addManual() }
 	add := newKeyButton(ui, "Add", theme.ContentAddIcon(), s.addManual)
@@ -91,10 +95,12 @@ func newNodesStep(ui *UI) *nodesStep {
 	top := container.NewVBox(
 		heading("Give each booted node its machine config"),
 		wrapLabel("Drag worker.yaml or controlplane.yaml from the file manager onto a node, or use its \"Choose config…\" button. The file is checked before it is sent."),
-		container.NewBorder(nil, nil, s.scan, add, s.manual),
+		container.NewBorder(nil, nil, nil, add, s.manual),
 		s.status,
 	)
-	s.content = container.NewBorder(top, nil, nil, nil,
+	// The primary action bottom-right, as in every step (Enter with
+	// nothing focused; Esc releases the address field).
+	s.content = container.NewBorder(top, container.NewHBox(layout.NewSpacer(), s.scan), nil, nil,
 		container.NewVScroll(container.NewVBox(s.empty, s.rowBox)))
 	ui.session.AddListener(func(c Change) {
 		if c == ChangeFlashed {
@@ -138,16 +144,32 @@ func (s *nodesStep) Scan() {
 				s.ui.showError("Scan failed", err)
 				return
 			}
-			waiting := 0
+			s.scanned, s.scannedWhere = map[string]bool{}, where
 			for _, n := range found {
 				s.addNode(n)
-				if n.Maintenance {
-					waiting++
-				}
+				s.scanned[n.Addr] = true
 			}
-			s.status.SetText(fmt.Sprintf("Scanned %s: %d Talos node(s), %d waiting for a config.", where, len(found), waiting))
+			s.showScanSummary()
 		})
 	}()
+}
+
+// showScanSummary says what the last scan found, counted from the rows as
+// they are now (a node given its config no longer waits for one).
+func (s *nodesStep) showScanSummary() {
+	if s.scanned == nil {
+		return
+	}
+	found, waiting := 0, 0
+	for _, r := range s.rows {
+		if s.scanned[r.node.Addr] {
+			found++
+			if r.node.Maintenance {
+				waiting++
+			}
+		}
+	}
+	s.status.SetText(fmt.Sprintf("Scanned %s: %d Talos node(s), %d waiting for a config.", s.scannedWhere, found, waiting))
 }
 
 // addManual probes the typed address and lists it.
@@ -187,8 +209,8 @@ func (s *nodesStep) addNode(n node.Node) *nodeRow {
 	}
 	r := &nodeRow{node: n}
 	r.title = widget.NewLabelWithStyle(nodeTitle(n), fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
-	r.badge = widget.NewLabelWithStyle("", fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
-	r.badge.Wrapping = fyne.TextWrapWord // long extension lists must not widen the window
+	r.badge = newBreakLabel("") // long extension lists must not widen the window
+	r.badge.TextStyle = fyne.TextStyle{Bold: true}
 	r.reply = wrapLabel(nodeNote(n))
 	r.flashed = widget.NewSelect(s.flashOptions(), nil)
 	r.flashed.SetSelected(s.defaultFlash())
@@ -197,7 +219,7 @@ func (s *nodesStep) addNode(n node.Node) *nodeRow {
 		r.pick.Disable()
 	}
 	r.bootBtn = newKeyButton(s.ui, "Bootstrap etcd…", theme.UploadIcon(), func() { s.openBootstrap(r, nil) })
-	r.flashedBox = container.NewHBox(widget.NewLabel("Card flashed as (the node does not say)"), r.flashed)
+	r.flashedBox = container.NewHBox(widget.NewLabel("Card flashed as (the node does not say)"), wideSelect(r.flashed))
 	bg := canvasCard()
 	r.content = container.NewVBox(
 		container.NewBorder(nil, nil, widget.NewIcon(theme.ComputerIcon()), container.NewHBox(r.flashedBox, r.pick, r.bootBtn), r.title),
@@ -273,7 +295,7 @@ func nodeNote(n node.Node) string {
 	var parts []string
 	switch {
 	case n.Configured:
-		parts = append(parts, "already configured: manage it with talosctl")
+		parts = append(parts, "already configured: if it is your first control plane, \"Bootstrap etcd…\" bootstraps it; otherwise manage it with talosctl")
 	case n.Maintenance:
 		parts = append(parts, "waiting for a machine config: drop one here")
 	case n.Stage != "":
@@ -360,20 +382,19 @@ func (s *nodesStep) rowAt(pos fyne.Position) *nodeRow {
 }
 
 func (s *nodesStep) pickFile(r *nodeRow) {
-	d := dialog.NewFileOpen(func(rc fyne.URIReadCloser, err error) {
-		if err != nil || rc == nil {
-			return
-		}
-		defer rc.Close()
-		data, err := io.ReadAll(io.LimitReader(rc, node.MaxConfigSize+1))
-		if err != nil {
-			s.ui.showError("Cannot read the config", err)
-			return
-		}
-		s.checkAndPrompt(r, rc.URI().Name(), data)
-	}, s.ui.Window)
-	d.SetFilter(storage.NewExtensionFileFilter([]string{".yaml", ".yml"}))
-	s.ui.showFileDialog(d)
+	s.ui.chooseFile(kindConfig, FileRequest{Title: "Choose the machine config for " + r.node.Addr, Accept: "Check",
+		FilterName: "Machine configs", Exts: []string{".yaml", ".yml"}}, func(u fyne.URI) {
+		go func() {
+			data, err := readURI(u, node.MaxConfigSize+1)
+			s.ui.do(func() {
+				if err != nil {
+					s.ui.showError("Cannot read the config", err)
+					return
+				}
+				s.checkAndPrompt(r, u.Name(), localPath(u), data)
+			})
+		}()
+	})
 }
 
 // applyURI reads a file dropped on row r (nil: on the bootstrap dialog): a
@@ -390,7 +411,7 @@ func (s *nodesStep) applyURI(r *nodeRow, u fyne.URI) {
 				s.droppedTalosconfig(r, u, data)
 				return
 			}
-			s.checkAndPrompt(r, u.Name(), data)
+			s.checkAndPrompt(r, u.Name(), localPath(u), data)
 		})
 	}()
 }
@@ -413,39 +434,52 @@ func readURI(u fyne.URI, limit int64) ([]byte, error) {
 	return io.ReadAll(io.LimitReader(rc, limit))
 }
 
-// checkAndPrompt validates the config and runs the incident checks, then
-// shows the findings with the confirmation (UI goroutine; checks that may
-// ask the factory run in the background).
-func (s *nodesStep) checkAndPrompt(r *nodeRow, name string, data []byte) {
-	if int64(len(data)) > node.MaxConfigSize {
-		s.ui.showError("Cannot use "+name, errf("%s is larger than %d bytes: not a machine config", name, node.MaxConfigSize))
-		return
+// applyJob is the apply job for row r (app/plan runs it; the GUI renders
+// it): mode auto, the row's fallback choice as the declared role.
+// localPath is the file behind a file:// URI ("" for any other).
+func localPath(u fyne.URI) string {
+	if u.Scheme() != "file" {
+		return ""
 	}
-	cfg, err := node.LoadConfig(data)
-	if err != nil {
-		s.ui.showError(name+" is not a valid machine config", err)
-		return
-	}
-	nc := s.nodeCheck(r)
+	return u.Path()
+}
+
+func (s *nodesStep) applyJob(r *nodeRow, name, path string, data []byte) plan.ApplyJob {
+	return plan.ApplyJob{Endpoint: r.node.Addr, Name: name, ConfigPath: path, Config: data, Mode: node.ModeAuto,
+		Check: s.nodeCheck(r), Probe: s.ui.deps.Probe, ApplyConfig: s.ui.deps.Apply}
+}
+
+// checkAndPrompt checks the config against what the node booted (probed
+// again, in the background), then shows the findings with the
+// confirmation (UI goroutine).
+func (s *nodesStep) checkAndPrompt(r *nodeRow, name, path string, data []byte) {
+	job := s.applyJob(r, name, path, data)
 	r.reply.SetText("Checking " + name + "…")
 	ctx := s.ui.ctx
 	go func() {
-		opts, err := nc.Options(ctx)
-		if err != nil {
-			s.ui.do(func() { r.reply.SetText(nodeNote(r.node)); s.ui.showError("Cannot check "+name, err) })
-			return
-		}
-		findings := node.InspectWith(cfg, opts)
-		note := nc.DeclaredNote()
-		s.ui.do(func() { s.prompt(r, name, data, cfg, note, findings) })
+		rv, err := plan.CheckApply(ctx, job)
+		s.ui.do(func() {
+			if rv != nil && rv.Node != nil && rv.Node.Addr == r.node.Addr {
+				s.addNode(*rv.Node) // the row shows the node as it is now
+			}
+			r.reply.SetText(nodeNote(r.node))
+			if err != nil {
+				title := "Cannot check " + name
+				if errors.Is(err, node.ErrInvalidConfig) {
+					title = name + " is not a valid machine config"
+				}
+				s.ui.showError(title, err)
+				return
+			}
+			s.prompt(r, rv)
+		})
 	}()
 }
 
 // prompt shows the findings; errors block Apply until overridden.
-func (s *nodesStep) prompt(r *nodeRow, name string, data []byte, cfg *node.Config, note string, findings []node.Finding) {
-	r.reply.SetText(nodeNote(r.node))
-	p := &applyPrompt{findings: findings}
-	blocking := 0
+func (s *nodesStep) prompt(r *nodeRow, rv *plan.ApplyReview) {
+	name, cfg := rv.Job.Name, rv.Config
+	p := &applyPrompt{findings: rv.Findings}
 	items := container.NewVBox()
 	what := fmt.Sprintf("%s: %s config, %d document(s)", name, orUnknown(cfg.MachineType), len(cfg.Kinds))
 	if cfg.InstallImage != "" {
@@ -454,28 +488,27 @@ func (s *nodesStep) prompt(r *nodeRow, name string, data []byte, cfg *node.Confi
 	if cfg.InstallDisk != "" {
 		what += " to " + cfg.InstallDisk
 	}
-	items.Add(wrapLabel(what))
-	if note != "" {
-		items.Add(findingView(node.Finding{Severity: node.SeverityInfo, Message: note}))
+	items.Add(newBreakLabel(what)) // the installer reference breaks at "/" or ":" only
+	if rv.DeclaredNote != "" {
+		items.Add(findingView(node.Finding{Severity: node.SeverityInfo, Message: rv.DeclaredNote}))
 	}
 	for _, u := range cfg.Unchecked {
 		items.Add(findingView(node.Finding{Severity: node.SeverityInfo, Message: u + "; the node validates it"}))
 	}
-	for _, f := range findings {
-		if f.Severity == node.SeverityError {
-			blocking++
-		}
+	for _, f := range rv.Findings {
 		items.Add(findingView(f))
 	}
 	for _, w := range cfg.Warnings {
 		items.Add(findingView(node.Finding{Severity: node.SeverityWarning, Message: w}))
 	}
-	if len(findings) == 0 {
+	if len(rv.Findings) == 0 {
 		items.Add(wrapLabel("The incident checks found nothing wrong."))
 	}
 
-	p.apply = primaryButton(s.ui, "Apply to "+r.node.Addr, theme.ConfirmIcon(), func() { s.send(r, name, data, cfg.MachineType) })
-	if blocking > 0 {
+	p.apply = primaryButton(s.ui, "Apply to "+r.node.Addr, theme.ConfirmIcon(), func() {
+		s.send(r, rv, p.override != nil && p.override.Checked)
+	})
+	if blocking := rv.Blocking(); blocking > 0 {
 		p.apply.Disable()
 		p.override = widget.NewCheck(fmt.Sprintf("Send anyway: I know about the %d error(s) above", blocking), func(on bool) {
 			if on {
@@ -486,7 +519,7 @@ func (s *nodesStep) prompt(r *nodeRow, name string, data []byte, cfg *node.Confi
 		})
 		items.Add(p.override)
 	}
-	items.Add(wrapLabel("The node installs Talos to its disk and reboots with this config. Machine configs hold the cluster's secrets: send them only to your own nodes."))
+	items.Add(wrapLabel(rv.Expected().Node + " Machine configs hold the cluster's secrets: send them only to your own nodes."))
 	s.shown = p
 	p.modal = s.ui.showModal("Apply "+name+" to "+r.node.Addr+"?", container.NewVScroll(items), "Cancel", p.apply, fyne.NewSize(780, 560))
 }
@@ -509,43 +542,36 @@ func findingView(f node.Finding) fyne.CanvasObject {
 	case node.SeverityWarning:
 		icon, imp = theme.WarningIcon(), widget.WarningImportance
 	}
-	msg := wrapLabel(strings.ToUpper(string(f.Severity)) + ": " + f.Message)
+	msg := newBreakLabel(strings.ToUpper(string(f.Severity)) + ": " + f.Message)
 	msg.Importance = imp
 	box := container.NewVBox(msg)
 	if f.Fix != "" {
-		fix := widget.NewMultiLineEntry()
-		fix.SetText(f.Fix)
-		fix.Wrapping = fyne.TextWrapWord
-		fix.SetMinRowsVisible(min(max(strings.Count(f.Fix, "\n")+1, 2), 9))
-		box.Add(container.NewBorder(nil, nil, widget.NewLabel("Fix:"), nil, fix))
+		box.Add(fixBox(nil, f.Fix, 360)) // whole, scrolling only past 360 px; Copy takes the exact text
 	}
 	return container.NewBorder(nil, nil, container.NewVBox(widget.NewIcon(icon), layout.NewSpacer()), nil, box)
 }
 
-// send applies the config (background) and shows the node's reply.
-func (s *nodesStep) send(r *nodeRow, name string, data []byte, machineType string) {
+// send sends the checked config (background; force: the override tick)
+// and shows the node's reply and what it does next.
+func (s *nodesStep) send(r *nodeRow, rv *plan.ApplyReview, force bool) {
+	name := rv.Job.Name
 	r.reply.Importance = widget.MediumImportance
 	r.reply.SetText("Sending " + name + "…")
 	r.pick.Disable()
-	n := r.node
+	sending := true // UI goroutine only: phase texts after the outcome are dropped
+	rv.Job.Event = func(ev plan.ApplyEvent) {
+		if ev.Kind == plan.EventPhase && ev.Phase == plan.PhaseDryRun {
+			s.ui.do(func() {
+				if sending {
+					r.reply.SetText("Sending " + name + ": the node checks it first (its dry run)…")
+				}
+			})
+		}
+	}
 	go func() {
-		opts := node.ApplyOptions{Endpoint: n.Addr, Config: data, Mode: node.ModeAuto}
-		if n.CertFingerprint != "" {
-			opts.CertFingerprints = []string{n.CertFingerprint} // the node that was probed and checked
-		}
-		var res *node.ApplyResult
-		var err error
-		if n.Unified() { // Talos >= 1.13 validates in maintenance mode: its verdict first
-			check := opts
-			check.DryRun = true
-			if _, err = s.ui.deps.Apply(s.ui.ctx, check); err != nil {
-				err = fmt.Errorf("the node's dry run refused it, nothing was applied: %w", err)
-			}
-		}
-		if err == nil {
-			res, err = s.ui.deps.Apply(s.ui.ctx, opts)
-		}
+		out, err := rv.Send(s.ui.ctx, force)
 		s.ui.do(func() {
+			sending = false
 			r.pick.Enable()
 			if err != nil {
 				r.reply.Importance = widget.DangerImportance
@@ -554,8 +580,13 @@ func (s *nodesStep) send(r *nodeRow, name string, data []byte, machineType strin
 				return
 			}
 			r.reply.Importance = widget.SuccessImportance
-			r.reply.SetText(applyText(name, res))
-			if machineType == "controlplane" {
+			r.reply.SetText(applyText(name, out))
+			r.worker = out.Config.MachineType == "worker"
+			if out.Next.LeavesMaintenance {
+				r.node.Maintenance = false
+				s.showScanSummary()
+			}
+			if out.Next.Bootstrap {
 				s.showBootstrap(r)
 			}
 		})
@@ -569,7 +600,7 @@ func (s *nodesStep) showBootstrap(r *nodeRow) {
 	r.controlplane = true
 	s.ensureBootstrapBox(r)
 	if s.bootstrappedOn == "" && s.bootRunning != r {
-		r.bootNote.SetText("Next, once per cluster (on one control plane node only): press \"Bootstrap etcd…\" (or drop your talosconfig on this row); it waits for the node to reboot with its config. Or in a terminal, from the folder with your talosconfig:")
+		r.bootNote.SetText("Next, once per cluster (on one control plane node only): press \"Bootstrap etcd…\" (or drop your talosconfig on this row); it waits for the node to come up with its config. Or in a terminal, from the folder with your talosconfig:")
 		r.bootstrap.SetText(bootstrapCommand(r.node))
 		r.bootstrap.Show()
 	} else if s.bootstrappedOn != "" && s.bootstrappedOn != r.node.Addr {
@@ -597,24 +628,20 @@ func hostOf(addr string) string {
 	return addr
 }
 
-func applyText(name string, res *node.ApplyResult) string {
-	t := "Applied " + name
-	var modes []string
-	for _, m := range res.Messages {
-		if m.Mode != "" {
-			modes = append(modes, m.Mode)
-		} else {
-			modes = append(modes, "not reported (Talos <= 1.12)")
-		}
-	}
-	if len(modes) > 0 {
-		t += " (node answered mode " + strings.Join(modes, ", ") + ")"
-	}
+// applyText is the row's text after an apply: what the node answered,
+// then what it does next (plan.AfterApply, the CLI's words too).
+func applyText(name string, out *plan.ApplyOutcome) string {
+	res := out.Result
+	t := "Applied " + name + " (node answered mode " + plan.ReplyModes(res) + ")"
 	if res.ModeDetails != "" {
 		t += ": " + strings.Join(strings.Fields(res.ModeDetails), " ")
 	}
 	if len(res.Warnings) > 0 {
 		t += "\nWarnings: " + strings.Join(res.Warnings, "; ")
 	}
-	return t + "\nThe node installs Talos and reboots; it then needs talosctl with your talosconfig."
+	t += "\n" + out.Next.Node
+	if out.Next.Then != "" && !out.Next.Bootstrap { // the bootstrap step has its own box
+		t += "\nNext: " + out.Next.Then + "."
+	}
+	return t
 }

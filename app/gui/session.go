@@ -18,10 +18,35 @@ const (
 	ChangeChoice    Change = iota // Choice (and ImageSize reset to 0)
 	ChangeImageSize               // ImageSize or ImageCached
 	ChangeDisks                   // Disks
-	ChangeDisk                    // Disk
+	ChangeDisk                    // Cards (and Disk)
 	ChangeFlashed                 // Flashed
 	ChangeNodes                   // Nodes
+	ChangeAttempt                 // Attempt (started, ended, or forgotten)
 )
+
+// Attempt is a flash pressed in step 3: what it writes and whether the
+// image was in the cache when it started. Every line about a flash
+// describes the Session's Attempt; it is forgotten (nil) once it ended and
+// another image or other cards are chosen, so no line outlives it.
+type Attempt struct {
+	Image   plan.Image
+	Cards   []devices.Disk
+	Cached  bool // the image was cached when it started: no download
+	Running bool
+}
+
+// about says whether the attempt is about this image and these cards.
+func (a *Attempt) about(c *plan.Image, cards []devices.Disk) bool {
+	if c == nil || c.CacheKey() != a.Image.CacheKey() || c.LocalPath != a.Image.LocalPath || len(cards) != len(a.Cards) {
+		return false
+	}
+	for i := range cards {
+		if cards[i].Path != a.Cards[i].Path {
+			return false
+		}
+	}
+	return true
+}
 
 // Flashed is a card written in this session.
 type Flashed struct {
@@ -45,9 +70,10 @@ type Session struct {
 	imageSize int64
 	cached    bool
 	disks     []devices.Disk
-	disk      *devices.Disk
+	cards     []devices.Disk
 	flashed   []Flashed
 	nodes     []node.Node
+	attempt   *Attempt
 
 	listeners []func(Change)
 }
@@ -79,6 +105,24 @@ func (s *Session) Choice() *plan.Image { return s.choice }
 func (s *Session) SetChoice(c *plan.Image) {
 	s.choice, s.imageSize, s.cached = c, 0, false
 	s.changed(ChangeChoice)
+	s.forgetAttempt()
+}
+
+// Attempt is the flash shown in step 3 (running or ended), nil when none.
+func (s *Session) Attempt() *Attempt { return s.attempt }
+
+// SetAttempt starts, updates or (nil) forgets the flash attempt.
+func (s *Session) SetAttempt(a *Attempt) {
+	s.attempt = a
+	s.changed(ChangeAttempt)
+}
+
+// forgetAttempt drops an ended attempt that is no longer about the choice
+// and the cards.
+func (s *Session) forgetAttempt() {
+	if a := s.attempt; a != nil && !a.Running && !a.about(s.choice, s.cards) {
+		s.SetAttempt(nil)
+	}
 }
 
 // TalosVersion is the chosen image's version, else the default.
@@ -125,13 +169,32 @@ func (s *Session) SetDisks(d []devices.Disk) {
 	s.changed(ChangeDisks)
 }
 
-// Disk is the card chosen in step 2, nil when none.
-func (s *Session) Disk() *devices.Disk { return s.disk }
+// Cards are the cards chosen in step 2, in the list's order (several are
+// written from one download and one decode); nil when none.
+func (s *Session) Cards() []devices.Disk { return s.cards }
 
-// SetDisk chooses the card (nil: none).
-func (s *Session) SetDisk(d *devices.Disk) {
-	s.disk = d
+// SetCards chooses the cards (none: nil).
+func (s *Session) SetCards(d []devices.Disk) {
+	s.cards = d
 	s.changed(ChangeDisk)
+	s.forgetAttempt()
+}
+
+// Disk is the first card chosen in step 2, nil when none.
+func (s *Session) Disk() *devices.Disk {
+	if len(s.cards) == 0 {
+		return nil
+	}
+	return &s.cards[0]
+}
+
+// SetDisk chooses one card (nil: none).
+func (s *Session) SetDisk(d *devices.Disk) {
+	if d == nil {
+		s.SetCards(nil)
+		return
+	}
+	s.SetCards([]devices.Disk{*d})
 }
 
 // Flashed are the cards written in this session, oldest first.

@@ -33,3 +33,36 @@ func TestSessionNotifiesAndKeepsSizeForItsChoice(t *testing.T) {
 		t.Fatalf("session state: size %d disk %v flashed %+v", s.ImageSize(), s.Disk(), s.Flashed())
 	}
 }
+
+// A flash attempt lives as long as what it describes: choosing the same
+// image and cards again keeps it, another image or other cards forget it
+// once it ended; a running one is never forgotten.
+func TestSessionAttemptLifetime(t *testing.T) {
+	s := NewSession(factory.NewClient("http://127.0.0.1:1", nil), factory.BuiltinProfiles())
+	im := &plan.Image{SchematicID: "abc", Version: "v1.14.5", URL: "http://127.0.0.1:1/image/abc/v1.14.5/metal-arm64.raw.zst", Role: "worker"}
+	other := &plan.Image{SchematicID: "def", Version: "v1.14.5", URL: "http://127.0.0.1:1/image/def/v1.14.5/metal-arm64.raw.zst"}
+	cards := []devices.Disk{{Path: "/dev/sdy"}, {Path: "/dev/sdz"}}
+	s.SetChoice(im)
+	s.SetCards(cards)
+	s.SetAttempt(&Attempt{Image: *im, Cards: cards, Running: true})
+	s.SetChoice(other) // chosen while it runs
+	if s.Attempt() == nil {
+		t.Fatal("a running attempt was forgotten")
+	}
+	s.SetChoice(im)
+	s.SetAttempt(&Attempt{Image: *im, Cards: cards}) // ended
+	s.SetCards(slices.Clone(cards))                  // a device list refresh: the same cards
+	if s.Attempt() == nil {
+		t.Fatal("the same cards chosen again forgot the attempt")
+	}
+	s.SetCards(cards[:1])
+	if s.Attempt() != nil {
+		t.Fatal("other cards chosen: the ended attempt is still shown")
+	}
+	s.SetCards(cards)
+	s.SetAttempt(&Attempt{Image: *im, Cards: cards})
+	s.SetChoice(other)
+	if s.Attempt() != nil {
+		t.Fatal("another image chosen: the ended attempt is still shown")
+	}
+}

@@ -3,11 +3,13 @@ package gui
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
+	"fyne.io/fyne/v2/driver/desktop"
 	"fyne.io/fyne/v2/layout"
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
@@ -16,66 +18,102 @@ import (
 )
 
 // targetStep is step 2: the detected disks, unsafe ones disabled with the
-// reason, refreshed every couple of seconds to catch a card being plugged in.
+// reason, listed again when a block device comes or goes (or, without
+// device events, polled while the step is shown). Several cards can be chosen (a click or Space toggles one): they are
+// written from one download and one decode.
 type targetStep struct {
 	ui      *UI
 	content fyne.CanvasObject
 
-	list     *widget.List
-	status   *widget.Label
-	next     *keyButton
-	disks    []devices.Disk
-	sig      string
-	selected *devices.Disk
-	refresh  chan struct{}
-	preset   string // Deps.Preselect until it was selected once
+	list    *cardList
+	status  *widget.Label
+	next    *keyButton
+	disks   []devices.Disk
+	sig     string
+	chosen  []string // the chosen cards' paths, in the order chosen
+	refresh chan struct{}
+	visible chan bool // step 2 shown or hidden: polling (without device events) only while shown
+	preset  []string  // Deps.Preselect until each was selected once
+}
+
+// cardList is the disk list; Enter and Esc reach the window (Fyne's list
+// takes every key), so Enter after clicking a card runs Next.
+type cardList struct {
+	widget.List
+	ui *UI
+}
+
+// TypedKey implements fyne.Focusable.
+func (l *cardList) TypedKey(ev *fyne.KeyEvent) {
+	switch ev.Name {
+	case fyne.KeyReturn, fyne.KeyEnter, fyne.KeyEscape:
+		l.ui.typedKey(ev)
+	default:
+		l.List.TypedKey(ev)
+	}
+}
+
+// TypedShortcut implements fyne.Shortcutable: Alt+1…4 are the window's.
+func (l *cardList) TypedShortcut(s fyne.Shortcut) {
+	if c, ok := s.(*desktop.CustomShortcut); ok && c.Modifier == fyne.KeyModifierAlt {
+		if i, ok := tabKeys[c.KeyName]; ok {
+			l.ui.switchTab(i)
+		}
+	}
 }
 
 func newTargetStep(ui *UI) *targetStep {
-	s := &targetStep{ui: ui, refresh: make(chan struct{}, 1), preset: ui.deps.Preselect}
-	s.list = widget.NewList(
-		func() int { return len(s.disks) },
-		func() fyne.CanvasObject {
-			icon := widget.NewIcon(theme.StorageIcon())
-			title := widget.NewLabelWithStyle("", fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
-			detail := widget.NewLabel("")
-			detail.Truncation = fyne.TextTruncateEllipsis
-			return container.NewBorder(nil, nil, icon, nil, container.NewVBox(title, detail))
-		},
-		func(i widget.ListItemID, o fyne.CanvasObject) {
-			if i >= len(s.disks) {
-				return
-			}
-			d := s.disks[i]
-			row := o.(*fyne.Container)
-			box := row.Objects[0].(*fyne.Container)
-			title, detail := box.Objects[0].(*widget.Label), box.Objects[1].(*widget.Label)
-			title.SetText(fmt.Sprintf("%s   %s   %s", d.Path, d.SizeHuman, d.Description()))
-			if r := s.refusal(d); r != nil {
-				title.Importance = widget.LowImportance
-				detail.Importance = widget.DangerImportance
-				detail.SetText("Not selectable: " + r.Msg)
+	s := &targetStep{ui: ui, refresh: make(chan struct{}, 1), visible: make(chan bool, 1), preset: slices.Clone(ui.deps.Preselect)}
+	s.list = &cardList{ui: ui}
+	s.list.Length = func() int { return len(s.disks) }
+	s.list.CreateItem = func() fyne.CanvasObject {
+		icon := widget.NewIcon(theme.StorageIcon())
+		check := widget.NewIcon(theme.CheckButtonIcon())
+		title := widget.NewLabelWithStyle("", fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
+		detail := widget.NewLabel("")
+		detail.Truncation = fyne.TextTruncateEllipsis
+		return container.NewBorder(nil, nil, container.NewHBox(check, icon), nil, container.NewVBox(title, detail))
+	}
+	s.list.UpdateItem = func(i widget.ListItemID, o fyne.CanvasObject) {
+		if i >= len(s.disks) {
+			return
+		}
+		d := s.disks[i]
+		row := o.(*fyne.Container)
+		box := row.Objects[0].(*fyne.Container)
+		check := row.Objects[1].(*fyne.Container).Objects[0].(*widget.Icon)
+		title, detail := box.Objects[0].(*widget.Label), box.Objects[1].(*widget.Label)
+		title.SetText(fmt.Sprintf("%s   %s   %s", d.Path, d.SizeHuman, d.Description()))
+		if r := s.refusal(d); r != nil {
+			check.SetResource(theme.NewDisabledResource(theme.CheckButtonIcon()))
+			title.Importance = widget.LowImportance
+			detail.Importance = widget.DangerImportance
+			detail.SetText("Not selectable: " + r.Msg)
+		} else {
+			if s.isChosen(d.Path) {
+				check.SetResource(theme.CheckButtonCheckedIcon())
 			} else {
-				title.Importance = widget.MediumImportance
-				detail.Importance = widget.MediumImportance
-				detail.SetText(transportText(d))
+				check.SetResource(theme.CheckButtonIcon())
 			}
-			title.Refresh()
-			detail.Refresh()
-		})
+			title.Importance = widget.MediumImportance
+			detail.Importance = widget.MediumImportance
+			detail.SetText(transportText(d))
+		}
+		title.Refresh()
+		detail.Refresh()
+	}
+	s.list.ExtendBaseWidget(s.list)
 	s.list.OnSelected = func(i widget.ListItemID) {
+		s.list.Unselect(i) // the check marks show the choice: a click toggles
 		if i >= len(s.disks) {
 			return
 		}
 		d := s.disks[i]
 		if r := s.refusal(d); r != nil {
-			s.list.Unselect(i)
-			s.choose(nil)
 			s.status.SetText("Cannot use " + d.Path + ": " + r.Msg)
 			return
 		}
-		s.choose(&d)
-		s.status.SetText("Selected " + d.String())
+		s.toggle(d.Path)
 	}
 	s.status = wrapLabel("Looking for disks…")
 	s.next = primaryButton(ui, "Next: flash  →", nil, func() { ui.tabs.SelectIndex(tabFlash) })
@@ -84,31 +122,75 @@ func newTargetStep(ui *UI) *targetStep {
 
 	s.content = container.NewBorder(
 		container.NewVBox(heading("Which card should be written? Insert it now; the list updates by itself."),
-			wrapLabel("Only removable cards and USB disks can be chosen. Everything on the card will be erased.")),
+			wrapLabel("Only removable cards and USB disks can be chosen; click several to write them at once. Everything on them will be erased.")),
 		container.NewVBox(s.status, container.NewHBox(refresh, layout.NewSpacer(), s.next)),
 		nil, nil, s.list)
 	ui.session.AddListener(func(c Change) {
 		switch {
 		case c == ChangeImageSize:
 			s.list.Refresh() // a card too small for the image is now known
-		case c == ChangeDisk && ui.session.Disk() == nil && s.selected != nil:
-			s.list.UnselectAll() // "Flash another card": choose again
-			s.choose(nil)
+			s.dropRefused()
+		case c == ChangeDisk && len(ui.session.Cards()) == 0 && len(s.chosen) > 0:
+			s.chosen = nil // "Flash another card": choose again
+			s.list.Refresh()
+			s.next.Disable()
 			s.status.SetText("Insert the next card and select it.")
 		}
 	})
 	return s
 }
 
-// choose makes d (nil: none) the card to write.
-func (s *targetStep) choose(d *devices.Disk) {
-	s.selected = d
-	if d == nil {
-		s.next.Disable()
+func (s *targetStep) isChosen(path string) bool { return slices.Contains(s.chosen, path) }
+
+// toggle adds or removes the card with this path.
+func (s *targetStep) toggle(path string) {
+	if i := slices.Index(s.chosen, path); i >= 0 {
+		s.chosen = slices.Delete(s.chosen, i, i+1)
 	} else {
-		s.next.Enable()
+		s.chosen = append(s.chosen, path)
 	}
-	s.ui.session.SetDisk(d)
+	s.publish()
+}
+
+// publish shares the chosen cards (in list order) and says what is chosen.
+func (s *targetStep) publish() {
+	var cards []devices.Disk
+	var names []string
+	for _, d := range s.disks {
+		if s.isChosen(d.Path) {
+			cards = append(cards, d)
+			names = append(names, d.String())
+		}
+	}
+	s.list.Refresh()
+	switch len(cards) {
+	case 0:
+		s.next.Disable()
+		s.status.SetText("Select the card to write (several: click each).")
+	case 1:
+		s.next.Enable()
+		s.status.SetText("Selected " + names[0])
+	default:
+		s.next.Enable()
+		s.status.SetText(fmt.Sprintf("Selected %d cards, written at once: %s", len(cards), strings.Join(names, "; ")))
+	}
+	s.ui.session.SetCards(cards)
+}
+
+// dropRefused unchooses cards that are now refused (too small for the image).
+func (s *targetStep) dropRefused() {
+	n := len(s.chosen)
+	s.chosen = slices.DeleteFunc(s.chosen, func(p string) bool {
+		for _, d := range s.disks {
+			if d.Path == p {
+				return s.refusal(d) != nil
+			}
+		}
+		return true
+	})
+	if len(s.chosen) != n {
+		s.publish()
+	}
 }
 
 // refusal is why d may not be written, given the image size once known.
@@ -157,23 +239,76 @@ func (s *targetStep) Refresh() {
 	}
 }
 
-// start polls the device list until the window closes. Listing reads sysfs
-// and the mount table: cheap enough for every 2 s.
+// setVisible tells the lister whether step 2 is shown (UI goroutine).
+func (s *targetStep) setVisible(v bool) {
+	select {
+	case <-s.visible: // replace a value not taken yet
+	default:
+	}
+	s.visible <- v
+}
+
+// eventSettle lets a card's partitions (and an automount) appear before the
+// list is read after a device event; the list is read again after
+// eventRecheck for what came later.
+const (
+	eventSettle  = 300 * time.Millisecond
+	eventRecheck = 2 * time.Second
+)
+
+// start lists the disks until the window closes: once now, then on each
+// block device event (kernel uevents) and when step 2 is shown; polling,
+// every RefreshEvery, only where there are no events and only while step 2
+// is shown. An idle window does no work.
 func (s *targetStep) start() {
+	events := s.ui.deps.DeviceEvents(s.ui.ctx)
 	go func() {
+		var ticker *time.Ticker
 		var tick <-chan time.Time
-		if every := s.ui.deps.RefreshEvery; every > 0 {
-			t := time.NewTicker(every)
-			defer t.Stop()
-			tick = t.C
+		defer func() {
+			if ticker != nil {
+				ticker.Stop()
+			}
+		}()
+		settle := time.NewTimer(time.Hour)
+		settle.Stop()
+		recheck, shown := false, false
+		pollWhileShown := func() { // no events (any more): poll, only while step 2 shows
+			if every := s.ui.deps.RefreshEvery; shown && events == nil && every > 0 && ticker == nil {
+				ticker = time.NewTicker(every)
+				tick = ticker.C
+			}
 		}
+		s.poll()
 		for {
-			s.poll()
 			select {
 			case <-s.ui.ctx.Done():
 				return
 			case <-tick:
+				s.poll()
 			case <-s.refresh:
+				s.poll()
+			case _, ok := <-events:
+				if !ok { // the event source failed for good
+					events = nil
+					pollWhileShown()
+					continue
+				}
+				settle.Reset(eventSettle)
+				recheck = true
+			case <-settle.C:
+				s.poll()
+				if recheck {
+					recheck = false
+					settle.Reset(eventRecheck)
+				}
+			case v := <-s.visible:
+				shown = v
+				pollWhileShown()
+				if !v && ticker != nil {
+					ticker.Stop()
+					ticker, tick = nil, nil
+				}
 			}
 		}
 	}()
@@ -204,11 +339,34 @@ func signature(disks []devices.Disk, err error) string {
 }
 
 func (s *targetStep) setDisks(disks []devices.Disk, err error) {
-	prev := s.selected
 	s.disks = disks
 	s.ui.session.SetDisks(disks)
-	s.list.UnselectAll()
-	s.choose(nil)
+	s.list.Refresh()
+	// Keep the chosen cards that are still listed and allowed; name the gone.
+	var gone []string
+	s.chosen = slices.DeleteFunc(s.chosen, func(p string) bool {
+		for _, d := range disks {
+			if d.Path == p && s.refusal(d) == nil {
+				return false
+			}
+		}
+		gone = append(gone, p)
+		return true
+	})
+	// talosflash gui --device, until it shows up; once: "Flash another
+	// card" starts with no card.
+	s.preset = slices.DeleteFunc(s.preset, func(want string) bool {
+		for _, d := range disks {
+			if d.Path == want && s.refusal(d) == nil {
+				if !s.isChosen(want) {
+					s.chosen = append(s.chosen, want)
+				}
+				return true
+			}
+		}
+		return false
+	})
+	s.publish()
 	switch {
 	case errors.Is(err, devices.ErrUnsupported):
 		s.status.SetText(err.Error())
@@ -216,36 +374,18 @@ func (s *targetStep) setDisks(disks []devices.Disk, err error) {
 		s.status.SetText("Cannot list disks: " + err.Error())
 	case len(disks) == 0:
 		s.status.SetText("No disks found. Insert the SD card (a USB card reader works).")
-	default:
-		s.status.SetText("Select the card to write.")
-	}
-	s.list.Refresh()
-	want := s.preset // talosflash gui --device, until it shows up
-	if prev != nil {
-		want = prev.Path
-	}
-	if want == "" {
-		return
-	}
-	for i, d := range disks {
-		if d.Path == want && s.refusal(d) == nil {
-			s.list.Select(i) // keeps the choice across refreshes
-			s.preset = ""    // once: "Flash another card" starts with no card
-			return
-		}
-	}
-	if prev != nil {
-		s.status.SetText(prev.Path + " is gone (card removed?). Select the card to write.")
+	case len(gone) > 0:
+		s.status.SetText(strings.Join(gone, ", ") + " is gone (card removed?). " + s.status.Text)
 	}
 }
 
-// selectPath selects the disk with this path (tests, demo).
+// selectPath toggles the disk with this path on (tests, demo) and says
+// whether it is chosen.
 func (s *targetStep) selectPath(path string) bool {
 	for i, d := range s.disks {
-		if d.Path == path {
-			s.list.Select(i)
-			return s.selected != nil && s.selected.Path == path
+		if d.Path == path && !s.isChosen(path) {
+			s.list.Select(i) // as a click: a refused card says why
 		}
 	}
-	return false
+	return s.isChosen(path)
 }

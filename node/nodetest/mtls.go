@@ -173,6 +173,7 @@ type Node struct {
 	upgrades     []string // images given to Upgrade (either API)
 	staged       string   // installer image to boot at the next reboot
 	reboots      int
+	rebootCalls  int // Reboot requests received (the reboot itself follows)
 	legacyCalls  int
 }
 
@@ -464,6 +465,9 @@ func (n *Node) Upgrade(_ context.Context, in *machine.UpgradeRequest) (*machine.
 // Reboot restarts the node: the API goes away for RebootDowntime and comes
 // back with a new boot ID, running the staged installer's version.
 func (n *Node) Reboot(context.Context, *machine.RebootRequest) (*machine.RebootResponse, error) {
+	n.mu.Lock()
+	n.rebootCalls++
+	n.mu.Unlock()
 	go n.reboot()
 	return &machine.RebootResponse{Messages: []*machine.Reboot{{ActorId: "actor-2"}}}, nil
 }
@@ -516,6 +520,9 @@ func (n *Node) reboot() {
 		lis.Close()
 	}
 }
+
+// RebootRequests counts MachineService.Reboot calls received.
+func (n *Node) RebootRequests() int { n.mu.Lock(); defer n.mu.Unlock(); return n.rebootCalls }
 
 // Bootstraps counts Bootstrap calls.
 func (n *Node) Bootstraps() int { n.mu.Lock(); defer n.mu.Unlock(); return n.bootstraps }

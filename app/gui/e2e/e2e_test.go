@@ -105,10 +105,11 @@ func TestRealWindowFlashesLoopDevice(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(cardDir) })
 	loop := attachLoop(t, filepath.Join(cardDir, "sdcard.img"), cardSize)
+	loop2 := attachLoop(t, filepath.Join(cardDir, "sdcard2.img"), cardSize) // two cards written at once
 	startXvfb(t)
 
 	home := filepath.Join(dir, "home")
-	cpConfig, err := os.ReadFile("../../../node/testdata/controlplane.yaml")
+	cpConfig, err := os.ReadFile("../../../node/testdata/talos114/valid/controlplane.yaml") // as talosctl gen config v1.14 writes it, with the Newt ExtensionServiceConfig
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +119,7 @@ func TestRealWindowFlashesLoopDevice(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(home, "controlplane.yaml"), cpConfig, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	app := exec.Command(bin, "gui", "--factory", factoryURL, "--allow-loop", "--device", loop, "--subnet", nodeSubnet)
+	app := exec.Command(bin, "gui", "--factory", factoryURL, "--allow-loop", "--device", loop, "--device", loop2, "--subnet", nodeSubnet)
 	app.Env = append(cleanEnv(), "DISPLAY="+display, "HOME="+home, "XDG_CACHE_HOME="+filepath.Join(home, ".cache"),
 		"XDG_CONFIG_HOME="+filepath.Join(home, ".config"), "LIBGL_ALWAYS_SOFTWARE=1", "LANG=C.UTF-8", "NO_PROXY=*")
 	var appLog bytes.Buffer
@@ -150,56 +151,115 @@ func TestRealWindowFlashesLoopDevice(t *testing.T) {
 	}
 	shot := func(name string) { t.Helper(); shotTo(shots, name, "1000x700+0+0") }
 
+	// tabBar is the step tabs as drawn: which step shows.
+	tabBar := func() []byte {
+		t.Helper()
+		time.Sleep(500 * time.Millisecond)
+		cmd := exec.Command("import", "-display", display, "-window", "root", "-crop", "420x44+0+0", "+repage", "-strip", "RGB:-")
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("tab bar: %v", err)
+		}
+		return out
+	}
+	steps := map[int][]byte{}
+	onStep := func(n int, promise string) {
+		t.Helper()
+		got := tabBar()
+		if want, ok := steps[n]; ok {
+			if !bytes.Equal(got, want) {
+				t.Fatalf("%s: step %d is not shown", promise, n)
+			}
+			return
+		}
+		for m, other := range steps {
+			if bytes.Equal(got, other) {
+				t.Fatalf("%s: step %d shows, want step %d", promise, m, n)
+			}
+		}
+		steps[n] = got
+	}
+
 	// 1 Image: the control plane is the first role, checked with the factory.
 	waitFor(t, "the factory check", 30*time.Second, func() bool { return len(srv.RequestsTo("/versions")) > 0 })
+	onStep(1, "start")
 	shot("1-image")
+	// README: Alt+1…4 switch steps, also while a text field has the focus
+	// (Tab, Tab: the Talos version field).
+	key("Tab", "Tab")
+	key("alt+2")
+	onStep(2, "Alt+2 from the version field")
+	key("Tab", "Tab", "alt+1")
+	onStep(1, "Alt+1 from step 2")
 	key("Return")
-	// 2 Card: the loop device, preselected by --device, allowed by --allow-loop.
+	// 2 Card: both loop devices, preselected by --device, allowed by --allow-loop.
+	onStep(2, "Enter on step 1")
 	shot("2-card")
+	// README: Enter runs the step's primary button after clicking a card
+	// (the list has the focus then). Two clicks on the first row leave the
+	// choice as it was.
+	x(t, "mousemove", "--window", win, "300", "165", "click", "1")
+	time.Sleep(600 * time.Millisecond)
+	x(t, "click", "1")
 	key("Return")
-	// 3 Flash: Enter asks, Esc keeps the card, Enter twice erases and flashes.
+	onStep(3, "Enter after clicking a card")
+	// 3 Flash: Enter asks, Esc keeps the cards, Enter twice erases and
+	// flashes both from one download.
 	key("Return")
 	shot("3-confirm")
 	key("Escape")
-	if got := readDev(t, loop, 512); !bytes.Equal(got, make([]byte, 512)) {
-		t.Fatal("the card was written although the confirmation was dismissed")
+	for _, dev := range []string{loop, loop2} {
+		if got := readDev(t, dev, 512); !bytes.Equal(got, make([]byte, 512)) {
+			t.Fatalf("%s was written although the confirmation was dismissed", dev)
+		}
 	}
 	key("Return")
 	key("Return")
 	waitFor(t, "the download to start", 60*time.Second, func() bool { return srv.BytesServed() > 0 })
 	shot("4-flashing")
-	waitFor(t, "the card to hold the image", 3*time.Minute, func() bool {
-		return bytes.Equal(readDev(t, loop, imageSize), fx.Raw)
-	})
+	for _, dev := range []string{loop, loop2} {
+		waitFor(t, dev+" to hold the image", 3*time.Minute, func() bool {
+			return bytes.Equal(readDev(t, dev, imageSize), fx.Raw)
+		})
+	}
 	time.Sleep(3 * time.Second) // verify and eject
 	shot("5-done")
 	if n := len(srv.RequestsTo("/schematics")); n == 0 {
 		t.Error("the schematic was not registered before the download")
+	}
+	if n := len(srv.RequestsTo(factorytest.ImagePath(cpID, cp.Version(), "metal-arm64.raw.zst"))); n != 1 {
+		t.Errorf("%d image downloads for two cards, want one", n)
 	}
 	cached := filepath.Join(home, ".cache", "talosflash", "images", filepath.FromSlash(imaging.FactoryCacheKey(factoryURL, cpID, cp.Version(), "metal-arm64.raw.zst")))
 	if data, err := os.ReadFile(cached); err != nil || !bytes.Equal(data, fx.Zstd(t)) {
 		t.Errorf("the image is not in the user's cache at %s: %v", cached, err)
 	}
 
-	// 4 Nodes: Enter goes on, the address field has the focus: the node's
-	// address, Enter. Then Tab reaches "Scan this network", which scans only
+	// 4 Nodes: Enter goes on; the node's address typed goes to the address
+	// field, Enter adds it. README: Esc releases the field, then Enter is
+	// the step's primary button, "Scan this network", which scans only
 	// --subnet and finds the same node.
 	key("Return")
+	onStep(4, "Enter on the finish screen")
 	x(t, "type", "--window", win, "--delay", "40", nd.Addr())
 	key("Return")
+	waitFor(t, "the typed node to be probed", 20*time.Second, func() bool { return nd.VersionCalls() >= 1 })
+	probed := nd.VersionCalls()
+	key("Escape")
+	key("Return")
+	waitFor(t, "Esc, Enter: the scan to probe the node", 30*time.Second, func() bool { return nd.VersionCalls() > probed })
 	time.Sleep(2 * time.Second)
-	key("Tab", "Return")
-	time.Sleep(3 * time.Second)
 	shot("6-nodes")
 
-	// Its config through "Choose config…" (Tab, Tab, Enter) and Fyne's file
-	// dialog, which opens in $HOME with nothing focused: Tab, Tab focus the
-	// file grid, Right moves from "(Parent)" to controlplane.yaml, Space
-	// selects it, Shift+Tab twice wraps round to Open. Enter then applies
-	// it: the incident checks pass (it has Newt's ExtensionServiceConfig).
-	key("Tab", "Tab", "Return")
+	// Its config through "Choose config…" (Tab: the row's first button,
+	// Enter). No portal here: the app's chooser opens with the home folder
+	// in its path field; the file's name, Enter. Enter then applies it:
+	// the incident checks pass (it has Newt's ExtensionServiceConfig).
+	key("Tab", "Return")
 	time.Sleep(time.Second)
-	key("Tab", "Tab", "Right", "space", "shift+Tab", "shift+Tab", "space")
+	x(t, "type", "--window", win, "--delay", "40", "controlplane.yaml")
+	shotTo(shots, "10-chooser", "1000x700+0+0")
+	key("Return")
 	time.Sleep(2 * time.Second) // the checks
 	shot("7-apply")
 	key("Return")
@@ -209,12 +269,17 @@ func TestRealWindowFlashesLoopDevice(t *testing.T) {
 	}
 	time.Sleep(time.Second)
 	shot("8-applied")
+	for _, line := range strings.Split(appLog.String(), "\n") {
+		if strings.Contains(line, "Fyne error") {
+			t.Errorf("a Fyne error on stderr: %s", line)
+		}
+	}
 	// The window at its minimum size (kept with the test's files only).
 	x(t, "windowsize", win, "400", "300")
 	shotTo(dir, "min-size", "1000x700+0+0")
 	t.Logf("min-size screenshot: %s", filepath.Join(dir, "min-size.png"))
 
-	for _, s := range []string{"1-image", "2-card", "3-confirm", "4-flashing", "5-done", "6-nodes", "7-apply", "8-applied"} {
+	for _, s := range []string{"1-image", "2-card", "3-confirm", "4-flashing", "5-done", "6-nodes", "7-apply", "8-applied", "10-chooser"} {
 		if st, err := os.Stat(filepath.Join(shots, s+".png")); err != nil || st.Size() < 2000 {
 			t.Errorf("screenshot %s missing or empty", s)
 		}
@@ -345,7 +410,7 @@ func cleanEnv() []string {
 	for _, kv := range os.Environ() {
 		k := strings.ToUpper(kv[:strings.IndexByte(kv, '=')+1])
 		switch k {
-		case "DISPLAY=", "WAYLAND_DISPLAY=", "HTTP_PROXY=", "HTTPS_PROXY=", "ALL_PROXY=", "NO_PROXY=", "HOME=", "XDG_CACHE_HOME=", "XDG_CONFIG_HOME=", "LANG=", "LC_ALL=":
+		case "DISPLAY=", "WAYLAND_DISPLAY=", "DBUS_SESSION_BUS_ADDRESS=", "XDG_RUNTIME_DIR=", "HTTP_PROXY=", "HTTPS_PROXY=", "ALL_PROXY=", "NO_PROXY=", "HOME=", "XDG_CACHE_HOME=", "XDG_CONFIG_HOME=", "LANG=", "LC_ALL=":
 			continue
 		}
 		env = append(env, kv)

@@ -10,6 +10,11 @@
 // (or before the first --listen) apply to it. Talos versions below v1.13
 // behave like the old maintenance service. Only loopback addresses are
 // accepted. Configs sent to a node are counted, never printed or stored.
+//
+// A Talos 1.14 node checks configs as 1.14 does (node/nodetest/talos114.go);
+// --rc1-rules adds the two rules of v1.14.0-rc.1 that later 1.14 releases
+// do not apply (UnattendedInstallConfig without a disk selector,
+// KubeProxyConfig on a worker).
 package main
 
 import (
@@ -26,6 +31,9 @@ import (
 	"github.com/talosflash/talosflash/node"
 	"github.com/talosflash/talosflash/node/nodetest"
 )
+
+// rc1Rules: --rc1-rules, for every node.
+var rc1Rules bool
 
 // configuredTalosconfig, if set by --configured-talosconfig FILE, runs
 // configured nodes (see configured.go) instead of maintenance ones.
@@ -115,6 +123,7 @@ func parseArgs(args []string) ([]spec, string, error) {
 	fs.Func("talos", "Talos version the node reports (below v1.13: the old maintenance API)", func(v string) error { cur.talos = v; return nil })
 	fs.Func("image", "what the node booted: a profile name (controlplane, worker, or from --profiles), or none (no extension statuses)", func(v string) error { cur.image = v; return nil })
 	fs.Func("hostname", "hostname (default: a random-looking talos-xxx-yyy)", func(v string) error { cur.hostname = v; return nil })
+	fs.BoolVar(&rc1Rules, "rc1-rules", false, "Talos 1.14 nodes also refuse what v1.14.0-rc.1 refuses (UnattendedInstallConfig without provisioning.diskSelector, KubeProxyConfig on a worker)")
 	fs.StringVar(&profiles, "profiles", "", "YAML file with custom profiles (for --image)")
 	fs.StringVar(&configuredTalosconfig, "configured-talosconfig", "", "run configured nodes (mTLS, bootstrap, upgrade) and write their talosconfig to this new file")
 	if err := fs.Parse(args); err != nil {
@@ -142,6 +151,7 @@ func options(sp spec, profiles []factory.Profile, i int) (nodetest.Options, erro
 		Addr:         sp.listen,
 		TalosVersion: sp.talos,
 		Legacy:       !node.UnifiedMaintenance(sp.talos),
+		RC1Rules:     rc1Rules,
 		Hostname:     sp.hostname,
 		MAC:          fmt.Sprintf("dc:a6:32:00:00:%02x", i+1),
 		Logf:         func(f string, a ...any) { log.Printf(sp.listen+": "+f, a...) },

@@ -1,0 +1,265 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/dustin/go-humanize"
+
+	"github.com/talosflash/talosflash/app/contract"
+	"github.com/talosflash/talosflash/inventory"
+)
+
+func init() {
+	commandHelp["card"] = help{
+		synopsis: "talosflash card DEVICE|FILE [--json]",
+		about: "Read a card (or image file) back, read-only: its partition table, whether it\n" +
+			"is a Talos image, the META keys it carries and the node (hostname, address,\n" +
+			"gateway, DNS) written there, so unlabelled cards can be sorted. Reads only\n" +
+			"the partition table and the 512 KiB META store; META values other than the\n" +
+			"node's network config are never printed (some hold keys).",
+		example: "talosflash card /dev/sdb\ntalosflash card worker-1.raw --json",
+		order:   []string{"json"},
+	}
+}
+
+type cardJSON struct {
+	Path     string         `json:"path"`
+	Size     int64          `json:"size"`
+	Table    *cardTableJSON `json:"partition_table"`
+	Talos    bool           `json:"talos_image"`
+	META     *cardMETAJSON  `json:"meta,omitempty"`
+	Node     *cardNodeJSON  `json:"node"`
+	Image    string         `json:"image"`
+	Problems []string       `json:"problems"`
+}
+
+type cardTableJSON struct {
+	SectorSize int64           `json:"sector_size"`
+	Primary    bool            `json:"primary_valid"`
+	Backup     bool            `json:"backup_valid"`
+	Partitions []cardPartition `json:"partitions"`
+}
+
+type cardPartition struct {
+	Index  int    `json:"index"`
+	Name   string `json:"name"`
+	Offset int64  `json:"offset"`
+	Size   int64  `json:"size"`
+}
+
+type cardMETAJSON struct {
+	Copy1 string        `json:"copy1"` // "valid" or why not
+	Copy2 string        `json:"copy2"`
+	Used  int           `json:"used_copy"`
+	Blank bool          `json:"blank"`
+	Keys  []cardMETAKey `json:"keys"`
+}
+
+type cardMETAKey struct {
+	Key  string `json:"key"`
+	Name string `json:"name"`
+	Size int    `json:"size"`
+}
+
+type cardNodeJSON struct {
+	Hostname  string   `json:"hostname,omitempty"`
+	Address   string   `json:"address,omitempty"`
+	Gateway   string   `json:"gateway,omitempty"`
+	Interface string   `json:"interface,omitempty"`
+	DNS       []string `json:"dns,omitempty"`
+}
+
+// cardImageNote says what of the image's identity the card tells.
+const cardImageNote = "not read: Talos keeps its version in the boot files (the BOOT " +
+	"filesystem) and the schematic inside the initramfs; a booted node reports both (talosflash nodes)"
+
+func runCard(_ context.Context, args []string, env Env) error {
+	var jsonOut bool
+
+	fs := newFlagSet("card", env)
+	fs.BoolVar(&jsonOut, "json", false, "print JSON")
+
+	path, err := parseWithFile(fs, args, "")
+	if err != nil {
+		return err
+	}
+
+	if path == "" {
+		return usageErrorf("card: name the card or image file (e.g. talosflash card /dev/sdb)")
+	}
+
+	// Stat before opening: opening a FIFO would wait for a writer.
+	st, err := os.Stat(path)
+	if err != nil {
+		return withCode(ExitDevice, fmt.Errorf("card: %w", err))
+	}
+
+	if !st.Mode().IsRegular() && st.Mode()&os.ModeDevice == 0 {
+		return usageErrorf("card: %s is not a disk or an image file", path)
+	}
+
+	f, err := os.Open(path) // read-only: nothing is ever written here
+	if err != nil {
+		return withCode(ExitDevice, fmt.Errorf("card: %w", err))
+	}
+	defer f.Close()
+
+	size, err := f.Seek(0, io.SeekEnd)
+	if err != nil {
+		return withCode(ExitDevice, fmt.Errorf("card: size of %s: %w", path, err))
+	}
+
+	out := describeCard(f, path, size)
+
+	if jsonOut {
+		if err := contract.WriteAnswer(env.Stdout, contract.TypeCard, out); err != nil {
+			return err
+		}
+	} else {
+		printCard(env, out)
+	}
+
+	if !out.Talos {
+		return withCode(ExitImage, fmt.Errorf("card: %s does not hold a Talos image", path))
+	}
+
+	return nil
+}
+
+func describeCard(r io.ReaderAt, path string, size int64) cardJSON {
+	out := cardJSON{Path: path, Size: size, Image: cardImageNote, Problems: []string{}}
+	rep := inventory.ReadCard(r, size)
+
+	out.Talos = rep.Talos
+	out.Problems = append(out.Problems, rep.Problems...)
+
+	if t := rep.Table; t != nil {
+		out.Table = &cardTableJSON{SectorSize: t.SectorSize, Primary: t.Primary, Backup: t.Backup, Partitions: []cardPartition{}}
+		for _, p := range t.Partitions {
+			out.Table.Partitions = append(out.Table.Partitions, cardPartition{p.Index, p.Name, p.Offset, p.Size})
+		}
+	}
+
+	if c := rep.META; c != nil {
+		m := &cardMETAJSON{Copy1: copyState(c.Status.Copy1), Copy2: copyState(c.Status.Copy2), Used: c.Status.Used, Blank: c.Status.Blank, Keys: []cardMETAKey{}}
+		for _, k := range rep.Keys {
+			m.Keys = append(m.Keys, cardMETAKey{Key: fmt.Sprintf("0x%02x", k.Key), Name: k.Name, Size: k.Size})
+		}
+
+		out.META = m
+	}
+
+	if info := rep.Node; info != nil {
+		n := &cardNodeJSON{Hostname: info.Hostname, Interface: info.Interface}
+		if info.Address.IsValid() {
+			n.Address = info.Address.String()
+		}
+
+		if info.Gateway.IsValid() {
+			n.Gateway = info.Gateway.String()
+		}
+
+		for _, d := range info.DNS {
+			n.DNS = append(n.DNS, d.String())
+		}
+
+		out.Node = n
+	}
+
+	return out
+}
+
+func copyState(err error) string {
+	if err == nil {
+		return "valid"
+	}
+
+	return err.Error()
+}
+
+func printCard(env Env, c cardJSON) {
+	w := env.Stdout
+	fmt.Fprintf(w, "%s: %s\n", c.Path, humanize.IBytes(uint64(c.Size)))
+
+	if c.Table != nil {
+		copies := "primary and backup valid"
+		switch {
+		case !c.Table.Primary:
+			copies = "primary damaged, backup used"
+		case !c.Table.Backup:
+			copies = "backup missing or damaged"
+		}
+
+		fmt.Fprintf(w, "Partitions (GPT, %s):\n", copies)
+
+		for _, p := range c.Table.Partitions {
+			fmt.Fprintf(w, "  %d  %-10s %9s at %s\n", p.Index, dash(p.Name), humanize.IBytes(uint64(p.Size)), humanize.IBytes(uint64(p.Offset)))
+		}
+	}
+
+	if c.Talos {
+		fmt.Fprintln(w, "Talos image: yes (EFI and META partitions)")
+	} else {
+		fmt.Fprintln(w, "Talos image: no")
+	}
+
+	if c.META != nil {
+		switch {
+		case c.META.Used == 0 && c.META.Blank:
+			fmt.Fprintln(w, "META: blank (as flashed; no keys)")
+		case c.META.Used == 0:
+			fmt.Fprintln(w, "META: not a Talos store")
+		default:
+			keys := make([]string, len(c.META.Keys))
+			for i, k := range c.META.Keys {
+				keys[i] = fmt.Sprintf("%s %s (%d bytes)", k.Key, k.Name, k.Size)
+			}
+
+			state := "both copies valid"
+			if c.META.Copy1 != "valid" || c.META.Copy2 != "valid" {
+				state = fmt.Sprintf("copy %d used (copy 1: %s; copy 2: %s)", c.META.Used, c.META.Copy1, c.META.Copy2)
+			}
+
+			if len(keys) == 0 {
+				keys = []string{"none"}
+			}
+
+			fmt.Fprintf(w, "META: %s; keys: %s\n", state, strings.Join(keys, ", "))
+		}
+	}
+
+	if n := c.Node; n != nil {
+		line := strings.TrimPrefix(strings.Join([]string{n.Hostname, n.Address}, ", "), ", ")
+		if n.Gateway != "" {
+			line += " via " + n.Gateway
+		}
+
+		if n.Interface != "" {
+			line += " on " + n.Interface
+		}
+
+		if len(n.DNS) > 0 {
+			line += ", DNS " + strings.Join(n.DNS, " ")
+		}
+
+		fmt.Fprintf(w, "Node: %s\n", line)
+
+		if n.Hostname != "" {
+			fmt.Fprintf(w, "Label it: %s\n", n.Hostname)
+		}
+	} else if c.Talos {
+		fmt.Fprintln(w, "Node: none written (the Pi will take an address by DHCP and a generated hostname)")
+	}
+
+	if c.Talos {
+		fmt.Fprintf(w, "Image and schematic: %s\n", c.Image)
+	}
+
+	for _, p := range c.Problems {
+		fmt.Fprintf(w, "Note: %s\n", p)
+	}
+}

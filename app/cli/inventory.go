@@ -1,0 +1,269 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/talosflash/talosflash/app/contract"
+	"github.com/talosflash/talosflash/inventory"
+)
+
+func init() {
+	commandHelp["inventory"] = help{
+		synopsis: "talosflash inventory (init | check) [FILE] [flags]",
+		about: "The cluster inventory (default " + inventory.DefaultFile + "): each machine's hostname,\n" +
+			"role, static address, gateway, DNS, machine config and installer file.\n" +
+			"init writes a commented starting file (cp-1, worker-1, worker-2 with\n" +
+			"example addresses); check reports every problem with file, line and fix.",
+		example: "talosflash inventory init\n" +
+			"talosflash inventory check talosflash.yaml --json",
+		order: []string{"profiles", "force", "json"},
+	}
+}
+
+func runInventory(_ context.Context, args []string, env Env) error {
+	if len(args) == 0 {
+		return usageErrorf("inventory: say init or check (see: talosflash inventory -h)")
+	}
+
+	switch args[0] {
+	case "init":
+		return runInventoryInit(args[1:], env)
+	case "check":
+		return runInventoryCheck(args[1:], env)
+	case "-h", "--help", "help":
+		fs := newFlagSet("inventory", env)
+		inventoryFlags(fs, new(string), new(bool), new(bool))
+
+		return parseFlags(fs, []string{"-h"})
+	}
+
+	return usageErrorf("inventory: unknown subcommand %q (init or check)", args[0])
+}
+
+// inventoryFlags are the flags of both subcommands, so one usage text covers them.
+func inventoryFlags(fs *flag.FlagSet, profiles *string, force, jsonOut *bool) {
+	fs.StringVar(profiles, "profiles", "", "check: YAML file with custom profiles (else the inventory's profiles: file)")
+	fs.BoolVar(force, "force", false, "init: replace an existing file")
+	fs.BoolVar(jsonOut, "json", false, "check: print JSON")
+}
+
+// parseWithFile parses flags and at most one FILE argument, in any order.
+func parseWithFile(fs *flag.FlagSet, args []string, def string) (string, error) {
+	file := ""
+
+	for {
+		if err := parseFlags(fs, args); err == nil {
+			break
+		} else if fs.NArg() == 0 || !isUnexpectedArg(err) {
+			return "", err
+		}
+
+		if file != "" {
+			return "", usageErrorf("%s: one FILE only (got %q and %q)", fs.Name(), file, fs.Arg(0))
+		}
+
+		file = fs.Arg(0)
+		args = fs.Args()[1:]
+	}
+
+	if file == "" {
+		file = def
+	}
+
+	return file, nil
+}
+
+func isUnexpectedArg(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "unexpected argument")
+}
+
+func runInventoryInit(args []string, env Env) error {
+	var (
+		profiles       string
+		force, jsonOut bool
+	)
+
+	fs := newFlagSet("inventory", env)
+	inventoryFlags(fs, &profiles, &force, &jsonOut)
+
+	file, err := parseWithFile(fs, args, inventory.DefaultFile)
+	if err != nil {
+		return err
+	}
+
+	flags := os.O_WRONLY | os.O_CREATE | os.O_EXCL
+	if force {
+		flags = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+	}
+
+	// O_EXCL: an existing inventory (or a symlink planted in its place) is
+	// never overwritten without --force.
+	f, err := os.OpenFile(file, flags, 0o644) // no secrets in it: it names the configs
+	if errors.Is(err, os.ErrExist) {
+		return usageErrorf("inventory init: %s exists (check it with: talosflash inventory check %s; --force replaces it)", file, file)
+	}
+
+	if err != nil {
+		return withCode(ExitStorage, fmt.Errorf("inventory init: %w", err))
+	}
+
+	if _, err := f.Write(inventory.Template()); err != nil {
+		f.Close()
+		return withCode(ExitStorage, fmt.Errorf("inventory init: write %s: %w", file, err))
+	}
+
+	if err := f.Close(); err != nil {
+		return withCode(ExitStorage, fmt.Errorf("inventory init: write %s: %w", file, err))
+	}
+
+	fmt.Fprintf(env.Stdout, "Wrote %s: cp-1, worker-1, worker-2 with EXAMPLE addresses (192.168.1.20-22).\n", file)
+	fmt.Fprintf(env.Stdout, "Next: edit the addresses for your network, then: talosflash inventory check %s\n", file)
+
+	return nil
+}
+
+type inventoryJSON struct {
+	File     string          `json:"file"`
+	OK       bool            `json:"ok"`
+	Problems []problemJSON   `json:"problems"`
+	Cluster  string          `json:"cluster,omitempty"`
+	Nodes    []inventoryNode `json:"nodes"`
+}
+
+type problemJSON struct {
+	File    string `json:"file"`
+	Line    int    `json:"line,omitempty"`
+	Message string `json:"message"`
+	Fix     string `json:"fix,omitempty"`
+}
+
+type inventoryNode struct {
+	Hostname  string   `json:"hostname"`
+	Role      string   `json:"role,omitempty"`
+	Profile   string   `json:"profile,omitempty"`
+	Address   string   `json:"address,omitempty"`
+	Gateway   string   `json:"gateway,omitempty"`
+	DNS       []string `json:"dns,omitempty"`
+	Interface string   `json:"interface"`
+	Config    string   `json:"config,omitempty"`
+	Installer string   `json:"installer,omitempty"`
+}
+
+func runInventoryCheck(args []string, env Env) error {
+	var (
+		profiles       string
+		force, jsonOut bool
+	)
+
+	fs := newFlagSet("inventory", env)
+	inventoryFlags(fs, &profiles, &force, &jsonOut)
+
+	file, err := parseWithFile(fs, args, inventory.DefaultFile)
+	if err != nil {
+		return err
+	}
+
+	var opts inventory.Options
+	if profiles != "" {
+		all, err := loadProfiles(profiles)
+		if err != nil {
+			return err
+		}
+
+		opts.Profiles = all
+	}
+
+	inv, err := inventory.Load(file, opts)
+
+	var problems inventory.Problems
+	if err != nil && !errors.As(err, &problems) {
+		if errors.Is(err, os.ErrNotExist) {
+			return withCode(ExitConfig, fmt.Errorf("%w (start one with: talosflash inventory init %s)", err, file))
+		}
+
+		return withCode(ExitConfig, err)
+	}
+
+	if jsonOut {
+		out := inventoryJSON{File: file, OK: len(problems) == 0, Problems: []problemJSON{}, Nodes: []inventoryNode{}}
+		for _, p := range problems {
+			out.Problems = append(out.Problems, problemJSON(p))
+		}
+
+		if inv != nil {
+			out.Cluster = inv.Cluster
+			for _, n := range inv.Nodes {
+				out.Nodes = append(out.Nodes, inventoryNodeOf(n))
+			}
+		}
+
+		if err := contract.WriteAnswer(env.Stdout, contract.TypeInventory, out); err != nil {
+			return err
+		}
+	} else if len(problems) == 0 {
+		printInventory(env, inv)
+	}
+
+	if len(problems) > 0 {
+		if !jsonOut {
+			for _, p := range problems {
+				fmt.Fprintln(env.Stderr, p.Error())
+			}
+		}
+
+		s := "s"
+		if len(problems) == 1 {
+			s = ""
+		}
+
+		return withCode(ExitConfig, fmt.Errorf("%s: %d problem%s", file, len(problems), s))
+	}
+
+	return nil
+}
+
+func inventoryNodeOf(n inventory.Node) inventoryNode {
+	j := inventoryNode{
+		Hostname: n.Hostname, Role: n.Role, Profile: n.Profile, Interface: n.Interface,
+		Config: n.Config, Installer: n.Installer,
+	}
+
+	if n.Address.IsValid() {
+		j.Address = n.Address.String()
+	}
+
+	if n.Gateway.IsValid() {
+		j.Gateway = n.Gateway.String()
+	}
+
+	for _, d := range n.DNS {
+		j.DNS = append(j.DNS, d.String())
+	}
+
+	return j
+}
+
+func printInventory(env Env, inv *inventory.Inventory) {
+	name := inv.Cluster
+	if name == "" {
+		name = "(no cluster name)"
+	}
+
+	fmt.Fprintf(env.Stdout, "%s: cluster %s, %d nodes, no problems\n", inv.Path, name, len(inv.Nodes))
+
+	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "HOSTNAME\tROLE\tIMAGE\tADDRESS\tGATEWAY\tINTERFACE\tCONFIG")
+
+	for _, n := range inv.Nodes {
+		j := inventoryNodeOf(n)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", j.Hostname, dash(j.Role), dash(j.Profile), j.Address, dash(j.Gateway), j.Interface, dash(j.Config))
+	}
+
+	_ = tw.Flush()
+}

@@ -1,0 +1,118 @@
+package cli
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestInventoryInitThenCheck(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "talosflash.yaml")
+
+	code, stdout, stderr := cliRun(t, "inventory", "init", file)
+	if code != ExitOK || !strings.Contains(stdout, "EXAMPLE addresses") || stderr != "" {
+		t.Fatalf("init: %d %q %q", code, stdout, stderr)
+	}
+
+	// Never over an existing file without --force.
+	code, _, stderr = cliRun(t, "inventory", "init", file)
+	if code != ExitUsage || !strings.Contains(stderr, "exists") || !strings.Contains(stderr, "--force") {
+		t.Fatalf("second init: %d %q", code, stderr)
+	}
+
+	// The configs it names do not exist yet: each reported with its line.
+	code, _, stderr = cliRun(t, "inventory", "check", file)
+	if code != ExitConfig || strings.Count(stderr, "not found") != 6 || !strings.Contains(stderr, "talosflash.yaml:") ||
+		!strings.Contains(stderr, "talosctl gen config") || !strings.Contains(stderr, "6 problems") {
+		t.Fatalf("check without configs: %d\n%s", code, stderr)
+	}
+
+	if err := os.MkdirAll(filepath.Join(dir, "talos"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+
+	// Real configs (test PKI), without a static hostname: the card sets it.
+	for _, f := range []string{"controlplane.yaml", "worker.yaml", "installer-controlplane.yaml", "installer-worker.yaml"} {
+		body := []byte("x: y\n")
+		if !strings.HasPrefix(f, "installer-") {
+			b, err := os.ReadFile(filepath.Join("..", "..", "node", "testdata", f))
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			body = []byte(strings.Replace(string(b), "hostname:", "# hostname:", 1))
+		}
+
+		if err := os.WriteFile(filepath.Join(dir, "talos", f), body, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Flags after the file work too.
+	code, stdout, stderr = cliRun(t, "inventory", "check", file, "--json")
+	if code != ExitOK || stderr != "" {
+		t.Fatalf("check: %d %q", code, stderr)
+	}
+
+	var out inventoryJSON
+	if err := json.Unmarshal(answer(t, stdout, "inventory"), &out); err != nil {
+		t.Fatal(err)
+	}
+
+	if !out.OK || len(out.Nodes) != 3 || out.Nodes[1].Hostname != "worker-1" || out.Nodes[1].Address != "192.168.1.21/24" || out.Nodes[1].Interface != "end0" {
+		t.Fatalf("json %+v", out)
+	}
+
+	code, stdout, _ = cliRun(t, "inventory", "check", file)
+	if code != ExitOK || !strings.Contains(stdout, "3 nodes, no problems") || !strings.Contains(stdout, "worker-2  worker") {
+		t.Fatalf("table: %d\n%s", code, stdout)
+	}
+}
+
+func TestInventoryCheckProblems(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "inv.yaml")
+	body := "nodes:\n  - hostname: w1\n    role: wroker\n    address: 10.0.1.5/24\n    gateway: 10.0.0.1\n"
+
+	if err := os.WriteFile(file, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	code, _, stderr := cliRun(t, "inventory", "check", file)
+	for _, want := range []string{
+		file + `:3: node w1: unknown role "wroker" (did you mean worker?)`,
+		file + ":5: node w1: gateway 10.0.0.1 is outside the address's subnet 10.0.1.0/24",
+		"talosflash: " + file + ": 2 problems",
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+
+	if code != ExitConfig {
+		t.Errorf("exit %d", code)
+	}
+
+	code, stdout, _ := cliRun(t, "inventory", "check", "--json", file)
+
+	var out inventoryJSON
+	if err := json.Unmarshal(answer(t, stdout, "inventory"), &out); err != nil || out.OK || len(out.Problems) != 2 || out.Problems[0].Line != 3 || code != ExitConfig {
+		t.Fatalf("json: %d %v %+v", code, err, out)
+	}
+
+	code, _, stderr = cliRun(t, "inventory", "check", filepath.Join(dir, "none.yaml"))
+	if code != ExitConfig || !strings.Contains(stderr, "inventory init") {
+		t.Fatalf("missing file: %d %q", code, stderr)
+	}
+
+	if code, _, _ := cliRun(t, "inventory", "frob"); code != ExitUsage {
+		t.Fatalf("unknown subcommand: %d", code)
+	}
+
+	if code, _, _ := cliRun(t, "inventory", "check", "a.yaml", "b.yaml"); code != ExitUsage {
+		t.Fatalf("two files: %d", code)
+	}
+}

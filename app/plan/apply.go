@@ -1,0 +1,486 @@
+package plan
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/talosflash/talosflash/node"
+)
+
+// ApplyJob is one machine config for one node in maintenance mode: the CLI
+// and the GUI fill it in and call Apply (or CheckApply, then Send on the
+// review, when the user confirms in between).
+type ApplyJob struct {
+	Endpoint string // node address as typed (host or host:port)
+	Name     string // the config's file name, for messages
+	// ConfigPath is where the config lies on disk ("" when it came from
+	// elsewhere): the user's talos/installer-<role>.yaml is looked for
+	// beside it, so installer fixes name the patch to change.
+	ConfigPath string
+	Config     []byte // the file, sent byte for byte
+	Mode       string // talosctl's apply mode; "" = auto
+	// DryRun asks only for the node's dry run: nothing is applied.
+	DryRun bool
+	// Force sends a config the incident checks block (CLI --force, the
+	// GUI's override tick); Apply uses it, ApplyReview.Send takes its own.
+	Force bool
+	// Timeout bounds the probe and each call to the node (0: node's default).
+	Timeout time.Duration
+	// Check is how the config is checked: profiles, factory, cached
+	// images, the declared role. Node and Endpoint are filled from the probe.
+	Check NodeCheck
+
+	// Probe and ApplyConfig reach the node (nil: node.Probe, node.Apply).
+	Probe       func(ctx context.Context, addr string) (*node.Node, error)
+	ApplyConfig func(ctx context.Context, opts node.ApplyOptions) (*node.ApplyResult, error)
+	// Event gets what happens, in order, as it happens (may be nil).
+	Event func(ApplyEvent)
+}
+
+// ApplyEventKind says what an ApplyEvent carries.
+type ApplyEventKind string
+
+const (
+	// EventPhase: a step starts (Phase).
+	EventPhase ApplyEventKind = "phase"
+	// EventNote: something the user should know that is not a finding
+	// (Severity info or warning, Text): kinds not checked locally, the
+	// loader's warnings, the declared role against what the node booted,
+	// try mode on Talos >= 1.13.
+	EventNote ApplyEventKind = "note"
+	// EventNode: the node as probed (Node, Match).
+	EventNode ApplyEventKind = "node"
+	// EventFinding: one incident-check finding (Finding).
+	EventFinding ApplyEventKind = "finding"
+	// EventVerdict: the node's dry run accepted the config (Result).
+	EventVerdict ApplyEventKind = "verdict"
+)
+
+// ApplyPhase is a step of the apply sequence.
+type ApplyPhase string
+
+const (
+	PhaseProbe  ApplyPhase = "probe"   // reading what the node booted
+	PhaseCheck  ApplyPhase = "check"   // the config against it
+	PhaseDryRun ApplyPhase = "dry-run" // the node validates it (Talos >= 1.13, or DryRun)
+	PhaseSend   ApplyPhase = "send"    // the node applies it
+)
+
+// ApplyEvent is one thing that happened during an apply.
+type ApplyEvent struct {
+	Kind     ApplyEventKind
+	Phase    ApplyPhase
+	Severity node.Severity // EventNote
+	Text     string        // EventNote
+	Node     *node.Node    // EventNode
+	Match    Match         // EventNode: the profile or cached image it booted
+	Finding  node.Finding  // EventFinding
+	Result   *node.ApplyResult
+}
+
+// ApplyReview is a checked job, before anything is sent: what the node
+// booted, the config and the findings. Send sends it.
+type ApplyReview struct {
+	Job      ApplyJob
+	Endpoint string     // normalized host:port
+	Node     *node.Node // as probed
+	Match    Match      // what it booted, as a profile or cached image
+	Config   *node.Config
+	Findings []node.Finding
+	// DeclaredNote says how the declared role relates to what the node
+	// booted ("" when there is nothing to say).
+	DeclaredNote string
+	checked      bool // CheckApply got to the end: Send may send
+}
+
+// Blocking counts the findings that stop the send unless forced.
+func (rv *ApplyReview) Blocking() int {
+	n := 0
+	for _, f := range rv.Findings {
+		if f.Severity == node.SeverityError {
+			n++
+		}
+	}
+	return n
+}
+
+// Expected is what the node will do once it takes the config (mode auto
+// unless the job says otherwise), for the confirmation.
+func (rv *ApplyReview) Expected() NextStep {
+	return nextStep(rv.Node, rv.Config.MachineType, expectedReply(rv.Node, rv.Job.Mode), rv.Job.DryRun)
+}
+
+// ApplyOutcome is a finished apply: what the node did and does next.
+type ApplyOutcome struct {
+	*ApplyReview
+	Result *node.ApplyResult // the node's answer (its dry run's with DryRun)
+	Next   NextStep
+}
+
+// Errors of the apply sequence (besides node's and ctx's).
+var (
+	// ErrConfigured: the node already has a config; talosctl with its
+	// talosconfig manages it. errors.Is(err, node.ErrRefused) too.
+	ErrConfigured = errors.New("the node already has a config")
+	// ErrNoFingerprint: the probe saw no certificate to pin, so the config
+	// could reach another machine at the address. Nothing is sent.
+	ErrNoFingerprint = errors.New("no certificate fingerprint to pin")
+)
+
+// ConfiguredError is a node that already has a config (exit 8 in the CLI).
+type ConfiguredError struct{ Addr string }
+
+func (e *ConfiguredError) Error() string {
+	return e.Addr + " already has a config (it asks for a client certificate): use talosctl with its talosconfig"
+}
+
+func (e *ConfiguredError) Is(target error) bool {
+	return target == ErrConfigured || target == node.ErrRefused
+}
+
+// BlockedError is a config the incident checks block; nothing was sent.
+// errors.Is(err, node.ErrInvalidConfig) (exit 7 in the CLI).
+type BlockedError struct {
+	Name     string
+	Findings []node.Finding // the blocking ones
+}
+
+func (e *BlockedError) Error() string {
+	return fmt.Sprintf("%s fails %d incident check(s); nothing was sent", e.Name, len(e.Findings))
+}
+
+func (e *BlockedError) Is(target error) bool { return target == node.ErrInvalidConfig }
+
+// InputError is a job the user must change (a bad address, mode or
+// declared role): nothing was sent (exit 2 in the CLI).
+type InputError struct {
+	Setting, Value string // the job's field at fault when the message does not name it ("mode", "staged")
+	Err            error
+}
+
+func (e *InputError) Error() string {
+	if e.Setting != "" {
+		return e.Setting + " " + e.Value + ": " + e.Err.Error()
+	}
+	return e.Err.Error()
+}
+func (e *InputError) Unwrap() error { return e.Err }
+
+// InterruptedError is ctx ending the job, saying what was and was not
+// sent; it unwraps to ctx's error (context.Canceled: exit 130 in the CLI).
+type InterruptedError struct {
+	What string
+	Err  error
+}
+
+func (e *InterruptedError) Error() string { return "interrupted: " + e.What }
+func (e *InterruptedError) Unwrap() error { return e.Err }
+
+// Apply runs the whole sequence: CheckApply, then Send with job.Force.
+// The outcome's review and findings are returned with a check failure too.
+func Apply(ctx context.Context, job ApplyJob) (*ApplyOutcome, error) {
+	rv, err := CheckApply(ctx, job)
+	if err != nil {
+		return outcomeOf(rv), err
+	}
+	return rv.Send(ctx, job.Force)
+}
+
+func outcomeOf(rv *ApplyReview) *ApplyOutcome {
+	if rv == nil {
+		return nil
+	}
+	return &ApplyOutcome{ApplyReview: rv}
+}
+
+// CheckApply loads the config, probes the node, refuses a configured one
+// and runs the incident checks against what the node booted. Nothing is
+// sent. The review is returned with the error once the config is loaded.
+func CheckApply(ctx context.Context, job ApplyJob) (*ApplyReview, error) {
+	endpoint, err := node.NormalizeEndpoint(job.Endpoint)
+	if err != nil {
+		return nil, &InputError{Err: err}
+	}
+	if _, err := node.ParseMode(job.Mode); err != nil {
+		return nil, &InputError{Err: err}
+	}
+	job.Mode = strings.ToLower(strings.TrimSpace(job.Mode))
+	if job.Mode == "" {
+		job.Mode = node.ModeAuto
+	}
+	if job.Name == "" {
+		job.Name = "the config"
+	}
+	if int64(len(job.Config)) > node.MaxConfigSize {
+		return nil, &node.ConfigError{Reason: fmt.Sprintf("%s is larger than %d bytes: not a machine config", job.Name, node.MaxConfigSize)}
+	}
+	cfg, err := node.LoadConfig(job.Config)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", job.Name, err)
+	}
+	rv := &ApplyReview{Job: job, Endpoint: endpoint, Config: cfg}
+	for _, u := range cfg.Unchecked {
+		job.note(node.SeverityInfo, u)
+	}
+	for _, w := range cfg.Warnings {
+		job.note(node.SeverityWarning, w)
+	}
+
+	// What did the node boot? The checks use its answer, not the user's word.
+	job.phase(PhaseProbe)
+	probe := job.Probe
+	if probe == nil {
+		probe = node.Probe
+	}
+	pctx, cancel := job.callContext(ctx)
+	n, err := probe(pctx, endpoint)
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return rv, &InterruptedError{What: "while reading what " + endpoint + " booted; nothing was sent", Err: ctx.Err()}
+		}
+		return rv, err
+	}
+	rv.Node = n
+	if n.Configured {
+		return rv, &ConfiguredError{Addr: n.Addr}
+	}
+	nc := job.Check
+	nc.Node, nc.Endpoint = n, endpoint
+	rv.Match = nc.MatchBooted()
+	job.emit(ApplyEvent{Kind: EventNode, Node: n, Match: rv.Match})
+
+	job.phase(PhaseCheck)
+	opts, err := nc.Options(ctx)
+	if err != nil {
+		return rv, &InputError{Err: err}
+	}
+	if rv.DeclaredNote = nc.DeclaredNote(); rv.DeclaredNote != "" {
+		job.note(node.SeverityInfo, rv.DeclaredNote)
+	}
+	opts.InstallerPatch = node.FindInstallerPatch(job.ConfigPath, cfg.MachineType)
+	rv.Findings = node.InspectWith(cfg, opts)
+	for _, f := range rv.Findings {
+		job.emit(ApplyEvent{Kind: EventFinding, Finding: f})
+	}
+	rv.checked = true
+	return rv, nil
+}
+
+// Send sends the checked config: refused while a finding blocks (unless
+// force), in a mode the node's Talos does not take, or without a probed
+// certificate to pin; then, on Talos >= 1.13, the node's dry run first
+// (its verdict), then the apply pinned to the certificate the node showed
+// when it was probed. With DryRun only the node's dry run is asked for.
+func (rv *ApplyReview) Send(ctx context.Context, force bool) (*ApplyOutcome, error) {
+	job, n := rv.Job, rv.Node
+	out := &ApplyOutcome{ApplyReview: rv}
+	if !rv.checked {
+		return out, errors.New("apply: the config was not checked against the node (CheckApply failed); nothing was sent")
+	}
+	if b := rv.Blocking(); b > 0 && !force {
+		var blocking []node.Finding
+		for _, f := range rv.Findings {
+			if f.Severity == node.SeverityError {
+				blocking = append(blocking, f)
+			}
+		}
+		return out, &BlockedError{Name: job.Name, Findings: blocking}
+	}
+	if modes := node.ModesFor(n.TalosVersion); !slices.Contains(modes, job.Mode) {
+		return out, &InputError{Setting: "mode", Value: job.Mode, Err: errors.New("Talos <= 1.12 in maintenance mode only accepts " + strings.Join(modes, ", ") + " (node reports " + versionLabel(n) + ")")}
+	}
+	if n.CertFingerprint == "" {
+		return out, fmt.Errorf("%w: %s showed no TLS certificate when it was probed, so %s could reach another machine at this address; nothing was sent (scan or add the node again)", ErrNoFingerprint, n.Addr, job.Name)
+	}
+	if job.Mode == node.ModeTry && n.Unified() && !job.DryRun {
+		job.note(node.SeverityWarning, fmt.Sprintf("--mode try on Talos >= 1.13 applies the config without persisting it and rolls back after %s: the node will not keep it", node.DefaultTryTimeout))
+	}
+	send := job.ApplyConfig
+	if send == nil {
+		send = node.Apply
+	}
+	// The node we probed and checked, not another one at the same address.
+	opts := node.ApplyOptions{Endpoint: rv.Endpoint, Config: job.Config, Mode: job.Mode, Timeout: job.Timeout, CertFingerprints: []string{n.CertFingerprint}}
+
+	// A Ctrl-C that came before a call: that call is not made.
+	notSent := func(before string) error {
+		return &InterruptedError{What: "before " + before + " " + rv.Endpoint + ": " + job.Name + " was not sent, nothing was applied: the node still waits for a config", Err: ctx.Err()}
+	}
+	// Talos >= 1.13 validates in maintenance mode: ask it first and show its verdict.
+	if n.Unified() && !job.DryRun {
+		job.phase(PhaseDryRun)
+		if ctx.Err() != nil {
+			return out, notSent("the dry run on")
+		}
+		check := opts
+		check.DryRun = true
+		res, err := send(ctx, check)
+		if err != nil {
+			if ctx.Err() != nil {
+				return out, &InterruptedError{What: "during the node's dry run of " + job.Name + "; nothing was applied", Err: ctx.Err()}
+			}
+			return out, fmt.Errorf("the node's dry run refused %s, nothing was applied: %w", job.Name, err)
+		}
+		job.emit(ApplyEvent{Kind: EventVerdict, Result: res})
+	}
+	if job.DryRun {
+		job.phase(PhaseDryRun)
+	} else {
+		job.phase(PhaseSend)
+	}
+	opts.DryRun = job.DryRun
+	if ctx.Err() != nil {
+		return out, notSent("sending to")
+	}
+	res, err := send(ctx, opts)
+	if err != nil {
+		if ctx.Err() != nil {
+			if job.DryRun {
+				return out, &InterruptedError{What: "during the node's dry run of " + job.Name + "; nothing was applied", Err: ctx.Err()}
+			}
+			return out, &InterruptedError{What: "while waiting for the node's answer: " + job.Name + " was sent and the node may have applied it (scan for it again: a configured node asks for a client certificate)", Err: ctx.Err()}
+		}
+		return out, err
+	}
+	out.Result = res
+	out.Next = AfterApply(n, rv.Config.MachineType, res)
+	return out, nil
+}
+
+func (job *ApplyJob) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if job.Timeout > 0 {
+		return context.WithTimeout(ctx, job.Timeout)
+	}
+	return context.WithCancel(ctx)
+}
+
+func (job *ApplyJob) emit(ev ApplyEvent) {
+	if job.Event != nil {
+		job.Event(ev)
+	}
+}
+
+func (job *ApplyJob) phase(p ApplyPhase) { job.emit(ApplyEvent{Kind: EventPhase, Phase: p}) }
+
+func (job *ApplyJob) note(sev node.Severity, text string) {
+	job.emit(ApplyEvent{Kind: EventNote, Severity: sev, Text: text})
+}
+
+func versionLabel(n *node.Node) string {
+	switch {
+	case n.InvalidVersion != "":
+		return "invalid (" + n.InvalidVersion + ")"
+	case n.TalosVersion == "":
+		return "-"
+	}
+	return n.TalosVersion
+}
+
+// NextStep is what the node does after an apply, and what the user does next.
+type NextStep struct {
+	// Node is what the node does now, from its answer and its Talos version.
+	Node string
+	// LeavesMaintenance: the node boots with the config now (it no longer
+	// waits for one).
+	LeavesMaintenance bool
+	// Bootstrap: a control plane config the node keeps: etcd must be
+	// bootstrapped once per cluster, on one control plane node (Then says
+	// so; the front end adds its command or button).
+	Bootstrap bool
+	// Then is the user's next step ("" none).
+	Then string
+}
+
+// AfterApply says what the node does after its answer res to a config of
+// machineType. Talos >= 1.13 in maintenance mode answers auto and reboot as
+// no-reboot: it leaves maintenance mode and boots with the config
+// (SetPersistedConfig + SetConfig); a card flashed with the raw image is
+// installed already (its META partition), so nothing installs or reboots.
+// Talos <= 1.12 answers no mode: the config goes to the boot sequence,
+// which installs and reboots only a node that is not installed yet.
+func AfterApply(n *node.Node, machineType string, res *node.ApplyResult) NextStep {
+	reply := ""
+	if res != nil && len(res.Messages) > 0 {
+		reply = res.Messages[0].Mode
+	}
+	return nextStep(n, machineType, reply, res != nil && res.DryRun)
+}
+
+// ReplyModes is the mode(s) the node says it used, truthfully: Talos <=
+// 1.12 does not say.
+func ReplyModes(res *node.ApplyResult) string {
+	var modes []string
+	for _, m := range res.Messages {
+		if m.Mode == "" {
+			modes = append(modes, "no mode (Talos <= 1.12 does not report it)")
+		} else {
+			modes = append(modes, m.Mode)
+		}
+	}
+	if len(modes) == 0 {
+		return "nothing"
+	}
+	return strings.Join(modes, ", ")
+}
+
+// expectedReply is the mode a node answers to an apply in mode.
+func expectedReply(n *node.Node, mode string) string {
+	if !n.Unified() {
+		return ""
+	}
+	switch mode {
+	case node.ModeTry, node.ModeStaged:
+		return mode
+	}
+	return node.ModeNoReboot
+}
+
+func nextStep(n *node.Node, machineType, reply string, dryRun bool) NextStep {
+	if dryRun {
+		return NextStep{Node: "Nothing was applied (dry run): the node still waits for a config."}
+	}
+	version := versionLabel(n)
+	var s NextStep
+	keeps := true
+	switch reply {
+	case node.ModeNoReboot:
+		s.Node = "The node leaves maintenance mode and boots with this config now, without a reboot (Talos " + version + " answers no-reboot in maintenance mode; a card flashed with the raw image is already installed)."
+		s.LeavesMaintenance = true
+	case node.ModeStaged:
+		s.Node = "The node keeps this config for its next boot and stays in maintenance mode until it reboots (staged)."
+	case node.ModeTry:
+		s.Node = fmt.Sprintf("The node runs this config without keeping it: Talos reverts it after %s (try mode) and a reboot brings back maintenance mode.", node.DefaultTryTimeout)
+		keeps = false
+	case "":
+		s.Node = "The node leaves maintenance mode and boots with this config (Talos " + version + " does not say how: booted from a card flashed with the raw image, which is installed already, it boots on without a reboot; booted from an installer medium it first installs Talos to machine.install.disk and reboots)."
+		s.LeavesMaintenance = true
+	default:
+		s.Node = "The node answered mode " + reply + "."
+	}
+	if keeps && s.LeavesMaintenance {
+		s.Node += " From then on it answers only talosctl with your talosconfig."
+	}
+	switch {
+	case !keeps:
+	case machineType == "controlplane":
+		s.Bootstrap = true
+		s.Then = "once this node runs with its config, bootstrap etcd once per cluster, on one control plane node"
+	case machineType == "init":
+		s.Then = "an init config starts etcd as the cluster's first member by itself: no bootstrap call"
+	}
+	return s
+}
+
+// BootstrapHost is the bare address of the node for a bootstrap command.
+func BootstrapHost(endpoint string) string {
+	if h, _, err := net.SplitHostPort(endpoint); err == nil {
+		return h
+	}
+	return endpoint
+}

@@ -1,0 +1,231 @@
+package meta
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/talosflash/talosflash/imaging/gpt"
+)
+
+// PartitionLabel is the GPT label of the META partition
+// (pkg/machinery/constants MetaPartitionLabel).
+const PartitionLabel = "META"
+
+// Why a card's META cannot be written. Each is checked before any write.
+var (
+	ErrNoGPT    = gpt.ErrNoGPT
+	ErrNoMETA   = errors.New("no partition labelled META")
+	ErrTooSmall = errors.New("META partition too small for the Talos ADV")
+	// ErrForeign: neither ADV copy is valid and the area is not blank: the
+	// partition holds something else, which a write would destroy.
+	ErrForeign = errors.New("META partition holds data that is not a Talos ADV")
+	// ErrReadBack: what was read after the write is not what was written.
+	ErrReadBack = errors.New("META read back differs from what was written")
+)
+
+// Card is what ReadCard found on a disk or image.
+type Card struct {
+	Table     *gpt.Table
+	Partition gpt.Partition // the META partition
+	ADV       *ADV
+	Status    Status
+}
+
+// Locate reads the partition table and finds a usable META partition.
+func Locate(r io.ReaderAt, size int64) (*gpt.Table, gpt.Partition, error) {
+	tab, err := gpt.Read(r, size)
+	if err != nil {
+		return nil, gpt.Partition{}, fmt.Errorf("partition table: %w", err)
+	}
+
+	p, ok := tab.Find(PartitionLabel)
+	if !ok {
+		return tab, gpt.Partition{}, fmt.Errorf("%w (partitions: %v): not a Talos metal image", ErrNoMETA, tab.Labels())
+	}
+
+	if p.Size < MinPartition {
+		return tab, p, fmt.Errorf("%w: %d bytes, at least %d needed", ErrTooSmall, p.Size, MinPartition)
+	}
+
+	if p.Offset+p.Size > size {
+		return tab, p, fmt.Errorf("META partition (%d+%d) runs past the end of the disk (%d bytes)", p.Offset, p.Size, size)
+	}
+
+	return tab, p, nil
+}
+
+// ReadCard reads the partition table and the META ADV: Size bytes, nothing else.
+func ReadCard(r io.ReaderAt, size int64) (*Card, error) {
+	tab, p, err := Locate(r, size)
+	if err != nil {
+		return &Card{Table: tab, Partition: p}, err
+	}
+
+	buf := make([]byte, Size)
+	if _, err := r.ReadAt(buf, p.Offset); err != nil {
+		return nil, fmt.Errorf("read META at %d: %w", p.Offset, err)
+	}
+
+	a, st, err := Parse(buf)
+	if err != nil {
+		return nil, err
+	}
+
+	return &Card{Table: tab, Partition: p, ADV: a, Status: st}, nil
+}
+
+// Disk is what WriteTag writes through: an open card or image.
+type Disk interface {
+	io.ReaderAt
+	io.WriterAt
+	Sync() error
+}
+
+// Written is the outcome of WriteTag.
+type Written struct {
+	Partition gpt.Partition
+	Kept      []uint8 // keys that were already there and are kept
+	Replaced  bool    // the key was there and its value replaced
+}
+
+// WriteTag sets key to value in the META partition of d (size bytes),
+// keeping every other tag: copy 1, sync, copy 2, sync, then both read back
+// (through dropCache, so from the medium where the OS allows) and compared
+// byte for byte. A disk without GPT, without META, with a META too small,
+// or with foreign data in it is refused before anything is written.
+func WriteTag(d Disk, size int64, key uint8, value []byte) (*Written, error) {
+	card, err := ReadCard(d, size)
+	if err != nil {
+		return nil, err
+	}
+
+	if card.Status.Used == 0 && !card.Status.Blank {
+		return nil, fmt.Errorf("%w (copy 1: %v; copy 2: %v)", ErrForeign, card.Status.Copy1, card.Status.Copy2)
+	}
+
+	w := &Written{Partition: card.Partition}
+	for _, t := range card.ADV.Tags() {
+		if t.Key == key {
+			w.Replaced = true
+		} else {
+			w.Kept = append(w.Kept, t.Key)
+		}
+	}
+
+	if err := card.ADV.Set(key, value); err != nil {
+		return nil, err
+	}
+
+	c, err := card.ADV.Copy()
+	if err != nil {
+		return nil, err
+	}
+
+	// One copy at a time, each synced: an interrupted write leaves one
+	// valid copy (the old second or the new first), and Talos falls back.
+	for i, off := range []int64{card.Partition.Offset, card.Partition.Offset + CopySize} {
+		if _, err := d.WriteAt(c, off); err != nil {
+			return nil, fmt.Errorf("write META copy %d: %w", i+1, err)
+		}
+
+		if err := d.Sync(); err != nil {
+			return nil, fmt.Errorf("sync META copy %d: %w", i+1, err)
+		}
+	}
+
+	dropCache(d, card.Partition.Offset, Size)
+
+	back := make([]byte, Size)
+	if _, err := d.ReadAt(back, card.Partition.Offset); err != nil {
+		return nil, fmt.Errorf("read back META: %w", err)
+	}
+
+	if !bytes.Equal(back[:CopySize], c) || !bytes.Equal(back[CopySize:], c) {
+		return nil, ErrReadBack
+	}
+
+	got, st, err := Parse(back)
+	if err != nil || st.Copy1 != nil || st.Copy2 != nil {
+		return nil, fmt.Errorf("%w: %v %v %v", ErrReadBack, err, st.Copy1, st.Copy2)
+	}
+
+	if v, ok := got.Get(key); !ok || !bytes.Equal(v, value) {
+		return nil, ErrReadBack
+	}
+
+	return w, nil
+}
+
+// WriteTagPath opens path (an image file, or a card the caller has checked
+// is safe to write), writes key with WriteTag and closes it. The caller is
+// responsible for the device safety rules (imaging/devices).
+func WriteTagPath(path string, key uint8, value []byte) (*Written, error) {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+
+	size, err := f.Seek(0, io.SeekEnd) // also a block device's size
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("size of %s: %w", path, err)
+	}
+
+	w, err := WriteTag(f, size, key, value)
+	if cerr := f.Close(); err == nil && cerr != nil {
+		return nil, fmt.Errorf("close %s: %w", path, cerr)
+	}
+
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+
+	return w, nil
+}
+
+// ReadCardPath opens path read-only and reads its table and META.
+func ReadCardPath(path string) (*Card, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+
+	size, err := f.Seek(0, io.SeekEnd)
+	if err != nil {
+		return nil, fmt.Errorf("size of %s: %w", path, err)
+	}
+
+	return ReadCard(f, size)
+}
+
+// HeadSize is how much of the start of a disk image CheckHead needs: the
+// protective MBR, the primary GPT header and a 128-entry array, with
+// 512- or 4096-byte sectors.
+const HeadSize = 32 << 10
+
+// CheckHead tells, from the first HeadSize bytes of a decoded image of
+// imageSize bytes, whether a node's META can later be written onto a card
+// flashed with it: a valid primary GPT with a META partition big enough
+// and inside the image. A flash with an inventory calls it before the card
+// is touched; the META contents are checked again by WriteTag itself.
+func CheckHead(head []byte, imageSize int64) (gpt.Partition, error) {
+	_, p, err := Locate(headReader(head), imageSize)
+
+	return p, err
+}
+
+// headReader reads the head; beyond it (the backup GPT) it fails, so only
+// the primary table is used.
+type headReader []byte
+
+func (h headReader) ReadAt(b []byte, off int64) (int, error) {
+	if off < 0 || off+int64(len(b)) > int64(len(h)) {
+		return 0, io.ErrUnexpectedEOF
+	}
+
+	return copy(b, h[off:]), nil
+}

@@ -1,0 +1,137 @@
+package inventory
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/talosflash/talosflash/imaging/gpt"
+	"github.com/talosflash/talosflash/imaging/meta"
+)
+
+// WriteCard writes the node's network config (META key 0x0a) onto a
+// flashed card or image d of size bytes: META found through the GPT, other
+// tags kept, both copies written and synced, read back and compared (see
+// meta.WriteTag). A card without a usable META is refused before writing.
+func (n Node) WriteCard(d meta.Disk, size int64) (*meta.Written, error) {
+	value, err := n.NetworkConfig()
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %w", n.Hostname, err)
+	}
+
+	w, err := meta.WriteTag(d, size, meta.MetalNetworkPlatformConfig, value)
+	if err != nil {
+		return nil, fmt.Errorf("write node %s onto the card: %w", n.Hostname, err)
+	}
+
+	return w, nil
+}
+
+// WriteCardPath is WriteCard on an image file or a device path the caller
+// has already checked is safe to write (imaging/devices rules).
+func (n Node) WriteCardPath(path string) (*meta.Written, error) {
+	value, err := n.NetworkConfig()
+	if err != nil {
+		return nil, fmt.Errorf("node %s: %w", n.Hostname, err)
+	}
+
+	w, err := meta.WriteTagPath(path, meta.MetalNetworkPlatformConfig, value)
+	if err != nil {
+		return nil, fmt.Errorf("write node %s onto the card: %w", n.Hostname, err)
+	}
+
+	return w, nil
+}
+
+// CardNode reads which node a card was written for: the META 0x0a value
+// decoded (ok false when the card carries none).
+func CardNode(c *meta.Card) (info CardInfo, ok bool, err error) {
+	if c == nil || c.ADV == nil {
+		return CardInfo{}, false, nil
+	}
+
+	v, ok := c.ADV.Get(meta.MetalNetworkPlatformConfig)
+	if !ok {
+		return CardInfo{}, false, nil
+	}
+
+	info, err = ParseNetworkConfig(v)
+
+	return info, true, err
+}
+
+// CardReport is what a card says about itself, read-only: the partition
+// table, whether it holds a Talos image, the META keys (names and sizes,
+// never values: some hold keys) and the node written in 0x0a. The CLI's
+// `card` and the GUI's card list show it.
+type CardReport struct {
+	Table *gpt.Table // nil without a GPT
+	// Talos: the table has the partitions every Talos metal image has.
+	Talos bool
+	// META is nil when the card has no usable META partition.
+	META *meta.Card
+	Keys []CardKey
+	// Node is the node written onto the card (nil: none).
+	Node     *CardInfo
+	Problems []string
+}
+
+// CardKey is one META key, without its value.
+type CardKey struct {
+	Key  uint8
+	Name string
+	Size int
+}
+
+// talosLabels are the partitions every Talos metal image has.
+var talosLabels = []string{"EFI", meta.PartitionLabel}
+
+// ReadCard reads a card or image of size bytes: the partition table and
+// the META store (meta.ReadCard's bounded reads), nothing else.
+func ReadCard(r io.ReaderAt, size int64) *CardReport {
+	rep := &CardReport{}
+
+	card, err := meta.ReadCard(r, size)
+	if card != nil && card.Table != nil {
+		rep.Table = card.Table
+		rep.Problems = append(rep.Problems, card.Table.Problems...)
+		rep.Talos = true
+
+		for _, l := range talosLabels {
+			if _, ok := card.Table.Find(l); !ok {
+				rep.Talos = false
+			}
+		}
+	}
+
+	if err != nil {
+		if errors.Is(err, gpt.ErrNoGPT) {
+			rep.Problems = append(rep.Problems, "no GPT partition table: not a Talos image (or a blank card)")
+		} else {
+			rep.Problems = append(rep.Problems, err.Error())
+		}
+
+		rep.Talos = false
+
+		return rep
+	}
+
+	rep.META = card
+	for _, t := range card.ADV.Tags() {
+		rep.Keys = append(rep.Keys, CardKey{Key: t.Key, Name: meta.KeyName(t.Key), Size: len(t.Value)})
+	}
+
+	if card.Status.Used == 0 && !card.Status.Blank {
+		rep.Problems = append(rep.Problems, "META holds data that is not a Talos ADV")
+	}
+
+	info, ok, err := CardNode(card)
+	switch {
+	case err != nil:
+		rep.Problems = append(rep.Problems, err.Error())
+	case ok:
+		rep.Node = &info
+	}
+
+	return rep
+}

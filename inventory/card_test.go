@@ -1,0 +1,178 @@
+package inventory
+
+import (
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/talosflash/talosflash/imaging/imagetest"
+	"github.com/talosflash/talosflash/imaging/meta"
+	"github.com/talosflash/talosflash/node/nodetest"
+)
+
+func flashedCard(t *testing.T) string {
+	t.Helper()
+
+	path := filepath.Join(t.TempDir(), "card.img")
+	if _, err := imagetest.WriteGPTDisk(path, 16<<20, imagetest.TalosParts()); err != nil {
+		t.Fatal(err)
+	}
+
+	// The image already carries a tag (as a factory image with
+	// customization.meta would): it must survive.
+	if _, err := meta.WriteTagPath(path, meta.UserReserved1, []byte("labels: kept")); err != nil {
+		t.Fatal(err)
+	}
+
+	return path
+}
+
+var worker1 = Node{
+	Hostname:  "worker-1",
+	Role:      "worker",
+	Address:   netip.MustParsePrefix("127.0.0.21/8"),
+	Gateway:   netip.MustParseAddr("127.0.0.1"),
+	DNS:       []netip.Addr{netip.MustParseAddr("127.0.0.53")},
+	Interface: "end0",
+}
+
+// Written by the inventory, read back the way Talos boots it (nodetest's
+// own ADV reader, machinery's type).
+func TestWriteCardBootsAsTalos(t *testing.T) {
+	path := flashedCard(t)
+
+	w, err := worker1.WriteCardPath(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if len(w.Kept) != 1 || w.Kept[0] != meta.UserReserved1 {
+		t.Fatalf("kept %v", w.Kept)
+	}
+
+	booted, err := nodetest.ReadCard(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if booted.Hostname != "worker-1" || booted.Address != worker1.Address || booted.Link != "end0" ||
+		booted.Gateway != worker1.Gateway || len(booted.DNS) != 1 || booted.DNS[0] != worker1.DNS[0] || booted.METACopy != 1 {
+		t.Fatalf("booted %+v", booted)
+	}
+
+	card, err := meta.ReadCardPath(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if v, _ := card.ADV.Get(meta.UserReserved1); string(v) != "labels: kept" {
+		t.Fatalf("0x0c = %q", v)
+	}
+
+	info, ok, err := CardNode(card)
+	if err != nil || !ok || info.String() != "worker-1, 127.0.0.21/8" {
+		t.Fatalf("CardNode: %+v %v %v", info, ok, err)
+	}
+
+	// A second write (the card re-used for another node) replaces it.
+	other := worker1
+	other.Hostname, other.Address = "worker-2", netip.MustParsePrefix("127.0.0.22/8")
+
+	if w, err := other.WriteCardPath(path); err != nil || !w.Replaced {
+		t.Fatalf("rewrite: %+v %v", w, err)
+	}
+
+	if booted, _ := nodetest.ReadCard(path); booted.Hostname != "worker-2" || booted.Address != other.Address {
+		t.Fatalf("after rewrite %+v", booted)
+	}
+}
+
+func TestWriteCardLoopDevice(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for a loop device")
+	}
+
+	path := flashedCard(t)
+
+	out, err := exec.Command("losetup", "-f", "--show", path).Output()
+	if err != nil {
+		t.Skipf("losetup: %v", err)
+	}
+
+	dev := strings.TrimSpace(string(out))
+	t.Cleanup(func() { _ = exec.Command("losetup", "-d", dev).Run() })
+
+	f, err := os.OpenFile(dev, os.O_RDWR|os.O_EXCL, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	size, err := f.Seek(0, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := worker1.WriteCard(f, size); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	booted, err := nodetest.ReadCard(path) // the backing file: on the medium
+	if err != nil || booted.Hostname != "worker-1" || booted.Address != worker1.Address {
+		t.Fatalf("booted %+v %v", booted, err)
+	}
+}
+
+func TestWriteCardRefusesPlainDisk(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "disk.img")
+	if _, err := imagetest.WriteGPTDisk(path, 8<<20, []imagetest.Part{{Name: "data", Size: 4 << 20}}); err != nil {
+		t.Fatal(err)
+	}
+
+	before, _ := os.ReadFile(path)
+
+	_, err := worker1.WriteCardPath(path)
+	if err == nil || !strings.Contains(err.Error(), "worker-1") || !strings.Contains(err.Error(), "no partition labelled META") {
+		t.Fatalf("err = %v", err)
+	}
+
+	if after, _ := os.ReadFile(path); string(after) != string(before) {
+		t.Fatal("disk changed")
+	}
+}
+
+func TestReadCardReport(t *testing.T) {
+	path := flashedCard(t)
+
+	read := func() *CardReport {
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+
+		st, _ := f.Stat()
+
+		return ReadCard(f, st.Size())
+	}
+
+	rep := read()
+	if !rep.Talos || rep.Node != nil || len(rep.Keys) != 1 || rep.Keys[0].Name != "UserReserved1" || len(rep.Problems) != 0 {
+		t.Fatalf("before: %+v", rep)
+	}
+
+	if _, err := worker1.WriteCardPath(path); err != nil {
+		t.Fatal(err)
+	}
+
+	rep = read()
+	if rep.Node == nil || rep.Node.String() != "worker-1, 127.0.0.21/8" || len(rep.Keys) != 2 {
+		t.Fatalf("after: %+v", rep)
+	}
+}

@@ -1,0 +1,792 @@
+// Package inventory reads a cluster inventory, talosflash.yaml: the
+// cluster's named machines, each with its role (or profile), static
+// address, gateway, DNS, interface, machine config and installer file.
+//
+//	cluster: home
+//	factory: https://factory.talos.dev
+//	talosVersion: v1.14.0
+//	gateway: 192.168.1.1        # defaults for every node
+//	dns: [192.168.1.1]
+//	nodes:
+//	  - hostname: cp-1
+//	    role: controlplane
+//	    address: 192.168.1.20/24
+//	    config: talos/controlplane.yaml
+//	    installer: installer-controlplane.yaml
+//
+// Decoding is strict and checks everything it can offline: every problem
+// is reported at once, each with file, line and the fix (Problems). Paths
+// are relative to the inventory file's folder.
+//
+// A node's NetworkConfig is the value talosflash writes under META key
+// 0x0a: a Talos PlatformNetworkConfig (addresses, links, routes, hostnames,
+// resolvers, each `layer: platform`) that the metal platform applies at
+// boot, before any machine config. It holds nothing secret.
+package inventory
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/talosflash/talosflash/factory"
+	"github.com/talosflash/talosflash/internal/editdistance"
+	"github.com/talosflash/talosflash/internal/userfile"
+	"github.com/talosflash/talosflash/node"
+)
+
+// DefaultFile is the inventory's name when none is given.
+const DefaultFile = "talosflash.yaml"
+
+// DefaultInterface is the Raspberry Pi 4's onboard Ethernet under Talos's
+// predictable interface names (systemd-udevd NamePolicy "onboard":
+// devicetree alias ethernet0 -> end0).
+const DefaultInterface = "end0"
+
+// MaxFile bounds the inventory file.
+const MaxFile = 1 << 20
+
+// Roles a node can have (Talos machine types; "init" is long deprecated).
+var Roles = []string{"controlplane", "worker"}
+
+// Inventory is a decoded, checked talosflash.yaml.
+type Inventory struct {
+	Path         string // as given to Load ("" for Parse)
+	Cluster      string
+	Factory      string // "" = talosflash's default
+	TalosVersion string // "" = the profile's default
+	Profiles     string // resolved path of a profiles file, "" if none
+	Nodes        []Node
+}
+
+// Node is one machine.
+type Node struct {
+	Hostname  string
+	Role      string // controlplane, worker, or "" for a custom profile that names none
+	Profile   string // the image profile: Profile if given, else Role
+	Address   netip.Prefix
+	Gateway   netip.Addr // invalid: no default route
+	DNS       []netip.Addr
+	Interface string
+	Config    string // resolved path, "" if not given
+	Installer string // resolved path, "" if not given
+	Line      int    // where the node starts in the file
+}
+
+// Options tell Load what else to check against.
+type Options struct {
+	// Profiles are the known image profiles (factory.BuiltinProfiles()
+	// merged with --profiles). Nil: the built-ins, plus the inventory's
+	// own `profiles:` file if it names one.
+	Profiles []factory.Profile
+	// SkipFiles: do not require config/installer files to exist.
+	SkipFiles bool
+}
+
+// Problem is one thing wrong with the file.
+type Problem struct {
+	File    string
+	Line    int // 0: the file as a whole
+	Message string
+	Fix     string
+}
+
+func (p Problem) Error() string {
+	s := p.File
+	if p.Line > 0 {
+		s += fmt.Sprintf(":%d", p.Line)
+	}
+
+	s += ": " + p.Message
+	if p.Fix != "" {
+		s += " (fix: " + p.Fix + ")"
+	}
+
+	return s
+}
+
+// Problems is every problem found; it is the error Load returns.
+type Problems []Problem
+
+func (ps Problems) Error() string {
+	lines := make([]string, len(ps))
+	for i, p := range ps {
+		lines[i] = p.Error()
+	}
+
+	return strings.Join(lines, "\n")
+}
+
+// Load reads and checks the inventory at path. The error, if any, is a
+// Problems listing everything wrong (or a read error).
+func Load(path string, opts Options) (*Inventory, error) {
+	data, err := userfile.Read(path, MaxFile)
+	if err != nil {
+		return nil, fmt.Errorf("inventory: %w", err)
+	}
+
+	return Parse(data, path, filepath.Dir(path), opts)
+}
+
+// Parse checks an inventory's bytes; name labels the problems, dir is what
+// relative paths are resolved against.
+func Parse(data []byte, name, dir string, opts Options) (*Inventory, error) {
+	p := &parser{file: name, dir: dir, opts: opts}
+	inv := p.parse(data)
+
+	if len(p.problems) > 0 {
+		return inv, p.problems
+	}
+
+	return inv, nil
+}
+
+// Find returns the node called hostname.
+func (inv *Inventory) Find(hostname string) (Node, error) {
+	names := make([]string, len(inv.Nodes))
+	for i, n := range inv.Nodes {
+		if strings.EqualFold(n.Hostname, hostname) {
+			return n, nil
+		}
+
+		names[i] = n.Hostname
+	}
+
+	msg := fmt.Sprintf("no node %q in %s", hostname, inv.Path)
+	if near := closest(hostname, names); near != "" {
+		msg += fmt.Sprintf(" (did you mean %s?)", near)
+	} else if len(names) > 0 {
+		msg += " (nodes: " + strings.Join(names, ", ") + ")"
+	}
+
+	return Node{}, errors.New(msg)
+}
+
+// Fields of the file, in the order they are documented.
+var (
+	topFields  = []string{"cluster", "factory", "talosVersion", "profiles", "gateway", "dns", "interface", "nodes"}
+	nodeFields = []string{"hostname", "role", "profile", "address", "gateway", "dns", "interface", "config", "installer"}
+)
+
+type parser struct {
+	file     string
+	dir      string
+	opts     Options
+	problems Problems
+	// configs: what each config file read says (machine type, hostname).
+	configs map[string]*node.Config
+}
+
+func (p *parser) add(line int, fix, format string, args ...any) {
+	p.problems = append(p.problems, Problem{File: p.file, Line: line, Message: fmt.Sprintf(format, args...), Fix: fix})
+}
+
+type defaults struct {
+	gateway   netip.Addr
+	dns       []netip.Addr
+	iface     string
+	gwLine    int
+	ifaceLine int
+}
+
+func (p *parser) parse(data []byte) *Inventory {
+	inv := &Inventory{Path: p.file}
+
+	var doc yaml.Node
+
+	dec := yaml.NewDecoder(strings.NewReader(string(data)))
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			p.add(0, "start from `talosflash inventory init`", "the file is empty")
+		} else {
+			line := yamlLine(err)
+			msg := strings.TrimPrefix(err.Error(), "yaml: ")
+			msg = strings.TrimPrefix(msg, fmt.Sprintf("line %d: ", line))
+			p.add(line, "correct the YAML syntax", "%s", msg)
+		}
+
+		return inv
+	}
+
+	root := &doc
+	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
+		root = root.Content[0]
+	}
+
+	if root.Kind != yaml.MappingNode {
+		p.add(root.Line, "the file is a mapping with cluster:, nodes: ...", "the inventory is not a mapping")
+		return inv
+	}
+
+	p.checkKeys(root, "the inventory", topFields)
+
+	var def defaults
+
+	def.iface = DefaultInterface
+
+	profilesLine := 0
+	nodesNode := (*yaml.Node)(nil)
+
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k, v := root.Content[i], root.Content[i+1]
+		switch k.Value {
+		case "cluster":
+			inv.Cluster = p.str(v, "cluster")
+		case "factory":
+			inv.Factory = p.str(v, "factory")
+			if inv.Factory != "" && !strings.HasPrefix(inv.Factory, "https://") && !strings.HasPrefix(inv.Factory, "http://") {
+				p.add(v.Line, "write it as https://factory.talos.dev", "factory %q is not an http(s) URL", inv.Factory)
+			}
+		case "talosVersion":
+			inv.TalosVersion = p.str(v, "talosVersion")
+			if inv.TalosVersion != "" {
+				if err := factory.ValidateVersion(inv.TalosVersion); err != nil {
+					p.add(v.Line, "write it as v1.14.0", "talosVersion: %v", err)
+				}
+			}
+		case "profiles":
+			if s := p.str(v, "profiles"); s != "" {
+				inv.Profiles = p.resolve(s)
+				profilesLine = v.Line
+			}
+		case "gateway":
+			def.gateway = p.addr(v, "gateway")
+			def.gwLine = v.Line
+		case "dns":
+			def.dns = p.addrs(v, "dns")
+		case "interface":
+			def.iface = p.iface(v)
+			def.ifaceLine = v.Line
+		case "nodes":
+			nodesNode = v
+		}
+	}
+
+	profiles := p.opts.Profiles
+	if profiles == nil {
+		profiles = factory.BuiltinProfiles()
+
+		if inv.Profiles != "" {
+			user, err := factory.LoadProfiles(inv.Profiles)
+			if err != nil {
+				p.add(profilesLine, "correct the profiles file, or remove profiles:", "%v", err)
+			} else {
+				profiles = user
+			}
+		}
+	}
+
+	if nodesNode == nil || isNull(nodesNode) {
+		p.add(root.Line, "add nodes: with one entry per machine (see `talosflash inventory init`)", "no nodes")
+		return inv
+	}
+
+	if nodesNode.Kind != yaml.SequenceNode {
+		p.add(nodesNode.Line, "make nodes: a list, each entry starting with `- hostname:`", "nodes is not a list")
+		return inv
+	}
+
+	for _, n := range nodesNode.Content {
+		if node, ok := p.node(n, def, profiles); ok {
+			inv.Nodes = append(inv.Nodes, node)
+		}
+	}
+
+	p.checkUnique(inv.Nodes)
+
+	return inv
+}
+
+func (p *parser) node(n *yaml.Node, def defaults, profiles []factory.Profile) (Node, bool) {
+	if n.Kind != yaml.MappingNode {
+		p.add(n.Line, "each node is a mapping: - hostname: ..., role: ..., address: ...", "a node is not a mapping")
+		return Node{}, false
+	}
+
+	p.checkKeys(n, "a node", nodeFields)
+
+	node := Node{Line: n.Line, Gateway: def.gateway, DNS: def.dns, Interface: def.iface}
+	lines := map[string]int{}
+	gatewaySet := false
+
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		lines[k.Value] = v.Line
+
+		switch k.Value {
+		case "hostname":
+			node.Hostname = p.str(v, "hostname")
+		case "role":
+			node.Role = p.str(v, "role")
+		case "profile":
+			node.Profile = p.str(v, "profile")
+		case "address":
+			node.Address = p.prefix(v)
+		case "gateway":
+			node.Gateway = p.addr(v, "gateway")
+			gatewaySet = true
+		case "dns":
+			node.DNS = p.addrs(v, "dns")
+		case "interface":
+			node.Interface = p.iface(v)
+		case "config":
+			node.Config = p.fileRef(v, "config", "generate the machine configs with talosctl gen config CLUSTER https://CP-ADDRESS:6443 --output-dir talos")
+			lines["config"] = v.Line
+		case "installer":
+			node.Installer = p.fileRef(v, "installer", "write it with talosflash schematic --role ROLE --installer-yaml > talos/installer-ROLE.yaml")
+		}
+	}
+
+	what := "a node"
+	if node.Hostname != "" {
+		what = "node " + node.Hostname
+	}
+
+	if node.Hostname == "" {
+		line, ok := lines["hostname"]
+		if !ok {
+			line = n.Line
+		}
+
+		p.add(line, "add hostname: (e.g. worker-1)", "a node has no hostname")
+	} else if node.Hostname != "" {
+		if msg := hostnameProblem(node.Hostname); msg != "" {
+			p.add(lines["hostname"], "use lowercase letters, digits and '-', up to 63 characters, e.g. worker-1", "hostname %q: %s", node.Hostname, msg)
+		}
+	}
+
+	p.roleAndProfile(&node, what, lines, profiles)
+	p.checkConfig(node, what, lines["config"])
+
+	if line, ok := lines["address"]; !ok || isEmpty(n, "address") {
+		if !ok {
+			line = n.Line
+		}
+
+		p.add(line, "add address: with the prefix length, e.g. 192.168.1.21/24", "%s has no address", what)
+	}
+
+	if node.Address.IsValid() && node.Gateway.IsValid() {
+		line := lines["gateway"]
+		if !gatewaySet {
+			line = def.gwLine
+		}
+
+		switch {
+		case node.Gateway.Is4() != node.Address.Addr().Is4():
+			p.add(line, "give a gateway of the same IP version as the address", "%s: gateway %s and address %s are not the same IP version", what, node.Gateway, node.Address)
+		case !node.Address.Contains(node.Gateway):
+			p.add(line, fmt.Sprintf("the gateway must be inside %s: correct the gateway or the address's prefix length", node.Address.Masked()),
+				"%s: gateway %s is outside the address's subnet %s", what, node.Gateway, node.Address.Masked())
+		case node.Gateway == node.Address.Addr():
+			p.add(line, "the gateway is the router's address, not the node's", "%s: gateway %s is the node's own address", what, node.Gateway)
+		}
+	}
+
+	return node, true
+}
+
+func (p *parser) roleAndProfile(node *Node, what string, lines map[string]int, profiles []factory.Profile) {
+	hasRole := node.Role != ""
+	hasProfile := node.Profile != ""
+
+	if !hasRole && !hasProfile {
+		p.add(node.Line, "add role: controlplane or role: worker (or profile: NAME for a custom image)", "%s has no role or profile", what)
+		return
+	}
+
+	if hasRole && !slices.Contains(Roles, node.Role) {
+		fix := "use role: " + strings.Join(Roles, " or role: ")
+		msg := fmt.Sprintf("%s: unknown role %q", what, node.Role)
+		if near := closest(node.Role, Roles); near != "" {
+			msg += fmt.Sprintf(" (did you mean %s?)", near)
+		}
+
+		if node.Role == "init" {
+			fix = "init is deprecated in Talos: use role: controlplane"
+		}
+
+		p.problems = append(p.problems, Problem{File: p.file, Line: lines["role"], Message: msg, Fix: fix})
+		node.Role = ""
+	}
+
+	if hasProfile {
+		names := make([]string, len(profiles))
+		found := false
+
+		for i, pr := range profiles {
+			names[i] = pr.Name
+			found = found || pr.Name == node.Profile
+		}
+
+		if !found {
+			msg := fmt.Sprintf("%s: unknown profile %q", what, node.Profile)
+			if near := closest(node.Profile, names); near != "" {
+				msg += fmt.Sprintf(" (did you mean %s?)", near)
+			}
+
+			p.problems = append(p.problems, Problem{
+				File: p.file, Line: lines["profile"], Message: msg,
+				Fix: "use one of " + strings.Join(names, ", ") + ", or define it in the profiles: file",
+			})
+		} else if !hasRole && slices.Contains(Roles, node.Profile) {
+			node.Role = node.Profile // a built-in role's profile
+		}
+	}
+
+	if node.Profile == "" {
+		node.Profile = node.Role
+	}
+}
+
+// checkConfig reads the node's machine config (only its machine type and
+// static hostname are used; node.LoadConfig's errors carry no values) and
+// reports a config of the wrong role, the incident's class: worker.yaml
+// sent to the control plane.
+func (p *parser) checkConfig(n Node, what string, line int) {
+	if n.Config == "" || p.opts.SkipFiles {
+		return
+	}
+
+	cfg, ok := p.configs[n.Config]
+	if !ok {
+		data, err := userfile.Read(n.Config, node.MaxConfigSize)
+		if err == nil {
+			cfg, err = node.LoadConfig(data)
+		}
+
+		if err != nil {
+			if !errors.Is(err, os.ErrNotExist) {
+				p.add(line, "point config: at the node's machine config from talosctl gen config", "%s: config %s: %v", what, n.Config, err)
+			}
+
+			cfg = nil
+		}
+
+		if p.configs == nil {
+			p.configs = map[string]*node.Config{}
+		}
+
+		p.configs[n.Config] = cfg
+	}
+
+	if cfg == nil {
+		return
+	}
+
+	if n.Role != "" && cfg.MachineType != "" && cfg.MachineType != n.Role {
+		p.add(line, fmt.Sprintf("point config: at the %s config (talos/%s.yaml from talosctl gen config), or correct role:", n.Role, n.Role),
+			"%s: config %s is a %s config, the node's role is %s", what, n.Config, cfg.MachineType, n.Role)
+	}
+
+	if cfg.Hostname != "" && n.Hostname != "" && !strings.EqualFold(cfg.Hostname, n.Hostname) {
+		p.add(line, "remove the hostname from the config (the card sets it) or make them equal",
+			"%s: config %s sets hostname %s, which would replace %s after the config is applied", what, n.Config, cfg.Hostname, n.Hostname)
+	}
+}
+
+func (p *parser) checkUnique(nodes []Node) {
+	hosts := map[string]Node{}
+	addrs := map[netip.Addr]Node{}
+
+	for _, n := range nodes {
+		if n.Hostname != "" {
+			key := strings.ToLower(n.Hostname)
+			if first, ok := hosts[key]; ok {
+				p.add(n.Line, "give each node its own hostname", "hostname %s repeats the node at line %d", n.Hostname, first.Line)
+			} else {
+				hosts[key] = n
+			}
+		}
+
+		if n.Address.IsValid() {
+			if first, ok := addrs[n.Address.Addr()]; ok {
+				p.add(n.Line, "give each node its own address", "address %s of %s is also %s's (line %d)", n.Address.Addr(), n.Hostname, first.Hostname, first.Line)
+			} else {
+				addrs[n.Address.Addr()] = n
+			}
+		}
+	}
+}
+
+func (p *parser) checkKeys(n *yaml.Node, what string, allowed []string) {
+	seen := map[string]bool{}
+
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k := n.Content[i]
+		if k.Kind != yaml.ScalarNode {
+			p.add(k.Line, "use plain names as keys", "%s has a key that is not a name", what)
+			continue
+		}
+
+		if !slices.Contains(allowed, k.Value) {
+			fix := "valid fields: " + strings.Join(allowed, ", ")
+			if near := closest(k.Value, allowed); near != "" {
+				fix = "did you mean " + near + "?"
+			}
+
+			p.add(k.Line, fix, "unknown field %q in %s", k.Value, what)
+		}
+
+		if seen[k.Value] {
+			p.add(k.Line, "keep one "+k.Value+":", "field %q repeated in %s", k.Value, what)
+		}
+
+		seen[k.Value] = true
+	}
+}
+
+func (p *parser) str(v *yaml.Node, field string) string {
+	if isNull(v) {
+		return ""
+	}
+
+	if v.Kind != yaml.ScalarNode {
+		p.add(v.Line, "write a single value", "%s must be a string", field)
+		return ""
+	}
+
+	return strings.TrimSpace(v.Value)
+}
+
+func (p *parser) addr(v *yaml.Node, field string) netip.Addr {
+	s := p.str(v, field)
+	if s == "" {
+		return netip.Addr{}
+	}
+
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		fix := "write an IP address, e.g. 192.168.1.1"
+		if strings.Contains(s, "/") {
+			fix = "write the address without /prefix"
+		}
+
+		p.add(v.Line, fix, "%s %q is not an IP address", field, s)
+
+		return netip.Addr{}
+	}
+
+	return a
+}
+
+func (p *parser) addrs(v *yaml.Node, field string) []netip.Addr {
+	if isNull(v) {
+		return nil
+	}
+
+	items := []*yaml.Node{v}
+	if v.Kind == yaml.SequenceNode {
+		items = v.Content
+	}
+
+	var out []netip.Addr
+
+	for _, it := range items {
+		if a := p.addr(it, field); a.IsValid() {
+			out = append(out, a)
+		}
+	}
+
+	return out
+}
+
+func (p *parser) prefix(v *yaml.Node) netip.Prefix {
+	s := p.str(v, "address")
+	if s == "" {
+		return netip.Prefix{}
+	}
+
+	if !strings.Contains(s, "/") {
+		if a, err := netip.ParseAddr(s); err == nil {
+			p.add(v.Line, fmt.Sprintf("add the prefix length, e.g. %s/24", a), "address %q has no prefix length", s)
+			return netip.Prefix{}
+		}
+	}
+
+	pr, err := netip.ParsePrefix(s)
+	if err != nil {
+		p.add(v.Line, "write it in CIDR form, e.g. 192.168.1.21/24", "address %q is not a valid CIDR address", s)
+		return netip.Prefix{}
+	}
+
+	a := pr.Addr()
+	if a.IsUnspecified() || a.IsMulticast() {
+		p.add(v.Line, "give the node's own unicast address", "address %s cannot be a node's", pr)
+		return netip.Prefix{}
+	}
+
+	if a.Is4() && pr.Bits() <= 30 {
+		if a == pr.Masked().Addr() {
+			p.add(v.Line, "give a host address inside the subnet, e.g. the .21 of it", "address %s is the subnet's network address", pr)
+			return netip.Prefix{}
+		}
+
+		if a == lastAddr(pr) {
+			p.add(v.Line, "give a host address inside the subnet", "address %s is the subnet's broadcast address", pr)
+			return netip.Prefix{}
+		}
+	}
+
+	return pr
+}
+
+func (p *parser) iface(v *yaml.Node) string {
+	s := p.str(v, "interface")
+	if s == "" {
+		return DefaultInterface
+	}
+
+	if len(s) > 15 || strings.ContainsAny(s, "/ \t:") {
+		p.add(v.Line, "the Pi 4's onboard port is "+DefaultInterface, "interface %q is not a Linux interface name", s)
+	}
+
+	return s
+}
+
+func (p *parser) fileRef(v *yaml.Node, field, how string) string {
+	s := p.str(v, field)
+	if s == "" {
+		return ""
+	}
+
+	path := p.resolve(s)
+	if p.opts.SkipFiles {
+		return path
+	}
+
+	st, err := os.Stat(path)
+	switch {
+	case err != nil:
+		p.add(v.Line, fmt.Sprintf("%s, or correct the path (relative to %s)", how, displayDir(p.dir)), "%s file %s not found", field, path)
+	case !st.Mode().IsRegular():
+		p.add(v.Line, "point "+field+": at a regular file", "%s %s is not a regular file", field, path)
+	}
+
+	return path
+}
+
+func (p *parser) resolve(s string) string {
+	if filepath.IsAbs(s) || p.dir == "" {
+		return filepath.Clean(s)
+	}
+
+	return filepath.Join(p.dir, s)
+}
+
+func displayDir(d string) string {
+	if d == "" || d == "." {
+		return "the current folder"
+	}
+
+	return d
+}
+
+func lastAddr(p netip.Prefix) netip.Addr {
+	b := p.Masked().Addr().As4()
+	host := uint32(1)<<(32-p.Bits()) - 1
+	v := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+	v |= host
+
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+}
+
+// isEmpty: the mapping n has key with a null or blank value.
+func isEmpty(n *yaml.Node, key string) bool {
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			v := n.Content[i+1]
+			return isNull(v) || v.Kind == yaml.ScalarNode && strings.TrimSpace(v.Value) == ""
+		}
+	}
+
+	return false
+}
+
+func isNull(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && n.Tag == "!!null"
+}
+
+// hostnameProblem says what is wrong with a hostname ("" if nothing): a
+// DNS name of labels (lowercase letters, digits, '-', as Kubernetes node
+// names must be), the first label at most 63 characters as Talos
+// requires, 253 in all.
+func hostnameProblem(h string) string {
+	if len(h) > 253 {
+		return "longer than 253 characters"
+	}
+
+	for i, label := range strings.Split(h, ".") {
+		if label == "" {
+			return "has an empty label"
+		}
+
+		if len(label) > 63 {
+			if i == 0 {
+				return "longer than 63 characters"
+			}
+
+			return "a label is longer than 63 characters"
+		}
+
+		if label[0] == '-' || label[len(label)-1] == '-' {
+			return "a label starts or ends with '-'"
+		}
+
+		for _, c := range label {
+			if c >= 'A' && c <= 'Z' {
+				return fmt.Sprintf("contains the capital %q (Kubernetes node names are lowercase)", c)
+			}
+
+			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+				return fmt.Sprintf("contains %q", c)
+			}
+		}
+	}
+
+	return ""
+}
+
+// yamlLine pulls the line out of a yaml.v3 error ("yaml: line 7: ...").
+func yamlLine(err error) int {
+	var line int
+
+	s := err.Error()
+	if i := strings.Index(s, "line "); i >= 0 {
+		_, _ = fmt.Sscanf(s[i:], "line %d", &line)
+	}
+
+	return line
+}
+
+// closest returns the candidate nearest to s (edit distance at most 2, or
+// a prefix either way), "" if none is close.
+func closest(s string, candidates []string) string {
+	best, bestD := "", 3
+	ls := strings.ToLower(s)
+
+	for _, c := range candidates {
+		lc := strings.ToLower(c)
+		if ls == lc {
+			continue
+		}
+
+		d := editdistance.Levenshtein(ls, lc)
+		if len(ls) >= 3 && (strings.HasPrefix(lc, ls) || strings.HasPrefix(ls, lc)) {
+			d = min(d, 1)
+		}
+
+		if d < bestD {
+			best, bestD = c, d
+		}
+	}
+
+	return best
+}
