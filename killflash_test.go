@@ -5,11 +5,14 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"io"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/talosflash/talosflash/app/elevate"
@@ -31,19 +34,42 @@ func TestKilledFlashLeavesNoPartitionTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := imagetest.WriteRaw(bufio.NewWriterSize(f, 1<<20), size, 3); err != nil {
+	bw := bufio.NewWriterSize(f, 1<<20)
+	if err := imagetest.WriteRaw(bw, size, 3); err != nil {
 		t.Fatal(err)
+	}
+	if err := bw.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// Data between the tables (no zero chunk the card could already hold),
+	// so the write takes its time.
+	r := rand.New(rand.NewPCG(3, 3))
+	buf := make([]byte, 1<<20)
+	for off := int64(1 << 20); off < size-(1<<20); off += int64(len(buf)) {
+		for i := 0; i+8 <= len(buf); i += 8 {
+			binary.LittleEndian.PutUint64(buf[i:], r.Uint64())
+		}
+		if _, err := f.WriteAt(buf, off); err != nil {
+			t.Fatal(err)
+		}
 	}
 	f.Close()
-	head := make([]byte, 1<<20)
-	if f, err := os.Open(img); err != nil {
-		t.Fatal(err)
-	} else {
-		io.ReadFull(f, head)
-		f.Close()
+	head, tail := make([]byte, 1<<20), make([]byte, 512)
+	readAt := func(path string, b []byte, off int64) {
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		f.ReadAt(b, off) // short (a card not written that far) leaves zeros
 	}
-	// A kill that lands after the last byte (the machine may be loaded)
-	// proves nothing: then it is tried again.
+	readAt(img, head, 0)
+	readAt(img, tail, size-512)
+	// The process is stopped (SIGSTOP) as soon as it reports writing, the
+	// card looked at, then killed (SIGKILL: no deferred code, no cleanup).
+	// Only a card whose last sector (the backup GPT header) is not the
+	// image's yet was cut off mid-write; one that already holds it may
+	// have finished (the machine may be loaded): then it is tried again.
 	for attempt := range 3 {
 		card := filepath.Join(dir, "card.img")
 		os.Remove(card)
@@ -61,41 +87,37 @@ func TestKilledFlashLeavesNoPartitionTable(t *testing.T) {
 			t.Fatal(err)
 		}
 		sc := bufio.NewScanner(stdout)
-		killed := false
+		stopped := false
 		for sc.Scan() {
 			var ev struct {
 				Event, Stage string
 				Done, Total  int64
 			}
 			if json.Unmarshal(sc.Bytes(), &ev) == nil && ev.Event == "progress" && ev.Stage == "write" && ev.Done > 0 && ev.Done < ev.Total {
-				cmd.Process.Kill() // SIGKILL: no deferred code, no cleanup
-				killed = true
+				cmd.Process.Signal(syscall.SIGSTOP)
+				stopped = true
 				break
 			}
 		}
+		gotHead, gotTail := make([]byte, len(head)), make([]byte, len(tail))
+		if stopped {
+			readAt(card, gotTail, size-512)
+			readAt(card, gotHead, 0)
+		}
+		cmd.Process.Kill()
 		io.Copy(io.Discard, stdout)
 		cmd.Wait()
 		stdin.Close()
-		if !killed {
+		if !stopped {
 			t.Fatalf("attempt %d: no write progress before the child ended", attempt)
 		}
-		st, err := os.Stat(card)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st.Size() >= size {
-			t.Logf("attempt %d: killed only after the last byte was written", attempt)
+		if bytes.Equal(gotTail, tail) {
+			t.Logf("attempt %d: stopped only after the last sector was written (%s)", attempt, sc.Text())
 			continue
 		}
-		got := make([]byte, len(head))
-		cf, err := os.Open(card)
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.ReadFull(cf, got)
-		cf.Close()
-		if bytes.Equal(got, head) {
-			t.Fatalf("killed after %d of %d bytes, the card holds the image's first MiB: it would boot half an image", st.Size(), size)
+		readAt(card, gotHead, 0) // after the kill: nothing more comes
+		if bytes.Equal(gotHead, head) {
+			t.Fatal("killed mid-write, the card holds the image's first MiB: it would boot half an image")
 		}
 		return
 	}
