@@ -452,7 +452,7 @@ func (g *gen) field(kind, path string, pk *pkg, f *ast.File, e ast.Expr) {
 		return
 	}
 	qname := d.pkg.path + "." + d.spec.Name.Name
-	m := d.pkg.methods[d.spec.Name.Name]
+	m := g.methodSet(d, 0)
 	if m["MarshalText"] || m["UnmarshalText"] {
 		g.emit(kind, path, "scalar")
 		return
@@ -489,6 +489,46 @@ func (g *gen) field(kind, path string, pk *pkg, f *ast.File, e ast.Expr) {
 		return
 	}
 	g.field(kind, path, d.pkg, d.file, d.spec.Type)
+}
+
+// externalTextMarshalers are the types from outside pkg/machinery with a
+// MarshalText method that a config type embeds (promoting it).
+var externalTextMarshalers = map[string]bool{
+	"net/netip.Addr": true, "net/netip.Prefix": true, "net/netip.AddrPort": true,
+}
+
+// methodSet is d's methods and those its embedded fields promote.
+func (g *gen) methodSet(d typeDecl, depth int) map[string]bool {
+	out := map[string]bool{}
+	for m := range d.pkg.methods[d.spec.Name.Name] {
+		out[m] = true
+	}
+	st, ok := d.spec.Type.(*ast.StructType)
+	if !ok || depth > 8 {
+		return out
+	}
+	for _, fld := range st.Fields.List {
+		if len(fld.Names) != 0 {
+			continue
+		}
+		e, ext, ok := g.resolve(d.pkg, d.file, starless(fld.Type))
+		switch {
+		case ok:
+			for m := range g.methodSet(e, depth+1) {
+				out[m] = true
+			}
+		case externalTextMarshalers[ext]:
+			out["MarshalText"] = true
+		}
+	}
+	return out
+}
+
+func starless(e ast.Expr) ast.Expr {
+	if s, ok := e.(*ast.StarExpr); ok {
+		return s.X
+	}
+	return e
 }
 
 // inlineMap is the value type of st's ",inline" map field, if it has one.
