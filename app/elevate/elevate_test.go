@@ -43,7 +43,7 @@ func TestEventsRoundTrip(t *testing.T) {
 	var buf bytes.Buffer
 	w := NewWriter(&buf)
 	prog := imaging.Progress{Stage: imaging.StageWrite, Done: 3 << 20, Total: 9 << 20, Rate: 5 << 20, ETA: 7 * time.Second, Compressed: true, Target: "/dev/sdy"}
-	res := ResultEvent{Device: "/dev/sdz", Bytes: 9 << 20, SHA256: "ab12", Verified: true, VerifyMode: "O_DIRECT", Schematic: "ee21", Version: "v1.14.5"}
+	res := ResultEvent{Device: "/dev/sdz", Bytes: 9 << 20, SHA256: "ab12", Verified: true, VerifyMode: "O_DIRECT", Schematic: "ee21", Version: "v1.14.5", Node: "worker-1", Address: "192.168.1.21/24"}
 	w.Progress(prog)
 	w.Info("hello %d", 1)
 	w.Warning("careful")
@@ -244,5 +244,15 @@ func TestRunSeveralCards(t *testing.T) {
 	cards = nil
 	if err := Run(context.Background(), sh(`echo '{"event":"result","device":"/dev/sdy"}'; echo '{"event":"result","device":"/dev/sdz"}'`), on); err != nil || len(cards) != 2 {
 		t.Fatalf("all good: %v, %q", err, cards)
+	}
+}
+
+// A card's node META goes to the child as a value paired with its device,
+// and only for the cards that have one.
+func TestArgsNodeMeta(t *testing.T) {
+	got := Args{Image: "/c/i.raw.zst", Devices: []string{"/dev/sdy", "/dev/sdz"}, Meta: []string{"", "QUJD"}}.List()
+	want := []string{"--flash", "--elevated", "--image", "/c/i.raw.zst", "--device", "/dev/sdy", "--device", "/dev/sdz", "--node-meta", "/dev/sdz=QUJD", "--yes", "--json"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("args %q, want %q", got, want)
 	}
 }

@@ -40,6 +40,10 @@ type Args struct {
 	ForceNonRemovable bool
 	AllowLoop         bool
 	ForceRaw          bool
+	// Meta, per device in order, is the node META to write after the
+	// verify (app/plan's encoded CardMeta; "" for none): the values, never
+	// the inventory's path.
+	Meta []string
 }
 
 // List is the child's command line after the program name.
@@ -51,6 +55,11 @@ func (a Args) List() []string {
 	}
 	for _, d := range devs {
 		args = append(args, "--device", d)
+	}
+	for i, m := range a.Meta {
+		if m != "" && i < len(devs) {
+			args = append(args, "--node-meta", devs[i]+"="+m)
+		}
 	}
 	args = append(args, "--yes", "--json")
 	if a.NoVerify {
@@ -134,6 +143,9 @@ type ResultEvent struct {
 	VerifyMode string `json:"verify_mode,omitempty"`
 	Schematic  string `json:"schematic,omitempty"`
 	Version    string `json:"version,omitempty"`
+	// Node and Address: the node written onto the card (flash --inventory).
+	Node    string `json:"node,omitempty"`
+	Address string `json:"address,omitempty"`
 }
 
 // ErrorEvent is a failure with the exit code the process ends with, or,
