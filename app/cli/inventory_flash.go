@@ -13,6 +13,14 @@ import (
 	"github.com/talosflash/talosflash/inventory"
 )
 
+func init() {
+	hiddenFlags["node-meta"] = true // the privileged child's values
+	placeholders["inventory"], placeholders["hostname"] = "FILE", "NAME"
+	h := commandHelp["flash"]
+	h.example += "\ntalosflash --flash --inventory talosflash.yaml --hostname worker-1 --hostname worker-2 --device /dev/sdb --device /dev/sdc"
+	commandHelp["flash"] = h
+}
+
 // nodeFlags are flash's inventory flags: --inventory with one --hostname
 // per --device (paired in order) flashes each card for its node; the
 // elevated child gets the values instead (--node-meta), never the file.
@@ -27,7 +35,7 @@ type nodeFlags struct {
 func (f *nodeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.inventory, "inventory", "", "cluster inventory (talosflash.yaml): flash each card for a node, its address and hostname written onto it (META)")
 	fs.Var(&f.hostnames, "hostname", "with --inventory: the node a --device is for (repeat it, paired in order with --device)")
-	fs.Var(&f.nodeMeta, "node-meta", "internal: the node META the elevated write puts on a card (DEVICE=VALUE)")
+	fs.Var(&f.nodeMeta, "node-meta", "internal: the node META the privileged write puts on a card (DEVICE=VALUE)")
 }
 
 // loadInventory loads and checks an inventory for a command that uses it:
