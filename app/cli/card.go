@@ -163,6 +163,9 @@ func describeCard(r io.ReaderAt, path string, size int64) cardJSON {
 
 	if r := rep.Record; r != nil {
 		out.Image = fmt.Sprintf("schematic %s, Talos %s, profile %s (talosflash's record of the flash, META 0x0e)", dash(r.Schematic), dash(r.TalosVersion), dash(r.Profile))
+		if r.Schematic == "" {
+			out.Image = fmt.Sprintf("profile %s, flashed from a local image file: schematic and version not recorded (META 0x0e)", dash(r.Profile))
+		}
 		out.Record = &cardRecordJSON{Schematic: r.Schematic, TalosVersion: r.TalosVersion, Profile: r.Profile, Hostname: r.Hostname}
 	}
 
