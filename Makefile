@@ -5,7 +5,7 @@ BIN     ?= talosflash
 PKGS    := ./...
 STAMP   := .setup.stamp
 
-.PHONY: all setup build build-cli run test vet fmt-check lint fuzz bench package screenshots clean cross wine-test package-windows
+.PHONY: all setup build build-cli run test vet fmt-check lint fuzz bench package screenshots clean cross wine-test package-windows release release-test
 
 all: build
 
@@ -83,8 +83,26 @@ FYNE_TOOLS ?= fyne.io/tools/cmd/fyne@v1.7.4
 package: $(STAMP)
 	$(GO) run $(FYNE_TOOLS) package -os linux -release
 
+# Release artifacts into dist/: .deb for amd64 and arm64 (app + CLI, desktop
+# file, icon, polkit policy; nfpm from the Go module proxy), the static CLI
+# for linux/darwin/windows on amd64 and arm64, SHA256SUMS (scripts/release.sh).
+RELEASE_STAMP := .setup-release.stamp
+$(RELEASE_STAMP): scripts/setup.sh
+	./scripts/setup.sh --release
+	@touch $(RELEASE_STAMP)
+
+release: $(STAMP) $(RELEASE_STAMP)
+	./scripts/release.sh
+
+# Installs dist/'s .deb files into temporary roots (dpkg -x) and starts the
+# app from each under Xvfb (its window must appear) and its CLI: the arm64
+# one under qemu-user.
+release-test: release
+	TALOSFLASH_DEB=$$(ls $(CURDIR)/dist/talosflash_*_amd64.deb) TALOSFLASH_DEB_ARM64=$$(ls $(CURDIR)/dist/talosflash_*_arm64.deb) \
+	  $(GO) test -count=1 -run TestDeb ./packaging/
+
 screenshots: build
 	./scripts/screenshots.sh
 
 clean:
-	rm -f $(BIN) $(STAMP) $(CROSS_STAMP) talosflash.exe talosflash-windows-amd64.zip
+	rm -rf $(BIN) $(STAMP) $(CROSS_STAMP) $(RELEASE_STAMP) talosflash.exe talosflash-windows-amd64.zip dist

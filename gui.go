@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strings"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/app/gui"
 	"github.com/talosflash/talosflash/factory"
 )
@@ -60,14 +61,14 @@ func runGUIWith(args []string, stdout, stderr io.Writer, getenv func(string) str
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintf(stdout, guiUsage, factory.DefaultBaseURL)
-			return 0
+			return contract.ExitOK
 		}
 		fmt.Fprintf(stderr, "talosflash: gui: %v (see: talosflash gui -h)\n", err)
-		return 2
+		return contract.ExitUsage
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "talosflash: unknown command %q; run `talosflash --help`\n", fs.Arg(0))
-		return 2
+		return contract.ExitUsage
 	}
 	var subnets []netip.Prefix
 	for _, c := range strings.Split(*subnet, ",") {
@@ -77,13 +78,13 @@ func runGUIWith(args []string, stdout, stderr io.Writer, getenv func(string) str
 		p, err := netip.ParsePrefix(c)
 		if err != nil {
 			fmt.Fprintf(stderr, "talosflash: gui: --subnet %q: want a CIDR such as 192.168.1.0/24\n", c)
-			return 2
+			return contract.ExitUsage
 		}
 		subnets = append(subnets, p.Masked())
 	}
 	if missing := missingDisplay(runtime.GOOS, getenv); missing != "" {
 		fmt.Fprintf(stderr, "talosflash: no display (%s): %s\n", missing, noDisplayHint)
-		return 2
+		return contract.ExitUsage
 	}
 	// A display that cannot be opened (DISPLAY pointing nowhere, Wayland
 	// only) makes GLFW panic on the main goroutine while the first window
@@ -94,14 +95,14 @@ func runGUIWith(args []string, stdout, stderr io.Writer, getenv func(string) str
 				panic(r) // a bug, not the display: keep its trace
 			}
 			fmt.Fprintf(stderr, "talosflash: cannot open the display (%v): %s\n", r, noDisplayHint)
-			code = 2
+			code = contract.ExitUsage
 		}
 	}()
 	if err := run(gui.Options{FactoryURL: *factoryURL, ProfilesFile: *profiles, Devices: devices, AllowLoop: *allowLoop, Subnets: subnets, Inventory: *inventoryFile}); err != nil {
 		fmt.Fprintf(stderr, "talosflash: %v\n", err)
-		return 1
+		return contract.ExitFailure
 	}
-	return 0
+	return contract.ExitOK
 }
 
 // missingDisplay says why no window can be opened on goos, or "" when a

@@ -76,6 +76,30 @@ func ShortID(id string) string {
 // IsSchematicID reports whether id has the shape of a schematic ID.
 func IsSchematicID(id string) bool { return schematicRe.MatchString(id) }
 
+// EmptySchematicID is the ID of the empty schematic (no overlay, no
+// extensions). talosctl 1.14's default installer is
+// factory.talos.dev/metal-installer/<EmptySchematicID>:<tag>
+// (pkg/images/images.go): as generic as ghcr.io/siderolabs/installer.
+const EmptySchematicID = "376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba"
+
+// IsGenericInstaller reports whether image is a stock installer without the
+// Raspberry Pi overlay and without extensions: Sidero's
+// ghcr.io/siderolabs/installer[-base][:tag] (or a mirror of it) or an Image
+// Factory installer of the empty schematic.
+func IsGenericInstaller(image string) bool {
+	if ref, err := ParseInstallerRef(image); err == nil {
+		return ref.SchematicID == EmptySchematicID
+	}
+	name := image
+	if i := strings.IndexAny(name, "@"); i >= 0 {
+		name = name[:i]
+	}
+	if i := strings.LastIndex(name, ":"); i > strings.LastIndex(name, "/") {
+		name = name[:i]
+	}
+	return strings.HasSuffix(name, "siderolabs/installer") || strings.HasSuffix(name, "siderolabs/installer-base") || name == "installer"
+}
+
 // ParseInstallerRef parses <registry>/<repository>/<schematic id>:<version>[@sha256:<hex>].
 func ParseInstallerRef(ref string) (InstallerRef, error) {
 	bad := func(format string, args ...any) (InstallerRef, error) {

@@ -2,6 +2,7 @@ package factory
 
 import (
 	"errors"
+	"github.com/siderolabs/image-factory/pkg/schematic"
 	"os"
 	"path/filepath"
 	"strings"
@@ -205,5 +206,29 @@ func TestInstallerPatchRoundTrip(t *testing.T) {
 	var mm *SchematicMismatchError
 	if _, err := ParseInstallerFile([]byte(tampered)); !errors.As(err, &mm) {
 		t.Fatalf("tampered file: %v", err)
+	}
+}
+
+// The empty schematic's ID is the one talosctl 1.14 puts in its default
+// installer, and that installer counts as generic.
+func TestEmptySchematicIsGeneric(t *testing.T) {
+	id, err := SchematicID(&schematic.Schematic{})
+	if err != nil || id != EmptySchematicID {
+		t.Fatalf("empty schematic ID %q %v, want %s", id, err, EmptySchematicID)
+	}
+	for img, want := range map[string]bool{
+		"factory.talos.dev/metal-installer/" + EmptySchematicID + ":v1.14.5":         true,
+		"factory.talos.dev/installer/" + EmptySchematicID + ":v1.14.5":               true,
+		"ghcr.io/siderolabs/installer:v1.14.5":                                       true,
+		"registry.local:5000/siderolabs/installer-base:v1.14.5":                      true,
+		"factory.talos.dev/metal-installer/" + strings.Repeat("ab", 32) + ":v1.14.5": false,
+	} {
+		if got := IsGenericInstaller(img); got != want {
+			t.Errorf("IsGenericInstaller(%q) = %v", img, got)
+		}
+	}
+	_, generic := findInText("f.yaml", []byte("image: factory.talos.dev/metal-installer/"+EmptySchematicID+":v1.14.5\n"))
+	if len(generic) != 1 {
+		t.Errorf("outdated: the empty-schematic installer is not reported as generic: %v", generic)
 	}
 }

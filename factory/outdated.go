@@ -40,7 +40,8 @@ type InstallerUse struct {
 	Schematic *schematic.Schematic
 }
 
-// GenericUse is a stock installer reference (ghcr.io/siderolabs/installer):
+// GenericUse is a stock installer reference (ghcr.io/siderolabs/installer, or
+// the factory installer of the empty schematic, EmptySchematicID):
 // upgrading with it drops the Raspberry Pi overlay and every extension.
 type GenericUse struct {
 	File string
@@ -109,6 +110,10 @@ func findInText(path string, data []byte) ([]InstallerUse, []GenericUse) {
 		}
 		ref, err := ParseInstallerRef(raw)
 		if err != nil {
+			continue
+		}
+		if ref.SchematicID == EmptySchematicID { // talosctl 1.14's default: the generic installer
+			generic = append(generic, GenericUse{File: path, Line: 1 + bytes.Count(data[:loc[0]], []byte("\n")), Raw: raw})
 			continue
 		}
 		use := InstallerUse{File: path, Line: 1 + bytes.Count(data[:loc[0]], []byte("\n")), Raw: raw, Ref: ref}

@@ -92,9 +92,11 @@ func (p Profile) Architecture() string {
 
 // Schematic builds the Image Factory schematic for the profile.
 //
-// Lists keep the user's order: the factory hashes the schematic exactly as
-// posted (sha256 of schematic.Marshal), so reordering here would make the
-// offline ID differ from what the user would get on factory.talos.dev.
+// Extensions are sorted and deduplicated, as the factory's web UI
+// (image-factory internal/frontend/http/ui.go: the checked extensions,
+// sorted) and Omni do before the schematic is posted: the factory hashes
+// the schematic exactly as posted, so the same set always gets the ID the UI
+// gives it. Other lists (kernel args) keep the user's order: it matters.
 func (p Profile) Schematic() *schematic.Schematic {
 	s := &schematic.Schematic{
 		Overlay: schematic.Overlay{
@@ -105,7 +107,9 @@ func (p Profile) Schematic() *schematic.Schematic {
 	}
 
 	if len(p.Extensions) > 0 {
-		s.Customization.SystemExtensions.OfficialExtensions = slices.Clone(p.Extensions)
+		exts := slices.Clone(p.Extensions)
+		slices.Sort(exts)
+		s.Customization.SystemExtensions.OfficialExtensions = slices.Compact(exts)
 	}
 
 	if len(p.ExtraKernelArgs) > 0 {

@@ -87,28 +87,30 @@ func TestFindProfileListsNames(t *testing.T) {
 	}
 }
 
-func TestSchematicKeepsOrder(t *testing.T) {
-	p := Profile{Name: "x", Extensions: []string{"siderolabs/util-linux-tools", "siderolabs/iscsi-tools"}}
+func TestSchematicSortsAndDedupesLikeFactoryUI(t *testing.T) {
+	p := Profile{Name: "x", Extensions: []string{"siderolabs/util-linux-tools", "siderolabs/iscsi-tools", "siderolabs/util-linux-tools"}}
 	q := Profile{Name: "x", Extensions: []string{"siderolabs/iscsi-tools", "siderolabs/util-linux-tools"}}
 
 	a, _ := p.SchematicID()
 	b, _ := q.SchematicID()
 
-	// The factory hashes what it is sent; order matters there, so it must here.
-	if a == b {
-		t.Fatal("extension order must be preserved (it changes the factory's ID)")
+	// The factory UI posts the checked extensions sorted (one each): the
+	// same set must get the same ID whatever order the profile lists.
+	if a != b {
+		t.Fatalf("IDs differ by extension order: %s vs %s", a, b)
 	}
 
-	if got := p.Schematic().Customization.SystemExtensions.OfficialExtensions; !slices.Equal(got, p.Extensions) {
-		t.Fatalf("order changed: %v", got)
+	want := []string{"siderolabs/iscsi-tools", "siderolabs/util-linux-tools"}
+	if got := p.Schematic().Customization.SystemExtensions.OfficialExtensions; !slices.Equal(got, want) {
+		t.Fatalf("extensions %v, want %v", got, want)
 	}
 
 	// Schematic must not alias the profile's slices.
 	s := p.Schematic()
 	s.Customization.SystemExtensions.OfficialExtensions[0] = "mutated/x"
 
-	if p.Extensions[0] != "siderolabs/util-linux-tools" {
-		t.Fatal("Schematic() shares the profile's slice")
+	if p.Extensions[0] != "siderolabs/util-linux-tools" || p.Extensions[1] != "siderolabs/iscsi-tools" {
+		t.Fatalf("profile changed: %v", p.Extensions)
 	}
 }
 

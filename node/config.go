@@ -16,6 +16,7 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/config/validation"
 	"gopkg.in/yaml.v3"
 
+	"github.com/talosflash/talosflash/node/internal/talos114"
 	"github.com/talosflash/talosflash/node/internal/yamldocs"
 )
 
@@ -39,6 +40,13 @@ type Config struct {
 	// Unchecked lists what the local machinery could not check: document
 	// kinds or fields newer than it. They are sent byte for byte; the node decides.
 	Unchecked []string
+
+	// Talos 1.14 facts, read from the YAML (see node/internal/talos114).
+	Talos114          bool     // has a document kind only Talos >= 1.14 knows (UnattendedInstallConfig, Kube*, ...)
+	UnattendedInstall int      // index (1-based) of the UnattendedInstallConfig document, 0 if none
+	UICDiskSelector   bool     // the UnattendedInstallConfig has provisioning.diskSelector.match
+	MachineInstall    bool     // the v1alpha1 document has a machine.install section (even an empty one)
+	ControlPlaneOnly  []string // document kinds Talos 1.14 allows on control plane machines only, found in the file
 
 	size int
 }
@@ -117,10 +125,56 @@ func LoadConfig(data []byte) (cfg *Config, err error) {
 			cfg, err = nil, &ConfigError{Reason: "the config loader could not process this file"}
 		}
 	}()
+	if cfg.Talos114 && check114(cfg, data) {
+		return cfg, nil
+	}
 	if err := checkLocally(cfg, data, docs); err != nil {
 		return nil, err
 	}
 	return cfg, nil
+}
+
+// check114 checks a Talos 1.14 config as far as machinery v1.13 can decide
+// (talos114.Load): documents of 1.14 kinds and 1.14 fields are listed in
+// Unchecked and left to the node; v1.13's checks run on the rest with the
+// rules 1.14 relaxed (machine.install optional, the endpoint in
+// KubeClusterConfig). It reports false when the loader refuses something
+// (a typo, a kind Talos 1.14 does not know either): checkLocally then says
+// what, as for any config.
+func check114(cfg *Config, data []byte) bool {
+	res, err := talos114.Load(data)
+	if err != nil {
+		return false
+	}
+	// One line per reason, not per document: a generated 1.14 config has
+	// two dozen documents v1.13 does not know.
+	var newer, fields []string
+	var newerIdx, fieldsIdx []string
+	for _, d := range res.Docs {
+		switch {
+		case d.Unchecked == "":
+		case talos114.NewerThanV113(d.Kind):
+			newer, newerIdx = append(newer, safeName(d.Kind)), append(newerIdx, fmt.Sprint(d.Index))
+		default:
+			fields, fieldsIdx = append(fields, safeName(d.Kind)), append(fieldsIdx, fmt.Sprint(d.Index))
+		}
+	}
+	if len(newer) > 0 {
+		cfg.Unchecked = append(cfg.Unchecked, fmt.Sprintf("%s (%s): not checked locally (newer than Talos machinery %s); a Talos 1.14 node checks them",
+			plural("document", newerIdx), strings.Join(newer, ", "), MachineryVersion))
+	}
+	if len(fields) > 0 {
+		cfg.Unchecked = append(cfg.Unchecked, fmt.Sprintf("%s (%s): not checked locally (has fields newer than Talos machinery %s); a Talos 1.14 node checks them",
+			plural("document", fieldsIdx), strings.Join(fields, ", "), MachineryVersion))
+	}
+	warnings, errs := res.ValidateV113()
+	for _, w := range warnings {
+		cfg.Warnings = append(cfg.Warnings, sanitize(w))
+	}
+	if len(errs) > 0 {
+		cfg.Warnings = append(cfg.Warnings, "local validation without the documents newer than Talos machinery "+MachineryVersion+": "+sanitize(strings.Join(errs, "; "))+" (the node decides)")
+	}
+	return true
 }
 
 // checkLocally loads and validates what the local machinery knows. Unknown
@@ -229,6 +283,7 @@ func (d docInfo) fill(cfg *Config) {
 			cfg.InstallImage, cfg.InstallImageFrom = img, "machine.install.image"
 		}
 		cfg.InstallDisk = scalarAt(d.root, "machine", "install", "disk")
+		cfg.MachineInstall = talos114.Node(d.root, "machine", "install") != nil
 		if h := scalarAt(d.root, "machine", "network", "hostname"); h != "" && cfg.Hostname == "" {
 			cfg.Hostname = h
 		}
@@ -237,6 +292,8 @@ func (d docInfo) fill(cfg *Config) {
 		cfg.ExtensionServices = append(cfg.ExtensionServices, scalarAt(d.root, "name"))
 	case "UnattendedInstallConfig":
 		cfg.Kinds = append(cfg.Kinds, d.Kind)
+		cfg.UnattendedInstall = d.Index
+		cfg.UICDiskSelector = talos114.Scalar(d.root, "provisioning", "diskSelector", "match") != ""
 		// Talos 1.14: the installer of an unattended install wins over machine.install.
 		if img := scalarAt(d.root, "installer", "image"); img != "" {
 			cfg.InstallImage, cfg.InstallImageFrom = img, "UnattendedInstallConfig installer.image"
@@ -248,6 +305,12 @@ func (d docInfo) fill(cfg *Config) {
 		}
 	default:
 		cfg.Kinds = append(cfg.Kinds, d.Kind)
+	}
+	if talos114.NewerThanV113(d.Kind) {
+		cfg.Talos114 = true
+	}
+	if slices.Contains(talos114.ControlPlaneOnlyKinds, d.Kind) && !slices.Contains(cfg.ControlPlaneOnly, d.Kind) {
+		cfg.ControlPlaneOnly = append(cfg.ControlPlaneOnly, d.Kind)
 	}
 }
 
@@ -433,4 +496,12 @@ func safeName(s string) string {
 		return fmt.Sprintf("%q", s)
 	}
 	return `"` + redacted + `"`
+}
+
+// plural is "document 4" or "documents 2, 3, 5".
+func plural(word string, items []string) string {
+	if len(items) == 1 {
+		return word + " " + items[0]
+	}
+	return word + "s " + strings.Join(items, ", ")
 }

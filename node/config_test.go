@@ -157,7 +157,7 @@ func TestLoadConfigNewerKinds(t *testing.T) {
 	if !slices.Equal(cfg.Kinds, want) {
 		t.Errorf("kinds %v, want %v", cfg.Kinds, want)
 	}
-	if len(cfg.Unchecked) != 3 || !strings.Contains(cfg.Unchecked[0], `document 2 ("UnattendedInstallConfig" "v1alpha1"): not checked locally (newer than Talos machinery v1.13)`) {
+	if len(cfg.Unchecked) != 1 || !strings.Contains(cfg.Unchecked[0], `documents 2, 4, 5 ("UnattendedInstallConfig", "SysctlConfig", "KernelModuleConfig"): not checked locally (newer than Talos machinery v1.13)`) {
 		t.Errorf("unchecked = %q", cfg.Unchecked)
 	}
 	if cfg.InstallImageFrom != "UnattendedInstallConfig installer.image" || !strings.Contains(cfg.InstallImage, workerID) {

@@ -15,11 +15,14 @@ import (
 
 	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/cosi-project/runtime/pkg/safe"
+	"github.com/siderolabs/talos/pkg/machinery/client"
 	"github.com/siderolabs/talos/pkg/machinery/resources/network"
 	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
+
+	"github.com/talosflash/talosflash/node/internal/talos114"
 )
 
 // Node is a Talos node found on the network.
@@ -40,7 +43,51 @@ type Node struct {
 	// Booted is what the node's image contains (schematic, overlay,
 	// extensions); nil when the node exposes no extension statuses.
 	Booted *Booted `json:",omitempty"`
-	Note   string  // what could not be read, or why it counts as Talos
+	// Factory is which Image Factory built the booted image, as a Talos >=
+	// 1.14 node reports it (ImageFactorySchematics); nil when not reported.
+	Factory *Factory `json:",omitempty"`
+	Note    string   // what could not be read, or why it counts as Talos
+}
+
+// Factory is a Talos 1.14 node's ImageFactorySchematics resource
+// (ID image-factory-schematic): the schematic of the booted image and the
+// factory that built it.
+type Factory struct {
+	SchematicID string `json:",omitempty"`
+	Flavor      string `json:",omitempty"` // e.g. "Image Factory"
+	APIURL      string `json:",omitempty"` // e.g. "https://factory.talos.dev"
+}
+
+// String is "https://factory.talos.dev (Image Factory)" or what is known of it.
+func (f *Factory) String() string {
+	if f == nil {
+		return ""
+	}
+	switch {
+	case f.APIURL != "" && f.Flavor != "":
+		return f.APIURL + " (" + f.Flavor + ")"
+	case f.APIURL != "":
+		return f.APIURL
+	}
+	return f.Flavor
+}
+
+// readFactory reads ImageFactorySchematics (Talos >= 1.14; not sensitive).
+// Older nodes do not have the type: nil, no error.
+func readFactory(ctx context.Context, c *client.Client) *Factory {
+	r, err := safe.StateGetByID[*talos114.ImageFactorySchematic](ctx, c.COSI, talos114.ImageFactorySchematicID)
+	if err != nil {
+		return nil
+	}
+	spec := r.TypedSpec()
+	f := &Factory{SchematicID: spec.SchematicID, Flavor: printable(spec.Flavor, maxName), APIURL: printable(spec.APIURL, maxName)}
+	if f.SchematicID != "" && !hexID.MatchString(f.SchematicID) {
+		f.SchematicID = ""
+	}
+	if *f == (Factory{}) {
+		return nil
+	}
+	return f
 }
 
 // Unified reports whether the node runs Talos >= 1.13, whose maintenance
@@ -320,6 +367,9 @@ func Probe(ctx context.Context, addr string) (*Node, error) {
 		notes = append(notes, "no extension statuses (what it booted is unknown)")
 	} else {
 		n.Booted = b
+	}
+	if atLeast114(n.TalosVersion) {
+		n.Factory = readFactory(ctx, c)
 	}
 	if h, err := safe.StateGet[*network.HostnameStatus](ctx, c.COSI, resource.NewMetadata(network.NamespaceName, network.HostnameStatusType, network.HostnameID, resource.VersionUndefined)); err == nil {
 		n.Hostname = h.TypedSpec().Hostname

@@ -2,10 +2,13 @@ package node
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
 
+	"github.com/blang/semver/v4"
 	"github.com/siderolabs/image-factory/pkg/schematic"
 	"github.com/siderolabs/talos/pkg/machinery/constants"
 
@@ -34,6 +37,10 @@ const (
 	CodeNoMachineConfig        = "no-machine-config"
 	CodeBootedUnknown          = "booted-unknown-fallback"
 	CodeCheckedAgainstConfig   = "checked-against-config-installer"
+	// Talos 1.14 rules (node/nodetest/talos114.go has the node's side).
+	CodeInstallConflict      = "unattended-install-and-machine-install" // a 1.14 node refuses the config
+	CodeUICNoDiskSelector    = "unattended-install-no-disk-selector"    // v1.14.0-rc.1 refuses it
+	CodeControlPlaneOnlyDocs = "control-plane-only-documents"           // v1.14.0-rc.1 refuses KubeProxyConfig on a worker
 )
 
 // Finding is one problem Inspect found, with the fix to show the user.
@@ -100,6 +107,30 @@ type InspectOptions struct {
 	// Installer is the node's factory installer reference for fixes; ""
 	// derives it from the booted/flashed schematic (or the config's installer).
 	Installer string
+	// TalosVersion is what the node reports ("" unknown). A config with
+	// Talos 1.14 documents, or a node >= v1.14, gets the 1.14 advice.
+	TalosVersion string
+	// InstallerPatch is the user's talos/installer-<role>.yaml patch, if
+	// one was found (FindInstallerPatch): fixes name it.
+	InstallerPatch string
+}
+
+// FindInstallerPatch looks for the user's installer patch of role
+// (talos/installer-<role>.yaml, as `talosflash` writes it) next to the
+// config file, in a talos/ directory beside it, or in ../talos/. "" if none.
+func FindInstallerPatch(configPath, role string) string {
+	role = normalizeRole(role)
+	if configPath == "" || role == "" {
+		return ""
+	}
+	name := "installer-" + role + ".yaml"
+	dir := filepath.Dir(configPath)
+	for _, p := range []string{filepath.Join(dir, name), filepath.Join(dir, "talos", name), filepath.Join(dir, "..", "talos", name)} {
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
+			return filepath.Clean(p)
+		}
+	}
+	return ""
 }
 
 // InspectWith runs the incident checks: extensions that need a service
@@ -136,7 +167,9 @@ func InspectWith(cfg *Config, opts InspectOptions) []Finding {
 	}
 	upgrade := UpgradeCommand(opts.Node, installer)
 
-	out = append(out, checkInstallImage(cfg, ref, refErr, nodeID, opts.Booted != nil, installer, upgrade)...)
+	is114 := cfg.Talos114 || atLeast114(opts.TalosVersion)
+	out = append(out, checkInstallImage(cfg, ref, refErr, nodeID, opts.Booted != nil, installer, upgrade, is114, opts.InstallerPatch)...)
+	out = append(out, inspect114(cfg, opts.InstallerPatch)...)
 
 	switch {
 	case opts.Booted != nil:
@@ -260,31 +293,30 @@ func roleInstaller(flashedID string, ref factory.InstallerRef, refOK bool) strin
 // registryHost is the default factory's installer registry.
 func registryHost() string { return factory.NewClient(factory.DefaultBaseURL, nil).RegistryHost() }
 
-// isGenericInstaller matches Sidero's plain installer image, which has no
-// board overlay: ghcr.io/siderolabs/installer[:tag] (or a mirror of it).
-func isGenericInstaller(image string) bool {
-	name := image
-	if i := strings.IndexAny(name, "@"); i >= 0 {
-		name = name[:i]
-	}
-	if i := strings.LastIndex(name, ":"); i > strings.LastIndex(name, "/") {
-		name = name[:i]
-	}
-	return strings.HasSuffix(name, "siderolabs/installer") || name == "installer"
-}
-
-func checkInstallImage(cfg *Config, ref factory.InstallerRef, refErr error, nodeID string, booted bool, installer, upgrade string) []Finding {
+func checkInstallImage(cfg *Config, ref factory.InstallerRef, refErr error, nodeID string, booted bool, installer, upgrade string, is114 bool, patch string) []Finding {
 	fix := func(base string) string {
 		if installer == "" {
 			return base
 		}
 		field := cfg.InstallImageFrom
-		if field == "" {
+		switch {
+		case cfg.UnattendedInstall > 0 || field == "" && cfg.Talos114:
+			// Talos 1.14: never .machine.install next to an UnattendedInstallConfig (the node refuses both).
+			field = fmt.Sprintf("installer.image of the UnattendedInstallConfig (document %d)", cfg.UnattendedInstall)
+			if patch != "" {
+				field += " and in your patch " + sanitize(patch)
+			}
+		case field == "":
 			field = "machine.install.image"
 		}
 		return fmt.Sprintf("%s: set %s to %s, and upgrade only with the node's installer: %s (or `talosflash upgrade`, which reads the node's schematic and never uses another)", base, field, installer, upgrade)
 	}
 	switch {
+	case cfg.InstallImage == "" && is114:
+		// Talos 1.14 installs the factory installer of the boot entry when
+		// installer.image is empty (controllers/runtime/unattended_install.go),
+		// and a Pi booted from a raw image is installed already.
+		return nil
 	case cfg.InstallImage == "":
 		return []Finding{{
 			Severity: SeverityWarning,
@@ -292,7 +324,7 @@ func checkInstallImage(cfg *Config, ref factory.InstallerRef, refErr error, node
 			Message:  "no installer image is set (machine.install.image or UnattendedInstallConfig), so Talos falls back to the generic installer without the Raspberry Pi overlay",
 			Fix:      fix("add the factory installer of this node's schematic"),
 		}}
-	case isGenericInstaller(cfg.InstallImage):
+	case factory.IsGenericInstaller(cfg.InstallImage):
 		return []Finding{{
 			Severity: SeverityWarning,
 			Code:     CodeInstallImageGeneric,
@@ -321,6 +353,54 @@ func checkInstallImage(cfg *Config, ref factory.InstallerRef, refErr error, node
 		}}
 	}
 	return nil
+}
+
+// atLeast114 reports whether a node's reported version is Talos >= 1.14.
+func atLeast114(v string) bool {
+	sv, err := semver.ParseTolerant(strings.TrimSpace(v))
+	return err == nil && sv.GE(semver.Version{Major: 1, Minor: 14})
+}
+
+// inspect114 are the Talos 1.14 rules the local machinery (v1.13) cannot
+// check, as findings; the node's side is node/nodetest/talos114.go.
+func inspect114(cfg *Config, patch string) []Finding {
+	var out []Finding
+	v1 := slices.Index(cfg.Kinds, "v1alpha1") + 1
+	inPatch := ""
+	if patch != "" {
+		inPatch = " (your patch " + sanitize(patch) + " too)"
+	}
+	if cfg.UnattendedInstall > 0 && cfg.MachineInstall {
+		out = append(out, Finding{
+			Severity: SeverityError,
+			Code:     CodeInstallConflict,
+			Message: fmt.Sprintf("the config has an UnattendedInstallConfig (document %d) and a machine.install section (document %d, v1alpha1): "+
+				"a Talos 1.14 node refuses it: \"UnattendedInstallConfig config is incompatible with v1alpha1 config (.machine.install)\"", cfg.UnattendedInstall, v1),
+			Fix: fmt.Sprintf("delete the install: section under machine: in document %d (v1alpha1); on Talos 1.14 the installer image goes to installer.image of the UnattendedInstallConfig (document %d)%s",
+				v1, cfg.UnattendedInstall, inPatch),
+		})
+	}
+	if cfg.UnattendedInstall > 0 && !cfg.UICDiskSelector {
+		out = append(out, Finding{
+			Severity: SeverityWarning,
+			Code:     CodeUICNoDiskSelector,
+			Message: fmt.Sprintf("the UnattendedInstallConfig (document %d) has no provisioning.diskSelector.match (an installer patch merged over the generated document drops it): "+
+				"Talos v1.14.0-rc.1 refuses that (\"provisioning.volumeSelector.match is required\"), later 1.14 releases accepted such configs; the node's dry run decides", cfg.UnattendedInstall),
+			Fix: fmt.Sprintf("add to the UnattendedInstallConfig (document %d)%s, as talosctl gen config writes it (the Pi's SD card is /dev/mmcblk0):\n"+
+				"provisioning:\n    diskSelector:\n        match: disk.dev_path == \"/dev/mmcblk0\"\n", cfg.UnattendedInstall, inPatch),
+		})
+	}
+	if t := normalizeRole(cfg.MachineType); t != "" && t != "controlplane" && len(cfg.ControlPlaneOnly) > 0 {
+		kinds := slices.Sorted(slices.Values(cfg.ControlPlaneOnly))
+		out = append(out, Finding{
+			Severity: SeverityWarning,
+			Code:     CodeControlPlaneOnlyDocs,
+			Message: fmt.Sprintf("this %s config has %s, which Talos v1.14.0-rc.1 allows on control plane machines only (\"the following document kinds are only allowed on control plane machines: [%s]\"); "+
+				"later 1.14 releases accepted KubeProxyConfig on workers; the node's dry run decides", sanitize(cfg.MachineType), safeNames(kinds), strings.Join(kinds, " ")),
+			Fix: fmt.Sprintf("delete the %s document(s) from this worker config: apply such a patch (e.g. patch.yaml) with --config-patch-control-plane, not --config-patch", safeNames(kinds)),
+		})
+	}
+	return out
 }
 
 // extensionName reduces "siderolabs/newt", "ghcr.io/siderolabs/newt:v1.2@sha256:…"

@@ -90,10 +90,11 @@ func booted(s *schematic.Schematic) *node.Booted {
 
 func TestInspectFixedSetups(t *testing.T) {
 	for name, fs := range map[string][]node.Finding{
-		"worker schematic without newt": node.InspectWith(loadTestConfig(t, "worker.yaml"), node.InspectOptions{Booted: booted(workerSchematic()), Role: "worker"}),
-		"newt schematic with ESC":       node.InspectWith(loadTestConfig(t, "worker-newt-esc.yaml"), node.InspectOptions{Booted: booted(cpSchematic()), Role: "worker"}),
-		"controlplane with ESC":         node.InspectWith(loadTestConfig(t, "controlplane.yaml"), node.InspectOptions{Booted: booted(cpSchematic()), Role: "controlplane"}),
-		"v1.14 worker on worker image":  node.InspectWith(loadTestConfig(t, "worker-v114.yaml"), node.InspectOptions{Booted: booted(workerSchematic()), Role: "worker"}),
+		"worker schematic without newt":  node.InspectWith(loadTestConfig(t, "worker.yaml"), node.InspectOptions{Booted: booted(workerSchematic()), Role: "worker"}),
+		"newt schematic with ESC":        node.InspectWith(loadTestConfig(t, "worker-newt-esc.yaml"), node.InspectOptions{Booted: booted(cpSchematic()), Role: "worker"}),
+		"controlplane with ESC":          node.InspectWith(loadTestConfig(t, "controlplane.yaml"), node.InspectOptions{Booted: booted(cpSchematic()), Role: "controlplane"}),
+		"v1.14 worker on worker image":   node.InspectWith(loadTestConfig(t, "talos114/valid/worker.yaml"), node.InspectOptions{Booted: booted(workerSchematic()), Role: "worker", TalosVersion: "v1.14.5"}),
+		"v1.14 controlplane on cp image": node.InspectWith(loadTestConfig(t, "talos114/valid/controlplane.yaml"), node.InspectOptions{Booted: booted(cpSchematic()), Role: "controlplane", TalosVersion: "v1.14.5"}),
 	} {
 		if len(fs) != 0 {
 			t.Errorf("%s: unexpected findings %+v", name, fs)

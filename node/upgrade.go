@@ -140,6 +140,10 @@ func planUpgrade(ctx context.Context, endpoint string, tc *Talosconfig, opts Upg
 		return res, s, fmt.Errorf("%w (%s runs an image without factory extension statuses); refusing to guess an installer: "+
 			"run talosctl upgrade --image with the installer from your talos/installer-<role>.yaml", ErrNoSchematic, s.endpoint)
 	}
+	if res.Booted.SchematicID == factory.EmptySchematicID {
+		return res, s, fmt.Errorf("%w (%s booted the empty schematic: its installer is the generic one, without the Raspberry Pi overlay); "+
+			"refusing to upgrade with it: run talosctl upgrade --image with the installer from your talos/installer-<role>.yaml", ErrNoSchematic, s.endpoint)
+	}
 	switch {
 	case to.EQ(from):
 		res.UpToDate = true

@@ -8,8 +8,29 @@
 # desktop app for Windows, `make package-windows`) and Wine (the Windows
 # unit tests, scripts/wine-test.sh); where they cannot be installed it says
 # so and succeeds: the Wine tests then skip and package-windows says why.
+# --release adds what `make release` needs for the linux/arm64 app: Debian's
+# aarch64 cross compiler and the arm64 X11/GL libraries (dpkg multiarch),
+# and qemu-user to start the arm64 build in make release-test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+if [ "${1:-}" = "--release" ]; then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  rel=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross dpkg-dev qemu-user)
+  for l in libgl1-mesa-dev libx11-dev libxcursor-dev libxrandr-dev libxinerama-dev libxi-dev libxxf86vm-dev; do rel+=("$l:arm64"); done
+  missing=()
+  for p in "${rel[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && exit 0
+  command -v apt-get >/dev/null || { echo "setup: --release needs apt-get (Debian/Ubuntu) for: ${missing[*]}" >&2; exit 1; }
+  dpkg --print-foreign-architectures | grep -qx arm64 || $sudo dpkg --add-architecture arm64
+  echo "setup: installing ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  exit 0
+fi
 
 pkgs=(gcc pkg-config xorg-dev libgl1-mesa-dev xz-utils zstd util-linux xvfb xauth xdotool imagemagick dbus)
 cross=false

@@ -84,7 +84,7 @@ func TestApplyJSONSaysWhatTheNodeDoesNext(t *testing.T) {
 			Then              string `json:"then"`
 		} `json:"next"`
 	}
-	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+	if err := json.Unmarshal(answer(t, stdout, "apply"), &out); err != nil {
 		t.Fatalf("%v: %s", err, stdout)
 	}
 	want := nextAfter(nodetest.DefaultVersion, "controlplane", node.ModeNoReboot)

@@ -59,7 +59,7 @@ func TestApplyJSONBlocked(t *testing.T) {
 			Severity, Code, Message, Fix string
 		} `json:"findings"`
 	}
-	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+	if err := json.Unmarshal(answer(t, stdout, "error"), &out); err != nil {
 		t.Fatalf("stdout is not one JSON object: %v: %q", err, stdout)
 	}
 	if out.Event != "error" || out.Code != ExitConfig || !strings.Contains(out.Message, "nothing was sent") {
@@ -111,7 +111,7 @@ func TestNodesAndApplyCacheDir(t *testing.T) {
 		var rows []struct {
 			Matches *struct{ Source string } `json:"matches"`
 		}
-		if err := json.Unmarshal([]byte(stdout), &rows); err != nil || len(rows) != 1 {
+		if err := json.Unmarshal(answer(t, stdout, "nodes"), &rows); err != nil || len(rows) != 1 {
 			t.Fatalf("%v: %s", err, stdout)
 		}
 		if got := rows[0].Matches != nil && rows[0].Matches.Source == "cache"; got != withDir {

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,6 +9,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/node"
 )
 
@@ -91,7 +91,7 @@ func runBootstrap(ctx context.Context, args []string, env Env) error {
 		if errors.As(err, &ie) {
 			j["interrupted"] = ie.State // what was sent, the state of the node
 		}
-		if jerr := json.NewEncoder(env.Stdout).Encode(j); jerr != nil && err == nil {
+		if jerr := contract.WriteAnswer(env.Stdout, contract.TypeBootstrap, j); jerr != nil && err == nil {
 			return jerr
 		}
 	}

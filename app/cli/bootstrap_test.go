@@ -76,7 +76,7 @@ func TestBootstrapCommand(t *testing.T) {
 	n2 := nodetest.StartNode(t, nodetest.NodeOptions{PKI: pki})
 	code, stdout, stderr = cliRun(t, "bootstrap", "-n", n2.Addr(), "--talosconfig", tc, "--json")
 	var got map[string]any
-	if code != ExitOK || json.Unmarshal([]byte(stdout), &got) != nil || got["etcd_healthy"] != true || !strings.Contains(stderr, "bootstrapping etcd") {
+	if code != ExitOK || json.Unmarshal(answer(t, stdout, "bootstrap"), &got) != nil || got["etcd_healthy"] != true || !strings.Contains(stderr, "bootstrapping etcd") {
 		t.Fatalf("json: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 }

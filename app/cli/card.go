@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/dustin/go-humanize"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/inventory"
 )
 
@@ -29,8 +29,8 @@ func init() {
 type cardJSON struct {
 	Path     string          `json:"path"`
 	Size     int64           `json:"size"`
-	Table    *cardTableJSON  `json:"partitionTable"`
-	Talos    bool            `json:"talosImage"`
+	Table    *cardTableJSON  `json:"partition_table"`
+	Talos    bool            `json:"talos_image"`
 	META     *cardMETAJSON   `json:"meta,omitempty"`
 	Node     *cardNodeJSON   `json:"node"`
 	Image    string          `json:"image"`
@@ -39,9 +39,9 @@ type cardJSON struct {
 }
 
 type cardTableJSON struct {
-	SectorSize int64           `json:"sectorSize"`
-	Primary    bool            `json:"primaryValid"`
-	Backup     bool            `json:"backupValid"`
+	SectorSize int64           `json:"sector_size"`
+	Primary    bool            `json:"primary_valid"`
+	Backup     bool            `json:"backup_valid"`
 	Partitions []cardPartition `json:"partitions"`
 }
 
@@ -55,7 +55,7 @@ type cardPartition struct {
 type cardMETAJSON struct {
 	Copy1 string        `json:"copy1"` // "valid" or why not
 	Copy2 string        `json:"copy2"`
-	Used  int           `json:"usedCopy"`
+	Used  int           `json:"used_copy"`
 	Blank bool          `json:"blank"`
 	Keys  []cardMETAKey `json:"keys"`
 }
@@ -68,7 +68,7 @@ type cardMETAKey struct {
 
 type cardRecordJSON struct {
 	Schematic    string `json:"schematic,omitempty"`
-	TalosVersion string `json:"talosVersion,omitempty"`
+	TalosVersion string `json:"talos_version,omitempty"`
 	Profile      string `json:"profile,omitempty"`
 	Hostname     string `json:"hostname,omitempty"`
 }
@@ -124,7 +124,7 @@ func runCard(_ context.Context, args []string, env Env) error {
 	out := describeCard(f, path, size)
 
 	if jsonOut {
-		if err := json.NewEncoder(env.Stdout).Encode(out); err != nil {
+		if err := contract.WriteAnswer(env.Stdout, contract.TypeCard, out); err != nil {
 			return err
 		}
 	} else {

@@ -65,7 +65,7 @@ func TestCardReadsNode(t *testing.T) {
 	_, jsonOut, _ := cliRun(t, "card", "--json", path)
 
 	var out cardJSON
-	if err := json.Unmarshal([]byte(jsonOut), &out); err != nil {
+	if err := json.Unmarshal(answer(t, jsonOut, "card"), &out); err != nil {
 		t.Fatal(err)
 	}
 

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"syscall"
+
+	"github.com/talosflash/talosflash/app/contract"
 )
 
 // Version is set by the build (-ldflags) and shown by `talosflash version`.
@@ -75,6 +77,11 @@ func Main(args []string, env Env) int {
 		code = 128 + int(s) // 130 SIGINT, 143 SIGTERM, 129 SIGHUP, as shells report them
 	}
 	fmt.Fprintf(env.Stderr, "talosflash: %s\n", oneLine(err.Error()))
+	var done reportedError
+	if wantsJSON(args) && !errors.As(err, &done) {
+		// Scripts read the failure on stdout too: the last line is an "error".
+		contract.NewWriter(env.Stdout).Error(code, oneLine(err.Error()))
+	}
 	return code
 }
 
@@ -178,7 +185,7 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	if fs.NArg() > 0 {
 		return usageErrorf("%s: unexpected argument %q", fs.Name(), fs.Arg(0))
 	}
-	return nil
+	return checkFlags(fs) // validate.go: before anything is touched
 }
 
 // flagOutput swallows the flag package's output and carries where a
@@ -222,9 +229,9 @@ var commandHelp = map[string]help{
 		example:  "talosflash profiles --profiles profiles.yaml",
 	},
 	"devices": {
-		synopsis: "talosflash devices [--json]",
+		synopsis: "talosflash devices [--allow-loop] [--json]",
 		about:    "List the disks of this machine and whether each is a safe target (and why not).",
-		example:  "talosflash devices",
+		example:  "talosflash devices\ntalosflash devices --allow-loop   # loop devices as flash --allow-loop judges them",
 	},
 	"nodes": {
 		synopsis: "talosflash nodes [--subnet CIDR] [flags]",

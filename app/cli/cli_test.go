@@ -350,7 +350,7 @@ func TestNodesFindsTestServer(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	var nodes []map[string]any
-	if err := json.Unmarshal([]byte(stdout), &nodes); err != nil {
+	if err := json.Unmarshal(answer(t, stdout, "nodes"), &nodes); err != nil {
 		t.Fatalf("bad JSON %q: %v", stdout, err)
 	}
 	if len(nodes) != 1 || nodes[0]["maintenance"] != true {

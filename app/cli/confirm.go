@@ -30,7 +30,7 @@ func confirmDevice(ctx context.Context, in io.Reader, out io.Writer, device, sum
 		return usageErrorf("refusing to write %s without confirmation: no terminal to ask on; pass --yes to confirm in scripts", device)
 	}
 	want := filepath.Base(device)
-	fmt.Fprintf(out, "About to ERASE %s\n  %s\nType %q to continue: ", device, summary, want)
+	fmt.Fprintf(out, "About to ERASE %s\n  %s\nType %q (or %s) to continue: ", device, summary, want, device)
 	type answer struct {
 		line string
 		err  error
@@ -52,8 +52,9 @@ func confirmDevice(ctx context.Context, in io.Reader, out io.Writer, device, sum
 	if err != nil && line == "" {
 		return usageErrorf("confirmation aborted")
 	}
-	if strings.TrimSpace(line) != want {
-		return usageErrorf("confirmation did not match %q; nothing was written", want)
+	// The name shown, or the path the user typed after --device.
+	if typed := strings.TrimSpace(line); typed != want && typed != device {
+		return usageErrorf("confirmation did not match %q (or %s); nothing was written", want, device)
 	}
 	return nil
 }

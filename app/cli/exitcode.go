@@ -5,24 +5,25 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/app/elevate"
 )
 
-// Exit codes are part of the scripting interface; README documents them.
-// app/elevate owns them: the elevated child exits with the same ones.
+// Exit codes are part of the scripting interface (docs/JSON.md): app/contract
+// owns them; the elevated child and the desktop app exit with the same ones.
 const (
-	ExitOK          = elevate.ExitOK
-	ExitFailure     = elevate.ExitFailure
-	ExitUsage       = elevate.ExitUsage
-	ExitNetwork     = elevate.ExitNetwork
-	ExitVerify      = elevate.ExitVerify
-	ExitDevice      = elevate.ExitDevice
-	ExitWrite       = elevate.ExitWrite
-	ExitConfig      = elevate.ExitConfig
-	ExitApply       = elevate.ExitApply
-	ExitImage       = elevate.ExitImage
-	ExitStorage     = elevate.ExitStorage
-	ExitInterrupted = elevate.ExitInterrupted
+	ExitOK          = contract.ExitOK
+	ExitFailure     = contract.ExitFailure
+	ExitUsage       = contract.ExitUsage
+	ExitNetwork     = contract.ExitNetwork
+	ExitVerify      = contract.ExitVerify
+	ExitDevice      = contract.ExitDevice
+	ExitWrite       = contract.ExitWrite
+	ExitConfig      = contract.ExitConfig
+	ExitApply       = contract.ExitApply
+	ExitImage       = contract.ExitImage
+	ExitStorage     = contract.ExitStorage
+	ExitInterrupted = contract.ExitInterrupted
 )
 
 // exitError carries the exit code chosen where the failure was understood.
@@ -66,4 +67,30 @@ func exitCode(err error) int {
 		return ExitDevice
 	}
 	return classify(err)
+}
+
+// reportedError is a failure the command already wrote as its JSON "error"
+// line; Main writes that line for every other failure of a --json run.
+type reportedError struct{ error }
+
+func (e reportedError) Unwrap() error { return e.error }
+
+func reported(err error) error {
+	if err == nil {
+		return nil
+	}
+	return reportedError{err}
+}
+
+// wantsJSON tells whether args ask for --json (before a "--").
+func wantsJSON(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "--json", "-json", "--json=true", "-json=true":
+			return true
+		}
+	}
+	return false
 }

@@ -11,7 +11,7 @@ import (
 
 	"github.com/dustin/go-humanize"
 
-	"github.com/talosflash/talosflash/app/elevate"
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/app/plan"
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/imaging"
@@ -227,6 +227,9 @@ func runFlash(ctx context.Context, args []string, env Env) error {
 	err := flash(ctx, &f, env, rep)
 	if err != nil {
 		rep.Error(exitCode(err), oneLine(err.Error()))
+		if f.jsonOut {
+			return reported(err)
+		}
 	}
 	return err
 }
@@ -364,8 +367,8 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 }
 
 // elevateResult is a written card's "result" event.
-func elevateResult(c plan.Card, im *plan.Image) elevate.ResultEvent {
-	return elevate.ResultEvent{
+func elevateResult(c plan.Card, im *plan.Image) contract.ResultEvent {
+	return contract.ResultEvent{
 		Device: c.Device, Bytes: c.Result.Bytes, SHA256: c.Result.SHA256, Verified: c.Result.Verified,
 		VerifyMode: c.Result.VerifyMode, Schematic: im.SchematicID, Version: im.Version,
 		Node: c.NodeName(), Address: c.NodeAddress(),

@@ -2,11 +2,11 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"text/tabwriter"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/imaging/devices"
 	"github.com/talosflash/talosflash/node"
@@ -54,7 +54,7 @@ func runSchematic(ctx context.Context, args []string, env Env) error {
 		yaml = string(b)
 	}
 	if jsonOut {
-		return json.NewEncoder(env.Stdout).Encode(map[string]any{
+		return contract.WriteAnswer(env.Stdout, contract.TypeSchematic, map[string]any{
 			"id": im.SchematicID, "version": im.Version, "arch": im.Arch, "schematic": yaml,
 			"image_url": im.URL, "installer": im.Installer.String(), "registered": register,
 		})
@@ -96,9 +96,10 @@ func runProfiles(_ context.Context, args []string, env Env) error {
 }
 
 func runDevices(_ context.Context, args []string, env Env) error {
-	var jsonOut bool
+	var jsonOut, allowLoop bool
 	fs := newFlagSet("devices", env)
 	fs.BoolVar(&jsonOut, "json", false, "print JSON")
+	fs.BoolVar(&allowLoop, "allow-loop", false, "judge loop devices as flash --allow-loop does (testing without a card)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -106,8 +107,17 @@ func runDevices(_ context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
+	if allowLoop {
+		// The verdict flash --allow-loop would give (the app does the same).
+		for i := range disks {
+			if d := &disks[i]; d.Transport == devices.TransportLoop {
+				d.Refusal = d.Assess(0, devices.Options{AllowLoop: true})
+				d.Safe = d.Refusal == nil
+			}
+		}
+	}
 	if jsonOut {
-		return json.NewEncoder(env.Stdout).Encode(devicesJSON(disks))
+		return contract.WriteAnswer(env.Stdout, contract.TypeDevices, devicesJSON(disks))
 	}
 	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "DEVICE\tSIZE\tMODEL\tTRANSPORT\tTARGET")
@@ -208,20 +218,21 @@ func nonNil(s []string) []string {
 // nodeJSON is one node of `nodes --json`. What the node did not report is
 // null, not "" (a legacy node has no arch; an unknown image matches nothing).
 type nodeJSON struct {
-	Address             string      `json:"address"`
-	IP                  string      `json:"ip"`
-	Maintenance         bool        `json:"maintenance"`
-	Configured          bool        `json:"configured"`
-	Stage               *string     `json:"stage"`
-	Hostname            *string     `json:"hostname"`
-	MAC                 *string     `json:"mac"`
-	TalosVersion        *string     `json:"talos_version"`
-	TalosVersionInvalid string      `json:"talos_version_invalid,omitempty"` // what a node reported that is not a version, escaped
-	Arch                *string     `json:"arch"`
-	CertFingerprint     *string     `json:"cert_fingerprint"`
-	Booted              *bootedJSON `json:"booted"`  // null: the node exposes no extension statuses
-	Matches             *matchJSON  `json:"matches"` // null: no profile or cached image matches
-	Note                string      `json:"note"`
+	Address             string       `json:"address"`
+	IP                  string       `json:"ip"`
+	Maintenance         bool         `json:"maintenance"`
+	Configured          bool         `json:"configured"`
+	Stage               *string      `json:"stage"`
+	Hostname            *string      `json:"hostname"`
+	MAC                 *string      `json:"mac"`
+	TalosVersion        *string      `json:"talos_version"`
+	TalosVersionInvalid string       `json:"talos_version_invalid,omitempty"` // what a node reported that is not a version, escaped
+	Arch                *string      `json:"arch"`
+	CertFingerprint     *string      `json:"cert_fingerprint"`
+	Booted              *bootedJSON  `json:"booted"`  // null: the node exposes no extension statuses
+	Factory             *factoryJSON `json:"factory"` // null: not reported (Talos < 1.14 or not from a factory)
+	Matches             *matchJSON   `json:"matches"` // null: no profile or cached image matches
+	Note                string       `json:"note"`
 }
 
 type bootedJSON struct {
@@ -246,6 +257,14 @@ func orNull(s string) *string {
 }
 
 // nodesJSON is `nodes --json`: an array of the nodes found, with what each booted.
+// factoryJSON is which Image Factory built the node's image (Talos 1.14's
+// ImageFactorySchematics).
+type factoryJSON struct {
+	SchematicID *string `json:"schematic_id"`
+	Flavor      *string `json:"flavor"`
+	APIURL      *string `json:"api_url"`
+}
+
 func nodesJSON(rows []nodeRow) []nodeJSON {
 	out := make([]nodeJSON, 0, len(rows))
 	for _, r := range rows {
@@ -258,6 +277,9 @@ func nodesJSON(rows []nodeRow) []nodeJSON {
 		}
 		if b := n.Booted; b != nil {
 			j.Booted = &bootedJSON{SchematicID: orNull(b.SchematicID), Overlay: orNull(b.Overlay), Extensions: nonNil(b.Extensions)}
+		}
+		if f := n.Factory; f != nil {
+			j.Factory = &factoryJSON{SchematicID: orNull(f.SchematicID), Flavor: orNull(f.Flavor), APIURL: orNull(f.APIURL)}
 		}
 		out = append(out, j)
 	}
@@ -287,7 +309,6 @@ type applyNextJSON struct {
 // applyErrorJSON is `apply --json` when apply fails (exit code != 0): the
 // flash's error event plus the findings that blocked it, if any.
 type applyErrorJSON struct {
-	Event    string        `json:"event"` // "error"
 	Code     int           `json:"code"`
 	Message  string        `json:"message"`
 	Findings []findingJSON `json:"findings"`

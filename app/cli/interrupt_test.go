@@ -66,7 +66,7 @@ func TestUpgradeCommandInterruptedAfterReboot(t *testing.T) {
 		t.Errorf("stderr:\n%s", stderr)
 	}
 	var got []upgradeJSON
-	if err := json.Unmarshal([]byte(stdout), &got); err != nil || len(got) != 1 {
+	if err := json.Unmarshal(answer(t, stdout, "upgrade"), &got); err != nil || len(got) != 1 {
 		t.Fatalf("json %v:\n%s", err, stdout)
 	}
 	if r := got[0]; !r.RebootRequested || !r.InstallerPulled || !r.InstallerRun || r.Phase != "reboot-requested" && r.Phase != "rebooted" || r.Interrupted == "" {
@@ -85,7 +85,7 @@ func TestBootstrapCommandInterrupted(t *testing.T) {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
 	var got map[string]any
-	if err := json.Unmarshal([]byte(stdout), &got); err != nil || got["bootstrap_sent"] != true || got["accepted"] != false || got["interrupted"] == nil {
+	if err := json.Unmarshal(answer(t, stdout, "bootstrap"), &got); err != nil || got["bootstrap_sent"] != true || got["accepted"] != false || got["interrupted"] == nil {
 		t.Fatalf("json %v: %s", err, stdout)
 	}
 }

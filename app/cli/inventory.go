@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,6 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/inventory"
 )
 
@@ -203,7 +203,7 @@ func runInventoryCheck(args []string, env Env) error {
 			}
 		}
 
-		if err := json.NewEncoder(env.Stdout).Encode(out); err != nil {
+		if err := contract.WriteAnswer(env.Stdout, contract.TypeInventory, out); err != nil {
 			return err
 		}
 	} else if len(problems) == 0 {

@@ -2,13 +2,12 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"strings"
 	"time"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/app/plan"
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/imaging/devices"
@@ -50,9 +49,9 @@ func (f *applyInventoryFlags) register(fs *flag.FlagSet) {
 	f.tc.register(fs)
 }
 
-// nodeResultJSON is one node of `apply --inventory --json` (a line each).
+// nodeResultJSON is one node of `apply --inventory --json` (a line each,
+// event contract.TypeApplyNode).
 type nodeResultJSON struct {
-	Event            string         `json:"event"` // "node"
 	Hostname         string         `json:"hostname"`
 	Address          string         `json:"address"`
 	Endpoint         string         `json:"endpoint"`
@@ -151,7 +150,7 @@ func applyInventory(ctx context.Context, f *applyFlags, inf *applyInventoryFlags
 		line := nodeLine(out, err, f.dryRun)
 		if f.jsonOut {
 			say("%s", line) // for the human; scripts read the JSON line
-			if jerr := json.NewEncoder(env.Stdout).Encode(inventoryNodeJSON(out, err, f.dryRun)); jerr != nil {
+			if jerr := contract.WriteAnswer(env.Stdout, contract.TypeApplyNode, inventoryNodeJSON(out, err, f.dryRun)); jerr != nil {
 				return jerr
 			}
 		} else {
@@ -167,7 +166,7 @@ func applyInventory(ctx context.Context, f *applyFlags, inf *applyInventoryFlags
 	if cpOut == nil || f.dryRun {
 		return firstErr
 	}
-	if err := bootstrapStep(ctx, env, cpOut, inf, tc); err != nil && firstErr == nil {
+	if err := bootstrapStep(ctx, env, cpOut, inf, tc, f.jsonOut); err != nil && firstErr == nil {
 		firstErr = err
 	}
 	return firstErr
@@ -197,7 +196,7 @@ func nodeLine(out *plan.NodeApplyOutcome, err error, dryRun bool) string {
 }
 
 func inventoryNodeJSON(out *plan.NodeApplyOutcome, err error, dryRun bool) nodeResultJSON {
-	j := nodeResultJSON{Event: "node", Hostname: out.Node.Hostname, Address: out.Node.Address.String(), Endpoint: out.Endpoint,
+	j := nodeResultJSON{Hostname: out.Node.Hostname, Address: out.Node.Address.String(), Endpoint: out.Endpoint,
 		Config: out.Node.Config, Findings: []findingJSON{}}
 	if o := out.ApplyOutcome; o != nil && o.ApplyReview != nil {
 		j.Findings = findingsJSON(o.Findings)
@@ -229,7 +228,7 @@ func inventoryNodeJSON(out *plan.NodeApplyOutcome, err error, dryRun bool) nodeR
 // command to run is printed. A control plane skipped as configured is
 // bootstrapped only with --bootstrap (node.Bootstrap refuses one whose
 // etcd already has data, said as such).
-func bootstrapStep(ctx context.Context, env Env, cp *plan.NodeApplyOutcome, inf *applyInventoryFlags, tc *node.Talosconfig) error {
+func bootstrapStep(ctx context.Context, env Env, cp *plan.NodeApplyOutcome, inf *applyInventoryFlags, tc *node.Talosconfig, jsonOut bool) error {
 	host := cp.Node.Address.Addr().String()
 	if !inf.bootstrap {
 		tcPath := inf.tc.path
@@ -260,9 +259,14 @@ func bootstrapStep(ctx context.Context, env Env, cp *plan.NodeApplyOutcome, inf 
 		return waitExit(ctx, fmt.Errorf("bootstrap %s: %w", cp.Node.Hostname, err))
 	}
 	line := fmt.Sprintf("%s: bootstrapped etcd (Talos %s). Next: talosctl --talosconfig %s kubeconfig -n %s", cp.Node.Hostname, res.TalosVersion, inf.tc.path, host)
-	if env.Stdout != nil {
-		fmt.Fprintln(env.Stdout, strings.TrimSpace(line))
+	if jsonOut {
+		fmt.Fprintln(env.Stderr, line)
+		return contract.WriteAnswer(env.Stdout, contract.TypeBootstrap, map[string]any{
+			"node": res.Endpoint, "talos_version": res.TalosVersion, "attempts": res.Attempts, "etcd_healthy": res.EtcdHealthy,
+			"bootstrap_sent": res.Attempts > 0, "accepted": res.Accepted,
+		})
 	}
+	fmt.Fprintln(env.Stdout, line)
 	return nil
 }
 

@@ -25,6 +25,21 @@ func freePort(t *testing.T) string {
 	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 }
 
+// nodeEvents are the apply_node lines of apply --inventory --json.
+func nodeEvents(t *testing.T, stdout string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, ev := range jsonEvents(t, stdout) {
+		if ev["contract"] != float64(1) {
+			t.Fatalf("line without the contract envelope: %v", ev)
+		}
+		if ev["event"] == "apply_node" {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
 // sentConfigs are the configs a fake node was sent (not dry runs).
 func sentConfigs(s *nodetest.Server) [][]byte {
 	var out [][]byte
@@ -95,7 +110,7 @@ func TestInventoryEndToEnd(t *testing.T) {
 			t.Errorf("%s was sent %d configs, want exactly its own once", h, len(got))
 		}
 	}
-	evs := jsonEvents(t, stdout)
+	evs := nodeEvents(t, stdout)
 	if len(evs) != 3 {
 		t.Fatalf("%d JSON lines, want one per node: %s", len(evs), stdout)
 	}
@@ -172,9 +187,12 @@ func TestInventoryApplySwappedCard(t *testing.T) {
 	if n := len(sentConfigs(w1)); n != 1 {
 		t.Fatalf("worker-1 was sent %d configs, want 1", n)
 	}
-	evs := jsonEvents(t, stdout)
+	evs := nodeEvents(t, stdout)
 	if len(evs) != 2 || evs[0]["status"] != "failed" || evs[0]["reported_hostname"] != "worker-2" || evs[0]["booted"] != "worker" || evs[0]["code"] != float64(ExitConfig) || evs[1]["status"] != "applied" {
 		t.Fatalf("JSON %v", evs)
+	}
+	if all := jsonEvents(t, stdout); all[len(all)-1]["event"] != "error" || all[len(all)-1]["code"] != float64(ExitConfig) {
+		t.Fatalf("last line %v, want the run's error", all[len(all)-1])
 	}
 
 	// Only the hostname differs (the right image, another node's card).

@@ -58,7 +58,7 @@ func TestInventoryInitThenCheck(t *testing.T) {
 	}
 
 	var out inventoryJSON
-	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+	if err := json.Unmarshal(answer(t, stdout, "inventory"), &out); err != nil {
 		t.Fatal(err)
 	}
 
@@ -99,7 +99,7 @@ func TestInventoryCheckProblems(t *testing.T) {
 	code, stdout, _ := cliRun(t, "inventory", "check", "--json", file)
 
 	var out inventoryJSON
-	if err := json.Unmarshal([]byte(stdout), &out); err != nil || out.OK || len(out.Problems) != 2 || out.Problems[0].Line != 3 || code != ExitConfig {
+	if err := json.Unmarshal(answer(t, stdout, "inventory"), &out); err != nil || out.OK || len(out.Problems) != 2 || out.Problems[0].Line != 3 || code != ExitConfig {
 		t.Fatalf("json: %d %v %+v", code, err, out)
 	}
 

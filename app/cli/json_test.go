@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/imaging/devices"
 	"github.com/talosflash/talosflash/imaging/imagetest"
 	"github.com/talosflash/talosflash/node/nodetest"
@@ -82,12 +83,12 @@ func TestDevicesJSONKeys(t *testing.T) {
 	if code != ExitOK {
 		t.Fatalf("devices --json: exit %d: %s", code, stderr)
 	}
-	assertSnakeCase(t, "devices --json", []byte(stdout))
+	assertSnakeCase(t, "devices --json", answer(t, stdout, contract.TypeDevices))
 	if loop == "" {
 		return
 	}
 	var list []diskJSON
-	if err := json.Unmarshal([]byte(stdout), &list); err != nil {
+	if err := json.Unmarshal(answer(t, stdout, contract.TypeDevices), &list); err != nil {
 		t.Fatal(err)
 	}
 	for _, d := range list {
@@ -106,14 +107,14 @@ func TestSchematicNodesApplyJSONKeys(t *testing.T) {
 	if code != ExitOK {
 		t.Fatalf("schematic: exit %d: %s", code, stderr)
 	}
-	wantKeys(t, "schematic --json", assertSnakeCase(t, "schematic --json", []byte(stdout)), "id", "image_url")
+	wantKeys(t, "schematic --json", assertSnakeCase(t, "schematic --json", answer(t, stdout, contract.TypeSchematic)), "id", "image_url")
 
 	srv := nodetest.Start(t, nodetest.Options{Addr: "127.0.0.1:0", Hostname: "pi-1"})
 	code, stdout, stderr = cliRun(t, "nodes", "--subnet", "127.0.0.1/32", "--port", strconv.Itoa(srv.Port()), "--json")
 	if code != ExitOK {
 		t.Fatalf("nodes: exit %d: %s", code, stderr)
 	}
-	keys := assertSnakeCase(t, "nodes --json", []byte(stdout))
+	keys := assertSnakeCase(t, "nodes --json", answer(t, stdout, contract.TypeNodes))
 	wantKeys(t, "nodes --json", keys, "address", "maintenance", "talos_version", "cert_fingerprint")
 	if !strings.Contains(stdout, `"address":"`+srv.Addr()+`"`) {
 		t.Errorf("nodes --json lacks the server's address %s: %s", srv.Addr(), stdout)
@@ -131,11 +132,41 @@ func TestSchematicNodesApplyJSONKeys(t *testing.T) {
 	if code != ExitOK {
 		t.Fatalf("apply: exit %d: %s", code, stderr)
 	}
-	keys = assertSnakeCase(t, "apply --json", []byte(stdout))
+	keys = assertSnakeCase(t, "apply --json", answer(t, stdout, contract.TypeApply))
 	wantKeys(t, "apply --json", keys, "endpoint", "dry_run", "mode_details", "messages")
 	if len(srv.Requests()) != 1 || !srv.Requests()[0].DryRun {
 		t.Fatalf("server got %d requests, want one dry run", len(srv.Requests()))
 	}
+}
+
+// answer checks that every stdout line of a --json run is an event of the
+// contract (decoded by its decoder, with its envelope) and returns the
+// answer of type event: a list answer's list, an object answer's line.
+func answer(t *testing.T, stdout, event string) []byte {
+	t.Helper()
+	var found []byte
+	for i, line := range strings.Split(strings.TrimSuffix(stdout, "\n"), "\n") {
+		ev, ok := contract.Decode([]byte(line))
+		if !ok || ev.Contract != contract.Version || !contract.Known(ev.Type) {
+			t.Fatalf("stdout line %d is not an event of contract %d: %q", i+1, contract.Version, line)
+		}
+		if ev.Type != event {
+			continue
+		}
+		var fields map[string]json.RawMessage
+		if err := ev.Into(&fields); err != nil {
+			t.Fatal(err)
+		}
+		found = ev.Line
+		if list, ok := fields[event]; ok && len(list) > 0 && list[0] == '[' {
+			found = list
+		}
+	}
+	if found == nil {
+		t.Fatalf("no %q event in %q", event, stdout)
+	}
+	assertSnakeCase(t, event+" --json", found) // one key style for the whole contract
+	return found
 }
 
 // jsonLines parses every stdout line of a --json run as one JSON object
@@ -148,8 +179,8 @@ func jsonLines(t *testing.T, what, stdout string) []map[string]any {
 		if err := json.Unmarshal([]byte(line), &ev); err != nil {
 			t.Fatalf("%s: stdout line %d is not a JSON object: %q", what, i+1, line)
 		}
-		if ev["event"] == nil {
-			t.Fatalf("%s: stdout line %d has no event: %q", what, i+1, line)
+		if e, ok := contract.Decode([]byte(line)); !ok || e.Contract != contract.Version || !contract.Known(e.Type) {
+			t.Fatalf("%s: stdout line %d is not an event of contract %d: %q", what, i+1, contract.Version, line)
 		}
 		assertSnakeCase(t, what, []byte(line))
 		evs = append(evs, ev)
@@ -224,5 +255,45 @@ func TestElevatedChildRelaysInfo(t *testing.T) {
 	}
 	if infos == 0 || errOut.Len() != 0 {
 		t.Fatalf("child: %d info events, stderr %q", infos, errOut.String())
+	}
+}
+
+// jsonCommands are the commands with --json and the tests that decode their
+// output with the contract's decoder (answer, jsonLines).
+var jsonCommands = map[string]string{
+	"flash":     "TestFlashJSONStdoutIsOnlyJSON",
+	"schematic": "TestSchematicNodesApplyJSONKeys",
+	"devices":   "TestDevicesJSONKeys",
+	"nodes":     "TestSchematicNodesApplyJSONKeys",
+	"apply":     "TestSchematicNodesApplyJSONKeys, TestApplyJSONBlocked",
+	"bootstrap": "TestBootstrapCommand",
+	"upgrade":   "TestUpgradeCommandUpgradesInOrder",
+	"outdated":  "TestOutdatedCommand",
+	"card":      "TestCardReadsNode",
+	"inventory": "TestInventoryInitThenCheck, TestInventoryCheckProblems",
+}
+
+// Every command that takes --json writes the contract's envelope: a new
+// one must be added to jsonCommands (with a test that decodes it), and a
+// failure of each, even a usage error found before anything ran, ends its
+// stdout with an "error" event carrying the exit code.
+func TestEveryJSONCommandWritesTheContract(t *testing.T) {
+	for cmd := range commandHelp {
+		_, help, _ := cliRun(t, cmd, "-h")
+		if _, listed := jsonCommands[cmd]; strings.Contains(help, "--json") != listed {
+			t.Errorf("%s: takes --json: %v, listed in jsonCommands: %v", cmd, !listed, listed)
+		}
+	}
+	for cmd := range jsonCommands {
+		args := []string{cmd, "--json", "--no-such-flag"}
+		if cmd == "inventory" {
+			args = []string{cmd, "check", "--json", "--no-such-flag"} // its --json is check's
+		}
+		code, stdout, stderr := cliRun(t, args...)
+		evs := jsonLines(t, cmd, stdout)
+		if code != ExitUsage || len(evs) != 1 || evs[0]["event"] != contract.TypeError || evs[0]["code"] != float64(ExitUsage) ||
+			!strings.Contains(evs[0]["message"].(string), "no-such-flag") || !strings.Contains(stderr, "no-such-flag") {
+			t.Errorf("%s --json --no-such-flag: exit %d, stdout %q, stderr %q", cmd, code, stdout, stderr)
+		}
 	}
 }

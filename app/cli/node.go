@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -10,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/app/plan"
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/internal/userfile"
@@ -91,14 +91,14 @@ func runNodes(ctx context.Context, args []string, env Env) error {
 		rows[i] = nodeRow{Node: found[i], Match: nc.MatchBooted()}
 	}
 	if jsonOut {
-		return json.NewEncoder(env.Stdout).Encode(nodesJSON(rows))
+		return contract.WriteAnswer(env.Stdout, contract.TypeNodes, nodesJSON(rows))
 	}
 	if len(found) == 0 {
 		fmt.Fprintln(env.Stderr, "no Talos nodes found (is the Pi booted and on this network? a maintenance node shows its IP on HDMI)")
 		return nil
 	}
 	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ADDRESS\tSTATE\tTALOS\tBOOTED\tSCHEMATIC\tEXTENSIONS\tHOSTNAME\tMAC")
+	fmt.Fprintln(tw, "ADDRESS\tSTATE\tTALOS\tBOOTED\tSCHEMATIC\tEXTENSIONS\tFACTORY\tHOSTNAME\tMAC")
 	for _, r := range rows {
 		n := r.Node
 		state := "configured"
@@ -110,7 +110,7 @@ func runNodes(ctx context.Context, args []string, env Env) error {
 			talos += "/" + n.Arch
 		}
 		booted, id, exts := bootedColumns(r)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Addr, state, talos, booted, id, exts, dash(n.Hostname), dash(n.MAC))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Addr, state, talos, booted, id, exts, dash(n.Factory.String()), dash(n.Hostname), dash(n.MAC))
 	}
 	return tw.Flush()
 }
@@ -224,15 +224,15 @@ func runApply(ctx context.Context, args []string, env Env) error {
 	}
 	if err != nil {
 		// Scripts get one JSON object either way; the message also goes to stderr.
-		_ = json.NewEncoder(env.Stdout).Encode(applyErrorJSON{Event: "error", Code: exitCode(err), Message: oneLine(err.Error()), Findings: findingsJSON(findings)})
-		return err
+		_ = contract.WriteAnswer(env.Stdout, contract.TypeError, applyErrorJSON{Code: exitCode(err), Message: oneLine(err.Error()), Findings: findingsJSON(findings)})
+		return reported(err)
 	}
 	out := applyResultJSON(res.Result)
 	out.Findings = findingsJSON(findings)
 	if !res.Result.DryRun {
 		out.Next = &applyNextJSON{Node: res.Next.Node, LeavesMaintenance: res.Next.LeavesMaintenance, Bootstrap: res.Next.Bootstrap, Then: res.Next.Then}
 	}
-	return json.NewEncoder(env.Stdout).Encode(out)
+	return contract.WriteAnswer(env.Stdout, contract.TypeApply, out)
 }
 
 // apply fills in the apply job from the flags, runs it (app/plan) and

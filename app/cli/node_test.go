@@ -34,7 +34,7 @@ func testConfig(t *testing.T, name string) (path string, data []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path = filepath.Join(t.TempDir(), name)
+	path = filepath.Join(t.TempDir(), filepath.Base(name))
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,8 @@ func appliedConfigs(srv *nodetest.Server) [][]byte {
 // is blocked, whatever role the user passes, and the node receives nothing.
 func TestApplyBlocksWorkerConfigOnNewtImage(t *testing.T) {
 	srv := nodetest.Start(t, nodetest.Options{Schematic: builtinSchematic(t, "controlplane")})
-	for _, file := range []string{"worker.yaml", "worker-v114.yaml"} {
+	// talos114/*/worker.yaml: the incident with the real 1.14 files.
+	for _, file := range []string{"worker.yaml", "worker-v114.yaml", "talos114/valid/worker.yaml", "talos114/user/worker.yaml"} {
 		path, _ := testConfig(t, file)
 		for _, extra := range [][]string{nil, {"--role", "worker"}, {"--role", "controlplane"}} {
 			args := append([]string{"apply", "--node", srv.Addr(), "--file", path}, extra...)
@@ -92,7 +93,10 @@ func TestApplyBlocksWorkerConfigOnNewtImage(t *testing.T) {
 func TestApplyFixedSetups(t *testing.T) {
 	for _, tc := range []struct{ image, file string }{
 		{"worker", "worker.yaml"},
-		{"worker", "worker-v114.yaml"},
+		{"worker", "talos114/valid/worker.yaml"},
+		{"worker", "talos114/user/worker.yaml"},
+		{"controlplane", "talos114/valid/controlplane.yaml"},
+		{"controlplane", "talos114/user/controlplane.yaml"},
 		{"controlplane", "worker-newt-esc.yaml"},
 		{"controlplane", "controlplane.yaml"},
 	} {
@@ -112,11 +116,25 @@ func TestApplyFixedSetups(t *testing.T) {
 		if !strings.Contains(stdout, "node answered no-reboot") || !strings.Contains(stderr, "node's dry run: ") {
 			t.Errorf("%s: stdout %q stderr %q", tc.file, stdout, stderr)
 		}
-		if tc.file == "worker-v114.yaml" && !strings.Contains(stderr, "not checked locally (newer than Talos machinery v1.13)") {
+		if strings.HasPrefix(tc.file, "talos114/") && !strings.Contains(stderr, "not checked locally (newer than Talos machinery v1.13)") {
 			t.Errorf("newer kinds not reported: %s", stderr)
 		}
 		// A control plane's config: the next step is the one bootstrap.
-		if bootstrap := strings.Contains(stderr, "next: once this node runs with its config, bootstrap etcd once per cluster, on one control plane node: `talosflash bootstrap --node 127.0.0.1"); bootstrap != (tc.file == "controlplane.yaml") {
+		if strings.HasPrefix(tc.file, "talos114/") {
+			frags, err := nodetest.ConfigSecretFragments(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range frags {
+				if strings.Contains(stdout+stderr, f) {
+					t.Fatalf("%s: secret fragment %q in the output", tc.file, f)
+				}
+			}
+			if strings.Contains(stderr, "falls back to the generic installer") || strings.Contains(stderr, "machine.install.image") {
+				t.Errorf("%s: pre-1.14 installer advice: %s", tc.file, stderr)
+			}
+		}
+		if bootstrap := strings.Contains(stderr, "next: once this node runs with its config, bootstrap etcd once per cluster, on one control plane node: `talosflash bootstrap --node 127.0.0.1"); bootstrap != strings.HasSuffix(tc.file, "controlplane.yaml") {
 			t.Errorf("%s: bootstrap hint %v: %s", tc.file, bootstrap, stderr)
 		}
 	}
@@ -257,8 +275,12 @@ func TestNodesTellsBootedImagesApart(t *testing.T) {
 			Extensions  []string `json:"extensions"`
 		} `json:"booted"`
 		Matches struct{ Profile, Role, Source string } `json:"matches"`
+		Factory *struct {
+			SchematicID string `json:"schematic_id"`
+			APIURL      string `json:"api_url"`
+		} `json:"factory"`
 	}
-	if err := json.Unmarshal([]byte(stdout), &rows); err != nil || len(rows) != 3 {
+	if err := json.Unmarshal(answer(t, stdout, "nodes"), &rows); err != nil || len(rows) != 3 {
 		t.Fatalf("rows %v (%v): %s", rows, err, stdout)
 	}
 	cpID, _ := factory.SchematicID(builtinSchematic(t, "controlplane"))
@@ -268,11 +290,15 @@ func TestNodesTellsBootedImagesApart(t *testing.T) {
 	if rows[1].Booted == nil || rows[1].Matches.Role != "worker" {
 		t.Errorf("row 1 %+v", rows[1])
 	}
-	if rows[2].Booted != nil || rows[2].Matches.Profile != "" {
+	if rows[2].Booted != nil || rows[2].Matches.Profile != "" || rows[2].Factory != nil {
 		t.Errorf("row 2 %+v", rows[2])
 	}
+	// Talos 1.14 says which factory built the image (ImageFactorySchematics).
+	if f := rows[0].Factory; f == nil || f.SchematicID != cpID || f.APIURL != "https://factory.talos.dev" {
+		t.Errorf("row 0 factory %+v", f)
+	}
 	code, stdout, _ = cliRun(t, "nodes", "--subnet", "127.0.0.0/29", "--port", strconv.Itoa(port))
-	for _, want := range []string{"BOOTED", "controlplane", "newt", "worker", "unknown (no extension statuses)", "v1.14.5/arm64"} {
+	for _, want := range []string{"BOOTED", "FACTORY", "https://factory.talos.dev (Image Factory)", "controlplane", "newt", "worker", "unknown (no extension statuses)", "v1.14.5/arm64"} {
 		if code != ExitOK || !strings.Contains(stdout, want) {
 			t.Errorf("table lacks %q:\n%s", want, stdout)
 		}
@@ -303,4 +329,40 @@ func commonFreePort(t *testing.T, hosts []string) int {
 	}
 	t.Fatal("no common free port")
 	return 0
+}
+
+// The generated 1.14 configs' dry run (its diff) and JSON output never show
+// a fragment of their PKI or of the Newt secret.
+func TestApplyDryRun114NoSecrets(t *testing.T) {
+	for _, tc := range []struct{ image, file string }{
+		{"controlplane", "talos114/valid/controlplane.yaml"},
+		{"worker", "talos114/user/worker.yaml"},
+	} {
+		srv := nodetest.Start(t, nodetest.Options{Schematic: builtinSchematic(t, tc.image)})
+		path, data := testConfig(t, tc.file)
+		frags, err := nodetest.ConfigSecretFragments(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, extra := range [][]string{nil, {"--json"}} {
+			args := append([]string{"apply", "--node", srv.Addr(), "--file", path, "--dry-run"}, extra...)
+			code, stdout, stderr := cliRun(t, args...)
+			if code != ExitOK {
+				t.Fatalf("%s %v: exit %d: %s", tc.file, extra, code, stderr)
+			}
+			if !strings.Contains(stdout+stderr, "Dry run") && !strings.Contains(stdout+stderr, "dry run") {
+				t.Errorf("%s %v: no dry run shown: %s %s", tc.file, extra, stdout, stderr)
+			}
+			for _, f := range frags {
+				if strings.Contains(stdout+stderr, f) {
+					t.Fatalf("%s %v: secret fragment %q in the output", tc.file, extra, f)
+				}
+			}
+		}
+		for _, r := range srv.Requests() {
+			if !r.DryRun {
+				t.Errorf("%s: --dry-run applied", tc.file)
+			}
+		}
+	}
 }

@@ -2,12 +2,12 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/factory"
 )
 
@@ -56,6 +56,9 @@ func runOutdated(ctx context.Context, args []string, env Env) error {
 			return err
 		}
 	}
+	if err := checkFlags(fs); err != nil {
+		return err
+	}
 	if to != "patch" && to != "latest" && !strings.HasPrefix(to, "v") {
 		return usageErrorf("outdated: --to %q: want patch, latest or a version such as v1.15.0", to)
 	}
@@ -68,7 +71,7 @@ func runOutdated(ctx context.Context, args []string, env Env) error {
 	}
 	if len(uses) == 0 {
 		if jsonOut {
-			return json.NewEncoder(env.Stdout).Encode([]outdatedJSON{})
+			return contract.WriteAnswer(env.Stdout, contract.TypeOutdated, []outdatedJSON{})
 		}
 		fmt.Fprintf(env.Stdout, "no Image Factory installer references under %s\n", dir)
 		return nil
@@ -93,7 +96,7 @@ func runOutdated(ctx context.Context, args []string, env Env) error {
 		}
 	}
 	if jsonOut {
-		if err := json.NewEncoder(env.Stdout).Encode(outdatedToJSON(ups, results)); err != nil {
+		if err := contract.WriteAnswer(env.Stdout, contract.TypeOutdated, outdatedToJSON(ups, results)); err != nil {
 			return err
 		}
 		return outdatedWriteErr(writeErr)

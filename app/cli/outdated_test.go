@@ -59,7 +59,7 @@ func TestOutdatedCommand(t *testing.T) {
 
 	code, stdout, stderr = cliRun(t, "outdated", "--factory", fac.URL, "--write", "--json", dir)
 	var res []outdatedJSON
-	if code != ExitOK || json.Unmarshal([]byte(stdout), &res) != nil || len(res) != 1 || !res[0].Written || res[0].Target != "v1.14.6" {
+	if code != ExitOK || json.Unmarshal(answer(t, stdout, "outdated"), &res) != nil || len(res) != 1 || !res[0].Written || res[0].Target != "v1.14.6" {
 		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
 	}
 	got, _ := os.ReadFile(file)

@@ -61,7 +61,7 @@ func outdatedJSONRun(t *testing.T, args ...string) (int, []outdatedJSON, string)
 	t.Helper()
 	code, stdout, stderr := cliRun(t, append([]string{"outdated", "--json"}, args...)...)
 	var res []outdatedJSON
-	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
+	if err := json.Unmarshal(answer(t, stdout, "outdated"), &res); err != nil {
 		t.Fatalf("exit %d, --json printed no JSON (%v):\n%s\n%s", code, err, stdout, stderr)
 	}
 	return code, res, stderr

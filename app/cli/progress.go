@@ -10,7 +10,7 @@ import (
 
 	"github.com/dustin/go-humanize"
 
-	"github.com/talosflash/talosflash/app/elevate"
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/imaging"
 )
 
@@ -19,8 +19,8 @@ type reporter interface {
 	Progress(p imaging.Progress)
 	Info(format string, args ...any)
 	Warning(msg string)
-	Result(r elevate.ResultEvent) // machine-readable; the terminal view prints its own line
-	Error(code int, msg string)   // machine-readable; Main prints the error
+	Result(r contract.ResultEvent) // machine-readable; the terminal view prints its own line
+	Error(code int, msg string)    // machine-readable; Main prints the error
 	// CardError is one card's failure when several are flashed
 	// (machine-readable; the terminal view prints its own line).
 	CardError(device string, code int, msg string)
@@ -28,11 +28,11 @@ type reporter interface {
 }
 
 // jsonReporter writes one JSON object per line to out (stdout): the typed
-// events of app/elevate, stable keys for scripts and nothing else there.
+// events of app/contract, stable keys for scripts and nothing else there.
 // Human text (Info) goes to human (stderr), except in the elevated child
 // (relayInfo), which sends it as "info" events for its parent to relay.
 type jsonReporter struct {
-	*elevate.Writer
+	*contract.Writer
 	mu        sync.Mutex
 	human     io.Writer
 	relayInfo bool
@@ -40,7 +40,7 @@ type jsonReporter struct {
 }
 
 func newJSONReporter(out, human io.Writer, relayInfo bool) *jsonReporter {
-	return &jsonReporter{Writer: elevate.NewWriter(out), human: human, relayInfo: relayInfo, last: map[string]time.Time{}}
+	return &jsonReporter{Writer: contract.NewWriter(out), human: human, relayInfo: relayInfo, last: map[string]time.Time{}}
 }
 
 func (r *jsonReporter) Progress(p imaging.Progress) {
@@ -204,7 +204,7 @@ func (r *termReporter) Info(format string, args ...any) {
 
 func (r *termReporter) Warning(msg string) { r.Info("warning: %s", msg) }
 
-func (r *termReporter) Result(elevate.ResultEvent) {}
+func (r *termReporter) Result(contract.ResultEvent) {}
 
 func (r *termReporter) Error(int, string) {}
 

@@ -47,7 +47,7 @@ func TestNodesAndApplyShowRogueNodePrintable(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	var rows []map[string]any
-	if err := json.Unmarshal([]byte(stdout), &rows); err != nil || len(rows) != 1 {
+	if err := json.Unmarshal(answer(t, stdout, "nodes"), &rows); err != nil || len(rows) != 1 {
 		t.Fatalf("nodes --json: %v: %s", err, stdout)
 	}
 	if h, _ := rows[0]["hostname"].(string); !strings.HasPrefix(h, `evil\x1b[2J`) || strings.ContainsAny(h, "\x1b\r\n") {
@@ -75,7 +75,7 @@ func TestNodesJSONUnknownIsNull(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	var rows []map[string]any
-	if err := json.Unmarshal([]byte(stdout), &rows); err != nil || len(rows) != 1 {
+	if err := json.Unmarshal(answer(t, stdout, "nodes"), &rows); err != nil || len(rows) != 1 {
 		t.Fatalf("nodes --json: %v: %s", err, stdout)
 	}
 	for _, k := range []string{"arch", "booted", "matches"} {

@@ -2,13 +2,13 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"time"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/node"
 )
@@ -111,7 +111,7 @@ func runUpgrade(ctx context.Context, args []string, env Env) error {
 			}
 		}
 		if jsonOut {
-			_ = json.NewEncoder(env.Stdout).Encode(upgradesJSON(results))
+			_ = contract.WriteAnswer(env.Stdout, contract.TypeUpgrade, upgradesJSON(results))
 		}
 		if len(errs) > 1 {
 			var more []string
@@ -132,7 +132,7 @@ func runUpgrade(ctx context.Context, args []string, env Env) error {
 		if errors.As(err, &ie) && len(out) > 0 {
 			out[len(out)-1].Interrupted = ie.State // the node it stopped at
 		}
-		_ = json.NewEncoder(env.Stdout).Encode(out)
+		_ = contract.WriteAnswer(env.Stdout, contract.TypeUpgrade, out)
 	}
 	if err != nil && len(results) < len(nodes) {
 		err = fmt.Errorf("%w; not upgraded: %s", err, strings.Join(nodes[len(results):], ", "))

@@ -70,7 +70,7 @@ func TestUpgradeCommandUpgradesInOrder(t *testing.T) {
 		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
 	}
 	var got []upgradeJSON
-	if err := json.Unmarshal([]byte(stdout), &got); err != nil || len(got) != 2 {
+	if err := json.Unmarshal(answer(t, stdout, "upgrade"), &got); err != nil || len(got) != 2 {
 		t.Fatalf("json %v:\n%s", err, stdout)
 	}
 	if got[0].Node != cp.Addr() || got[1].Node != wk.Addr() || !got[0].Healthy || !got[1].Healthy || !got[0].Rebooted {

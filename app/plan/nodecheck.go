@@ -99,6 +99,9 @@ func (nc NodeCheck) MatchBooted() Match {
 // announced fallback. Errors are usage errors (unknown profile, bad ref).
 func (nc NodeCheck) Options(ctx context.Context) (node.InspectOptions, error) {
 	opts := node.InspectOptions{Node: nc.host(), Resolve: nc.resolver(ctx)}
+	if nc.Node != nil {
+		opts.TalosVersion = nc.Node.TalosVersion
+	}
 	version := factory.DefaultTalosVersion
 	if nc.Node != nil && nc.Node.TalosVersion != "" {
 		version = nc.Node.TalosVersion

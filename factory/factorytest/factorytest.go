@@ -153,6 +153,38 @@ func New(tb testing.TB) *Server {
 
 // NewServer starts a fake factory outside a test (call Close).
 func NewServer() *Server {
+	// httptest listens on 127.0.0.1 (or ::1): loopback only.
+	s := newServer()
+	s.srv = httptest.NewServer(http.HandlerFunc(s.serveHTTP))
+	s.URL = s.srv.URL
+	return s
+}
+
+// Listen starts a fake factory on addr, a loopback IP and port (e.g.
+// 127.0.0.1:8088, for a fixed URL to try the app with); any other address
+// is refused, as the fake must never be reachable from the network.
+func Listen(addr string) (*Server, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("factorytest: listen address %q: want IP:port, e.g. 127.0.0.1:8088", addr)
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return nil, fmt.Errorf("factorytest: listen address %q: only a loopback IP (127.0.0.0/8 or ::1) is accepted", addr)
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("factorytest: %w", err)
+	}
+	s := newServer()
+	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(s.serveHTTP))
+	s.srv.Listener.Close()
+	s.srv.Listener = l
+	s.srv.Start()
+	s.URL = s.srv.URL
+	return s, nil
+}
+
+func newServer() *Server {
 	s := &Server{
 		schematics: map[string][]byte{},
 		extensions: map[string][]client.ExtensionInfo{},
@@ -166,10 +198,6 @@ func NewServer() *Server {
 	}
 
 	s.SetVersions(DefaultVersions...)
-
-	// httptest listens on 127.0.0.1 (or ::1): loopback only.
-	s.srv = httptest.NewServer(http.HandlerFunc(s.serveHTTP))
-	s.URL = s.srv.URL
 
 	return s
 }

@@ -9,7 +9,11 @@
 //     AUTO answered as NO_REBOOT, STAGED, TRY); parse and validation errors
 //     are InvalidArgument with the loader's raw message; dry run answers
 //     "Dry run summary:" with a diff; a second apply while one is running
-//     gets FailedPrecondition (1.14).
+//     gets FailedPrecondition (1.14). A 1.14 node decides on the config as
+//     Talos 1.14 does (talos114.go: every kind it registers, its rules, the
+//     two rc.1-only ones behind Options.RC1Rules), answers admin-only calls
+//     PermissionDenied "not authorized", serves ImageFactorySchematics and
+//     names ExtensionStatuses by layer; a 1.13 node uses machinery v1.13.
 //   - Talos <= 1.12 (Options.Legacy): only TRY/REBOOT/AUTO (others
 //     Unimplemented), Version Unimplemented for non-admins, reply mode unset,
 //     parse errors Unknown, validation errors InvalidArgument
@@ -40,6 +44,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blang/semver/v4"
 	cosiv1alpha1 "github.com/cosi-project/runtime/api/v1alpha1"
 	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/cosi-project/runtime/pkg/state"
@@ -62,9 +67,8 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
-	"gopkg.in/yaml.v3"
 
-	"github.com/talosflash/talosflash/node/internal/yamldocs"
+	"github.com/talosflash/talosflash/node/internal/talos114"
 )
 
 // Options shape the fake node. The zero value is a node in maintenance mode
@@ -99,6 +103,15 @@ type Options struct {
 
 	// Legacy models Talos <= 1.12 maintenance mode (see the package comment).
 	Legacy bool
+	// RC1Rules turns on the two rules of Talos v1.14.0-rc.1 that the user's
+	// v1.14.5 cluster does not apply (UnattendedInstallConfig without
+	// provisioning.diskSelector.match; KubeProxyConfig on a worker). Off by
+	// default; see rules114.
+	RC1Rules bool
+	// FactoryURL is the API URL of the factory that built the image, served
+	// by a 1.14 node as ImageFactorySchematics (with Schematic set); default
+	// "https://factory.talos.dev".
+	FactoryURL string
 	// Schematic is the Image Factory schematic of the booted image: served as
 	// ExtensionStatuses (the virtual "schematic" extension with the ID and
 	// the YAML, plus one entry per official extension). Nil: no extension
@@ -220,6 +233,9 @@ func New(opts Options) (*Server, error) {
 
 	s.grpc = grpc.NewServer(grpc.Creds(credentials.NewTLS(tlsCfg)))
 	machine.RegisterMachineServiceServer(s.grpc, s)
+	if !opts.Legacy {
+		machine.RegisterLifecycleServiceServer(s.grpc, maintenanceLifecycle{s: s})
+	}
 	// Reads go through the node's access policy: non-sensitive types only, no writes.
 	cosiv1alpha1.RegisterStateServer(s.grpc, cosiserver.NewState(state.WrapCore(state.Filter(s.state, accessPolicy))))
 
@@ -380,8 +396,18 @@ func (s *Server) applyUnified(in *machine.ApplyConfigurationRequest) (*machine.A
 		provider configpkg.Provider
 		warnings []string
 	)
-	if !s.opts.SkipValidation {
-		cfg, err := loadAsNewer(in.GetData())
+	if !s.opts.SkipValidation && s.is114() {
+		res, w, loadErr, validateErr := validate114(in.GetData(), s.opts.RC1Rules)
+		if loadErr != "" {
+			return nil, status.Error(codes.InvalidArgument, loadErr)
+		}
+		if validateErr != "" {
+			return nil, status.Error(codes.InvalidArgument, validateErr)
+		}
+		provider, warnings = res.Provider, w
+	} else if !s.opts.SkipValidation {
+		// Talos 1.13: its own machinery, which this module links.
+		cfg, err := configloader.NewFromBytes(in.GetData())
 		if err != nil {
 			return nil, status.Error(codes.InvalidArgument, err.Error())
 		}
@@ -429,31 +455,14 @@ func (s *Server) applyUnified(in *machine.ApplyConfigurationRequest) (*machine.A
 	return &machine.ApplyConfigurationResponse{Messages: []*machine.ApplyConfiguration{{Mode: mode, Warnings: warnings, ModeDetails: details}}}, nil
 }
 
-// newerKinds are the document kinds Talos 1.14 knows and machinery v1.13
-// (what this module builds with) does not (pkg/machinery/config/types of
-// v1.14.0-rc.1 minus v1.13.0). The fake 1.14 node accepts them unchecked.
-var newerKinds = map[string]bool{
-	"BGPInstanceConfig": true, "CRIBaseRuntimeSpecConfig": true, "CRICustomizationConfig": true, "ContainerConfig": true,
-	"DiscoveryIdentityConfig": true, "DiscoveryServiceConfig": true, "EtcFileConfig": true, "FilesystemScrubConfig": true,
-	"FilesystemTrimConfig": true, "HTTPProbeConfig": true, "KernelModuleConfig": true, "LVMLogicalVolumeConfig": true,
-	"LVMVolumeGroupConfig": true, "RAIDArrayConfig": true, "SecurityProfileConfig": true, "SysctlConfig": true,
-	"SysfsConfig": true, "UdevRulesConfig": true, "UnattendedInstallConfig": true, "VethConfig": true,
-}
-
-// loadAsNewer loads data as a 1.14 node would, as far as machinery v1.13
-// can: documents of newerKinds are blanked (line numbers kept), anything
-// else unknown is an error with the loader's raw message.
-func loadAsNewer(data []byte) (configpkg.Provider, error) {
-	var blank []yamldocs.Chunk
-	for _, c := range yamldocs.Split(data) {
-		var doc struct {
-			Kind string `yaml:"kind"`
-		}
-		if yaml.Unmarshal(data[c.Start:c.End], &doc) == nil && newerKinds[doc.Kind] {
-			blank = append(blank, c)
-		}
+// is114 reports whether the node models Talos >= 1.14 (the config rules of
+// talos114.go, ImageFactorySchematics, layer-named ExtensionStatuses).
+func (s *Server) is114() bool {
+	if s.opts.Legacy {
+		return false
 	}
-	return configloader.NewFromBytes(yamldocs.Blank(data, blank))
+	v, err := semver.ParseTolerant(s.opts.TalosVersion)
+	return err != nil || v.GE(semver.Version{Major: 1, Minor: 14})
 }
 
 // Version answers on Talos >= 1.13; Talos <= 1.12 maintenance mode refuses
@@ -526,13 +535,28 @@ func (s *Server) buildState() (state.State, error) {
 		for _, e := range sc.Customization.SystemExtensions.OfficialExtensions {
 			layers = append(layers, extensions.Metadata{Name: e[strings.LastIndex(e, "/")+1:], Version: "v1.0.0", Author: "Sidero Labs"})
 		}
-		layers = append(layers, extensions.Metadata{Name: "schematic", Version: id, Description: "Image Factory schematic", ExtraInfo: string(yml)})
+		layers = append(layers, extensions.Metadata{Name: "schematic", Version: id, Author: "Image Factory (" + s.factoryURL() + ")",
+			Description: "Image Factory schematic", ExtraInfo: string(yml)})
 	}
 	for i, md := range layers {
-		es := runtime.NewExtensionStatus(runtime.NamespaceName, strconv.Itoa(i))
-		es.TypedSpec().Image = fmt.Sprintf("%03d.sqsh", i)
+		// Layer IDs: the index up to 1.13, the layer image name without
+		// ".sqsh" on 1.14 (controllers/runtime/extension_status.go).
+		id := strconv.Itoa(i)
+		if s.is114() && md.Name != "" {
+			id = md.Name
+		}
+		es := runtime.NewExtensionStatus(runtime.NamespaceName, id)
+		es.TypedSpec().Image = id + ".sqsh"
 		es.TypedSpec().Metadata = md
 		resources = append(resources, es)
+		// 1.14: ImageFactorySchematicController surfaces the schematic
+		// extension (its version, and flavor + URL from its author).
+		if s.is114() && md.Name == "schematic" && md.Version != "" {
+			ifs := talos114.NewImageFactorySchematic()
+			ifs.TypedSpec().SchematicID = md.Version
+			ifs.TypedSpec().Flavor, ifs.TypedSpec().APIURL = parseAuthor(md.Author)
+			resources = append(resources, ifs)
+		}
 	}
 	for _, r := range resources {
 		if err := st.Create(ctx, r); err != nil {
@@ -540,6 +564,69 @@ func (s *Server) buildState() (state.State, error) {
 		}
 	}
 	return st, nil
+}
+
+func (s *Server) factoryURL() string {
+	if s.opts.FactoryURL != "" {
+		return s.opts.FactoryURL
+	}
+	return "https://factory.talos.dev"
+}
+
+// parseAuthor splits "Image Factory (https://factory.talos.dev)" as the
+// 1.14 controller does (controllers/runtime/image_factory_schematic.go).
+func parseAuthor(author string) (flavor, apiURL string) {
+	i := strings.LastIndex(author, " (")
+	if i < 0 {
+		return author, ""
+	}
+	return author[:i], strings.TrimSuffix(author[i+2:], ")")
+}
+
+// Admin-only calls. An insecure client holds no role: Talos >= 1.13's
+// authorizer answers PermissionDenied "not authorized"
+// (pkg/grpc/middleware/authz/authorizer.go); <= 1.12 maintenance mode does
+// not serve them.
+func (s *Server) adminOnly() error {
+	if s.opts.Legacy {
+		return status.Error(codes.Unimplemented, "API is not implemented in maintenance mode")
+	}
+	return status.Error(codes.PermissionDenied, "not authorized")
+}
+
+// Upgrade is admin-only.
+func (s *Server) Upgrade(context.Context, *machine.UpgradeRequest) (*machine.UpgradeResponse, error) {
+	return nil, s.adminOnly()
+}
+
+// Bootstrap is admin-only.
+func (s *Server) Bootstrap(context.Context, *machine.BootstrapRequest) (*machine.BootstrapResponse, error) {
+	return nil, s.adminOnly()
+}
+
+// Reset is admin-only.
+func (s *Server) Reset(context.Context, *machine.ResetRequest) (*machine.ResetResponse, error) {
+	return nil, s.adminOnly()
+}
+
+// Reboot is admin-only.
+func (s *Server) Reboot(context.Context, *machine.RebootRequest) (*machine.RebootResponse, error) {
+	return nil, s.adminOnly()
+}
+
+// maintenanceLifecycle is LifecycleService (Talos >= 1.13) for an insecure
+// client: every call admin-only.
+type maintenanceLifecycle struct {
+	machine.UnimplementedLifecycleServiceServer
+	s *Server
+}
+
+func (l maintenanceLifecycle) Install(*machine.LifecycleServiceInstallRequest, grpc.ServerStreamingServer[machine.LifecycleServiceInstallResponse]) error {
+	return l.s.adminOnly()
+}
+
+func (l maintenanceLifecycle) Upgrade(*machine.LifecycleServiceUpgradeRequest, grpc.ServerStreamingServer[machine.LifecycleServiceUpgradeResponse]) error {
+	return l.s.adminOnly()
 }
 
 // selfSigned makes an in-memory ECDSA certificate for host, like the one a

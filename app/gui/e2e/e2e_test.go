@@ -109,7 +109,7 @@ func TestRealWindowFlashesLoopDevice(t *testing.T) {
 	startXvfb(t)
 
 	home := filepath.Join(dir, "home")
-	cpConfig, err := os.ReadFile("../../../node/testdata/controlplane.yaml")
+	cpConfig, err := os.ReadFile("../../../node/testdata/talos114/valid/controlplane.yaml") // as talosctl gen config v1.14 writes it, with the Newt ExtensionServiceConfig
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,8 +9,14 @@
 // Each --listen starts a node; the --talos/--image/--hostname flags after it
 // (or before the first --listen) apply to it. Talos versions below v1.13
 // behave like the old maintenance service. Only loopback addresses are
-// accepted. --card FILE[,FILE...] boots a node from each flashed card or
-// image (cards.go): its address, hostname and image come from the card. Configs sent to a node are counted, never printed or stored.
+// accepted. Configs sent to a node are counted, never printed or stored.
+// --card FILE[,FILE...] boots a node from each flashed card or image
+// (cards.go): its address, hostname and image come from the card.
+//
+// A Talos 1.14 node checks configs as 1.14 does (node/nodetest/talos114.go);
+// --rc1-rules adds the two rules of v1.14.0-rc.1 that later 1.14 releases
+// do not apply (UnattendedInstallConfig without a disk selector,
+// KubeProxyConfig on a worker).
 package main
 
 import (
@@ -27,6 +33,9 @@ import (
 	"github.com/talosflash/talosflash/node"
 	"github.com/talosflash/talosflash/node/nodetest"
 )
+
+// rc1Rules: --rc1-rules, for every node.
+var rc1Rules bool
 
 // configuredTalosconfig, if set by --configured-talosconfig FILE, runs
 // configured nodes (see configured.go) instead of maintenance ones.
@@ -122,6 +131,7 @@ func parseArgs(args []string) ([]spec, string, error) {
 		cur = &specs[len(specs)-1]
 		return nil
 	})
+	fs.BoolVar(&rc1Rules, "rc1-rules", false, "Talos 1.14 nodes also refuse what v1.14.0-rc.1 refuses (UnattendedInstallConfig without provisioning.diskSelector, KubeProxyConfig on a worker)")
 	fs.StringVar(&profiles, "profiles", "", "YAML file with custom profiles (for --image)")
 	fs.StringVar(&configuredTalosconfig, "configured-talosconfig", "", "run configured nodes (mTLS, bootstrap, upgrade) and write their talosconfig to this new file")
 	if err := fs.Parse(args); err != nil {
@@ -152,6 +162,7 @@ func options(sp spec, profiles []factory.Profile, i int) (nodetest.Options, erro
 		Addr:         sp.listen,
 		TalosVersion: sp.talos,
 		Legacy:       !node.UnifiedMaintenance(sp.talos),
+		RC1Rules:     rc1Rules,
 		Hostname:     sp.hostname,
 		MAC:          fmt.Sprintf("dc:a6:32:00:00:%02x", i+1),
 		Logf:         func(f string, a ...any) { log.Printf(sp.listen+": "+f, a...) },

@@ -100,3 +100,15 @@ func TestConfiguredNodesAndTheirTalosconfig(t *testing.T) {
 		t.Fatal("an existing talosconfig was overwritten")
 	}
 }
+
+func TestRC1RulesFlag(t *testing.T) {
+	rc1Rules = false
+	t.Cleanup(func() { rc1Rules = false })
+	if _, _, err := parseArgs([]string{"--rc1-rules", "--listen", "127.0.0.1:0"}); err != nil || !rc1Rules {
+		t.Fatalf("--rc1-rules: %v %v", rc1Rules, err)
+	}
+	opts, err := options(spec{listen: "127.0.0.1:0", talos: "v1.14.5", image: "worker"}, factory.BuiltinProfiles(), 0)
+	if err != nil || !opts.RC1Rules {
+		t.Fatalf("options: %+v %v", opts, err)
+	}
+}

@@ -1,0 +1,189 @@
+package nodetest
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/siderolabs/talos/pkg/machinery/cel"
+	"github.com/siderolabs/talos/pkg/machinery/cel/celenv"
+
+	"github.com/talosflash/talosflash/node/internal/talos114"
+)
+
+// A fake Talos 1.14 node decides on a config in three steps:
+//
+//  1. talos114.Load: machinery v1.13 decodes what it knows; documents of the
+//     45 kinds only v1.14 registers (talos114.Kinds) and documents whose only
+//     unknown keys are fields v1.14 added (talos114.NewerFields) are kept
+//     byte for byte but v1.13 CANNOT DECIDE on them: it never sees them.
+//     A kind v1.14 does not register either is the loader's own
+//     `"Kind" "v1alpha1": not registered`.
+//  2. talos114.ValidateV113: v1.13's checks over the rest, with the two
+//     v1alpha1 rules v1.14 relaxed (see rules114 entries with adjust).
+//  3. rules114 below: the v1.14 rules over the documents v1.13 never saw,
+//     in the node's own words.
+//
+// Every v1.14 rule the fake applies is in rules114, with its upstream file
+// (siderolabs/talos v1.14.0-rc.1). Rules marked rc1 are off unless
+// Options.RC1Rules: the user's v1.14.5 cluster took configs they refuse, so
+// a release after rc.1 relaxed them (which one is not known here).
+type rule114 struct {
+	name   string
+	source string
+	rc1    bool // only with Options.RC1Rules
+	// adjust: applied inside talos114.ValidateV113 (a v1.13 rule that v1.14
+	// dropped), listed here so the table is complete.
+	adjust bool
+	check  func(r *talos114.Result, rc1 bool) (warnings, errs []string)
+}
+
+var controlPlaneOnlyKinds = talos114.ControlPlaneOnlyKinds
+
+// The message texts below are the node's, verbatim.
+const (
+	msgUICConflict      = "UnattendedInstallConfig config is incompatible with v1alpha1 config (.machine.install)"
+	msgUICSelector      = "UnattendedInstallConfig: provisioning.volumeSelector.match is required"
+	msgUICNoImage       = "installer.image is not set, if Talos is not booted from asset built by Image Factory, installation will fail"
+	msgControlPlaneOnly = "the following document kinds are only allowed on control plane machines: "
+)
+
+var rules114 = []rule114{
+	{
+		name: ".machine.install is optional (required by v1.13 in metal mode)", adjust: true,
+		source: "pkg/machinery/config/types/v1alpha1/v1alpha1_validation.go",
+	},
+	{
+		name: ".cluster.controlPlane.endpoint is optional (KubeClusterConfig has the endpoint)", adjust: true,
+		source: "pkg/machinery/config/types/v1alpha1/v1alpha1_validation.go",
+	},
+	{
+		name:   "UnattendedInstallConfig and .machine.install are incompatible",
+		source: "pkg/machinery/config/types/runtime/unattended_install.go (V1Alpha1ConflictValidate)",
+		check: func(r *talos114.Result, _ bool) (w, e []string) {
+			if len(r.ByKind("UnattendedInstallConfig")) > 0 && r.HasMachineInstall() {
+				e = append(e, msgUICConflict)
+			}
+			return w, e
+		},
+	},
+	{
+		name:   "UnattendedInstallConfig without installer.image: a warning",
+		source: "pkg/machinery/config/types/runtime/unattended_install.go (Validate)",
+		check: func(r *talos114.Result, _ bool) (w, e []string) {
+			for _, d := range r.ByKind("UnattendedInstallConfig") {
+				if talos114.Scalar(d.Root, "installer", "image") == "" {
+					w = append(w, msgUICNoImage)
+				}
+			}
+			return w, e
+		},
+	},
+	{
+		name:   "UnattendedInstallConfig provisioning.diskSelector.match must parse as a disk CEL expression",
+		source: "pkg/machinery/config/types/runtime/unattended_install.go (ProvisioningSpec.Validate)",
+		check: func(r *talos114.Result, _ bool) (w, e []string) {
+			for _, d := range r.ByKind("UnattendedInstallConfig") {
+				if m := talos114.Scalar(d.Root, "provisioning", "diskSelector", "match"); m != "" {
+					if _, err := cel.ParseBooleanExpression(m, celenv.DiskLocator()); err != nil {
+						e = append(e, "UnattendedInstallConfig: provisioning.volumeSelector.match: "+err.Error())
+					}
+				}
+			}
+			return w, e
+		},
+	},
+	{
+		name: "UnattendedInstallConfig needs provisioning.diskSelector.match", rc1: true,
+		source: "pkg/machinery/config/types/runtime/unattended_install.go (ProvisioningSpec.Validate)",
+		check: func(r *talos114.Result, _ bool) (w, e []string) {
+			for _, d := range r.ByKind("UnattendedInstallConfig") {
+				if talos114.Scalar(d.Root, "provisioning", "diskSelector", "match") == "" {
+					e = append(e, msgUICSelector)
+				}
+			}
+			return w, e
+		},
+	},
+	{
+		name:   "Kube* control plane documents only on control plane machines (KubeProxyConfig: rc.1 only)",
+		source: "pkg/machinery/config/container/validate.go (validateContainer), config/types/k8s/*.go",
+		check: func(r *talos114.Result, rc1 bool) (w, e []string) {
+			if t := r.MachineType(); t == "controlplane" || t == "init" {
+				return nil, nil
+			}
+			var kinds []string
+			for _, d := range r.Docs {
+				if slices.Contains(controlPlaneOnlyKinds, d.Kind) && (rc1 || d.Kind != "KubeProxyConfig") {
+					kinds = append(kinds, d.Kind)
+				}
+			}
+			slices.Sort(kinds)
+			kinds = slices.Compact(kinds)
+			if len(kinds) > 0 {
+				e = append(e, msgControlPlaneOnly+"["+strings.Join(kinds, " ")+"]")
+			}
+			return w, e
+		},
+	},
+	{
+		name:   "DiscoveryServiceConfig needs a cluster identity",
+		source: "pkg/machinery/config/container/validate.go (validateContainer)",
+		check: func(r *talos114.Result, _ bool) (w, e []string) {
+			if len(r.ByKind("DiscoveryServiceConfig")) == 0 {
+				return nil, nil
+			}
+			var id, secret string
+			for _, d := range r.ByKind("DiscoveryIdentityConfig") {
+				id, secret = talos114.Scalar(d.Root, "clusterID"), talos114.Scalar(d.Root, "clusterSecret")
+			}
+			for _, d := range r.ByKind("v1alpha1") { // the deprecated .cluster.id/.cluster.secret
+				if id == "" {
+					id = talos114.Scalar(d.Root, "cluster", "id")
+				}
+				if secret == "" {
+					secret = talos114.Scalar(d.Root, "cluster", "secret")
+				}
+			}
+			if id == "" {
+				e = append(e, "cluster ID (.cluster.id or DiscoveryIdentityConfig) should be set when cluster discovery (DiscoveryServiceConfig) is enabled")
+			}
+			if secret == "" {
+				e = append(e, "cluster secret (.cluster.secret or DiscoveryIdentityConfig) should be set when cluster discovery (DiscoveryServiceConfig) is enabled")
+			}
+			return w, e
+		},
+	},
+	{
+		name:   "a control plane with KubeAPIServerCAConfig needs etcd encryption",
+		source: "pkg/machinery/config/container/validate.go (validateContainer)",
+		check: func(r *talos114.Result, _ bool) (w, e []string) {
+			if t := r.MachineType(); t != "controlplane" && t != "init" || len(r.ByKind("KubeAPIServerCAConfig")) == 0 || len(r.ByKind("KubeEtcdEncryptionConfig")) > 0 {
+				return nil, nil
+			}
+			for _, d := range r.ByKind("v1alpha1") {
+				if talos114.Scalar(d.Root, "cluster", "secretboxEncryptionSecret") != "" || talos114.Scalar(d.Root, "cluster", "aescbcEncryptionSecret") != "" {
+					return nil, nil
+				}
+			}
+			return nil, []string{"etcd encryption config is required for control plane machines running kube-apiserver"}
+		},
+	},
+}
+
+// validate114 is steps 1-3 above: the node's load error, or its warnings
+// and validation errors (formatted as the node's multierror).
+func validate114(data []byte, rc1 bool) (res *talos114.Result, warnings []string, loadErr, validateErr string) {
+	res, err := talos114.Load(data)
+	if err != nil {
+		return nil, nil, err.Error(), ""
+	}
+	warnings, errs := res.ValidateV113()
+	for _, r := range rules114 {
+		if r.check == nil || r.rc1 && !rc1 {
+			continue
+		}
+		w, e := r.check(res, rc1)
+		warnings, errs = append(warnings, w...), append(errs, e...)
+	}
+	return res, warnings, "", talos114.FormatErrors(errs)
+}

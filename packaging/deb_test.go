@@ -1,0 +1,217 @@
+//go:build linux
+
+package packaging
+
+import (
+	"bytes"
+	"context"
+	"encoding/xml"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/talosflash/talosflash/internal/xvfbtest"
+)
+
+// The files the .deb must hold, and what each must be.
+var debFiles = []string{
+	"usr/bin/talosflash",
+	"usr/share/applications/io.github.talosflash.desktop",
+	"usr/share/icons/hicolor/512x512/apps/io.github.talosflash.png",
+	"usr/share/polkit-1/actions/io.github.talosflash.policy",
+	"usr/share/doc/talosflash/README.md",
+	"usr/share/doc/talosflash/JSON.md",
+}
+
+// extractDeb unpacks the .deb named by $env (make release-test sets
+// TALOSFLASH_DEB and TALOSFLASH_DEB_ARM64) into a temporary root, as dpkg
+// would install it, checks it is for arch, and returns the root.
+func extractDeb(t *testing.T, env, arch string) string {
+	t.Helper()
+	deb := os.Getenv(env)
+	if deb == "" {
+		t.Skip(env + " is not set: `make release-test` builds the .deb and runs this test")
+	}
+	if !filepath.IsAbs(deb) {
+		deb = filepath.Join("..", deb) // relative to the repository's root, as make sees it
+	}
+	if _, err := exec.LookPath("dpkg-deb"); err != nil {
+		t.Skip("dpkg-deb not installed")
+	}
+	info, err := exec.Command("dpkg-deb", "--field", deb, "Package", "Architecture", "Depends").Output()
+	if err != nil {
+		t.Fatalf("dpkg-deb --field %s: %v", deb, err)
+	}
+	for _, want := range []string{"Package: talosflash", "Architecture: " + arch, "libgl1"} {
+		if !strings.Contains(string(info), want) {
+			t.Fatalf("%s control lacks %q:\n%s", deb, want, info)
+		}
+	}
+	root := t.TempDir()
+	if out, err := exec.Command("dpkg", "-x", deb, root).CombinedOutput(); err != nil {
+		t.Fatalf("dpkg -x: %v\n%s", err, out)
+	}
+	for _, f := range debFiles {
+		st, err := os.Stat(filepath.Join(root, f))
+		if err != nil || st.Size() == 0 {
+			t.Fatalf("%s: %v (size %v)", f, err, st)
+		}
+	}
+	return root
+}
+
+// The installed binary's CLI runs, and the desktop file and polkit policy
+// name what the package installs.
+func TestDebInstallsCLIAndDesktopIntegration(t *testing.T) {
+	root := extractDeb(t, "TALOSFLASH_DEB", "amd64")
+	bin := filepath.Join(root, "usr/bin/talosflash")
+	checkCLI(t, bin)
+
+	desktop, err := os.ReadFile(filepath.Join(root, "usr/share/applications/io.github.talosflash.desktop"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"\nExec=talosflash gui\n", "\nIcon=io.github.talosflash\n", "\nType=Application\n"} {
+		if !strings.Contains(string(desktop), want) {
+			t.Errorf("desktop file lacks %q", strings.TrimSpace(want))
+		}
+	}
+	if v, err := exec.LookPath("desktop-file-validate"); err == nil {
+		if out, err := exec.Command(v, filepath.Join(root, "usr/share/applications/io.github.talosflash.desktop")).CombinedOutput(); err != nil {
+			t.Errorf("desktop-file-validate: %v\n%s", err, out)
+		}
+	}
+
+	policy, err := os.ReadFile(filepath.Join(root, "usr/share/polkit-1/actions/io.github.talosflash.policy"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pc struct {
+		Actions []struct {
+			ID       string `xml:"id,attr"`
+			Defaults struct {
+				Active string `xml:"allow_active"`
+			} `xml:"defaults"`
+			Annotate []struct {
+				Key   string `xml:"key,attr"`
+				Value string `xml:",chardata"`
+			} `xml:"annotate"`
+		} `xml:"action"`
+	}
+	if err := xml.Unmarshal(policy, &pc); err != nil || len(pc.Actions) != 1 {
+		t.Fatalf("polkit policy: %v, %d actions", err, len(pc.Actions))
+	}
+	a := pc.Actions[0]
+	// pkexec picks the action whose exec.path is the program it runs: the
+	// elevated write re-runs /usr/bin/talosflash (os.Executable).
+	if len(a.Annotate) != 1 || a.Annotate[0].Key != "org.freedesktop.policykit.exec.path" || a.Annotate[0].Value != "/usr/bin/talosflash" || a.Defaults.Active != "auth_admin" {
+		t.Fatalf("polkit action %+v", a)
+	}
+}
+
+// checkCLI runs the packaged binary's CLI (run: the binary, or an emulator
+// and the binary).
+func checkCLI(t *testing.T, run ...string) {
+	t.Helper()
+	out, err := exec.Command(run[0], append(run[1:], "version")...).CombinedOutput()
+	if err != nil || !strings.HasPrefix(string(out), "talosflash ") || strings.Contains(string(out), "-dev") {
+		t.Fatalf("talosflash version: %v: %q (want the release version)", err, out)
+	}
+	out, err = exec.Command(run[0], append(run[1:], "schematic", "--role", "worker", "--json")...).Output()
+	if err != nil || !strings.Contains(string(out), `"event":"schematic"`) {
+		t.Fatalf("talosflash schematic --json: %v: %s", err, out)
+	}
+}
+
+// The installed app opens its window on a real X server.
+func TestDebAppStartsUnderXvfb(t *testing.T) {
+	root := extractDeb(t, "TALOSFLASH_DEB", "amd64")
+	startsWindow(t, filepath.Join(root, "usr/bin/talosflash"))
+}
+
+// The arm64 package's binary, under qemu-user with Debian's arm64 libraries
+// (what setup.sh --release installs to build it): its CLI runs and its app
+// opens its window.
+func TestDebArm64UnderQemu(t *testing.T) {
+	root := extractDeb(t, "TALOSFLASH_DEB_ARM64", "arm64")
+	qemu, err := exec.LookPath("qemu-aarch64")
+	if err != nil {
+		t.Skip("qemu-aarch64 not installed (apt-get install qemu-user)")
+	}
+	if _, err := os.Stat("/lib/ld-linux-aarch64.so.1"); err != nil {
+		t.Skip("no arm64 libc (dpkg multiarch: scripts/setup.sh --release)")
+	}
+	bin := filepath.Join(root, "usr/bin/talosflash")
+	checkCLI(t, qemu, bin)
+	startsWindow(t, qemu, bin)
+}
+
+// startsWindow runs the app (run: the binary, or an emulator and the
+// binary) on a private X server until its window is shown.
+func startsWindow(t *testing.T, run ...string) {
+	t.Helper()
+	if _, err := exec.LookPath("xwininfo"); err != nil {
+		t.Skip("xwininfo not installed")
+	}
+	display := xvfbtest.Start(t, "1024x768x24")
+	cmd := exec.Command(run[0], append(run[1:], "gui", "--factory", "http://127.0.0.1:1")...)
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8", "DISPLAY=" + display, "HOME=" + t.TempDir()}
+	var output lockedBuffer
+	cmd.Stdout, cmd.Stderr = &output, &output
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	deadline := time.Now().Add(2 * time.Minute)
+	for !windowShown(display, "talosflash") {
+		select {
+		case err := <-exited:
+			t.Fatalf("the app exited (%v) before showing its window:\n%s", err, output.String())
+		case <-time.After(200 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			t.Fatalf("no window after 2 minutes:\n%s", output.String())
+		}
+	}
+	_ = cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-exited:
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		<-exited
+	}
+	if out := output.String(); strings.Contains(out, "panic") {
+		t.Fatalf("app output:\n%s", out)
+	}
+}
+
+func windowShown(display, title string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "xwininfo", "-display", display, "-root", "-tree").Output()
+	return err == nil && bytes.Contains(out, []byte(title))
+}
+
+// lockedBuffer is a bytes.Buffer the exec copier and the test can share.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
