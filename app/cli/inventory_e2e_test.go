@@ -119,6 +119,17 @@ func TestInventoryEndToEnd(t *testing.T) {
 			t.Errorf("node %d: %v", i, evs[i])
 		}
 	}
+	if tcFixture, err := os.ReadFile("../../node/testdata/talos114/valid/talosconfig"); err == nil {
+		secrets, err := nodetest.SecretFragments(tcFixture) // the cluster's PKI, also in the configs
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range secrets {
+			if strings.Contains(stdout+stderr, s) {
+				t.Fatal("apply --inventory output holds a fragment of the cluster's secrets")
+			}
+		}
+	}
 	if !strings.Contains(stderr, "talosflash bootstrap --node 127.0.0.21 --talosconfig") {
 		t.Fatalf("no bootstrap step for cp-1: %s", stderr)
 	}
