@@ -18,6 +18,8 @@ import (
 
 	"github.com/siderolabs/image-factory/pkg/client"
 	"github.com/siderolabs/image-factory/pkg/schematic"
+
+	"github.com/talosflash/talosflash/internal/editdistance"
 )
 
 // ExtensionInfo is one entry of /version/<v>/extensions/official.
@@ -394,7 +396,7 @@ func closeMatches(name string, candidates []string) []string {
 		cs := c[strings.LastIndex(c, "/")+1:]
 
 		if cs == short || (len(short) >= 3 && strings.Contains(cs, short)) || (len(cs) >= 3 && strings.Contains(short, cs)) ||
-			editDistance(short, cs) <= 3 {
+			editdistance.Levenshtein(short, cs) <= 3 {
 			out = append(out, c)
 		}
 
@@ -404,31 +406,6 @@ func closeMatches(name string, candidates []string) []string {
 	}
 
 	return out
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-
-	for j := range prev {
-		prev[j] = j
-	}
-
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-
-		prev, cur = cur, prev
-	}
-
-	return prev[len(b)]
 }
 
 // do performs one metadata call. out is *[]byte for raw bodies, anything

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -68,7 +69,16 @@ func FindInstallerRefs(dir string) ([]InstallerUse, []GenericUse, error) {
 			}
 			return nil
 		}
-		if !d.Type().IsRegular() || !scanned(name) {
+		if !scanned(name) {
+			return nil
+		}
+		if d.Type()&fs.ModeSymlink != 0 {
+			// A link to a file is that file (outdated --write rewrites its
+			// target); links to directories are not followed (no loops).
+			if st, err := os.Stat(path); err != nil || !st.Mode().IsRegular() {
+				return nil
+			}
+		} else if !d.Type().IsRegular() {
 			return nil
 		}
 		data, err := userfile.Read(path, MaxScannedFile)

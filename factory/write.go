@@ -76,14 +76,76 @@ type pendingFile struct {
 // The results list every file (with a reason where one is due); the error
 // is a *WriteError.
 func WriteUpdates(updates []Update) ([]FileResult, error) {
+	var names []string
+	byName := map[string][]Update{}
+	for _, u := range updates {
+		if _, ok := byName[u.Use.File]; !ok {
+			names = append(names, u.Use.File)
+		}
+		byName[u.Use.File] = append(byName[u.Use.File], u)
+	}
+	// One file under several names (a bind mount, "dir/./f") is rewritten
+	// once, under its first name; the others get its outcome.
+	files, byFile, sameAs := sameFiles(names, byName)
+	results, err := writeFiles(files, byFile)
+	if len(sameAs) == 0 {
+		return results, err
+	}
+	byPath := map[string]FileResult{}
+	for _, r := range results {
+		byPath[r.File] = r
+	}
+	all := make([]FileResult, 0, len(names))
+	for _, n := range names {
+		if first, ok := sameAs[n]; ok {
+			r := byPath[first]
+			r.File = n
+			if r.Reason == "" {
+				r.Reason = "the same file as " + first
+			} else {
+				r.Reason = "the same file as " + first + "; " + r.Reason
+			}
+			all = append(all, r)
+			continue
+		}
+		all = append(all, byPath[n])
+	}
+	return all, err
+}
+
+// sameFiles groups names by the file they reach (following symlinks): the
+// first name of each file, the updates of all its names, and each other
+// name's first name.
+func sameFiles(names []string, byName map[string][]Update) ([]string, map[string][]Update, map[string]string) {
 	var files []string
 	byFile := map[string][]Update{}
-	for _, u := range updates {
-		if _, ok := byFile[u.Use.File]; !ok {
-			files = append(files, u.Use.File)
+	sameAs := map[string]string{}
+	infos := map[string]os.FileInfo{}
+	for _, n := range names {
+		st, err := os.Stat(n)
+		first := ""
+		for _, f := range files {
+			if err == nil && infos[f] != nil && os.SameFile(infos[f], st) {
+				first = f
+				break
+			}
 		}
-		byFile[u.Use.File] = append(byFile[u.Use.File], u)
+		if first != "" {
+			sameAs[n] = first
+			byFile[first] = append(byFile[first], byName[n]...)
+			continue
+		}
+		if err == nil {
+			infos[n] = st
+		}
+		files = append(files, n)
+		byFile[n] = byName[n]
 	}
+	return files, byFile, sameAs
+}
+
+// writeFiles is WriteUpdates over distinct files.
+func writeFiles(files []string, byFile map[string][]Update) ([]FileResult, error) {
 	results := make([]FileResult, len(files))
 	var todo []*pendingFile
 	index := map[*pendingFile]int{}
@@ -158,7 +220,11 @@ func WriteUpdates(updates []Update) ([]FileResult, error) {
 	// 3. Replace the files, keeping a way back to each original.
 	for _, p := range todo {
 		if err := p.replace(); err != nil {
-			return stop(index[p], OutcomeFailed, err)
+			outcome := OutcomeFailed
+			if errors.Is(err, ErrFileRefused) {
+				outcome = OutcomeRefused // it changed since it was read
+			}
+			return stop(index[p], outcome, err)
 		}
 	}
 	dirs := map[string]bool{}
@@ -173,7 +239,12 @@ func WriteUpdates(updates []Update) ([]FileResult, error) {
 }
 
 // prepare reads path and returns what to write, or nil if nothing changes.
-func prepare(path string, ups []Update) (*pendingFile, error) {
+func prepare(name string, ups []Update) (*pendingFile, error) {
+	// A symlink stays a link: its target is rewritten.
+	path, err := filepath.EvalSymlinks(name)
+	if err != nil {
+		return nil, fmt.Errorf("resolve: %w", err)
+	}
 	data, err := userfile.Read(path, MaxScannedFile)
 	if err != nil {
 		return nil, fmt.Errorf("read: %w", err)
@@ -284,8 +355,10 @@ func (p *pendingFile) replace() error {
 // restore puts the original back.
 func (p *pendingFile) restore() error {
 	if p.backup != "" {
-		if err := os.Rename(p.backup, p.path); err != nil {
-			return fmt.Errorf("%w (the old content is in %s)", err, p.backup)
+		if err := renameFile(p.backup, p.path); err != nil {
+			kept := p.backup
+			p.backup = "" // the only copy of the original: cleanup must not remove it
+			return fmt.Errorf("%w (the old content is in %s)", err, kept)
 		}
 		p.backup, p.replaced = "", false
 		return nil
@@ -295,9 +368,9 @@ func (p *pendingFile) restore() error {
 	if err := back.stage(); err != nil {
 		return err
 	}
-	if err := os.Rename(back.tmp, p.path); err != nil {
-		os.Remove(back.tmp)
-		return err
+	if err := renameFile(back.tmp, p.path); err != nil {
+		// The old content was only in memory: keep this copy of it.
+		return fmt.Errorf("%w (the old content is in %s)", err, back.tmp)
 	}
 	p.replaced = false
 	return nil

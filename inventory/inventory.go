@@ -37,6 +37,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/talosflash/talosflash/factory"
+	"github.com/talosflash/talosflash/internal/editdistance"
 	"github.com/talosflash/talosflash/internal/userfile"
 	"github.com/talosflash/talosflash/node"
 )
@@ -777,7 +778,7 @@ func closest(s string, candidates []string) string {
 			continue
 		}
 
-		d := editDistance(ls, lc)
+		d := editdistance.Levenshtein(ls, lc)
 		if len(ls) >= 3 && (strings.HasPrefix(lc, ls) || strings.HasPrefix(ls, lc)) {
 			d = min(d, 1)
 		}
@@ -788,29 +789,4 @@ func closest(s string, candidates []string) string {
 	}
 
 	return best
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-
-	for j := range prev {
-		prev[j] = j
-	}
-
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-
-		prev, cur = cur, prev
-	}
-
-	return prev[len(b)]
 }

@@ -304,7 +304,7 @@ func checkInstallImage(cfg *Config, ref factory.InstallerRef, refErr error, node
 			// Talos 1.14: never .machine.install next to an UnattendedInstallConfig (the node refuses both).
 			field = fmt.Sprintf("installer.image of the UnattendedInstallConfig (document %d)", cfg.UnattendedInstall)
 			if patch != "" {
-				field += " and in your patch " + sanitize(patch)
+				field += " and in your patch " + printable(patch, 512)
 			}
 		case field == "":
 			field = "machine.install.image"
@@ -368,7 +368,7 @@ func inspect114(cfg *Config, patch string) []Finding {
 	v1 := slices.Index(cfg.Kinds, "v1alpha1") + 1
 	inPatch := ""
 	if patch != "" {
-		inPatch = " (your patch " + sanitize(patch) + " too)"
+		inPatch = " (your patch " + printable(patch, 512) + " too)"
 	}
 	if cfg.UnattendedInstall > 0 && cfg.MachineInstall {
 		out = append(out, Finding{

@@ -3,6 +3,7 @@ package node
 import (
 	"bytes"
 	"errors"
+	"io"
 	"net/netip"
 	"regexp"
 	"strconv"
@@ -11,6 +12,8 @@ import (
 	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/talosflash/talosflash/internal/editdistance"
 )
 
 // A dry run's config diff, and any node reply that echoes the config, is
@@ -548,15 +551,29 @@ const (
 
 // newConfigEcho collects the non-public values of data (a machine config).
 // Pieces that also occur in a public value or key are left out: they show
-// anyway. A config that is not YAML gives an empty set (sanitize still runs).
+// anyway. Where the YAML cannot be read, each line of it counts as a value.
 func newConfigEcho(data []byte) *configEcho {
 	e := &configEcho{grams: map[string]bool{}}
 	var public []string
 	shortSet := map[string]bool{}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
-	for range 1000 {
+	for { // every document of the (bounded) config: the node skips null ones, so no cap
 		var doc yaml.Node
-		if dec.Decode(&doc) != nil {
+		if err := dec.Decode(&doc); err != nil {
+			if !errors.Is(err, io.EOF) {
+				// What this YAML library cannot read the node's may: every
+				// line of the config counts as a value.
+				for _, l := range strings.Split(string(data), "\n") {
+					switch l = strings.TrimSpace(l); {
+					case len(l) > gramLen:
+						for i := 0; i+gramLen <= len(l); i++ {
+							e.grams[l[i:i+gramLen]] = true
+						}
+					case len(l) >= minShort:
+						shortSet[l] = true
+					}
+				}
+			}
 			break
 		}
 		root := &doc
@@ -654,32 +671,11 @@ func (n *schemaNode) nearField(key string) bool {
 		return false
 	}
 	for f := range n.fields {
-		if len(f) >= 4 && editDistance(strings.ToLower(key), strings.ToLower(f)) <= 2 {
+		if len(f) >= 4 && editdistance.Levenshtein(strings.ToLower(key), strings.ToLower(f)) <= 2 {
 			return true
 		}
 	}
 	return false
-}
-
-// editDistance is the Levenshtein distance of two short strings.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // scrub replaces every run of msg that holds a piece of a non-public value.

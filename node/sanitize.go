@@ -105,10 +105,22 @@ func lineOf(msg string) int {
 // diff is redacted by its structure (see redactDiff).
 func sanitizeLines(msg string) string {
 	msg = pemBlock.ReplaceAllString(msg, redacted)
-	if _, ok := unknownKeys(msg); ok {
-		return decodeCause(msg) // the dump of unknown keys spans lines and holds values
+	// The dump of unknown keys spans lines and holds values; it is the
+	// node's own text, never inside a diff (whose values may hold the words).
+	if _, ok := unknownKeys(textBeforeDiff(msg)); ok {
+		return decodeCause(msg)
 	}
 	return redactDiff(msg)
+}
+
+// textBeforeDiff is msg up to its config diff (all of it without one).
+func textBeforeDiff(msg string) string {
+	for _, mark := range []string{"Config diff:", "--- a\n", "@@ -", "\n+", "\n-"} {
+		if i := strings.Index(msg, mark); i >= 0 {
+			msg = msg[:i]
+		}
+	}
+	return msg
 }
 
 var (

@@ -263,7 +263,12 @@ func Upgrade(ctx context.Context, endpoint string, tc *Talosconfig, opts Upgrade
 		_, err := s.c.UpgradeWithOptions(cctx, client.WithUpgradeImage(res.Image))
 		cancel()
 		if err != nil {
-			res.Phase = PhaseInstallerSent
+			// The node answers MachineService.Upgrade before its installer
+			// starts: an answer with an error means nothing runs. Only a
+			// request without an answer may have started it.
+			if unanswered(err) {
+				res.Phase, res.unanswered = PhaseInstallerSent, "upgrade"
+			}
 			return res, stopped(fmt.Errorf("upgrade %s: %w", s.endpoint, s.err(cctx, "upgrade", err)))
 		}
 		// It installs and reboots by itself.
@@ -460,4 +465,19 @@ func oneLine(s string) string {
 		s = s[:200] + "…"
 	}
 	return s
+}
+
+// unanswered: a call's error says the request may have reached the node
+// without its answer coming back (cut, timed out, connection lost), not
+// that the node answered with an error.
+func unanswered(err error) bool {
+	st, ok := status.FromError(err)
+	if !ok {
+		return true
+	}
+	switch st.Code() {
+	case codes.DeadlineExceeded, codes.Canceled, codes.Unavailable, codes.Unknown:
+		return true
+	}
+	return false
 }

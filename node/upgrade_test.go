@@ -223,3 +223,21 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
+
+// A legacy node that answers MachineService.Upgrade with an error started
+// no installer: the result says nothing was installed or sent to run (it
+// said "installer-sent" before).
+func TestUpgradeLegacyRefusedIsNotInstallerSent(t *testing.T) {
+	e := newUpgradeEnv(t)
+	n := nodetest.StartNode(t, nodetest.NodeOptions{PKI: e.pki, TalosVersion: "v1.12.6", Schematic: e.cp.Schematic(), Bootstrapped: true, UpgradeExitCode: 1})
+	var log progressLog
+	o := e.opts(&log)
+	o.To = "v1.13.0"
+	res, err := Upgrade(context.Background(), n.Addr(), e.tc, o)
+	if err == nil {
+		t.Fatal("a refused upgrade succeeded")
+	}
+	if res.Phase == PhaseInstallerSent || res.InstallerRun || res.RebootRequested || n.LegacyUpgrades() != 1 {
+		t.Fatalf("result %+v after the node refused (legacy calls %d)", res, n.LegacyUpgrades())
+	}
+}

@@ -173,6 +173,7 @@ type flashFlags struct {
 	forceRaw          bool
 	cacheDir          string
 	elevated          bool
+	nodes             nodeFlags // --inventory --hostname (inventory_flash.go)
 }
 
 func runFlash(ctx context.Context, args []string, env Env) error {
@@ -190,6 +191,7 @@ func runFlash(ctx context.Context, args []string, env Env) error {
 	fs.BoolVar(&f.forceRaw, "force-raw", false, "write an image that does not start like a disk (no MBR/GPT)")
 	fs.StringVar(&f.cacheDir, "cache-dir", "", "image cache directory (default: user cache dir)")
 	fs.BoolVar(&f.elevated, "elevated", false, "internal: this process is the privileged write step")
+	f.nodes.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -268,6 +270,9 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 		disks = append(disks, *disk)
 	}
 
+	if err := f.nodes.chooseImage(&f.imageFlags, len(disks)); err != nil {
+		return err
+	}
 	im, err := f.resolve(ctx, false) // plan.Flash registers when it downloads
 	if err != nil {
 		return err
@@ -297,6 +302,9 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 		NoCache: f.noCache, NoVerify: f.noVerify, ForceRaw: f.forceRaw, Safety: opts,
 		Progress: rep.Progress,
 		Status:   func(msg string) { rep.Info("%s", msg) },
+	}
+	if job.Meta, err = f.nodes.metas(im, f.devices); err != nil {
+		return err
 	}
 	needRoot := false
 	if len(disks) > 1 {
@@ -335,6 +343,9 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 			verified = "verified by read-back (" + c.Result.VerifyMode + ")"
 		}
 		rep.Info("wrote %s to %s, sha256 %s, %s", humanize.IBytes(uint64(c.Result.Bytes)), c.Device, c.Result.SHA256, verified)
+		if c.Node != nil {
+			rep.Info("%s", cardReady(c))
+		}
 		rep.Result(elevateResult(c, im))
 	}
 	if firstErr != nil {
@@ -343,7 +354,9 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 	if err != nil {
 		return err
 	}
-	if im.Role != "" {
+	if len(f.nodes.nodes) > 0 {
+		rep.Info("%s", f.nodes.nodeNext())
+	} else if im.Role != "" {
 		card := "this card"
 		if len(disks) > 1 {
 			card = "these cards"
@@ -358,6 +371,7 @@ func elevateResult(c plan.Card, im *plan.Image) contract.ResultEvent {
 	return contract.ResultEvent{
 		Device: c.Device, Bytes: c.Result.Bytes, SHA256: c.Result.SHA256, Verified: c.Result.Verified,
 		VerifyMode: c.Result.VerifyMode, Schematic: im.SchematicID, Version: im.Version,
+		Node: c.NodeName(), Address: c.NodeAddress(),
 	}
 }
 

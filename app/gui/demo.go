@@ -214,7 +214,7 @@ func driveDemo(ui *UI, step, card, cfgPath, localPath string) {
 	})
 	waitUntil(func() bool { return len(ui.nodes.rows) == 3 })
 	if step == "nodes" {
-		fyne.DoAndWait(func() { ui.nodes.checkAndPrompt(ui.nodes.rows[1], "worker.yaml", demoWorker) })
+		fyne.DoAndWait(func() { ui.nodes.checkAndPrompt(ui.nodes.rows[1], "worker.yaml", "", demoWorker) })
 		waitUntil(func() bool { return ui.nodes.shown != nil && ui.modal == ui.nodes.shown.modal })
 		fyne.DoAndWait(func() { ui.nodes.shown.apply.OnTapped() })
 		waitUntil(func() bool { return strings.HasPrefix(ui.nodes.rows[1].reply.Text, "Applied") })

@@ -86,10 +86,41 @@ func TestDeviceListPolledOnlyOnCardStep(t *testing.T) {
 	ui.uiMu.Lock()
 	ui.tabs.SelectIndex(tabFlash)
 	ui.uiMu.Unlock()
-	time.Sleep(20 * time.Millisecond) // the lister takes the change
-	n := lists.Load()
-	time.Sleep(quiet)
-	if m := lists.Load(); m > n+1 {
-		t.Fatalf("step 3 shown: %d more lists", m-n)
+	waitQuiet(t, lists, "step 3 shown")
+}
+
+// waitQuiet waits until the count stays put for quiet: the lister has taken
+// a change of step and stopped polling (a fixed sleep flaked under load).
+func waitQuiet(t *testing.T, n *atomic.Int64, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		before := n.Load()
+		time.Sleep(quiet)
+		if n.Load() == before {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: the device list is still polled", what)
+		}
 	}
+}
+
+// An event source that fails for good (its channel closed) is replaced by
+// polling while step 2 shows: the list is not left stale (a persistent read
+// error used to spin in a loop, the list never read again).
+func TestDeviceListPolledOnceEventsFail(t *testing.T) {
+	events := make(chan struct{}, 1)
+	ui, lists := idleUI(t, events)
+	ui.uiMu.Lock()
+	ui.tabs.SelectIndex(tabTarget)
+	ui.uiMu.Unlock()
+	waitCount(t, lists, 2)
+	waitQuiet(t, lists, "step 2 with device events")
+	close(events)
+	n := lists.Load()
+	waitCount(t, lists, n+10) // polled now
+	ui.uiMu.Lock()
+	ui.tabs.SelectIndex(tabFlash)
+	ui.uiMu.Unlock()
+	waitQuiet(t, lists, "step 3 shown after the events failed")
 }

@@ -47,6 +47,8 @@ type nodesStep struct {
 	bootstrappedOn string            // the node bootstrapped in this session
 	talosconfig    *node.Talosconfig // the one used last, offered again
 	bootWait       node.WaitOptions  // zero: node's defaults (tests shorten them)
+
+	invRows []*inventoryRow // the inventory's nodes (inventory.go)
 }
 
 // nodeRow is one node in the list; box is what a drop is hit-tested against.
@@ -100,8 +102,10 @@ func newNodesStep(ui *UI) *nodesStep {
 	)
 	// The primary action bottom-right, as in every step (Enter with
 	// nothing focused; Esc releases the address field).
+	inv := inventoryBox()
 	s.content = container.NewBorder(top, container.NewHBox(layout.NewSpacer(), s.scan), nil, nil,
-		container.NewVScroll(container.NewVBox(s.empty, s.rowBox)))
+		container.NewVScroll(container.NewVBox(inv, s.empty, s.rowBox)))
+	s.showInventory(inv)
 	ui.session.AddListener(func(c Change) {
 		if c == ChangeFlashed {
 			s.flashedChanged()
@@ -391,7 +395,7 @@ func (s *nodesStep) pickFile(r *nodeRow) {
 					s.ui.showError("Cannot read the config", err)
 					return
 				}
-				s.checkAndPrompt(r, u.Name(), data)
+				s.checkAndPrompt(r, u.Name(), localPath(u), data)
 			})
 		}()
 	})
@@ -411,7 +415,7 @@ func (s *nodesStep) applyURI(r *nodeRow, u fyne.URI) {
 				s.droppedTalosconfig(r, u, data)
 				return
 			}
-			s.checkAndPrompt(r, u.Name(), data)
+			s.checkAndPrompt(r, u.Name(), localPath(u), data)
 		})
 	}()
 }
@@ -436,16 +440,24 @@ func readURI(u fyne.URI, limit int64) ([]byte, error) {
 
 // applyJob is the apply job for row r (app/plan runs it; the GUI renders
 // it): mode auto, the row's fallback choice as the declared role.
-func (s *nodesStep) applyJob(r *nodeRow, name string, data []byte) plan.ApplyJob {
-	return plan.ApplyJob{Endpoint: r.node.Addr, Name: name, Config: data, Mode: node.ModeAuto,
+// localPath is the file behind a file:// URI ("" for any other).
+func localPath(u fyne.URI) string {
+	if u.Scheme() != "file" {
+		return ""
+	}
+	return u.Path()
+}
+
+func (s *nodesStep) applyJob(r *nodeRow, name, path string, data []byte) plan.ApplyJob {
+	return plan.ApplyJob{Endpoint: r.node.Addr, Name: name, ConfigPath: path, Config: data, Mode: node.ModeAuto,
 		Check: s.nodeCheck(r), Probe: s.ui.deps.Probe, ApplyConfig: s.ui.deps.Apply}
 }
 
 // checkAndPrompt checks the config against what the node booted (probed
 // again, in the background), then shows the findings with the
 // confirmation (UI goroutine).
-func (s *nodesStep) checkAndPrompt(r *nodeRow, name string, data []byte) {
-	job := s.applyJob(r, name, data)
+func (s *nodesStep) checkAndPrompt(r *nodeRow, name, path string, data []byte) {
+	job := s.applyJob(r, name, path, data)
 	r.reply.SetText("Checking " + name + "…")
 	ctx := s.ui.ctx
 	go func() {

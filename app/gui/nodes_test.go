@@ -186,7 +186,7 @@ func TestNodesUnknownBootedShowsFallbackChoice(t *testing.T) {
 		}
 		h.ui.escape()
 		data, _ := os.ReadFile(file)
-		h.ui.nodes.checkAndPrompt(row, "worker.yaml", data)
+		h.ui.nodes.checkAndPrompt(row, "worker.yaml", "", data)
 	})
 	var p *applyPrompt
 	h.waitFor("findings dialog", func() bool { p = h.ui.nodes.openPrompt(); return p != nil })

@@ -272,7 +272,13 @@ func (s *targetStep) start() {
 		}()
 		settle := time.NewTimer(time.Hour)
 		settle.Stop()
-		recheck := false
+		recheck, shown := false, false
+		pollWhileShown := func() { // no events (any more): poll, only while step 2 shows
+			if every := s.ui.deps.RefreshEvery; shown && events == nil && every > 0 && ticker == nil {
+				ticker = time.NewTicker(every)
+				tick = ticker.C
+			}
+		}
 		s.poll()
 		for {
 			select {
@@ -282,7 +288,12 @@ func (s *targetStep) start() {
 				s.poll()
 			case <-s.refresh:
 				s.poll()
-			case <-events:
+			case _, ok := <-events:
+				if !ok { // the event source failed for good
+					events = nil
+					pollWhileShown()
+					continue
+				}
 				settle.Reset(eventSettle)
 				recheck = true
 			case <-settle.C:
@@ -292,11 +303,9 @@ func (s *targetStep) start() {
 					settle.Reset(eventRecheck)
 				}
 			case v := <-s.visible:
-				switch every := s.ui.deps.RefreshEvery; {
-				case v && events == nil && every > 0 && ticker == nil:
-					ticker = time.NewTicker(every)
-					tick = ticker.C
-				case !v && ticker != nil:
+				shown = v
+				pollWhileShown()
+				if !v && ticker != nil {
 					ticker.Stop()
 					ticker, tick = nil, nil
 				}

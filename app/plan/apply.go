@@ -18,8 +18,12 @@ import (
 type ApplyJob struct {
 	Endpoint string // node address as typed (host or host:port)
 	Name     string // the config's file name, for messages
-	Config   []byte // the file, sent byte for byte
-	Mode     string // talosctl's apply mode; "" = auto
+	// ConfigPath is where the config lies on disk ("" when it came from
+	// elsewhere): the user's talos/installer-<role>.yaml is looked for
+	// beside it, so installer fixes name the patch to change.
+	ConfigPath string
+	Config     []byte // the file, sent byte for byte
+	Mode       string // talosctl's apply mode; "" = auto
 	// DryRun asks only for the node's dry run: nothing is applied.
 	DryRun bool
 	// Force sends a config the incident checks block (CLI --force, the
@@ -259,6 +263,7 @@ func CheckApply(ctx context.Context, job ApplyJob) (*ApplyReview, error) {
 	if rv.DeclaredNote = nc.DeclaredNote(); rv.DeclaredNote != "" {
 		job.note(node.SeverityInfo, rv.DeclaredNote)
 	}
+	opts.InstallerPatch = node.FindInstallerPatch(job.ConfigPath, cfg.MachineType)
 	rv.Findings = node.InspectWith(cfg, opts)
 	for _, f := range rv.Findings {
 		job.emit(ApplyEvent{Kind: EventFinding, Finding: f})
@@ -303,9 +308,16 @@ func (rv *ApplyReview) Send(ctx context.Context, force bool) (*ApplyOutcome, err
 	// The node we probed and checked, not another one at the same address.
 	opts := node.ApplyOptions{Endpoint: rv.Endpoint, Config: job.Config, Mode: job.Mode, Timeout: job.Timeout, CertFingerprints: []string{n.CertFingerprint}}
 
+	// A Ctrl-C that came before a call: that call is not made.
+	notSent := func(before string) error {
+		return &InterruptedError{What: "before " + before + " " + rv.Endpoint + ": " + job.Name + " was not sent, nothing was applied: the node still waits for a config", Err: ctx.Err()}
+	}
 	// Talos >= 1.13 validates in maintenance mode: ask it first and show its verdict.
 	if n.Unified() && !job.DryRun {
 		job.phase(PhaseDryRun)
+		if ctx.Err() != nil {
+			return out, notSent("the dry run on")
+		}
 		check := opts
 		check.DryRun = true
 		res, err := send(ctx, check)
@@ -323,6 +335,9 @@ func (rv *ApplyReview) Send(ctx context.Context, force bool) (*ApplyOutcome, err
 		job.phase(PhaseSend)
 	}
 	opts.DryRun = job.DryRun
+	if ctx.Err() != nil {
+		return out, notSent("sending to")
+	}
 	res, err := send(ctx, opts)
 	if err != nil {
 		if ctx.Err() != nil {

@@ -307,23 +307,58 @@ func TestApplyInterrupted(t *testing.T) {
 	gate := make(chan struct{}) // never opened
 	opts := imageOf(t, "worker")
 	opts.Gate = gate
-	srv := nodetest.Start(t, opts)
 	ctx, cancel := context.WithCancel(context.Background())
-	var rec recorder
-	job := applyJob(srv, "worker.yaml", nodeConfig(t, "worker.yaml"), &rec)
-	job.Event = func(ev ApplyEvent) {
-		if ev.Kind == EventPhase && ev.Phase == PhaseDryRun {
-			cancel() // the dry run is about to be sent; the gate holds it until cancelled
+	opts.Logf = func(format string, args ...any) {
+		if strings.HasPrefix(format, "ApplyConfiguration") {
+			cancel() // the dry run reached the node; the gate holds it until cancelled
 		}
 	}
+	srv := nodetest.Start(t, opts)
+	var rec recorder
+	job := applyJob(srv, "worker.yaml", nodeConfig(t, "worker.yaml"), &rec)
 	_, err := Apply(ctx, job)
 	var ie *InterruptedError
-	if !errors.As(err, &ie) || !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "nothing was applied") {
+	if !errors.As(err, &ie) || !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "nothing was applied") || !strings.Contains(err.Error(), "during the node's dry run") {
 		t.Fatalf("err %v", err)
 	}
 	for _, r := range srv.Requests() {
 		if !r.DryRun {
 			t.Fatal("applied after the interrupt")
 		}
+	}
+}
+
+// The user's talos/installer-<role>.yaml beside the config is found and
+// named by the installer fixes (node.FindInstallerPatch was never called).
+func TestCheckApplyNamesTheInstallerPatch(t *testing.T) {
+	dir := t.TempDir()
+	data := nodeConfig(t, "talos114/user/worker.yaml")
+	cfgPath := dir + "/worker.yaml"
+	if err := os.WriteFile(cfgPath, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(dir+"/talos", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	patch := dir + "/talos/installer-worker.yaml"
+	if err := os.WriteFile(patch, []byte("apiVersion: v1alpha1\nkind: UnattendedInstallConfig\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := nodetest.Start(t, imageOf(t, "worker"))
+	job := applyJob(srv, "worker.yaml", data, &recorder{})
+	job.ConfigPath = cfgPath
+	rv, err := CheckApply(context.Background(), job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := false
+	for _, f := range rv.Findings {
+		named = named || strings.Contains(f.Message+f.Fix, patch)
+	}
+	if !named {
+		t.Errorf("no finding names the patch %s: %+v", patch, rv.Findings)
+	}
+	if len(srv.Requests()) != 0 {
+		t.Error("CheckApply sent something")
 	}
 }

@@ -1,0 +1,14 @@
+package editdistance
+
+import "testing"
+
+func TestLevenshtein(t *testing.T) {
+	for _, c := range []struct {
+		a, b string
+		want int
+	}{{"", "", 0}, {"", "abc", 3}, {"abc", "", 3}, {"certSANs", "certSANz", 1}, {"kitten", "sitting", 3}, {"flaw", "lawn", 2}} {
+		if got := Levenshtein(c.a, c.b); got != c.want {
+			t.Errorf("Levenshtein(%q, %q) = %d, want %d", c.a, c.b, got, c.want)
+		}
+	}
+}
