@@ -31,6 +31,8 @@ Flags:
                     without a card (losetup -f --show disk.img)
   --subnet CIDR     what "Scan this network" scans (comma-separated list;
                     default: this machine's IPv4 networks of /22 or smaller)
+  --inventory FILE  talosflash.yaml: the Nodes step lists its nodes from the
+                    start and waits for each at its address
 
 Example:
   talosflash gui --profiles profiles.yaml
@@ -55,6 +57,7 @@ func runGUIWith(args []string, stdout, stderr io.Writer, getenv func(string) str
 	fs.Var(&devices, "device", "preselect this card (repeat it for several)")
 	allowLoop := fs.Bool("allow-loop", false, "make loop devices selectable")
 	subnet := fs.String("subnet", "", "what Scan scans")
+	inventoryFile := fs.String("inventory", "", "talosflash.yaml whose nodes the Nodes step waits for")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintf(stdout, guiUsage, factory.DefaultBaseURL)
@@ -95,7 +98,7 @@ func runGUIWith(args []string, stdout, stderr io.Writer, getenv func(string) str
 			code = contract.ExitUsage
 		}
 	}()
-	if err := run(gui.Options{FactoryURL: *factoryURL, ProfilesFile: *profiles, Devices: devices, AllowLoop: *allowLoop, Subnets: subnets}); err != nil {
+	if err := run(gui.Options{FactoryURL: *factoryURL, ProfilesFile: *profiles, Devices: devices, AllowLoop: *allowLoop, Subnets: subnets, Inventory: *inventoryFile}); err != nil {
 		fmt.Fprintf(stderr, "talosflash: %v\n", err)
 		return contract.ExitFailure
 	}

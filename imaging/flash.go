@@ -51,6 +51,11 @@ type FlashOptions struct {
 	// MBR signature, no GPT header); without it such a stream is refused
 	// with ErrUnsupportedImage before the target is opened.
 	ForceRaw bool
+	// CheckHead, when set, sees the start of the decoded image (HeadSize
+	// bytes, fewer if it is shorter) and its decoded size (-1: unknown)
+	// before any target is opened: its error refuses the flash, every card
+	// untouched (headcheck.go).
+	CheckHead func(head []byte, size int64) error
 }
 
 // Result describes a completed flash.
@@ -120,6 +125,9 @@ func FlashAll(ctx context.Context, opts FlashOptions) ([]TargetResult, error) {
 		return nil, err
 	}
 	defer closeStream() // stops decoder goroutines on cancel or write error
+	if stream, err = checkHead(stream, opts.CheckHead, src.size); err != nil {
+		return nil, err
+	}
 
 	// A target that is the source is a mistake in the command: refused
 	// before any card is touched.

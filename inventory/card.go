@@ -72,7 +72,10 @@ type CardReport struct {
 	META *meta.Card
 	Keys []CardKey
 	// Node is the node written onto the card (nil: none).
-	Node     *CardInfo
+	Node *CardInfo
+	// Record is talosflash's record (META 0x0e) from the flash: which
+	// image it wrote (nil: none, e.g. a card flashed without inventory).
+	Record   *Record
 	Problems []string
 }
 
@@ -123,6 +126,12 @@ func ReadCard(r io.ReaderAt, size int64) *CardReport {
 
 	if card.Status.Used == 0 && !card.Status.Blank {
 		rep.Problems = append(rep.Problems, "META holds data that is not a Talos ADV")
+	}
+
+	if v, ok := card.ADV.Get(RecordKey); ok {
+		if r, err := ParseRecord(v); err == nil {
+			rep.Record = &r
+		}
 	}
 
 	info, ok, err := CardNode(card)

@@ -83,8 +83,26 @@ var publicFields = map[string]fieldRule{
 	"LinkConfig:addresses[].address":                 showAddr,
 	"LinkConfig:routes[].destination":                showAddr,
 	"LinkConfig:routes[].gateway":                    showAddr,
-	"UnattendedInstallConfig:installer.image":        showImage, // Talos 1.14, unknown to machinery v1.13
-	"UnattendedInstallConfig:installer.disk":         showPath,
+
+	// Talos 1.14 kinds (talos114.Schema): the same kinds of value as the
+	// v1alpha1 fields above, in their new documents. Not here: CEL
+	// selectors (provisioning.diskSelector.match and the like), free
+	// expressions that may name a disk's serial or WWID.
+	"UnattendedInstallConfig:installer.image": showImage,
+	"HostnameConfig:auto":                     showWord, // "stable", "off"
+	"KubeClusterConfig:clusterName":           showWord,
+	"KubeClusterConfig:endpoint":              showURL,
+	"KubeNetworkConfig:dnsDomain":             showHost,
+	"KubeNetworkConfig:podSubnets[]":          showAddr,
+	"KubeNetworkConfig:serviceSubnets[]":      showAddr,
+	"KubeNodeConfig:nodeIP.validSubnets[]":    showAddr,
+	"KubeletConfig:image":                     showImage,
+	"KubeAPIServerConfig:image":               showImage,
+	"KubeAPIServerConfig:certExtraSANs[]":     showHost,
+	"KubeControllerManagerConfig:image":       showImage,
+	"KubeSchedulerConfig:image":               showImage,
+	"KubeProxyConfig:image":                   showImage,
+	"KubeCoreDNSConfig:image":                 showImage,
 }
 
 // publicPrefixes are the paths leading to a public field: their keys show

@@ -174,11 +174,14 @@ func freeText(t testing.TB, data []byte) []byte {
 	return encodeDocs(t, docs)
 }
 
-// realConfigs are the fixtures, plus real v1.14 configs from the oracle
+// realConfigs are the fixtures (Talos 1.13 and 1.14 configs), plus real v1.14 configs from the oracle
 // when $TALOS114 points to it.
 func realConfigs(t *testing.T) map[string][]byte {
 	out := map[string][]byte{}
-	for _, f := range []string{"worker.yaml", "controlplane.yaml", "worker-newt-esc.yaml", "worker-v114.yaml"} {
+	for _, f := range []string{"worker.yaml", "controlplane.yaml", "worker-newt-esc.yaml", "worker-v114.yaml",
+		// talosctl v1.14's configs (node/testdata/talos114): their 1.14 keys
+		// are schema keys (talos114.Schema), their values still off the list.
+		"talos114/valid/worker.yaml", "talos114/valid/controlplane.yaml", "talos114/user/worker.yaml", "talos114/user/controlplane.yaml"} {
 		b, err := os.ReadFile(filepath.Join("testdata", f))
 		if err != nil {
 			t.Fatal(err)

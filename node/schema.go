@@ -16,6 +16,8 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/config/types/siderolink"
 	"github.com/siderolabs/talos/pkg/machinery/config/types/v1alpha1"
 	"gopkg.in/yaml.v3"
+
+	"github.com/talosflash/talosflash/node/internal/talos114"
 )
 
 // The config schema, as the machinery's Go types spell it (yaml tags): which
@@ -104,15 +106,61 @@ func documentTypes() map[string]any {
 	}
 }
 
-// documentSchemas is the schema of each document kind, built once.
+// documentSchemas is the schema of each document kind, built once: the
+// machinery v1.13 types, and where Talos v1.14 registers a kind v1.13 does
+// not know or adds fields to one it does, the v1.14 key tree
+// (talos114.Schema, generated from the v1.14.0-rc.1 source).
 var documentSchemas = sync.OnceValue(func() map[string]*schemaNode {
 	memo := map[reflect.Type]*schemaNode{}
 	out := map[string]*schemaNode{}
 	for kind, v := range documentTypes() {
 		out[kind] = schemaOf(reflect.TypeOf(v), memo)
 	}
+	for kind, n := range talos114.Schema() {
+		out[kind] = mergeSchema(out[kind], n)
+	}
 	return out
 })
+
+// mergeSchema is n (from machinery v1.13) with the places only the v1.14
+// tree t has. Where both know a place, v1.13's shape stays, unless v1.13
+// sees just an opaque value there and v1.14 a collection. The v1.13 nodes
+// are shared between places (memo), so they are copied, never changed.
+func mergeSchema(n *schemaNode, t *talos114.Key) *schemaNode {
+	if t == nil {
+		return n
+	}
+	tk := shapeKind[t.Shape]
+	if n == nil || n.kind == schemaOpaque && tk != schemaOpaque {
+		n = &schemaNode{kind: tk}
+	}
+	if n.kind != tk {
+		return n
+	}
+	out := &schemaNode{kind: n.kind}
+	switch n.kind {
+	case schemaStruct:
+		out.fields = make(map[string]*schemaNode, max(len(n.fields), len(t.Fields)))
+		for k, f := range n.fields {
+			out.fields[k] = f
+		}
+		for k, f := range t.Fields {
+			out.fields[k] = mergeSchema(n.fields[k], f)
+		}
+	case schemaMap, schemaSeq:
+		out.elem = mergeSchema(n.elem, t.Elem)
+	}
+	return out
+}
+
+var shapeKind = map[talos114.Shape]schemaKind{
+	talos114.ShapeScalar: schemaOpaque,
+	talos114.ShapeBool:   schemaBool,
+	talos114.ShapeNumber: schemaNumber,
+	talos114.ShapeStruct: schemaStruct,
+	talos114.ShapeMap:    schemaMap,
+	talos114.ShapeList:   schemaSeq,
+}
 
 var (
 	yamlMarshaler = reflect.TypeFor[yaml.Marshaler]()

@@ -27,14 +27,15 @@ func init() {
 }
 
 type cardJSON struct {
-	Path     string         `json:"path"`
-	Size     int64          `json:"size"`
-	Table    *cardTableJSON `json:"partition_table"`
-	Talos    bool           `json:"talos_image"`
-	META     *cardMETAJSON  `json:"meta,omitempty"`
-	Node     *cardNodeJSON  `json:"node"`
-	Image    string         `json:"image"`
-	Problems []string       `json:"problems"`
+	Path     string          `json:"path"`
+	Size     int64           `json:"size"`
+	Table    *cardTableJSON  `json:"partition_table"`
+	Talos    bool            `json:"talos_image"`
+	META     *cardMETAJSON   `json:"meta,omitempty"`
+	Node     *cardNodeJSON   `json:"node"`
+	Image    string          `json:"image"`
+	Record   *cardRecordJSON `json:"record,omitempty"`
+	Problems []string        `json:"problems"`
 }
 
 type cardTableJSON struct {
@@ -63,6 +64,13 @@ type cardMETAKey struct {
 	Key  string `json:"key"`
 	Name string `json:"name"`
 	Size int    `json:"size"`
+}
+
+type cardRecordJSON struct {
+	Schematic    string `json:"schematic,omitempty"`
+	TalosVersion string `json:"talos_version,omitempty"`
+	Profile      string `json:"profile,omitempty"`
+	Hostname     string `json:"hostname,omitempty"`
 }
 
 type cardNodeJSON struct {
@@ -151,6 +159,14 @@ func describeCard(r io.ReaderAt, path string, size int64) cardJSON {
 		}
 
 		out.META = m
+	}
+
+	if r := rep.Record; r != nil {
+		out.Image = fmt.Sprintf("schematic %s, Talos %s, profile %s (talosflash's record of the flash, META 0x0e)", dash(r.Schematic), dash(r.TalosVersion), dash(r.Profile))
+		if r.Schematic == "" {
+			out.Image = fmt.Sprintf("profile %s, flashed from a local image file: schematic and version not recorded (META 0x0e)", dash(r.Profile))
+		}
+		out.Record = &cardRecordJSON{Schematic: r.Schematic, TalosVersion: r.TalosVersion, Profile: r.Profile, Hostname: r.Hostname}
 	}
 
 	if info := rep.Node; info != nil {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"syscall"
 
+	"github.com/talosflash/talosflash/app/plan"
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/imaging"
 	"github.com/talosflash/talosflash/imaging/devices"
@@ -28,7 +29,7 @@ func classify(err error) int {
 		return ExitDevice
 	case errors.Is(err, imaging.ErrVerifyMismatch):
 		return ExitVerify
-	case errors.Is(err, imaging.ErrCorruptImage), errors.Is(err, imaging.ErrUnsupportedImage):
+	case errors.Is(err, imaging.ErrCorruptImage), errors.Is(err, imaging.ErrUnsupportedImage), errors.Is(err, plan.ErrNoNodeMeta):
 		return ExitImage
 	case errors.Is(err, imaging.ErrCache):
 		// Local (read-only, full, a symlink in the way): the message names

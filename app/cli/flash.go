@@ -175,6 +175,7 @@ type flashFlags struct {
 	elevated          bool
 	follow            bool
 	growing           *imaging.Growing // --follow: the image as the parent downloads it
+	nodes             nodeFlags        // --inventory --hostname (inventory_flash.go)
 }
 
 func runFlash(ctx context.Context, args []string, env Env) error {
@@ -193,6 +194,7 @@ func runFlash(ctx context.Context, args []string, env Env) error {
 	fs.StringVar(&f.cacheDir, "cache-dir", "", "image cache directory (default: user cache dir)")
 	fs.BoolVar(&f.elevated, "elevated", false, "internal: this process is the privileged write step")
 	fs.BoolVar(&f.follow, "follow", false, "internal: the image is still downloading, its sizes come on stdin")
+	f.nodes.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -277,6 +279,9 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 		disks = append(disks, *disk)
 	}
 
+	if err := f.nodes.chooseImage(&f.imageFlags, len(disks)); err != nil {
+		return err
+	}
 	im, err := f.resolve(ctx, false) // plan.Flash registers when it downloads
 	if err != nil {
 		return err
@@ -306,6 +311,9 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 		NoCache: f.noCache, NoVerify: f.noVerify, ForceRaw: f.forceRaw, Safety: opts, Growing: f.growing,
 		Progress: rep.Progress,
 		Status:   func(msg string) { rep.Info("%s", msg) },
+	}
+	if job.Meta, err = f.nodes.metas(im, f.devices); err != nil {
+		return err
 	}
 	needRoot := false
 	if len(disks) > 1 {
@@ -345,6 +353,9 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 		}
 		rep.Info("wrote %s to %s (%s written, %s already on the card), sha256 %s, %s", humanize.IBytes(uint64(c.Result.Bytes)), c.Device,
 			humanize.IBytes(uint64(c.Result.Written)), humanize.IBytes(uint64(c.Result.Skipped)), c.Result.SHA256, verified)
+		if c.Node != nil {
+			rep.Info("%s", cardReady(c))
+		}
 		rep.Result(elevateResult(c, im))
 	}
 	if firstErr != nil {
@@ -353,7 +364,9 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 	if err != nil {
 		return err
 	}
-	if im.Role != "" {
+	if len(f.nodes.nodes) > 0 {
+		rep.Info("%s", f.nodes.nodeNext())
+	} else if im.Role != "" {
 		card := "this card"
 		if len(disks) > 1 {
 			card = "these cards"
@@ -368,6 +381,7 @@ func elevateResult(c plan.Card, im *plan.Image) contract.ResultEvent {
 	return contract.ResultEvent{
 		Device: c.Device, Bytes: c.Result.Bytes, SHA256: c.Result.SHA256, Verified: c.Result.Verified,
 		VerifyMode: c.Result.VerifyMode, Written: c.Result.Written, Skipped: c.Result.Skipped, Schematic: im.SchematicID, Version: im.Version,
+		Node: c.NodeName(), Address: c.NodeAddress(),
 	}
 }
 

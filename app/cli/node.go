@@ -206,8 +206,13 @@ func runApply(ctx context.Context, args []string, env Env) error {
 	fs.BoolVar(&f.jsonOut, "json", false, "print the result as JSON (on failure: an error object with the findings)")
 	fs.DurationVar(&f.timeout, "timeout", node.DefaultApplyTimeout, "timeout for each call to the node")
 	fs.Bool("insecure", true, "accepted for talosctl compatibility: maintenance mode is always insecure")
+	var inf applyInventoryFlags // --inventory (inventory_apply.go)
+	inf.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if inf.inventory != "" || len(inf.hostnames) > 0 {
+		return inf.run(ctx, &f, env)
 	}
 	res, err := apply(ctx, &f, env)
 	if !f.jsonOut {

@@ -62,6 +62,8 @@ const (
 	TypeOutdated  = "outdated"  // outdated --json (list)
 	TypeCard      = "card"      // card --json (object)
 	TypeInventory = "inventory" // inventory check --json (object)
+	// Streamed by apply --inventory --json: one line per node, in order.
+	TypeApplyNode = "apply_node"
 )
 
 // Known reports whether t is an event type of this Version.
@@ -69,7 +71,7 @@ func Known(t string) bool {
 	switch t {
 	case TypeProgress, TypeInfo, TypeWarning, TypeResult, TypeError,
 		TypeSchematic, TypeDevices, TypeNodes, TypeApply, TypeBootstrap, TypeUpgrade, TypeOutdated,
-		TypeCard, TypeInventory:
+		TypeCard, TypeInventory, TypeApplyNode:
 		return true
 	}
 	return false
@@ -129,6 +131,9 @@ type ResultEvent struct {
 	Skipped   int64  `json:"skipped"`
 	Schematic string `json:"schematic,omitempty"`
 	Version   string `json:"version,omitempty"` // the Talos version
+	// Node and Address: the node written onto the card (flash --inventory).
+	Node    string `json:"node,omitempty"`
+	Address string `json:"address,omitempty"`
 }
 
 // Finding is one incident-check finding (apply's "findings").

@@ -192,3 +192,13 @@ func TestRunSeveralCards(t *testing.T) {
 		t.Fatalf("all good: %v, %q", err, cards)
 	}
 }
+
+// A card's node META goes to the child as a value paired with its device,
+// and only for the cards that have one.
+func TestArgsNodeMeta(t *testing.T) {
+	got := Args{Image: "/c/i.raw.zst", Devices: []string{"/dev/sdy", "/dev/sdz"}, Meta: []string{"", "QUJD"}}.List()
+	want := []string{"--flash", "--elevated", "--image", "/c/i.raw.zst", "--device", "/dev/sdy", "--device", "/dev/sdz", "--node-meta", "/dev/sdz=QUJD", "--yes", "--json"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("args %q, want %q", got, want)
+	}
+}

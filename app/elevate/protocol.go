@@ -38,6 +38,10 @@ type Args struct {
 	// Follow: Image is still being downloaded by the parent, which feeds
 	// its sizes on the child's stdin (RunFed, imaging.Download.WriteFeed).
 	Follow bool
+	// Meta, per device in order, is the node META to write after the
+	// verify (app/plan's encoded CardMeta; "" for none): the values, never
+	// the inventory's path.
+	Meta []string
 }
 
 // List is the child's command line after the program name.
@@ -49,6 +53,11 @@ func (a Args) List() []string {
 	}
 	for _, d := range devs {
 		args = append(args, "--device", d)
+	}
+	for i, m := range a.Meta {
+		if m != "" && i < len(devs) {
+			args = append(args, "--node-meta", devs[i]+"="+m)
+		}
 	}
 	args = append(args, "--yes", "--json")
 	if a.NoVerify {

@@ -28,6 +28,7 @@ import (
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/imaging"
 	"github.com/talosflash/talosflash/imaging/devices"
+	"github.com/talosflash/talosflash/inventory"
 	"github.com/talosflash/talosflash/node"
 )
 
@@ -48,6 +49,9 @@ type Options struct {
 	// Subnets, when set, are what "Scan this network" scans instead of
 	// this machine's networks (`talosflash gui --subnet CIDR`).
 	Subnets []netip.Prefix
+	// Inventory is a talosflash.yaml whose nodes the Nodes step shows and
+	// waits for from the start (`talosflash gui --inventory F`).
+	Inventory string
 }
 
 // Deps are everything the UI talks to. Nil fields get the real
@@ -77,6 +81,12 @@ type Deps struct {
 	Safety devices.Options
 	// Preselect are the cards chosen in step 2 once listed and safe.
 	Preselect []string
+	// Inventory, when set, lists its nodes in the Nodes step from the
+	// start, each waited for at its address (InventoryPort, default 50000;
+	// every InventoryEvery, default 3s).
+	Inventory      *inventory.Inventory
+	InventoryPort  int
+	InventoryEvery time.Duration
 	// Eject makes a written card safe to remove (devices.Eject).
 	Eject func(ctx context.Context, path string) devices.Ejected
 
@@ -117,6 +127,13 @@ func DefaultDeps(opts Options) (Deps, error) {
 	}
 	d := Deps{Factory: factory.NewClient(base, factory.NewHTTPClient()), Cache: cache, Profiles: profiles,
 		Safety: devices.Options{AllowLoop: opts.AllowLoop}, Preselect: opts.Devices}
+	if opts.Inventory != "" {
+		inv, err := inventory.Load(opts.Inventory, inventory.Options{Profiles: profiles})
+		if err != nil {
+			return Deps{}, fmt.Errorf("inventory: %w", err)
+		}
+		d.Inventory = inv
+	}
 	if len(opts.Subnets) > 0 {
 		subnets := opts.Subnets
 		d.LocalPrefixes = func() ([]netip.Prefix, error) { return subnets, nil }

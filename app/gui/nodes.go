@@ -47,6 +47,8 @@ type nodesStep struct {
 	bootstrappedOn string            // the node bootstrapped in this session
 	talosconfig    *node.Talosconfig // the one used last, offered again
 	bootWait       node.WaitOptions  // zero: node's defaults (tests shorten them)
+
+	invRows []*inventoryRow // the inventory's nodes (inventory.go)
 }
 
 // nodeRow is one node in the list; box is what a drop is hit-tested against.
@@ -100,8 +102,10 @@ func newNodesStep(ui *UI) *nodesStep {
 	)
 	// The primary action bottom-right, as in every step (Enter with
 	// nothing focused; Esc releases the address field).
+	inv := inventoryBox()
 	s.content = container.NewBorder(top, container.NewHBox(layout.NewSpacer(), s.scan), nil, nil,
-		container.NewVScroll(container.NewVBox(s.empty, s.rowBox)))
+		container.NewVScroll(container.NewVBox(inv, s.empty, s.rowBox)))
+	s.showInventory(inv)
 	ui.session.AddListener(func(c Change) {
 		if c == ChangeFlashed {
 			s.flashedChanged()

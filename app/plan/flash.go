@@ -28,6 +28,10 @@ type Job struct {
 	// reported on its own (Outcome.Cards) and one failing does not stop
 	// the others. Progress reports then name their card (Progress.Target).
 	Devices []string
+	// Meta, per device in order, is the node each card is flashed for
+	// (cardnode.go): checked against the image before any card is touched,
+	// written onto the card once verified. Nil: the card stays the image.
+	Meta []*CardMeta
 
 	Cache   *imaging.Cache
 	Factory *factory.Client // registration, and its HTTP client downloads the image
@@ -77,6 +81,7 @@ type Card struct {
 	Result *imaging.Result // nil when nothing was written (refused, failed to open)
 	Err    error
 	Notes  []string
+	Node   *CardMeta // the node written onto the card (META), read back
 }
 
 // CardsError is a job with several devices where some failed: it unwraps
@@ -216,9 +221,10 @@ func (job *Job) flashInProcess(ctx context.Context, src imaging.Source) (*Outcom
 			}
 			return t, err
 		},
-		Verify:   !job.NoVerify,
-		ForceRaw: job.ForceRaw,
-		Progress: job.Progress,
+		Verify:    !job.NoVerify,
+		ForceRaw:  job.ForceRaw,
+		Progress:  job.Progress,
+		CheckHead: job.checkHead(),
 	})
 	if err != nil {
 		return nil, err
@@ -243,6 +249,7 @@ func (job *Job) flashInProcess(ctx context.Context, src imaging.Source) (*Outcom
 			}
 		}
 	}
+	job.writeMetas(cards)
 	return job.outcome(out, cards)
 }
 
@@ -300,6 +307,7 @@ func (job *Job) flashElevated(ctx context.Context, src imaging.Source) (*Outcome
 	if len(job.Devices) > 0 {
 		args.Device, args.Devices = "", devs
 	}
+	args.Meta = job.encodedMeta()
 	cmd, err := job.Elevate(args.List())
 	var manual *devices.ElevationError
 	if errors.As(err, &manual) && strings.HasPrefix(manual.Command, "sudo ") {
@@ -373,6 +381,7 @@ func (job *Job) flashElevated(ctx context.Context, src imaging.Source) (*Outcome
 			cards[i].Err = e
 		case r != nil:
 			cards[i].Result = &imaging.Result{Bytes: r.Bytes, SHA256: r.SHA256, Verified: r.Verified, VerifyMode: r.VerifyMode, Path: resultPath, Written: r.Written, Skipped: r.Skipped}
+			cards[i].Node, cards[i].Err = job.childNode(i, r)
 		default:
 			cards[i].Err = &elevate.Error{Code: -1, Message: "the elevated write reported nothing for " + d}
 		}

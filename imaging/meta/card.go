@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 
 	"github.com/talosflash/talosflash/imaging/gpt"
 )
@@ -84,11 +85,13 @@ type Disk interface {
 	Sync() error
 }
 
-// Written is the outcome of WriteTag.
+// Written is the outcome of WriteTag or WriteTags.
 type Written struct {
 	Partition gpt.Partition
 	Kept      []uint8 // keys that were already there and are kept
-	Replaced  bool    // the key was there and its value replaced
+	Replaced  bool    // a key written was there and its value replaced
+	// ReplacedKeys are the written keys that were there before.
+	ReplacedKeys []uint8
 }
 
 // WriteTag sets key to value in the META partition of d (size bytes),
@@ -97,6 +100,12 @@ type Written struct {
 // byte for byte. A disk without GPT, without META, with a META too small,
 // or with foreign data in it is refused before anything is written.
 func WriteTag(d Disk, size int64, key uint8, value []byte) (*Written, error) {
+	return WriteTags(d, size, []Tag{{Key: key, Value: value}})
+}
+
+// WriteTags is WriteTag for several keys at once: one read, one write of
+// each copy, one read-back.
+func WriteTags(d Disk, size int64, tags []Tag) (*Written, error) {
 	card, err := ReadCard(d, size)
 	if err != nil {
 		return nil, err
@@ -108,15 +117,19 @@ func WriteTag(d Disk, size int64, key uint8, value []byte) (*Written, error) {
 
 	w := &Written{Partition: card.Partition}
 	for _, t := range card.ADV.Tags() {
-		if t.Key == key {
-			w.Replaced = true
+		if slices.ContainsFunc(tags, func(n Tag) bool { return n.Key == t.Key }) {
+			w.ReplacedKeys = append(w.ReplacedKeys, t.Key)
 		} else {
 			w.Kept = append(w.Kept, t.Key)
 		}
 	}
 
-	if err := card.ADV.Set(key, value); err != nil {
-		return nil, err
+	w.Replaced = len(w.ReplacedKeys) > 0
+
+	for _, t := range tags {
+		if err := card.ADV.Set(t.Key, t.Value); err != nil {
+			return nil, err
+		}
 	}
 
 	c, err := card.ADV.Copy()
@@ -152,8 +165,10 @@ func WriteTag(d Disk, size int64, key uint8, value []byte) (*Written, error) {
 		return nil, fmt.Errorf("%w: %v %v %v", ErrReadBack, err, st.Copy1, st.Copy2)
 	}
 
-	if v, ok := got.Get(key); !ok || !bytes.Equal(v, value) {
-		return nil, ErrReadBack
+	for _, t := range tags {
+		if v, ok := got.Get(t.Key); !ok || !bytes.Equal(v, t.Value) {
+			return nil, ErrReadBack
+		}
 	}
 
 	return w, nil
@@ -163,6 +178,11 @@ func WriteTag(d Disk, size int64, key uint8, value []byte) (*Written, error) {
 // is safe to write), writes key with WriteTag and closes it. The caller is
 // responsible for the device safety rules (imaging/devices).
 func WriteTagPath(path string, key uint8, value []byte) (*Written, error) {
+	return WriteTagsPath(path, []Tag{{Key: key, Value: value}})
+}
+
+// WriteTagsPath is WriteTagPath for several keys (WriteTags).
+func WriteTagsPath(path string, tags []Tag) (*Written, error) {
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
@@ -174,7 +194,7 @@ func WriteTagPath(path string, key uint8, value []byte) (*Written, error) {
 		return nil, fmt.Errorf("size of %s: %w", path, err)
 	}
 
-	w, err := WriteTag(f, size, key, value)
+	w, err := WriteTags(f, size, tags)
 	if cerr := f.Close(); err == nil && cerr != nil {
 		return nil, fmt.Errorf("close %s: %w", path, cerr)
 	}
@@ -228,4 +248,20 @@ func (h headReader) ReadAt(b []byte, off int64) (int, error) {
 	}
 
 	return copy(b, h[off:]), nil
+}
+
+// Fits says whether tags fit one ADV copy on their own (what a flash checks
+// before the card is touched; the tags already on the card count again
+// when WriteTags runs).
+func Fits(tags []Tag) error {
+	a := &ADV{}
+	for _, t := range tags {
+		if err := a.Set(t.Key, t.Value); err != nil {
+			return err
+		}
+	}
+
+	_, err := a.Copy()
+
+	return err
 }

@@ -28,6 +28,9 @@ type Card struct {
 	Network *network.PlatformConfigSpec
 	// METACopy is the ADV copy that was used: 1, 2, or 0 (none valid).
 	METACopy int
+	// Record is talosflash's note under META 0x0e (nil: none, or not
+	// talosflash's): which image the card holds (cardrecord.go).
+	Record *CardRecord
 }
 
 // ReadCard reads a card image or device the way Talos does at boot: the
@@ -78,6 +81,10 @@ func ReadCard(path string) (*Card, error) {
 			card.METACopy = i + 1
 			if found {
 				value = v
+			}
+
+			if rec, found, _ := advLookup(area[i*copyLen:(i+1)*copyLen], 0x0e); found {
+				card.Record = parseCardRecord(rec)
 			}
 
 			break

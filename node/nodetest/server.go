@@ -126,6 +126,9 @@ type Options struct {
 	Gate <-chan struct{}
 	// Logf, if set, gets one line per API call (never config content).
 	Logf func(format string, args ...any)
+	// Card, if set, boots the node from a flashed card or image file: its
+	// address (127.0.0.0/8 only), hostname and image (cardboot.go).
+	Card string
 }
 
 // Talos versions the fake reports by default.
@@ -177,6 +180,11 @@ func Start(t testing.TB, opts Options) *Server {
 
 // New starts a fake node; Close stops it.
 func New(opts Options) (*Server, error) {
+	if opts.Card != "" {
+		if _, err := bootFromCard(&opts); err != nil {
+			return nil, err
+		}
+	}
 	if opts.Addr == "" {
 		opts.Addr = "127.0.0.1:0"
 	}

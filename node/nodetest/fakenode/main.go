@@ -10,6 +10,8 @@
 // (or before the first --listen) apply to it. Talos versions below v1.13
 // behave like the old maintenance service. Only loopback addresses are
 // accepted. Configs sent to a node are counted, never printed or stored.
+// --card FILE[,FILE...] boots a node from each flashed card or image
+// (cards.go): its address, hostname and image come from the card.
 //
 // A Talos 1.14 node checks configs as 1.14 does (node/nodetest/talos114.go);
 // --rc1-rules adds the two rules of v1.14.0-rc.1 that later 1.14 releases
@@ -41,6 +43,7 @@ var configuredTalosconfig string
 
 type spec struct {
 	listen, talos, image, hostname string
+	card                           string // boot from this card (cards.go)
 }
 
 func main() {
@@ -86,7 +89,7 @@ func main() {
 		if id := srv.SchematicID(); id != "" {
 			booted = "image " + sp.image + " (schematic " + id + ")"
 		}
-		log.Printf("node %s: Talos %q in maintenance mode, %s, hostname %q", srv.Addr(), opts.TalosVersion, booted, opts.Hostname)
+		log.Printf("node %s: Talos %q in maintenance mode, %s, hostname %q", srv.Addr(), srv.TalosVersion(), booted, srv.BootedHostname())
 		log.Printf("  talosctl apply-config --insecure --nodes %s --cert-fingerprint '%s' --file <config>", srv.Addr(), srv.CertFingerprint())
 	}
 	ports := map[string]bool{}
@@ -123,6 +126,11 @@ func parseArgs(args []string) ([]spec, string, error) {
 	fs.Func("talos", "Talos version the node reports (below v1.13: the old maintenance API)", func(v string) error { cur.talos = v; return nil })
 	fs.Func("image", "what the node booted: a profile name (controlplane, worker, or from --profiles), or none (no extension statuses)", func(v string) error { cur.image = v; return nil })
 	fs.Func("hostname", "hostname (default: a random-looking talos-xxx-yyy)", func(v string) error { cur.hostname = v; return nil })
+	fs.Func("card", "flashed card or image FILE[,FILE...] to boot a node from each (repeatable): address, hostname and image from its META", func(v string) error {
+		specs = append(specs, cardSpecs(v)...)
+		cur = &specs[len(specs)-1]
+		return nil
+	})
 	fs.BoolVar(&rc1Rules, "rc1-rules", false, "Talos 1.14 nodes also refuse what v1.14.0-rc.1 refuses (UnattendedInstallConfig without provisioning.diskSelector, KubeProxyConfig on a worker)")
 	fs.StringVar(&profiles, "profiles", "", "YAML file with custom profiles (for --image)")
 	fs.StringVar(&configuredTalosconfig, "configured-talosconfig", "", "run configured nodes (mTLS, bootstrap, upgrade) and write their talosconfig to this new file")
@@ -140,6 +148,9 @@ func parseArgs(args []string) ([]spec, string, error) {
 }
 
 func options(sp spec, profiles []factory.Profile, i int) (nodetest.Options, error) {
+	if sp.card != "" {
+		return cardOptions(sp, profiles, i)
+	}
 	host, _, err := net.SplitHostPort(sp.listen)
 	if err != nil {
 		return nodetest.Options{}, err

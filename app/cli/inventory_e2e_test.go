@@ -1,0 +1,223 @@
+package cli
+
+import (
+	"bytes"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/talosflash/talosflash/imaging/imagetest"
+	"github.com/talosflash/talosflash/node/nodetest"
+)
+
+// freePort is a port free on 127.0.0.21 now, for three fakes on
+// 127.0.0.21-23 (apply --inventory reaches every node on one port).
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.21:0")
+	if err != nil {
+		t.Skipf("127.0.0.21: %v", err)
+	}
+	defer l.Close()
+	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+}
+
+// nodeEvents are the apply_node lines of apply --inventory --json.
+func nodeEvents(t *testing.T, stdout string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, ev := range jsonEvents(t, stdout) {
+		if ev["contract"] != float64(1) {
+			t.Fatalf("line without the contract envelope: %v", ev)
+		}
+		if ev["event"] == "apply_node" {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// sentConfigs are the configs a fake node was sent (not dry runs).
+func sentConfigs(s *nodetest.Server) [][]byte {
+	var out [][]byte
+	for _, r := range s.Requests() {
+		if !r.DryRun {
+			out = append(out, r.Config)
+		}
+	}
+	return out
+}
+
+// From three blank cards to a cluster: an inventory of three nodes, their
+// cards flashed through the CLI (loop devices as root, else files), a fake
+// node booted from each card, `apply --inventory` sends each node its
+// config byte for byte, then the control plane is bootstrapped once.
+func TestInventoryEndToEnd(t *testing.T) {
+	srv, fx := talosFactory(t)
+	dir := t.TempDir()
+	inv := testInventory(t, dir)
+	cache := filepath.Join(dir, "cache")
+
+	cards := map[string]string{}
+	for _, h := range []string{"cp-1", "worker-1", "worker-2"} {
+		if os.Geteuid() == 0 {
+			cards[h] = imagetest.LoopDevice(t, fx.Size+(1<<20), false) // detached in its cleanup
+		} else {
+			cards[h] = filepath.Join(dir, h+".img")
+		}
+	}
+	flash := func(hosts ...string) {
+		t.Helper()
+		args := []string{"--flash", "--inventory", inv, "--yes", "--allow-loop", "--format", "xz", "--factory", srv.URL, "--cache-dir", cache}
+		for _, h := range hosts {
+			args = append(args, "--hostname", h, "--device", cards[h])
+		}
+		if code, _, stderr := cliRun(t, args...); code != ExitOK {
+			t.Fatalf("flash %v: exit %d: %s", hosts, code, stderr)
+		}
+	}
+	flash("cp-1")                 // the control plane image
+	flash("worker-1", "worker-2") // the worker image: one download, one decode for both cards
+	if srv.BytesServed() != 2*int64(len(fx.XZ)) {
+		t.Fatalf("served %d bytes, want one download per image (%d each)", srv.BytesServed(), len(fx.XZ))
+	}
+	checkNodeCard(t, cards["cp-1"], fx, "cp-1", "127.0.0.21/8", "controlplane", cpID)
+	checkNodeCard(t, cards["worker-1"], fx, "worker-1", "127.0.0.22/8", "worker", workerID)
+	checkNodeCard(t, cards["worker-2"], fx, "worker-2", "127.0.0.23/8", "worker", workerID)
+
+	// Each Pi boots from its card: at the card's address, with its name.
+	port := freePort(t)
+	fakes := map[string]*nodetest.Server{}
+	for h, role := range map[string]string{"cp-1": "controlplane", "worker-1": "worker", "worker-2": "worker"} {
+		fakes[h] = nodetest.Start(t, nodetest.Options{Card: cards[h], Addr: "127.0.0.1:" + port, Schematic: builtinSchematic(t, role)})
+	}
+	if a := fakes["worker-2"].Addr(); a != "127.0.0.23:"+port {
+		t.Fatalf("worker-2 boots at %s", a)
+	}
+
+	code, stdout, stderr := cliRun(t, "apply", "--inventory", inv, "--port", port, "--wait", "30s", "--json")
+	if code != ExitOK {
+		t.Fatalf("apply --inventory: exit %d: %s\n%s", code, stderr, stdout)
+	}
+	worker, _ := os.ReadFile(filepath.Join(dir, "talos", "worker.yaml"))
+	cp, _ := os.ReadFile(filepath.Join(dir, "talos", "controlplane.yaml"))
+	for h, want := range map[string][]byte{"cp-1": cp, "worker-1": worker, "worker-2": worker} {
+		got := sentConfigs(fakes[h])
+		if len(got) != 1 || !bytes.Equal(got[0], want) {
+			t.Errorf("%s was sent %d configs, want exactly its own once", h, len(got))
+		}
+	}
+	evs := nodeEvents(t, stdout)
+	if len(evs) != 3 {
+		t.Fatalf("%d JSON lines, want one per node: %s", len(evs), stdout)
+	}
+	for i, h := range []string{"cp-1", "worker-1", "worker-2"} {
+		if evs[i]["hostname"] != h || evs[i]["status"] != "applied" || evs[i]["reported_hostname"] != h || evs[i]["address"] != "127.0.0."+strconv.Itoa(21+i)+"/8" {
+			t.Errorf("node %d: %v", i, evs[i])
+		}
+	}
+	if tcFixture, err := os.ReadFile("../../node/testdata/talos114/valid/talosconfig"); err == nil {
+		secrets, err := nodetest.SecretFragments(tcFixture) // the cluster's PKI, also in the configs
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range secrets {
+			if strings.Contains(stdout+stderr, s) {
+				t.Fatal("apply --inventory output holds a fragment of the cluster's secrets")
+			}
+		}
+	}
+	if !strings.Contains(stderr, "talosflash bootstrap --node 127.0.0.21 --talosconfig") {
+		t.Fatalf("no bootstrap step for cp-1: %s", stderr)
+	}
+
+	// Again: the workers still in maintenance would take their config
+	// again (the fake does not leave maintenance mode); the control plane,
+	// now running with its config (mTLS), is skipped and bootstrapped once.
+	fakes["cp-1"].Close()
+	pki, err := nodetest.NewPKI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	configured := nodetest.StartNode(t, nodetest.NodeOptions{Addr: "127.0.0.21:" + port, PKI: pki, Schematic: builtinSchematic(t, "controlplane")})
+	tcData, err := pki.Talosconfig("home", "os:admin", "127.0.0.21")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := filepath.Join(dir, "talosconfig")
+	if err := os.WriteFile(tc, tcData, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		code, stdout, stderr = cliRun(t, "apply", "--inventory", inv, "--hostname", "cp-1", "--port", port, "--bootstrap", "--talosconfig", tc)
+		if code != ExitOK || !strings.Contains(stdout, "cp-1: already configured") {
+			t.Fatalf("bootstrap run: exit %d: %s\n%s", code, stderr, stdout)
+		}
+		secrets, err := nodetest.SecretFragments(tcData)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range secrets {
+			if strings.Contains(stdout+stderr, s) {
+				t.Fatal("output holds a fragment of the talosconfig's secrets")
+			}
+		}
+	}
+	if !configured.Bootstrapped() || configured.Bootstraps() != 1 {
+		t.Fatalf("bootstrapped %v with %d calls, want once", configured.Bootstrapped(), configured.Bootstraps())
+	}
+	if !strings.Contains(stderr, "bootstrapped already") && !strings.Contains(stderr, "etcd is bootstrapped already") {
+		t.Fatalf("second run: %s", stderr)
+	}
+}
+
+// A card swapped between two Pis: at the control plane's address answers a
+// node that booted the worker image and says it is worker-2. Blocked with a
+// message naming both, nothing sent, exit 7; the other nodes go on.
+func TestInventoryApplySwappedCard(t *testing.T) {
+	dir := t.TempDir()
+	inv := testInventory(t, dir)
+	port := freePort(t)
+	swapped := nodetest.Start(t, nodetest.Options{Addr: "127.0.0.21:" + port, Hostname: "worker-2", Schematic: builtinSchematic(t, "worker")})
+	w1 := nodetest.Start(t, nodetest.Options{Addr: "127.0.0.22:" + port, Hostname: "worker-1", Schematic: builtinSchematic(t, "worker")})
+	code, stdout, stderr := cliRun(t, "apply", "--inventory", inv, "--hostname", "cp-1", "--hostname", "worker-1", "--port", port, "--wait", "10s", "--json")
+	if code != ExitConfig {
+		t.Fatalf("exit %d, want %d: %s", code, ExitConfig, stderr)
+	}
+	for _, want := range []string{"cp-1's address", "booted the worker image", `"worker-2"`, "it is not cp-1", "Nothing was sent"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q: %s", want, stderr)
+		}
+	}
+	if n := len(sentConfigs(swapped)); n != 0 {
+		t.Fatalf("the swapped node was sent %d configs", n)
+	}
+	if n := len(sentConfigs(w1)); n != 1 {
+		t.Fatalf("worker-1 was sent %d configs, want 1", n)
+	}
+	evs := nodeEvents(t, stdout)
+	if len(evs) != 2 || evs[0]["status"] != "failed" || evs[0]["reported_hostname"] != "worker-2" || evs[0]["booted"] != "worker" || evs[0]["code"] != float64(ExitConfig) || evs[1]["status"] != "applied" {
+		t.Fatalf("JSON %v", evs)
+	}
+	if all := jsonEvents(t, stdout); all[len(all)-1]["event"] != "error" || all[len(all)-1]["code"] != float64(ExitConfig) {
+		t.Fatalf("last line %v, want the run's error", all[len(all)-1])
+	}
+
+	// Only the hostname differs (the right image, another node's card).
+	swapped.Close()
+	other := nodetest.Start(t, nodetest.Options{Addr: "127.0.0.21:" + port, Hostname: "talos-a1b-2c3", Schematic: builtinSchematic(t, "controlplane")})
+	code, _, stderr = cliRun(t, "apply", "--inventory", inv, "--hostname", "cp-1", "--port", port, "--wait", "10s")
+	if code != ExitConfig || !strings.Contains(stderr, `says it is "talos-a1b-2c3"`) || len(sentConfigs(other)) != 0 {
+		t.Fatalf("hostname mismatch: exit %d: %s", code, stderr)
+	}
+
+	// Nobody there: bounded wait, network exit code.
+	other.Close()
+	code, _, stderr = cliRun(t, "apply", "--inventory", inv, "--hostname", "cp-1", "--port", port, "--wait", "1s")
+	if code != ExitNetwork || !strings.Contains(stderr, "cp-1 · waiting at 127.0.0.21") || !strings.Contains(stderr, "no Talos node answered") {
+		t.Fatalf("nobody: exit %d: %s", code, stderr)
+	}
+}

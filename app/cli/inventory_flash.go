@@ -1,0 +1,205 @@
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/talosflash/talosflash/app/plan"
+	"github.com/talosflash/talosflash/factory"
+	"github.com/talosflash/talosflash/imaging/devices"
+	"github.com/talosflash/talosflash/inventory"
+)
+
+func init() {
+	hiddenFlags["node-meta"] = true // the privileged child's values
+	placeholders["inventory"], placeholders["hostname"] = "FILE", "NAME"
+	h := commandHelp["flash"]
+	h.example += "\ntalosflash --flash --inventory talosflash.yaml --hostname worker-1 --hostname worker-2 --device /dev/sdb --device /dev/sdc"
+	commandHelp["flash"] = h
+}
+
+// nodeFlags are flash's inventory flags: --inventory with one --hostname
+// per --device (paired in order) flashes each card for its node; the
+// elevated child gets the values instead (--node-meta), never the file.
+type nodeFlags struct {
+	inventory string
+	hostnames deviceList
+	nodeMeta  deviceList // internal: DEVICE=ENCODED, from the unprivileged parent
+
+	nodes []inventory.Node // the --hostname nodes, in order
+}
+
+func (f *nodeFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.inventory, "inventory", "", "cluster inventory (talosflash.yaml): flash each card for a node, its address and hostname written onto it (META)")
+	fs.Var(&f.hostnames, "hostname", "with --inventory: the node a --device is for (repeat it, paired in order with --device)")
+	fs.Var(&f.nodeMeta, "node-meta", "internal: the node META the privileged write puts on a card (DEVICE=VALUE)")
+}
+
+// loadInventory loads and checks an inventory for a command that uses it:
+// every problem at once, exit code 7, before any card or node is touched.
+func loadInventory(file, profiles string) (*inventory.Inventory, error) {
+	var opts inventory.Options
+	if profiles != "" {
+		all, err := loadProfiles(profiles)
+		if err != nil {
+			return nil, err
+		}
+
+		opts.Profiles = all
+	}
+
+	inv, err := inventory.Load(file, opts)
+
+	var problems inventory.Problems
+
+	switch {
+	case errors.As(err, &problems):
+		return nil, withCode(ExitConfig, fmt.Errorf("%s: %d problem(s) (see talosflash inventory check %s): %w", file, len(problems), file, err))
+	case errors.Is(err, os.ErrNotExist):
+		return nil, withCode(ExitConfig, fmt.Errorf("%w (start one with: talosflash inventory init %s)", err, file))
+	case err != nil:
+		return nil, withCode(ExitConfig, err)
+	}
+
+	return inv, nil
+}
+
+// chooseImage reads the inventory and fills in the image flags from the
+// named nodes: their profile, the inventory's Talos version, factory and
+// profiles file. One run is one image (one download, one decode), so the
+// nodes must share it.
+func (f *nodeFlags) chooseImage(im *imageFlags, devs int) error {
+	switch {
+	case f.inventory == "" && len(f.hostnames) > 0:
+		return usageErrorf("flash: --hostname needs --inventory FILE")
+	case f.inventory == "" && len(f.nodeMeta) > 0:
+		if len(f.nodeMeta) > devs {
+			return usageErrorf("flash: more --node-meta than --device")
+		}
+
+		return nil
+	case f.inventory == "":
+		return nil
+	case len(f.nodeMeta) > 0:
+		return usageErrorf("flash: --node-meta is internal; use --inventory with --hostname")
+	case len(f.hostnames) == 0:
+		return usageErrorf("flash --inventory: name each card's node with --hostname (one per --device)")
+	case len(f.hostnames) != devs:
+		return usageErrorf("flash --inventory: %d --hostname for %d --device: give one node per card, in the same order", len(f.hostnames), devs)
+	}
+
+	inv, err := loadInventory(f.inventory, im.profiles)
+	if err != nil {
+		return err
+	}
+
+	seen := map[string]bool{}
+	for _, h := range f.hostnames {
+		n, err := inv.Find(h)
+		if err != nil {
+			return withCode(ExitUsage, err)
+		}
+
+		if seen[n.Hostname] {
+			return usageErrorf("flash: node %s named twice in --hostname: each card gets its own node", n.Hostname)
+		}
+
+		seen[n.Hostname] = true
+
+		if len(f.nodes) > 0 && n.Profile != f.nodes[0].Profile {
+			return usageErrorf("flash: %s is a %s and %s a %s: one run writes one image; flash them in separate runs", f.nodes[0].Hostname, f.nodes[0].Profile, n.Hostname, n.Profile)
+		}
+
+		f.nodes = append(f.nodes, n)
+	}
+
+	profile := f.nodes[0].Profile
+	switch {
+	case im.role != "" && im.role != profile:
+		return usageErrorf("flash: --role %s contradicts the inventory: %s is a %s", im.role, f.nodes[0].Hostname, profile)
+	case im.role == "" && im.installer == "" && im.installerFile == "" && im.image == "":
+		im.role = profile
+	}
+
+	if im.version == "" {
+		im.version = inv.TalosVersion
+	}
+
+	if im.profiles == "" {
+		im.profiles = inv.Profiles
+	}
+
+	if inv.Factory != "" && im.factoryURL == factory.DefaultBaseURL {
+		im.factoryURL = inv.Factory
+	}
+
+	return nil
+}
+
+// metas is plan.Job.Meta for the cards: from the inventory's nodes, or in
+// the elevated child from --node-meta (matched by the --device given).
+func (f *nodeFlags) metas(im *plan.Image, given []string) ([]*plan.CardMeta, error) {
+	if len(f.nodes) > 0 {
+		out := make([]*plan.CardMeta, len(f.nodes))
+		for i, n := range f.nodes {
+			m, err := plan.NodeCardMeta(n, im)
+			if err != nil {
+				return nil, withCode(ExitConfig, err)
+			}
+
+			out[i] = m
+		}
+
+		return out, nil
+	}
+
+	if len(f.nodeMeta) == 0 {
+		return nil, nil
+	}
+
+	out := make([]*plan.CardMeta, len(given))
+	for _, nm := range f.nodeMeta {
+		dev, enc, ok := strings.Cut(nm, "=")
+		if !ok {
+			return nil, usageErrorf("flash: --node-meta %q: want DEVICE=VALUE", nm)
+		}
+
+		i := indexOf(given, dev)
+		if i < 0 {
+			return nil, usageErrorf("flash: --node-meta names %s, which is not a --device", dev)
+		}
+
+		m, err := plan.DecodeCardMeta(enc)
+		if err != nil {
+			return nil, withCode(ExitUsage, err)
+		}
+
+		out[i] = m
+	}
+
+	return out, nil
+}
+
+func indexOf(list []string, s string) int {
+	for i, x := range list {
+		if x == s {
+			return i
+		}
+	}
+
+	return -1
+}
+
+// cardReady is the line for a card written for its node.
+func cardReady(c plan.Card) string {
+	return fmt.Sprintf("Card ready: %s, %s (label it %s)", c.Node.Node, c.Node.Address, c.Node.Node)
+}
+
+// nodeNext is the next step after cards flashed for an inventory's nodes.
+func (f *nodeFlags) nodeNext() string {
+	return fmt.Sprintf("next: boot each Pi from its card, then `talosflash apply --inventory %s` (waits for each node at its address, checks what it booted, sends its config)",
+		devices.ShellJoin([]string{f.inventory}))
+}

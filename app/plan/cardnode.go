@@ -1,0 +1,260 @@
+package plan
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/talosflash/talosflash/app/elevate"
+	"github.com/talosflash/talosflash/imaging/devices"
+	"github.com/talosflash/talosflash/imaging/meta"
+	"github.com/talosflash/talosflash/inventory"
+)
+
+// CardMeta is what a flash with an inventory writes onto one card once its
+// image is written and verified: the node's META tags (its network config
+// under 0x0a, talosflash's record under 0x0e), nothing secret. Node and
+// Address are for the messages ("Card ready: worker-1, 192.168.1.21/24").
+type CardMeta struct {
+	Node    string     `json:"node"`
+	Address string     `json:"address"`
+	Tags    []meta.Tag `json:"tags"`
+}
+
+// ErrNoNodeMeta: the image has no META partition that can take the node's
+// values; the flash is refused before any card is touched.
+var ErrNoNodeMeta = errors.New("the image cannot carry the node's network config")
+
+// metaKeys are the only keys a flash writes (an elevated child refuses
+// anything else on its command line).
+var metaKeys = []uint8{meta.MetalNetworkPlatformConfig, inventory.RecordKey}
+
+// maxCardMeta bounds an encoded CardMeta (a network config is < 1 KiB).
+const maxCardMeta = 64 << 10
+
+// NodeCardMeta is the CardMeta for node n on a card holding im.
+func NodeCardMeta(n inventory.Node, im *Image) (*CardMeta, error) {
+	rec := inventory.Record{}
+	if im != nil {
+		rec.Schematic, rec.TalosVersion = im.SchematicID, im.Version
+	}
+
+	tags, err := n.CardTags(rec)
+	if err != nil {
+		return nil, err
+	}
+
+	return &CardMeta{Node: n.Hostname, Address: n.Address.String(), Tags: tags}, nil
+}
+
+// Encode is the CardMeta as one command-line word for the elevated child
+// (base64url of its JSON).
+func (m *CardMeta) Encode() string {
+	b, _ := json.Marshal(m) // strings and bytes only
+
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// DecodeCardMeta reads what Encode wrote, checking it names only the keys
+// a flash writes.
+func DecodeCardMeta(s string) (*CardMeta, error) {
+	if len(s) > maxCardMeta {
+		return nil, fmt.Errorf("node META: %d bytes, at most %d", len(s), maxCardMeta)
+	}
+
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return nil, fmt.Errorf("node META: %w", err)
+	}
+
+	var m CardMeta
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("node META: %w", err)
+	}
+
+	if m.Node == "" || len(m.Tags) == 0 {
+		return nil, errors.New("node META: no node or no tags")
+	}
+
+	for _, t := range m.Tags {
+		if !containsKey(metaKeys, t.Key) {
+			return nil, fmt.Errorf("node META: key 0x%02x is not one a flash writes", t.Key)
+		}
+	}
+
+	return &m, meta.Fits(m.Tags)
+}
+
+func containsKey(keys []uint8, k uint8) bool {
+	for _, x := range keys {
+		if x == k {
+			return true
+		}
+	}
+
+	return false
+}
+
+// cardMeta is the META for the job's i-th device (nil: none).
+func (job *Job) cardMeta(i int) *CardMeta {
+	if i < len(job.Meta) {
+		return job.Meta[i]
+	}
+
+	return nil
+}
+
+func (job *Job) hasMeta() bool {
+	for _, m := range job.Meta {
+		if m != nil {
+			return true
+		}
+	}
+
+	return false
+}
+
+// checkHead is FlashOptions.CheckHead for a job with META to write: the
+// decoded image must have a META partition big enough (inside the image
+// when its size is known) and the values must fit the store.
+func (job *Job) checkHead() func(head []byte, size int64) error {
+	if !job.hasMeta() {
+		return nil
+	}
+
+	return func(head []byte, size int64) error {
+		if size <= 0 {
+			size = math.MaxInt64 / 2 // unknown (zstd): the table alone is checked
+		}
+
+		if _, err := meta.CheckHead(head, size); err != nil {
+			return fmt.Errorf("%w (no card was touched): %w", ErrNoNodeMeta, err)
+		}
+
+		for _, m := range job.Meta {
+			if m == nil {
+				continue
+			}
+
+			if err := meta.Fits(m.Tags); err != nil {
+				return fmt.Errorf("%w: node %s: %w", ErrNoNodeMeta, m.Node, err)
+			}
+		}
+
+		return nil
+	}
+}
+
+// writeCardMeta writes m onto the verified card at path: the device is
+// checked again by the safety rules (it may have been swapped or mounted
+// since), then meta.WriteTags (other tags kept, both copies, read back). A
+// RecordKey value that is not talosflash's (the user's own) is kept and
+// the record left out.
+func (job *Job) writeCardMeta(path string, m *CardMeta) (*meta.Written, []string, error) {
+	if _, err := devices.Check(path, 0, job.Safety); err != nil {
+		return nil, nil, fmt.Errorf("write node %s onto %s: %w", m.Node, path, err)
+	}
+
+	tags := m.Tags
+
+	var notes []string
+
+	if card, err := meta.ReadCardPath(path); err == nil {
+		if v, ok := card.ADV.Get(inventory.RecordKey); ok {
+			if _, err := inventory.ParseRecord(v); err != nil {
+				tags = nil
+				for _, t := range m.Tags {
+					if t.Key != inventory.RecordKey {
+						tags = append(tags, t)
+					}
+				}
+
+				notes = append(notes, fmt.Sprintf("%s: META 0x%02x holds the image's own value: kept, talosflash's record left out", path, inventory.RecordKey))
+			}
+		}
+	}
+
+	w, err := meta.WriteTagsPath(path, tags)
+	if err != nil {
+		return nil, notes, fmt.Errorf("write node %s onto the card: %w", m.Node, err)
+	}
+
+	return w, notes, nil
+}
+
+// writeMetas writes each verified card's META (in process, after
+// imaging.FlashAll): a card whose write fails is failed, the others go on.
+func (job *Job) writeMetas(cards []Card) {
+	for i := range cards {
+		m := job.cardMeta(i)
+		if m == nil || cards[i].Err != nil || cards[i].Result == nil {
+			continue
+		}
+
+		job.status(fmt.Sprintf("writing node %s (%s) onto %s (META)", m.Node, m.Address, cards[i].Device))
+
+		_, notes, err := job.writeCardMeta(cards[i].Device, m)
+		cards[i].Notes = append(cards[i].Notes, notes...)
+
+		if err != nil {
+			cards[i].Err = err
+			continue
+		}
+
+		cards[i].Node = m
+	}
+}
+
+// encodedMeta is Job.Meta for elevate.Args.
+func (job *Job) encodedMeta() []string {
+	if !job.hasMeta() {
+		return nil
+	}
+
+	out := make([]string, len(job.devices()))
+	for i := range out {
+		if m := job.cardMeta(i); m != nil {
+			out[i] = m.Encode()
+		}
+	}
+
+	return out
+}
+
+// childNode is the node the elevated child says it wrote onto card i: a
+// card that should carry one and does not is failed.
+func (job *Job) childNode(i int, r *elevate.ResultEvent) (*CardMeta, error) {
+	m := job.cardMeta(i)
+	if m == nil {
+		return nil, nil
+	}
+
+	if r.Node != m.Node || r.Address != m.Address {
+		return nil, fmt.Errorf("%w: the elevated write reported node %q (%s), expected %s (%s)", ErrNodeNotWritten, r.Node, r.Address, m.Node, m.Address)
+	}
+
+	return m, nil
+}
+
+// ErrNodeNotWritten: a card was written but not the node's META.
+var ErrNodeNotWritten = errors.New("the node was not written onto the card")
+
+// NodeName is the node written onto the card, "" for none.
+func (c Card) NodeName() string {
+	if c.Node == nil {
+		return ""
+	}
+
+	return c.Node.Node
+}
+
+// NodeAddress is the address written onto the card, "" for none.
+func (c Card) NodeAddress() string {
+	if c.Node == nil {
+		return ""
+	}
+
+	return c.Node.Address
+}
