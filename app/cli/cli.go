@@ -10,11 +10,13 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
 
 	"github.com/talosflash/talosflash/app/contract"
+	"github.com/talosflash/talosflash/internal/editdistance"
 )
 
 // Version is set by the build (-ldflags) and shown by `talosflash version`.
@@ -158,7 +160,51 @@ func run(ctx context.Context, args []string, env Env) error {
 			return runFlash(ctx, append(append([]string{}, args[:i]...), args[i+1:]...), env)
 		}
 	}
-	return usageErrorf("unknown command %q (see: talosflash --help)", cmd)
+	var names []string
+	for name := range commandHelp {
+		names = append(names, name)
+	}
+	return usageErrorf("unknown command %q%s (see: talosflash --help)", cmd, didYouMean(cmd, names))
+}
+
+// flagSuggestion names the shown flag closest to an undefined one ("" when
+// none is close): `--rol` -> "; did you mean --role?".
+func flagSuggestion(fs *flag.FlagSet, err error) string {
+	name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: ")
+	if !ok {
+		return ""
+	}
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) {
+		if !hiddenFlags[f.Name] {
+			names = append(names, f.Name)
+		}
+	})
+	if s := closest(strings.TrimLeft(name, "-"), names); s != "" {
+		return "; did you mean --" + s + "?"
+	}
+	return ""
+}
+
+// didYouMean is "; did you mean NAME?" for the candidate closest to word.
+func didYouMean(word string, candidates []string) string {
+	if s := closest(word, candidates); s != "" {
+		return "; did you mean " + s + "?"
+	}
+	return ""
+}
+
+// closest is the candidate within two edits of word (and closer than half
+// its length), the first in sorted order on a tie; "" when none is.
+func closest(word string, candidates []string) string {
+	slices.Sort(candidates)
+	best, bestD := "", 3
+	for _, c := range candidates {
+		if d := editdistance.Levenshtein(word, c); d < bestD && d*2 < max(len(word), 2) {
+			best, bestD = c, d
+		}
+	}
+	return best
 }
 
 // newFlagSet builds a FlagSet whose parse errors become usage errors (exit
@@ -180,7 +226,7 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 			}
 			return err
 		}
-		return withCode(ExitUsage, fmt.Errorf("%s: %w (see: talosflash %s -h)", fs.Name(), err, fs.Name()))
+		return withCode(ExitUsage, fmt.Errorf("%s: %w%s (see: talosflash %s -h)", fs.Name(), err, flagSuggestion(fs, err), fs.Name()))
 	}
 	if fs.NArg() > 0 {
 		return usageErrorf("%s: unexpected argument %q", fs.Name(), fs.Arg(0))

@@ -140,3 +140,26 @@ func TestSchematicFormatAndFlags(t *testing.T) {
 		t.Fatalf("schematic --image: exit %d, want %d", code, ExitUsage)
 	}
 }
+
+// A mistyped flag or command names the one it is close to; an internal
+// flag is never suggested, and a word close to nothing gets no guess.
+func TestTyposSuggestTheClosest(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"flash", "--rol", "worker"}, "did you mean --role?"},
+		{[]string{"nodes", "--jsn"}, "did you mean --json?"},
+		{[]string{"flsh"}, `unknown command "flsh"; did you mean flash?`},
+		{[]string{"flash", "--elevatd"}, ""},
+		{[]string{"nodes", "--zzzzzz"}, ""},
+	} {
+		code, _, stderr := cliRun(t, c.args...)
+		if code != ExitUsage {
+			t.Errorf("%v: exit %d", c.args, code)
+		}
+		if c.want == "" && strings.Contains(stderr, "did you mean") || c.want != "" && !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: %s", c.args, stderr)
+		}
+	}
+}
