@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"strings"
 	"sync"
 	"time"
 
@@ -228,7 +227,10 @@ func (s *Server) boot(bc *bootConfig) {
 	if bc.machineType != "worker" {
 		s.unregister = trustdRegister(pki)
 	}
-	host, _, _ := net.SplitHostPort(s.Addr())
-	s.opts.Logf("booted with the applied config: configured %s (client certificate required); try: talosflash bootstrap --node %s --talosconfig FILE",
-		strings.ToLower(bc.machineType), host)
+	hint := ""
+	if bc.machineType == "controlplane" {
+		host, _, _ := net.SplitHostPort(s.Addr())
+		hint = "; try: talosflash bootstrap --node " + host + " --talosconfig FILE"
+	}
+	s.opts.Logf("booted with the applied config: a configured %s node (client certificate required)%s", bc.machineType, hint)
 }
