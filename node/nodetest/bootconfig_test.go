@@ -214,3 +214,37 @@ func TestBootConfigOnlyForAppliesThatApply(t *testing.T) {
 		})
 	}
 }
+
+// A config the fake cannot boot (not YAML, here accepted unvalidated)
+// leaves it in maintenance, and its log quotes none of it; a worker with no
+// control plane of its CA stays down and still closes at once.
+func TestBootConfigUnbootable(t *testing.T) {
+	var lg logs
+	srv := nodetest.Start(t, nodetest.Options{BootConfig: true, SkipValidation: true, Logf: lg.logf})
+	apply(t, srv, []byte("machine: {ca: [SECRETSECRETSECRET"), "auto", false)
+	if p := probe(t, srv.Addr()); !p.Maintenance || srv.Node() != nil {
+		t.Fatalf("after an unbootable config: %+v", p)
+	}
+	lg.mu.Lock()
+	text := strings.Join(lg.lines, "\n")
+	lg.mu.Unlock()
+	if !strings.Contains(text, "staying in maintenance") || strings.Contains(text, "SECRET") {
+		t.Fatalf("log:\n%s", text)
+	}
+
+	worker, err := nodetest.New(nodetest.Options{BootConfig: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply(t, worker, validFixture(t, "worker.yaml"), "auto", false)
+	closed := make(chan struct{})
+	go func() { worker.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close hangs while the worker waits for a control plane")
+	}
+	if worker.Node() != nil {
+		t.Fatal("a worker came up without a control plane's CA")
+	}
+}
