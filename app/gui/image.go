@@ -49,6 +49,7 @@ type imageStep struct {
 	checkSeq int               // the latest check; older answers are dropped
 	checkDue *time.Timer       // debounces typing in the version field
 	names    map[string]string // select option -> profile name
+	nodes    *nodePicker       // the inventory's nodes (nil: no inventory)
 
 	notes  *widget.Label // what the image implies for the node's config (plan.ImageWarnings)
 	choice *imageChoice  // nil while invalid; shared as Session.Choice
@@ -72,7 +73,7 @@ func newImageStep(ui *UI) *imageStep {
 		s.names[o] = p.Name
 		options = append(options, o)
 	}
-	s.profile = widget.NewSelect(options, func(string) { s.customRef = false; s.versionEditable(); s.update() })
+	s.profile = widget.NewSelect(options, func(o string) { s.customRef = false; s.profileChanged(o); s.versionEditable(); s.update() })
 	s.profile.PlaceHolder = "choose a role"
 
 	s.version = newEscEntry(ui)
@@ -108,13 +109,19 @@ func newImageStep(ui *UI) *imageStep {
 	s.offline.Importance = widget.WarningImportance
 	s.offline.Hide()
 
-	form := widget.NewForm(
+	form := widget.NewForm()
+	if pick := s.newNodePicker(); pick != nil { // with an inventory: a node instead of a role
+		form.AppendItem(widget.NewFormItem("Node", pick))
+	}
+	for _, it := range []*widget.FormItem{
 		widget.NewFormItem("Role / profile", s.profile),
 		widget.NewFormItem("Talos version", s.version),
 		widget.NewFormItem("or installer image", container.NewBorder(nil, nil, nil, container.NewHBox(useRef, openFile), s.ref)),
 		widget.NewFormItem("Schematic ID", s.id),
 		widget.NewFormItem("Image size", s.size),
-	)
+	} {
+		form.AppendItem(it)
+	}
 	s.yamlHead = heading(schematicHeading)
 	yamlBox := container.NewBorder(s.yamlHead, nil, nil, nil,
 		container.NewScroll(s.yaml))

@@ -325,13 +325,7 @@ func (s *nodesStep) inventoryApplied(r *nodeRow, name string, out *plan.ApplyOut
 }
 
 // inventoryName is the inventory's file name, for the texts.
-func (s *nodesStep) inventoryName() string {
-	name := filepath.Base(s.ui.deps.Inventory.Path)
-	if name == "." || name == "" || name == "/" {
-		name = inventory.DefaultFile
-	}
-	return name
-}
+func (s *nodesStep) inventoryName() string { return inventoryFileName(s.ui.deps.Inventory) }
 
 // newStrays is the area for nodes found at an address the inventory does
 // not list (a scan, a typed address): shown apart, under its heading.
