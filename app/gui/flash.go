@@ -242,6 +242,9 @@ func (s *flashStep) refreshSummary() {
 	if nodeLine != "" && a == nil {
 		card += "\n" + nodeLine
 	}
+	if nodeBlocked == "" {
+		nodeBlocked = s.ui.image.offlineReason() // no download possible: no erase either
+	}
 	if nodeBlocked != "" {
 		card += "\n" + nodeBlocked
 	}
