@@ -377,6 +377,12 @@ type partialMeta struct {
 // StageDownload reports. A present entry that fails the xz container check
 // is deleted and fetched again.
 func (c *Cache) Fetch(ctx context.Context, httpClient *http.Client, url, key string, progress ProgressFunc) (string, error) {
+	return c.fetch(ctx, httpClient, url, key, progress, nil)
+}
+
+// fetch is Fetch; g, when set, follows the partial download as it grows
+// (fetchStream).
+func (c *Cache) fetch(ctx context.Context, httpClient *http.Client, url, key string, progress ProgressFunc, g *growing) (string, error) {
 	final, err := c.Path(key)
 	if err != nil {
 		return "", err
@@ -427,13 +433,22 @@ func (c *Cache) Fetch(ctx context.Context, httpClient *http.Client, url, key str
 		_ = d.remove(partial)
 		_ = d.remove(metaName)
 	}
+	if g != nil {
+		// One inode from here to the rename: attempts append to it or
+		// rewrite it in place.
+		pf, err := openOwn(d, partial, os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			return "", err
+		}
+		g.attach(pf)
+	}
 	meter := newMeter(progress, StageDownload, f.total, false)
 	// Late headers: the factory is building the image. Reported through the
 	// meter (serialized; its keep-alive repeats it) until the body flows.
 	f.building = func() { meter.setStage(StageBuild, 0) }
 	defer meter.keepAlive()()
 	for attempt := 0; ; attempt++ {
-		err = downloadOnce(ctx, f, d, partial, metaName, meter)
+		err = downloadOnce(ctx, f, d, partial, metaName, meter, g)
 		if err == nil {
 			break
 		}
@@ -476,7 +491,7 @@ func checkPartial(d *cacheDir, partial string) error {
 // downloadOnce makes one request and appends what it gets to partial. When
 // the partial can't be resumed (errRestart) it is dropped and the request
 // made again from byte 0, once.
-func downloadOnce(ctx context.Context, f *fetcher, d *cacheDir, partial, metaName string, meter *meter) error {
+func downloadOnce(ctx context.Context, f *fetcher, d *cacheDir, partial, metaName string, meter *meter, g *growing) error {
 	out, err := openOwn(d, partial, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return permanent(err)
@@ -488,6 +503,9 @@ func downloadOnce(ctx context.Context, f *fetcher, d *cacheDir, partial, metaNam
 	}
 	off := st.Size()
 	if off > 0 && f.total == off {
+		if g != nil {
+			g.advance(off, off)
+		}
 		return nil // complete from an earlier attempt; the container check decides
 	}
 	if f.total >= 0 && off > f.total {
@@ -531,6 +549,9 @@ func downloadOnce(ctx context.Context, f *fetcher, d *cacheDir, partial, metaNam
 	}
 	pos := resp.start
 	meter.update(pos, true)
+	if g != nil {
+		g.advance(pos, resp.total)
+	}
 	buf := make([]byte, 1<<20)
 	var readErr error
 	for {
@@ -553,6 +574,9 @@ func downloadOnce(ctx context.Context, f *fetcher, d *cacheDir, partial, metaNam
 			}
 			pos += int64(n)
 			meter.update(pos, false)
+			if g != nil {
+				g.advance(pos, resp.total)
+			}
 		}
 		if err != nil {
 			if err != io.EOF {

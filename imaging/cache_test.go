@@ -302,7 +302,7 @@ func TestFlashFromFactoryCached(t *testing.T) {
 	src := Source{URL: srv.ImageURL(testSchematic, testVersion, testFile), Key: CacheKey(testSchematic, testVersion, testFile), Cache: c, HTTPClient: srv.Client()}
 	dst := filepath.Join(t.TempDir(), "card.img")
 	var log progressLog
-	res, err := Flash(context.Background(), FlashOptions{Source: src, Target: dst, Verify: true, Progress: log.fn})
+	res, err := flashOne(context.Background(), FlashOptions{Source: src, Targets: []string{dst}, Verify: true, Progress: log.fn})
 	if err != nil || res.SHA256 != img.SHA256 || imagetest.FileSHA256(t, dst, img.Size) != img.SHA256 {
 		t.Fatalf("%+v, %v", res, err)
 	}
@@ -320,7 +320,7 @@ func TestFlashCorruptCacheEntryDeleted(t *testing.T) {
 	bad[len(bad)/2] ^= 0xFF // passes the container check, fails the decode
 	os.WriteFile(final, bad, 0o644)
 	src := Source{URL: srv.ImageURL(testSchematic, testVersion, testFile), Key: CacheKey(testSchematic, testVersion, testFile), Cache: c, HTTPClient: srv.Client()}
-	_, err := Flash(context.Background(), FlashOptions{Source: src, Target: filepath.Join(t.TempDir(), "card.img")})
+	_, err := flashOne(context.Background(), FlashOptions{Source: src, Targets: []string{filepath.Join(t.TempDir(), "card.img")}})
 	if !errors.Is(err, ErrCorruptImage) || !strings.Contains(err.Error(), "write stage") || !strings.Contains(err.Error(), "removed it from the cache") {
 		t.Fatalf("got %v", err)
 	}
@@ -329,7 +329,7 @@ func TestFlashCorruptCacheEntryDeleted(t *testing.T) {
 	}
 	assertNoEntry(t, c)
 	// The next run downloads it again and succeeds.
-	if _, err := Flash(context.Background(), FlashOptions{Source: src, Target: filepath.Join(t.TempDir(), "card.img"), Verify: true}); err != nil {
+	if _, err := flashOne(context.Background(), FlashOptions{Source: src, Targets: []string{filepath.Join(t.TempDir(), "card.img")}, Verify: true}); err != nil {
 		t.Fatal(err)
 	}
 	if srv.BytesServed() != int64(len(img.XZ)) {
@@ -348,7 +348,7 @@ func TestFlashNoCacheStreamsAndResumes(t *testing.T) {
 		src := Source{URL: srv.ImageURL(testSchematic, testVersion, testFile), NoCache: true, Cache: c, HTTPClient: srv.Client()}
 		dst := filepath.Join(t.TempDir(), "card.img")
 		var log progressLog
-		res, err := Flash(context.Background(), FlashOptions{Source: src, Target: dst, Verify: true, Progress: log.fn})
+		res, err := flashOne(context.Background(), FlashOptions{Source: src, Targets: []string{dst}, Verify: true, Progress: log.fn})
 		if err != nil || res.SHA256 != img.SHA256 || imagetest.FileSHA256(t, dst, img.Size) != img.SHA256 {
 			t.Fatalf("storage %v: %+v, %v", storage, res, err)
 		}
@@ -375,7 +375,7 @@ func TestFlashNoCacheCorruptStream(t *testing.T) {
 	srv.Inject(path, factorytest.Fault{Kind: factorytest.FaultCorrupt, After: int64(len(img.XZ) / 2)})
 	src := Source{URL: srv.ImageURL(testSchematic, testVersion, testFile), NoCache: true, Cache: c, HTTPClient: srv.Client()}
 	dst := filepath.Join(t.TempDir(), "card.img")
-	_, err := Flash(context.Background(), FlashOptions{Source: src, Target: dst})
+	_, err := flashOne(context.Background(), FlashOptions{Source: src, Targets: []string{dst}})
 	if !errors.Is(err, ErrCorruptImage) {
 		t.Fatalf("got %v, want ErrCorruptImage", err)
 	}

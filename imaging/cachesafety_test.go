@@ -143,7 +143,7 @@ func TestConcurrentFlashesShareOneDownload(t *testing.T) {
 			cc := *c
 			s := src
 			s.Cache = &cc
-			res, err := Flash(context.Background(), FlashOptions{Source: s, Target: dsts[i], Verify: true})
+			res, err := flashOne(context.Background(), FlashOptions{Source: s, Targets: []string{dsts[i]}, Verify: true})
 			if err == nil && res.SHA256 != img.SHA256 {
 				err = errors.New("wrong hash " + res.SHA256)
 			}

@@ -20,8 +20,8 @@ func TestFlashXZToFile(t *testing.T) {
 	src := writeTemp(t, "metal-arm64.raw.xz", img.XZ)
 	dst := filepath.Join(t.TempDir(), "card.img")
 	var log progressLog
-	res, err := Flash(context.Background(), FlashOptions{
-		Source: Source{Path: src}, Target: dst, Verify: true, Progress: log.fn,
+	res, err := flashOne(context.Background(), FlashOptions{
+		Source: Source{Path: src}, Targets: []string{dst}, Verify: true, Progress: log.fn,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +52,7 @@ func TestFlashRawFileAndMultiBlock(t *testing.T) {
 	img := testImage(t)
 	raw := writeTemp(t, "image.raw", img.Raw)
 	dst := filepath.Join(t.TempDir(), "card.img")
-	res, err := Flash(context.Background(), FlashOptions{Source: Source{Path: raw}, Target: dst, Verify: true})
+	res, err := flashOne(context.Background(), FlashOptions{Source: Source{Path: raw}, Targets: []string{dst}, Verify: true})
 	if err != nil || res.SHA256 != img.SHA256 {
 		t.Fatalf("raw: %+v, %v", res, err)
 	}
@@ -61,7 +61,7 @@ func TestFlashRawFileAndMultiBlock(t *testing.T) {
 		t.Skip("xz binary not installed: multi-block case skipped")
 	}
 	src := writeTemp(t, "mb.raw.xz", mb.XZ)
-	res, err = Flash(context.Background(), FlashOptions{Source: Source{Path: src}, Target: dst, Verify: true})
+	res, err = flashOne(context.Background(), FlashOptions{Source: Source{Path: src}, Targets: []string{dst}, Verify: true})
 	if err != nil || res.SHA256 != mb.SHA256 || imagetest.FileSHA256(t, dst, mb.Size) != mb.SHA256 {
 		t.Fatalf("multi-block: %+v, %v", res, err)
 	}
@@ -71,7 +71,7 @@ func TestFlashLoopDevice(t *testing.T) {
 	img := testImage(t)
 	src := writeTemp(t, "metal-arm64.raw.xz", img.XZ)
 	dev := imagetest.LoopDevice(t, 16<<20, false)
-	res, err := Flash(context.Background(), FlashOptions{Source: Source{Path: src}, Target: dev, Verify: true})
+	res, err := flashOne(context.Background(), FlashOptions{Source: Source{Path: src}, Targets: []string{dev}, Verify: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestFlashRefusesSmallTarget(t *testing.T) {
 	img := testImage(t)
 	src := writeTemp(t, "metal-arm64.raw.xz", img.XZ)
 	dev := imagetest.LoopDevice(t, 4<<20, false)
-	_, err := Flash(context.Background(), FlashOptions{Source: Source{Path: src}, Target: dev})
+	_, err := flashOne(context.Background(), FlashOptions{Source: Source{Path: src}, Targets: []string{dev}})
 	if !errors.Is(err, ErrTargetTooSmall) {
 		t.Fatalf("got %v, want ErrTargetTooSmall", err)
 	}
@@ -95,7 +95,7 @@ func TestFlashRefusesSmallTarget(t *testing.T) {
 		t.Fatal("device was written although the image does not fit")
 	}
 	dst := filepath.Join(t.TempDir(), "card.img")
-	_, err = Flash(context.Background(), FlashOptions{Source: Source{Path: src}, Target: dst, MaxSize: img.Size - 512})
+	_, err = flashOne(context.Background(), FlashOptions{Source: Source{Path: src}, Targets: []string{dst}, MaxSize: img.Size - 512})
 	if !errors.Is(err, ErrTargetTooSmall) {
 		t.Fatalf("MaxSize: got %v, want ErrTargetTooSmall", err)
 	}
@@ -104,7 +104,7 @@ func TestFlashRefusesSmallTarget(t *testing.T) {
 func TestFlashRefusesDirectory(t *testing.T) {
 	img := testImage(t)
 	src := writeTemp(t, "metal-arm64.raw.xz", img.XZ)
-	_, err := Flash(context.Background(), FlashOptions{Source: Source{Path: src}, Target: t.TempDir()})
+	_, err := flashOne(context.Background(), FlashOptions{Source: Source{Path: src}, Targets: []string{t.TempDir()}})
 	if err == nil || !strings.Contains(err.Error(), "directory") {
 		t.Fatalf("got %v, want a directory refusal", err)
 	}
@@ -125,8 +125,8 @@ func TestVerifyCatchesFlippedByteDuringWrite(t *testing.T) {
 			return p, 0, nil
 		}}, err
 	}
-	_, err := Flash(context.Background(), FlashOptions{
-		Source: Source{Path: src}, Target: filepath.Join(t.TempDir(), "card.img"), Open: open, Verify: true,
+	_, err := flashOne(context.Background(), FlashOptions{
+		Source: Source{Path: src}, Targets: []string{filepath.Join(t.TempDir(), "card.img")}, Open: open, Verify: true,
 	})
 	var ve *VerifyError
 	if !errors.Is(err, ErrVerifyMismatch) || !errors.As(err, &ve) {
@@ -169,7 +169,7 @@ func TestVerifyCatchesCorruptionAfterWrite(t *testing.T) {
 			other.Close()
 		}}, err
 	}
-	res, err := Flash(context.Background(), FlashOptions{Source: Source{Path: src}, Target: dst, Open: open, Verify: true})
+	res, err := flashOne(context.Background(), FlashOptions{Source: Source{Path: src}, Targets: []string{dst}, Open: open, Verify: true})
 	var ve *VerifyError
 	if !errors.As(err, &ve) || ve.Offset != bad/4096*4096 {
 		t.Fatalf("got %v (%+v), want a VerifyError at %d", err, ve, bad/4096*4096)
@@ -195,7 +195,7 @@ func TestWriteErrorOffset(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		_, err := Flash(context.Background(), FlashOptions{Source: Source{Path: src}, Target: dst, Open: open, Verify: true})
+		_, err := flashOne(context.Background(), FlashOptions{Source: Source{Path: src}, Targets: []string{dst}, Open: open, Verify: true})
 		done <- err
 	}()
 	var err error
@@ -227,7 +227,7 @@ func TestCancelMidWrite(t *testing.T) {
 		}}, err
 	}
 	start := time.Now()
-	_, err := Flash(ctx, FlashOptions{Source: Source{Path: src}, Target: dst, Open: open, Verify: true})
+	_, err := flashOne(ctx, FlashOptions{Source: Source{Path: src}, Targets: []string{dst}, Open: open, Verify: true})
 	if elapsed := time.Since(start); elapsed > 3*time.Second {
 		t.Fatalf("cancellation took %v", elapsed)
 	}
@@ -244,7 +244,7 @@ func TestCorruptLocalFileKept(t *testing.T) {
 	bad := append([]byte{}, img.XZ...)
 	bad[len(bad)/2] ^= 0xFF // block data: passes the container check, fails decoding
 	src := writeTemp(t, "metal-arm64.raw.xz", bad)
-	_, err := Flash(context.Background(), FlashOptions{Source: Source{Path: src}, Target: filepath.Join(t.TempDir(), "card.img")})
+	_, err := flashOne(context.Background(), FlashOptions{Source: Source{Path: src}, Targets: []string{filepath.Join(t.TempDir(), "card.img")}})
 	if !errors.Is(err, ErrCorruptImage) || !strings.Contains(err.Error(), "write stage") {
 		t.Fatalf("got %v, want a write-stage ErrCorruptImage", err)
 	}
@@ -268,7 +268,7 @@ func TestFlashRefusesTargetThatIsTheSource(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, target := range []string{self, link} {
-		_, err := Flash(context.Background(), FlashOptions{Source: Source{Path: self}, Target: target, Verify: true})
+		_, err := flashOne(context.Background(), FlashOptions{Source: Source{Path: self}, Targets: []string{target}, Verify: true})
 		if !errors.Is(err, ErrTargetIsSource) {
 			t.Fatalf("target %s: err %v, want ErrTargetIsSource", target, err)
 		}
@@ -300,7 +300,7 @@ func TestFlashRefusesLoopDeviceOverTheSource(t *testing.T) {
 	}
 	dev := strings.TrimSpace(string(out))
 	t.Cleanup(func() { _ = exec.Command("losetup", "-d", dev).Run() })
-	_, err = Flash(context.Background(), FlashOptions{Source: Source{Path: src}, Target: dev, Verify: true})
+	_, err = flashOne(context.Background(), FlashOptions{Source: Source{Path: src}, Targets: []string{dev}, Verify: true})
 	if !errors.Is(err, ErrTargetIsSource) {
 		t.Fatalf("err %v, want ErrTargetIsSource", err)
 	}

@@ -270,8 +270,8 @@ func checkImage(f *os.File) error {
 // reader to continue from.
 func peekDisk(r io.Reader, force bool) (io.Reader, error) {
 	// A small buffer: big reads pass straight through it afterwards, and
-	// the decoder is not asked for more than the first bytes up front.
-	br := bufio.NewReaderSize(r, sniffHeadSize)
+	// the decoder is not asked for more than the GPT's first tables up front.
+	br := bufio.NewReaderSize(r, gptPeek)
 	head, err := br.Peek(sniffHeadSize)
 	if err != nil && err != io.EOF && !errors.Is(err, bufio.ErrBufferFull) {
 		return nil, err
@@ -284,5 +284,6 @@ func peekDisk(r io.Reader, force bool) (io.Reader, error) {
 			return nil, err
 		}
 	}
-	return br, nil
+	// A GPT image is checked against its own tables, to its end.
+	return gptCheck(br)
 }

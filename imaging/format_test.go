@@ -81,7 +81,7 @@ func TestFlashRefusesWhatIsNotADiskImage(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			src := writeTemp(t, "metal-arm64.raw.xz", make(t))
 			dst := filepath.Join(t.TempDir(), "card.img")
-			_, err := Flash(context.Background(), FlashOptions{Source: Source{Path: src}, Target: dst, Verify: true})
+			_, err := flashOne(context.Background(), FlashOptions{Source: Source{Path: src}, Targets: []string{dst}, Verify: true})
 			if !errors.Is(err, ErrUnsupportedImage) {
 				t.Fatalf("got %v, want ErrUnsupportedImage", err)
 			}
@@ -109,7 +109,7 @@ func TestFlashForceRaw(t *testing.T) {
 	data := bytes.Repeat([]byte("firmware blob "), 100_000)
 	src := writeTemp(t, "blob.raw", data)
 	dst := filepath.Join(t.TempDir(), "card.img")
-	res, err := Flash(context.Background(), FlashOptions{Source: Source{Path: src}, Target: dst, Verify: true, ForceRaw: true})
+	res, err := flashOne(context.Background(), FlashOptions{Source: Source{Path: src}, Targets: []string{dst}, Verify: true, ForceRaw: true})
 	if err != nil || !res.Verified || res.SHA256 != sha256Hex(data) {
 		t.Fatalf("%+v %v", res, err)
 	}
@@ -127,7 +127,7 @@ func TestFlashZstdAndGzip(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			src := writeTemp(t, "metal-arm64.raw.xz", data) // the name lies; content decides
 			dst := filepath.Join(t.TempDir(), "card.img")
-			res, err := Flash(context.Background(), FlashOptions{Source: Source{Path: src}, Target: dst, Verify: true})
+			res, err := flashOne(context.Background(), FlashOptions{Source: Source{Path: src}, Targets: []string{dst}, Verify: true})
 			if err != nil || res.Bytes != img.Size || res.SHA256 != img.SHA256 {
 				t.Fatalf("%+v %v", res, err)
 			}
@@ -138,7 +138,7 @@ func TestFlashZstdAndGzip(t *testing.T) {
 	}
 	src := writeTemp(t, "metal-arm64.raw.zst", zstdBytes(t, img.Raw))
 	dst := filepath.Join(t.TempDir(), "card.img")
-	_, err := Flash(context.Background(), FlashOptions{Source: Source{Path: src}, Target: dst, MaxSize: img.Size - 1})
+	_, err := flashOne(context.Background(), FlashOptions{Source: Source{Path: src}, Targets: []string{dst}, MaxSize: img.Size - 1})
 	if !errors.Is(err, ErrTargetTooSmall) || !strings.Contains(err.Error(), "needs") {
 		t.Fatalf("got %v, want ErrTargetTooSmall from the zstd header's size", err)
 	}
@@ -153,7 +153,7 @@ func TestFlashCorruptZstd(t *testing.T) {
 	data := zstdBytes(t, img.Raw)
 	data[len(data)/2] ^= 0xFF
 	src := writeTemp(t, "metal-arm64.raw.zst", data)
-	_, err := Flash(context.Background(), FlashOptions{Source: Source{Path: src}, Target: filepath.Join(t.TempDir(), "card.img")})
+	_, err := flashOne(context.Background(), FlashOptions{Source: Source{Path: src}, Targets: []string{filepath.Join(t.TempDir(), "card.img")}})
 	if !errors.Is(err, ErrCorruptImage) {
 		t.Fatalf("got %v, want ErrCorruptImage", err)
 	}
@@ -168,7 +168,7 @@ func TestFlashZstdFromFactory(t *testing.T) {
 	c := &Cache{Dir: t.TempDir()}
 	src := Source{URL: srv.ImageURL(testSchematic, testVersion, file), Key: CacheKey(testSchematic, testVersion, file), Cache: c, HTTPClient: srv.Client()}
 	dst := filepath.Join(t.TempDir(), "card.img")
-	res, err := Flash(context.Background(), FlashOptions{Source: src, Target: dst, Verify: true})
+	res, err := flashOne(context.Background(), FlashOptions{Source: src, Targets: []string{dst}, Verify: true})
 	if err != nil || res.SHA256 != img.SHA256 || imagetest.FileSHA256(t, dst, img.Size) != img.SHA256 {
 		t.Fatalf("%+v %v", res, err)
 	}
@@ -201,7 +201,7 @@ func TestFlashMultiFrameZstd(t *testing.T) {
 		t.Fatalf("size %d, %v; want %d", size, err, img.Size)
 	}
 	dst := filepath.Join(t.TempDir(), "card.img")
-	res, err := Flash(context.Background(), FlashOptions{Source: Source{Path: src}, Target: dst, Verify: true})
+	res, err := flashOne(context.Background(), FlashOptions{Source: Source{Path: src}, Targets: []string{dst}, Verify: true})
 	if err != nil || res.Bytes != img.Size || res.SHA256 != img.SHA256 {
 		t.Fatalf("%+v %v", res, err)
 	}
@@ -234,7 +234,7 @@ func TestFlashNotADiskFromFactoryDropsCacheEntry(t *testing.T) {
 	key := CacheKey(testSchematic, testVersion, file)
 	src := Source{URL: srv.ImageURL(testSchematic, testVersion, file), Key: key, Cache: c, HTTPClient: srv.Client()}
 	dst := filepath.Join(t.TempDir(), "card.img")
-	_, err := Flash(context.Background(), FlashOptions{Source: src, Target: dst, Verify: true})
+	_, err := flashOne(context.Background(), FlashOptions{Source: src, Targets: []string{dst}, Verify: true})
 	if !errors.Is(err, ErrUnsupportedImage) || !strings.Contains(err.Error(), "removed it from the cache") {
 		t.Fatalf("err %v, want ErrUnsupportedImage and the entry removed", err)
 	}

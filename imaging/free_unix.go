@@ -30,3 +30,27 @@ func fileTargetFree(t Target) (int64, bool) {
 	}
 	return int64(fs.Bavail) * int64(fs.Bsize), true
 }
+
+// isRegularFile says whether t is a regular file (behind Fd()).
+func isRegularFile(t Target) bool {
+	f, ok := t.(fdTarget)
+	if !ok {
+		return false
+	}
+	var st syscall.Stat_t
+	return syscall.Fstat(int(f.Fd()), &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFREG
+}
+
+// presizeFile grows a regular-file target to size (holes, which read as
+// zeros), so the image's zero chunks need not be written.
+func presizeFile(t Target, size int64) {
+	f, ok := t.(fdTarget)
+	if !ok {
+		return
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(f.Fd()), &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG || st.Size >= size {
+		return
+	}
+	_ = syscall.Ftruncate(int(f.Fd()), size)
+}

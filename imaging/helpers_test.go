@@ -1,6 +1,7 @@
 package imaging
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
@@ -106,4 +107,14 @@ func (w *fileTarget) Close() error                            { return w.f.Close
 func sha256Hex(b []byte) string {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
+}
+
+// flashOne flashes one card (FlashAll with one target): its result and
+// its failure, or the flash's.
+func flashOne(ctx context.Context, opts FlashOptions) (*Result, error) {
+	cards, err := FlashAll(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return cards[0].Result, cards[0].Err
 }

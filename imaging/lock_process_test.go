@@ -21,7 +21,7 @@ func TestHelperFlashProcess(t *testing.T) {
 		t.Skip("helper process only")
 	}
 	c := &Cache{Dir: dir, Retries: 3, RetryDelay: time.Millisecond}
-	res, err := Flash(context.Background(), FlashOptions{Source: Source{URL: url, Key: key, Cache: c}, Target: dst, Verify: true})
+	res, err := flashOne(context.Background(), FlashOptions{Source: Source{URL: url, Key: key, Cache: c}, Targets: []string{dst}, Verify: true})
 	if err != nil {
 		fmt.Println("ERROR", err)
 		os.Exit(1)

@@ -23,3 +23,23 @@ func loopBacking(target string) string {
 	}
 	return strings.TrimSuffix(strings.TrimSpace(string(b)), " (deleted)")
 }
+
+// attachedLoops lists the attached loop devices (those sysfs names a
+// backing file for) with their backing files, stat'ed.
+func attachedLoops() []loopDevice {
+	paths, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	var loops []loopDevice
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		back := strings.TrimSuffix(strings.TrimSpace(string(b)), " (deleted)")
+		fi, err := os.Stat(back)
+		if err != nil {
+			continue // gone (deleted, or renamed since): nothing to name
+		}
+		loops = append(loops, loopDevice{name: filepath.Base(filepath.Dir(filepath.Dir(p))), backingPath: back, backing: fi})
+	}
+	return loops
+}

@@ -4,3 +4,5 @@ package imaging
 
 // loopBacking: loop devices are Linux's.
 func loopBacking(string) string { return "" }
+
+func attachedLoops() []loopDevice { return nil }

@@ -78,7 +78,11 @@ func (m *meter) update(done int64, force bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.now()
-	if !force && now.Sub(m.last) < progressInterval {
+	// A stage's complete report is its forced last one: a throttled report
+	// that reaches the total is left out, so a stage reports completion
+	// once (two "done == total" reports used to come when the last chunk's
+	// report fell outside the interval, as on a loaded machine).
+	if !force && (now.Sub(m.last) < progressInterval || m.total > 0 && done >= m.total) {
 		return
 	}
 	m.last, m.lastDone = now, done

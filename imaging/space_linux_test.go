@@ -53,7 +53,7 @@ func TestFlashChecksFreeSpaceOfFileTarget(t *testing.T) {
 	img := testImage(t)
 	src := writeTemp(t, "metal-arm64.raw.xz", img.XZ)
 	dst := filepath.Join(smallFS(t), "card.img")
-	_, err := Flash(context.Background(), FlashOptions{Source: Source{Path: src}, Target: dst})
+	_, err := flashOne(context.Background(), FlashOptions{Source: Source{Path: src}, Targets: []string{dst}})
 	if !errors.Is(err, ErrTargetTooSmall) || errors.Is(err, ErrIncomplete) {
 		t.Fatalf("got %v, want ErrTargetTooSmall before writing", err)
 	}

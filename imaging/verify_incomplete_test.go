@@ -35,7 +35,7 @@ func TestVerifyOnVanishingCardIsIncomplete(t *testing.T) {
 				t.Fatal(err)
 			}
 			tgt := &shrinkingTarget{fileTarget: fileTarget{f: f}, readErr: readErr}
-			_, err = Flash(context.Background(), FlashOptions{Source: Source{Path: src}, Verify: true,
+			_, err = flashOne(context.Background(), FlashOptions{Source: Source{Path: src}, Targets: []string{f.Name()}, Verify: true,
 				Open: func(string, int64) (Target, error) { return tgt, nil }})
 			if !errors.Is(err, ErrIncomplete) || errors.Is(err, ErrVerifyMismatch) {
 				t.Fatalf("got %v, want ErrIncomplete", err)

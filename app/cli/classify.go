@@ -24,10 +24,9 @@ func classify(err error) int {
 		ioErr     *devices.IOError
 	)
 	switch {
-	case errors.As(err, &refused), errors.As(err, &elevation), errors.Is(err, imaging.ErrTargetTooSmall):
+	case errors.As(err, &refused), errors.As(err, &elevation), errors.Is(err, imaging.ErrTargetTooSmall),
+		errors.Is(err, imaging.ErrTargetInUse), errors.Is(err, imaging.ErrTargetIsSource):
 		return ExitDevice
-	case errors.Is(err, imaging.ErrTargetIsSource):
-		return ExitUsage
 	case errors.Is(err, imaging.ErrVerifyMismatch):
 		return ExitVerify
 	case errors.Is(err, imaging.ErrCorruptImage), errors.Is(err, imaging.ErrUnsupportedImage), errors.Is(err, plan.ErrNoNodeMeta):

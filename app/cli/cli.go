@@ -258,6 +258,7 @@ var commandHelp = map[string]help{
 // compatibility no-ops.
 var hiddenFlags = map[string]bool{
 	"elevated": true, // the privileged child of a flash (pkexec)
+	"follow":   true, // that child, reading an image its parent still downloads
 	"insecure": true, // apply: talosctl compatibility, always insecure
 }
 

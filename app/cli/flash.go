@@ -173,7 +173,9 @@ type flashFlags struct {
 	forceRaw          bool
 	cacheDir          string
 	elevated          bool
-	nodes             nodeFlags // --inventory --hostname (inventory_flash.go)
+	follow            bool
+	growing           *imaging.Growing // --follow: the image as the parent downloads it
+	nodes             nodeFlags        // --inventory --hostname (inventory_flash.go)
 }
 
 func runFlash(ctx context.Context, args []string, env Env) error {
@@ -191,6 +193,7 @@ func runFlash(ctx context.Context, args []string, env Env) error {
 	fs.BoolVar(&f.forceRaw, "force-raw", false, "write an image that does not start like a disk (no MBR/GPT)")
 	fs.StringVar(&f.cacheDir, "cache-dir", "", "image cache directory (default: user cache dir)")
 	fs.BoolVar(&f.elevated, "elevated", false, "internal: this process is the privileged write step")
+	fs.BoolVar(&f.follow, "follow", false, "internal: the image is still downloading, its sizes come on stdin")
 	f.nodes.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -211,7 +214,13 @@ func runFlash(ctx context.Context, args []string, env Env) error {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithCancel(ctx)
 		defer cancel()
+		if f.follow {
+			f.growing = imaging.NewGrowing()
+		}
 		go func() {
+			if f.growing != nil {
+				f.growing.ReadFeed(env.Stdin) // the download's sizes, then "done"
+			}
 			_, _ = io.Copy(io.Discard, env.Stdin)
 			cancel()
 		}()
@@ -299,7 +308,7 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 	}
 	job := plan.Job{
 		Image: im, Device: disks[0].Path, Cache: cache, Factory: f.client(),
-		NoCache: f.noCache, NoVerify: f.noVerify, ForceRaw: f.forceRaw, Safety: opts,
+		NoCache: f.noCache, NoVerify: f.noVerify, ForceRaw: f.forceRaw, Safety: opts, Growing: f.growing,
 		Progress: rep.Progress,
 		Status:   func(msg string) { rep.Info("%s", msg) },
 	}
@@ -342,7 +351,8 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 		if c.Result.Verified {
 			verified = "verified by read-back (" + c.Result.VerifyMode + ")"
 		}
-		rep.Info("wrote %s to %s, sha256 %s, %s", humanize.IBytes(uint64(c.Result.Bytes)), c.Device, c.Result.SHA256, verified)
+		rep.Info("wrote %s to %s (%s written, %s already on the card), sha256 %s, %s", humanize.IBytes(uint64(c.Result.Bytes)), c.Device,
+			humanize.IBytes(uint64(c.Result.Written)), humanize.IBytes(uint64(c.Result.Skipped)), c.Result.SHA256, verified)
 		if c.Node != nil {
 			rep.Info("%s", cardReady(c))
 		}
@@ -370,7 +380,7 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 func elevateResult(c plan.Card, im *plan.Image) contract.ResultEvent {
 	return contract.ResultEvent{
 		Device: c.Device, Bytes: c.Result.Bytes, SHA256: c.Result.SHA256, Verified: c.Result.Verified,
-		VerifyMode: c.Result.VerifyMode, Schematic: im.SchematicID, Version: im.Version,
+		VerifyMode: c.Result.VerifyMode, Written: c.Result.Written, Skipped: c.Result.Skipped, Schematic: im.SchematicID, Version: im.Version,
 		Node: c.NodeName(), Address: c.NodeAddress(),
 	}
 }

@@ -125,8 +125,12 @@ type ResultEvent struct {
 	SHA256     string `json:"sha256"`
 	Verified   bool   `json:"verified"`
 	VerifyMode string `json:"verify_mode,omitempty"`
-	Schematic  string `json:"schematic,omitempty"`
-	Version    string `json:"version,omitempty"` // the Talos version
+	// Written and Skipped: bytes written to the card, and bytes it already
+	// held (found by a direct read, which verified them).
+	Written   int64  `json:"written"`
+	Skipped   int64  `json:"skipped"`
+	Schematic string `json:"schematic,omitempty"`
+	Version   string `json:"version,omitempty"` // the Talos version
 	// Node and Address: the node written onto the card (flash --inventory).
 	Node    string `json:"node,omitempty"`
 	Address string `json:"address,omitempty"`

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -82,7 +83,11 @@ func (e *Error) Is(target error) bool {
 // with the start of its stderr; an exit 0 without a "result" line too. A
 // child that cannot start is ErrStart. cmd.Stderr is captured unless the
 // caller set it; cmd.Stdout must be unset.
-func Run(ctx context.Context, cmd *exec.Cmd, on func(Event)) error {
+func Run(ctx context.Context, cmd *exec.Cmd, on func(Event)) error { return RunFed(ctx, cmd, on, nil) }
+
+// RunFed is Run with feed writing to the child's stdin while it runs (the
+// sizes of a download it follows); closing stdin still cancels it.
+func RunFed(ctx context.Context, cmd *exec.Cmd, on func(Event), feed func(io.Writer)) error {
 	var childErr *Error
 	sawResult := false
 	lines := &lineWriter{max: 1 << 20, on: func(line []byte) {
@@ -119,6 +124,9 @@ func Run(ctx context.Context, cmd *exec.Cmd, on func(Event)) error {
 	}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("%w: %w", ErrStart, err)
+	}
+	if feed != nil {
+		go feed(stdin) // ends when the child's stdin closes
 	}
 
 	stopWatch := make(chan struct{})

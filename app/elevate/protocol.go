@@ -35,6 +35,9 @@ type Args struct {
 	ForceNonRemovable bool
 	AllowLoop         bool
 	ForceRaw          bool
+	// Follow: Image is still being downloaded by the parent, which feeds
+	// its sizes on the child's stdin (RunFed, imaging.Download.WriteFeed).
+	Follow bool
 	// Meta, per device in order, is the node META to write after the
 	// verify (app/plan's encoded CardMeta; "" for none): the values, never
 	// the inventory's path.
@@ -68,6 +71,9 @@ func (a Args) List() []string {
 	}
 	if a.ForceRaw {
 		args = append(args, "--force-raw")
+	}
+	if a.Follow {
+		args = append(args, "--follow")
 	}
 	return args
 }

@@ -159,7 +159,7 @@ exit 6`), nil
 			t.Errorf("failing card %q", r)
 		}
 	})
-	if want := (elevate.Args{Image: cached, Devices: paths}).List(); !slices.Equal(calls[0], want) {
+	if want := (elevate.Args{Image: cached + ".partial", Devices: paths, Follow: true}).List(); !slices.Equal(calls[0], want) {
 		t.Fatalf("child args %q, want %q", calls[0], want)
 	}
 }

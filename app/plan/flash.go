@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,6 +42,9 @@ type Job struct {
 	ForceRaw bool
 	// Safety rules for Open and for the elevated child.
 	Safety devices.Options
+	// Growing: Image.LocalPath is still being downloaded by another
+	// process (the elevated child reading what its parent downloads).
+	Growing *imaging.Growing
 
 	// Open opens the target (nil: devices.Open with Safety).
 	Open func(path string, size int64) (imaging.Target, error)
@@ -144,14 +148,14 @@ func (job *Job) outcome(out *Outcome, cards []Card) (*Outcome, error) {
 //     second card works offline); otherwise the schematic is validated and
 //     registered with the factory (it builds images only for schematics it
 //     knows) and the image is downloaded with the factory client's HTTP client;
-//  2. the image is written and verified in process (imaging.Flash), or,
+//  2. the image is written and verified in process (imaging.FlashAll), or,
 //     when the device needs root, downloaded as the user and written by the
 //     elevated child (app/elevate);
 //  3. a cache entry found corrupt by the child is dropped (the child
 //     flashed it as a plain file and leaves it alone).
 func Flash(ctx context.Context, job Job) (*Outcome, error) {
 	im := job.Image
-	src := imaging.Source{Path: im.LocalPath}
+	src := imaging.Source{Path: im.LocalPath, Growing: job.Growing}
 	if im.LocalPath == "" {
 		if job.Cache == nil || job.Factory == nil {
 			return nil, errors.New("flash: a download needs a cache and a factory client")
@@ -267,17 +271,24 @@ func DeviceNotes(d *devices.Device) []string {
 // one child (one password prompt), which reports each card on its own.
 func (job *Job) flashElevated(ctx context.Context, src imaging.Source) (*Outcome, error) {
 	local := src.Path
+	var dl *imaging.Download
+	follow := false
 	if local == "" {
 		// The child reads a file, so even --no-cache downloads one; it is
 		// removed afterwards unless it was cached before.
 		if src.NoCache && !src.Cache.Has(src.Key) {
 			defer func() { _ = src.Cache.Remove(src.Key) }()
 		}
-		p, err := src.Cache.Fetch(ctx, src.HTTPClient, src.URL, src.Key, job.Progress)
+		// The child writes the card while we download: it follows the
+		// partial file, its sizes fed on its stdin, to the "done" that
+		// comes once the entry is whole, checked and in place.
+		dl = src.Cache.StartDownload(ctx, src.HTTPClient, src.URL, src.Key, job.Progress)
+		defer dl.Cancel() // a child that failed early: the partial stays, resumable
+		p, growing, err := dl.Partial()
 		if err != nil {
 			return nil, err
 		}
-		local = p
+		local, follow = p, growing
 	}
 	// pkexec starts the child in root's home: relative paths would name
 	// other files there.
@@ -291,7 +302,7 @@ func (job *Job) flashElevated(ctx context.Context, src imaging.Source) (*Outcome
 			return nil, err
 		}
 	}
-	args := elevate.Args{Image: local, Device: devs[0], NoVerify: job.NoVerify,
+	args := elevate.Args{Image: local, Device: devs[0], NoVerify: job.NoVerify, Follow: follow,
 		ForceNonRemovable: job.Safety.ForceNonRemovable, AllowLoop: job.Safety.AllowLoop, ForceRaw: job.ForceRaw}
 	if len(job.Devices) > 0 {
 		args.Device, args.Devices = "", devs
@@ -300,7 +311,13 @@ func (job *Job) flashElevated(ctx context.Context, src imaging.Source) (*Outcome
 	cmd, err := job.Elevate(args.List())
 	var manual *devices.ElevationError
 	if errors.As(err, &manual) && strings.HasPrefix(manual.Command, "sudo ") {
-		// Suggest what a person runs, not the child protocol.
+		// Suggest what a person runs, not the child protocol: on the
+		// cached file, once the download is whole.
+		if follow {
+			if p, derr := dl.Wait(); derr == nil {
+				args.Image = p
+			}
+		}
 		if exe, exeErr := os.Executable(); exeErr == nil {
 			manual.Command = devices.ShellJoin(append([]string{"sudo", exe}, args.Human()...))
 		}
@@ -311,11 +328,19 @@ func (job *Job) flashElevated(ctx context.Context, src imaging.Source) (*Outcome
 	job.status("writing " + strings.Join(devs, ", ") + " needs administrator rights: asking for permission (" + cmd.Path + ")")
 	out := &Outcome{Elevated: true}
 	if src.Path == "" && !src.NoCache {
-		out.CachePath = local
+		out.CachePath, _ = src.Cache.Path(src.Key) // the entry, once the partial is in place
+	}
+	resultPath := local
+	if follow {
+		resultPath = out.CachePath
 	}
 	results := map[string]*elevate.ResultEvent{}
 	cardErrs := map[string]error{}
-	err = elevate.Run(ctx, cmd, func(ev elevate.Event) {
+	var feed func(io.Writer)
+	if follow {
+		feed = func(w io.Writer) { _, _ = dl.WriteFeed(w) }
+	}
+	err = elevate.RunFed(ctx, cmd, func(ev elevate.Event) {
 		switch ev.Type {
 		case elevate.TypeProgress:
 			if job.Progress != nil {
@@ -334,7 +359,14 @@ func (job *Job) flashElevated(ctx context.Context, src imaging.Source) (*Outcome
 				cardErrs[ev.Error.Device] = &elevate.Error{Code: ev.Error.Code, Message: ev.Error.Message, Reported: true}
 			}
 		}
-	})
+	}, feed)
+	if err == nil && dl != nil {
+		// The child verified its cards from the whole download: the entry
+		// is in place (or the download's own failure is the flash's).
+		if _, derr := dl.Wait(); derr != nil {
+			err = derr
+		}
+	}
 	if errors.Is(err, imaging.ErrCorruptImage) && src.Path == "" {
 		_ = src.Cache.Remove(src.Key) // we own the cache: the next run downloads again
 	}
@@ -348,7 +380,7 @@ func (job *Job) flashElevated(ctx context.Context, src imaging.Source) (*Outcome
 		case e != nil:
 			cards[i].Err = e
 		case r != nil:
-			cards[i].Result = &imaging.Result{Bytes: r.Bytes, SHA256: r.SHA256, Verified: r.Verified, VerifyMode: r.VerifyMode, Path: local}
+			cards[i].Result = &imaging.Result{Bytes: r.Bytes, SHA256: r.SHA256, Verified: r.Verified, VerifyMode: r.VerifyMode, Path: resultPath, Written: r.Written, Skipped: r.Skipped}
 			cards[i].Node, cards[i].Err = job.childNode(i, r)
 		default:
 			cards[i].Err = &elevate.Error{Code: -1, Message: "the elevated write reported nothing for " + d}

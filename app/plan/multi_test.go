@@ -19,7 +19,8 @@ import (
 // failingTarget fails every write: a card pulled out at once.
 type failingTarget struct{ *os.File }
 
-func (failingTarget) Write([]byte) (int, error) { return 0, syscall.EIO }
+func (failingTarget) Write([]byte) (int, error)          { return 0, syscall.EIO }
+func (failingTarget) WriteAt([]byte, int64) (int, error) { return 0, syscall.EIO }
 
 // Job.Devices in process: one download, every card its own result; the
 // failing one is a CardsError that unwraps to its failure.
@@ -89,7 +90,7 @@ echo '{"event":"error","code":6,"message":"1 of 2 cards failed"}'; exit 6`
 	job.Progress = func(p imaging.Progress) { progress = append(progress, p) }
 	out, err := Flash(context.Background(), job)
 	cached, _ := cache.Path(job.Image.CacheKey())
-	if want := (elevate.Args{Image: cached, Devices: []string{"/dev/sdy", "/dev/sdz"}}).List(); !slices.Equal(args, want) {
+	if want := (elevate.Args{Image: cached + ".partial", Devices: []string{"/dev/sdy", "/dev/sdz"}, Follow: true}).List(); !slices.Equal(args, want) {
 		t.Fatalf("child args %q, want %q", args, want)
 	}
 	var ce *CardsError

@@ -139,10 +139,18 @@ func layout(size, seed int64) ([]extent, []byte, []byte) {
 	binary.LittleEndian.PutUint32(gpt[84:], 128)
 	binary.LittleEndian.PutUint32(gpt[88:], crc32.ChecksumIEEE(entries[:128*128]))
 	binary.LittleEndian.PutUint32(gpt[16:], crc32.ChecksumIEEE(gpt[:92]))
-	// Backup: partition entries + header in the last 33 sectors.
+	// Backup: partition entries + header in the last 33 sectors. The
+	// backup header names itself, the primary as its alternate and its own
+	// entries, with its own CRC: a valid GPT, as the pipeline checks.
 	backup := make([]byte, 33*sector)
 	copy(backup, entries[:32*sector])
-	copy(backup[32*sector:], gpt)
+	bgpt := backup[32*sector:]
+	copy(bgpt, gpt)
+	binary.LittleEndian.PutUint64(bgpt[24:], uint64(total-1))
+	binary.LittleEndian.PutUint64(bgpt[32:], 1)
+	binary.LittleEndian.PutUint64(bgpt[72:], uint64(total-33))
+	binary.LittleEndian.PutUint32(bgpt[16:], 0)
+	binary.LittleEndian.PutUint32(bgpt[16:], crc32.ChecksumIEEE(bgpt[:92]))
 	return ex, hdr, backup
 }
 

@@ -1,0 +1,664 @@
+package imaging
+
+// The write stage: decode into chunks -> hash, and one writer per card
+// (the first MiB last, what the card already holds skipped), with the
+// watchdog for cards that stop answering, cancellation and finish (the
+// stream's end checked, every card synced).
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+type chunk struct {
+	buf  []byte // chunkSize, aligned
+	n    int
+	off  int64
+	refs atomic.Int32
+	lost atomic.Bool // held by a write that was given up: never reused
+	zero bool        // every byte is zero
+}
+
+// alignedBuf returns n bytes starting at an alignment boundary.
+func alignedBuf(n int) []byte {
+	b := make([]byte, n+alignment)
+	shift := 0
+	if r := int(uintptrOf(b) % alignment); r != 0 {
+		shift = alignment - r
+	}
+	return b[shift : shift+n : shift+n]
+}
+
+// written is the outcome of the write stage.
+type written struct {
+	n    int64
+	sum  []byte
+	crcs []uint32 // CRC32C per crcBlock, to locate a verify mismatch
+}
+
+// writeStream is the write stage: it runs the pipeline's goroutines (read,
+// hash, one writer per card) and waits for them. Decoding runs ahead of the
+// slowest card by at most the pool. Each card's own failure is in its err;
+// the error returned is one they all share (decode, cancellation).
+func writeStream(ctx context.Context, stream io.Reader, cards []*card, src *openedSource, progress ProgressFunc) (*written, error) {
+	p := newPipeline(ctx, stream, cards, src, progress)
+	go p.read()
+	go p.hash()
+	for _, c := range cards {
+		go p.write(c)
+	}
+	if len(cards) > 1 {
+		stopWatch := make(chan struct{})
+		defer close(stopWatch)
+		go p.watch(stopWatch)
+	}
+	if err := p.wait(); err != nil {
+		return nil, err
+	}
+	return p.finish()
+}
+
+// cardStall is how long one 4 MiB write may take before a card among
+// several is given up: a reader pulled out can hang in the kernel instead
+// of failing, and the cards share the chunk pool, so it would stop them
+// all. A slow card takes well under a second; one that pauses a minute is
+// dead.
+var cardStall = 60 * time.Second
+
+// errAbandoned ends the writer of a card the watchdog gave up.
+var errAbandoned = errors.New("card abandoned")
+
+// Writer states (card.state).
+const (
+	cardIdle int32 = iota
+	cardWriting
+	cardAbandoned
+)
+
+// watch gives up a card whose write has been stuck for cardStall (only
+// with several cards: one card is the user's to cancel).
+func (p *pipeline) watch(stop <-chan struct{}) {
+	t := time.NewTicker(cardStall / 4)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		for _, cd := range p.cards {
+			if cd.state.Load() != cardWriting || time.Since(time.Unix(0, cd.since.Load())) < cardStall {
+				continue
+			}
+			if cd.state.CompareAndSwap(cardWriting, cardAbandoned) {
+				p.abandon(cd)
+			}
+		}
+	}
+}
+
+// abandon takes over a stuck card's part: its chunk in the kernel's hands
+// is replaced in the pool by a new one (the stuck write may still read
+// it), its queue is drained so the other cards go on, and it fails.
+func (p *pipeline) abandon(cd *card) {
+	cd.current.lost.Store(true)
+	p.release(cd.current)
+	cd.abandoned.Store(true)
+	p.cardDone(cd, &WriteError{Offset: cd.wrote.Load(), Err: fmt.Errorf("%w: a 4 MiB write (or the read before it) did not finish in %s (card pulled out or dead?)", errStalled, cardStall)})
+	go func() {
+		for c := range cd.in {
+			p.release(c)
+		}
+	}()
+}
+
+// pipeline links the stages by bounded channels over a pool of chunks:
+// read (decompress into chunks) -> one write per card (to its target) and
+// hash (SHA-256 + block CRCs). A chunk returns to the pool when the hash and
+// every card are done with it; a card that failed keeps draining its input
+// so the others go on. Each stage's results are set by its goroutine before
+// it closes the channel (or done channel) that the next reader waits on.
+type pipeline struct {
+	ctx        context.Context
+	stream     io.Reader
+	cards      []*card
+	src        *openedSource
+	compressed bool // the meters count compressed bytes (size unknown)
+
+	free   chan *chunk   // the pool
+	toHash chan *chunk   // closed by read, like every card's in
+	stop   chan struct{} // closed when every card gave up: read stops
+	alive  atomic.Int32  // cards still writing
+
+	// read
+	readN   int64
+	readErr error
+	// head is the image's first MiB, kept by read for the cards that write
+	// it last; zeros is what they write in its place meanwhile.
+	head, zeros []byte
+	skipping    bool // some card skips what it holds: chunks are told zero or not
+	// hash
+	hashDone chan struct{}
+	sum      []byte
+	crcs     []uint32
+}
+
+func newPipeline(ctx context.Context, stream io.Reader, cards []*card, src *openedSource, progress ProgressFunc) *pipeline {
+	total, compressed := src.size, false
+	if total < 0 {
+		total, compressed = src.compressed, true
+	}
+	p := &pipeline{
+		ctx: ctx, stream: stream, cards: cards, src: src, compressed: compressed,
+		free:     make(chan *chunk, poolSize),
+		toHash:   make(chan *chunk, poolSize),
+		stop:     make(chan struct{}),
+		hashDone: make(chan struct{}),
+	}
+	p.alive.Store(int32(len(cards)))
+	for _, c := range cards {
+		c.in, c.done = make(chan *chunk, poolSize), make(chan struct{})
+		c.meter = newMeter(progress, StageWrite, total, compressed).forTarget(c.name)
+		c.meter.update(0, true)
+	}
+	for range poolSize {
+		p.free <- &chunk{buf: alignedBuf(chunkSize)}
+	}
+	for _, c := range cards {
+		if c.writeAt != nil {
+			p.zeros = alignedBuf(headSize)
+			p.skipping = true
+			c.rbuf = alignedBuf(holdRead)
+		}
+	}
+	return p
+}
+
+// zeroBlock is compared against to tell a zero chunk (memcmp speed).
+var zeroBlock = make([]byte, 64<<10)
+
+func allZero(b []byte) bool {
+	for len(b) > 0 {
+		n := min(len(b), len(zeroBlock))
+		if !bytes.Equal(b[:n], zeroBlock[:n]) {
+			return false
+		}
+		b = b[n:]
+	}
+	return true
+}
+
+// release returns c to the pool once its last consumer is done with it
+// (a new chunk instead of one a stuck write may still read).
+func (p *pipeline) release(c *chunk) {
+	if c.refs.Add(-1) == 0 {
+		if c.lost.Load() {
+			c = &chunk{buf: alignedBuf(chunkSize)}
+		}
+		p.free <- c
+	}
+}
+
+// read fills whole chunks so every write but the last is 4 MiB.
+func (p *pipeline) read() {
+	defer func() {
+		close(p.toHash)
+		for _, c := range p.cards {
+			close(c.in)
+		}
+	}()
+	var off int64
+	for {
+		var c *chunk
+		select {
+		case c = <-p.free:
+		case <-p.stop:
+			return
+		}
+		n, err := fill(p.stream, c.buf)
+		if n > 0 && off == 0 && p.zeros != nil {
+			p.head = alignedBuf(min(n, headSize))
+			copy(p.head, c.buf)
+		}
+		if n > 0 {
+			c.n, c.off = n, off
+			c.zero = p.skipping && allZero(c.buf[:n])
+			off += int64(n)
+			c.refs.Store(int32(1 + len(p.cards)))
+			p.toHash <- c // never blocks: at most poolSize chunks exist
+			for _, cd := range p.cards {
+				cd.in <- c
+			}
+		} else {
+			p.free <- c
+		}
+		if err == io.EOF {
+			p.readN = off
+			return
+		}
+		if err != nil {
+			p.readN, p.readErr = off, err
+			return
+		}
+	}
+}
+
+// fill reads until buf is full or the stream ends. Unlike io.ReadFull it
+// keeps the stream's own end apart from a failure: io.EOF means the
+// decoder reached and checked its container's end, anything else (the
+// io.ErrUnexpectedEOF of a cut gzip or zstd stream included) is an error.
+func fill(r io.Reader, buf []byte) (n int, err error) {
+	for n < len(buf) && err == nil {
+		var m int
+		m, err = r.Read(buf[n:])
+		n += m
+	}
+	if err == nil && n == len(buf) {
+		return n, nil
+	}
+	return n, err
+}
+
+// hash runs off the write path.
+func (p *pipeline) hash() {
+	defer close(p.hashDone)
+	h := sha256.New()
+	for c := range p.toHash {
+		b := c.buf[:c.n]
+		h.Write(b)
+		for i := 0; i < len(b); i += crcBlock {
+			p.crcs = append(p.crcs, crc32.Checksum(b[i:min(i+crcBlock, len(b))], crcTable))
+		}
+		p.release(c)
+	}
+	p.sum = h.Sum(nil)
+}
+
+// write runs one card in its own goroutine so cancellation can return even
+// if a write is stuck in the kernel (a vanished USB reader). A card that
+// fails drains (releases) the rest of its input: the other cards go on.
+func (p *pipeline) write(cd *card) {
+	err := p.writeCard(cd)
+	if err == errAbandoned {
+		return // the watchdog reported it and drains its queue
+	}
+	p.cardDone(cd, err)
+	for c := range cd.in {
+		p.release(c)
+	}
+}
+
+// cardDone records a card's write outcome; exactly one of its writer and
+// the watchdog calls it.
+func (p *pipeline) cardDone(cd *card, err error) {
+	cd.werr = err
+	close(cd.done)
+	if err != nil && p.alive.Add(-1) == 0 {
+		close(p.stop)
+	}
+}
+
+// writeSeq writes b in order (a target without positional writes).
+func (p *pipeline) writeSeq(cd *card, b []byte, direct *bool) (int, error) {
+	p.unalign(cd, len(b), direct)
+	n, err := cd.t.Write(b)
+	if err == nil && n < len(b) {
+		err = io.ErrShortWrite
+	}
+	cd.written.Add(int64(n))
+	return n, err
+}
+
+// unalign turns O_DIRECT off before an unaligned write (the tail), which
+// it would refuse.
+func (p *pipeline) unalign(cd *card, n int, direct *bool) {
+	if *direct && n%alignment != 0 {
+		if f, ok := cd.t.(fdTarget); ok && setDirect(f.Fd(), false) == nil {
+			*direct = false
+		}
+	}
+}
+
+// writeSkipping puts chunk c on a card with positional writes:
+//   - the first MiB is written last (finish): zeros stand in for it until
+//     then, so a card that fails half-way has no partition table and never
+//     boots half an image;
+//   - a chunk the card may already hold (a zero chunk, or any chunk once
+//     the card's first chunk was the image's) is read from the card first
+//     (O_DIRECT) and not written when the card reads the image's bytes
+//     there; that read is the chunk's verification. Never a discard/TRIM:
+//     cards and readers lie about what those leave.
+//
+// It returns the bytes of c done (written or found already there).
+func (p *pipeline) writeSkipping(cd *card, c *chunk, direct *bool) (int, error) {
+	b := c.buf[:c.n]
+	if c.off == 0 {
+		h := min(len(b), headSize)
+		rest := true
+		if skipHeld && (*direct || cd.regular) {
+			// The card's own first MiB tells a re-flash (written last, it
+			// is the image's only on a card that was written whole).
+			cd.compare = cd.holds(b[:h], 0)
+			rest = len(b) > h && !((cd.compare || allZero(b[h:])) && cd.holds(b[h:], int64(h)))
+		}
+		p.unalign(cd, h, direct)
+		if n, err := cd.put(p.zeros[:h], 0); err != nil {
+			return n, err
+		}
+		if !rest {
+			cd.skipped.Add(int64(len(b) - h))
+			return len(b), nil
+		}
+		p.unalign(cd, len(b)-h, direct)
+		n, err := cd.put(b[h:], int64(h))
+		return h + n, err
+	}
+	// Only a read of the card itself (O_DIRECT) tells what it holds; a
+	// regular file's page cache is the file.
+	if skipHeld && (*direct || cd.regular) && (c.zero || cd.compare) && cd.probe() {
+		if cd.holds(b, c.off) {
+			cd.probeGap = 0
+			idx := int(c.off / chunkSize)
+			for len(cd.skippedChunk) <= idx {
+				cd.skippedChunk = append(cd.skippedChunk, false)
+			}
+			cd.skippedChunk[idx] = true
+			cd.skipped.Add(int64(len(b)))
+			return len(b), nil
+		}
+		// The card holds other data here: read first less often, until a
+		// read finds the image's bytes again.
+		cd.probeGap = min(max(1, 2*cd.probeGap), 64)
+		cd.probeWait = cd.probeGap
+	}
+	p.unalign(cd, len(b), direct)
+	n, err := cd.put(b, c.off)
+	if err == nil && !*direct {
+		// Buffered: bound the dirty page cache (and pin an error to a
+		// region) as devices.Device does for its own writes.
+		if cd.sinceSync += int64(n); cd.sinceSync >= 32<<20 {
+			cd.sinceSync, err = 0, cd.t.Sync()
+		}
+	}
+	return n, err
+}
+
+// skipHeld is off only in benchmarks: the write of every byte they compare
+// with.
+var skipHeld = true
+
+// probe says whether to read the card before the next chunk it may hold.
+func (cd *card) probe() bool {
+	if cd.probeWait > 0 {
+		cd.probeWait--
+		return false
+	}
+	return true
+}
+
+// holdProbe is how much of a chunk is read first: a card that holds other
+// data there costs this read, not the chunk's. The rest is read holdRead
+// at a time (one buffer per card: three cards stay under 64 MiB).
+const (
+	holdProbe = 64 << 10
+	holdRead  = 1 << 20
+)
+
+// holds says whether the card reads b at off (direct reads of whole
+// O_DIRECT blocks, its first 64 KiB first). A short read, one past its
+// end or an error is "no": the chunk is then simply written.
+func (cd *card) holds(b []byte, off int64) bool {
+	for done := 0; done < len(b); {
+		n := min(len(b)-done, holdRead)
+		if done == 0 {
+			n = min(n, holdProbe)
+		}
+		al := (n + alignment - 1) / alignment * alignment
+		m, err := cd.t.ReadAt(cd.rbuf[:al], off+int64(done))
+		if m < n && cd.regular && err == io.EOF {
+			// Past the end of a regular file: zeros once finish grows it.
+			if !bytes.Equal(cd.rbuf[:m], b[done:done+m]) || !allZero(b[done+m:done+n]) {
+				return false
+			}
+			cd.grow = true
+			done += n
+			continue
+		}
+		if m < n || !bytes.Equal(cd.rbuf[:n], b[done:done+n]) {
+			return false
+		}
+		done += n
+	}
+	return true
+}
+
+// put writes b at off through the card's positional writer.
+func (cd *card) put(b []byte, off int64) (int, error) {
+	n, err := cd.writeAt(b, off)
+	if err == nil && n < len(b) {
+		err = io.ErrShortWrite
+	}
+	cd.written.Add(int64(n))
+	return n, err
+}
+
+func (p *pipeline) writeCard(cd *card) error {
+	if cd.writeAt != nil {
+		// A regular file reads zeros where it was never written: sized to
+		// the image (up front when the size is known, else at the end),
+		// its zero chunks need no write at all.
+		cd.regular = isRegularFile(cd.t)
+		if cd.regular && p.src.size > 0 {
+			presizeFile(cd.t, p.src.size)
+		}
+	}
+	direct := false
+	if f, ok := cd.t.(fdTarget); ok && setDirect(f.Fd(), true) == nil {
+		// O_DIRECT writes: no dirty page cache build-up, so progress
+		// shows the card's real speed and fsync is quick.
+		direct = true
+		defer setDirect(f.Fd(), false)
+	}
+	for c := range cd.in {
+		if p.ctx.Err() != nil {
+			p.release(c)
+			return p.ctx.Err()
+		}
+		b := c.buf[:c.n]
+		if cd.limit > 0 && c.off+int64(len(b)) > cd.limit {
+			// Found while writing (size unknown up front): the card is
+			// partly written, so this is also an incomplete card.
+			p.release(c)
+			return fmt.Errorf("%w: image exceeds %d bytes; %w", ErrTargetTooSmall, cd.limit, ErrIncomplete)
+		}
+		cd.current = c
+		cd.since.Store(time.Now().UnixNano())
+		cd.state.Store(cardWriting)
+		var n int
+		var err error
+		if cd.writeAt == nil {
+			n, err = p.writeSeq(cd, b, &direct)
+		} else {
+			n, err = p.writeSkipping(cd, c, &direct)
+		}
+		if !cd.state.CompareAndSwap(cardWriting, cardIdle) {
+			return errAbandoned // c is the watchdog's now
+		}
+		cd.wrote.Add(int64(n))
+		p.release(c)
+		if err != nil {
+			return &WriteError{Offset: c.off + int64(n), Err: err}
+		}
+		if p.compressed {
+			cd.meter.update(p.src.consumed.Load(), false)
+		} else {
+			cd.meter.update(cd.wrote.Load(), false)
+		}
+	}
+	return nil
+}
+
+// wait waits for every card's write stage to end. On cancellation it gives
+// writes stuck in the kernel cancelGrace, syncs what was written (bounded
+// too) and reports incomplete cards. With one card its own failure is
+// returned, as it ends the flash.
+func (p *pipeline) wait() error {
+	all := make(chan struct{})
+	go func() {
+		for _, c := range p.cards {
+			<-c.done
+		}
+		close(all)
+	}()
+	cancelled := false
+	select {
+	case <-all:
+	case <-p.ctx.Done():
+		cancelled = true
+		select {
+		case <-all:
+		case <-time.After(cancelGrace):
+		}
+	}
+	if !cancelled {
+		for _, c := range p.cards {
+			c.err = c.werr
+		}
+	}
+	if cancelled || p.anyCancelled() {
+		var wg sync.WaitGroup
+		for _, c := range p.cards {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				done := c.wrote.Load()
+				if syncErr := syncBounded(c.t, cancelGrace); syncErr != nil {
+					c.err = fmt.Errorf("flash interrupted after %d bytes (%w), and syncing them failed: %v: %w", done, p.ctx.Err(), syncErr, ErrIncomplete)
+				} else {
+					c.err = fmt.Errorf("flash interrupted after %d bytes (%w): %w", done, p.ctx.Err(), ErrIncomplete)
+				}
+			}()
+		}
+		wg.Wait()
+		if len(p.cards) == 1 {
+			return p.cards[0].err
+		}
+		return fmt.Errorf("flash interrupted (%w): %w", p.ctx.Err(), ErrIncomplete)
+	}
+	if len(p.cards) == 1 {
+		return p.cards[0].err
+	}
+	return nil
+}
+
+// anyCancelled says whether a card stopped because the context ended.
+func (p *pipeline) anyCancelled() bool {
+	for _, c := range p.cards {
+		if errors.Is(c.err, context.Canceled) || errors.Is(c.err, context.DeadlineExceeded) {
+			return true
+		}
+	}
+	return false
+}
+
+// finish checks that the whole image was decoded, syncs the cards still
+// good and returns what the verify stage compares against.
+func (p *pipeline) finish() (*written, error) {
+	<-p.hashDone
+	if p.readErr != nil {
+		if p.ctx.Err() != nil {
+			return nil, fmt.Errorf("flash interrupted after %d bytes (%w): %w", p.readN, p.ctx.Err(), ErrIncomplete)
+		}
+		return nil, fmt.Errorf("%w (after %d bytes were written: %w)", p.src.decodeErr(p.readErr), p.readN, ErrIncomplete)
+	}
+	if p.alive.Load() == 0 {
+		return nil, p.cards[0].err // every card failed on its own: nothing to check
+	}
+	if p.src.size >= 0 && p.readN != p.src.size {
+		return nil, p.src.corrupt(fmt.Errorf("write stage: %w: decompressed %d bytes, the %s image should give %d (%w)", ErrCorruptImage, p.readN, p.src.format, p.src.size, ErrIncomplete))
+	}
+	var wg sync.WaitGroup
+	for _, c := range p.cards {
+		if c.err == nil && c.wrote.Load() != p.readN {
+			// Every card takes every decoded byte; one that did not is
+			// short, whatever its writer said.
+			c.err = &WriteError{Offset: c.wrote.Load(), Err: fmt.Errorf("%d of the image's %d bytes were written", c.wrote.Load(), p.readN)}
+		}
+		if c.err != nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if c.grow {
+				presizeFile(c.t, p.readN)
+			}
+			err := syncBounded(c.t, cardStall)
+			if err == nil && c.writeAt != nil && p.head != nil {
+				// The rest is on the card: now the partition table.
+				err = bounded(cardStall, func() error {
+					_, err := c.put(p.head, 0)
+					if err != nil {
+						return fmt.Errorf("writing the first MiB last: %w", err)
+					}
+					return c.t.Sync()
+				})
+			}
+			if err != nil {
+				if errors.Is(err, errStalled) {
+					c.abandoned.Store(true) // its Close may hang too: never waited for
+					err = fmt.Errorf("%w: %w", err, ErrIncomplete)
+				}
+				c.err = &WriteError{Offset: p.readN, Err: fmt.Errorf("sync: %w", err)}
+				return
+			}
+			if p.compressed {
+				c.meter.setTotal(p.readN)
+				c.meter.setCompressed(false)
+			}
+			c.meter.update(p.readN, true)
+		}()
+	}
+	wg.Wait()
+	return &written{n: p.readN, sum: p.sum, crcs: p.crcs}, nil
+}
+
+// positionalWriter is how the first MiB of t is written last: its WriteAt,
+// else a positional write on its descriptor (a devices.Device), else nil:
+// a target written only in order gets the image in order.
+func positionalWriter(t Target) func(p []byte, off int64) (int, error) {
+	if w, ok := t.(io.WriterAt); ok {
+		return w.WriteAt
+	}
+	if f, ok := t.(fdTarget); ok && havePwriteFd {
+		return func(p []byte, off int64) (int, error) { return pwriteFd(f.Fd(), p, off) }
+	}
+	return nil
+}
+
+// errStalled marks a card that stopped answering (a pulled reader can
+// hang in the kernel on a write, an fsync or a read).
+var errStalled = errors.New("the card stopped answering")
+
+// syncBounded syncs but gives up waiting after d (a dead device may hang).
+func syncBounded(t Target, d time.Duration) error { return bounded(d, t.Sync) }
+
+// bounded runs fn but gives up waiting for it after d.
+func bounded(d time.Duration, fn func() error) error {
+	done := make(chan error, 1)
+	go func() { done <- fn() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(d):
+		return fmt.Errorf("%w for %s", errStalled, d)
+	}
+}

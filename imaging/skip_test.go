@@ -1,0 +1,116 @@
+package imaging
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/talosflash/talosflash/imaging/imagetest"
+)
+
+var (
+	skipImageOnce sync.Once
+	skipImage     []byte
+)
+
+// skipRaw is a 64 MiB image with whole zero chunks, as the factory's has.
+func skipRaw(t *testing.T) []byte {
+	skipImageOnce.Do(func() {
+		var err error
+		if skipImage, err = imagetest.Raw(64<<20, 5); err != nil {
+			t.Fatal(err)
+		}
+	})
+	return skipImage
+}
+
+// flashOnto flashes raw onto a card that already holds before (opened
+// as is, not truncated) and returns the result and the card's bytes.
+func flashOnto(t *testing.T, raw, before []byte, wrap func(*os.File) Target) (*Result, []byte, error) {
+	t.Helper()
+	dir := t.TempDir()
+	card := filepath.Join(dir, "card.img")
+	if err := os.WriteFile(card, before, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	open := func(string, int64) (Target, error) {
+		f, err := os.OpenFile(card, os.O_RDWR, 0)
+		if err != nil || wrap == nil {
+			return f, err
+		}
+		return wrap(f), nil
+	}
+	res, err := flashOne(context.Background(), FlashOptions{Source: Source{Path: writeTemp(t, "img.raw", raw)}, Targets: []string{card}, Open: open, Verify: true})
+	got, rerr := os.ReadFile(card)
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	return res, got, err
+}
+
+// Only the bytes the card lacks are written, and the card is the image
+// byte for byte whatever it held: zeros, the image itself, random data.
+func TestOnlyWhatTheCardLacksIsWritten(t *testing.T) {
+	raw := skipRaw(t)
+	size := int64(len(raw))
+	var zeroChunks int64
+	for off := int64(chunkSize); off < size; off += chunkSize {
+		if allZero(raw[off:min(size, off+chunkSize)]) {
+			zeroChunks += min(chunkSize, size-off)
+		}
+	}
+	if zeroChunks < size/4 {
+		t.Fatalf("the test image has only %d bytes of zero chunks", zeroChunks)
+	}
+	random := make([]byte, size)
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range random {
+		random[i] = byte(r.Uint32())
+	}
+	cases := []struct {
+		name             string
+		before           []byte
+		written, skipped int64 // -1: not checked exactly
+	}{
+		{"zeroed", make([]byte, size), size - zeroChunks - chunkSize + 2*headSize + (chunkSize - headSize), zeroChunks},
+		{"holding the image", raw, 2 * headSize, size - headSize},
+		{"random", random, size + headSize, 0},
+		{"new file", nil, -1, zeroChunks},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			res, got, err := flashOnto(t, raw, c.before, nil)
+			if err != nil || !res.Verified || res.Bytes != size {
+				t.Fatalf("%+v %v", res, err)
+			}
+			if !bytes.Equal(got, raw) {
+				t.Fatal("the card is not the image")
+			}
+			if res.Written+res.Skipped < size || c.written >= 0 && res.Written != c.written || res.Skipped != c.skipped {
+				t.Fatalf("written %d skipped %d, want %d and %d (image %d)", res.Written, res.Skipped, c.written, c.skipped, size)
+			}
+		})
+	}
+}
+
+// lyingCard reads zeros wherever it is asked, whatever it holds.
+type lyingCard struct{ *os.File }
+
+func (l lyingCard) ReadAt(p []byte, off int64) (int, error) {
+	clear(p)
+	return len(p), nil
+}
+
+// A card whose reads lie is caught: what was written does not read back.
+func TestLyingReadsCaught(t *testing.T) {
+	raw := skipRaw(t)
+	_, _, err := flashOnto(t, raw, make([]byte, len(raw)), func(f *os.File) Target { return lyingCard{f} })
+	if !errors.Is(err, ErrVerifyMismatch) {
+		t.Fatalf("got %v, want a verify mismatch", err)
+	}
+}
