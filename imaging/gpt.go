@@ -3,11 +3,12 @@ package imaging
 import (
 	"bufio"
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
+
+	"github.com/talosflash/talosflash/imaging/gpt"
 )
 
 // A GPT image checks itself: its primary header (LBA 1) carries a CRC of
@@ -25,54 +26,18 @@ import (
 // image tool's layout), the primary partition array.
 const gptPeek = 64 << 10
 
-// maxGPTArray bounds a partition array (128 entries of 128 bytes is the
-// usual 16 KiB): a header naming more is not believed.
-const maxGPTArray = 1 << 20
-
 var gptSignature = []byte("EFI PART")
 
-// gptHeader is the part of a GPT header the checks compare.
-type gptHeader struct {
-	myLBA, altLBA         uint64
-	firstUsable, lastUsab uint64
-	diskGUID              [16]byte
-	entriesLBA            uint64
-	entries, entrySize    uint32
-	entriesCRC            uint32
-	arrayBytes            int64
-}
-
-// parseGPTHeader checks one header sector (signature, size, CRC).
-func parseGPTHeader(sec []byte, sector int64) (gptHeader, error) {
-	var h gptHeader
-	if !bytes.Equal(sec[:8], gptSignature) {
-		return h, errors.New("no GPT signature")
+// parseGPTHeader is gpt.ParseHeader (one parser of GPT headers for the
+// table reader and this check) with LBAs no card has refused: the stream
+// check waits for the bytes they name.
+func parseGPTHeader(sec []byte, lba uint64) (gpt.Header, error) {
+	h, err := gpt.ParseHeader(sec, lba)
+	if err != nil {
+		return h, err
 	}
-	size := binary.LittleEndian.Uint32(sec[12:])
-	if size < 92 || int64(size) > sector {
-		return h, fmt.Errorf("header size %d", size)
-	}
-	hdr := bytes.Clone(sec[:size])
-	want := binary.LittleEndian.Uint32(hdr[16:])
-	binary.LittleEndian.PutUint32(hdr[16:], 0)
-	if got := crc32.ChecksumIEEE(hdr); got != want {
-		return h, fmt.Errorf("header CRC %08x, it says %08x", got, want)
-	}
-	h.myLBA = binary.LittleEndian.Uint64(hdr[24:])
-	h.altLBA = binary.LittleEndian.Uint64(hdr[32:])
-	h.firstUsable = binary.LittleEndian.Uint64(hdr[40:])
-	h.lastUsab = binary.LittleEndian.Uint64(hdr[48:])
-	copy(h.diskGUID[:], hdr[56:72])
-	h.entriesLBA = binary.LittleEndian.Uint64(hdr[72:])
-	h.entries = binary.LittleEndian.Uint32(hdr[80:])
-	h.entrySize = binary.LittleEndian.Uint32(hdr[84:])
-	h.entriesCRC = binary.LittleEndian.Uint32(hdr[88:])
-	h.arrayBytes = int64(h.entries) * int64(h.entrySize)
-	if h.entrySize < 128 || h.entrySize%8 != 0 || h.arrayBytes > maxGPTArray {
-		return h, fmt.Errorf("partition array of %d entries of %d bytes", h.entries, h.entrySize)
-	}
-	if h.entriesLBA > 1<<40 || h.altLBA > 1<<40 {
-		return h, fmt.Errorf("LBAs beyond any card (array at %d, alternate header at %d)", h.entriesLBA, h.altLBA)
+	if h.EntryLBA > 1<<40 || h.AltLBA > 1<<40 {
+		return h, fmt.Errorf("LBAs beyond any card (array at %d, alternate header at %d)", h.EntryLBA, h.AltLBA)
 	}
 	return h, nil
 }
@@ -100,7 +65,7 @@ type gptStream struct {
 	r       io.Reader
 	off     int64
 	sector  int64
-	primary gptHeader
+	primary gpt.Header
 	// primaryArray and backupArray are the partition arrays' bytes (the
 	// backup's where the standard layout puts it, just before its header),
 	// backupHdr the backup header's sector.
@@ -135,25 +100,25 @@ func gptCheck(br *bufio.Reader) (io.Reader, error) {
 	if sector == 0 {
 		return nil, errors.New("GPT: the image ends inside its primary header")
 	}
-	h, err := parseGPTHeader(head[sector:2*sector], sector)
+	h, err := parseGPTHeader(head[sector:2*sector], 1)
 	if err != nil {
 		return nil, fmt.Errorf("GPT: primary header: %v", err)
 	}
-	if h.myLBA != 1 || h.altLBA <= 1 || h.entriesLBA < 2 || h.entriesLBA >= h.altLBA {
-		return nil, fmt.Errorf("GPT: primary header at LBA 1 says it is at LBA %d, its backup at LBA %d, its partitions at LBA %d", h.myLBA, h.altLBA, h.entriesLBA)
+	if h.MyLBA != 1 || h.AltLBA <= 1 || h.EntryLBA < 2 || h.EntryLBA >= h.AltLBA {
+		return nil, fmt.Errorf("GPT: primary header at LBA 1 says it is at LBA %d, its backup at LBA %d, its partitions at LBA %d", h.MyLBA, h.AltLBA, h.EntryLBA)
 	}
 	g := &gptStream{r: br, sector: sector, primary: h}
-	g.primaryArray = region{start: int64(h.entriesLBA) * sector}
-	g.primaryArray.end = g.primaryArray.start + h.arrayBytes
-	g.backupAt = int64(h.altLBA) * sector
-	arraySectors := (h.arrayBytes + sector - 1) / sector
-	g.backupArray = region{start: g.backupAt - arraySectors*sector, end: g.backupAt - arraySectors*sector + h.arrayBytes}
+	g.primaryArray = region{start: int64(h.EntryLBA) * sector}
+	g.primaryArray.end = g.primaryArray.start + h.EntryBytes()
+	g.backupAt = int64(h.AltLBA) * sector
+	arraySectors := (h.EntryBytes() + sector - 1) / sector
+	g.backupArray = region{start: g.backupAt - arraySectors*sector, end: g.backupAt - arraySectors*sector + h.EntryBytes()}
 	if g.primaryArray.end <= int64(len(head)) {
 		// In the peek: a damaged array is found before the target is opened.
 		var probe region = g.primaryArray
 		probe.observe(head, 0)
-		if probe.crc != h.entriesCRC {
-			return nil, fmt.Errorf("GPT: primary partition array CRC %08x, the header says %08x", probe.crc, h.entriesCRC)
+		if probe.crc != h.EntryCRC {
+			return nil, fmt.Errorf("GPT: primary partition array CRC %08x, the header says %08x", probe.crc, h.EntryCRC)
 		}
 	}
 	return g, nil
@@ -178,7 +143,7 @@ func (g *gptStream) Read(p []byte) (int, error) {
 		}
 	}
 	if err == io.EOF && (!g.primaryDone || !g.backupDone) {
-		g.err = fmt.Errorf("GPT: the image ends at byte %d, before the end of its backup header at byte %d (LBA %d) that the primary names: it is cut", g.off, g.backupAt+g.sector, g.primary.altLBA)
+		g.err = fmt.Errorf("GPT: the image ends at byte %d, before the end of its backup header at byte %d (LBA %d) that the primary names: it is cut", g.off, g.backupAt+g.sector, g.primary.AltLBA)
 		return n, g.err
 	}
 	return n, err
@@ -189,29 +154,29 @@ func (g *gptStream) checkPassed() error {
 	h := g.primary
 	if !g.primaryDone && g.primaryArray.whole() {
 		g.primaryDone = true
-		if g.primaryArray.crc != h.entriesCRC {
-			return fmt.Errorf("GPT: primary partition array CRC %08x, the header says %08x", g.primaryArray.crc, h.entriesCRC)
+		if g.primaryArray.crc != h.EntryCRC {
+			return fmt.Errorf("GPT: primary partition array CRC %08x, the header says %08x", g.primaryArray.crc, h.EntryCRC)
 		}
 	}
 	if g.backupDone || int64(len(g.backupHdr)) < g.sector {
 		return nil
 	}
 	g.backupDone = true
-	b, err := parseGPTHeader(g.backupHdr, g.sector)
+	b, err := parseGPTHeader(g.backupHdr, h.AltLBA)
 	if err != nil {
-		return fmt.Errorf("GPT: backup header at LBA %d: %v", h.altLBA, err)
+		return fmt.Errorf("GPT: backup header at LBA %d: %v", h.AltLBA, err)
 	}
 	switch {
-	case b.myLBA != h.altLBA || b.altLBA != h.myLBA:
-		return fmt.Errorf("GPT: the backup header at LBA %d says it is at LBA %d with its alternate at LBA %d", h.altLBA, b.myLBA, b.altLBA)
-	case b.entries != h.entries || b.entrySize != h.entrySize || b.entriesCRC != h.entriesCRC ||
-		b.firstUsable != h.firstUsable || b.lastUsab != h.lastUsab || b.diskGUID != h.diskGUID:
+	case b.MyLBA != h.AltLBA || b.AltLBA != h.MyLBA:
+		return fmt.Errorf("GPT: the backup header at LBA %d says it is at LBA %d with its alternate at LBA %d", h.AltLBA, b.MyLBA, b.AltLBA)
+	case b.EntryCount != h.EntryCount || b.EntrySize != h.EntrySize || b.EntryCRC != h.EntryCRC ||
+		b.FirstUsable != h.FirstUsable || b.LastUsable != h.LastUsable || b.DiskGUID != h.DiskGUID:
 		return errors.New("GPT: the backup header describes another disk than the primary")
 	}
 	// The backup array where every tool puts it, just before its header;
 	// one elsewhere is left to the partition tools.
-	if int64(b.entriesLBA)*g.sector == g.backupArray.start && g.backupArray.whole() && g.backupArray.crc != b.entriesCRC {
-		return fmt.Errorf("GPT: backup partition array CRC %08x, the header says %08x", g.backupArray.crc, b.entriesCRC)
+	if int64(b.EntryLBA)*g.sector == g.backupArray.start && g.backupArray.whole() && g.backupArray.crc != b.EntryCRC {
+		return fmt.Errorf("GPT: backup partition array CRC %08x, the header says %08x", g.backupArray.crc, b.EntryCRC)
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -129,6 +130,11 @@ func openSource(ctx context.Context, src Source, progress ProgressFunc) (*opened
 		open = func(string) (*os.File, error) { return s.cache.Open(s.cacheKey) }
 	}
 	f, err := open(path)
+	if src.Growing != nil && errors.Is(err, os.ErrNotExist) {
+		// Renamed into place since the path was handed over: the same file.
+		path = FollowedPath(path)
+		f, err = open(path)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open image: %w", err)
 	}
@@ -322,4 +328,19 @@ func (s *openedSource) name() string {
 		return "downloaded stream"
 	}
 	return s.path
+}
+
+// FollowedPath is the file a followed download (Source.Growing) is in now:
+// its partial file while it downloads, the cache entry once it is whole (a
+// rename, so the same file; the child may start after it). A path that is
+// not a partial, or a partial still there, is returned as it is.
+func FollowedPath(partial string) string {
+	whole, ok := strings.CutSuffix(partial, partialSuffix)
+	if !ok {
+		return partial
+	}
+	if _, err := os.Stat(partial); errors.Is(err, os.ErrNotExist) {
+		return whole
+	}
+	return partial
 }

@@ -188,3 +188,39 @@ func TestFollowAnotherProcessDownload(t *testing.T) {
 		}
 	}
 }
+
+// The child may start after the download it follows completed: the partial
+// has been renamed into place, and the child reads the whole entry (it
+// failed "no such file" before; a real child hit this on a fast loopback).
+func TestFollowDownloadFinishedBeforeTheChildOpens(t *testing.T) {
+	raw := skipRaw(t)
+	data := zstdBytes(t, raw)
+	gate := make(chan struct{})
+	close(gate)
+	srv := gatedServer(t, data, gate, false)
+	c := &Cache{Dir: t.TempDir(), Retries: 1, RetryDelay: time.Millisecond, IdleTimeout: 20 * time.Second}
+	key := CacheKey(testSchematic, testVersion, "metal-arm64.raw.zst")
+	dl := c.StartDownload(context.Background(), srv.Client(), srv.URL+"/img", key, nil)
+	partial, _, err := dl.Partial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var feed bytes.Buffer
+	dl.WriteFeed(&feed) // to the end: the entry is whole and in place
+	if whole, err := dl.Wait(); err != nil || FollowedPath(partial) != whole {
+		t.Fatalf("FollowedPath(%s) = %s, want the entry %s (%v)", partial, FollowedPath(partial), whole, err)
+	}
+	if _, err := os.Stat(partial); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the partial is still there: %v", err)
+	}
+	g := NewGrowing()
+	go g.ReadFeed(&feed)
+	dst := filepath.Join(t.TempDir(), "card.img")
+	res, err := flashOne(context.Background(), FlashOptions{Source: Source{Path: partial, Growing: g}, Targets: []string{dst}, Verify: true})
+	if err != nil || !res.Verified {
+		t.Fatalf("%+v %v", res, err)
+	}
+	if got, _ := os.ReadFile(dst); !bytes.Equal(got, raw) {
+		t.Fatal("the card is not the image")
+	}
+}

@@ -4,7 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"strings"
 
+	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/imaging/gpt"
 	"github.com/talosflash/talosflash/imaging/meta"
 )
@@ -143,4 +146,72 @@ func ReadCard(r io.ReaderAt, size int64) *CardReport {
 	}
 
 	return rep
+}
+
+// ErrNotACard: the path is neither a block device nor a regular file (a
+// FIFO would wait for a writer, a directory holds no image).
+var ErrNotACard = errors.New("not a disk or an image file")
+
+// ReadCardPath reads the card or image file at path, read-only and bounded
+// (ReadCard reads the partition tables and META only), and returns its
+// report and size. The path is checked before it is opened.
+func ReadCardPath(path string) (*CardReport, int64, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, 0, err
+	}
+
+	if !st.Mode().IsRegular() && st.Mode()&os.ModeDevice == 0 {
+		return nil, 0, fmt.Errorf("%s: %w", path, ErrNotACard)
+	}
+
+	f, err := os.Open(path) // read-only: nothing is ever written here
+	if err != nil {
+		return nil, 0, err
+	}
+	defer f.Close()
+
+	size, err := f.Seek(0, io.SeekEnd)
+	if err != nil {
+		return nil, 0, fmt.Errorf("size of %s: %w", path, err)
+	}
+
+	return ReadCard(f, size), size, nil
+}
+
+// Summary is the report in one line for a list of cards: the node and
+// image written on it, "a Talos image" without talosflash's records, or ""
+// when the card holds no Talos image.
+func (rep *CardReport) Summary() string {
+	if rep == nil || !rep.Talos {
+		return ""
+	}
+
+	var parts []string
+	if rep.Node != nil {
+		if s := rep.Node.String(); s != "" {
+			parts = append(parts, s)
+		}
+	}
+
+	if r := rep.Record; r != nil {
+		image := r.Profile
+		if r.Schematic != "" {
+			image = strings.TrimSpace(image + " " + factory.ShortID(r.Schematic))
+		}
+
+		if r.TalosVersion != "" {
+			image = strings.TrimSpace(image + " " + r.TalosVersion)
+		}
+
+		if image != "" {
+			parts = append(parts, image)
+		}
+	}
+
+	if len(parts) == 0 {
+		return "a Talos image (no node written on it)"
+	}
+
+	return "Talos for " + strings.Join(parts, " · ")
 }

@@ -176,3 +176,25 @@ func TestReadCardReport(t *testing.T) {
 		t.Fatalf("after: %+v", rep)
 	}
 }
+
+// ReadCardPath and Summary: the one line the GUI's card list shows, from
+// a plain Talos image to the card written for its node.
+func TestReadCardPathSummary(t *testing.T) {
+	path := flashedCard(t)
+	rep, size, err := ReadCardPath(path)
+	if st, _ := os.Stat(path); err != nil || size != st.Size() {
+		t.Fatalf("ReadCardPath: size %d, %v", size, err)
+	}
+	if got := rep.Summary(); got != "a Talos image (no node written on it)" {
+		t.Errorf("plain image: %q", got)
+	}
+	if _, err := worker1.WriteCardPath(path); err != nil {
+		t.Fatal(err)
+	}
+	if rep, _, _ = ReadCardPath(path); rep.Summary() != "Talos for worker-1, 127.0.0.21/8" {
+		t.Errorf("written card: %q", rep.Summary())
+	}
+	if (&CardReport{}).Summary() != "" {
+		t.Error("a card without Talos has a summary")
+	}
+}

@@ -2,9 +2,8 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"io"
-	"os"
 	"strings"
 
 	"github.com/dustin/go-humanize"
@@ -100,28 +99,15 @@ func runCard(_ context.Context, args []string, env Env) error {
 		return usageErrorf("card: name the card or image file (e.g. talosflash card /dev/sdb)")
 	}
 
-	// Stat before opening: opening a FIFO would wait for a writer.
-	st, err := os.Stat(path)
-	if err != nil {
-		return withCode(ExitDevice, fmt.Errorf("card: %w", err))
-	}
-
-	if !st.Mode().IsRegular() && st.Mode()&os.ModeDevice == 0 {
+	rep, size, err := inventory.ReadCardPath(path)
+	switch {
+	case errors.Is(err, inventory.ErrNotACard):
 		return usageErrorf("card: %s is not a disk or an image file", path)
-	}
-
-	f, err := os.Open(path) // read-only: nothing is ever written here
-	if err != nil {
+	case err != nil:
 		return withCode(ExitDevice, fmt.Errorf("card: %w", err))
 	}
-	defer f.Close()
 
-	size, err := f.Seek(0, io.SeekEnd)
-	if err != nil {
-		return withCode(ExitDevice, fmt.Errorf("card: size of %s: %w", path, err))
-	}
-
-	out := describeCard(f, path, size)
+	out := describeCard(rep, path, size)
 
 	if jsonOut {
 		if err := contract.WriteAnswer(env.Stdout, contract.TypeCard, out); err != nil {
@@ -138,9 +124,8 @@ func runCard(_ context.Context, args []string, env Env) error {
 	return nil
 }
 
-func describeCard(r io.ReaderAt, path string, size int64) cardJSON {
+func describeCard(rep *inventory.CardReport, path string, size int64) cardJSON {
 	out := cardJSON{Path: path, Size: size, Image: cardImageNote, Problems: []string{}}
-	rep := inventory.ReadCard(r, size)
 
 	out.Talos = rep.Talos
 	out.Problems = append(out.Problems, rep.Problems...)

@@ -201,6 +201,9 @@ func runFlash(ctx context.Context, args []string, env Env) error {
 	if len(f.devices) == 0 {
 		return usageErrorf("flash: --device is required (list candidates with: talosflash devices)")
 	}
+	if f.follow {
+		f.image = imaging.FollowedPath(f.image) // the download may have completed before we started
+	}
 	// The pipeline's live heap is ~30 MiB and Go's default GC lets the heap
 	// grow to twice that: a 40 MiB soft limit keeps the whole process under
 	// 64 MiB at no measurable CPU cost (docs/PERFORMANCE.md). The elevated

@@ -63,6 +63,10 @@ type Deps struct {
 
 	// ListDevices enumerates candidate targets (devices.List).
 	ListDevices func() ([]devices.Disk, error)
+	// ReadCard says in one line what a card already holds (the node and
+	// image talosflash wrote on it; inventory.ReadCardPath), "" when it
+	// holds no Talos image or cannot be read (no permission).
+	ReadCard func(path string) string
 	// Open opens the target for writing with the safety checks
 	// (devices.Opener wrapped to imaging.Target).
 	Open func(path string, size int64) (imaging.Target, error)
@@ -152,6 +156,9 @@ func (d *Deps) fill() {
 	}
 	if d.ListDevices == nil {
 		d.ListDevices = devices.List
+	}
+	if d.ReadCard == nil {
+		d.ReadCard = readCardSummary
 	}
 	if d.Open == nil {
 		d.Open = plan.DeviceOpener(d.Safety)
@@ -384,4 +391,14 @@ func canvasCard() fyne.CanvasObject {
 	r := canvas.NewRectangle(theme.Color(theme.ColorNameInputBackground))
 	r.CornerRadius = theme.Size(theme.SizeNameInputRadius)
 	return r
+}
+
+// readCardSummary reads a card's partition table and META, read-only and
+// bounded, for the card list.
+func readCardSummary(path string) string {
+	rep, _, err := inventory.ReadCardPath(path)
+	if err != nil {
+		return ""
+	}
+	return rep.Summary()
 }

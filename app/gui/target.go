@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"fyne.io/fyne/v2"
@@ -34,6 +35,11 @@ type targetStep struct {
 	refresh chan struct{}
 	visible chan bool // step 2 shown or hidden: polling (without device events) only while shown
 	preset  []string  // Deps.Preselect until each was selected once
+	// holds says what each listed card holds (Deps.ReadCard); read is the
+	// lister's cache of it, dropped when cardsStale (a flash ended).
+	holds      map[string]string
+	read       map[string]string
+	cardsStale atomic.Bool
 }
 
 // cardList is the disk list; Enter and Esc reach the window (Fyne's list
@@ -97,7 +103,11 @@ func newTargetStep(ui *UI) *targetStep {
 			}
 			title.Importance = widget.MediumImportance
 			detail.Importance = widget.MediumImportance
-			detail.SetText(transportText(d))
+			text := transportText(d)
+			if h := s.holds[d.Path]; h != "" {
+				text += " · holds " + h
+			}
+			detail.SetText(text)
 		}
 		title.Refresh()
 		detail.Refresh()
@@ -127,6 +137,8 @@ func newTargetStep(ui *UI) *targetStep {
 		nil, nil, s.list)
 	ui.session.AddListener(func(c Change) {
 		switch {
+		case c == ChangeFlashed:
+			s.cardsStale.Store(true) // what the written cards hold is read again
 		case c == ChangeImageSize:
 			s.list.Refresh() // a card too small for the image is now known
 			s.dropRefused()
@@ -316,14 +328,43 @@ func (s *targetStep) start() {
 
 func (s *targetStep) poll() {
 	disks, err := s.ui.deps.ListDevices()
+	holds := s.readCards(disks)
 	sig := signature(disks, err)
+	for _, d := range disks {
+		sig += d.Path + "=" + holds[d.Path] + "\n"
+	}
 	s.ui.do(func() {
 		if sig == s.sig {
 			return
 		}
 		s.sig = sig
+		s.holds = holds
 		s.setDisks(disks, err)
 	})
+}
+
+// readCards says what each selectable card holds, read once per card as
+// listed (a card swapped in the same reader lists anew) and again after a
+// flash: the list does no I/O while nothing changes. System, mounted and
+// other refused disks are not read. Called by the lister goroutine only.
+func (s *targetStep) readCards(disks []devices.Disk) map[string]string {
+	if s.cardsStale.Swap(false) || s.read == nil {
+		s.read = map[string]string{}
+	}
+	holds := map[string]string{}
+	for _, d := range disks {
+		if d.Assess(0, s.ui.deps.Safety) != nil {
+			continue
+		}
+		key := fmt.Sprintf("%s|%s|%d|%s|%d", d.Path, d.Dev, d.Size, d.Model, len(d.Partitions))
+		h, ok := s.read[key]
+		if !ok {
+			h = s.ui.deps.ReadCard(d.Path)
+			s.read[key] = h
+		}
+		holds[d.Path] = h
+	}
+	return holds
 }
 
 // signature changes when anything shown in the list changes.

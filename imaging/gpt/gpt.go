@@ -104,14 +104,68 @@ func Read(r io.ReaderAt, size int64) (*Table, error) {
 
 var errNoSignature = errors.New("no GPT signature")
 
-type header struct {
-	myLBA, altLBA       uint64
-	firstUsable         uint64
-	lastUsable          uint64
-	diskGUID            [16]byte
-	entryLBA            uint64
-	entryCount, entrySz uint32
-	entryCRC            uint32
+// Header is one GPT header, as ParseHeader read and checked it.
+type Header struct {
+	MyLBA, AltLBA         uint64
+	FirstUsable           uint64
+	LastUsable            uint64
+	DiskGUID              [16]byte
+	EntryLBA              uint64
+	EntryCount, EntrySize uint32
+	EntryCRC              uint32
+}
+
+// EntryBytes is the size of the partition entry array the header names.
+func (h Header) EntryBytes() int64 { return int64(h.EntryCount) * int64(h.EntrySize) }
+
+// ParseHeader reads and checks the header in sector, the sector at LBA
+// lba: the signature, the header size, its CRC32, that it says it is at
+// lba, and an entry array of sane shape (at most MaxEntryBytes). Where the
+// disk ends is the caller's to check. Both the table reader here and the
+// flash's check of a decoded stream use it.
+func ParseHeader(sector []byte, lba uint64) (Header, error) {
+	var hd Header
+	if len(sector) < 92 || string(sector[:8]) != signature {
+		return hd, errNoSignature
+	}
+
+	hsize := binary.LittleEndian.Uint32(sector[12:])
+	if hsize < 92 || int64(hsize) > int64(len(sector)) {
+		return hd, fmt.Errorf("header at LBA %d: header size %d out of range", lba, hsize)
+	}
+
+	h := make([]byte, hsize)
+	copy(h, sector[:hsize])
+	want := binary.LittleEndian.Uint32(h[16:])
+	binary.LittleEndian.PutUint32(h[16:], 0)
+
+	if got := crc32.ChecksumIEEE(h); got != want {
+		return hd, fmt.Errorf("header at LBA %d: CRC32 %08x, header says %08x", lba, got, want)
+	}
+
+	hd.MyLBA = binary.LittleEndian.Uint64(sector[24:])
+	hd.AltLBA = binary.LittleEndian.Uint64(sector[32:])
+	hd.FirstUsable = binary.LittleEndian.Uint64(sector[40:])
+	hd.LastUsable = binary.LittleEndian.Uint64(sector[48:])
+	copy(hd.DiskGUID[:], sector[56:72])
+	hd.EntryLBA = binary.LittleEndian.Uint64(sector[72:])
+	hd.EntryCount = binary.LittleEndian.Uint32(sector[80:])
+	hd.EntrySize = binary.LittleEndian.Uint32(sector[84:])
+	hd.EntryCRC = binary.LittleEndian.Uint32(sector[88:])
+
+	if hd.MyLBA != lba {
+		return hd, fmt.Errorf("header at LBA %d says it is at LBA %d", lba, hd.MyLBA)
+	}
+
+	if hd.EntrySize < 128 || hd.EntrySize%8 != 0 {
+		return hd, fmt.Errorf("header at LBA %d: entry size %d invalid", lba, hd.EntrySize)
+	}
+
+	if total := hd.EntryBytes(); total == 0 || total > MaxEntryBytes {
+		return hd, fmt.Errorf("header at LBA %d: %d entries of %d bytes out of range", lba, hd.EntryCount, hd.EntrySize)
+	}
+
+	return hd, nil
 }
 
 func readWithSector(r io.ReaderAt, size, ss int64) (*Table, error) {
@@ -122,10 +176,10 @@ func readWithSector(r io.ReaderAt, size, ss int64) (*Table, error) {
 	primary, perr := readCopy(r, ss, 1, lastLBA)
 
 	backup, berr := readCopy(r, ss, lastLBA, lastLBA)
-	if berr != nil && perr == nil && primary.hdr.altLBA < lastLBA {
+	if berr != nil && perr == nil && primary.hdr.AltLBA < lastLBA {
 		// An image written onto a larger card: its backup is where the
 		// image ended, which the primary names.
-		backup, berr = readCopy(r, ss, primary.hdr.altLBA, lastLBA)
+		backup, berr = readCopy(r, ss, primary.hdr.AltLBA, lastLBA)
 	}
 
 	if errors.Is(perr, errNoSignature) && errors.Is(berr, errNoSignature) {
@@ -154,14 +208,14 @@ func readWithSector(r io.ReaderAt, size, ss int64) (*Table, error) {
 		t.Problems = append(t.Problems, "primary and backup partition entries differ (the primary is used)")
 	}
 
-	t.DiskGUID = guidString(use.hdr.diskGUID[:])
-	t.Partitions = parseEntries(use.entries, int(use.hdr.entrySz), ss, lastLBA)
+	t.DiskGUID = guidString(use.hdr.DiskGUID[:])
+	t.Partitions = parseEntries(use.entries, int(use.hdr.EntrySize), ss, lastLBA)
 
 	return t, nil
 }
 
 type gptCopy struct {
-	hdr     header
+	hdr     Header
 	entries []byte
 }
 
@@ -171,65 +225,28 @@ func readCopy(r io.ReaderAt, ss int64, lba, lastLBA uint64) (*gptCopy, error) {
 		return nil, fmt.Errorf("read header at LBA %d: %w", lba, err)
 	}
 
-	if string(buf[:8]) != signature {
-		return nil, errNoSignature
+	hd, err := ParseHeader(buf, lba)
+	if err != nil {
+		return nil, err
 	}
 
-	hsize := binary.LittleEndian.Uint32(buf[12:])
-	if hsize < 92 || int64(hsize) > ss {
-		return nil, fmt.Errorf("header at LBA %d: header size %d out of range", lba, hsize)
-	}
-
-	h := make([]byte, hsize)
-	copy(h, buf[:hsize])
-	want := binary.LittleEndian.Uint32(h[16:])
-	binary.LittleEndian.PutUint32(h[16:], 0)
-
-	if got := crc32.ChecksumIEEE(h); got != want {
-		return nil, fmt.Errorf("header at LBA %d: CRC32 %08x, header says %08x", lba, got, want)
-	}
-
-	var hd header
-
-	hd.myLBA = binary.LittleEndian.Uint64(buf[24:])
-	hd.altLBA = binary.LittleEndian.Uint64(buf[32:])
-	hd.firstUsable = binary.LittleEndian.Uint64(buf[40:])
-	hd.lastUsable = binary.LittleEndian.Uint64(buf[48:])
-	copy(hd.diskGUID[:], buf[56:72])
-	hd.entryLBA = binary.LittleEndian.Uint64(buf[72:])
-	hd.entryCount = binary.LittleEndian.Uint32(buf[80:])
-	hd.entrySz = binary.LittleEndian.Uint32(buf[84:])
-	hd.entryCRC = binary.LittleEndian.Uint32(buf[88:])
-
-	if hd.myLBA != lba {
-		return nil, fmt.Errorf("header at LBA %d says it is at LBA %d", lba, hd.myLBA)
-	}
-
-	if hd.entrySz < 128 || hd.entrySz%8 != 0 {
-		return nil, fmt.Errorf("header at LBA %d: entry size %d invalid", lba, hd.entrySz)
-	}
-
-	total := uint64(hd.entryCount) * uint64(hd.entrySz)
-	if total == 0 || total > MaxEntryBytes {
-		return nil, fmt.Errorf("header at LBA %d: %d entries of %d bytes out of range", lba, hd.entryCount, hd.entrySz)
-	}
-
+	total := uint64(hd.EntryBytes())
 	entrySectors := (total + uint64(ss) - 1) / uint64(ss)
-	if hd.entryLBA < 2 || hd.entryLBA > lastLBA || lastLBA-hd.entryLBA+1 < entrySectors {
-		return nil, fmt.Errorf("header at LBA %d: entries at LBA %d outside the disk", lba, hd.entryLBA)
+	if hd.EntryLBA < 2 || hd.EntryLBA > lastLBA || lastLBA-hd.EntryLBA+1 < entrySectors {
+		return nil, fmt.Errorf("header at LBA %d: entries at LBA %d outside the disk", lba, hd.EntryLBA)
 	}
 
-	if hd.firstUsable > hd.lastUsable || hd.lastUsable > lastLBA {
-		return nil, fmt.Errorf("header at LBA %d: usable LBAs %d..%d outside the disk", lba, hd.firstUsable, hd.lastUsable)
+	if hd.FirstUsable > hd.LastUsable || hd.LastUsable > lastLBA {
+		return nil, fmt.Errorf("header at LBA %d: usable LBAs %d..%d outside the disk", lba, hd.FirstUsable, hd.LastUsable)
 	}
 
 	entries := make([]byte, total)
-	if _, err := r.ReadAt(entries, int64(hd.entryLBA)*ss); err != nil {
-		return nil, fmt.Errorf("read entries at LBA %d: %w", hd.entryLBA, err)
+	if _, err := r.ReadAt(entries, int64(hd.EntryLBA)*ss); err != nil {
+		return nil, fmt.Errorf("read entries at LBA %d: %w", hd.EntryLBA, err)
 	}
 
-	if got := crc32.ChecksumIEEE(entries); got != hd.entryCRC {
-		return nil, fmt.Errorf("entries at LBA %d: CRC32 %08x, header says %08x", hd.entryLBA, got, hd.entryCRC)
+	if got := crc32.ChecksumIEEE(entries); got != hd.EntryCRC {
+		return nil, fmt.Errorf("entries at LBA %d: CRC32 %08x, header says %08x", hd.EntryLBA, got, hd.EntryCRC)
 	}
 
 	return &gptCopy{hdr: hd, entries: entries}, nil
