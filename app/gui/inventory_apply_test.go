@@ -196,6 +196,15 @@ func TestInventoryApplyAll(t *testing.T) {
 	if n := len(swapped.Requests()); n != 0 {
 		t.Fatalf("%d requests reached cp-1's address (worker-2's card)", n)
 	}
+	h.onUI(func() { // no value of the config (its tokens) in any text of the window
+		for _, b := range drawnTexts(h.ui.Window.Content()) {
+			for _, secret := range []string{"fakeaa.fakeplaceholder00", "fakebb.fakeplaceholder00"} {
+				if strings.Contains(b.text, secret) || strings.Contains(h.overlayLabels(), secret) {
+					t.Fatalf("a config token is shown: %q", b.text)
+				}
+			}
+		}
+	})
 	h.onUI(func() {
 		if !h.ui.nodes.applyAll.Disabled() || !strings.Contains(h.ui.nodes.applyAllNote.Text, "1 applied") {
 			t.Fatalf("after: enabled %v, %q", !h.ui.nodes.applyAll.Disabled(), h.ui.nodes.applyAllNote.Text)
