@@ -17,7 +17,7 @@ import (
 	"github.com/talosflash/talosflash/factory"
 )
 
-const guiUsage = `Usage: talosflash [gui] [--factory URL] [--profiles FILE] [--device D] [--allow-loop] [--subnet CIDR]
+const guiUsage = `Usage: talosflash [gui] [--factory URL] [--profiles FILE] [--device D] [--allow-loop] [--subnet CIDR] [--inventory FILE]
 
 Start the desktop app: pick a role, a card, flash it, then configure the
 booted Pi. Without a display, use the CLI: talosflash --help.

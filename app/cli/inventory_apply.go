@@ -62,6 +62,7 @@ type nodeResultJSON struct {
 	Code             int            `json:"code,omitempty"`
 	Message          string         `json:"message,omitempty"`
 	Findings         []findingJSON  `json:"findings"`
+	Warnings         []string       `json:"warnings,omitempty"` // the node's own, as apply --json
 	Next             *applyNextJSON `json:"next,omitempty"`
 }
 
@@ -156,6 +157,13 @@ func applyInventory(ctx context.Context, f *applyFlags, inf *applyInventoryFlags
 		} else {
 			fmt.Fprintln(env.Stdout, line)
 		}
+		human := env.Stdout // beside the node's line; stderr when stdout is JSON
+		if f.jsonOut {
+			human = env.Stderr
+		}
+		for _, w := range nodeWarnings(out) {
+			fmt.Fprintf(human, "%s: warning: %s\n", n.Hostname, w)
+		}
 		if err != nil && firstErr == nil {
 			firstErr = err
 		}
@@ -195,9 +203,19 @@ func nodeLine(out *plan.NodeApplyOutcome, err error, dryRun bool) string {
 	return fmt.Sprintf("%s: applied %s at %s (node answered %s)", out.Node.Hostname, out.Node.Config, out.Endpoint, plan.ReplyModes(out.Result))
 }
 
+// nodeWarnings are the warnings the node answered the apply (or its dry
+// run) with, e.g. "installer.image is not set": apply --node prints them,
+// so apply --inventory does too.
+func nodeWarnings(out *plan.NodeApplyOutcome) []string {
+	if out == nil || out.ApplyOutcome == nil || out.Result == nil {
+		return nil
+	}
+	return out.Result.Warnings
+}
+
 func inventoryNodeJSON(out *plan.NodeApplyOutcome, err error, dryRun bool) nodeResultJSON {
 	j := nodeResultJSON{Hostname: out.Node.Hostname, Address: out.Node.Address.String(), Endpoint: out.Endpoint,
-		Config: out.Node.Config, Findings: []findingJSON{}}
+		Config: out.Node.Config, Findings: []findingJSON{}, Warnings: nodeWarnings(out)}
 	if o := out.ApplyOutcome; o != nil && o.ApplyReview != nil {
 		j.Findings = findingsJSON(o.Findings)
 		if o.Node != nil {

@@ -119,6 +119,21 @@ func TestInventoryEndToEnd(t *testing.T) {
 			t.Errorf("node %d: %v", i, evs[i])
 		}
 	}
+	// The node's own warnings reach the user as apply --node shows them
+	// (the 1.14 worker config has no installer.image: the node warns).
+	const noImage = "installer.image is not set"
+	if bytes.Contains(worker, []byte("kind: UnattendedInstallConfig")) && !bytes.Contains(worker, []byte("\n    image:")) {
+		for i, h := range []string{"worker-1", "worker-2"} {
+			ws, _ := evs[i+1]["warnings"].([]any)
+			if len(ws) != 1 || !strings.Contains(ws[0].(string), noImage) {
+				t.Errorf("%s: warnings %v, want the node's %q", h, evs[i+1]["warnings"], noImage)
+			}
+		}
+		_, text, _ := cliRun(t, "apply", "--inventory", inv, "--hostname", "worker-1", "--port", port, "--wait", "30s") // still in maintenance: sent again
+		if !strings.Contains(text, "worker-1: warning: "+noImage) {
+			t.Errorf("apply --inventory does not show the node's warning:\n%s", text)
+		}
+	}
 	if tcFixture, err := os.ReadFile("../../node/testdata/talos114/valid/talosconfig"); err == nil {
 		secrets, err := nodetest.SecretFragments(tcFixture) // the cluster's PKI, also in the configs
 		if err != nil {

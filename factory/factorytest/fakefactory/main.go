@@ -5,13 +5,15 @@
 //	./talosflash-cli flash --role worker --device /tmp/card.img --factory http://127.0.0.1:8088 --yes
 //
 // It serves a generated disk-shaped image (protective MBR, GPT, partitions:
-// imaging/imagetest) as metal-<arch>.raw.xz and .raw.zst for every built-in
+// imaging/imagetest; from 8 MiB on with a Talos-sized META, so flash
+// --inventory works on it) as metal-<arch>.raw.xz and .raw.zst for every built-in
 // role and every profile of --profiles, at each profile's Talos version, and
 // answers the schematic, version and extension routes as factory/factorytest
 // does. Only loopback addresses are accepted. Ctrl-C stops it.
 package main
 
 import (
+	"crypto/sha256"
 	"errors"
 	"flag"
 	"fmt"
@@ -86,7 +88,7 @@ func start(args []string, out io.Writer) (*factorytest.Server, error) {
 		}
 	}
 
-	raw, err := imagetest.Raw(int64(n), *seed)
+	raw, err := servedImage(int64(n), *seed)
 	if err != nil {
 		return nil, err
 	}
@@ -98,10 +100,7 @@ func start(args []string, out io.Writer) (*factorytest.Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	sum, err := imagetest.RawSHA256(int64(n), *seed)
-	if err != nil {
-		return nil, err
-	}
+	sum := fmt.Sprintf("%x", sha256.Sum256(raw))
 
 	srv, err := factorytest.Listen(*listen) // refuses a non-loopback address
 	if err != nil {
@@ -127,6 +126,17 @@ func start(args []string, out io.Writer) (*factorytest.Server, error) {
 	fmt.Fprintf(out, "try: ./talosflash-cli flash --role %s --device /tmp/card.img --factory %s --yes\n", role, srv.URL)
 	fmt.Fprintf(out, "     ./talosflash --factory %s%s\n", srv.URL, profilesHint(*profilesFile))
 	return srv, nil
+}
+
+// servedImage is the image every route serves: from 8 MiB on, one laid out
+// like a Talos metal image (a 1 MiB blank META), so `flash --inventory` can
+// write a node's META onto the card and `fakenode --card` boot from it;
+// smaller, the plain disk-shaped image (its META is too small for that).
+func servedImage(size, seed int64) ([]byte, error) {
+	if size >= 8<<20 {
+		return imagetest.TalosRaw(size, seed)
+	}
+	return imagetest.Raw(size, seed)
 }
 
 func profilesHint(file string) string {

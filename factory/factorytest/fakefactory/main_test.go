@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -12,7 +13,9 @@ import (
 	"github.com/ulikunitz/xz"
 
 	"github.com/talosflash/talosflash/factory"
+	"github.com/talosflash/talosflash/imaging"
 	"github.com/talosflash/talosflash/imaging/imagetest"
+	"github.com/talosflash/talosflash/imaging/meta"
 )
 
 // Every built-in role and every profile of --profiles downloads, at its own
@@ -72,5 +75,45 @@ func TestRefusesNonLoopback(t *testing.T) {
 		} else if !strings.Contains(err.Error(), addr) {
 			t.Errorf("--listen %s: %v", addr, err)
 		}
+	}
+}
+
+// The default image takes a node's META, so the README's inventory
+// walkthrough (flash --inventory against this fake) can write it: the
+// decoded download passes the same head check flash --inventory runs.
+func TestDefaultImageTakesMETA(t *testing.T) {
+	var out bytes.Buffer
+	srv, err := start([]string{"--listen", "127.0.0.1:0"}, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	id, err := factory.BuiltinProfiles()[0].SchematicID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := factory.BuiltinProfiles()[0]
+	resp, err := http.Get(factory.NewClient(srv.URL, nil).ImageURL(id, p.Version(), p.Architecture()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	resp.Body.Close()
+	zr, err := xz.NewReader(bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := io.ReadAll(io.LimitReader(zr, 64<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(raw) != 32<<20 {
+		t.Fatalf("image is %d bytes, want the default 32 MiB", len(raw))
+	}
+	if _, err := meta.CheckHead(raw[:imaging.HeadSize], int64(len(raw))); err != nil {
+		t.Fatalf("the served image cannot take a node's META: %v", err)
+	}
+	if want := fmt.Sprintf("sha256 %x", sha256.Sum256(raw)); !strings.Contains(out.String(), want) {
+		t.Fatalf("output does not announce the served image's %s:\n%s", want, out.String())
 	}
 }

@@ -20,9 +20,11 @@
 package main
 
 import (
+	"encoding/binary"
 	"flag"
 	"fmt"
 	"log"
+	"math/bits"
 	"net"
 	"os"
 	"os/signal"
@@ -78,29 +80,29 @@ func main() {
 	for i, sp := range specs {
 		opts, err := options(sp, profiles, i)
 		if err != nil {
-			log.Fatalf("%s: %v", sp.listen, err)
+			log.Fatalf("%s: %v", sp.name(), err)
 		}
 		srv, err := nodetest.New(opts)
 		if err != nil {
-			log.Fatalf("%s: %v", sp.listen, err)
+			log.Fatalf("%s: %v", sp.name(), err)
 		}
 		servers = append(servers, srv)
 		booted := "no extension statuses"
 		if id := srv.SchematicID(); id != "" {
-			booted = "image " + sp.image + " (schematic " + id + ")"
+			booted = "schematic " + id
+			if sp.image != "" { // a card's image is its schematic (cards.go)
+				booted = "image " + sp.image + " (" + booted + ")"
+			}
 		}
 		log.Printf("node %s: Talos %q in maintenance mode, %s, hostname %q", srv.Addr(), srv.TalosVersion(), booted, srv.BootedHostname())
 		log.Printf("  talosctl apply-config --insecure --nodes %s --cert-fingerprint '%s' --file <config>", srv.Addr(), srv.CertFingerprint())
 	}
-	ports := map[string]bool{}
+	var addrs []string
 	for _, s := range servers {
-		_, p, _ := net.SplitHostPort(s.Addr())
-		ports[p] = true
+		addrs = append(addrs, s.Addr())
 	}
-	if len(ports) == 1 {
-		for p := range ports {
-			log.Printf("try: talosflash nodes --subnet 127.0.0.0/29 --port %s", p)
-		}
+	if hint := scanHint(addrs); hint != "" {
+		log.Printf("try: %s", hint)
 	}
 	ch := make(chan os.Signal, 1)
 	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
@@ -108,6 +110,47 @@ func main() {
 	for _, s := range servers {
 		s.Close()
 	}
+}
+
+// name is how a node is called in messages: its card, else its address.
+func (sp spec) name() string {
+	if sp.card != "" {
+		return sp.card
+	}
+	return sp.listen
+}
+
+// scanHint is the nodes command that finds every node: the smallest IPv4
+// subnet holding all their addresses (they share one port), or "" when
+// they do not share a port or are not IPv4.
+func scanHint(addrs []string) string {
+	var lo, hi uint32
+	port := ""
+	for i, a := range addrs {
+		h, p, err := net.SplitHostPort(a)
+		ip := net.ParseIP(h).To4()
+		if err != nil || ip == nil || (i > 0 && p != port) {
+			return ""
+		}
+		port = p
+		v := binary.BigEndian.Uint32(ip)
+		if i == 0 || v < lo {
+			lo = v
+		}
+		if i == 0 || v > hi {
+			hi = v
+		}
+	}
+	if len(addrs) == 0 {
+		return ""
+	}
+	prefix := 32 - bits.Len32(lo^hi)
+	if prefix > 29 {
+		prefix = 29 // as the README's example; a /29 is 8 addresses
+	}
+	base := make(net.IP, 4)
+	binary.BigEndian.PutUint32(base, lo&^(1<<(32-prefix)-1))
+	return fmt.Sprintf("talosflash nodes --subnet %s/%d --port %s", base, prefix, port)
 }
 
 // parseArgs reads repeated --listen groups; flags before the first --listen

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -110,5 +112,53 @@ func TestRC1RulesFlag(t *testing.T) {
 	opts, err := options(spec{listen: "127.0.0.1:0", talos: "v1.14.5", image: "worker"}, factory.BuiltinProfiles(), 0)
 	if err != nil || !opts.RC1Rules {
 		t.Fatalf("options: %+v %v", opts, err)
+	}
+}
+
+// The "try:" line finds every node it started: fakenode --card boots at
+// the cards' addresses (e.g. 127.0.0.20-22), not only 127.0.0.2-4.
+func TestScanHintCoversEveryNode(t *testing.T) {
+	for _, addrs := range [][]string{
+		{"127.0.0.2:50000", "127.0.0.3:50000", "127.0.0.4:50000"},
+		{"127.0.0.20:50000", "127.0.0.21:50000", "127.0.0.22:50000"},
+		{"127.0.0.21:50000"},
+		{"127.0.0.7:50000", "127.0.0.8:50000"},
+		{"127.0.0.2:50000", "127.0.1.200:50000"},
+	} {
+		hint := scanHint(addrs)
+		var cidr, port string
+		if _, err := fmt.Sscanf(hint, "talosflash nodes --subnet %s --port %s", &cidr, &port); err != nil {
+			t.Fatalf("%v: hint %q: %v", addrs, hint, err)
+		}
+		_, subnet, err := net.ParseCIDR(cidr)
+		if err != nil {
+			t.Fatalf("%v: hint %q: %v", addrs, hint, err)
+		}
+		if ones, _ := subnet.Mask.Size(); ones < 22 {
+			t.Errorf("%v: %s is wider than talosflash nodes scans", addrs, cidr)
+		}
+		for _, a := range addrs {
+			h, p, _ := net.SplitHostPort(a)
+			if !subnet.Contains(net.ParseIP(h)) || p != port {
+				t.Errorf("%v: hint %q misses %s", addrs, hint, a)
+			}
+		}
+	}
+	if got := scanHint([]string{"127.0.0.2:50000", "127.0.0.3:50001"}); got != "" {
+		t.Errorf("two ports: hint %q, want none", got)
+	}
+	if got := scanHint([]string{"127.0.0.2:50000", "127.0.0.3:50000", "127.0.0.4:50000"}); got != "talosflash nodes --subnet 127.0.0.0/29 --port 50000" {
+		t.Errorf("the README's three nodes: %q", got)
+	}
+}
+
+// A --card node's errors name its card (it has no --listen address).
+func TestCardSpecNamedByCard(t *testing.T) {
+	specs, _, err := parseArgs([]string{"--card", "/tmp/worker-1.img"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(specs) != 1 || specs[0].name() != "/tmp/worker-1.img" {
+		t.Fatalf("specs %+v: want one named /tmp/worker-1.img", specs)
 	}
 }
