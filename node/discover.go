@@ -134,6 +134,20 @@ const (
 // ErrTooManyHosts is returned when the prefixes hold more hosts than MaxHosts.
 var ErrTooManyHosts = errors.New("too many hosts to scan")
 
+// CheckScan says whether Discover would refuse opts (port out of range,
+// more hosts than MaxHosts) without sending anything: front ends check
+// before they announce a scan.
+func CheckScan(opts DiscoverOptions) error {
+	if opts.Port < 0 || opts.Port > 65535 {
+		return fmt.Errorf("port %d is out of range", opts.Port)
+	}
+	if opts.MaxHosts <= 0 {
+		opts.MaxHosts = DefaultMaxHosts
+	}
+	_, err := expandPrefixes(opts.Prefixes, opts.MaxHosts)
+	return err
+}
+
 // Discover finds Talos API endpoints in the given prefixes: TCP connect with
 // a short timeout and bounded concurrency, then Probe on every open port.
 // Hosts that answer but are not Talos are left out. Results are sorted by IP.

@@ -34,6 +34,7 @@ const (
 	showPath                         // an absolute path
 	showURL                          // a URL without credentials, query or fragment
 	showEnvName                      // NAME=value: the name only
+	showName                         // a document's name: a lower-case word, or Talos' upper-case volume names (EPHEMERAL)
 )
 
 // publicFields is THE allow-list: "<kind>:<path>" ("*" for every kind,
@@ -44,7 +45,7 @@ const (
 var publicFields = map[string]fieldRule{
 	"*:apiVersion": showWord,
 	"*:kind":       showKind,
-	"*:name":       showWord,
+	"*:name":       showName,
 
 	"v1alpha1:version":                                       showWord,
 	"v1alpha1:machine.type":                                  showWord,
@@ -126,6 +127,7 @@ var publicPrefixes = func() map[string]bool {
 // The shapes a public field's value must have to show.
 var (
 	wordValue  = regexp.MustCompile(`^[a-z][a-z0-9._\-]{0,62}$`)
+	upperName  = regexp.MustCompile(`^[A-Z][A-Z_]{0,62}$`) // letters only: no digits, no mixed case, as tokens have
 	kindValue  = regexp.MustCompile(`^[A-Z][A-Za-z0-9]{0,62}$`)
 	imageValue = regexp.MustCompile(`^[a-z0-9][a-z0-9.\-]*(?::[0-9]{1,5})?(?:/[a-z0-9][a-z0-9._\-]*)+(?::[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127})?(?:@sha256:[0-9a-f]{64})?$`)
 	hostValue  = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9\-]{0,62}\.?)*$`)
@@ -138,6 +140,8 @@ func (r fieldRule) shows(v string) bool {
 	switch r {
 	case showWord:
 		return wordValue.MatchString(v)
+	case showName:
+		return wordValue.MatchString(v) || upperName.MatchString(v)
 	case showKind:
 		return kindValue.MatchString(v)
 	case showImage:

@@ -80,3 +80,19 @@ func readFixture(t *testing.T, name string) string {
 	}
 	return string(b)
 }
+
+// A document's name shows when it is a lower-case word or one of Talos'
+// upper-case volume names (VolumeConfig name: EPHEMERAL was hidden); a
+// name shaped like a token (mixed case, digits) stays hidden.
+func TestRedactDocumentNames(t *testing.T) {
+	for in, want := range map[string]string{
+		"+apiVersion: v1alpha1\n+kind: VolumeConfig\n+name: EPHEMERAL":        "+apiVersion: v1alpha1\n+kind: VolumeConfig\n+name: EPHEMERAL",
+		"+apiVersion: v1alpha1\n+kind: UserVolumeConfig\n+name: local-path":   "+apiVersion: v1alpha1\n+kind: UserVolumeConfig\n+name: local-path",
+		"+apiVersion: v1alpha1\n+kind: UserVolumeConfig\n+name: Sq9vLmT2wX":   "+apiVersion: v1alpha1\n+kind: UserVolumeConfig\n+name: <redacted>",
+		"+apiVersion: v1alpha1\n+kind: UserVolumeConfig\n+name: AB12CD34EF56": "+apiVersion: v1alpha1\n+kind: UserVolumeConfig\n+name: <redacted>",
+	} {
+		if got := redactDiff(in); got != want {
+			t.Errorf("got:\n%s\nwant:\n%s", got, want)
+		}
+	}
+}

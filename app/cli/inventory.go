@@ -184,7 +184,7 @@ func runInventoryCheck(args []string, env Env) error {
 	var problems inventory.Problems
 	if err != nil && !errors.As(err, &problems) {
 		if errors.Is(err, os.ErrNotExist) {
-			return withCode(ExitConfig, fmt.Errorf("%w (start one with: talosflash inventory init %s)", err, file))
+			return withCode(ExitUsage, fmt.Errorf("%w (start one with: talosflash inventory init %s)", err, file)) // a missing file is bad input (docs/JSON.md)
 		}
 
 		return withCode(ExitConfig, err)

@@ -58,8 +58,8 @@ func loadInventory(file, profiles string) (*inventory.Inventory, error) {
 	switch {
 	case errors.As(err, &problems):
 		return nil, withCode(ExitConfig, fmt.Errorf("%s: %d problem(s) (see talosflash inventory check %s): %w", file, len(problems), file, err))
-	case errors.Is(err, os.ErrNotExist):
-		return nil, withCode(ExitConfig, fmt.Errorf("%w (start one with: talosflash inventory init %s)", err, file))
+	case errors.Is(err, os.ErrNotExist): // a missing file is bad input (docs/JSON.md)
+		return nil, withCode(ExitUsage, fmt.Errorf("%w (start one with: talosflash inventory init %s)", err, file))
 	case err != nil:
 		return nil, withCode(ExitConfig, err)
 	}

@@ -247,7 +247,7 @@ func TestFlashInventoryUsage(t *testing.T) {
 		{[]string{"--inventory", inv, "--hostname", "worker-1", "--hostname", "worker-1", "--device", a, "--device", b}, ExitUsage, "named twice"},
 		{[]string{"--inventory", inv, "--hostname", "cp-1", "--hostname", "worker-1", "--device", a, "--device", b}, ExitUsage, "separate runs"},
 		{[]string{"--inventory", inv, "--hostname", "worker-1", "--role", "controlplane", "--device", a}, ExitUsage, "contradicts the inventory"},
-		{[]string{"--inventory", filepath.Join(dir, "missing.yaml"), "--hostname", "worker-1", "--device", a}, ExitConfig, "inventory init"},
+		{[]string{"--inventory", filepath.Join(dir, "missing.yaml"), "--hostname", "worker-1", "--device", a}, ExitUsage, "inventory init"},
 	} {
 		args := append([]string{"--flash", "--yes", "--factory", "http://127.0.0.1:1"}, c.args...)
 		code, _, stderr := cliRun(t, args...)

@@ -104,7 +104,7 @@ func TestInventoryCheckProblems(t *testing.T) {
 	}
 
 	code, _, stderr = cliRun(t, "inventory", "check", filepath.Join(dir, "none.yaml"))
-	if code != ExitConfig || !strings.Contains(stderr, "inventory init") {
+	if code != ExitUsage || !strings.Contains(stderr, "inventory init") { // a missing file is bad input
 		t.Fatalf("missing file: %d %q", code, stderr)
 	}
 
@@ -114,5 +114,21 @@ func TestInventoryCheckProblems(t *testing.T) {
 
 	if code, _, _ := cliRun(t, "inventory", "check", "a.yaml", "b.yaml"); code != ExitUsage {
 		t.Fatalf("two files: %d", code)
+	}
+}
+
+// A missing inventory file is bad input, exit 2 with the fix, in every
+// command that reads one (inventory check said 7, "invalid config").
+func TestMissingInventoryIsUsage(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "talosflash.yaml")
+	for _, args := range [][]string{
+		{"inventory", "check", missing},
+		{"apply", "--inventory", missing, "--wait", "1s"},
+		{"--flash", "--inventory", missing, "--hostname", "worker-1", "--device", filepath.Join(t.TempDir(), "card.img"), "--yes", "--factory", "http://127.0.0.1:1"},
+	} {
+		code, _, stderr := cliRun(t, args...)
+		if code != ExitUsage || !strings.Contains(stderr, "talosflash inventory init") {
+			t.Errorf("%v: exit %d: %s", args, code, stderr)
+		}
 	}
 }

@@ -76,8 +76,12 @@ func runNodes(ctx context.Context, args []string, env Env) error {
 		}
 		subnets = local
 	}
+	scan := node.DiscoverOptions{Prefixes: subnets, Port: port, DialTimeout: timeout}
+	if err := node.CheckScan(scan); err != nil {
+		return withCode(ExitUsage, err) // before "scanning": nothing is sent
+	}
 	fmt.Fprintf(env.Stderr, "scanning %s for Talos on port %d...\n", subnets.String(), port)
-	found, err := node.Discover(ctx, node.DiscoverOptions{Prefixes: subnets, Port: port, DialTimeout: timeout})
+	found, err := node.Discover(ctx, scan)
 	if err != nil {
 		if ctx.Err() != nil {
 			return interrupted("the scan stopped; nothing was sent to any node")

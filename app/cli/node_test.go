@@ -366,3 +366,12 @@ func TestApplyDryRun114NoSecrets(t *testing.T) {
 		}
 	}
 }
+
+// A range too large to scan is refused before the scan is announced (it
+// printed "scanning 127.0.0.0/8…" first; nothing was sent either way).
+func TestNodesTooLargeRangeRefusedFirst(t *testing.T) {
+	code, _, stderr := cliRun(t, "nodes", "--subnet", "127.0.0.0/8")
+	if code != ExitUsage || strings.Contains(stderr, "scanning") || !strings.Contains(stderr, "too many hosts") {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+}
