@@ -48,7 +48,12 @@ type nodesStep struct {
 	talosconfig    *node.Talosconfig // the one used last, offered again
 	bootWait       node.WaitOptions  // zero: node's defaults (tests shorten them)
 
-	invRows []*inventoryRow // the inventory's nodes (inventory.go)
+	invRows      []*inventoryRow // the inventory's nodes (inventory.go)
+	applyAll     *keyButton      // "Apply all": each waiting inventory node its config
+	applyAllNote *widget.Label
+	applyingAll  bool
+	strays       *fyne.Container // nodes at addresses the inventory does not list
+	straysHead   *widget.Label
 }
 
 // nodeRow is one node in the list; box is what a drop is hit-tested against.
@@ -104,7 +109,7 @@ func newNodesStep(ui *UI) *nodesStep {
 	// nothing focused; Esc releases the address field).
 	inv := inventoryBox()
 	s.content = container.NewBorder(top, container.NewHBox(layout.NewSpacer(), s.scan), nil, nil,
-		container.NewVScroll(container.NewVBox(inv, s.empty, s.rowBox)))
+		container.NewVScroll(container.NewVBox(inv, s.empty, s.rowBox, s.newStrays())))
 	s.showInventory(inv)
 	ui.session.AddListener(func(c Change) {
 		if c == ChangeFlashed {
@@ -233,7 +238,7 @@ func (s *nodesStep) addNode(n node.Node) *nodeRow {
 	r.box = container.NewStack(bg, container.NewPadded(r.content))
 	s.showBooted(r)
 	s.rows = append(s.rows, r)
-	s.rowBox.Add(r.box)
+	s.rowBoxFor(n).Add(r.box) // apart when an inventory does not list its address
 	s.empty.Hide()
 	s.refreshBootstrapButtons()
 	return r
@@ -450,7 +455,8 @@ func localPath(u fyne.URI) string {
 
 func (s *nodesStep) applyJob(r *nodeRow, name, path string, data []byte) plan.ApplyJob {
 	return plan.ApplyJob{Endpoint: r.node.Addr, Name: name, ConfigPath: path, Config: data, Mode: node.ModeAuto,
-		Check: s.nodeCheck(r), Probe: s.ui.deps.Probe, ApplyConfig: s.ui.deps.Apply}
+		Check: s.nodeCheck(r), Probe: s.ui.deps.Probe, ApplyConfig: s.ui.deps.Apply,
+		Expect: s.inventoryNodeAt(r.node)} // an inventory address: that node, not a swapped card
 }
 
 // checkAndPrompt checks the config against what the node booted (probed
@@ -467,6 +473,11 @@ func (s *nodesStep) checkAndPrompt(r *nodeRow, name, path string, data []byte) {
 				s.addNode(*rv.Node) // the row shows the node as it is now
 			}
 			r.reply.SetText(nodeNote(r.node))
+			var id *plan.IdentityError
+			if errors.As(err, &id) {
+				s.identityRefused(r, id)
+				return
+			}
 			if err != nil {
 				title := "Cannot check " + name
 				if errors.Is(err, node.ErrInvalidConfig) {
@@ -585,6 +596,7 @@ func (s *nodesStep) send(r *nodeRow, rv *plan.ApplyReview, force bool) {
 			}
 			r.reply.Importance = widget.SuccessImportance
 			r.reply.SetText(applyText(name, out))
+			s.inventoryApplied(r, name, out)
 			r.worker = out.Config.MachineType == "worker"
 			if out.Next.LeavesMaintenance {
 				r.node.Maintenance = false
