@@ -69,6 +69,7 @@ type nodeRow struct {
 	// the bootstrap step after a control plane config (bootstrap.go)
 	controlplane bool          // a control plane config was applied in this session
 	worker       bool          // a worker config was applied in this session: never bootstrapped
+	applied      *node.Config  // the config the node took in this session (nil: none)
 	bootBtn      *keyButton    // "Bootstrap etcd…"
 	bootstrap    *widget.Entry // the talosctl command (bootstrap, then kubeconfig)
 	bootNote     *widget.Label
@@ -276,7 +277,11 @@ func (s *nodesStep) showBooted(r *nodeRow) {
 		r.badge.Importance = widget.HighImportance
 		r.badge.SetText("Booted: " + label + "  ·  " + b.String())
 		for _, se := range node.ServiceExtensions() {
-			if b.HasExtension(se.Extension) {
+			switch {
+			case !b.HasExtension(se.Extension):
+			case r.applied != nil && r.applied.HasExtensionService(se.ConfigName):
+				r.badge.SetText(r.badge.Text + "  ·  its ExtensionServiceConfig " + se.ConfigName + " was sent")
+			default:
 				r.badge.Importance = widget.WarningImportance
 				r.badge.SetText(r.badge.Text + "  ·  needs an ExtensionServiceConfig " + se.ConfigName)
 			}
@@ -587,15 +592,25 @@ func (s *nodesStep) send(r *nodeRow, rv *plan.ApplyReview, force bool) {
 		out, err := rv.Send(s.ui.ctx, force)
 		s.ui.do(func() {
 			sending = false
-			r.pick.Enable()
 			if err != nil {
+				r.pick.Enable()
 				r.reply.Importance = widget.DangerImportance
 				r.reply.SetText("Not applied: " + err.Error())
 				s.ui.showError("The node did not take "+name, err)
 				return
 			}
+			if !out.Next.LeavesMaintenance || rv.Job.DryRun {
+				r.pick.Enable() // still in maintenance: another config may follow
+			}
 			r.reply.Importance = widget.SuccessImportance
+			if len(out.Result.Warnings) > 0 {
+				r.reply.Importance = widget.WarningImportance // the node's warnings are not a success colour
+			}
 			r.reply.SetText(applyText(name, out))
+			if !rv.Job.DryRun {
+				r.applied = out.Config
+				s.showBooted(r)
+			}
 			s.inventoryApplied(r, name, out)
 			r.worker = out.Config.MachineType == "worker"
 			if out.Next.LeavesMaintenance {
