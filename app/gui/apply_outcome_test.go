@@ -155,3 +155,39 @@ func TestNodesWorkerNotOfferedBootstrapAfterRescan(t *testing.T) {
 		}
 	})
 }
+
+// After the node took its config the row tells what is now true: the
+// Newt node's badge no longer says it "needs an ExtensionServiceConfig"
+// once the config carrying it was sent, "Choose config…" is disabled for a
+// node that left maintenance, and the node's warnings are not shown in the
+// success colour (all three stayed as before the apply).
+func TestNodesRowAfterApplyIsCurrent(t *testing.T) {
+	h := newHarness(t, nil)
+	srv := nodetest.Start(t, nodetest.Options{Schematic: builtin(t, "controlplane").Schematic(), Warnings: []string{"installer.image is not set"}})
+	file, _ := filepath.Abs("../../node/testdata/talos114/valid/controlplane.yaml")
+	row, p := h.dropOnProbedNode(srv, file)
+	h.onUI(func() {
+		if !strings.Contains(row.badge.Text, "needs an ExtensionServiceConfig newt") {
+			t.Fatalf("before: badge %q", row.badge.Text)
+		}
+		if p.apply.Disabled() {
+			t.Fatalf("blocked: %+v", p.findings)
+		}
+		test.Tap(p.apply)
+	})
+	h.waitFor("apply", func() bool { return !h.ui.nodes.applying() })
+	h.onUI(func() {
+		if !strings.HasPrefix(row.reply.Text, "Applied") {
+			t.Fatalf("row says %q", row.reply.Text)
+		}
+		if strings.Contains(row.badge.Text, "needs an ExtensionServiceConfig") || !strings.Contains(row.badge.Text, "ExtensionServiceConfig newt was sent") {
+			t.Errorf("badge after the apply: %q", row.badge.Text)
+		}
+		if !row.pick.Disabled() {
+			t.Error("Choose config… is enabled for a node that left maintenance")
+		}
+		if row.reply.Importance == widget.SuccessImportance {
+			t.Error("the node's warnings are shown in the success colour")
+		}
+	})
+}

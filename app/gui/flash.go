@@ -32,6 +32,7 @@ type flashStep struct {
 	content fyne.CanvasObject
 
 	summary  *widget.Label
+	meta     []*plan.CardMeta // the picked node's META for the attempt confirmed (nodepick.go)
 	download *stageBar
 	dlRow    []fyne.CanvasObject // the Download row's label and bar: hidden for a local file
 	grid     *fyne.Container
@@ -237,10 +238,20 @@ func (s *flashStep) refreshSummary() {
 		}
 		card = fmt.Sprintf("Cards: %d, written at once: %s", len(cards), strings.Join(names, "; "))
 	}
+	nodeLine, nodeBlocked := s.nodeSummary(len(s.ui.session.Cards()))
+	if nodeLine != "" && a == nil {
+		card += "\n" + nodeLine
+	}
+	if nodeBlocked == "" {
+		nodeBlocked = s.ui.image.offlineReason() // no download possible: no erase either
+	}
+	if nodeBlocked != "" {
+		card += "\n" + nodeBlocked
+	}
 	s.summary.SetText("Image: " + img + "\n" + card)
 	s.showDownloadRow()
 	if s.running == nil {
-		if s.ui.session.Choice() != nil && len(s.ui.session.Cards()) > 0 {
+		if s.ui.session.Choice() != nil && len(s.ui.session.Cards()) > 0 && nodeBlocked == "" {
 			s.start.Enable()
 		} else {
 			s.start.Disable()
@@ -305,7 +316,15 @@ func (s *flashStep) askConfirm() {
 	if elevated {
 		msg += "\n\nWriting to the card needs administrator rights: you will be asked for your password once."
 	}
-	ok := primaryButton(s.ui, "Erase and flash", theme.MediaPlayIcon(), func() { s.begin(choice, disks) })
+	metas, err := s.nodeCardMetas(&choice, len(disks))
+	if err != nil {
+		s.ui.showError("Cannot write the node onto the card", err)
+		return
+	}
+	if len(metas) > 0 {
+		msg += fmt.Sprintf("\n\nThen node %s (%s) is written onto the card.", metas[0].Node, metas[0].Address)
+	}
+	ok := primaryButton(s.ui, "Erase and flash", theme.MediaPlayIcon(), func() { s.meta = metas; s.begin(choice, disks) })
 	keep := "Keep the card"
 	if len(disks) > 1 {
 		keep = "Keep the cards"
@@ -366,6 +385,7 @@ func (s *flashStep) run(ctx context.Context, c imageChoice, disks []devices.Disk
 		Open: deps.Open, Elevate: deps.ElevatedCommand, NeedsElevation: deps.NeedsElevation,
 		Progress: func(p imaging.Progress) { s.ui.do(func() { s.showProgress(p) }) },
 		Status:   func(msg string) { s.setStatus(sentence(msg)) },
+		Meta:     s.meta, // the node picked in step 1 (set before this goroutine)
 	}
 	if len(disks) > 1 {
 		for _, d := range disks {
@@ -538,6 +558,9 @@ func (s *flashStep) finish(c imageChoice, disks []devices.Disk, out *plan.Outcom
 		s.doneTitle.SetText("✓ Card ready. Label it: " + label)
 	} else {
 		s.doneTitle.SetText(fmt.Sprintf("✓ %d cards ready. Label each: %s", len(good), label))
+	}
+	if t := cardsReady(out); t != "" { // written for its node
+		s.doneTitle.SetText(t)
 	}
 	var body []string
 	for _, r := range results {

@@ -49,6 +49,10 @@ type imageStep struct {
 	checkSeq int               // the latest check; older answers are dropped
 	checkDue *time.Timer       // debounces typing in the version field
 	names    map[string]string // select option -> profile name
+	nodes    *nodePicker       // the inventory's nodes (nil: no inventory)
+	// offlineBlocks: Next is off because the image needs a download and
+	// the factory cannot be reached (issue 23: not a failure after the erase)
+	offlineBlocks bool
 
 	notes  *widget.Label // what the image implies for the node's config (plan.ImageWarnings)
 	choice *imageChoice  // nil while invalid; shared as Session.Choice
@@ -72,7 +76,7 @@ func newImageStep(ui *UI) *imageStep {
 		s.names[o] = p.Name
 		options = append(options, o)
 	}
-	s.profile = widget.NewSelect(options, func(string) { s.customRef = false; s.versionEditable(); s.update() })
+	s.profile = widget.NewSelect(options, func(o string) { s.customRef = false; s.profileChanged(o); s.versionEditable(); s.update() })
 	s.profile.PlaceHolder = "choose a role"
 
 	s.version = newEscEntry(ui)
@@ -108,13 +112,19 @@ func newImageStep(ui *UI) *imageStep {
 	s.offline.Importance = widget.WarningImportance
 	s.offline.Hide()
 
-	form := widget.NewForm(
+	form := widget.NewForm()
+	if pick := s.newNodePicker(); pick != nil { // with an inventory: a node instead of a role
+		form.AppendItem(widget.NewFormItem("Node", pick))
+	}
+	for _, it := range []*widget.FormItem{
 		widget.NewFormItem("Role / profile", s.profile),
 		widget.NewFormItem("Talos version", s.version),
 		widget.NewFormItem("or installer image", container.NewBorder(nil, nil, nil, container.NewHBox(useRef, openFile), s.ref)),
 		widget.NewFormItem("Schematic ID", s.id),
 		widget.NewFormItem("Image size", s.size),
-	)
+	} {
+		form.AppendItem(it)
+	}
 	s.yamlHead = heading(schematicHeading)
 	yamlBox := container.NewBorder(s.yamlHead, nil, nil, nil,
 		container.NewScroll(s.yaml))
@@ -320,6 +330,7 @@ func (s *imageStep) setChoice(c *imageChoice, problem error) {
 		c.UseFormat(plan.DefaultFormat) // the factory compression the CLI uses too
 	}
 	s.choice = c
+	s.offlineBlocks = false // a new choice: its own check says
 	s.ui.session.SetChoice(c)
 	if problem != nil {
 		s.problem.SetText(errorText(problem))
@@ -557,6 +568,7 @@ func (s *imageStep) showCheck(c *imageChoice, err error) {
 	switch {
 	case err == nil:
 		s.offline.Hide()
+		s.blockOffline(false)
 		s.check.Importance = widget.SuccessImportance
 		what := "Talos " + c.Version
 		if c.Profile != nil {
@@ -595,4 +607,33 @@ func (s *imageStep) showOffline() {
 	s.offline.SetText(fmt.Sprintf("⚠ The Image Factory (%s) cannot be reached, so names and versions are not checked. Still works: images already in the cache (%s), local image files (\"Use a local image file…\"), and step 4 (nodes).",
 		s.ui.deps.Factory.BaseURL(), cached))
 	s.offline.Show()
+	s.blockOffline(s.choice != nil && s.choice.LocalPath == "" && !s.ui.session.ImageCached())
+}
+
+// offlineReason is why Next is off while the factory cannot be reached and
+// the chosen image is not cached ("" when it is not off for that).
+func (s *imageStep) offlineReason() string {
+	if !s.offlineBlocks {
+		return ""
+	}
+	return fmt.Sprintf("This image must be downloaded and the Image Factory (%s) cannot be reached, so it cannot be flashed now: choose a cached image or a local image file, or choose it again once the factory answers.", s.ui.deps.Factory.BaseURL())
+}
+
+// blockOffline turns Next off (with the reason) or on again as the
+// factory's reachability and the cache say (UI goroutine).
+func (s *imageStep) blockOffline(block bool) {
+	was := s.offlineBlocks
+	s.offlineBlocks = block
+	switch {
+	case block:
+		s.next.Disable()
+		s.problem.SetText(s.offlineReason())
+		s.problem.Show()
+	case was:
+		s.next.Enable()
+		s.problem.Hide()
+	}
+	if was != block && s.ui.flash != nil {
+		s.ui.flash.refreshSummary()
+	}
 }

@@ -1,6 +1,7 @@
 package gui
 
 import (
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -65,12 +66,15 @@ func TestImageStepChecksVersion(t *testing.T) {
 	})
 }
 
-// With the factory down, a banner says so and what still works; the
-// choice stays usable (a cached image flashes offline).
+// With the factory down, a banner says so and what still works; an image
+// that needs a download cannot go on: Next and Flash are off, saying why
+// (before, Next stayed on and the flash failed after the erase
+// confirmation); a cached image stays usable (it flashes offline).
 func TestImageStepFactoryUnreachableBanner(t *testing.T) {
 	h := newHarness(t, nil)
+	h.flash() // the first role's (controlplane's) image is cached now
 	h.factory.Close()
-	h.onUI(func() { h.ui.image.selectProfile("worker") })
+	h.onUI(func() { h.ui.image.selectProfile("worker") }) // not cached
 	h.waitFor("banner", func() bool { return h.ui.image.offline.Visible() })
 	h.onUI(func() {
 		s := h.ui.image.offline.Text
@@ -79,8 +83,32 @@ func TestImageStepFactoryUnreachableBanner(t *testing.T) {
 				t.Errorf("banner %q lacks %q", s, want)
 			}
 		}
+		if !h.ui.image.next.Disabled() || !h.ui.image.problem.Visible() || !strings.Contains(h.ui.image.problem.Text, "must be downloaded") {
+			t.Errorf("uncached, factory down: next disabled %v, reason %q", h.ui.image.next.Disabled(), h.ui.image.problem.Text)
+		}
+		h.ui.tabs.SelectIndex(tabFlash)
+		if !h.ui.flash.start.Disabled() || !strings.Contains(h.ui.flash.summary.Text, "cannot be reached") {
+			t.Errorf("flash step: start disabled %v, summary %q", h.ui.flash.start.Disabled(), h.ui.flash.summary.Text)
+		}
+		for _, size := range layoutSizes { // the reason, whole, in both steps
+			h.ui.Window.Resize(size)
+			for _, tab := range []int{tabImage, tabFlash} {
+				h.ui.tabs.SelectIndex(tab)
+				for range 3 {
+					h.ui.Window.Content().Refresh()
+				}
+				assertObjectTextFits(t, h.ui, h.ui.Window.Content(), fmt.Sprintf("offline, tab %d at %v", tab, size))
+			}
+		}
+		h.ui.tabs.SelectIndex(tabImage)
+		h.ui.image.selectProfile("controlplane")
+	})
+	h.waitFor("cached image checked", func() bool {
+		return h.ui.image.offline.Visible() && strings.Contains(h.ui.image.offline.Text, "is cached")
+	})
+	h.onUI(func() {
 		if h.ui.image.next.Disabled() || h.ui.image.problem.Visible() {
-			t.Error("an unreachable factory blocks the choice")
+			t.Errorf("a cached image is blocked offline: %q", h.ui.image.problem.Text)
 		}
 	})
 }

@@ -2,8 +2,10 @@ package gui
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -11,9 +13,11 @@ import (
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
+	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
 
 	"github.com/talosflash/talosflash/app/plan"
+	"github.com/talosflash/talosflash/internal/userfile"
 	"github.com/talosflash/talosflash/inventory"
 	"github.com/talosflash/talosflash/node"
 )
@@ -28,6 +32,10 @@ const inventoryWait = 30 * time.Minute
 type inventoryRow struct {
 	node  inventory.Node
 	label *widget.Label
+	// once the node answered: its row, and whether it is this node
+	// waiting for a config (the address's node is not another card's)
+	row   *nodeRow
+	ready bool
 }
 
 // showInventory lists the inventory's nodes and waits for each at its
@@ -37,11 +45,12 @@ func (s *nodesStep) showInventory(box *fyne.Container) {
 	if inv == nil || len(inv.Nodes) == 0 {
 		return
 	}
-	name := filepath.Base(inv.Path)
-	if name == "." || name == "" {
-		name = inventory.DefaultFile
-	}
+	name := s.inventoryName()
 	box.Add(heading("Nodes of " + name))
+	s.applyAll = primaryButton(s.ui, "Apply all", theme.ConfirmIcon(), s.ApplyAll)
+	s.applyAll.Disable()
+	s.applyAllNote = wrapLabel("Apply all sends each waiting node its own config from " + name + ", once its checks pass.")
+	box.Add(container.NewBorder(nil, nil, nil, s.applyAll, s.applyAllNote))
 	for _, n := range inv.Nodes {
 		r := &inventoryRow{node: n, label: wrapLabel(fmt.Sprintf("%s · waiting at %s …", n.Hostname, n.Address.Addr()))}
 		s.invRows = append(s.invRows, r)
@@ -93,8 +102,17 @@ func (s *nodesStep) waitInventoryNode(r *inventoryRow) {
 
 // inventoryNodeFound says what answered at the node's address (UI goroutine).
 func (s *nodesStep) inventoryNodeFound(r *inventoryRow, n *node.Node) {
-	r.label.SetText(inventoryNodeText(r.node, n, plan.NodeCheck{Profiles: s.ui.deps.Profiles, Node: n}.MatchBooted()))
-	s.addNode(*n)
+	m := plan.NodeCheck{Profiles: s.ui.deps.Profiles, Node: n}.MatchBooted()
+	r.label.SetText(inventoryNodeText(r.node, n, m))
+	r.ready = !n.Configured && n.Maintenance && isNode(r.node, n, m)
+	r.row = s.addNode(*n)
+	s.refreshApplyAll()
+}
+
+// isNode: what answered is the inventory's node (the label's test; the
+// apply itself is gated by plan.CheckApply with ApplyJob.Expect).
+func isNode(want inventory.Node, n *node.Node, m plan.Match) bool {
+	return (m.Profile == "" || strings.EqualFold(m.Profile, want.Profile)) && strings.EqualFold(n.Hostname, want.Hostname)
 }
 
 // inventoryNodeText is the inventory row once the node answered.
@@ -126,3 +144,205 @@ func inventoryNodeText(want inventory.Node, n *node.Node, m plan.Match) string {
 
 // inventoryBox is the step's area for the inventory's rows.
 func inventoryBox() *fyne.Container { return container.NewVBox() }
+
+// inventoryNodeAt is the inventory's node at n's address (nil: none, or
+// no inventory): the apply to that row must reach that node.
+func (s *nodesStep) inventoryNodeAt(n node.Node) *inventory.Node {
+	inv := s.ui.deps.Inventory
+	if inv == nil {
+		return nil
+	}
+	ip := n.IP
+	if !ip.IsValid() {
+		ip, _ = netip.ParseAddr(hostOf(n.Addr))
+	}
+	for i := range inv.Nodes {
+		if inv.Nodes[i].Address.Addr() == ip.Unmap() {
+			want := inv.Nodes[i]
+			return &want
+		}
+	}
+	return nil
+}
+
+// inventoryRowFor is the inventory row whose node row is r (nil: none).
+func (s *nodesStep) inventoryRowFor(r *nodeRow) *inventoryRow {
+	for _, ir := range s.invRows {
+		if ir.row == r {
+			return ir
+		}
+	}
+	return nil
+}
+
+// identityRefused shows a swapped card's refusal: on the inventory row too.
+func (s *nodesStep) identityRefused(r *nodeRow, id *plan.IdentityError) {
+	if ir := s.inventoryRowFor(r); ir != nil {
+		ir.ready = false
+		ir.label.Importance = widget.DangerImportance
+		ir.label.SetText(ir.node.Hostname + " · blocked: " + id.Error())
+		s.refreshApplyAll()
+	}
+	s.ui.showError("Not "+id.Want.Hostname+"'s node: nothing was sent", id)
+}
+
+// refreshApplyAll enables Apply all while a node waits for its config.
+func (s *nodesStep) refreshApplyAll() {
+	if s.applyAll == nil {
+		return
+	}
+	if s.applyingAll {
+		s.applyAll.Disable()
+		return
+	}
+	for _, r := range s.invRows {
+		if r.ready {
+			s.applyAll.Enable()
+			return
+		}
+	}
+	s.applyAll.Disable()
+}
+
+// ApplyAll sends each waiting inventory node its own config (the
+// inventory's config: path), one after the other, each through the same
+// checks as a drop (plan.CheckApply with the node expected, then Send): a
+// node that fails a check or is another node's card is blocked alone and
+// said so on its row; configured nodes are skipped and said so.
+func (s *nodesStep) ApplyAll() {
+	type item struct {
+		ir  *inventoryRow
+		job plan.ApplyJob
+	}
+	var todo []item
+	for _, ir := range s.invRows {
+		h := ir.node.Hostname
+		switch {
+		case ir.row == nil:
+			ir.label.SetText(h + " · not answering yet at " + ir.node.Address.Addr().String() + ": not applied")
+			continue
+		case ir.row.node.Configured:
+			ir.label.SetText(h + " · already configured: skipped")
+			continue
+		case !ir.ready:
+			continue // its line says why (another node's card, or applied)
+		case ir.node.Config == "":
+			ir.label.Importance = widget.WarningImportance
+			ir.label.SetText(h + " · no config: in the inventory: drop its config on its row")
+			continue
+		}
+		ir.label.Importance = widget.MediumImportance
+		ir.label.SetText(h + " · waiting for its turn …")
+		todo = append(todo, item{ir: ir, job: s.applyJob(ir.row, filepath.Base(ir.node.Config), ir.node.Config, nil)})
+	}
+	if len(todo) == 0 {
+		return
+	}
+	s.applyingAll = true
+	s.refreshApplyAll()
+	s.applyAllNote.SetText(fmt.Sprintf("Applying %d node(s)…", len(todo)))
+	ctx := s.ui.ctx
+	go func() {
+		applied, blocked := 0, 0
+		for _, it := range todo {
+			ir, job := it.ir, it.job
+			h := ir.node.Hostname
+			s.ui.do(func() { ir.label.SetText(h + " · checking " + job.Name + " …") })
+			text, imp, ok := s.applyInventoryNode(ctx, ir, job)
+			if ok {
+				applied++
+			} else {
+				blocked++
+			}
+			s.ui.do(func() {
+				ir.label.Importance = imp
+				ir.label.SetText(h + " · " + text)
+				if ok {
+					ir.ready = false
+				}
+			})
+		}
+		s.ui.do(func() {
+			s.applyingAll = false
+			s.refreshApplyAll()
+			s.applyAllNote.SetText(fmt.Sprintf("Apply all: %d applied, %d not (each row says why).", applied, blocked))
+			s.showScanSummary()
+		})
+	}()
+}
+
+// applyInventoryNode checks and sends one node's config (background):
+// the row's text, its importance, and whether it was applied.
+func (s *nodesStep) applyInventoryNode(ctx context.Context, ir *inventoryRow, job plan.ApplyJob) (string, widget.Importance, bool) {
+	data, err := userfile.Read(job.ConfigPath, node.MaxConfigSize)
+	if err != nil {
+		return "not applied: " + err.Error(), widget.DangerImportance, false
+	}
+	job.Config = data
+	rv, err := plan.CheckApply(ctx, job)
+	var id *plan.IdentityError
+	switch {
+	case errors.Is(err, plan.ErrConfigured):
+		return "already configured: skipped", widget.MediumImportance, false
+	case errors.As(err, &id):
+		return "blocked: " + id.Error(), widget.DangerImportance, false
+	case err != nil:
+		return "not applied: " + err.Error(), widget.DangerImportance, false
+	case rv.Blocking() > 0:
+		return fmt.Sprintf("blocked: %s fails %d incident check(s), nothing was sent (drop it on its row to see them)", job.Name, rv.Blocking()), widget.DangerImportance, false
+	}
+	out, err := rv.Send(ctx, false)
+	if err != nil {
+		return "not applied: " + err.Error(), widget.DangerImportance, false
+	}
+	r := ir.row
+	s.ui.do(func() {
+		r.reply.Importance = widget.SuccessImportance
+		r.reply.SetText(applyText(job.Name, out))
+		r.worker = out.Config.MachineType == "worker"
+		ir.ready = false
+		if out.Next.LeavesMaintenance {
+			r.node.Maintenance = false
+		}
+		if out.Next.Bootstrap {
+			s.showBootstrap(r)
+		}
+	})
+	return "applied " + job.Name + ": " + out.Next.Node, widget.SuccessImportance, true
+}
+
+// inventoryApplied marks r's inventory node as given its config (a drop
+// or Apply all): Apply all does not send it again.
+func (s *nodesStep) inventoryApplied(r *nodeRow, name string, out *plan.ApplyOutcome) {
+	ir := s.inventoryRowFor(r)
+	if ir == nil {
+		return
+	}
+	ir.ready = false
+	ir.label.Importance = widget.SuccessImportance
+	ir.label.SetText(ir.node.Hostname + " · applied " + name + ": " + out.Next.Node)
+	s.refreshApplyAll()
+}
+
+// inventoryName is the inventory's file name, for the texts.
+func (s *nodesStep) inventoryName() string { return inventoryFileName(s.ui.deps.Inventory) }
+
+// newStrays is the area for nodes found at an address the inventory does
+// not list (a scan, a typed address): shown apart, under its heading.
+func (s *nodesStep) newStrays() fyne.CanvasObject {
+	s.strays = container.NewVBox()
+	s.straysHead = heading("")
+	s.straysHead.Hide()
+	return container.NewVBox(s.straysHead, s.strays)
+}
+
+// rowBoxFor is where n's row goes: apart when there is an inventory that
+// does not list n's address.
+func (s *nodesStep) rowBoxFor(n node.Node) *fyne.Container {
+	if s.ui.deps.Inventory == nil || s.strays == nil || s.inventoryNodeAt(n) != nil {
+		return s.rowBox
+	}
+	s.straysHead.SetText("Not in " + s.inventoryName() + " (found at an address it does not list)")
+	s.straysHead.Show()
+	return s.strays
+}

@@ -48,7 +48,12 @@ type nodesStep struct {
 	talosconfig    *node.Talosconfig // the one used last, offered again
 	bootWait       node.WaitOptions  // zero: node's defaults (tests shorten them)
 
-	invRows []*inventoryRow // the inventory's nodes (inventory.go)
+	invRows      []*inventoryRow // the inventory's nodes (inventory.go)
+	applyAll     *keyButton      // "Apply all": each waiting inventory node its config
+	applyAllNote *widget.Label
+	applyingAll  bool
+	strays       *fyne.Container // nodes at addresses the inventory does not list
+	straysHead   *widget.Label
 }
 
 // nodeRow is one node in the list; box is what a drop is hit-tested against.
@@ -64,6 +69,7 @@ type nodeRow struct {
 	// the bootstrap step after a control plane config (bootstrap.go)
 	controlplane bool          // a control plane config was applied in this session
 	worker       bool          // a worker config was applied in this session: never bootstrapped
+	applied      *node.Config  // the config the node took in this session (nil: none)
 	bootBtn      *keyButton    // "Bootstrap etcd…"
 	bootstrap    *widget.Entry // the talosctl command (bootstrap, then kubeconfig)
 	bootNote     *widget.Label
@@ -104,7 +110,7 @@ func newNodesStep(ui *UI) *nodesStep {
 	// nothing focused; Esc releases the address field).
 	inv := inventoryBox()
 	s.content = container.NewBorder(top, container.NewHBox(layout.NewSpacer(), s.scan), nil, nil,
-		container.NewVScroll(container.NewVBox(inv, s.empty, s.rowBox)))
+		container.NewVScroll(container.NewVBox(inv, s.empty, s.rowBox, s.newStrays())))
 	s.showInventory(inv)
 	ui.session.AddListener(func(c Change) {
 		if c == ChangeFlashed {
@@ -233,7 +239,7 @@ func (s *nodesStep) addNode(n node.Node) *nodeRow {
 	r.box = container.NewStack(bg, container.NewPadded(r.content))
 	s.showBooted(r)
 	s.rows = append(s.rows, r)
-	s.rowBox.Add(r.box)
+	s.rowBoxFor(n).Add(r.box) // apart when an inventory does not list its address
 	s.empty.Hide()
 	s.refreshBootstrapButtons()
 	return r
@@ -271,7 +277,11 @@ func (s *nodesStep) showBooted(r *nodeRow) {
 		r.badge.Importance = widget.HighImportance
 		r.badge.SetText("Booted: " + label + "  ·  " + b.String())
 		for _, se := range node.ServiceExtensions() {
-			if b.HasExtension(se.Extension) {
+			switch {
+			case !b.HasExtension(se.Extension):
+			case r.applied != nil && r.applied.HasExtensionService(se.ConfigName):
+				r.badge.SetText(r.badge.Text + "  ·  its ExtensionServiceConfig " + se.ConfigName + " was sent")
+			default:
 				r.badge.Importance = widget.WarningImportance
 				r.badge.SetText(r.badge.Text + "  ·  needs an ExtensionServiceConfig " + se.ConfigName)
 			}
@@ -450,7 +460,8 @@ func localPath(u fyne.URI) string {
 
 func (s *nodesStep) applyJob(r *nodeRow, name, path string, data []byte) plan.ApplyJob {
 	return plan.ApplyJob{Endpoint: r.node.Addr, Name: name, ConfigPath: path, Config: data, Mode: node.ModeAuto,
-		Check: s.nodeCheck(r), Probe: s.ui.deps.Probe, ApplyConfig: s.ui.deps.Apply}
+		Check: s.nodeCheck(r), Probe: s.ui.deps.Probe, ApplyConfig: s.ui.deps.Apply,
+		Expect: s.inventoryNodeAt(r.node)} // an inventory address: that node, not a swapped card
 }
 
 // checkAndPrompt checks the config against what the node booted (probed
@@ -467,6 +478,11 @@ func (s *nodesStep) checkAndPrompt(r *nodeRow, name, path string, data []byte) {
 				s.addNode(*rv.Node) // the row shows the node as it is now
 			}
 			r.reply.SetText(nodeNote(r.node))
+			var id *plan.IdentityError
+			if errors.As(err, &id) {
+				s.identityRefused(r, id)
+				return
+			}
 			if err != nil {
 				title := "Cannot check " + name
 				if errors.Is(err, node.ErrInvalidConfig) {
@@ -576,15 +592,26 @@ func (s *nodesStep) send(r *nodeRow, rv *plan.ApplyReview, force bool) {
 		out, err := rv.Send(s.ui.ctx, force)
 		s.ui.do(func() {
 			sending = false
-			r.pick.Enable()
 			if err != nil {
+				r.pick.Enable()
 				r.reply.Importance = widget.DangerImportance
 				r.reply.SetText("Not applied: " + err.Error())
 				s.ui.showError("The node did not take "+name, err)
 				return
 			}
+			if !out.Next.LeavesMaintenance || rv.Job.DryRun {
+				r.pick.Enable() // still in maintenance: another config may follow
+			}
 			r.reply.Importance = widget.SuccessImportance
+			if len(out.Result.Warnings) > 0 {
+				r.reply.Importance = widget.WarningImportance // the node's warnings are not a success colour
+			}
 			r.reply.SetText(applyText(name, out))
+			if !rv.Job.DryRun {
+				r.applied = out.Config
+				s.showBooted(r)
+			}
+			s.inventoryApplied(r, name, out)
 			r.worker = out.Config.MachineType == "worker"
 			if out.Next.LeavesMaintenance {
 				r.node.Maintenance = false

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/talosflash/talosflash/inventory"
 	"github.com/talosflash/talosflash/node"
 )
 
@@ -40,6 +41,12 @@ type ApplyJob struct {
 	ApplyConfig func(ctx context.Context, opts node.ApplyOptions) (*node.ApplyResult, error)
 	// Event gets what happens, in order, as it happens (may be nil).
 	Event func(ApplyEvent)
+	// Expect, when set, is the inventory node that should answer at
+	// Endpoint: CheckApply refuses another one (its hostname or booted
+	// profile differ: a swapped card) with an *IdentityError, which no
+	// force overrides. The CLI's apply --inventory and the GUI's inventory
+	// rows both set it.
+	Expect *inventory.Node
 }
 
 // ApplyEventKind says what an ApplyEvent carries.
@@ -267,6 +274,11 @@ func CheckApply(ctx context.Context, job ApplyJob) (*ApplyReview, error) {
 	rv.Findings = node.InspectWith(cfg, opts)
 	for _, f := range rv.Findings {
 		job.emit(ApplyEvent{Kind: EventFinding, Finding: f})
+	}
+	if job.Expect != nil {
+		if err := checkIdentity(*job.Expect, rv); err != nil {
+			return rv, err // not checked: Send refuses it, forced or not
+		}
 	}
 	rv.checked = true
 	return rv, nil

@@ -95,6 +95,8 @@ func ApplyNode(ctx context.Context, j NodeApplyJob, config []byte) (*NodeApplyOu
 	job := j.Apply
 	job.Endpoint, job.Name, job.Config = out.Endpoint, j.Node.Config, config
 	job.Check.Declared = j.Node.Profile // only a fallback when the node does not say
+	want := j.Node
+	job.Expect = &want // CheckApply refuses another node at the address
 
 	rv, err := CheckApply(ctx, job)
 	if errors.Is(err, ErrConfigured) {
@@ -104,10 +106,6 @@ func ApplyNode(ctx context.Context, j NodeApplyJob, config []byte) (*NodeApplyOu
 
 	out.ApplyOutcome = outcomeOf(rv)
 	if err != nil {
-		return out, err
-	}
-
-	if err := checkIdentity(j.Node, rv); err != nil {
 		return out, err
 	}
 

@@ -4,7 +4,9 @@ package xvfbtest
 
 import (
 	"bufio"
+	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,12 +16,15 @@ import (
 	"time"
 )
 
-// Start starts Xvfb on a display it picks itself (-displayfd), with the
+// Start starts Xvfb on a free display of a high random number, with the
 // given screen size ("1000x700x24"), and returns the display name. The
 // server is stopped with SIGTERM when the test ends, so it removes its
 // lock and socket. Tests in different packages run in parallel, and a real
 // window once failed to open while another test's X server was starting or
-// stopping: a lock file makes such tests take turns. Skips without Xvfb.
+// stopping: a lock file makes such tests take turns. Other X servers on
+// the machine (a desktop, a script's plain Xvfb) take the low numbers that
+// -displayfd alone would pick, and one stopping on the number ours just took
+// unlinks our socket: hence the high random ones. Skips without Xvfb.
 func Start(t testing.TB, screen string) string {
 	t.Helper()
 	xvfb, err := exec.LookPath("Xvfb")
@@ -34,29 +39,50 @@ func Start(t testing.TB, screen string) string {
 		lock.Close()
 		t.Fatal(err)
 	}
+	for attempt := 0; attempt < 10; attempt++ {
+		n := 200 + rand.IntN(700)
+		if _, err := os.Stat(fmt.Sprintf("/tmp/.X%d-lock", n)); err == nil {
+			continue // in use
+		}
+		cmd, ok := startOn(t, xvfb, n, screen)
+		if !ok {
+			continue // taken in between
+		}
+		t.Cleanup(func() {
+			Terminate(cmd, 10*time.Second)
+			lock.Close() // the next test's X server may start
+		})
+		return fmt.Sprintf(":%d", n)
+	}
+	lock.Close()
+	t.Fatal("Xvfb did not start on any of 10 free displays")
+	return ""
+}
+
+// startOn starts Xvfb on display n and waits until it accepts connections
+// (it writes the number on -displayfd then); false, with the server gone,
+// when it did not come up there.
+func startOn(t testing.TB, xvfb string, n int, screen string) (*exec.Cmd, bool) {
+	t.Helper()
 	r, w, err := os.Pipe()
 	if err != nil {
-		lock.Close()
 		t.Fatal(err)
 	}
-	cmd := exec.Command(xvfb, "-displayfd", "3", "-screen", "0", screen, "-nolisten", "tcp")
+	cmd := exec.Command(xvfb, fmt.Sprintf(":%d", n), "-displayfd", "3", "-screen", "0", screen, "-nolisten", "tcp")
 	cmd.ExtraFiles = []*os.File{w}
 	if err := cmd.Start(); err != nil {
-		lock.Close()
+		_ = r.Close()
+		_ = w.Close()
 		t.Fatal(err)
 	}
 	_ = w.Close()
-	t.Cleanup(func() {
-		Terminate(cmd, 10*time.Second)
-		lock.Close() // the next test's X server may start
-	})
-	// Xvfb writes the display number once it accepts connections.
 	line, err := bufio.NewReader(io.LimitReader(r, 64)).ReadString('\n')
 	_ = r.Close()
-	if err != nil {
-		t.Fatalf("Xvfb did not report its display: %v", err)
+	if err != nil || strings.TrimSpace(line) != fmt.Sprint(n) {
+		Terminate(cmd, 10*time.Second)
+		return nil, false
 	}
-	return ":" + strings.TrimSpace(line)
+	return cmd, true
 }
 
 // Terminate stops a started command the way a desktop session does: SIGTERM

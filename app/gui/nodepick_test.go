@@ -1,0 +1,192 @@
+package gui
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"fyne.io/fyne/v2"
+	"fyne.io/fyne/v2/test"
+
+	"github.com/talosflash/talosflash/factory"
+	"github.com/talosflash/talosflash/factory/factorytest"
+	"github.com/talosflash/talosflash/imaging"
+	"github.com/talosflash/talosflash/imaging/devices"
+	"github.com/talosflash/talosflash/imaging/imagetest"
+	"github.com/talosflash/talosflash/imaging/meta"
+	"github.com/talosflash/talosflash/inventory"
+	"github.com/talosflash/talosflash/node"
+)
+
+var (
+	talosImageOnce sync.Once
+	talosImage     *imagetest.Fixture
+)
+
+// nodePickHarness is the app with an inventory (cp-1, worker-1) against a
+// fake factory serving a Talos-shaped image (a META partition to write the
+// node into) and two card files.
+func nodePickHarness(t *testing.T) (*harness, []string) {
+	t.Helper()
+	talosImageOnce.Do(func() { talosImage = imagetest.NewTalos(t, 8<<20, 5, 1<<20) })
+	fx := talosImage
+	srv := factorytest.New(t)
+	for _, p := range factory.BuiltinProfiles() {
+		id, err := p.SchematicID()
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv.AddImage(id, p.Version(), "metal-arm64.raw.xz", fx.XZ)
+		srv.AddImage(id, p.Version(), "metal-arm64.raw.zst", fx.Zstd(t))
+	}
+	dir := t.TempDir()
+	inv, err := inventory.Parse([]byte(`gateway: 192.168.1.1
+nodes:
+  - hostname: cp-1
+    role: controlplane
+    address: 192.168.1.11/24
+  - hostname: worker-1
+    role: worker
+    address: 192.168.1.21/24
+`), filepath.Join(dir, "talosflash.yaml"), dir, inventory.Options{SkipFiles: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	var disks []devices.Disk
+	for _, n := range []string{"card1.img", "card2.img"} {
+		p := filepath.Join(dir, n)
+		if err := os.WriteFile(p, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, p)
+		disks = append(disks, devices.Disk{Name: n, Path: p, Size: 64 << 20, SizeHuman: "64 MiB", Model: "Test card", Transport: devices.TransportFile, Safe: true})
+	}
+	deps := Deps{
+		Factory:        factory.NewClient(srv.URL, srv.Client()),
+		Cache:          &imaging.Cache{Dir: filepath.Join(dir, "cache")},
+		Profiles:       factory.BuiltinProfiles(),
+		ListDevices:    func() ([]devices.Disk, error) { return disks, nil },
+		NeedsElevation: func(string) bool { return false },
+		PortalOpenFile: noPortal,
+		DeviceEvents:   func(context.Context) <-chan struct{} { return nil },
+		RefreshEvery:   -1,
+		Inventory:      inv, InventoryPort: 1, InventoryEvery: time.Hour,
+		Probe: func(context.Context, string) (*node.Node, error) { return nil, context.Canceled },
+	}
+	ui := New(test.NewTempApp(t), deps)
+	t.Cleanup(ui.Close)
+	ui.Window.Resize(fyne.NewSize(1000, 700))
+	h := &harness{t: t, ui: ui, factory: srv, image: fx, target: paths[0]}
+	h.waitFor("device list", func() bool { return len(ui.target.disks) == 2 })
+	return h, paths
+}
+
+// Step 1 with an inventory: picking worker-1 chooses its role's image, the
+// flash writes the image and then worker-1's address and hostname onto
+// the card's META (read back here by the META reader), and the finish
+// screen says "Card ready: worker-1, 192.168.1.21/24 (label it worker-1)".
+// A node goes on one card: with two cards Flash is disabled, saying why.
+func TestImageStepNodePick(t *testing.T) {
+	h, paths := nodePickHarness(t)
+	h.onUI(func() {
+		sel := h.ui.image.nodes.sel
+		for _, o := range sel.Options {
+			if strings.HasPrefix(o, "worker-1 ") {
+				sel.SetSelected(o)
+			}
+		}
+		if c := h.ui.session.Choice(); c == nil || c.Role != "worker" || h.ui.image.pickedNode() == nil {
+			t.Fatalf("after picking worker-1: choice %+v", c)
+		}
+		h.ui.tabs.SelectIndex(tabTarget)
+		h.ui.target.list.Select(0)
+		h.ui.target.list.Select(1)
+		h.ui.tabs.SelectIndex(tabFlash)
+		if len(h.ui.session.Cards()) != 2 {
+			t.Fatalf("%d cards chosen", len(h.ui.session.Cards()))
+		}
+		if !h.ui.flash.start.Disabled() || !strings.Contains(h.ui.flash.summary.Text, "worker-1 is one node, so it goes on one card") {
+			t.Fatalf("two cards for one node: start enabled %v, summary %q", !h.ui.flash.start.Disabled(), h.ui.flash.summary.Text)
+		}
+		h.ui.tabs.SelectIndex(tabTarget)
+		h.ui.target.list.Select(1) // a second click unchooses
+		h.ui.tabs.SelectIndex(tabFlash)
+		if h.ui.flash.start.Disabled() || !strings.Contains(h.ui.flash.summary.Text, "Node:  worker-1, 192.168.1.21/24") {
+			t.Fatalf("one card: start enabled %v, summary %q", !h.ui.flash.start.Disabled(), h.ui.flash.summary.Text)
+		}
+		test.Tap(h.ui.flash.start)
+	})
+	h.tapDialogButton("Erase and flash")
+	h.waitFor("finish", func() bool { return h.ui.flash.finished })
+	h.onUI(func() {
+		if got := h.ui.flash.doneTitle.Text; got != "✓ Card ready: worker-1, 192.168.1.21/24 (label it worker-1)" {
+			t.Fatalf("finish title %q (status %q)", got, h.ui.flash.status.Text)
+		}
+	})
+	card, err := meta.ReadCardPath(paths[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, ok := card.ADV.Get(meta.MetalNetworkPlatformConfig)
+	if !ok {
+		t.Fatal("no 0x0a on the card")
+	}
+	info, err := inventory.ParseNetworkConfig(v)
+	if err != nil || info.Hostname != "worker-1" || info.Address.String() != "192.168.1.21/24" {
+		t.Fatalf("card's network config: %+v, %v", info, err)
+	}
+
+	// Back to a role: the node pick is dropped, nothing is written for a node.
+	h.onUI(func() {
+		h.ui.image.selectProfile("controlplane")
+		if h.ui.image.pickedNode() != nil || h.ui.image.nodes.sel.Selected != noNodeOption {
+			t.Fatalf("a role chosen keeps the node %q", h.ui.image.nodes.sel.Selected)
+		}
+	})
+}
+
+// Step 1 with the node select, the Flash step naming the node (and why two
+// cards cannot take it) and the finish screen, at both window sizes.
+func TestNodePickLayout(t *testing.T) {
+	for _, size := range layoutSizes {
+		t.Run(fmt.Sprintf("%.0fx%.0f", size.Width, size.Height), func(t *testing.T) {
+			h, _ := nodePickHarness(t)
+			ui := h.ui
+			settle := func(name string) {
+				t.Helper()
+				for range 3 {
+					ui.Window.Content().Refresh()
+				}
+				assertObjectTextFits(t, ui, ui.Window.Content(), name)
+			}
+			h.onUI(func() {
+				ui.Window.Resize(size)
+				sel := ui.image.nodes.sel
+				sel.SetSelected(sel.Options[2])
+				settle("image step with a node")
+				ui.tabs.SelectIndex(tabTarget)
+				ui.target.list.Select(0)
+				ui.target.list.Select(1)
+				ui.tabs.SelectIndex(tabFlash)
+				settle("flash step, a node on two cards")
+				ui.tabs.SelectIndex(tabTarget)
+				ui.target.list.Select(1)
+				ui.tabs.SelectIndex(tabFlash)
+				test.Tap(ui.flash.start)
+			})
+			h.tapDialogButton("Erase and flash")
+			h.waitFor("finish", func() bool { return ui.flash.finished })
+			h.waitFor("eject", func() bool { return ui.flash.ejected })
+			h.onUI(func() {
+				ui.escape()
+				settle("finish screen for a node")
+			})
+		})
+	}
+}

@@ -1,0 +1,54 @@
+package plan
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/talosflash/talosflash/inventory"
+	"github.com/talosflash/talosflash/node"
+	"github.com/talosflash/talosflash/node/nodetest"
+)
+
+// ApplyJob.Expect: the node at the address must be the inventory's node
+// (hostname and booted profile). Another one (a swapped card) is refused
+// by CheckApply itself, naming both, and Send refuses it even forced: the
+// CLI's apply --inventory and the GUI's inventory rows share this gate.
+func TestCheckApplyExpectRefusesAnotherNode(t *testing.T) {
+	opts := imageOf(t, "worker")
+	opts.Hostname = "worker-2"
+	srv := nodetest.Start(t, opts)
+	data := nodeConfig(t, "controlplane.yaml")
+	want := inventory.Node{Hostname: "cp-1", Role: "controlplane", Profile: "controlplane", Address: netip.MustParsePrefix("127.0.0.1/8")}
+
+	var rec recorder
+	job := applyJob(srv, "controlplane.yaml", data, &rec)
+	job.Expect = &want
+	rv, err := CheckApply(context.Background(), job)
+	var id *IdentityError
+	if !errors.As(err, &id) || !errors.Is(err, node.ErrInvalidConfig) || rv == nil {
+		t.Fatalf("check: %v", err)
+	}
+	for _, s := range []string{"cp-1", "worker-2", "booted the worker image"} {
+		if !strings.Contains(err.Error(), s) {
+			t.Errorf("message %q does not name %q", err, s)
+		}
+	}
+	if _, err := rv.Send(context.Background(), true); err == nil || len(srv.Requests()) != 0 {
+		t.Fatalf("forced send after an identity refusal: %v, %d requests", err, len(srv.Requests()))
+	}
+
+	// The right node passes the same gate.
+	opts.Hostname = "worker-1"
+	ok := nodetest.Start(t, opts)
+	w := inventory.Node{Hostname: "worker-1", Role: "worker", Profile: "worker", Address: want.Address}
+	job = applyJob(ok, "worker.yaml", nodeConfig(t, "worker.yaml"), &rec)
+	job.Expect = &w
+	if rv, err := CheckApply(context.Background(), job); err != nil {
+		t.Fatal(err)
+	} else if _, err := rv.Send(context.Background(), false); err != nil || len(ok.Requests()) == 0 {
+		t.Fatalf("send: %v", err)
+	}
+}
