@@ -53,8 +53,10 @@ func sentConfigs(s *nodetest.Server) [][]byte {
 
 // From three blank cards to a cluster: an inventory of three nodes, their
 // cards flashed through the CLI (loop devices as root, else files), a fake
-// node booted from each card, `apply --inventory` sends each node its
-// config byte for byte, then the control plane is bootstrapped once.
+// node booted from each card, one `apply --inventory --bootstrap` sends each
+// node its config byte for byte; each comes up configured with its config's
+// CA (nodetest's BootConfig) and the control plane is bootstrapped once
+// with the talosconfig generated with the configs.
 func TestInventoryEndToEnd(t *testing.T) {
 	srv, fx := talosFactory(t)
 	dir := t.TempDir()
@@ -92,13 +94,33 @@ func TestInventoryEndToEnd(t *testing.T) {
 	port := freePort(t)
 	fakes := map[string]*nodetest.Server{}
 	for h, role := range map[string]string{"cp-1": "controlplane", "worker-1": "worker", "worker-2": "worker"} {
-		fakes[h] = nodetest.Start(t, nodetest.Options{Card: cards[h], Addr: "127.0.0.1:" + port, Schematic: builtinSchematic(t, role)})
+		fakes[h] = nodetest.Start(t, nodetest.Options{Card: cards[h], Addr: "127.0.0.1:" + port, Schematic: builtinSchematic(t, role), BootConfig: true})
 	}
 	if a := fakes["worker-2"].Addr(); a != "127.0.0.23:"+port {
 		t.Fatalf("worker-2 boots at %s", a)
 	}
+	tcFixture, err := os.ReadFile("../../node/testdata/talos114/valid/talosconfig") // generated with the configs
+	if err != nil {
+		t.Skipf("no 1.14 fixture: %v", err)
+	}
+	tc := filepath.Join(dir, "talosconfig")
+	if err := os.WriteFile(tc, tcFixture, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	secrets, err := nodetest.SecretFragments(tcFixture) // the cluster's PKI, also in the configs
+	if err != nil {
+		t.Fatal(err)
+	}
+	noSecrets := func(out string) {
+		t.Helper()
+		for _, s := range secrets {
+			if strings.Contains(out, s) {
+				t.Fatal("apply --inventory output holds a fragment of the cluster's secrets")
+			}
+		}
+	}
 
-	code, stdout, stderr := cliRun(t, "apply", "--inventory", inv, "--port", port, "--wait", "30s", "--json")
+	code, stdout, stderr := cliRun(t, "apply", "--inventory", inv, "--port", port, "--wait", "30s", "--json", "--bootstrap", "--talosconfig", tc)
 	if code != ExitOK {
 		t.Fatalf("apply --inventory: exit %d: %s\n%s", code, stderr, stdout)
 	}
@@ -110,6 +132,7 @@ func TestInventoryEndToEnd(t *testing.T) {
 			t.Errorf("%s was sent %d configs, want exactly its own once", h, len(got))
 		}
 	}
+	firstJSON := stdout
 	evs := nodeEvents(t, stdout)
 	if len(evs) != 3 {
 		t.Fatalf("%d JSON lines, want one per node: %s", len(evs), stdout)
@@ -119,73 +142,49 @@ func TestInventoryEndToEnd(t *testing.T) {
 			t.Errorf("node %d: %v", i, evs[i])
 		}
 	}
+	noSecrets(stdout + stderr)
+	cp1 := fakes["cp-1"].Node()
+	if cp1 == nil || !cp1.Bootstrapped() || cp1.Bootstraps() != 1 {
+		t.Fatalf("cp-1 configured %v, want bootstrapped with one call:\n%s", cp1 != nil, stderr)
+	}
+	if all := jsonEvents(t, stdout); all[len(all)-1]["event"] != "bootstrap" || all[len(all)-1]["accepted"] != true {
+		t.Fatalf("last line %v, want the bootstrap answer", all[len(all)-1])
+	}
+
+	// Again: all three run with their configs now (mTLS): skipped; etcd
+	// is bootstrapped already: nothing sent.
+	code, stdout, stderr = cliRun(t, "apply", "--inventory", inv, "--port", port, "--wait", "30s", "--bootstrap", "--talosconfig", tc)
+	if code != ExitOK || !strings.Contains(stderr, "etcd is bootstrapped already") {
+		t.Fatalf("second run: exit %d: %s\n%s", code, stderr, stdout)
+	}
+	for _, h := range []string{"cp-1", "worker-1", "worker-2"} {
+		if !strings.Contains(stdout, h+": already configured") || len(sentConfigs(fakes[h])) != 1 {
+			t.Errorf("second run: %s not skipped as configured (%d configs sent):\n%s", h, len(sentConfigs(fakes[h])), stdout)
+		}
+	}
+	noSecrets(stdout + stderr)
+	if cp1.Bootstraps() != 1 {
+		t.Fatalf("%d Bootstrap calls, want one", cp1.Bootstraps())
+	}
+
 	// The node's own warnings reach the user as apply --node shows them
-	// (the 1.14 worker config has no installer.image: the node warns).
+	// (the 1.14 worker config has no installer.image: the node warns), in
+	// text too: a worker-1 in maintenance again (a fresh card).
 	const noImage = "installer.image is not set"
 	if bytes.Contains(worker, []byte("kind: UnattendedInstallConfig")) && !bytes.Contains(worker, []byte("\n    image:")) {
+		evs := nodeEvents(t, firstJSON)
 		for i, h := range []string{"worker-1", "worker-2"} {
 			ws, _ := evs[i+1]["warnings"].([]any)
 			if len(ws) != 1 || !strings.Contains(ws[0].(string), noImage) {
 				t.Errorf("%s: warnings %v, want the node's %q", h, evs[i+1]["warnings"], noImage)
 			}
 		}
-		_, text, _ := cliRun(t, "apply", "--inventory", inv, "--hostname", "worker-1", "--port", port, "--wait", "30s") // still in maintenance: sent again
+		fakes["worker-1"].Close()
+		nodetest.Start(t, nodetest.Options{Card: cards["worker-1"], Addr: "127.0.0.1:" + port, Schematic: builtinSchematic(t, "worker")})
+		_, text, _ := cliRun(t, "apply", "--inventory", inv, "--hostname", "worker-1", "--port", port, "--wait", "30s")
 		if !strings.Contains(text, "worker-1: warning: "+noImage) {
 			t.Errorf("apply --inventory does not show the node's warning:\n%s", text)
 		}
-	}
-	if tcFixture, err := os.ReadFile("../../node/testdata/talos114/valid/talosconfig"); err == nil {
-		secrets, err := nodetest.SecretFragments(tcFixture) // the cluster's PKI, also in the configs
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, s := range secrets {
-			if strings.Contains(stdout+stderr, s) {
-				t.Fatal("apply --inventory output holds a fragment of the cluster's secrets")
-			}
-		}
-	}
-	if !strings.Contains(stderr, "talosflash bootstrap --node 127.0.0.21 --talosconfig") {
-		t.Fatalf("no bootstrap step for cp-1: %s", stderr)
-	}
-
-	// Again: the workers still in maintenance would take their config
-	// again (the fake does not leave maintenance mode); the control plane,
-	// now running with its config (mTLS), is skipped and bootstrapped once.
-	fakes["cp-1"].Close()
-	pki, err := nodetest.NewPKI()
-	if err != nil {
-		t.Fatal(err)
-	}
-	configured := nodetest.StartNode(t, nodetest.NodeOptions{Addr: "127.0.0.21:" + port, PKI: pki, Schematic: builtinSchematic(t, "controlplane")})
-	tcData, err := pki.Talosconfig("home", "os:admin", "127.0.0.21")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tc := filepath.Join(dir, "talosconfig")
-	if err := os.WriteFile(tc, tcData, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	for range 2 {
-		code, stdout, stderr = cliRun(t, "apply", "--inventory", inv, "--hostname", "cp-1", "--port", port, "--bootstrap", "--talosconfig", tc)
-		if code != ExitOK || !strings.Contains(stdout, "cp-1: already configured") {
-			t.Fatalf("bootstrap run: exit %d: %s\n%s", code, stderr, stdout)
-		}
-		secrets, err := nodetest.SecretFragments(tcData)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, s := range secrets {
-			if strings.Contains(stdout+stderr, s) {
-				t.Fatal("output holds a fragment of the talosconfig's secrets")
-			}
-		}
-	}
-	if !configured.Bootstrapped() || configured.Bootstraps() != 1 {
-		t.Fatalf("bootstrapped %v with %d calls, want once", configured.Bootstrapped(), configured.Bootstraps())
-	}
-	if !strings.Contains(stderr, "bootstrapped already") && !strings.Contains(stderr, "etcd is bootstrapped already") {
-		t.Fatalf("second run: %s", stderr)
 	}
 }
 

@@ -56,15 +56,26 @@ func NewPKI() (*PKI, error) {
 	if err != nil {
 		return nil, err
 	}
-	pair, err := tls.X509KeyPair(ca.CrtPEM, ca.KeyPEM)
+	return PKIFromCA(ca.CrtPEM, ca.KeyPEM)
+}
+
+// PKIFromCA is the PKI of an existing OS CA (PEM certificate and key, as a
+// machine config's machine.ca holds them once base64-decoded). Errors never
+// quote the key.
+func PKIFromCA(crtPEM, keyPEM []byte) (*PKI, error) {
+	pair, err := tls.X509KeyPair(crtPEM, keyPEM)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("CA certificate and key do not form a pair")
+	}
+	caCert, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		return nil, fmt.Errorf("CA certificate: %w", err)
 	}
 	signer, ok := pair.PrivateKey.(crypto.Signer)
 	if !ok {
 		return nil, fmt.Errorf("CA key of type %T cannot sign", pair.PrivateKey)
 	}
-	return &PKI{ca: &sidx509.PEMEncodedCertificateAndKey{Crt: ca.CrtPEM, Key: ca.KeyPEM}, caCert: ca.Crt, caKey: signer, CAPEM: ca.CrtPEM}, nil
+	return &PKI{ca: &sidx509.PEMEncodedCertificateAndKey{Crt: crtPEM, Key: keyPEM}, caCert: caCert, caKey: signer, CAPEM: crtPEM}, nil
 }
 
 // ClientCert issues a client certificate with the given Talos role
@@ -146,7 +157,11 @@ type NodeOptions struct {
 	UpgradeExitCode int32
 	// MissingImages are image references the node's registry pull fails for.
 	MissingImages []string
-	Logf          func(format string, args ...any)
+	// Hostname and MAC the node reports; default "talos-cp-1" and
+	// "dc:a6:32:00:00:02".
+	Hostname string
+	MAC      string
+	Logf     func(format string, args ...any)
 }
 
 // Node is a running configured fake node.
@@ -189,7 +204,11 @@ func StartNode(t testing.TB, opts NodeOptions) *Node {
 }
 
 // NewNode starts a configured fake node; Close stops it.
-func NewNode(opts NodeOptions) (*Node, error) {
+func NewNode(opts NodeOptions) (*Node, error) { return newNode(opts, "") }
+
+// newNode is NewNode for a node that booted an image known only by its
+// schematic ID (a card's record: no YAML for it).
+func newNode(opts NodeOptions, schematicID string) (*Node, error) {
 	if opts.PKI == nil {
 		return nil, fmt.Errorf("NodeOptions.PKI is required")
 	}
@@ -201,6 +220,12 @@ func NewNode(opts NodeOptions) (*Node, error) {
 	}
 	if opts.RebootDowntime == 0 {
 		opts.RebootDowntime = 100 * time.Millisecond
+	}
+	if opts.Hostname == "" {
+		opts.Hostname = "talos-cp-1"
+	}
+	if opts.MAC == "" {
+		opts.MAC = "dc:a6:32:00:00:02"
 	}
 	if opts.Logf == nil {
 		opts.Logf = func(string, ...any) {}
@@ -216,7 +241,7 @@ func NewNode(opts NodeOptions) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{opts: opts, addr: lis.Addr().String(), cert: cert, version: opts.TalosVersion,
-		schematic: opts.Schematic, bootstrapped: opts.Bootstrapped, notReady: opts.NotReady, bootID: 1}
+		schematic: opts.Schematic, schematicID: schematicID, bootstrapped: opts.Bootstrapped, notReady: opts.NotReady, bootID: 1}
 	if err := n.serve(lis); err != nil {
 		lis.Close()
 		return nil, err
@@ -269,7 +294,7 @@ func (n *Node) serve(lis net.Listener) error {
 
 func (n *Node) buildState() (state.State, error) {
 	n.mu.Lock()
-	s := &Server{opts: Options{TalosVersion: n.version, Hostname: "talos-cp-1", MAC: "dc:a6:32:00:00:02", Schematic: n.schematic}}
+	s := &Server{opts: Options{TalosVersion: n.version, Hostname: n.opts.Hostname, MAC: n.opts.MAC, Schematic: n.schematic}}
 	id := n.schematicID
 	n.mu.Unlock()
 	st, err := s.buildState()

@@ -129,6 +129,17 @@ type Options struct {
 	// Card, if set, boots the node from a flashed card or image file: its
 	// address (127.0.0.0/8 only), hostname and image (cardboot.go).
 	Card string
+	// BootConfig makes the node leave maintenance mode as a real one does
+	// after an accepted apply that applies now (auto, no-reboot, reboot; not
+	// staged, try or a dry run): the maintenance API stops and, after
+	// BootDelay, a configured Node (mtls.go) serves on the same address with
+	// the config's machine.ca, machine type, the node's hostname and
+	// version (bootconfig.go). A worker's certificate needs the CA key: it
+	// comes up once a control plane fake of this process runs with that CA.
+	BootConfig bool
+	// BootDelay is how long the address is silent in between; default
+	// DefaultBootDelay.
+	BootDelay time.Duration
 }
 
 // Talos versions the fake reports by default.
@@ -165,6 +176,14 @@ type Server struct {
 	mu       sync.Mutex
 	requests []Request
 	versions int
+
+	// BootConfig (bootconfig.go), under mu.
+	quit       chan struct{} // closed by Close
+	booted     chan struct{} // closed when boot ends (node up, or not)
+	booting    bool
+	closed     bool
+	node       *Node
+	unregister func()
 }
 
 // Start runs a fake node until the test ends.
@@ -206,6 +225,9 @@ func New(opts Options) (*Server, error) {
 	if opts.Logf == nil {
 		opts.Logf = func(string, ...any) {}
 	}
+	if opts.BootDelay <= 0 {
+		opts.BootDelay = DefaultBootDelay
+	}
 
 	lis, err := net.Listen("tcp", opts.Addr)
 	if err != nil {
@@ -225,7 +247,8 @@ func New(opts Options) (*Server, error) {
 		tlsCfg.ClientAuth = tls.RequestClientCert
 	}
 
-	s := &Server{opts: opts, lis: lis, certDER: cert.Certificate[0], done: make(chan struct{})}
+	s := &Server{opts: opts, lis: lis, certDER: cert.Certificate[0], done: make(chan struct{}),
+		quit: make(chan struct{}), booted: make(chan struct{})}
 	if s.state, err = s.buildState(); err != nil {
 		lis.Close()
 		return nil, fmt.Errorf("state: %w", err)
@@ -246,10 +269,42 @@ func New(opts Options) (*Server, error) {
 	return s, nil
 }
 
-// Close stops the node and waits for its server to end.
+// Close stops the node (and the configured node it became) and waits for
+// its servers to end.
 func (s *Server) Close() {
+	s.mu.Lock()
+	first := !s.closed
+	s.closed = true
+	booting := s.booting
+	s.mu.Unlock()
+	if first {
+		close(s.quit)
+	}
 	s.grpc.Stop()
 	<-s.done
+	if booting {
+		<-s.booted
+	}
+	s.mu.Lock()
+	n, unregister := s.node, s.unregister
+	s.mu.Unlock()
+	if unregister != nil {
+		unregister()
+	}
+	if n != nil {
+		n.Close()
+	}
+}
+
+// Booted is closed once a BootConfig node has come up configured after an
+// apply (Node is then set), or failed to (see Logf).
+func (s *Server) Booted() <-chan struct{} { return s.booted }
+
+// Node is the configured node this one became (BootConfig), else nil.
+func (s *Server) Node() *Node {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.node
 }
 
 // CertFingerprint is the SPKI fingerprint the node's console would print.
@@ -355,10 +410,35 @@ func (s *Server) ApplyConfiguration(ctx context.Context, in *machine.ApplyConfig
 	if s.opts.ApplyErr != nil {
 		return nil, s.opts.ApplyErr
 	}
+	var (
+		reply *machine.ApplyConfigurationResponse
+		err   error
+	)
 	if s.opts.Legacy {
-		return s.applyLegacy(in)
+		reply, err = s.applyLegacy(in)
+	} else {
+		reply, err = s.applyUnified(in)
 	}
-	return s.applyUnified(in)
+	if err == nil && s.opts.BootConfig && bootsConfig(in) {
+		s.startBoot(in.GetData())
+	}
+	return reply, err
+}
+
+// startBoot leaves maintenance mode with the applied config (once).
+func (s *Server) startBoot(data []byte) {
+	bc, err := parseBootConfig(data)
+	if err != nil {
+		s.opts.Logf("boot: staying in maintenance: %v", err)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.booting || s.closed {
+		return
+	}
+	s.booting = true
+	go s.boot(bc)
 }
 
 // applyLegacy is internal/app/maintenance/server.go of Talos <= 1.12.

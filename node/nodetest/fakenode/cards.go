@@ -33,11 +33,12 @@ func cardOptions(sp spec, profiles []factory.Profile, i int) (nodetest.Options, 
 		return nodetest.Options{}, err
 	}
 	opts := nodetest.Options{
-		Card:     sp.card,
-		RC1Rules: rc1Rules,
-		Hostname: sp.hostname,
-		MAC:      fmt.Sprintf("dc:a6:32:00:01:%02x", i+1),
-		Logf:     func(f string, a ...any) { log.Printf(sp.card+": "+f, a...) },
+		Card:       sp.card,
+		RC1Rules:   rc1Rules,
+		BootConfig: sp.bootsConfig(),
+		Hostname:   sp.hostname,
+		MAC:        fmt.Sprintf("dc:a6:32:00:01:%02x", i+1),
+		Logf:       func(f string, a ...any) { log.Printf(sp.card+": "+f, a...) },
 	}
 	if sp.talos != "" {
 		opts.TalosVersion = sp.talos

@@ -56,3 +56,30 @@ func TestCardNodes(t *testing.T) {
 		t.Fatalf("probe %s: %+v %v", srv.Addr(), got, err)
 	}
 }
+
+// --boot-config: on for card nodes unless turned off, off for --listen
+// nodes unless turned on.
+func TestBootConfigDefaults(t *testing.T) {
+	for _, c := range []struct {
+		args       []string
+		card, list bool
+	}{
+		{nil, true, false},
+		{[]string{"--boot-config"}, true, true},
+		{[]string{"--boot-config=false"}, false, false},
+	} {
+		if _, _, err := parseArgs(c.args); err != nil {
+			t.Fatal(err)
+		}
+		if got := (spec{card: "x.img"}).bootsConfig(); got != c.card {
+			t.Errorf("%v: card node boot config %v", c.args, got)
+		}
+		opts, err := options(spec{listen: "127.0.0.1:0", talos: "v1.14.5", image: "none"}, factory.BuiltinProfiles(), 0)
+		if err != nil || opts.BootConfig != c.list {
+			t.Errorf("%v: --listen node boot config %v (%v)", c.args, opts.BootConfig, err)
+		}
+	}
+	if _, _, err := parseArgs(nil); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -12,6 +12,9 @@
 // accepted. Configs sent to a node are counted, never printed or stored.
 // --card FILE[,FILE...] boots a node from each flashed card or image
 // (cards.go): its address, hostname and image come from the card.
+// With --boot-config (default on for --card nodes) a node leaves maintenance
+// after an apply that applies now and comes up configured with the config's
+// machine.ca: the talosconfig generated with the configs connects to it.
 //
 // A Talos 1.14 node checks configs as 1.14 does (node/nodetest/talos114.go);
 // --rc1-rules adds the two rules of v1.14.0-rc.1 that later 1.14 releases
@@ -38,6 +41,21 @@ import (
 
 // rc1Rules: --rc1-rules, for every node.
 var rc1Rules bool
+
+// bootConfig: --boot-config, for every node; unset, on for --card nodes
+// only (a flashed card's node is the one an inventory apply configures).
+var (
+	bootConfig    bool
+	bootConfigSet bool
+)
+
+// bootsConfig is whether a node leaves maintenance mode after an apply.
+func (sp spec) bootsConfig() bool {
+	if bootConfigSet {
+		return bootConfig
+	}
+	return sp.card != ""
+}
 
 // configuredTalosconfig, if set by --configured-talosconfig FILE, runs
 // configured nodes (see configured.go) instead of maintenance ones.
@@ -175,6 +193,7 @@ func parseArgs(args []string) ([]spec, string, error) {
 		return nil
 	})
 	fs.BoolVar(&rc1Rules, "rc1-rules", false, "Talos 1.14 nodes also refuse what v1.14.0-rc.1 refuses (UnattendedInstallConfig without provisioning.diskSelector, KubeProxyConfig on a worker)")
+	fs.BoolVar(&bootConfig, "boot-config", false, "after an apply that applies now (auto, no-reboot, reboot), the node comes up configured with that config's machine.ca (mTLS: its talosconfig connects; bootstrap works on a control plane); default on for --card nodes")
 	fs.StringVar(&profiles, "profiles", "", "YAML file with custom profiles (for --image)")
 	fs.StringVar(&configuredTalosconfig, "configured-talosconfig", "", "run configured nodes (mTLS, bootstrap, upgrade) and write their talosconfig to this new file")
 	if err := fs.Parse(args); err != nil {
@@ -183,6 +202,8 @@ func parseArgs(args []string) ([]spec, string, error) {
 	if fs.NArg() > 0 {
 		return nil, "", fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
+	bootConfigSet = false
+	fs.Visit(func(f *flag.Flag) { bootConfigSet = bootConfigSet || f.Name == "boot-config" })
 	if len(specs) == 0 {
 		def.listen = "127.0.0.2:" + fmt.Sprint(node.DefaultPort)
 		specs = []spec{def}
@@ -206,6 +227,7 @@ func options(sp spec, profiles []factory.Profile, i int) (nodetest.Options, erro
 		TalosVersion: sp.talos,
 		Legacy:       !node.UnifiedMaintenance(sp.talos),
 		RC1Rules:     rc1Rules,
+		BootConfig:   sp.bootsConfig(),
 		Hostname:     sp.hostname,
 		MAC:          fmt.Sprintf("dc:a6:32:00:00:%02x", i+1),
 		Logf:         func(f string, a ...any) { log.Printf(sp.listen+": "+f, a...) },
