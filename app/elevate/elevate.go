@@ -1,7 +1,7 @@
 // Package elevate owns the privileged write step's protocol: the arguments
 // of the child (`talosflash --flash --elevated --json ...`, run through
 // devices.ElevatedCommand), the typed JSON lines it writes and its parent
-// reads, and the exit codes both sides share. app/plan runs it for the CLI
+// reads (exit codes and events: app/contract). app/plan runs it for the CLI
 // and the GUI.
 package elevate
 
@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/imaging"
 )
 
@@ -52,22 +53,22 @@ func (e *Error) ExitCode() int {
 	case e.Reported:
 		return e.Code
 	case e.NotGranted:
-		return ExitDevice
+		return contract.ExitDevice
 	}
-	return ExitWrite
+	return contract.ExitWrite
 }
 
 // Is maps the exit codes back to the library's sentinel errors, so a
 // failure in the child reads like the same failure in process.
 func (e *Error) Is(target error) bool {
 	switch e.Code {
-	case ExitVerify:
+	case contract.ExitVerify:
 		return target == imaging.ErrVerifyMismatch
-	case ExitWrite:
+	case contract.ExitWrite:
 		return target == imaging.ErrIncomplete
-	case ExitImage:
+	case contract.ExitImage:
 		return target == imaging.ErrCorruptImage
-	case ExitInterrupted:
+	case contract.ExitInterrupted:
 		// The child stopped mid-write: the card holds part of the image.
 		return target == context.Canceled || target == imaging.ErrIncomplete
 	}

@@ -6,23 +6,6 @@ import (
 	"github.com/talosflash/talosflash/app/contract"
 )
 
-// Exit codes: app/contract owns them (the public interface); the elevated
-// child exits with them and reports them in its "error" line.
-const (
-	ExitOK          = contract.ExitOK
-	ExitFailure     = contract.ExitFailure
-	ExitUsage       = contract.ExitUsage
-	ExitNetwork     = contract.ExitNetwork
-	ExitVerify      = contract.ExitVerify
-	ExitDevice      = contract.ExitDevice
-	ExitWrite       = contract.ExitWrite
-	ExitConfig      = contract.ExitConfig
-	ExitApply       = contract.ExitApply
-	ExitImage       = contract.ExitImage
-	ExitStorage     = contract.ExitStorage
-	ExitInterrupted = contract.ExitInterrupted
-)
-
 // Args is what the elevated child is told: write the already downloaded
 // image Image to Device. The child gets everything through its arguments
 // (pkexec clears the environment).

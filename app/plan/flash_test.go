@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/app/elevate"
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/factory/factorytest"
@@ -90,7 +91,7 @@ echo '{"event":"result","device":"/dev/sdz","bytes":10,"sha256":"ab","verified":
 	// Second card: cached, so no factory call at all; the child finds the
 	// image corrupt and the parent (which owns the cache) drops it.
 	before := len(srv.Requests())
-	corrupt := fmt.Sprintf(`echo '{"event":"error","code":%d,"message":"xz: corrupt block"}'; exit %d`, elevate.ExitImage, elevate.ExitImage)
+	corrupt := fmt.Sprintf(`echo '{"event":"error","code":%d,"message":"xz: corrupt block"}'; exit %d`, contract.ExitImage, contract.ExitImage)
 	job, status = elevatedJob(t, srv, cache, corrupt, &args)
 	_, err = Flash(context.Background(), job)
 	if !errors.Is(err, imaging.ErrCorruptImage) || err.Error() != "xz: corrupt block" {
