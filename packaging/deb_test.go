@@ -3,8 +3,6 @@
 package packaging
 
 import (
-	"bytes"
-	"context"
 	"debug/elf"
 	"encoding/xml"
 	"os"
@@ -12,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -204,7 +201,7 @@ func startsWindow(t *testing.T, run ...string) {
 	display := xvfbtest.Start(t, "1024x768x24")
 	cmd := exec.Command(run[0], append(run[1:], "gui", "--factory", "http://127.0.0.1:1")...)
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8", "DISPLAY=" + display, "HOME=" + t.TempDir()}
-	var output lockedBuffer
+	var output xvfbtest.Buffer
 	cmd.Stdout, cmd.Stderr = &output, &output
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -212,7 +209,7 @@ func startsWindow(t *testing.T, run ...string) {
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	deadline := time.Now().Add(2 * time.Minute)
-	for !windowShown(display, "talosflash") {
+	for !xvfbtest.WindowShown(display, "talosflash") {
 		select {
 		case err := <-exited:
 			t.Fatalf("the app exited (%v) before showing its window:\n%s", err, output.String())
@@ -233,29 +230,4 @@ func startsWindow(t *testing.T, run ...string) {
 	if out := output.String(); strings.Contains(out, "panic") {
 		t.Fatalf("app output:\n%s", out)
 	}
-}
-
-func windowShown(display, title string) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, "xwininfo", "-display", display, "-root", "-tree").Output()
-	return err == nil && bytes.Contains(out, []byte(title))
-}
-
-// lockedBuffer is a bytes.Buffer the exec copier and the test can share.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
