@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/talosflash/talosflash/app/cli"
 	"github.com/talosflash/talosflash/app/gui"
 	"github.com/talosflash/talosflash/internal/xvfbtest"
 )
@@ -129,7 +130,8 @@ func TestGUIAllowLoopAndDevice(t *testing.T) {
 	var got gui.Options
 	code := runGUIWith([]string{"--allow-loop", "--device", "/dev/loop7", "--device", "/dev/loop8", "--subnet", "127.0.0.131/32, 127.0.1.9/29"}, &bytes.Buffer{}, &bytes.Buffer{},
 		func(string) string { return ":99" }, func(o gui.Options) error { got = o; return nil })
-	if code != 0 || !got.AllowLoop || fmt.Sprint(got.Devices) != "[/dev/loop7 /dev/loop8]" || fmt.Sprint(got.Subnets) != "[127.0.0.131/32 127.0.1.8/29]" {
+	// Version: the elevated write looks for the CLI of this build's version.
+	if code != 0 || !got.AllowLoop || fmt.Sprint(got.Devices) != "[/dev/loop7 /dev/loop8]" || fmt.Sprint(got.Subnets) != "[127.0.0.131/32 127.0.1.8/29]" || got.Version != cli.Version {
 		t.Fatalf("exit %d, options %+v", code, got)
 	}
 	var stderr bytes.Buffer
