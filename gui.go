@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strings"
 
+	"github.com/talosflash/talosflash/app/cli"
 	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/app/gui"
 	"github.com/talosflash/talosflash/factory"
@@ -98,7 +99,7 @@ func runGUIWith(args []string, stdout, stderr io.Writer, getenv func(string) str
 			code = contract.ExitUsage
 		}
 	}()
-	if err := run(gui.Options{FactoryURL: *factoryURL, ProfilesFile: *profiles, Devices: devices, AllowLoop: *allowLoop, Subnets: subnets, Inventory: *inventoryFile}); err != nil {
+	if err := run(gui.Options{FactoryURL: *factoryURL, ProfilesFile: *profiles, Devices: devices, AllowLoop: *allowLoop, Subnets: subnets, Inventory: *inventoryFile, Version: cli.Version}); err != nil {
 		fmt.Fprintf(stderr, "talosflash: %v\n", err)
 		return contract.ExitFailure
 	}

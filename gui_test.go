@@ -9,10 +9,10 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/talosflash/talosflash/app/cli"
 	"github.com/talosflash/talosflash/app/gui"
 	"github.com/talosflash/talosflash/internal/xvfbtest"
 )
@@ -86,7 +86,7 @@ func TestGUIStartsUnderXvfb(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0], "gui", "--factory", "http://127.0.0.1:1")
 	cmd.Env = append(baseEnv(), "TALOSFLASH_TEST_RUN_MAIN=1", "LANG=C.UTF-8", "DISPLAY="+display, "HOME="+t.TempDir())
-	var stderr lockedBuffer
+	var stderr xvfbtest.Buffer
 	cmd.Stdout, cmd.Stderr = &stderr, &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -96,7 +96,7 @@ func TestGUIStartsUnderXvfb(t *testing.T) {
 
 	// Wait for the window to be mapped, or for the app to die.
 	deadline := time.Now().Add(2 * time.Minute)
-	for !windowShown(display, "talosflash") {
+	for !xvfbtest.WindowShown(display, "talosflash") {
 		select {
 		case err := <-exited:
 			t.Fatalf("the app exited (%v) before showing its window:\n%s", err, stderr.String())
@@ -111,29 +111,6 @@ func TestGUIStartsUnderXvfb(t *testing.T) {
 	if out := stderr.String(); strings.Contains(out, "Fyne") || strings.Contains(out, "panic") {
 		t.Fatalf("app output:\n%s", out)
 	}
-}
-
-func windowShown(display, title string) bool {
-	out, err := exec.Command("xwininfo", "-display", display, "-root", "-tree").Output()
-	return err == nil && bytes.Contains(out, []byte(title))
-}
-
-// lockedBuffer is a bytes.Buffer the exec copier and the test can share.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // fynelocale must be initialized before Fyne's lang package reads the
@@ -153,7 +130,8 @@ func TestGUIAllowLoopAndDevice(t *testing.T) {
 	var got gui.Options
 	code := runGUIWith([]string{"--allow-loop", "--device", "/dev/loop7", "--device", "/dev/loop8", "--subnet", "127.0.0.131/32, 127.0.1.9/29"}, &bytes.Buffer{}, &bytes.Buffer{},
 		func(string) string { return ":99" }, func(o gui.Options) error { got = o; return nil })
-	if code != 0 || !got.AllowLoop || fmt.Sprint(got.Devices) != "[/dev/loop7 /dev/loop8]" || fmt.Sprint(got.Subnets) != "[127.0.0.131/32 127.0.1.8/29]" {
+	// Version: the elevated write looks for the CLI of this build's version.
+	if code != 0 || !got.AllowLoop || fmt.Sprint(got.Devices) != "[/dev/loop7 /dev/loop8]" || fmt.Sprint(got.Subnets) != "[127.0.0.131/32 127.0.1.8/29]" || got.Version != cli.Version {
 		t.Fatalf("exit %d, options %+v", code, got)
 	}
 	var stderr bytes.Buffer

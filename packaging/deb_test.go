@@ -3,23 +3,24 @@
 package packaging
 
 import (
-	"bytes"
-	"context"
+	"debug/elf"
 	"encoding/xml"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/talosflash/talosflash/imaging/devices"
 	"github.com/talosflash/talosflash/internal/xvfbtest"
 )
 
 // The files the .deb must hold, and what each must be.
 var debFiles = []string{
 	"usr/bin/talosflash",
+	strings.TrimPrefix(devices.InstalledCLI, "/"),
 	"usr/share/applications/io.github.talosflash.desktop",
 	"usr/share/icons/hicolor/512x512/apps/io.github.talosflash.png",
 	"usr/share/polkit-1/actions/io.github.talosflash.policy",
@@ -102,14 +103,53 @@ func TestDebInstallsCLIAndDesktopIntegration(t *testing.T) {
 			} `xml:"annotate"`
 		} `xml:"action"`
 	}
-	if err := xml.Unmarshal(policy, &pc); err != nil || len(pc.Actions) != 1 {
-		t.Fatalf("polkit policy: %v, %d actions", err, len(pc.Actions))
+	if err := xml.Unmarshal(policy, &pc); err != nil {
+		t.Fatalf("polkit policy: %v", err)
 	}
-	a := pc.Actions[0]
 	// pkexec picks the action whose exec.path is the program it runs: the
-	// elevated write re-runs /usr/bin/talosflash (os.Executable).
-	if len(a.Annotate) != 1 || a.Annotate[0].Key != "org.freedesktop.policykit.exec.path" || a.Annotate[0].Value != "/usr/bin/talosflash" || a.Defaults.Active != "auth_admin" {
-		t.Fatalf("polkit action %+v", a)
+	// elevated write runs the packaged CLI, or re-runs /usr/bin/talosflash
+	// (os.Executable) when that is not usable. Exactly those two.
+	var paths []string
+	for _, a := range pc.Actions {
+		if len(a.Annotate) != 1 || a.Annotate[0].Key != "org.freedesktop.policykit.exec.path" || a.Defaults.Active != "auth_admin" {
+			t.Fatalf("polkit action %+v", a)
+		}
+		paths = append(paths, a.Annotate[0].Value)
+	}
+	if want := []string{"/usr/bin/talosflash", devices.InstalledCLI}; !slices.Equal(paths, want) {
+		t.Fatalf("polkit actions run %q, want %q", paths, want)
+	}
+}
+
+// The package's CLI is the one the installed app's elevated write runs: at
+// the path the app looks (devices.CLICandidates), static (no dynamic
+// loader, so no Fyne/GL), the same version, and accepted by the app's own
+// check (devices.UsableCLI) as dpkg installs it.
+func TestDebElevatedWriteRunsThePackagedCLI(t *testing.T) {
+	root := extractDeb(t, "TALOSFLASH_DEB", "amd64")
+	if !slices.Contains(devices.CLICandidates("/usr/bin/talosflash"), devices.InstalledCLI) {
+		t.Fatalf("the app at /usr/bin/talosflash does not look for %s: %q", devices.InstalledCLI, devices.CLICandidates("/usr/bin/talosflash"))
+	}
+	app := filepath.Join(root, "usr/bin/talosflash")
+	cli := filepath.Join(root, devices.InstalledCLI)
+	checkCLI(t, cli)
+	f, err := elf.Open(cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			t.Fatalf("%s is dynamically linked: the root child must not load the app's libraries", devices.InstalledCLI)
+		}
+	}
+	appVersion, err := exec.Command(app, "version").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	version := strings.TrimPrefix(strings.TrimSpace(string(appVersion)), "talosflash ")
+	if err := devices.UsableCLI(app, version, cli); err != nil {
+		t.Fatalf("the installed app would not run the packaged CLI: %v", err)
 	}
 }
 
@@ -147,6 +187,7 @@ func TestDebArm64UnderQemu(t *testing.T) {
 	}
 	bin := filepath.Join(root, "usr/bin/talosflash")
 	checkCLI(t, qemu, bin)
+	checkCLI(t, qemu, filepath.Join(root, devices.InstalledCLI))
 	startsWindow(t, qemu, bin)
 }
 
@@ -160,7 +201,7 @@ func startsWindow(t *testing.T, run ...string) {
 	display := xvfbtest.Start(t, "1024x768x24")
 	cmd := exec.Command(run[0], append(run[1:], "gui", "--factory", "http://127.0.0.1:1")...)
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8", "DISPLAY=" + display, "HOME=" + t.TempDir()}
-	var output lockedBuffer
+	var output xvfbtest.Buffer
 	cmd.Stdout, cmd.Stderr = &output, &output
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -168,7 +209,7 @@ func startsWindow(t *testing.T, run ...string) {
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	deadline := time.Now().Add(2 * time.Minute)
-	for !windowShown(display, "talosflash") {
+	for !xvfbtest.WindowShown(display, "talosflash") {
 		select {
 		case err := <-exited:
 			t.Fatalf("the app exited (%v) before showing its window:\n%s", err, output.String())
@@ -189,29 +230,4 @@ func startsWindow(t *testing.T, run ...string) {
 	if out := output.String(); strings.Contains(out, "panic") {
 		t.Fatalf("app output:\n%s", out)
 	}
-}
-
-func windowShown(display, title string) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, "xwininfo", "-display", display, "-root", "-tree").Output()
-	return err == nil && bytes.Contains(out, []byte(title))
-}
-
-// lockedBuffer is a bytes.Buffer the exec copier and the test can share.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

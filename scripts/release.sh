@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # `make release`: everything a release ships, into dist/ (emptied first):
 #   talosflash_<v>_amd64.deb, talosflash_<v>_arm64.deb   the app + CLI for
-#       Debian/Ubuntu: /usr/bin/talosflash, desktop file, icon, the polkit
-#       policy of the elevated write (packaging/linux/, built by nfpm)
+#       Debian/Ubuntu: /usr/bin/talosflash, /usr/lib/talosflash/talosflash-cli
+#       (the static CLI below: the elevated write runs it), desktop file,
+#       icon, the polkit policy of the elevated write (packaging/linux/,
+#       built by nfpm)
 #   talosflash-app_linux-amd64, talosflash-app_linux-arm64   the same binaries
 #   talosflash-cli_<os>-<arch>[.exe]   the static CLI (cgo-free, -tags nogui)
 #       for linux, darwin and windows on amd64 and arm64

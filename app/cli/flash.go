@@ -330,7 +330,7 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 	}
 	if !f.elevated && needRoot {
 		// Only the write step runs as root, on the downloaded file.
-		job.Elevate, job.NeedsElevation = devices.ElevatedCommand, devices.NeedsElevation
+		job.Elevate, job.NeedsElevation = devices.ElevatedCommandFor(Version), devices.NeedsElevation
 	}
 	out, err := plan.Flash(ctx, job)
 	if out == nil {

@@ -52,6 +52,10 @@ type Options struct {
 	// Inventory is a talosflash.yaml whose nodes the Nodes step shows and
 	// waits for from the start (`talosflash gui --inventory F`).
 	Inventory string
+	// Version is the app's build version (app/cli.Version): the elevated
+	// write runs the cgo-free CLI of this version when one is installed
+	// (devices.ElevatedCommandFor); "" re-runs the app itself.
+	Version string
 }
 
 // Deps are everything the UI talks to. Nil fields get the real
@@ -130,7 +134,8 @@ func DefaultDeps(opts Options) (Deps, error) {
 		cache = c
 	}
 	d := Deps{Factory: factory.NewClient(base, factory.NewHTTPClient()), Cache: cache, Profiles: profiles,
-		Safety: devices.Options{AllowLoop: opts.AllowLoop}, Preselect: opts.Devices}
+		Safety: devices.Options{AllowLoop: opts.AllowLoop}, Preselect: opts.Devices,
+		ElevatedCommand: devices.ElevatedCommandFor(opts.Version)}
 	if opts.Inventory != "" {
 		inv, err := inventory.Load(opts.Inventory, inventory.Options{Profiles: profiles})
 		if err != nil {

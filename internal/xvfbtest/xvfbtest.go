@@ -4,6 +4,8 @@ package xvfbtest
 
 import (
 	"bufio"
+	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -11,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -98,4 +101,32 @@ func Terminate(cmd *exec.Cmd, grace time.Duration) {
 		_ = cmd.Process.Kill()
 		<-done
 	}
+}
+
+// WindowShown reports whether a window titled title is mapped on display
+// (xwininfo, bounded by 10 s).
+func WindowShown(display, title string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "xwininfo", "-display", display, "-root", "-tree").Output()
+	return err == nil && bytes.Contains(out, []byte(title))
+}
+
+// Buffer is a bytes.Buffer that a started app's output copier and the test
+// can share.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *Buffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *Buffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
