@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -51,8 +52,11 @@ type openedSource struct {
 	cache      *Cache // the entry's cache and key, to open it through the cache's walk
 	cacheKey   string
 	follow     *follower // a download read as it arrives (openDownload)
-	err        error     // last error from the underlying source (not the decoder)
-	mu         sync.Mutex
+	// growingEntry is the cache entry a download read as it arrives will
+	// be (its partial is read now): neither name may be a target.
+	growingEntry string
+	err          error // last error from the underlying source (not the decoder)
+	mu           sync.Mutex
 }
 
 func (s *openedSource) Read(p []byte) (int, error) {
@@ -192,6 +196,7 @@ func (s *openedSource) openDownload(ctx context.Context, cache *Cache, src Sourc
 	br := bufio.NewReaderSize(fr, 1<<20)
 	s.r, s.closer, s.follow = br, fr, fr
 	s.path, s.cachePath, s.cache, s.cacheKey = final, final, cache, src.Key
+	s.growingEntry = final
 	head, err := br.Peek(sniffHeadSize) // waits for the first bytes (and the factory's build)
 	if err != nil && err != io.EOF {
 		fr.Close()
@@ -218,6 +223,7 @@ func (s *openedSource) openGrowing(f *os.File, path string, g *Growing) (*opened
 	fr := &follower{g: g.g, cancel: func() {}, wait: wait}
 	br := bufio.NewReaderSize(fr, 1<<20)
 	s.path, s.r, s.closer = path, br, fr
+	s.growingEntry = strings.TrimSuffix(path, partialSuffix) // the parent's download of it
 	head, err := br.Peek(sniffHeadSize)
 	if err != nil && err != io.EOF {
 		fr.Close()
@@ -254,6 +260,15 @@ func (s *openedSource) setFormat(head []byte, fileSize int64) error {
 // notTarget refuses a target that is the source file itself, or a loop
 // device over it: writing would destroy the image while it is being read.
 func (s *openedSource) notTarget(target string) error {
+	if s.growingEntry != "" {
+		// Streamed through the cache: the entry is not there yet and the
+		// partial is what is read; neither may be a card, existing or not.
+		for _, p := range []string{s.growingEntry, s.growingEntry + partialSuffix} {
+			if sameName(p, target) {
+				return fmt.Errorf("%w: %s is the cache's download of the image", ErrTargetIsSource, target)
+			}
+		}
+	}
 	from := s.path
 	if from == "" {
 		from = s.cachePath
@@ -274,6 +289,22 @@ func (s *openedSource) notTarget(target string) error {
 		}
 	}
 	return nil
+}
+
+// sameName says whether a and b name the same file, existing or to be
+// created (the same directory, the same name in it).
+func sameName(a, b string) bool {
+	ai, aerr := os.Stat(a)
+	bi, berr := os.Stat(b)
+	if aerr == nil && berr == nil {
+		return os.SameFile(ai, bi)
+	}
+	if filepath.Base(a) != filepath.Base(b) {
+		return false
+	}
+	ad, aerr := os.Stat(filepath.Dir(a))
+	bd, berr := os.Stat(filepath.Dir(b))
+	return aerr == nil && berr == nil && os.SameFile(ad, bd)
 }
 
 // corrupt deletes the cache entry the data came from and explains.

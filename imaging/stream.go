@@ -28,7 +28,17 @@ type growing struct {
 	total int64    // the download's size once announced, else -1
 	done  bool
 	err   error // the download's failure, when done
+	// taken is how far a reader (or the feed to another process's reader)
+	// has been given the file; a restart that rewrites below it would
+	// splice the old content's start onto the new one's rest: spliced.
+	taken   int64
+	spliced bool
 }
+
+// errSpliced: the download restarted from an earlier byte (the server's
+// image changed, or it ignored the resume) after its reader had taken the
+// bytes being rewritten: the two halves need not be one image.
+var errSpliced = fmt.Errorf("%w: the download restarted after the card had been given its first bytes: run the flash again", ErrDownload)
 
 func newGrowing() *growing {
 	g := &growing{total: -1}
@@ -48,6 +58,9 @@ func (g *growing) attach(f *os.File) {
 // shrinks it: the reader then waits until the file passes it again).
 func (g *growing) advance(n, total int64) {
 	g.mu.Lock()
+	if n < g.taken {
+		g.spliced = true
+	}
 	g.size = n
 	if total >= 0 {
 		g.total = total
@@ -85,7 +98,14 @@ func (r *follower) Read(p []byte) (int, error) {
 	for !g.done && (g.f == nil || r.off >= g.size) {
 		g.cond.Wait()
 	}
+	if g.spliced {
+		g.mu.Unlock()
+		return 0, errSpliced
+	}
 	f, size, done, err := g.f, g.size, g.done, g.err
+	if r.off < size && f != nil {
+		g.taken = max(g.taken, min(size, r.off+int64(len(p))))
+	}
 	g.mu.Unlock()
 	if r.off >= size || f == nil {
 		if done && err == nil {
@@ -94,6 +114,12 @@ func (r *follower) Read(p []byte) (int, error) {
 		return 0, err
 	}
 	n, rerr := f.ReadAt(p[:min(int64(len(p)), size-r.off)], r.off)
+	g.mu.Lock()
+	spliced := g.spliced // rewritten while we read it
+	g.mu.Unlock()
+	if spliced {
+		return 0, errSpliced
+	}
 	r.off += int64(n)
 	if rerr == io.EOF {
 		rerr = nil // only the download says where the file ends
@@ -243,8 +269,15 @@ func (d *Download) WriteFeed(w io.Writer) (string, error) {
 		for !g.done && g.size == sent {
 			g.cond.Wait()
 		}
-		size, done := g.size, g.done
+		size, done, spliced := g.size, g.done, g.spliced
+		if size > g.taken {
+			g.taken = size // the reader may take all of it
+		}
 		g.mu.Unlock()
+		if spliced {
+			fmt.Fprintf(w, "failed: %s\n", errSpliced)
+			return "", errSpliced
+		}
 		if size != sent {
 			if _, err := fmt.Fprintf(w, "size %d\n", size); err != nil {
 				return "", err

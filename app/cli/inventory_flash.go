@@ -162,12 +162,14 @@ func (f *nodeFlags) metas(im *plan.Image, given []string) ([]*plan.CardMeta, err
 
 	out := make([]*plan.CardMeta, len(given))
 	for _, nm := range f.nodeMeta {
-		dev, enc, ok := strings.Cut(nm, "=")
-		if !ok {
+		// The value (base64url, no padding) has no '='; the path may.
+		i := strings.LastIndexByte(nm, '=')
+		if i < 0 {
 			return nil, usageErrorf("flash: --node-meta %q: want DEVICE=VALUE", nm)
 		}
 
-		i := indexOf(given, dev)
+		dev, enc := nm[:i], nm[i+1:]
+		i = indexOf(given, dev)
 		if i < 0 {
 			return nil, usageErrorf("flash: --node-meta names %s, which is not a --device", dev)
 		}

@@ -76,3 +76,29 @@ func TestCardListShowsWhatACardHolds(t *testing.T) {
 		t.Error("a refused (system) disk was read")
 	}
 }
+
+// A flash ends with the list saying what the card holds now (its node,
+// written last) without waiting for a device event: the card's events
+// come while it is written, before the node is on it, and there may be
+// none after (a card whose partition count did not change, no events).
+func TestCardListReadsAgainAfterAFlashWithoutAnEvent(t *testing.T) {
+	card := devices.Disk{Name: "sdb", Path: "/dev/sdb", Size: 32 << 30, SizeHuman: "32 GiB", Model: "SD", Transport: devices.TransportUSB, Removable: true, Safe: true}
+	var reads atomic.Int64
+	deps := Deps{
+		Factory:        factory.NewClient("http://127.0.0.1:1", nil),
+		Cache:          &imaging.Cache{Dir: t.TempDir()},
+		ListDevices:    func() ([]devices.Disk, error) { return []devices.Disk{card}, nil },
+		NeedsElevation: func(string) bool { return false },
+		PortalOpenFile: noPortal,
+		DeviceEvents:   func(context.Context) <-chan struct{} { return make(chan struct{}) },
+		ReadCard:       func(string) string { reads.Add(1); return "a Talos image" },
+	}
+	a := test.NewTempApp(t)
+	ui := New(a, deps)
+	t.Cleanup(ui.Close)
+	waitCount(t, &reads, 1)
+	ui.uiMu.Lock()
+	ui.session.AddFlashed(Flashed{Device: card.Path})
+	ui.uiMu.Unlock()
+	waitCount(t, &reads, 2) // no event: the flash itself has the card read again
+}

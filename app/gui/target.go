@@ -139,6 +139,7 @@ func newTargetStep(ui *UI) *targetStep {
 		switch {
 		case c == ChangeFlashed:
 			s.cardsStale.Store(true) // what the written cards hold is read again
+			s.Refresh()              // now: its events came while it was written, before its node
 		case c == ChangeImageSize:
 			s.list.Refresh() // a card too small for the image is now known
 			s.dropRefused()

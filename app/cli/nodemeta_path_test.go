@@ -1,0 +1,65 @@
+package cli
+
+import (
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/talosflash/talosflash/app/plan"
+	"github.com/talosflash/talosflash/inventory"
+)
+
+// A card path with '=' in it (a folder named "cards=2026") still gets its
+// node through the elevated child: --node-meta is DEVICE=VALUE, and the
+// value (base64url without padding) never holds '=', the path may.
+func TestFlashInventoryElevatedDevicePathWithEquals(t *testing.T) {
+	_, fx := talosFactory(t)
+	dir := filepath.Join(t.TempDir(), "cards=2026")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	img := filepath.Join(dir, "metal-arm64.raw.xz")
+	if err := os.WriteFile(img, fx.XZ, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	inv, err := inventory.Load(testInventory(t, dir), inventory.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w1, _ := inv.Find("worker-1")
+	im := plan.FromFile(img)
+	m1, err := plan.NodeCardMeta(w1, im)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := filepath.Join(dir, "a=1.img")
+	replay := filepath.Join(dir, "child.out")
+	job := plan.Job{
+		Image: im, Device: dev, Meta: []*plan.CardMeta{m1},
+		NeedsElevation: func(string) bool { return true },
+		Elevate: func(a []string) (*exec.Cmd, error) {
+			pr, pw := io.Pipe()
+			defer pw.Close()
+			var out, errOut strings.Builder
+			if code := Main(a, Env{Stdin: pr, Stdout: &out, Stderr: &errOut}); code != ExitOK {
+				t.Fatalf("child exit %d: %s", code, errOut.String())
+			}
+			if err := os.WriteFile(replay, []byte(out.String()), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return exec.Command("cat", replay), nil
+		},
+	}
+	res, err := plan.Flash(context.Background(), job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := res.Cards[0]; c.Err != nil || c.Node == nil || c.Node.Node != "worker-1" {
+		t.Fatalf("card: %+v", c)
+	}
+	checkNodeCard(t, dev, fx, "worker-1", "127.0.0.22/8", "worker", "")
+}
