@@ -102,3 +102,17 @@ func TestCardListReadsAgainAfterAFlashWithoutAnEvent(t *testing.T) {
 	ui.uiMu.Unlock()
 	waitCount(t, &reads, 2) // no event: the flash itself has the card read again
 }
+
+// A card whose read hangs (a failing card or reader stuck in I/O) does not
+// stop the device list: the read is given up after its bound, and the row
+// is listed without what the card holds.
+func TestCardListNotStoppedByAHungCard(t *testing.T) {
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	if got := readCardBounded(func(string) string { <-release; return "late" }, "/dev/sdb", 50*time.Millisecond); got != "" {
+		t.Fatalf("a hung read gave %q", got)
+	}
+	if got := readCardBounded(func(string) string { return "Talos for cp-1" }, "/dev/sdb", time.Second); got != "Talos for cp-1" {
+		t.Fatalf("a prompt read gave %q", got)
+	}
+}

@@ -360,8 +360,8 @@ func (s *targetStep) readCards(disks []devices.Disk) map[string]string {
 		key := fmt.Sprintf("%s|%s|%d|%s|%d", d.Path, d.Dev, d.Size, d.Model, len(d.Partitions))
 		h, ok := s.read[key]
 		if !ok {
-			h = s.ui.deps.ReadCard(d.Path)
-			s.read[key] = h
+			h = readCardBounded(s.ui.deps.ReadCard, d.Path, cardReadTimeout)
+			s.read[key] = h // a card that did not answer is not asked again while listed
 		}
 		holds[d.Path] = h
 	}
@@ -430,4 +430,22 @@ func (s *targetStep) selectPath(path string) bool {
 		}
 	}
 	return s.isChosen(path)
+}
+
+// cardReadTimeout bounds reading what a card holds: a card or reader that
+// hangs in I/O must not stop the device list (the read is left behind).
+const cardReadTimeout = 3 * time.Second
+
+// readCardBounded is read(path), or "" once it took longer than d.
+func readCardBounded(read func(string) string, path string, d time.Duration) string {
+	done := make(chan string, 1) // buffered: a late answer does not block its goroutine
+	go func() { done <- read(path) }()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case h := <-done:
+		return h
+	case <-t.C:
+		return ""
+	}
 }
