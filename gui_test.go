@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/talosflash/talosflash/app/cli"
 	"github.com/talosflash/talosflash/app/gui"
@@ -86,26 +85,7 @@ func TestGUIStartsUnderXvfb(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0], "gui", "--factory", "http://127.0.0.1:1")
 	cmd.Env = append(baseEnv(), "TALOSFLASH_TEST_RUN_MAIN=1", "LANG=C.UTF-8", "DISPLAY="+display, "HOME="+t.TempDir())
-	var stderr xvfbtest.Buffer
-	cmd.Stdout, cmd.Stderr = &stderr, &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-
-	// Wait for the window to be mapped, or for the app to die.
-	deadline := time.Now().Add(2 * time.Minute)
-	for !xvfbtest.WindowShown(display, "talosflash") {
-		select {
-		case err := <-exited:
-			t.Fatalf("the app exited (%v) before showing its window:\n%s", err, stderr.String())
-		case <-time.After(200 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no window after 2 minutes:\n%s", stderr.String())
-		}
-	}
+	stderr, exited := xvfbtest.StartApp(t, cmd, display, "talosflash")
 	cancel()
 	<-exited
 	if out := stderr.String(); strings.Contains(out, "Fyne") || strings.Contains(out, "panic") {

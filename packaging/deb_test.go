@@ -201,25 +201,7 @@ func startsWindow(t *testing.T, run ...string) {
 	display := xvfbtest.Start(t, "1024x768x24")
 	cmd := exec.Command(run[0], append(run[1:], "gui", "--factory", "http://127.0.0.1:1")...)
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "LANG=C.UTF-8", "DISPLAY=" + display, "HOME=" + t.TempDir()}
-	var output xvfbtest.Buffer
-	cmd.Stdout, cmd.Stderr = &output, &output
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	deadline := time.Now().Add(2 * time.Minute)
-	for !xvfbtest.WindowShown(display, "talosflash") {
-		select {
-		case err := <-exited:
-			t.Fatalf("the app exited (%v) before showing its window:\n%s", err, output.String())
-		case <-time.After(200 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			_ = cmd.Process.Kill()
-			t.Fatalf("no window after 2 minutes:\n%s", output.String())
-		}
-	}
+	output, exited := xvfbtest.StartApp(t, cmd, display, "talosflash")
 	_ = cmd.Process.Signal(os.Interrupt)
 	select {
 	case <-exited:

@@ -130,3 +130,32 @@ func (l *Buffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// StartApp starts cmd (an app on display) with its output in the returned
+// buffer and waits, up to 2 minutes, until a window titled title is mapped;
+// the test fails with the app's output if it exits first or shows none.
+// exited gets the app's end: stopping it is the caller's.
+func StartApp(t testing.TB, cmd *exec.Cmd, display, title string) (out *Buffer, exited <-chan error) {
+	t.Helper()
+	out = &Buffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	deadline := time.Now().Add(2 * time.Minute)
+	for !WindowShown(display, title) {
+		select {
+		case err := <-done:
+			t.Fatalf("the app exited (%v) before showing its window:\n%s", err, out.String())
+		case <-time.After(200 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			<-done
+			t.Fatalf("no window after 2 minutes:\n%s", out.String())
+		}
+	}
+	return out, done
+}
