@@ -41,7 +41,7 @@ func TestElevatedChildFollowsTheDownload(t *testing.T) {
 	cache := &imaging.Cache{Dir: filepath.Join(dir, "cache")}
 	var childArgs []string
 	out, err := plan.Flash(context.Background(), plan.Job{
-		Image: im, Device: card, Cache: cache, Factory: c,
+		Image: im, Devices: []string{card}, Cache: cache, Factory: c,
 		NeedsElevation: func(string) bool { return true },
 		Elevate: func(args []string) (*exec.Cmd, error) {
 			childArgs = args
@@ -50,7 +50,7 @@ func TestElevatedChildFollowsTheDownload(t *testing.T) {
 			return cmd, nil
 		},
 	})
-	if err != nil || !out.Elevated || !out.Verified || out.SHA256 != fx.SHA256 {
+	if err != nil || !out.Elevated || !out.Cards[0].Verified || out.Cards[0].SHA256 != fx.SHA256 {
 		t.Fatalf("%+v %v", out, err)
 	}
 	if !bytes.Contains([]byte(filepath.Base(childArgs[3])), []byte(".partial")) || childArgs[len(childArgs)-1] != "--follow" {

@@ -278,8 +278,8 @@ func flashCards(b *testing.B, path string, size int64, speeds [][2]float64) time
 		b.Fatal(err)
 	}
 	for _, c := range cards {
-		if c.Err != nil || c.Result.Bytes != size || !c.Result.Verified {
-			b.Fatalf("%s: %+v, %v", c.Target, c.Result, c.Err)
+		if c.Err != nil || c.Bytes != size || !c.Verified {
+			b.Fatalf("%s: %+v, %v", c.Target, c, c.Err)
 		}
 	}
 	return d

@@ -58,22 +58,42 @@ type FlashOptions struct {
 	CheckHead func(head []byte, size int64) error
 }
 
-// Result describes a completed flash.
-type Result struct {
-	Bytes    int64  // decompressed bytes written
-	SHA256   string // hex SHA-256 of the decompressed stream
-	Verified bool
-	// VerifyMode says how the read-back bypassed the page cache:
-	// "O_DIRECT", "fadvise" (fsync + POSIX_FADV_DONTNEED), or "cached" for
-	// targets without a file descriptor. Empty when not verified.
-	VerifyMode string
-	Path       string // the local file that was flashed ("" for --no-cache)
+// Card is one target of a flash and how it ended: the one form of a
+// card's result, from the pipeline through app/plan to the front ends and
+// the elevated child's "result" event. A flash is a list of cards (one
+// card is a list of one), in the order of its targets.
+type Card struct {
+	Target string // the path as given
+	// Bytes and SHA256 are the decoded image written to the card (the same
+	// for every card of a flash); 0 and "" when nothing was written.
+	Bytes  int64
+	SHA256 string
 	// Written and Skipped split the image's bytes: what was written to the
 	// card (its first MiB twice: zeros first, the image's last), and what
 	// the card already held, found by a direct read that is also its
 	// verification.
 	Written, Skipped int64
+	Verified         bool
+	// VerifyMode says how the read-back bypassed the page cache:
+	// "O_DIRECT", "fadvise" (fsync + POSIX_FADV_DONTNEED), or "cached" for
+	// targets without a file descriptor. Empty when not verified.
+	VerifyMode string
+	// Notes are what the user should know about the device afterwards
+	// (what was unmounted, the warnings of its Close; a target's Notes
+	// method), and what later steps add (app/plan: the node's META).
+	Notes []string
+	// Err says why this card failed (refused, failed to open, a write or
+	// verify error, cancelled); nil: written and, unless not asked for,
+	// verified.
+	Err error
 }
+
+// OK says the card was written and ended without an error.
+func (c *Card) OK() bool { return c.Err == nil && c.SHA256 != "" }
+
+// noter is a target that has something to tell the user once closed
+// (devices.Device: what it unmounted, its Close warnings).
+type noter interface{ Notes() []string }
 
 const (
 	chunkSize = 4 << 20 // write and read-back unit
@@ -87,14 +107,6 @@ const (
 	cancelGrace = 5 * time.Second
 )
 
-// TargetResult is one target of FlashAll: Result is set once the image was
-// written (also when the verify then failed), Err says why this card failed.
-type TargetResult struct {
-	Target string
-	Result *Result
-	Err    error
-}
-
 // FlashAll writes the source image to every target of opts.Targets from
 // one read of the source and one decode: each target has
 // its own writer, fsync and read-back, and one that is refused, fails or is
@@ -103,7 +115,7 @@ type TargetResult struct {
 // of the slowest alone. The error is for failures before any target was
 // opened (source, format, an image that is not a disk); everything after
 // is in the per-target results, in the order of the targets.
-func FlashAll(ctx context.Context, opts FlashOptions) ([]TargetResult, error) {
+func FlashAll(ctx context.Context, opts FlashOptions) ([]Card, error) {
 	names := opts.Targets
 	if len(names) == 0 {
 		return nil, errors.New("flash: no target")
@@ -140,7 +152,7 @@ func FlashAll(ctx context.Context, opts FlashOptions) ([]TargetResult, error) {
 	if err := checkTargets(names); err != nil {
 		return nil, err
 	}
-	results := make([]TargetResult, len(names))
+	results := make([]Card, len(names))
 	var cards []*card
 	for i, name := range names {
 		results[i].Target = name
@@ -158,16 +170,7 @@ func FlashAll(ctx context.Context, opts FlashOptions) ([]TargetResult, error) {
 	if len(cards) == 0 {
 		return results, nil
 	}
-	defer func() {
-		for _, c := range cards {
-			switch {
-			case c.abandoned.Load():
-				go c.t.Close() // may hang like its write: never waited for
-			case !c.closed:
-				c.t.Close()
-			}
-		}
-	}()
+	defer closeCards(cards, results) // every card closed, its notes taken, before the results are returned
 
 	w, err := writeStream(ctx, stream, cards, src, opts.Progress)
 	if err != nil {
@@ -188,11 +191,29 @@ func FlashAll(ctx context.Context, opts FlashOptions) ([]TargetResult, error) {
 		wg.Add(1)
 		go func() { // each card verifies at its own read speed
 			defer wg.Done()
-			results[c.idx].Result, results[c.idx].Err = c.verifyAndClose(ctx, w, src, opts)
+			c.verifyAndClose(ctx, w, opts, &results[c.idx])
 		}()
 	}
 	wg.Wait()
 	return results, nil
+}
+
+// closeCards closes what is still open (a card abandoned in a hung write
+// is closed in the background, never waited for) and takes each closed
+// target's notes into its result.
+func closeCards(cards []*card, results []Card) {
+	for _, c := range cards {
+		switch {
+		case c.abandoned.Load():
+			go c.t.Close() // may hang like its write
+			continue
+		case !c.closed:
+			c.t.Close()
+		}
+		if n, ok := c.t.(noter); ok {
+			results[c.idx].Notes = append(results[c.idx].Notes, n.Notes()...)
+		}
+	}
 }
 
 // card is one target of a flash.
@@ -233,8 +254,9 @@ type card struct {
 }
 
 // verifyAndClose is a written card's last steps: read-back, close, "done".
-func (c *card) verifyAndClose(ctx context.Context, w *written, src *openedSource, opts FlashOptions) (*Result, error) {
-	res := &Result{Bytes: w.n, SHA256: hex.EncodeToString(w.sum), Path: src.path, Written: c.written.Load(), Skipped: c.skipped.Load()}
+func (c *card) verifyAndClose(ctx context.Context, w *written, opts FlashOptions, res *Card) {
+	res.Bytes, res.SHA256 = w.n, hex.EncodeToString(w.sum)
+	res.Written, res.Skipped = c.written.Load(), c.skipped.Load()
 	if opts.Verify {
 		depth := 3
 		if c.name != "" {
@@ -245,16 +267,17 @@ func (c *card) verifyAndClose(ctx context.Context, w *written, src *openedSource
 			if errors.Is(err, errStalled) {
 				c.abandoned.Store(true) // its Close may hang too: never waited for
 			}
-			return res, err
+			res.Err = err
+			return
 		}
 		res.Verified, res.VerifyMode = true, mode
 	}
 	c.closed = true
 	if err := c.t.Close(); err != nil {
-		return res, fmt.Errorf("close target: %w", err)
+		res.Err = fmt.Errorf("close target: %w", err)
+		return
 	}
 	newMeter(opts.Progress, StageDone, w.n, false).forTarget(c.name).update(w.n, true)
-	return res, nil
 }
 
 // serialized makes one ProgressFunc safe for several cards' meters.

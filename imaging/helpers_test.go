@@ -109,12 +109,16 @@ func sha256Hex(b []byte) string {
 	return hex.EncodeToString(s[:])
 }
 
-// flashOne flashes one card (FlashAll with one target): its result and
-// its failure, or the flash's.
-func flashOne(ctx context.Context, opts FlashOptions) (*Result, error) {
+// flashOne flashes one card (FlashAll with one target): the card (nil
+// when nothing was written) and its failure, or the flash's.
+func flashOne(ctx context.Context, opts FlashOptions) (*Card, error) {
 	cards, err := FlashAll(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
-	return cards[0].Result, cards[0].Err
+	c := &cards[0]
+	if c.SHA256 == "" {
+		return nil, c.Err
+	}
+	return c, c.Err
 }

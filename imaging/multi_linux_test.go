@@ -31,8 +31,8 @@ func TestFlashAllLoopDevicesOneFills(t *testing.T) {
 	t.Logf("full card: %v", cards[1].Err)
 	for _, i := range []int{0, 2} {
 		c := cards[i]
-		if c.Err != nil || !c.Result.Verified || c.Result.VerifyMode != "O_DIRECT" {
-			t.Fatalf("%s: %+v, %v", c.Target, c.Result, c.Err)
+		if c.Err != nil || !c.Verified || c.VerifyMode != "O_DIRECT" {
+			t.Fatalf("%s: %+v, %v", c.Target, c, c.Err)
 		}
 		if got := imagetest.FileSHA256(t, c.Target, img.Size); got != img.SHA256 {
 			t.Fatalf("%s holds %s, want %s", c.Target, got, img.SHA256)

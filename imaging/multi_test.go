@@ -28,8 +28,8 @@ func TestFlashAllThreeFiles(t *testing.T) {
 		t.Fatalf("%d results, want 3", len(cards))
 	}
 	for i, c := range cards {
-		if c.Err != nil || c.Target != targets[i] || c.Result == nil || !c.Result.Verified || c.Result.SHA256 != img.SHA256 {
-			t.Fatalf("card %d: %+v (%v)", i, c.Result, c.Err)
+		if c.Err != nil || c.Target != targets[i] || !c.Verified || c.SHA256 != img.SHA256 {
+			t.Fatalf("card %d: %+v (%v)", i, c, c.Err)
 		}
 		got, err := os.ReadFile(targets[i])
 		if err != nil || !bytes.Equal(got, img.Raw) {
@@ -93,7 +93,7 @@ func TestFlashAllOneCardFailsMidWrite(t *testing.T) {
 		t.Errorf("pulled card failed after %d bytes, want %d", we.Offset, 2<<20)
 	}
 	for _, i := range []int{0, 2} {
-		if cards[i].Err != nil || !cards[i].Result.Verified {
+		if cards[i].Err != nil || !cards[i].Verified {
 			t.Fatalf("card %s: %v", targets[i], cards[i].Err)
 		}
 		if got := sha256File(t, targets[i]); got != img.SHA256 {
@@ -120,8 +120,8 @@ func TestFlashAllTooSmallCard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !errors.Is(cards[1].Err, ErrTargetTooSmall) || cards[1].Result != nil {
-		t.Fatalf("small card: %+v, %v", cards[1].Result, cards[1].Err)
+	if !errors.Is(cards[1].Err, ErrTargetTooSmall) || cards[1].SHA256 != "" {
+		t.Fatalf("small card: %+v, %v", cards[1], cards[1].Err)
 	}
 	if cards[0].Err != nil || sha256File(t, targets[0]) != img.SHA256 {
 		t.Fatalf("good card: %v", cards[0].Err)
@@ -214,7 +214,7 @@ func TestFlashAllStuckCardIsGivenUp(t *testing.T) {
 		t.Fatalf("stuck card: %v, want it given up as incomplete", cards[1].Err)
 	}
 	for _, i := range []int{0, 2} {
-		if cards[i].Err != nil || !cards[i].Result.Verified || sha256File(t, targets[i]) != img.SHA256 {
+		if cards[i].Err != nil || !cards[i].Verified || sha256File(t, targets[i]) != img.SHA256 {
 			t.Fatalf("card %s: %v", targets[i], cards[i].Err)
 		}
 	}
@@ -270,7 +270,7 @@ func TestFlashAllCardHangingInSyncOrVerify(t *testing.T) {
 				return hangingFile{File: tg.(*os.File), hangSync: hang == "sync", hangRead: hang == "read", release: release}, nil
 			}
 			done := make(chan struct{})
-			var cards []TargetResult
+			var cards []Card
 			var err error
 			go func() {
 				defer close(done)
@@ -287,7 +287,7 @@ func TestFlashAllCardHangingInSyncOrVerify(t *testing.T) {
 			if !errors.Is(cards[1].Err, ErrIncomplete) || !errors.Is(cards[1].Err, errStalled) {
 				t.Fatalf("hanging card: %v, want it given up as incomplete", cards[1].Err)
 			}
-			if cards[0].Err != nil || !cards[0].Result.Verified || sha256File(t, targets[0]) != img.SHA256 {
+			if cards[0].Err != nil || !cards[0].Verified || sha256File(t, targets[0]) != img.SHA256 {
 				t.Fatalf("good card: %+v", cards[0])
 			}
 		})

@@ -85,8 +85,8 @@ func FuzzCutAndSplicedStreams(f *testing.F) {
 		if format%4 == 3 && bytes.Equal(data, card) && len(data) >= len(fuzzRaw) {
 			return // raw: the card is what was given, a GPT disk whole to its backup header
 		}
-		if !bytes.Equal(card, fuzzRaw) || res[0].Result.Bytes != int64(len(fuzzRaw)) || !res[0].Result.Verified {
-			t.Fatalf("a damaged stream (%d bytes of %d) made a card of %d bytes that is not the image: %+v", len(data), n, len(card), res[0].Result)
+		if !bytes.Equal(card, fuzzRaw) || res[0].Bytes != int64(len(fuzzRaw)) || !res[0].Verified {
+			t.Fatalf("a damaged stream (%d bytes of %d) made a card of %d bytes that is not the image: %+v", len(data), n, len(card), res[0])
 		}
 	})
 }

@@ -310,7 +310,7 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 		return err
 	}
 	job := plan.Job{
-		Image: im, Device: disks[0].Path, Cache: cache, Factory: f.client(),
+		Image: im, Cache: cache, Factory: f.client(),
 		NoCache: f.noCache, NoVerify: f.noVerify, ForceRaw: f.forceRaw, Safety: opts, Growing: f.growing,
 		Progress: rep.Progress,
 		Status:   func(msg string) { rep.Info("%s", msg) },
@@ -319,13 +319,8 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 		return err
 	}
 	needRoot := false
-	if len(disks) > 1 {
-		job.Device = ""
-		for _, d := range disks {
-			job.Devices = append(job.Devices, d.Path)
-		}
-	}
 	for _, d := range disks {
+		job.Devices = append(job.Devices, d.Path)
 		needRoot = needRoot || d.Transport != devices.TransportFile
 	}
 	if !f.elevated && needRoot {
@@ -334,32 +329,34 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 	}
 	out, err := plan.Flash(ctx, job)
 	if out == nil {
-		return err // nothing written (with one card: its failure)
+		return err // nothing written: the image, or the elevated child itself
+	}
+	if len(out.Cards) == 1 && err != nil {
+		return err // one card: its failure is the command's
 	}
 	rep.Finish()
 	var firstErr error
-	for _, c := range out.Cards {
+	for i, c := range out.Cards {
 		if c.Err != nil {
-			if len(out.Cards) > 1 {
-				code := exitCode(c.Err)
-				rep.CardError(c.Device, code, oneLine(c.Err.Error()))
-				rep.Info("%s: FAILED: %s", c.Device, oneLine(c.Err.Error()))
-				if firstErr == nil {
-					firstErr = withCode(code, err) // the exit code of the first failed card
-				}
+			code := exitCode(c.Err)
+			rep.CardError(c.Target, code, oneLine(c.Err.Error()))
+			rep.Info("%s: FAILED: %s", c.Target, oneLine(c.Err.Error()))
+			if firstErr == nil {
+				firstErr = withCode(code, err) // the exit code of the first failed card
 			}
 			continue
 		}
 		verified := "not verified (--no-verify)"
-		if c.Result.Verified {
-			verified = "verified by read-back (" + c.Result.VerifyMode + ")"
+		if c.Verified {
+			verified = "verified by read-back (" + c.VerifyMode + ")"
 		}
-		rep.Info("wrote %s to %s (%s written, %s already on the card), sha256 %s, %s", humanize.IBytes(uint64(c.Result.Bytes)), c.Device,
-			humanize.IBytes(uint64(c.Result.Written)), humanize.IBytes(uint64(c.Result.Skipped)), c.Result.SHA256, verified)
-		if c.Node != nil {
-			rep.Info("%s", cardReady(c))
+		rep.Info("wrote %s to %s (%s written, %s already on the card), sha256 %s, %s", humanize.IBytes(uint64(c.Bytes)), c.Target,
+			humanize.IBytes(uint64(c.Written)), humanize.IBytes(uint64(c.Skipped)), c.SHA256, verified)
+		node := job.CardMeta(i)
+		if node != nil {
+			rep.Info("%s", cardReady(node))
 		}
-		rep.Result(elevateResult(c, im))
+		rep.Result(resultEvent(c, node, im))
 	}
 	if firstErr != nil {
 		return firstErr
@@ -379,13 +376,17 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 	return nil
 }
 
-// elevateResult is a written card's "result" event.
-func elevateResult(c plan.Card, im *plan.Image) contract.ResultEvent {
-	return contract.ResultEvent{
-		Device: c.Device, Bytes: c.Result.Bytes, SHA256: c.Result.SHA256, Verified: c.Result.Verified,
-		VerifyMode: c.Result.VerifyMode, Written: c.Result.Written, Skipped: c.Result.Skipped, Schematic: im.SchematicID, Version: im.Version,
-		Node: c.NodeName(), Address: c.NodeAddress(),
+// resultEvent is a written card's "result" event (node: what was written
+// onto it, nil for none).
+func resultEvent(c imaging.Card, node *plan.CardMeta, im *plan.Image) contract.ResultEvent {
+	ev := contract.ResultEvent{
+		Device: c.Target, Bytes: c.Bytes, SHA256: c.SHA256, Verified: c.Verified,
+		VerifyMode: c.VerifyMode, Written: c.Written, Skipped: c.Skipped, Schematic: im.SchematicID, Version: im.Version,
 	}
+	if node != nil {
+		ev.Node, ev.Address = node.Node, node.Address
+	}
+	return ev
 }
 
 func openCache(dir string) (*imaging.Cache, error) {

@@ -196,8 +196,8 @@ func indexOf(list []string, s string) int {
 }
 
 // cardReady is the line for a card written for its node.
-func cardReady(c plan.Card) string {
-	return fmt.Sprintf("Card ready: %s, %s (label it %s)", c.Node.Node, c.Node.Address, c.Node.Node)
+func cardReady(node *plan.CardMeta) string {
+	return fmt.Sprintf("Card ready: %s, %s (label it %s)", node.Node, node.Address, node.Node)
 }
 
 // nodeNext is the next step after cards flashed for an inventory's nodes.

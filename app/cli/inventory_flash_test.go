@@ -312,7 +312,7 @@ func TestFlashInventoryElevatedRoundTrip(t *testing.T) {
 		t.Fatalf("child args %q", childArgs)
 	}
 	for i, c := range res.Cards {
-		if c.Err != nil || c.Node == nil || c.Node.Node != []string{"worker-1", "worker-2"}[i] {
+		if c.Err != nil || job.CardMeta(i).Node != []string{"worker-1", "worker-2"}[i] {
 			t.Fatalf("card %d: %+v", i, c)
 		}
 	}

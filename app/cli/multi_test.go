@@ -206,8 +206,8 @@ func TestElevatedChildSeveralDevicesRoundTrip(t *testing.T) {
 		t.Fatalf("%+v, %v", res, err)
 	}
 	for i, c := range res.Cards {
-		if c.Device != devs[i] || c.Err != nil || c.Result.SHA256 != fx.SHA256 || !c.Result.Verified {
-			t.Fatalf("card %d: %+v %+v", i, c, c.Result)
+		if c.Target != devs[i] || c.Err != nil || c.SHA256 != fx.SHA256 || !c.Verified {
+			t.Fatalf("card %d: %+v", i, c)
 		}
 		if imagetest.FileSHA256(t, devs[i], imageSize) != fx.SHA256 {
 			t.Fatalf("%s does not hold the image", devs[i])

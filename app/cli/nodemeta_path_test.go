@@ -39,7 +39,7 @@ func TestFlashInventoryElevatedDevicePathWithEquals(t *testing.T) {
 	dev := filepath.Join(dir, "a=1.img")
 	replay := filepath.Join(dir, "child.out")
 	job := plan.Job{
-		Image: im, Device: dev, Meta: []*plan.CardMeta{m1},
+		Image: im, Devices: []string{dev}, Meta: []*plan.CardMeta{m1},
 		NeedsElevation: func(string) bool { return true },
 		Elevate: func(a []string) (*exec.Cmd, error) {
 			pr, pw := io.Pipe()
@@ -58,7 +58,7 @@ func TestFlashInventoryElevatedDevicePathWithEquals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := res.Cards[0]; c.Err != nil || c.Node == nil || c.Node.Node != "worker-1" {
+	if c := res.Cards[0]; c.Err != nil || c.SHA256 == "" || job.CardMeta(0).Node != "worker-1" {
 		t.Fatalf("card: %+v", c)
 	}
 	checkNodeCard(t, dev, fx, "worker-1", "127.0.0.22/8", "worker", "")

@@ -381,16 +381,14 @@ func (s *flashStep) Cancel() {
 func (s *flashStep) run(ctx context.Context, c imageChoice, disks []devices.Disk) (*plan.Outcome, error) {
 	deps := s.ui.deps
 	job := plan.Job{
-		Image: &c, Device: disks[0].Path, Cache: deps.Cache, Factory: deps.Factory, Safety: deps.Safety,
+		Image: &c, Cache: deps.Cache, Factory: deps.Factory, Safety: deps.Safety,
 		Open: deps.Open, Elevate: deps.ElevatedCommand, NeedsElevation: deps.NeedsElevation,
 		Progress: func(p imaging.Progress) { s.ui.do(func() { s.showProgress(p) }) },
 		Status:   func(msg string) { s.setStatus(sentence(msg)) },
 		Meta:     s.meta, // the node picked in step 1 (set before this goroutine)
 	}
-	if len(disks) > 1 {
-		for _, d := range disks {
-			job.Devices = append(job.Devices, d.Path)
-		}
+	for _, d := range disks {
+		job.Devices = append(job.Devices, d.Path)
 	}
 	return plan.Flash(ctx, job)
 }
@@ -507,7 +505,7 @@ func (s *flashStep) finish(c imageChoice, disks []devices.Disk, out *plan.Outcom
 	results := cardOutcomes(disks, out, err)
 	var good, bad []string
 	for _, r := range results {
-		cp := s.card(r.Device)
+		cp := s.card(r.Target)
 		if cp == nil {
 			continue
 		}
@@ -517,26 +515,26 @@ func (s *flashStep) finish(c imageChoice, disks []devices.Disk, out *plan.Outcom
 			if errors.Is(r.Err, context.Canceled) {
 				verb = "Cancelled: "
 			}
-			cp.result.SetText(verb + r.Device + " " + cardState(r.Err, cp.touched))
+			cp.result.SetText(verb + r.Target + " " + cardState(r.Err, cp.touched))
 			if len(disks) > 1 {
 				cp.result.SetText(cp.result.Text + " (" + errorText(r.Err) + ")")
 			}
 			cp.result.Show()
-			bad = append(bad, r.Device)
+			bad = append(bad, r.Target)
 			continue
 		}
 		cp.write.bar.SetValue(1)
-		if r.Result != nil && r.Result.Verified {
+		if r.Verified {
 			cp.verify.bar.SetValue(1)
 		} else if cp.verify.detail.Text == "waiting" {
 			cp.verify.detail.SetText("skipped")
 		}
 		if len(disks) > 1 {
 			cp.result.Importance = widget.SuccessImportance
-			cp.result.SetText("✓ " + r.Device + " " + verifiedText(r.Result))
+			cp.result.SetText("✓ " + r.Target + " " + verifiedText(r))
 			cp.result.Show()
 		}
-		good = append(good, r.Device)
+		good = append(good, r.Target)
 	}
 	if len(good) == 0 {
 		s.status.Importance = widget.DangerImportance
@@ -559,13 +557,13 @@ func (s *flashStep) finish(c imageChoice, disks []devices.Disk, out *plan.Outcom
 	} else {
 		s.doneTitle.SetText(fmt.Sprintf("✓ %d cards ready. Label each: %s", len(good), label))
 	}
-	if t := cardsReady(out); t != "" { // written for its node
+	if t := cardsReady(results, s.meta); t != "" { // written for its node
 		s.doneTitle.SetText(t)
 	}
 	var body []string
 	for _, r := range results {
-		if r.Err == nil && r.Result != nil {
-			body = append(body, fmt.Sprintf("%s %s: %s, SHA-256 %s", r.Device, verifiedText(r.Result), humanize.IBytes(uint64(r.Result.Bytes)), factory.ShortID(r.Result.SHA256)))
+		if r.OK() {
+			body = append(body, fmt.Sprintf("%s %s: %s, SHA-256 %s", r.Target, verifiedText(r), humanize.IBytes(uint64(r.Bytes)), factory.ShortID(r.SHA256)))
 		}
 	}
 	if c.LocalPath == "" {
@@ -574,7 +572,7 @@ func (s *flashStep) finish(c imageChoice, disks []devices.Disk, out *plan.Outcom
 		body = append(body, "Image "+c.LocalPath)
 	}
 	if out != nil {
-		body = append(body, out.Notes...)
+		body = append(body, out.Notes()...)
 	}
 	s.doneBody.SetText(strings.Join(body, "\n"))
 	s.eject.Importance = widget.MediumImportance
@@ -596,8 +594,8 @@ func (s *flashStep) finish(c imageChoice, disks []devices.Disk, out *plan.Outcom
 		cachePath = out.CachePath
 	}
 	for _, r := range results {
-		if r.Err == nil && r.Result != nil {
-			s.ui.session.AddFlashed(Flashed{Image: c, Device: r.Device, Result: *r.Result, CachePath: cachePath, At: time.Now()})
+		if r.OK() {
+			s.ui.session.AddFlashed(Flashed{Image: c, Card: r, CachePath: cachePath, At: time.Now()})
 		}
 	}
 	go func() {
@@ -609,39 +607,32 @@ func (s *flashStep) finish(c imageChoice, disks []devices.Disk, out *plan.Outcom
 	}()
 }
 
-// cardOutcomes is each card's result: plan's Cards with several, the
-// single result or error with one.
-func cardOutcomes(disks []devices.Disk, out *plan.Outcome, err error) []plan.Card {
-	if out != nil && len(out.Cards) == len(disks) && len(disks) > 1 {
+// cardOutcomes is each card's result: the job's cards, or, when it failed
+// as a whole (cancelled, the download failed), its error on every card.
+func cardOutcomes(disks []devices.Disk, out *plan.Outcome, err error) []imaging.Card {
+	if out != nil && len(out.Cards) == len(disks) {
 		return out.Cards
 	}
-	if len(disks) > 1 { // the job failed as a whole (cancelled, download failed)
-		cards := make([]plan.Card, len(disks))
-		for i, d := range disks {
-			cards[i] = plan.Card{Device: d.Path, Err: err}
-		}
-		return cards
+	cards := make([]imaging.Card, len(disks))
+	for i, d := range disks {
+		cards[i] = imaging.Card{Target: d.Path, Err: err}
 	}
-	if err != nil {
-		return []plan.Card{{Device: disks[0].Path, Err: err}}
-	}
-	r := out.Result
-	return []plan.Card{{Device: disks[0].Path, Result: &r}}
+	return cards
 }
 
-func verifiedText(r *imaging.Result) string {
-	if r != nil && r.Verified {
+func verifiedText(r imaging.Card) string {
+	if r.Verified {
 		return "written and verified"
 	}
 	return "written (not verified)"
 }
 
 // stateLines is what each failed card was left as.
-func stateLines(s *flashStep, results []plan.Card) string {
+func stateLines(s *flashStep, results []imaging.Card) string {
 	var lines []string
 	for _, r := range results {
-		if cp := s.card(r.Device); cp != nil && r.Err != nil {
-			lines = append(lines, r.Device+" "+cardState(r.Err, cp.touched))
+		if cp := s.card(r.Target); cp != nil && r.Err != nil {
+			lines = append(lines, r.Target+" "+cardState(r.Err, cp.touched))
 		}
 	}
 	return strings.Join(lines, "; ")

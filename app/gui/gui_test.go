@@ -186,7 +186,7 @@ func TestFlashFlowAndFlashAnotherHitsCache(t *testing.T) {
 
 	h.flash()
 	h.onUI(func() {
-		if f := ui.session.Flashed(); len(f) != 1 || f[0].Device != h.target || f[0].Result.SHA256 != h.image.SHA256 || f[0].CachePath == "" {
+		if f := ui.session.Flashed(); len(f) != 1 || f[0].Card.Target != h.target || f[0].Card.SHA256 != h.image.SHA256 || f[0].CachePath == "" {
 			t.Fatalf("flash failed (%q): session has %+v", ui.flash.status.Text, f)
 		}
 		for _, b := range []*stageBar{ui.flash.download, ui.flash.cards[0].write, ui.flash.cards[0].verify} {
@@ -514,7 +514,7 @@ echo '{"event":"result","device":"x","bytes":4096,"sha256":"feedbeef","verified"
 	var cached string
 	h.onUI(func() {
 		f := h.ui.session.Flashed()
-		if len(f) != 1 || f[0].Result.SHA256 != "feedbeef" || !f[0].Result.Verified || f[0].CachePath == "" {
+		if len(f) != 1 || f[0].Card.SHA256 != "feedbeef" || !f[0].Card.Verified || f[0].CachePath == "" {
 			t.Fatalf("flash through the child (%q): session has %+v", h.ui.flash.status.Text, f)
 		}
 		cached = f[0].CachePath

@@ -417,9 +417,9 @@ func (s *imageStep) imageDownloaded(f Flashed) {
 	if err != nil {
 		return
 	}
-	s.ui.session.SetImageSize(f.Image.CacheKey(), f.Result.Bytes)
+	s.ui.session.SetImageSize(f.Image.CacheKey(), f.Card.Bytes)
 	s.ui.session.SetCached(f.Image.CacheKey(), true)
-	s.size.SetText(sizeText(st.Size(), f.Result.Bytes, true))
+	s.size.SetText(sizeText(st.Size(), f.Card.Bytes, true))
 }
 
 func sizeText(compressed, raw int64, cached bool) string {

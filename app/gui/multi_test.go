@@ -107,7 +107,7 @@ func TestFlashSeveralCardsOneFailing(t *testing.T) {
 		}
 		var got []string
 		for _, fl := range h.ui.session.Flashed() {
-			got = append(got, fl.Device)
+			got = append(got, fl.Card.Target)
 		}
 		if !slices.Equal(got, paths[:2]) {
 			t.Errorf("session flashed %v, want %v", got, paths[:2])

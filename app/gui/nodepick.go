@@ -7,6 +7,7 @@ import (
 	"fyne.io/fyne/v2/widget"
 
 	"github.com/talosflash/talosflash/app/plan"
+	"github.com/talosflash/talosflash/imaging"
 	"github.com/talosflash/talosflash/inventory"
 )
 
@@ -114,14 +115,12 @@ func (s *flashStep) nodeSummary(cards int) (line, blocked string) {
 // cardsReady is the finish screen's title for cards written for their
 // node ("" when none was): "Card ready: worker-1, 192.168.1.21/24 (label
 // it worker-1)", the CLI's words.
-func cardsReady(out *plan.Outcome) string {
-	if out == nil {
-		return ""
-	}
+func cardsReady(cards []imaging.Card, metas []*plan.CardMeta) string {
 	var lines []string
-	for _, c := range out.Cards {
-		if c.Err == nil && c.Node != nil {
-			lines = append(lines, fmt.Sprintf("✓ Card ready: %s, %s (label it %s)", c.Node.Node, c.Node.Address, c.Node.Node))
+	for i, c := range cards {
+		if i < len(metas) && metas[i] != nil && c.OK() {
+			m := metas[i]
+			lines = append(lines, fmt.Sprintf("✓ Card ready: %s, %s (label it %s)", m.Node, m.Address, m.Node))
 		}
 	}
 	return strings.Join(lines, "\n")

@@ -16,6 +16,7 @@ import (
 	"fyne.io/fyne/v2/widget"
 
 	"github.com/talosflash/talosflash/factory"
+	"github.com/talosflash/talosflash/imaging"
 	"github.com/talosflash/talosflash/node"
 	"github.com/talosflash/talosflash/node/nodetest"
 )
@@ -157,7 +158,7 @@ func TestNodesObserveFlashedCards(t *testing.T) {
 		}
 		h.ui.image.selectProfile("worker")
 		c := h.ui.session.Choice()
-		h.ui.session.AddFlashed(Flashed{Image: *c, Device: h.target})
+		h.ui.session.AddFlashed(Flashed{Image: *c, Card: imaging.Card{Target: h.target}})
 		if r.flashed.Selected != "worker" {
 			t.Fatalf("after a worker flash the row says %q", r.flashed.Selected)
 		}

@@ -39,7 +39,7 @@ func TestCacheKeyedByFactory(t *testing.T) {
 			t.Fatal(err)
 		}
 		target := filepath.Join(dir, card)
-		if _, err := Flash(context.Background(), Job{Image: im, Device: target, Cache: cache, Factory: c, Safety: devices.Options{CreateFile: true}}); err != nil {
+		if _, err := Flash(context.Background(), Job{Image: im, Devices: []string{target}, Cache: cache, Factory: c, Safety: devices.Options{CreateFile: true}}); err != nil {
 			t.Fatal(err)
 		}
 		got, err := os.ReadFile(target)
@@ -106,7 +106,7 @@ func TestFlashWithFIFOSidecar(t *testing.T) {
 	target := filepath.Join(dir, "card.img")
 	done := make(chan error, 1)
 	go func() {
-		_, err := Flash(context.Background(), Job{Image: im, Device: target, Cache: cache, Factory: c, Safety: devices.Options{CreateFile: true}})
+		_, err := Flash(context.Background(), Job{Image: im, Devices: []string{target}, Cache: cache, Factory: c, Safety: devices.Options{CreateFile: true}})
 		done <- err
 	}()
 	select {

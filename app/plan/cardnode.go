@@ -8,6 +8,7 @@ import (
 	"math"
 
 	"github.com/talosflash/talosflash/app/elevate"
+	"github.com/talosflash/talosflash/imaging"
 	"github.com/talosflash/talosflash/imaging/devices"
 	"github.com/talosflash/talosflash/imaging/meta"
 	"github.com/talosflash/talosflash/inventory"
@@ -97,8 +98,9 @@ func containsKey(keys []uint8, k uint8) bool {
 	return false
 }
 
-// cardMeta is the META for the job's i-th device (nil: none).
-func (job *Job) cardMeta(i int) *CardMeta {
+// CardMeta is the META for the job's i-th device (nil: none): what a card
+// that ended OK carries.
+func (job *Job) CardMeta(i int) *CardMeta {
 	if i < len(job.Meta) {
 		return job.Meta[i]
 	}
@@ -186,24 +188,18 @@ func (job *Job) writeCardMeta(path string, m *CardMeta) (*meta.Written, []string
 
 // writeMetas writes each verified card's META (in process, after
 // imaging.FlashAll): a card whose write fails is failed, the others go on.
-func (job *Job) writeMetas(cards []Card) {
+func (job *Job) writeMetas(cards []imaging.Card) {
 	for i := range cards {
-		m := job.cardMeta(i)
-		if m == nil || cards[i].Err != nil || cards[i].Result == nil {
+		m := job.CardMeta(i)
+		if m == nil || !cards[i].OK() {
 			continue
 		}
 
-		job.status(fmt.Sprintf("writing node %s (%s) onto %s (META)", m.Node, m.Address, cards[i].Device))
+		job.status(fmt.Sprintf("writing node %s (%s) onto %s (META)", m.Node, m.Address, cards[i].Target))
 
-		_, notes, err := job.writeCardMeta(cards[i].Device, m)
+		_, notes, err := job.writeCardMeta(cards[i].Target, m)
 		cards[i].Notes = append(cards[i].Notes, notes...)
-
-		if err != nil {
-			cards[i].Err = err
-			continue
-		}
-
-		cards[i].Node = m
+		cards[i].Err = err
 	}
 }
 
@@ -213,9 +209,9 @@ func (job *Job) encodedMeta() []string {
 		return nil
 	}
 
-	out := make([]string, len(job.devices()))
+	out := make([]string, len(job.Devices))
 	for i := range out {
-		if m := job.cardMeta(i); m != nil {
+		if m := job.CardMeta(i); m != nil {
 			out[i] = m.Encode()
 		}
 	}
@@ -223,38 +219,20 @@ func (job *Job) encodedMeta() []string {
 	return out
 }
 
-// childNode is the node the elevated child says it wrote onto card i: a
-// card that should carry one and does not is failed.
-func (job *Job) childNode(i int, r *elevate.ResultEvent) (*CardMeta, error) {
-	m := job.cardMeta(i)
+// childNode checks the node the elevated child says it wrote onto card i:
+// a card that should carry one and does not is failed.
+func (job *Job) childNode(i int, r *elevate.ResultEvent) error {
+	m := job.CardMeta(i)
 	if m == nil {
-		return nil, nil
+		return nil
 	}
 
 	if r.Node != m.Node || r.Address != m.Address {
-		return nil, fmt.Errorf("%w: the elevated write reported node %q (%s), expected %s (%s)", ErrNodeNotWritten, r.Node, r.Address, m.Node, m.Address)
+		return fmt.Errorf("%w: the elevated write reported node %q (%s), expected %s (%s)", ErrNodeNotWritten, r.Node, r.Address, m.Node, m.Address)
 	}
 
-	return m, nil
+	return nil
 }
 
 // ErrNodeNotWritten: a card was written but not the node's META.
 var ErrNodeNotWritten = errors.New("the node was not written onto the card")
-
-// NodeName is the node written onto the card, "" for none.
-func (c Card) NodeName() string {
-	if c.Node == nil {
-		return ""
-	}
-
-	return c.Node.Node
-}
-
-// NodeAddress is the address written onto the card, "" for none.
-func (c Card) NodeAddress() string {
-	if c.Node == nil {
-		return ""
-	}
-
-	return c.Node.Address
-}

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/talosflash/talosflash/app/elevate"
 	"github.com/talosflash/talosflash/factory"
@@ -18,19 +17,20 @@ import (
 	"github.com/talosflash/talosflash/imaging/devices"
 )
 
-// Job is one card (or several) to flash: the CLI and the GUI fill it in
-// and call Flash.
+// Job is a list of cards to flash (one card is a list of one): the CLI
+// and the GUI fill it in and call Flash.
 type Job struct {
-	Image  *Image
-	Device string // target block device or image file, already checked by the caller
-	// Devices, when set, are several cards written from one download and
-	// one decode (Device is then ignored); each is written, verified and
-	// reported on its own (Outcome.Cards) and one failing does not stop
-	// the others. Progress reports then name their card (Progress.Target).
+	Image *Image
+	// Devices are the target block devices or image files, already checked
+	// by the caller, written from one download and one decode; each is
+	// written, verified and reported on its own (Outcome.Cards) and one
+	// failing does not stop the others. With several, progress reports
+	// name their card (Progress.Target).
 	Devices []string
 	// Meta, per device in order, is the node each card is flashed for
 	// (cardnode.go): checked against the image before any card is touched,
-	// written onto the card once verified. Nil: the card stays the image.
+	// written onto the card once verified. A card that ends OK carries its
+	// node; nil: the card stays the image.
 	Meta []*CardMeta
 
 	Cache   *imaging.Cache
@@ -63,38 +63,44 @@ type Job struct {
 // 0.71x the CPU) for a 3 % smaller download (docs/PERFORMANCE.md).
 const DefaultFormat = "zst"
 
-// Outcome is a finished flash.
+// Outcome is a finished flash: every card of the job, in order, each with
+// its own result (imaging.Card, the one form of a card's result).
 type Outcome struct {
-	imaging.Result // the card's; with several, the first card written
-	Elevated       bool
-	CachePath      string   // the cached image it came from, "" when none
-	Notes          []string // the device's warnings and what was unmounted, for the user
-	// Cards is every device of the job in order, with its own result: with
-	// several devices the caller looks here (Flash's error then only says
-	// how many failed).
-	Cards []Card
+	Cards     []imaging.Card
+	Elevated  bool
+	CachePath string // the cached image it came from, "" when none
 }
 
-// Card is one device's outcome.
-type Card struct {
-	Device string
-	Result *imaging.Result // nil when nothing was written (refused, failed to open)
-	Err    error
-	Notes  []string
-	Node   *CardMeta // the node written onto the card (META), read back
+// Notes are every card's notes, in order (each prefixed by its card when
+// there are several).
+func (o *Outcome) Notes() []string {
+	var notes []string
+	for _, c := range o.Cards {
+		for _, n := range c.Notes {
+			if len(o.Cards) > 1 {
+				n = c.Target + ": " + n
+			}
+			notes = append(notes, n)
+		}
+	}
+	return notes
 }
 
-// CardsError is a job with several devices where some failed: it unwraps
-// to each failure (errors.Is/As see them all).
+// CardsError is a flash where some cards failed: it unwraps to each
+// failure (errors.Is/As see them all). With one card it reads as that
+// card's error.
 type CardsError struct {
-	Failed []Card
+	Failed []imaging.Card
 	Total  int
 }
 
 func (e *CardsError) Error() string {
+	if e.Total == 1 && len(e.Failed) == 1 {
+		return e.Failed[0].Err.Error()
+	}
 	msg := fmt.Sprintf("%d of %d cards failed", len(e.Failed), e.Total)
 	for _, c := range e.Failed {
-		msg += "; " + c.Device + ": " + c.Err.Error()
+		msg += "; " + c.Target + ": " + c.Err.Error()
 	}
 	return msg
 }
@@ -107,34 +113,14 @@ func (e *CardsError) Unwrap() []error {
 	return errs
 }
 
-// devices is the job's list of targets.
-func (job *Job) devices() []string {
-	if len(job.Devices) > 0 {
-		return job.Devices
-	}
-	return []string{job.Device}
-}
-
-// outcome collects the cards: with one device its failure is Flash's
-// error, as it always was; with several a CardsError when any failed.
-func (job *Job) outcome(out *Outcome, cards []Card) (*Outcome, error) {
+// outcome collects the cards: a CardsError when any failed.
+func outcome(out *Outcome, cards []imaging.Card) (*Outcome, error) {
 	out.Cards = cards
-	var failed []Card
+	var failed []imaging.Card
 	for _, c := range cards {
 		if c.Err != nil {
 			failed = append(failed, c)
-			continue
 		}
-		if out.Result.SHA256 == "" && c.Result != nil {
-			out.Result = *c.Result
-		}
-		out.Notes = append(out.Notes, c.Notes...)
-	}
-	if len(job.Devices) == 0 {
-		if len(failed) > 0 {
-			return nil, failed[0].Err
-		}
-		return out, nil
 	}
 	if len(failed) > 0 {
 		return out, &CardsError{Failed: failed, Total: len(cards)}
@@ -175,7 +161,7 @@ func Flash(ctx context.Context, job Job) (*Outcome, error) {
 			job.status("using the cached image")
 		}
 	}
-	if job.Elevate != nil && job.NeedsElevation != nil && slices.ContainsFunc(job.devices(), job.NeedsElevation) {
+	if job.Elevate != nil && job.NeedsElevation != nil && slices.ContainsFunc(job.Devices, job.NeedsElevation) {
 		// One child writes every card (one password prompt).
 		return job.flashElevated(ctx, src)
 	}
@@ -205,22 +191,10 @@ func (job *Job) flashInProcess(ctx context.Context, src imaging.Source) (*Outcom
 	if open == nil {
 		open = DeviceOpener(job.Safety)
 	}
-	var (
-		mu      sync.Mutex
-		targets = map[string]imaging.Target{}
-	)
-	results, err := imaging.FlashAll(ctx, imaging.FlashOptions{
-		Source:  src,
-		Targets: job.devices(),
-		Open: func(path string, size int64) (imaging.Target, error) {
-			t, err := open(path, size)
-			if err == nil {
-				mu.Lock()
-				targets[path] = t
-				mu.Unlock()
-			}
-			return t, err
-		},
+	cards, err := imaging.FlashAll(ctx, imaging.FlashOptions{
+		Source:    src,
+		Targets:   job.Devices,
+		Open:      open,
 		Verify:    !job.NoVerify,
 		ForceRaw:  job.ForceRaw,
 		Progress:  job.Progress,
@@ -229,41 +203,17 @@ func (job *Job) flashInProcess(ctx context.Context, src imaging.Source) (*Outcom
 	if err != nil {
 		return nil, err
 	}
-	out := &Outcome{}
-	if src.Path == "" {
-		for _, r := range results {
-			if r.Result != nil {
-				out.CachePath = r.Result.Path // "" with NoCache
-			}
+	for _, c := range cards {
+		for _, n := range c.Notes {
+			job.status(n)
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	cards := make([]Card, len(results))
-	for i, r := range results {
-		cards[i] = Card{Device: r.Target, Result: r.Result, Err: r.Err}
-		if d, ok := targets[r.Target].(*devices.Device); ok {
-			cards[i].Notes = DeviceNotes(d)
-			for _, n := range cards[i].Notes {
-				job.status(n)
-			}
-		}
+	out := &Outcome{}
+	if src.Path == "" && !src.NoCache && slices.ContainsFunc(cards, func(c imaging.Card) bool { return c.SHA256 != "" }) {
+		out.CachePath, _ = src.Cache.Path(src.Key) // the entry the cards were written from
 	}
 	job.writeMetas(cards)
-	return job.outcome(out, cards)
-}
-
-// DeviceNotes are what the user should know about an opened device after
-// the flash: the mounts it had and the warnings of its Close.
-func DeviceNotes(d *devices.Device) []string {
-	var notes []string
-	for _, m := range d.Unmounted {
-		notes = append(notes, "unmounted "+m+" before writing")
-	}
-	for _, w := range d.Warnings() {
-		notes = append(notes, "warning: "+w)
-	}
-	return notes
+	return outcome(out, cards)
 }
 
 // flashElevated downloads as the user, then re-runs only the write step
@@ -296,16 +246,18 @@ func (job *Job) flashElevated(ctx context.Context, src imaging.Source) (*Outcome
 	if err != nil {
 		return nil, err
 	}
-	devs := slices.Clone(job.devices())
+	devs := slices.Clone(job.Devices)
 	for i, d := range devs {
 		if devs[i], err = filepath.Abs(d); err != nil {
 			return nil, err
 		}
 	}
-	args := elevate.Args{Image: local, Device: devs[0], NoVerify: job.NoVerify, Follow: follow,
+	args := elevate.Args{Image: local, NoVerify: job.NoVerify, Follow: follow,
 		ForceNonRemovable: job.Safety.ForceNonRemovable, AllowLoop: job.Safety.AllowLoop, ForceRaw: job.ForceRaw}
-	if len(job.Devices) > 0 {
-		args.Device, args.Devices = "", devs
+	if len(devs) == 1 {
+		args.Device = devs[0]
+	} else {
+		args.Devices = devs
 	}
 	args.Meta = job.encodedMeta()
 	cmd, err := job.Elevate(args.List())
@@ -330,10 +282,6 @@ func (job *Job) flashElevated(ctx context.Context, src imaging.Source) (*Outcome
 	if src.Path == "" && !src.NoCache {
 		out.CachePath, _ = src.Cache.Path(src.Key) // the entry, once the partial is in place
 	}
-	resultPath := local
-	if follow {
-		resultPath = out.CachePath
-	}
 	results := map[string]*elevate.ResultEvent{}
 	cardErrs := map[string]error{}
 	var feed func(io.Writer)
@@ -350,7 +298,7 @@ func (job *Job) flashElevated(ctx context.Context, src imaging.Source) (*Outcome
 			job.status(ev.Message.Message)
 		case elevate.TypeResult:
 			dev := ev.Result.Device
-			if len(job.Devices) == 0 {
+			if len(devs) == 1 {
 				dev = devs[0] // one card: its result, whatever path the child printed
 			}
 			results[dev] = ev.Result
@@ -370,23 +318,23 @@ func (job *Job) flashElevated(ctx context.Context, src imaging.Source) (*Outcome
 	if errors.Is(err, imaging.ErrCorruptImage) && src.Path == "" {
 		_ = src.Cache.Remove(src.Key) // we own the cache: the next run downloads again
 	}
-	if err != nil && (len(job.Devices) == 0 || len(cardErrs) == 0 || ctx.Err() != nil) {
-		return nil, err // one card, or a failure of the child itself
+	if err != nil && (len(cardErrs) == 0 || ctx.Err() != nil) {
+		return nil, err // a failure of the child itself (one card's is one)
 	}
-	cards := make([]Card, len(devs))
+	cards := make([]imaging.Card, len(devs))
 	for i, d := range devs {
-		cards[i].Device = d
+		cards[i].Target = d
 		switch r, e := results[d], cardErrs[d]; {
 		case e != nil:
 			cards[i].Err = e
 		case r != nil:
-			cards[i].Result = &imaging.Result{Bytes: r.Bytes, SHA256: r.SHA256, Verified: r.Verified, VerifyMode: r.VerifyMode, Path: resultPath, Written: r.Written, Skipped: r.Skipped}
-			cards[i].Node, cards[i].Err = job.childNode(i, r)
+			cards[i] = imaging.Card{Target: d, Bytes: r.Bytes, SHA256: r.SHA256, Verified: r.Verified, VerifyMode: r.VerifyMode, Written: r.Written, Skipped: r.Skipped}
+			cards[i].Err = job.childNode(i, r)
 		default:
 			cards[i].Err = &elevate.Error{Code: -1, Message: "the elevated write reported nothing for " + d}
 		}
 	}
-	return job.outcome(out, cards)
+	return outcome(out, cards)
 }
 
 // DeviceOpener is devices.Opener as the pipeline's Open.

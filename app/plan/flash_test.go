@@ -31,7 +31,7 @@ func elevatedJob(t *testing.T, srv *factorytest.Server, cache *imaging.Cache, sc
 	}
 	var status []string
 	return Job{
-		Image: im, Device: "/dev/sdz", Cache: cache, Factory: c,
+		Image: im, Devices: []string{"/dev/sdz"}, Cache: cache, Factory: c,
 		NeedsElevation: func(p string) bool { return p == "/dev/sdz" },
 		Elevate: func(a []string) (*exec.Cmd, error) {
 			*args = a
@@ -84,7 +84,7 @@ echo '{"event":"result","device":"/dev/sdz","bytes":10,"sha256":"ab","verified":
 	if !slices.Contains(*status, "unmounted /media/card before writing") {
 		t.Fatalf("child's info not relayed: %q", *status)
 	}
-	if !out.Elevated || out.CachePath != cached || out.Bytes != 10 || out.SHA256 != "ab" || !out.Verified || out.VerifyMode != "O_DIRECT" || out.Path != cached {
+	if !out.Elevated || out.CachePath != cached || out.Cards[0].Bytes != 10 || out.Cards[0].SHA256 != "ab" || !out.Cards[0].Verified || out.Cards[0].VerifyMode != "O_DIRECT" {
 		t.Fatalf("outcome %+v", out)
 	}
 
@@ -127,12 +127,12 @@ func TestFlashInProcessUsesCacheOffline(t *testing.T) {
 			srv.Close()
 		}
 		target := filepath.Join(dir, card)
-		out, err := Flash(context.Background(), Job{Image: im, Device: target, Cache: cache, Factory: c,
+		out, err := Flash(context.Background(), Job{Image: im, Devices: []string{target}, Cache: cache, Factory: c,
 			Safety: devices.Options{CreateFile: true}})
 		if err != nil {
 			t.Fatalf("%s: %v", card, err)
 		}
-		if out.SHA256 != fx.SHA256 || !out.Verified || out.Elevated || !strings.HasPrefix(out.CachePath, cache.Dir) {
+		if out.Cards[0].SHA256 != fx.SHA256 || !out.Cards[0].Verified || out.Elevated || !strings.HasPrefix(out.CachePath, cache.Dir) {
 			t.Fatalf("%s: outcome %+v", card, out)
 		}
 		if got := imagetest.FileSHA256(t, target, int64(len(fx.Raw))); got != fx.SHA256 {
@@ -163,19 +163,12 @@ func TestFlashDamagedCacheEntryRegistersFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	target := filepath.Join(dir, "card.img")
-	out, err := Flash(context.Background(), Job{Image: im, Device: target, Cache: cache, Factory: c, Safety: devices.Options{CreateFile: true}})
+	out, err := Flash(context.Background(), Job{Image: im, Devices: []string{target}, Cache: cache, Factory: c, Safety: devices.Options{CreateFile: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := srv.Schematics(); len(got) != 1 || got[0] != id || out.SHA256 != fx.SHA256 {
-		t.Fatalf("registered %v, flashed %s", got, out.SHA256)
-	}
-}
-
-func TestDeviceNotes(t *testing.T) {
-	got := DeviceNotes(&devices.Device{Unmounted: []string{"/media/u/boot"}})
-	if !slices.Equal(got, []string{"unmounted /media/u/boot before writing"}) {
-		t.Fatalf("notes %q", got)
+	if got := srv.Schematics(); len(got) != 1 || got[0] != id || out.Cards[0].SHA256 != fx.SHA256 {
+		t.Fatalf("registered %v, flashed %s", got, out.Cards[0].SHA256)
 	}
 }
 
@@ -189,7 +182,7 @@ func TestFlashElevatedRelativeImagePathIsAbsolute(t *testing.T) {
 	}
 	var args []string
 	job := Job{
-		Image: FromFile("disk.raw"), Device: "/dev/sdz",
+		Image: FromFile("disk.raw"), Devices: []string{"/dev/sdz"},
 		NeedsElevation: func(string) bool { return true },
 		Elevate: func(a []string) (*exec.Cmd, error) {
 			args = a
@@ -238,7 +231,7 @@ func TestFlashElevatedManualCommandIsForPeople(t *testing.T) {
 		t.Fatal(err)
 	}
 	job := Job{
-		Image: FromFile(img), Device: "/dev/sdz", Safety: devices.Options{AllowLoop: true},
+		Image: FromFile(img), Devices: []string{"/dev/sdz"}, Safety: devices.Options{AllowLoop: true},
 		NeedsElevation: func(string) bool { return true },
 		Elevate: func(a []string) (*exec.Cmd, error) {
 			return nil, &devices.ElevationError{Command: devices.ShellJoin(append([]string{"sudo", "/usr/bin/talosflash"}, a...)), Reason: "no pkexec"}

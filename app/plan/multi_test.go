@@ -13,6 +13,7 @@ import (
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/factory/factorytest"
 	"github.com/talosflash/talosflash/imaging"
+	"github.com/talosflash/talosflash/imaging/devices"
 	"github.com/talosflash/talosflash/imaging/imagetest"
 )
 
@@ -51,15 +52,15 @@ func TestFlashSeveralDevicesInProcess(t *testing.T) {
 			}
 		}})
 	var ce *CardsError
-	if !errors.As(err, &ce) || len(ce.Failed) != 1 || ce.Total != 3 || ce.Failed[0].Device != devs[1] || !errors.Is(err, imaging.ErrIncomplete) || !errors.Is(err, syscall.EIO) {
+	if !errors.As(err, &ce) || len(ce.Failed) != 1 || ce.Total != 3 || ce.Failed[0].Target != devs[1] || !errors.Is(err, imaging.ErrIncomplete) || !errors.Is(err, syscall.EIO) {
 		t.Fatalf("err %v, want one failed card (EIO)", err)
 	}
-	if out == nil || len(out.Cards) != 3 || out.SHA256 != fx.SHA256 {
+	if out == nil || len(out.Cards) != 3 || out.Cards[0].SHA256 != fx.SHA256 {
 		t.Fatalf("outcome %+v", out)
 	}
 	for _, i := range []int{0, 2} {
-		if c := out.Cards[i]; c.Err != nil || !c.Result.Verified || imagetest.FileSHA256(t, devs[i], int64(len(fx.Raw))) != fx.SHA256 {
-			t.Fatalf("card %s: %+v %v", devs[i], c.Result, c.Err)
+		if c := out.Cards[i]; c.Err != nil || !c.Verified || imagetest.FileSHA256(t, devs[i], int64(len(fx.Raw))) != fx.SHA256 {
+			t.Fatalf("card %s: %+v %v", devs[i], c, c.Err)
 		}
 	}
 	slices.Sort(targets)
@@ -85,7 +86,7 @@ echo '{"event":"result","device":"/dev/sdy","bytes":10,"sha256":"ab","verified":
 echo '{"event":"error","device":"/dev/sdz","code":6,"message":"write to target failed after 0 bytes: EIO"}'
 echo '{"event":"error","code":6,"message":"1 of 2 cards failed"}'; exit 6`
 	job, _ := elevatedJob(t, srv, cache, child, &args)
-	job.Device, job.Devices = "", []string{"/dev/sdy", "/dev/sdz"}
+	job.Devices = []string{"/dev/sdy", "/dev/sdz"}
 	var progress []imaging.Progress
 	job.Progress = func(p imaging.Progress) { progress = append(progress, p) }
 	out, err := Flash(context.Background(), job)
@@ -94,10 +95,10 @@ echo '{"event":"error","code":6,"message":"1 of 2 cards failed"}'; exit 6`
 		t.Fatalf("child args %q, want %q", args, want)
 	}
 	var ce *CardsError
-	if !errors.As(err, &ce) || len(ce.Failed) != 1 || ce.Failed[0].Device != "/dev/sdz" || !errors.Is(err, imaging.ErrIncomplete) {
+	if !errors.As(err, &ce) || len(ce.Failed) != 1 || ce.Failed[0].Target != "/dev/sdz" || !errors.Is(err, imaging.ErrIncomplete) {
 		t.Fatalf("err %v", err)
 	}
-	if out == nil || !out.Elevated || out.Cards[0].Err != nil || out.Cards[0].Result.SHA256 != "ab" || out.SHA256 != "ab" {
+	if out == nil || !out.Elevated || out.Cards[0].Err != nil || out.Cards[0].SHA256 != "ab" {
 		t.Fatalf("outcome %+v", out)
 	}
 	if last := progress[len(progress)-1]; last.Target != "/dev/sdy" || last.Stage != imaging.StageWrite {
@@ -115,7 +116,53 @@ func TestFlashElevatedOneCardAnyDevicePath(t *testing.T) {
 	var args []string
 	job, _ := elevatedJob(t, srv, &imaging.Cache{Dir: t.TempDir()}, `echo '{"event":"result","device":"/dev/disk/by-id/usb-x","bytes":10,"sha256":"cd","verified":true}'`, &args)
 	out, err := Flash(context.Background(), job)
-	if err != nil || out.SHA256 != "cd" || len(out.Cards) != 1 || out.Cards[0].Device != "/dev/sdz" {
+	if err != nil || out.Cards[0].SHA256 != "cd" || len(out.Cards) != 1 || out.Cards[0].Target != "/dev/sdz" {
 		t.Fatalf("%+v, %v", out, err)
+	}
+}
+
+// One card is a list of one: the same Outcome.Cards as several, its
+// failure a CardsError that reads as the card's own error (the CLI's
+// message and exit code for one card are unchanged) and unwraps to it.
+func TestFlashOneDeviceIsAListOfOne(t *testing.T) {
+	fx := imagetest.New(t, 1<<20, 4, 1<<20)
+	dir := t.TempDir()
+	img := filepath.Join(dir, "metal-arm64.raw.xz")
+	if err := os.WriteFile(img, fx.XZ, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dev := filepath.Join(dir, "pulled.img")
+	out, err := Flash(context.Background(), Job{Image: FromFile(img), Devices: []string{dev},
+		Open: func(path string, size int64) (imaging.Target, error) {
+			t, err := imaging.OpenFile(path, size)
+			if err != nil {
+				return nil, err
+			}
+			return failingTarget{t.(*os.File)}, nil
+		}})
+	var ce *CardsError
+	if !errors.As(err, &ce) || ce.Total != 1 || !errors.Is(err, syscall.EIO) || !errors.Is(err, imaging.ErrIncomplete) {
+		t.Fatalf("err %v, want the card's EIO", err)
+	}
+	if out == nil || len(out.Cards) != 1 || out.Cards[0].Target != dev || out.Cards[0].OK() || err.Error() != out.Cards[0].Err.Error() {
+		t.Fatalf("outcome %+v, err %q", out, err)
+	}
+
+	good := filepath.Join(dir, "card.img")
+	out, err = Flash(context.Background(), Job{Image: FromFile(img), Devices: []string{good}, Safety: devices.Options{CreateFile: true}})
+	if err != nil || len(out.Cards) != 1 || !out.Cards[0].OK() || !out.Cards[0].Verified || out.Cards[0].SHA256 != fx.SHA256 || imagetest.FileSHA256(t, good, int64(len(fx.Raw))) != fx.SHA256 {
+		t.Fatalf("outcome %+v, %v", out, err)
+	}
+}
+
+// Outcome.Notes names the card of each note only when there are several.
+func TestOutcomeNotes(t *testing.T) {
+	one := Outcome{Cards: []imaging.Card{{Target: "/dev/sdb", Notes: []string{"unmounted /media/u/boot before writing"}}}}
+	if got := one.Notes(); !slices.Equal(got, []string{"unmounted /media/u/boot before writing"}) {
+		t.Fatalf("one card: %q", got)
+	}
+	two := Outcome{Cards: []imaging.Card{{Target: "/dev/sdb", Notes: []string{"a"}}, {Target: "/dev/sdc"}, {Target: "/dev/sdd", Notes: []string{"b"}}}}
+	if got := two.Notes(); !slices.Equal(got, []string{"/dev/sdb: a", "/dev/sdd: b"}) {
+		t.Fatalf("several cards: %q", got)
 	}
 }

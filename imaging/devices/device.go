@@ -73,6 +73,19 @@ func (d *Device) Warnings() []string {
 	return append([]string(nil), d.warnings...)
 }
 
+// Notes are what the user should know about the device after a flash:
+// the mount points Open unmounted, then the warnings (imaging.Card.Notes).
+func (d *Device) Notes() []string {
+	var notes []string
+	for _, m := range d.Unmounted {
+		notes = append(notes, "unmounted "+m+" before writing")
+	}
+	for _, w := range d.Warnings() {
+		notes = append(notes, "warning: "+w)
+	}
+	return notes
+}
+
 // begin registers an I/O call; it fails on a failed or closed Device.
 func (d *Device) begin() error {
 	d.mu.Lock()
