@@ -73,7 +73,7 @@ func TestKilledFlashLeavesNoPartitionTable(t *testing.T) {
 	for attempt := range 3 {
 		card := filepath.Join(dir, "card.img")
 		os.Remove(card)
-		cmd := exec.Command(os.Args[0], elevate.Args{Image: img, Device: card}.List()...)
+		cmd := exec.Command(os.Args[0], elevate.Args{Image: img, Devices: []string{card}}.List()...)
 		cmd.Env = append(baseEnv(), "TALOSFLASH_TEST_RUN_MAIN=1")
 		stdin, err := cmd.StdinPipe() // open: closing it would cancel the child
 		if err != nil {

@@ -40,7 +40,7 @@ func TestCutImageIsNeverACard(t *testing.T) {
 				"two cards": func() (int, string, string) {
 					return cliRun(t, "--flash", "--image", img, "--device", a, "--device", b, "--yes", "--json")
 				},
-				"elevated":    func() (int, string, string) { return childRun(t, elevate.Args{Image: img, Device: a}) },
+				"elevated":    func() (int, string, string) { return childRun(t, elevate.Args{Image: img, Devices: []string{a}}) },
 				"elevated x2": func() (int, string, string) { return childRun(t, elevate.Args{Image: img, Devices: []string{a, b}}) },
 			}
 			for how, run := range runs {

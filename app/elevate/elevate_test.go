@@ -37,7 +37,7 @@ printf '{"event":"result","bytes":1024,"sha256":"abc","verified":true,"verify_mo
 }
 
 func TestArgs(t *testing.T) {
-	got := Args{Image: "/c/img.raw.xz", Device: "/dev/sdz", NoVerify: true, AllowLoop: true}.List()
+	got := Args{Image: "/c/img.raw.xz", Devices: []string{"/dev/sdz"}, NoVerify: true, AllowLoop: true}.List()
 	want := []string{"--flash", "--elevated", "--image", "/c/img.raw.xz", "--device", "/dev/sdz", "--yes", "--json", "--no-verify", "--allow-loop"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("args %q, want %q", got, want)

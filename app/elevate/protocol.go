@@ -7,12 +7,11 @@ import (
 )
 
 // Args is what the elevated child is told: write the already downloaded
-// image Image to Device. The child gets everything through its arguments
-// (pkexec clears the environment).
+// image Image to Devices (one card is a list of one; one --device each).
+// The child gets everything through its arguments (pkexec clears the
+// environment).
 type Args struct {
-	Image, Device string
-	// Devices are several cards for one child (Device is then ignored):
-	// one --device each.
+	Image             string
 	Devices           []string
 	NoVerify          bool
 	ForceNonRemovable bool
@@ -31,9 +30,6 @@ type Args struct {
 func (a Args) List() []string {
 	args := []string{"--flash", "--elevated", "--image", a.Image}
 	devs := a.Devices
-	if len(devs) == 0 {
-		devs = []string{a.Device}
-	}
 	for _, d := range devs {
 		args = append(args, "--device", d)
 	}

@@ -523,7 +523,7 @@ echo '{"event":"result","device":"x","bytes":4096,"sha256":"feedbeef","verified"
 		}
 	})
 	// The child followed the download: the partial, its sizes fed on stdin.
-	if want := (elevate.Args{Image: cached + ".partial", Device: h.target, Follow: true}).List(); !slices.Equal(args, want) {
+	if want := (elevate.Args{Image: cached + ".partial", Devices: []string{h.target}, Follow: true}).List(); !slices.Equal(args, want) {
 		t.Fatalf("child args %q, want %q", args, want)
 	}
 	if data, err := os.ReadFile(cached); err != nil || !bytes.Equal(data, h.image.Zstd(t)) {

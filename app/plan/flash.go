@@ -252,13 +252,8 @@ func (job *Job) flashElevated(ctx context.Context, src imaging.Source) (*Outcome
 			return nil, err
 		}
 	}
-	args := elevate.Args{Image: local, NoVerify: job.NoVerify, Follow: follow,
+	args := elevate.Args{Image: local, Devices: devs, NoVerify: job.NoVerify, Follow: follow,
 		ForceNonRemovable: job.Safety.ForceNonRemovable, AllowLoop: job.Safety.AllowLoop, ForceRaw: job.ForceRaw}
-	if len(devs) == 1 {
-		args.Device = devs[0]
-	} else {
-		args.Devices = devs
-	}
 	args.Meta = job.encodedMeta()
 	cmd, err := job.Elevate(args.List())
 	var manual *devices.ElevationError

@@ -63,7 +63,7 @@ echo '{"event":"result","device":"/dev/sdz","bytes":10,"sha256":"ab","verified":
 	cached, _ := cache.Path(key)
 	// Not cached yet: the child follows the download (the partial, its sizes
 	// fed on stdin).
-	if want := (elevate.Args{Image: cached + ".partial", Device: "/dev/sdz", Follow: true}).List(); !slices.Equal(args, want) {
+	if want := (elevate.Args{Image: cached + ".partial", Devices: []string{"/dev/sdz"}, Follow: true}).List(); !slices.Equal(args, want) {
 		t.Fatalf("child args %q, want %q", args, want)
 	}
 	if got := srv.Schematics(); len(got) != 1 || got[0] != id {
@@ -192,7 +192,7 @@ func TestFlashElevatedRelativeImagePathIsAbsolute(t *testing.T) {
 	if _, err := Flash(context.Background(), job); err != nil {
 		t.Fatal(err)
 	}
-	want := (elevate.Args{Image: filepath.Join(dir, "disk.raw"), Device: "/dev/sdz"}).List()
+	want := (elevate.Args{Image: filepath.Join(dir, "disk.raw"), Devices: []string{"/dev/sdz"}}).List()
 	if !slices.Equal(args, want) {
 		t.Fatalf("child args %q, want %q", args, want)
 	}
