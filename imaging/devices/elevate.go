@@ -102,10 +102,12 @@ func ElevatedProgram(app, version string, candidates []string) string {
 // owner (so a root-owned app only takes a root-owned CLI), in a directory
 // only that owner or root can change (nobody but who could replace the app
 // itself can swap it between this check and pkexec), and `path version`
-// prints this version. A "-dev" version does not name one build (a stale
-// `make build-cli` would print the same): it never uses the CLI.
+// prints this version. A bare "-dev" version does not name one build (a
+// stale `make build-cli` would print the same): it never uses the CLI;
+// `make build` stamps the app and the CLI it builds beside it with one
+// "-dev+<stamp>" of that build, which names it.
 func UsableCLI(app, version, path string) error {
-	if version == "" || strings.Contains(version, "-dev") {
+	if version == "" || strings.Contains(version, "-dev") && !strings.Contains(version, "-dev+") {
 		return fmt.Errorf("version %q does not identify a build", version)
 	}
 	appInfo, err := os.Stat(app)

@@ -45,6 +45,13 @@ func TestElevatedProgramPicksOnlyATrustedCLIOfTheSameVersion(t *testing.T) {
 			t.Fatalf("ElevatedProgram = %s, want the CLI %s (%v)", got, cli, UsableCLI(app, version, cli))
 		}
 	})
+	t.Run("the CLI of the same make build", func(t *testing.T) {
+		const dev = "0.1.0-dev+1764770000000000001" // make build's stamp, the same in both
+		app, cli := cliDir(t, dev)
+		if got := ElevatedProgram(app, dev, []string{cli}); got != cli {
+			t.Fatalf("ElevatedProgram = %s, want the CLI %s (%v)", got, cli, UsableCLI(app, dev, cli))
+		}
+	})
 	t.Run("second candidate when the first is missing", func(t *testing.T) {
 		app, cli := cliDir(t, version)
 		if got := ElevatedProgram(app, version, []string{filepath.Join(t.TempDir(), CLIName), cli}); got != cli {
@@ -64,6 +71,14 @@ func TestElevatedProgramPicksOnlyATrustedCLIOfTheSameVersion(t *testing.T) {
 		"dev build": func(t *testing.T) (string, string, string) {
 			app, cli := cliDir(t, "0.1.0-dev")
 			return app, cli, "0.1.0-dev"
+		},
+		"dev build of another make build": func(t *testing.T) (string, string, string) {
+			app, cli := cliDir(t, "0.1.0-dev+1764770000000000001")
+			return app, cli, "0.1.0-dev+1764770000000000002"
+		},
+		"stamped app, unstamped dev CLI": func(t *testing.T) (string, string, string) {
+			app, cli := cliDir(t, "0.1.0-dev")
+			return app, cli, "0.1.0-dev+1764770000000000002"
 		},
 		"no version": func(t *testing.T) (string, string, string) {
 			app, cli := cliDir(t, "")
