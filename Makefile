@@ -19,15 +19,18 @@ setup: $(STAMP)
 # (56 MiB peak RSS against the app's 78: docs/PERFORMANCE.md), stamped with
 # one version of this build: the app hands a write only to a CLI that
 # prints the same (devices.UsableCLI), so a stale one is never used.
-DEV_VERSION := 0.1.0-dev+$(shell date -u +%Y%m%d%H%M%S%N)
+# The stamp: UTC time and 32 random bits (BSD date has no %N), digits only.
+VERSION     := $(shell sed -n 's/^ *Version *= *"\(.*\)"/\1/p' FyneApp.toml)
+DEV_VERSION := $(VERSION)-dev+$(shell date -u +%Y%m%d%H%M%S)$(shell od -An -N4 -tu4 /dev/urandom | tr -d ' ')
 DEV_LDFLAGS := -X github.com/talosflash/talosflash/app/cli.Version=$(DEV_VERSION)
+CLI         := $(dir $(BIN))talosflash-cli
 build: $(STAMP)
 	$(GO) build -ldflags '$(DEV_LDFLAGS)' -o $(BIN) .
-	CGO_ENABLED=0 $(GO) build -tags nogui -ldflags '$(DEV_LDFLAGS)' -o $(BIN)-cli .
+	CGO_ENABLED=0 $(GO) build -tags nogui -ldflags '$(DEV_LDFLAGS)' -o $(CLI) .
 
 # Headless CLI only: static, no cgo, runs on servers without X11/GL libraries.
 build-cli:
-	CGO_ENABLED=0 $(GO) build -tags nogui -ldflags '$(DEV_LDFLAGS)' -o $(BIN)-cli .
+	CGO_ENABLED=0 $(GO) build -tags nogui -ldflags '$(DEV_LDFLAGS)' -o $(CLI) .
 
 run: build
 	./$(BIN) $(ARGS)
@@ -112,4 +115,4 @@ screenshots: build
 	./scripts/screenshots.sh
 
 clean:
-	rm -rf $(BIN) $(STAMP) $(CROSS_STAMP) $(RELEASE_STAMP) talosflash.exe talosflash-windows-amd64.zip dist
+	rm -rf $(BIN) $(CLI) $(STAMP) $(CROSS_STAMP) $(RELEASE_STAMP) talosflash.exe talosflash-windows-amd64.zip dist

@@ -28,6 +28,17 @@ func (n *notedTarget) Notes() []string {
 	return []string{"unmounted /media/" + filepath.Base(n.f.Name()) + " before writing"}
 }
 
+// openNoted is a target whose Open had something to say (a device that
+// unmounted the card), whatever happens to it next.
+type openNoted struct{ *fileTarget }
+
+func (openNoted) Notes() []string { return []string{"unmounted /media/u/boot before writing"} }
+
+// notedSizedFile is a sizedFile whose Open unmounted the card.
+type notedSizedFile struct{ sizedFile }
+
+func (notedSizedFile) Notes() []string { return openNoted{}.Notes() }
+
 // Every card's result is one Card: its own image fields, and the notes of
 // its target taken after Close, for a card that failed mid-write as for
 // one that was verified (app/plan no longer keeps its own map of targets).

@@ -156,9 +156,9 @@ func FlashAll(ctx context.Context, opts FlashOptions) ([]Card, error) {
 	var cards []*card
 	for i, name := range names {
 		results[i].Target = name
-		t, limit, err := openTarget(opts, name, src.size)
+		t, limit, notes, err := openTarget(opts, name, src.size)
 		if err != nil {
-			results[i].Err = err
+			results[i].Err, results[i].Notes = err, notes
 			continue
 		}
 		c := &card{idx: i, t: t, limit: limit, writeAt: positionalWriter(t)}
@@ -203,17 +203,33 @@ func FlashAll(ctx context.Context, opts FlashOptions) ([]Card, error) {
 // target's notes into its result.
 func closeCards(cards []*card, results []Card) {
 	for _, c := range cards {
-		switch {
-		case c.abandoned.Load():
-			go c.t.Close() // may hang like its write
+		if c.abandoned.Load() {
+			// What its Open did (the mounts it unmounted) is known now; its
+			// Close may hang like its write and is never waited for.
+			results[c.idx].Notes = append(results[c.idx].Notes, notesOf(c.t)...)
+			go c.t.Close()
 			continue
-		case !c.closed:
+		}
+		if !c.closed {
 			c.t.Close()
 		}
-		if n, ok := c.t.(noter); ok {
-			results[c.idx].Notes = append(results[c.idx].Notes, n.Notes()...)
-		}
+		results[c.idx].Notes = append(results[c.idx].Notes, notesOf(c.t)...)
 	}
+}
+
+// notesOf is what target t has to tell the user (nil: nothing).
+func notesOf(t Target) []string {
+	if n, ok := t.(noter); ok {
+		return n.Notes()
+	}
+	return nil
+}
+
+// closeRefused closes a target opened and then refused, and returns its
+// notes (what its Open did, e.g. unmounted the card).
+func closeRefused(t Target) []string {
+	t.Close()
+	return notesOf(t)
 }
 
 // card is one target of a flash.
@@ -295,11 +311,12 @@ func serialized(fn ProgressFunc) ProgressFunc {
 
 // openTarget opens the target for an image of size bytes (-1 unknown) and
 // returns the most bytes it may take (0: no known limit). A known size that
-// does not fit is refused before anything is written.
-func openTarget(opts FlashOptions, name string, size int64) (Target, int64, error) {
+// does not fit is refused before anything is written; the notes are then
+// those of the target opened and closed again.
+func openTarget(opts FlashOptions, name string, size int64) (Target, int64, []string, error) {
 	limit := opts.MaxSize
 	if limit > 0 && size > limit {
-		return nil, 0, fmt.Errorf("%w: image needs %d bytes, limit is %d", ErrTargetTooSmall, size, limit)
+		return nil, 0, nil, fmt.Errorf("%w: image needs %d bytes, limit is %d", ErrTargetTooSmall, size, limit)
 	}
 	open := opts.Open
 	if open == nil {
@@ -307,23 +324,20 @@ func openTarget(opts FlashOptions, name string, size int64) (Target, int64, erro
 	}
 	t, err := open(name, size)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
 	capacity, ok, err := targetCapacity(t)
 	if err != nil {
-		t.Close()
-		return nil, 0, err
+		return nil, 0, closeRefused(t), err
 	}
 	if ok && (limit <= 0 || capacity < limit) {
 		limit = capacity
 	}
 	if limit > 0 && size > limit {
-		t.Close()
-		return nil, 0, fmt.Errorf("%w: image needs %d bytes, %s holds %d", ErrTargetTooSmall, size, name, limit)
+		return nil, 0, closeRefused(t), fmt.Errorf("%w: image needs %d bytes, %s holds %d", ErrTargetTooSmall, size, name, limit)
 	}
 	if free, ok := fileTargetFree(t); ok && size > free {
-		t.Close()
-		return nil, 0, fmt.Errorf("%w: image needs %d bytes, the file system of %s has %d free", ErrTargetTooSmall, size, name, free)
+		return nil, 0, closeRefused(t), fmt.Errorf("%w: image needs %d bytes, the file system of %s has %d free", ErrTargetTooSmall, size, name, free)
 	}
-	return t, limit, nil
+	return t, limit, nil, nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -115,13 +116,16 @@ func TestFlashAllTooSmallCard(t *testing.T) {
 			if err != nil || filepath.Base(path) != "small.img" {
 				return t, err
 			}
-			return sizedFile{t.(*os.File), 1 << 20}, nil
+			return notedSizedFile{sizedFile{t.(*os.File), 1 << 20}}, nil
 		}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !errors.Is(cards[1].Err, ErrTargetTooSmall) || cards[1].SHA256 != "" {
 		t.Fatalf("small card: %+v, %v", cards[1], cards[1].Err)
+	}
+	if !slices.Equal(cards[1].Notes, openNoted{}.Notes()) { // opened (and unmounted), then refused
+		t.Errorf("small card's notes %q", cards[1].Notes)
 	}
 	if cards[0].Err != nil || sha256File(t, targets[0]) != img.SHA256 {
 		t.Fatalf("good card: %v", cards[0].Err)
@@ -199,12 +203,12 @@ func TestFlashAllStuckCardIsGivenUp(t *testing.T) {
 		if err != nil {
 			return nil, err
 		}
-		return &fileTarget{f: f, onWrite: func(off int64, p []byte) ([]byte, int, error) {
+		return openNoted{&fileTarget{f: f, onWrite: func(off int64, p []byte) ([]byte, int, error) {
 			if off >= 4<<20 {
 				<-release // the second chunk never finishes
 			}
 			return p, 0, nil
-		}}, nil
+		}}}, nil
 	}
 	cards, err := FlashAll(context.Background(), FlashOptions{Source: Source{Path: src}, Targets: targets, Verify: true, Open: open})
 	if err != nil {
@@ -212,6 +216,9 @@ func TestFlashAllStuckCardIsGivenUp(t *testing.T) {
 	}
 	if !errors.Is(cards[1].Err, ErrIncomplete) || !strings.Contains(cards[1].Err.Error(), "did not finish") {
 		t.Fatalf("stuck card: %v, want it given up as incomplete", cards[1].Err)
+	}
+	if !slices.Equal(cards[1].Notes, openNoted{}.Notes()) { // what its Open did is still said
+		t.Errorf("stuck card's notes %q", cards[1].Notes)
 	}
 	for _, i := range []int{0, 2} {
 		if cards[i].Err != nil || !cards[i].Verified || sha256File(t, targets[i]) != img.SHA256 {

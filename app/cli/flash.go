@@ -331,7 +331,13 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 	if out == nil {
 		return err // nothing written: the image, or the elevated child itself
 	}
+	// The elevated child reports each card as an event; its parent prints
+	// the lines for the user (printed here too, they would show twice).
+	summary := !f.elevated
 	if len(out.Cards) == 1 && err != nil {
+		if f.elevated { // the card's failure, not the child's: its parent keeps the card
+			rep.CardError(out.Cards[0].Target, exitCode(err), oneLine(err.Error()))
+		}
 		return err // one card: its failure is the command's
 	}
 	rep.Finish()
@@ -340,28 +346,32 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 		if c.Err != nil {
 			code := exitCode(c.Err)
 			rep.CardError(c.Target, code, oneLine(c.Err.Error()))
-			rep.Info("%s: FAILED: %s", c.Target, oneLine(c.Err.Error()))
+			if summary {
+				rep.Info("%s: FAILED: %s", c.Target, oneLine(c.Err.Error()))
+			}
 			if firstErr == nil {
 				firstErr = withCode(code, err) // the exit code of the first failed card
 			}
 			continue
 		}
-		verified := "not verified (--no-verify)"
-		if c.Verified {
-			verified = "verified by read-back (" + c.VerifyMode + ")"
-		}
-		rep.Info("wrote %s to %s (%s written, %s already on the card), sha256 %s, %s", humanize.IBytes(uint64(c.Bytes)), c.Target,
-			humanize.IBytes(uint64(c.Written)), humanize.IBytes(uint64(c.Skipped)), c.SHA256, verified)
 		node := job.CardMeta(i)
-		if node != nil {
-			rep.Info("%s", cardReady(node))
+		if summary {
+			verified := "not verified (--no-verify)"
+			if c.Verified {
+				verified = "verified by read-back (" + c.VerifyMode + ")"
+			}
+			rep.Info("wrote %s to %s (%s written, %s already on the card), sha256 %s, %s", humanize.IBytes(uint64(c.Bytes)), c.Target,
+				humanize.IBytes(uint64(c.Written)), humanize.IBytes(uint64(c.Skipped)), c.SHA256, verified)
+			if node != nil {
+				rep.Info("%s", cardReady(node))
+			}
 		}
 		rep.Result(resultEvent(c, node, im))
 	}
 	if firstErr != nil {
 		return firstErr
 	}
-	if err != nil {
+	if err != nil || !summary {
 		return err
 	}
 	if len(f.nodes.nodes) > 0 {
@@ -382,6 +392,7 @@ func resultEvent(c imaging.Card, node *plan.CardMeta, im *plan.Image) contract.R
 	ev := contract.ResultEvent{
 		Device: c.Target, Bytes: c.Bytes, SHA256: c.SHA256, Verified: c.Verified,
 		VerifyMode: c.VerifyMode, Written: c.Written, Skipped: c.Skipped, Schematic: im.SchematicID, Version: im.Version,
+		Notes: c.Notes,
 	}
 	if node != nil {
 		ev.Node, ev.Address = node.Node, node.Address

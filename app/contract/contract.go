@@ -134,6 +134,9 @@ type ResultEvent struct {
 	// Node and Address: the node written onto the card (flash --inventory).
 	Node    string `json:"node,omitempty"`
 	Address string `json:"address,omitempty"`
+	// Notes: what the user should know about the card afterwards (what was
+	// unmounted before writing, the device's warnings, the META step's).
+	Notes []string `json:"notes,omitempty"`
 }
 
 // Finding is one incident-check finding (apply's "findings").

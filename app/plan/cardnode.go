@@ -173,7 +173,7 @@ func (job *Job) writeCardMeta(path string, m *CardMeta) (*meta.Written, []string
 					}
 				}
 
-				notes = append(notes, fmt.Sprintf("%s: META 0x%02x holds the image's own value: kept, talosflash's record left out", path, inventory.RecordKey))
+				notes = append(notes, fmt.Sprintf("META 0x%02x holds the image's own value: kept, talosflash's record left out", inventory.RecordKey))
 			}
 		}
 	}
@@ -198,6 +198,9 @@ func (job *Job) writeMetas(cards []imaging.Card) {
 		job.status(fmt.Sprintf("writing node %s (%s) onto %s (META)", m.Node, m.Address, cards[i].Target))
 
 		_, notes, err := job.writeCardMeta(cards[i].Target, m)
+		for _, n := range notes {
+			job.status(cards[i].Target + ": " + n)
+		}
 		cards[i].Notes = append(cards[i].Notes, notes...)
 		cards[i].Err = err
 	}

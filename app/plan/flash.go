@@ -298,23 +298,29 @@ func (job *Job) flashElevated(ctx context.Context, src imaging.Source) (*Outcome
 			}
 			results[dev] = ev.Result
 		case elevate.TypeError:
-			if ev.Error.Device != "" {
-				cardErrs[ev.Error.Device] = &elevate.Error{Code: ev.Error.Code, Message: ev.Error.Message, Reported: true}
+			if dev := ev.Error.Device; dev != "" {
+				if len(devs) == 1 {
+					dev = devs[0] // as for its result
+				}
+				cardErrs[dev] = &elevate.Error{Code: ev.Error.Code, Message: ev.Error.Message, Reported: true}
 			}
 		}
 	}, feed)
+	downloadFailed := false
 	if err == nil && dl != nil {
 		// The child verified its cards from the whole download: the entry
 		// is in place (or the download's own failure is the flash's).
 		if _, derr := dl.Wait(); derr != nil {
-			err = derr
+			err, downloadFailed = derr, true
 		}
 	}
 	if errors.Is(err, imaging.ErrCorruptImage) && src.Path == "" {
 		_ = src.Cache.Remove(src.Key) // we own the cache: the next run downloads again
 	}
-	if err != nil && (len(cardErrs) == 0 || ctx.Err() != nil) {
-		return nil, err // a failure of the child itself (one card's is one)
+	if err != nil && (len(cardErrs)+len(results) == 0 || ctx.Err() != nil || downloadFailed) {
+		// The job failed as a whole: the child itself (it started no card),
+		// cancelled, or the download.
+		return nil, err
 	}
 	cards := make([]imaging.Card, len(devs))
 	for i, d := range devs {
@@ -323,8 +329,10 @@ func (job *Job) flashElevated(ctx context.Context, src imaging.Source) (*Outcome
 		case e != nil:
 			cards[i].Err = e
 		case r != nil:
-			cards[i] = imaging.Card{Target: d, Bytes: r.Bytes, SHA256: r.SHA256, Verified: r.Verified, VerifyMode: r.VerifyMode, Written: r.Written, Skipped: r.Skipped}
+			cards[i] = imaging.Card{Target: d, Bytes: r.Bytes, SHA256: r.SHA256, Verified: r.Verified, VerifyMode: r.VerifyMode, Written: r.Written, Skipped: r.Skipped, Notes: r.Notes}
 			cards[i].Err = job.childNode(i, r)
+		case err != nil:
+			cards[i].Err = err // the child failed after reporting other cards
 		default:
 			cards[i].Err = &elevate.Error{Code: -1, Message: "the elevated write reported nothing for " + d}
 		}

@@ -166,3 +166,52 @@ func TestOutcomeNotes(t *testing.T) {
 		t.Fatalf("several cards: %q", got)
 	}
 }
+
+// Through the elevated child too, one card is a list of one: the child's
+// error for the card (with its device) keeps the card in the Outcome, a
+// CardsError that unwraps to the mapped error; a child that fails before
+// any card (no device on its error) is the job's failure, no Outcome.
+func TestFlashElevatedOneCardFailureIsItsCard(t *testing.T) {
+	srv := factorytest.New(t)
+	fx := imagetest.New(t, 1<<20, 3, 1<<20)
+	id, _ := profile(t, "worker").SchematicID()
+	srv.AddImage(id, factory.DefaultTalosVersion, "metal-arm64.raw.xz", fx.XZ)
+	var args []string
+	job, _ := elevatedJob(t, srv, &imaging.Cache{Dir: t.TempDir()}, `echo '{"event":"error","device":"/dev/disk/by-id/usb-x","code":4,"message":"verify: mismatch at offset 4096"}'
+echo '{"event":"error","code":4,"message":"verify: mismatch at offset 4096"}'; exit 4`, &args)
+	out, err := Flash(context.Background(), job)
+	var ce *CardsError
+	if !errors.As(err, &ce) || ce.Total != 1 || !errors.Is(err, imaging.ErrVerifyMismatch) {
+		t.Fatalf("err %v (%T), want the card's verify mismatch as a CardsError", err, err)
+	}
+	if out == nil || len(out.Cards) != 1 || out.Cards[0].Target != "/dev/sdz" || out.Cards[0].OK() {
+		t.Fatalf("outcome %+v", out)
+	}
+
+	job, _ = elevatedJob(t, srv, &imaging.Cache{Dir: t.TempDir()}, `echo '{"event":"error","code":9,"message":"image is corrupt"}'; exit 9`, &args)
+	out, err = Flash(context.Background(), job)
+	if out != nil || !errors.Is(err, imaging.ErrCorruptImage) || errors.As(err, &ce) {
+		t.Fatalf("outcome %+v, err %v: want the job's failure, no cards", out, err)
+	}
+}
+
+// A child that dies after one card's result (killed, crashed) keeps that
+// verified card; the other fails with the child's error.
+func TestFlashElevatedChildDiesAfterOneResult(t *testing.T) {
+	srv := factorytest.New(t)
+	fx := imagetest.New(t, 1<<20, 3, 1<<20)
+	id, _ := profile(t, "worker").SchematicID()
+	srv.AddImage(id, factory.DefaultTalosVersion, "metal-arm64.raw.xz", fx.XZ)
+	var args []string
+	job, _ := elevatedJob(t, srv, &imaging.Cache{Dir: t.TempDir()}, `echo '{"event":"result","device":"/dev/sdy","bytes":10,"sha256":"ab","verified":true,"verify_mode":"O_DIRECT","notes":["unmounted /media/u/boot before writing"]}'; exit 1`, &args)
+	job.Devices = []string{"/dev/sdy", "/dev/sdz"}
+	job.NeedsElevation = func(string) bool { return true }
+	out, err := Flash(context.Background(), job)
+	var ce *CardsError
+	if out == nil || !errors.As(err, &ce) || len(ce.Failed) != 1 || ce.Failed[0].Target != "/dev/sdz" {
+		t.Fatalf("outcome %+v, err %v", out, err)
+	}
+	if c := out.Cards[0]; !c.OK() || c.SHA256 != "ab" || !c.Verified || !slices.Equal(c.Notes, []string{"unmounted /media/u/boot before writing"}) {
+		t.Fatalf("the verified card %+v", c)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"time"
@@ -96,6 +97,10 @@ func ElevatedProgram(app, version string, candidates []string) string {
 	return app
 }
 
+// devStamp is a dev version stamped by `make build` (its UTC time and 32
+// random bits): one build's, where a constant suffix would name many.
+var devStamp = regexp.MustCompile(`-dev\+[0-9]{15,}$`)
+
 // UsableCLI says why the file at path must not replace the app as the
 // root child, nil when it may: it is a regular file (not a symlink),
 // executable, writable by its owner only, owned by root or by the app's
@@ -107,7 +112,7 @@ func ElevatedProgram(app, version string, candidates []string) string {
 // `make build` stamps the app and the CLI it builds beside it with one
 // "-dev+<stamp>" of that build, which names it.
 func UsableCLI(app, version, path string) error {
-	if version == "" || strings.Contains(version, "-dev") && !strings.Contains(version, "-dev+") {
+	if version == "" || strings.Contains(version, "-dev") && !devStamp.MatchString(version) {
 		return fmt.Errorf("version %q does not identify a build", version)
 	}
 	appInfo, err := os.Stat(app)

@@ -76,6 +76,14 @@ func TestElevatedProgramPicksOnlyATrustedCLIOfTheSameVersion(t *testing.T) {
 			app, cli := cliDir(t, "0.1.0-dev+1764770000000000001")
 			return app, cli, "0.1.0-dev+1764770000000000002"
 		},
+		"dev build with a constant suffix": func(t *testing.T) (string, string, string) {
+			app, cli := cliDir(t, "0.1.0-dev+local")
+			return app, cli, "0.1.0-dev+local"
+		},
+		"dev build with an empty stamp": func(t *testing.T) (string, string, string) {
+			app, cli := cliDir(t, "0.1.0-dev+")
+			return app, cli, "0.1.0-dev+"
+		},
 		"stamped app, unstamped dev CLI": func(t *testing.T) (string, string, string) {
 			app, cli := cliDir(t, "0.1.0-dev")
 			return app, cli, "0.1.0-dev+1764770000000000002"
