@@ -42,6 +42,37 @@ type written struct {
 	n    int64
 	sum  []byte
 	crcs []uint32 // CRC32C per crcBlock, to locate a verify mismatch
+	// units are the read-back's buffers, shared by every card: the write
+	// stage's chunks, done with, cut into unit bytes each (readUnit).
+	units chan *chunk
+	unit  int
+}
+
+// readUnit is the read-back's read size: the whole chunk for one card;
+// with several cards, whose read-backs share the pool's 16 MiB, a quarter,
+// so that four cards each have 4 MiB in flight and memory does not grow
+// with the cards (1 MiB direct reads go as fast: docs/PERFORMANCE.md).
+func readUnit(cards int) int {
+	if cards > 1 {
+		return chunkSize / 4
+	}
+	return chunkSize
+}
+
+// recycle hands the pool's chunks, once every stage is done with them, to
+// the read-back as units. Chunks come back as the writers of failed cards
+// finish draining; it never blocks (units holds them all).
+func (p *pipeline) recycle(w *written) {
+	per := chunkSize / w.unit
+	w.units = make(chan *chunk, poolSize*per)
+	go func() {
+		for range poolSize {
+			c := <-p.free
+			for i := range per {
+				w.units <- &chunk{buf: c.buf[i*w.unit : (i+1)*w.unit : (i+1)*w.unit]}
+			}
+		}
+	}()
 }
 
 // writeStream is the write stage: it runs the pipeline's goroutines (read,
@@ -290,6 +321,7 @@ func (p *pipeline) write(cd *card) {
 	if err == errAbandoned {
 		return // the watchdog reported it and drains its queue
 	}
+	cd.rbuf = nil // only this goroutine reads into it; not needed by the read-back
 	p.cardDone(cd, err)
 	for c := range cd.in {
 		p.release(c)
@@ -628,7 +660,9 @@ func (p *pipeline) finish() (*written, error) {
 		}()
 	}
 	wg.Wait()
-	return &written{n: p.readN, sum: p.sum, crcs: p.crcs}, nil
+	w := &written{n: p.readN, sum: p.sum, crcs: p.crcs, unit: readUnit(len(p.cards))}
+	p.recycle(w)
+	return w, nil
 }
 
 // positionalWriter is how the first MiB of t is written last: its WriteAt,

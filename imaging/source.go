@@ -331,7 +331,8 @@ func decode(src *openedSource, forceRaw bool) (r io.Reader, close func(), err er
 	}
 	close = func() {}
 	if c, ok := dec.(io.Closer); ok && dec != io.Reader(src) {
-		close = func() { c.Close() }
+		rel := &releasing{r: dec, c: c}
+		dec, close = rel, rel.close
 	}
 	r, err = peekDisk(dec, forceRaw)
 	if err != nil {
@@ -344,6 +345,38 @@ func decode(src *openedSource, forceRaw bool) (r io.Reader, close func(), err er
 		return nil, nil, src.decodeErr(err)
 	}
 	return r, close, nil
+}
+
+// releasing closes and lets go of the decoder as soon as it reports the
+// stream's checked end: its window and buffers (~9 MiB for the factory's
+// zstd -18) are not held through the read-back. Read is called by one
+// goroutine at a time; close may come from another (cancellation).
+type releasing struct {
+	r  io.Reader // nil after the end (the reading goroutine's alone)
+	mu sync.Mutex
+	c  io.Closer // nil once closed
+}
+
+func (d *releasing) Read(p []byte) (int, error) {
+	if d.r == nil {
+		return 0, io.EOF
+	}
+	n, err := d.r.Read(p)
+	if err == io.EOF {
+		d.close()
+		d.r = nil
+	}
+	return n, err
+}
+
+func (d *releasing) close() {
+	d.mu.Lock()
+	c := d.c
+	d.c = nil
+	d.mu.Unlock()
+	if c != nil {
+		c.Close()
+	}
 }
 
 // decodeErr tells a failing download apart from corrupt data.
