@@ -48,7 +48,10 @@ func TestReadBackUnitsComeBack(t *testing.T) {
 	s := sha256.Sum256(data)
 	w.sum = s[:]
 	for i := 0; i < len(data); i += crcBlock {
-		w.crcs = append(w.crcs, crc32.Checksum(data[i:min(i+crcBlock, len(data))], crcTable))
+		if i%chunkSize == 0 {
+			w.crcs = append(w.crcs, nil)
+		}
+		w.crcs[i/chunkSize] = append(w.crcs[i/chunkSize], crc32.Checksum(data[i:min(i+crcBlock, len(data))], crcTable))
 	}
 	for range units {
 		w.units <- &chunk{buf: alignedBuf(unit)}
@@ -66,8 +69,8 @@ func TestReadBackUnitsComeBack(t *testing.T) {
 		want func(error) bool
 	}{
 		{"verified", context.Background(), func(f *os.File) Target { return f }, func(err error) bool { return err == nil }},
-		{"mismatch", context.Background(), func(f *os.File) Target { return readsFrom{File: f, from: 3<<20 + 5} },
-			func(err error) bool { var v *VerifyError; return errors.As(err, &v) && v.Offset == 3<<20 }},
+		{"mismatch", context.Background(), func(f *os.File) Target { return readsFrom{File: f, from: 5<<20 + 5} },
+			func(err error) bool { var v *VerifyError; return errors.As(err, &v) && v.Offset == 5<<20 }},
 		{"read error", context.Background(), func(f *os.File) Target { return readsFrom{File: f, from: 2 << 20, err: syscall.EIO} },
 			func(err error) bool { return errors.Is(err, ErrIncomplete) && errors.Is(err, syscall.EIO) }},
 		{"first read fails", context.Background(), func(f *os.File) Target { return readsFrom{File: f, err: io.ErrUnexpectedEOF} },
