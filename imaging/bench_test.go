@@ -243,7 +243,7 @@ func cardImage(b *testing.B) (string, int64) {
 		return p, src.size
 	}
 	// No size in the headers (a zstd frame written from a pipe): count.
-	dec, err := decoderFor(src.format, src)
+	dec, err := decoderFor(src.format, src, src.zstdWindow)
 	if err != nil {
 		b.Fatal(err)
 	}

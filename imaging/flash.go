@@ -97,7 +97,7 @@ type noter interface{ Notes() []string }
 
 const (
 	chunkSize = 4 << 20 // write and read-back unit
-	poolSize  = 4       // chunks in flight: bounds memory to ~16 MiB
+	poolSize  = 2       // chunks in flight (8 MiB): one decoded into, one written and hashed
 	alignment = 4096    // O_DIRECT buffer/offset/size alignment
 	// headSize is the start of the image written last: the MBR, the GPT
 	// header and partition array (Talos's first partition starts at 1 MiB).

@@ -39,9 +39,49 @@ func alignedBuf(n int) []byte {
 
 // written is the outcome of the write stage.
 type written struct {
-	n    int64
-	sum  []byte
-	crcs []uint32 // CRC32C per crcBlock, to locate a verify mismatch
+	n   int64
+	sum []byte
+	// crcs are the CRC32C of each crcBlock, to locate a verify mismatch,
+	// one slice a chunk (4 KiB each, however long the image: never
+	// regrown and copied).
+	crcs [][]uint32
+	// units are the read-back's buffers, shared by every card: the write
+	// stage's chunks, done with, cut into unit bytes each (readUnit).
+	units chan *chunk
+	unit  int
+}
+
+// crc is the CRC32C written for the crcBlock at off.
+func (w *written) crc(off int64) uint32 {
+	return w.crcs[off/chunkSize][off%chunkSize/crcBlock]
+}
+
+// readUnit is the read-back's read size: the whole chunk for one card;
+// with several cards, whose read-backs share the pool, a quarter of it, so
+// that memory does not grow with the cards and each still has reads in
+// flight while it checks (1 MiB direct reads go as fast as 4 MiB ones:
+// docs/PERFORMANCE.md).
+func readUnit(cards int) int {
+	if cards > 1 {
+		return chunkSize / 4
+	}
+	return chunkSize
+}
+
+// recycle hands the pool's chunks, once every stage is done with them, to
+// the read-back as units. Chunks come back as the writers of failed cards
+// finish draining; it never blocks (units holds them all).
+func (p *pipeline) recycle(w *written) {
+	per := chunkSize / w.unit
+	w.units = make(chan *chunk, poolSize*per)
+	go func() {
+		for range poolSize {
+			c := <-p.free
+			for i := range per {
+				w.units <- &chunk{buf: c.buf[i*w.unit : (i+1)*w.unit : (i+1)*w.unit]}
+			}
+		}
+	}()
 }
 
 // writeStream is the write stage: it runs the pipeline's goroutines (read,
@@ -142,13 +182,13 @@ type pipeline struct {
 	readN   int64
 	readErr error
 	// head is the image's first MiB, kept by read for the cards that write
-	// it last; zeros is what they write in its place meanwhile.
-	head, zeros []byte
-	skipping    bool // some card skips what it holds: chunks are told zero or not
+	// it last (zeroBlock stands in for it meanwhile).
+	head     []byte
+	skipping bool // some card skips what it holds: chunks are told zero or not
 	// hash
 	hashDone chan struct{}
 	sum      []byte
-	crcs     []uint32
+	crcs     [][]uint32
 }
 
 func newPipeline(ctx context.Context, stream io.Reader, cards []*card, src *openedSource, progress ProgressFunc) *pipeline {
@@ -174,7 +214,6 @@ func newPipeline(ctx context.Context, stream io.Reader, cards []*card, src *open
 	}
 	for _, c := range cards {
 		if c.writeAt != nil {
-			p.zeros = alignedBuf(headSize)
 			p.skipping = true
 			c.rbuf = alignedBuf(holdRead)
 		}
@@ -182,8 +221,10 @@ func newPipeline(ctx context.Context, stream io.Reader, cards []*card, src *open
 	return p
 }
 
-// zeroBlock is compared against to tell a zero chunk (memcmp speed).
-var zeroBlock = make([]byte, 64<<10)
+// zeroBlock is compared against to tell a zero chunk (memcmp speed), and
+// written where the image's first MiB goes until it is written last
+// (aligned for O_DIRECT). Never written to.
+var zeroBlock = alignedBuf(64 << 10)
 
 func allZero(b []byte) bool {
 	for len(b) > 0 {
@@ -224,7 +265,7 @@ func (p *pipeline) read() {
 			return
 		}
 		n, err := fill(p.stream, c.buf)
-		if n > 0 && off == 0 && p.zeros != nil {
+		if n > 0 && off == 0 && p.skipping {
 			p.head = alignedBuf(min(n, headSize))
 			copy(p.head, c.buf)
 		}
@@ -274,9 +315,11 @@ func (p *pipeline) hash() {
 	for c := range p.toHash {
 		b := c.buf[:c.n]
 		h.Write(b)
+		crcs := make([]uint32, 0, (len(b)+crcBlock-1)/crcBlock)
 		for i := 0; i < len(b); i += crcBlock {
-			p.crcs = append(p.crcs, crc32.Checksum(b[i:min(i+crcBlock, len(b))], crcTable))
+			crcs = append(crcs, crc32.Checksum(b[i:min(i+crcBlock, len(b))], crcTable))
 		}
+		p.crcs = append(p.crcs, crcs)
 		p.release(c)
 	}
 	p.sum = h.Sum(nil)
@@ -290,6 +333,7 @@ func (p *pipeline) write(cd *card) {
 	if err == errAbandoned {
 		return // the watchdog reported it and drains its queue
 	}
+	cd.rbuf = nil // only this goroutine reads into it; not needed by the read-back
 	p.cardDone(cd, err)
 	for c := range cd.in {
 		p.release(c)
@@ -350,7 +394,7 @@ func (p *pipeline) writeSkipping(cd *card, c *chunk, direct *bool) (int, error) 
 			rest = len(b) > h && !((cd.compare || allZero(b[h:])) && cd.holds(b[h:], int64(h)))
 		}
 		p.unalign(cd, h, direct)
-		if n, err := cd.put(p.zeros[:h], 0); err != nil {
+		if n, err := cd.putZeros(h); err != nil {
 			return n, err
 		}
 		if !rest {
@@ -438,6 +482,18 @@ func (cd *card) holds(b []byte, off int64) bool {
 		done += n
 	}
 	return true
+}
+
+// putZeros writes n zero bytes at the card's start, zeroBlock at a time.
+func (cd *card) putZeros(n int) (int, error) {
+	for done := 0; done < n; {
+		m, err := cd.put(zeroBlock[:min(n-done, len(zeroBlock))], int64(done))
+		done += m
+		if err != nil {
+			return done, err
+		}
+	}
+	return n, nil
 }
 
 // put writes b at off through the card's positional writer.
@@ -628,7 +684,9 @@ func (p *pipeline) finish() (*written, error) {
 		}()
 	}
 	wg.Wait()
-	return &written{n: p.readN, sum: p.sum, crcs: p.crcs}, nil
+	w := &written{n: p.readN, sum: p.sum, crcs: p.crcs, unit: readUnit(len(p.cards))}
+	p.recycle(w)
+	return w, nil
 }
 
 // positionalWriter is how the first MiB of t is written last: its WriteAt,
