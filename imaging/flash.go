@@ -274,9 +274,9 @@ func (c *card) verifyAndClose(ctx context.Context, w *written, opts FlashOptions
 	res.Bytes, res.SHA256 = w.n, hex.EncodeToString(w.sum)
 	res.Written, res.Skipped = c.written.Load(), c.skipped.Load()
 	if opts.Verify {
-		depth := 3
+		depth := 3 // chunks' worth of the write stage's pool in flight for this read-back
 		if c.name != "" {
-			depth = 2 // several cards: 8 MiB of read-back buffers each
+			depth = 2 // several cards share the pool's units
 		}
 		mode, err := verifyTarget(ctx, c.t, w, c.skippedChunk, newMeter(opts.Progress, StageVerify, w.n, false).forTarget(c.name), depth)
 		if err != nil {

@@ -138,8 +138,8 @@ func TestFlashAllReadBackSharesThePool(t *testing.T) {
 			}
 			continue
 		}
-		if c.Err != nil || !c.Result.Verified || sha256File(t, targets[i]) != img.SHA256 {
-			t.Errorf("%s: %+v %v", targets[i], c.Result, c.Err)
+		if c.Err != nil || !c.Verified || sha256File(t, targets[i]) != img.SHA256 {
+			t.Errorf("%s: %+v %v", targets[i], c, c.Err)
 		}
 	}
 }
