@@ -72,13 +72,20 @@ func TestFlashSeveralDevicesInProcess(t *testing.T) {
 	}
 }
 
-// Several devices that need root: one child for all of them, each card's
-// result or error relayed.
-func TestFlashSeveralDevicesElevated(t *testing.T) {
+// workerFactory is a fake factory serving the worker's image (the elevated
+// tests' children are scripts: only the download is real).
+func workerFactory(t *testing.T) *factorytest.Server {
 	srv := factorytest.New(t)
 	fx := imagetest.New(t, 1<<20, 3, 1<<20)
 	id, _ := profile(t, "worker").SchematicID()
 	srv.AddImage(id, factory.DefaultTalosVersion, "metal-arm64.raw.xz", fx.XZ)
+	return srv
+}
+
+// Several devices that need root: one child for all of them, each card's
+// result or error relayed.
+func TestFlashSeveralDevicesElevated(t *testing.T) {
+	srv := workerFactory(t)
 	cache := &imaging.Cache{Dir: t.TempDir()}
 	var args []string
 	child := `echo '{"event":"progress","stage":"write","done":5,"total":10,"device":"/dev/sdy"}'
@@ -109,10 +116,7 @@ echo '{"event":"error","code":6,"message":"1 of 2 cards failed"}'; exit 6`
 // One card through the child: its result counts whatever device path the
 // child printed (it may resolve a symlink), as before several cards existed.
 func TestFlashElevatedOneCardAnyDevicePath(t *testing.T) {
-	srv := factorytest.New(t)
-	fx := imagetest.New(t, 1<<20, 3, 1<<20)
-	id, _ := profile(t, "worker").SchematicID()
-	srv.AddImage(id, factory.DefaultTalosVersion, "metal-arm64.raw.xz", fx.XZ)
+	srv := workerFactory(t)
 	var args []string
 	job, _ := elevatedJob(t, srv, &imaging.Cache{Dir: t.TempDir()}, `echo '{"event":"result","device":"/dev/disk/by-id/usb-x","bytes":10,"sha256":"cd","verified":true}'`, &args)
 	out, err := Flash(context.Background(), job)
@@ -172,10 +176,7 @@ func TestOutcomeNotes(t *testing.T) {
 // CardsError that unwraps to the mapped error; a child that fails before
 // any card (no device on its error) is the job's failure, no Outcome.
 func TestFlashElevatedOneCardFailureIsItsCard(t *testing.T) {
-	srv := factorytest.New(t)
-	fx := imagetest.New(t, 1<<20, 3, 1<<20)
-	id, _ := profile(t, "worker").SchematicID()
-	srv.AddImage(id, factory.DefaultTalosVersion, "metal-arm64.raw.xz", fx.XZ)
+	srv := workerFactory(t)
 	var args []string
 	job, _ := elevatedJob(t, srv, &imaging.Cache{Dir: t.TempDir()}, `echo '{"event":"error","device":"/dev/disk/by-id/usb-x","code":4,"message":"verify: mismatch at offset 4096"}'
 echo '{"event":"error","code":4,"message":"verify: mismatch at offset 4096"}'; exit 4`, &args)
@@ -198,10 +199,7 @@ echo '{"event":"error","code":4,"message":"verify: mismatch at offset 4096"}'; e
 // A child that dies after one card's result (killed, crashed) keeps that
 // verified card; the other fails with the child's error.
 func TestFlashElevatedChildDiesAfterOneResult(t *testing.T) {
-	srv := factorytest.New(t)
-	fx := imagetest.New(t, 1<<20, 3, 1<<20)
-	id, _ := profile(t, "worker").SchematicID()
-	srv.AddImage(id, factory.DefaultTalosVersion, "metal-arm64.raw.xz", fx.XZ)
+	srv := workerFactory(t)
 	var args []string
 	job, _ := elevatedJob(t, srv, &imaging.Cache{Dir: t.TempDir()}, `echo '{"event":"result","device":"/dev/sdy","bytes":10,"sha256":"ab","verified":true,"verify_mode":"O_DIRECT","notes":["unmounted /media/u/boot before writing"]}'; exit 1`, &args)
 	job.Devices = []string{"/dev/sdy", "/dev/sdz"}
