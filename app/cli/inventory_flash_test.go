@@ -286,23 +286,10 @@ func TestFlashInventoryElevatedRoundTrip(t *testing.T) {
 	m2, _ := plan.NodeCardMeta(w2, im)
 	devs := []string{filepath.Join(dir, "a.img"), filepath.Join(dir, "b.img")}
 	var childArgs []string
-	replay := filepath.Join(dir, "child.out")
 	job := plan.Job{
 		Image: im, Devices: devs, Meta: []*plan.CardMeta{m1, m2},
 		NeedsElevation: func(string) bool { return true },
-		Elevate: func(a []string) (*exec.Cmd, error) {
-			childArgs = a
-			pr, pw := io.Pipe()
-			defer pw.Close()
-			var out, errOut strings.Builder
-			if code := Main(a, Env{Stdin: pr, Stdout: &out, Stderr: &errOut}); code != ExitOK {
-				t.Fatalf("child exit %d: %s", code, errOut.String())
-			}
-			if err := os.WriteFile(replay, []byte(out.String()), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			return exec.Command("cat", replay), nil
-		},
+		Elevate:        replayedChild(t, dir, &childArgs),
 	}
 	res, err := plan.Flash(context.Background(), job)
 	if err != nil {

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -171,7 +170,7 @@ func TestTermProgressSeveralCards(t *testing.T) {
 
 // The elevated child with several --device writes what the parent's
 // plan.Flash reads back: its real output, replayed as the child, gives
-// one verified plan.Card per device.
+// one verified imaging.Card per device.
 func TestElevatedChildSeveralDevicesRoundTrip(t *testing.T) {
 	dir := t.TempDir()
 	fx := fakeFixture(t)
@@ -180,22 +179,12 @@ func TestElevatedChildSeveralDevicesRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	devs := []string{filepath.Join(dir, "a.img"), filepath.Join(dir, "b.img")}
-	pr, pw := io.Pipe() // stdin stays open: closing it cancels the child
-	defer pw.Close()
-	var out, errOut strings.Builder
-	code := Main((elevate.Args{Image: img, Devices: devs}).List(), Env{Stdin: pr, Stdout: &out, Stderr: &errOut})
-	if code != ExitOK {
-		t.Fatalf("child exit %d: %s", code, errOut.String())
-	}
-	replay := filepath.Join(dir, "child.out")
-	if err := os.WriteFile(replay, []byte(out.String()), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	var childArgs []string
 	var targets []string
 	res, err := plan.Flash(context.Background(), plan.Job{
 		Image: plan.FromFile(img), Devices: devs,
 		NeedsElevation: func(string) bool { return true },
-		Elevate:        func([]string) (*exec.Cmd, error) { return exec.Command("cat", replay), nil },
+		Elevate:        replayedChild(t, dir, &childArgs),
 		Progress: func(p imaging.Progress) {
 			if p.Stage == imaging.StageVerify && p.Done == p.Total {
 				targets = append(targets, p.Target)
@@ -204,6 +193,9 @@ func TestElevatedChildSeveralDevicesRoundTrip(t *testing.T) {
 	})
 	if err != nil || len(res.Cards) != 2 {
 		t.Fatalf("%+v, %v", res, err)
+	}
+	if want := (elevate.Args{Image: img, Devices: devs}).List(); !slices.Equal(childArgs, want) {
+		t.Fatalf("child args %q, want one --device per card: %q", childArgs, want)
 	}
 	for i, c := range res.Cards {
 		if c.Target != devs[i] || c.Err != nil || c.SHA256 != fx.SHA256 || !c.Verified {

@@ -2,11 +2,8 @@ package cli
 
 import (
 	"context"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/talosflash/talosflash/app/plan"
@@ -37,22 +34,10 @@ func TestFlashInventoryElevatedDevicePathWithEquals(t *testing.T) {
 		t.Fatal(err)
 	}
 	dev := filepath.Join(dir, "a=1.img")
-	replay := filepath.Join(dir, "child.out")
 	job := plan.Job{
 		Image: im, Devices: []string{dev}, Meta: []*plan.CardMeta{m1},
 		NeedsElevation: func(string) bool { return true },
-		Elevate: func(a []string) (*exec.Cmd, error) {
-			pr, pw := io.Pipe()
-			defer pw.Close()
-			var out, errOut strings.Builder
-			if code := Main(a, Env{Stdin: pr, Stdout: &out, Stderr: &errOut}); code != ExitOK {
-				t.Fatalf("child exit %d: %s", code, errOut.String())
-			}
-			if err := os.WriteFile(replay, []byte(out.String()), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			return exec.Command("cat", replay), nil
-		},
+		Elevate:        replayedChild(t, dir, nil),
 	}
 	res, err := plan.Flash(context.Background(), job)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -65,9 +66,34 @@ func TestCutImageIsNeverACard(t *testing.T) {
 // childRun runs the elevated child as its parent would (stdin open).
 func childRun(t *testing.T, args elevate.Args) (int, string, string) {
 	t.Helper()
-	pr, pw := io.Pipe()
+	return childRunArgs(t, args.List())
+}
+
+func childRunArgs(t *testing.T, args []string) (int, string, string) {
+	t.Helper()
+	pr, pw := io.Pipe() // stdin stays open: closing it cancels the child
 	defer pw.Close()
 	var out, errOut strings.Builder
-	code := Main(args.List(), Env{Stdin: pr, Stdout: &out, Stderr: &errOut})
+	code := Main(args, Env{Stdin: pr, Stdout: &out, Stderr: &errOut})
 	return code, out.String(), errOut.String()
+}
+
+// replayedChild is a plan.Job.Elevate whose child is this package's Main,
+// run in process on the parent's arguments (recorded in args when not
+// nil); the parent then reads its real output, replayed from a file in dir.
+func replayedChild(t *testing.T, dir string, args *[]string) func([]string) (*exec.Cmd, error) {
+	return func(a []string) (*exec.Cmd, error) {
+		if args != nil {
+			*args = a
+		}
+		code, stdout, stderr := childRunArgs(t, a)
+		if code != ExitOK {
+			t.Fatalf("child exit %d: %s", code, stderr)
+		}
+		replay := filepath.Join(dir, "child.out")
+		if err := os.WriteFile(replay, []byte(stdout), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return exec.Command("cat", replay), nil
+	}
 }

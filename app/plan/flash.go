@@ -283,6 +283,14 @@ func (job *Job) flashElevated(ctx context.Context, src imaging.Source) (*Outcome
 	if follow {
 		feed = func(w io.Writer) { _, _ = dl.WriteFeed(w) }
 	}
+	// card is the job's device a child event names: with one card, that
+	// card, whatever path the child printed (it may resolve a symlink).
+	card := func(dev string) string {
+		if len(devs) == 1 {
+			return devs[0]
+		}
+		return dev
+	}
 	err = elevate.RunFed(ctx, cmd, func(ev elevate.Event) {
 		switch ev.Type {
 		case elevate.TypeProgress:
@@ -292,17 +300,10 @@ func (job *Job) flashElevated(ctx context.Context, src imaging.Source) (*Outcome
 		case elevate.TypeInfo, elevate.TypeWarning:
 			job.status(ev.Message.Message)
 		case elevate.TypeResult:
-			dev := ev.Result.Device
-			if len(devs) == 1 {
-				dev = devs[0] // one card: its result, whatever path the child printed
-			}
-			results[dev] = ev.Result
+			results[card(ev.Result.Device)] = ev.Result
 		case elevate.TypeError:
-			if dev := ev.Error.Device; dev != "" {
-				if len(devs) == 1 {
-					dev = devs[0] // as for its result
-				}
-				cardErrs[dev] = &elevate.Error{Code: ev.Error.Code, Message: ev.Error.Message, Reported: true}
+			if ev.Error.Device != "" {
+				cardErrs[card(ev.Error.Device)] = &elevate.Error{Code: ev.Error.Code, Message: ev.Error.Message, Reported: true}
 			}
 		}
 	}, feed)
