@@ -2,7 +2,6 @@ package factory
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -82,6 +81,3 @@ func (c *Client) InstallerDigest(ctx context.Context, ref InstallerRef) (string,
 	}
 	return "", fmt.Errorf("installer %s: %w", ref, &HTTPError{Method: http.MethodHead, URL: u, Status: resp.StatusCode})
 }
-
-// IsInstallerMissing reports whether err means the installer does not exist.
-func IsInstallerMissing(err error) bool { return errors.Is(err, ErrInstallerMissing) }

@@ -238,14 +238,6 @@ func (s *Server) SetExtensions(version string, exts []client.ExtensionInfo) {
 	s.extensions[version] = slices.Clone(exts)
 }
 
-// SetOverlays replaces the official overlays offered for version.
-func (s *Server) SetOverlays(version string, overlays []client.OverlayInfo) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-
-	s.overlays[version] = slices.Clone(overlays)
-}
-
 // DisableSchematicLookup makes GET /schematics/<id> behave like
 // image-factory v0.8.4, which has no such route (plain 404 page not found).
 func (s *Server) DisableSchematicLookup() {

@@ -114,21 +114,6 @@ func NewMultiBlock(t TB, size, seed, blockSize int64) (f *Fixture, ok bool) {
 	return &Fixture{Size: size, Seed: seed, Raw: raw, XZ: out.Bytes(), SHA256: sha256Hex(raw)}, true
 }
 
-// WriteFiles writes the image as <dir>/<name>.raw and <dir>/<name>.raw.xz
-// and returns both paths.
-func (f *Fixture) WriteFiles(t TB, dir, name string) (rawPath, xzPath string) {
-	t.Helper()
-	rawPath = dir + string(os.PathSeparator) + name + ".raw"
-	xzPath = rawPath + ".xz"
-	if err := os.WriteFile(rawPath, f.Raw, 0o644); err != nil {
-		t.Fatalf("%v", err)
-	}
-	if err := os.WriteFile(xzPath, f.XZ, 0o644); err != nil {
-		t.Fatalf("%v", err)
-	}
-	return rawPath, xzPath
-}
-
 // WriteXZFile streams a size-byte image through ulikunitz/xz (or the xz
 // binary when useBinary and available, with blockSize) into path without
 // holding the image in memory: for benchmark-sized images.
