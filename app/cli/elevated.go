@@ -138,4 +138,3 @@ func openImage(path string) (*os.File, error) {
 	}
 	return f, nil
 }
-

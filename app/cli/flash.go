@@ -180,7 +180,7 @@ type flashFlags struct {
 	// path the parent gave.
 	imageFile *os.File
 	imageName string
-	nodes             nodeFlags        // --inventory --hostname (inventory_flash.go)
+	nodes     nodeFlags // --inventory --hostname (inventory_flash.go)
 }
 
 func runFlash(ctx context.Context, args []string, env Env) error {
