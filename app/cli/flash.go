@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strings"
 
 	"github.com/dustin/go-humanize"
@@ -345,7 +346,7 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 		job.Devices = append(job.Devices, d.Path)
 		needRoot = needRoot || d.Transport != devices.TransportFile
 	}
-	if !f.elevated && needRoot && f.forceRaw {
+	if !f.elevated && needRoot && f.forceRaw && slices.ContainsFunc(job.Devices, devices.NeedsElevation) {
 		// The child refuses it: --force-raw as root writes any file onto a disk.
 		return usageErrorf("flash: --force-raw is not passed to the elevated write; run the whole flash as root instead (sudo talosflash --flash ... --force-raw)")
 	}
