@@ -6,11 +6,16 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/talosflash/talosflash/app/cli"
 )
 
 // TestMain lets tests run this test binary as the talosflash binary: same
 // packages, same package initialization (Fyne's included).
 func TestMain(m *testing.M) {
+	// The elevated children of these tests write image files (a seam of
+	// the test binary only: no flag or variable of the real one sets it).
+	cli.ElevatedFileTargets = true
 	if os.Getenv("TALOSFLASH_TEST_RUN_MAIN") == "1" {
 		main()
 		return

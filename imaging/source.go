@@ -153,7 +153,7 @@ func openSource(ctx context.Context, src Source, progress ProgressFunc) (*opened
 		return nil, fmt.Errorf("image %s: %w: it is not a regular file (%v)", path, ErrUnsupportedImage, st.Mode().Type())
 	}
 	if src.Growing != nil {
-		return s.openGrowing(f, path, src.Growing)
+		return s.openGrowing(ctx, f, path, src.Growing)
 	}
 	head := make([]byte, sniffHeadSize)
 	n, err := f.ReadAt(head, 0)
@@ -219,11 +219,11 @@ func (s *openedSource) openDownload(ctx context.Context, cache *Cache, src Sourc
 
 // openGrowing reads a file another process is still downloading (the
 // elevated child): as it grows, to the end the feed says is whole.
-func (s *openedSource) openGrowing(f *os.File, path string, g *Growing) (*openedSource, error) {
+func (s *openedSource) openGrowing(ctx context.Context, f *os.File, path string, g *Growing) (*openedSource, error) {
 	g.g.attach(f)
 	wait := make(chan struct{})
 	close(wait)
-	fr := &follower{g: g.g, cancel: func() {}, wait: wait}
+	fr := &follower{g: g.g, cancel: func() {}, wait: wait, ctx: ctx}
 	br := bufio.NewReaderSize(fr, 1<<20)
 	s.path, s.r, s.closer = path, br, fr
 	s.growingEntry = strings.TrimSuffix(path, partialSuffix) // the parent's download of it

@@ -90,12 +90,48 @@ type follower struct {
 	cancel context.CancelFunc // stops the download (Close before the end)
 	wait   chan struct{}      // closed when the download returned
 	path   string             // the entry once committed
+	// ctx, when set, ends a Read waiting for bytes (the elevated child's
+	// feed may stall for ever; its cancel must still stop the flash).
+	ctx context.Context
+}
+
+// errShortImage: the file ends before the bytes its download announced
+// (truncated, or a feed that lies): never waited on, it would not grow.
+var errShortImage = fmt.Errorf("%w: the image file is shorter than its download announced", ErrDownload)
+
+// watch wakes r's waits when its context ends; stop releases it.
+func (r *follower) watch() (stop func() bool) {
+	if r.ctx == nil {
+		return func() bool { return false }
+	}
+	g := r.g
+	return context.AfterFunc(r.ctx, func() {
+		g.mu.Lock()
+		g.mu.Unlock() // a waiter between its check and Wait sees the broadcast
+		g.cond.Broadcast()
+	})
+}
+
+func (r *follower) ctxErr() error {
+	if r.ctx == nil {
+		return nil
+	}
+	return r.ctx.Err()
 }
 
 func (r *follower) Read(p []byte) (int, error) {
+	if err := r.ctxErr(); err != nil {
+		return 0, err
+	}
 	g := r.g
+	stop := r.watch()
+	defer stop()
 	g.mu.Lock()
 	for !g.done && (g.f == nil || r.off >= g.size) {
+		if err := r.ctxErr(); err != nil {
+			g.mu.Unlock()
+			return 0, err
+		}
 		g.cond.Wait()
 	}
 	if g.spliced {
@@ -122,7 +158,13 @@ func (r *follower) Read(p []byte) (int, error) {
 	}
 	r.off += int64(n)
 	if rerr == io.EOF {
-		rerr = nil // only the download says where the file ends
+		// Only the download says where the file ends, but it said the
+		// file holds size bytes: fewer is an error, not a wait (the
+		// bytes were written before they were announced).
+		rerr = nil
+		if n == 0 {
+			rerr = fmt.Errorf("%w (%d bytes read, %d announced)", errShortImage, r.off, size)
+		}
 	}
 	return n, rerr
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strings"
 
 	"github.com/dustin/go-humanize"
@@ -175,7 +176,12 @@ type flashFlags struct {
 	elevated          bool
 	follow            bool
 	growing           *imaging.Growing // --follow: the image as the parent downloads it
-	nodes             nodeFlags        // --inventory --hostname (inventory_flash.go)
+	// The elevated child's image, opened once as the invoking user
+	// (checkElevated); image is then its descriptor's path, imageName the
+	// path the parent gave.
+	imageFile *os.File
+	imageName string
+	nodes     nodeFlags // --inventory --hostname (inventory_flash.go)
 }
 
 func runFlash(ctx context.Context, args []string, env Env) error {
@@ -198,10 +204,21 @@ func runFlash(ctx context.Context, args []string, env Env) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if !f.elevated && os.Geteuid() == 0 && os.Getenv("PKEXEC_UID") != "" {
+		// pkexec runs us as root on any arguments: only the child's.
+		return usageErrorf("flash: under pkexec talosflash runs only the elevated write of a flash started by talosflash itself")
+	}
 	if len(f.devices) == 0 {
 		return usageErrorf("flash: --device is required (list candidates with: talosflash devices)")
 	}
-	if f.follow {
+	if f.elevated {
+		// Before anything is opened, read or created: the gate of the
+		// root child (elevated.go).
+		if err := checkElevated(fs, &f); err != nil {
+			return err
+		}
+		defer f.imageFile.Close()
+	} else if f.follow {
 		f.image = imaging.FollowedPath(f.image) // the download may have completed before we started
 	}
 	// The pipeline's live heap is ~30 MiB and Go's default GC lets the heap
@@ -265,7 +282,8 @@ func (d *deviceList) Set(v string) error {
 // flash checks the devices, resolves the image, confirms, and runs the
 // shared flash job (app/plan.Flash).
 func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
-	opts := devices.Options{ForceNonRemovable: f.forceNonRemovable, AllowLoop: f.allowLoop, CreateFile: true}
+	// The root child never creates a file (elevated.go).
+	opts := devices.Options{ForceNonRemovable: f.forceNonRemovable, AllowLoop: f.allowLoop, CreateFile: !f.elevated || ElevatedFileTargets}
 
 	// Safety first, before any download: a refused device costs nothing.
 	var disks []devices.Disk
@@ -289,6 +307,9 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 	if err != nil {
 		return err
 	}
+	if f.imageName != "" {
+		im.Label = f.imageName // not the descriptor's /proc path
+	}
 	rep.Info("image: %s", im.Label)
 	if im.SchematicID != "" {
 		rep.Info("schematic %s, Talos %s, %s", im.SchematicID, im.Version, im.FileName())
@@ -305,9 +326,11 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 		}
 	}
 
-	cache, err := openCache(f.cacheDir)
-	if err != nil {
-		return err
+	var cache *imaging.Cache
+	if !f.elevated { // the child writes a given file: no cache of root's to open
+		if cache, err = openCache(f.cacheDir); err != nil {
+			return err
+		}
 	}
 	job := plan.Job{
 		Image: im, Cache: cache, Factory: f.client(),
@@ -322,6 +345,10 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 	for _, d := range disks {
 		job.Devices = append(job.Devices, d.Path)
 		needRoot = needRoot || d.Transport != devices.TransportFile
+	}
+	if !f.elevated && needRoot && f.forceRaw && slices.ContainsFunc(job.Devices, devices.NeedsElevation) {
+		// The child refuses it: --force-raw as root writes any file onto a disk.
+		return usageErrorf("flash: --force-raw is not passed to the elevated write; run the whole flash as root instead (sudo talosflash --flash ... --force-raw)")
 	}
 	if !f.elevated && needRoot {
 		// Only the write step runs as root, on the downloaded file.

@@ -13,6 +13,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// The elevated child of these tests writes image files, not devices
+	// (withoutFileTargets turns the seam off again).
+	ElevatedFileTargets = true
 	// Lets a test run this binary as the CLI (in a terminal: see tmux below).
 	if os.Getenv("TALOSFLASH_CLI_TEST_MAIN") == "1" {
 		os.Exit(Main(os.Args[1:], Env{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}))

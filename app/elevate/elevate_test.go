@@ -202,3 +202,35 @@ func TestArgsNodeMeta(t *testing.T) {
 		t.Fatalf("args %q, want %q", got, want)
 	}
 }
+
+// The child accepts only what List emits (ChildFlags), and List emits
+// every one of them for a job that uses them all, the required ones always.
+func TestChildFlagsAreWhatListEmits(t *testing.T) {
+	all := Args{Image: "/img", Devices: []string{"/dev/a", "/dev/b"}, Meta: []string{"m", ""}, NoVerify: true,
+		ForceNonRemovable: true, AllowLoop: true, Follow: true}
+	seen := map[string]bool{}
+	list := all.List()
+	if list[0] != "--flash" {
+		t.Fatalf("List starts %q", list[0])
+	}
+	for _, a := range list[1:] {
+		if name, ok := strings.CutPrefix(a, "--"); ok {
+			if _, known := ChildFlags[name]; !known {
+				t.Errorf("List emits --%s, which the child refuses", name)
+			}
+			seen[name] = true
+		}
+	}
+	minimal := map[string]bool{}
+	for _, a := range (Args{Image: "/img", Devices: []string{"/dev/a"}}).List() {
+		minimal[strings.TrimPrefix(a, "--")] = true
+	}
+	for name, required := range ChildFlags {
+		if !seen[name] {
+			t.Errorf("the child accepts --%s, which List never emits", name)
+		}
+		if required != minimal[name] {
+			t.Errorf("--%s: required %v, but a minimal List emits it: %v", name, required, minimal[name])
+		}
+	}
+}

@@ -9,14 +9,15 @@ import (
 // Args is what the elevated child is told: write the already downloaded
 // image Image to Devices (one card is a list of one; one --device each).
 // The child gets everything through its arguments (pkexec clears the
-// environment).
+// environment). It runs as root on whatever it is told, so it is told
+// only this: no --force-raw (a root copy of any file onto a disk), nothing
+// it would read for the parent (profiles, inventory, cache, factory).
 type Args struct {
 	Image             string
 	Devices           []string
 	NoVerify          bool
 	ForceNonRemovable bool
 	AllowLoop         bool
-	ForceRaw          bool
 	// Follow: Image is still being downloaded by the parent, which feeds
 	// its sizes on the child's stdin (RunFed, imaging.Download.WriteFeed).
 	Follow bool
@@ -48,13 +49,18 @@ func (a Args) List() []string {
 	if a.AllowLoop {
 		args = append(args, "--allow-loop")
 	}
-	if a.ForceRaw {
-		args = append(args, "--force-raw")
-	}
 	if a.Follow {
 		args = append(args, "--follow")
 	}
 	return args
+}
+
+// ChildFlags are the only flags the elevated child accepts: exactly those
+// List emits (after "--flash"), each true when List always emits it. The
+// child refuses any other before it opens anything.
+var ChildFlags = map[string]bool{
+	"elevated": true, "image": true, "device": true, "yes": true, "json": true,
+	"node-meta": false, "no-verify": false, "force-non-removable": false, "allow-loop": false, "follow": false,
 }
 
 // Human is the same write as a command for a person to run as root: the

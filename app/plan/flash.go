@@ -220,6 +220,10 @@ func (job *Job) flashInProcess(ctx context.Context, src imaging.Source) (*Outcom
 // as root on the cached file and relays its events. Several devices go to
 // one child (one password prompt), which reports each card on its own.
 func (job *Job) flashElevated(ctx context.Context, src imaging.Source) (*Outcome, error) {
+	if job.ForceRaw {
+		// The child refuses it: as root it would copy any file onto a disk.
+		return nil, errors.New("flash: --force-raw is not passed to the elevated write; run the whole flash as root instead")
+	}
 	local := src.Path
 	var dl *imaging.Download
 	follow := false
@@ -253,7 +257,7 @@ func (job *Job) flashElevated(ctx context.Context, src imaging.Source) (*Outcome
 		}
 	}
 	args := elevate.Args{Image: local, Devices: devs, NoVerify: job.NoVerify, Follow: follow,
-		ForceNonRemovable: job.Safety.ForceNonRemovable, AllowLoop: job.Safety.AllowLoop, ForceRaw: job.ForceRaw}
+		ForceNonRemovable: job.Safety.ForceNonRemovable, AllowLoop: job.Safety.AllowLoop}
 	args.Meta = job.encodedMeta()
 	cmd, err := job.Elevate(args.List())
 	var manual *devices.ElevationError
