@@ -106,8 +106,20 @@ func WriteTag(d Disk, size int64, key uint8, value []byte) (*Written, error) {
 // WriteTags is WriteTag for several keys at once: one read, one write of
 // each copy, one read-back.
 func WriteTags(d Disk, size int64, tags []Tag) (*Written, error) {
+	return WriteTagsWithin(d, size, 0, tags)
+}
+
+// WriteTagsWithin is WriteTags on a card flashed with an image of
+// imageSize bytes (0: the whole disk is the image): META must lie inside
+// the image's own layout (CheckPlace) and end inside those bytes, else the
+// card is refused before anything is written.
+func WriteTagsWithin(d Disk, size, imageSize int64, tags []Tag) (*Written, error) {
 	card, err := ReadCard(d, size)
 	if err != nil {
+		return nil, err
+	}
+
+	if _, err := CheckPlace(card.Table, imageSize); err != nil {
 		return nil, err
 	}
 
@@ -183,6 +195,11 @@ func WriteTagPath(path string, key uint8, value []byte) (*Written, error) {
 
 // WriteTagsPath is WriteTagPath for several keys (WriteTags).
 func WriteTagsPath(path string, tags []Tag) (*Written, error) {
+	return WriteTagsPathWithin(path, 0, tags)
+}
+
+// WriteTagsPathWithin is WriteTagsPath with WriteTagsWithin's image size.
+func WriteTagsPathWithin(path string, imageSize int64, tags []Tag) (*Written, error) {
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
@@ -194,7 +211,7 @@ func WriteTagsPath(path string, tags []Tag) (*Written, error) {
 		return nil, fmt.Errorf("size of %s: %w", path, err)
 	}
 
-	w, err := WriteTags(f, size, tags)
+	w, err := WriteTagsWithin(f, size, imageSize, tags)
 	if cerr := f.Close(); err == nil && cerr != nil {
 		return nil, fmt.Errorf("close %s: %w", path, cerr)
 	}
@@ -228,14 +245,37 @@ func ReadCardPath(path string) (*Card, error) {
 const HeadSize = 32 << 10
 
 // CheckHead tells, from the first HeadSize bytes of a decoded image of
-// imageSize bytes, whether a node's META can later be written onto a card
-// flashed with it: a valid primary GPT with a META partition big enough
-// and inside the image. A flash with an inventory calls it before the card
-// is touched; the META contents are checked again by WriteTag itself.
+// imageSize bytes (<= 0: unknown), whether a node's META can later be
+// written onto a card flashed with it: a valid primary GPT whose META lies
+// inside the image's own layout (CheckPlace). A flash with an inventory
+// calls it before the card is touched; where META's own bytes are in head,
+// foreign data there is refused too. WriteTagsWithin checks all of it
+// again on the card.
 func CheckHead(head []byte, imageSize int64) (gpt.Partition, error) {
-	_, p, err := Locate(headReader(head), imageSize)
+	disk := imageSize
+	if disk <= 0 {
+		disk = 1 << 62 // unknown: the table alone is checked (headReader fails beyond head)
+	}
 
-	return p, err
+	tab, err := gpt.Read(headReader(head), disk)
+	if err != nil {
+		return gpt.Partition{}, fmt.Errorf("partition table: %w", err)
+	}
+
+	p, err := CheckPlace(tab, imageSize)
+	if err != nil {
+		return p, err
+	}
+
+	if p.Offset+Size <= int64(len(head)) {
+		if _, st, err := Parse(head[p.Offset : p.Offset+Size]); err != nil {
+			return p, err
+		} else if st.Used == 0 && !st.Blank {
+			return p, fmt.Errorf("%w (copy 1: %v; copy 2: %v)", ErrForeign, st.Copy1, st.Copy2)
+		}
+	}
+
+	return p, nil
 }
 
 // headReader reads the head; beyond it (the backup GPT) it fails, so only
