@@ -275,3 +275,52 @@ func tableWrites(total uint64, entries []byte, firstUsable, lastUsable uint64) [
 		{hdr(total-1, 1, total-33), int64(total-1) * ss},
 	}
 }
+
+// Layout is a GPT layout for GPTRaw: its entries and the headers' usable
+// LBAs.
+type Layout struct {
+	Name                    string
+	Entries                 []Entry
+	FirstUsable, LastUsable uint64
+	// Why is what a refusal of the layout's META names.
+	Why string
+}
+
+// HostileSize is the size of HostileMETA's images (16384 sectors, usable
+// 34..16350 in the standard layout).
+const HostileSize = 8 << 20
+
+// HostileMETA are layouts of a HostileSize image whose META a flash with
+// a node's values must refuse before any card is touched: each would have
+// the node's values written over a table, another partition or outside the
+// image's layout.
+func HostileMETA() []Layout {
+	efi := Entry{Name: "EFI", First: 2048, Last: 4095}
+	eph := Entry{Name: "EPHEMERAL", First: 6144, Last: 16350}
+	meta := func(first, last uint64) Entry { return Entry{Name: "META", First: first, Last: last} }
+
+	return []Layout{
+		{"META over the primary entry array", []Entry{meta(3, 1028), efi, eph}, 34, 16350, "usable LBAs"},
+		{"META over the primary entry array, usable from LBA 3", []Entry{meta(3, 1028), efi, eph}, 3, 16350, "GPT entry array"},
+		{"META over the primary header", []Entry{meta(1, 2048), efi, eph}, 1, 16350, "GPT header"},
+		{"META at LBA 0", []Entry{meta(0, 2047), efi, eph}, 0, 16350, "LBA 0"},
+		{"META before FirstUsableLBA", []Entry{meta(40, 2047), efi, eph}, 2048, 16350, "usable LBAs"},
+		{"META after LastUsableLBA", []Entry{efi, meta(14000, 16383)}, 34, 16350, "usable LBAs"},
+		{"META over the backup array and header", []Entry{efi, meta(14000, 16383)}, 34, 16383, "GPT"},
+		{"META over EPHEMERAL", []Entry{efi, meta(4096, 6143), {Name: "EPHEMERAL", First: 6000, Last: 16350}}, 34, 16350, `"EPHEMERAL"`},
+		{"META inside EFI", []Entry{{Name: "EFI", First: 2048, Last: 8191}, meta(4096, 6143), eph}, 34, 16350, `"EFI"`},
+		{"two META partitions", []Entry{efi, meta(4096, 6143), meta(8192, 10239)}, 34, 16350, "2 partitions labelled META"},
+		{"META too small", []Entry{efi, meta(4096, 4096+1024), eph}, 34, 16350, "at least"},
+		{"no META", []Entry{efi, eph}, 34, 16350, "EFI EPHEMERAL"},
+	}
+}
+
+// GoodMETA is HostileMETA's layout with META where Talos images put it.
+func GoodMETA() Layout {
+	return Layout{"META between EFI and EPHEMERAL", []Entry{{Name: "EFI", First: 2048, Last: 4095}, {Name: "META", First: 4096, Last: 6143}, {Name: "EPHEMERAL", First: 6144, Last: 16350}}, 34, 16350, ""}
+}
+
+// Raw is GPTRaw of a HostileSize image with the layout.
+func (l Layout) Raw(seed int64) ([]byte, error) {
+	return GPTRaw(HostileSize, seed, l.Entries, l.FirstUsable, l.LastUsable)
+}
