@@ -254,12 +254,25 @@ const HeadSize = 32 << 10
 func CheckHead(head []byte, imageSize int64) (gpt.Partition, error) {
 	disk := imageSize
 	if disk <= 0 {
-		disk = 1 << 62 // unknown: the table alone is checked (headReader fails beyond head)
+		disk = 1 << 50 // unknown, for now: headReader fails beyond head, so the primary is used
 	}
 
 	tab, err := gpt.Read(headReader(head), disk)
 	if err != nil {
 		return gpt.Partition{}, fmt.Errorf("partition table: %w", err)
+	}
+
+	if imageSize <= 0 {
+		// A size-less stream: the flash checks that it reaches the backup
+		// header the primary names (imaging's GPT stream check), so the
+		// image is taken to end there, and its table is read as such.
+		if tab.Header.AltLBA >= 1<<40 {
+			return gpt.Partition{}, fmt.Errorf("%w: the backup GPT header at LBA %d lies beyond any card", ErrNoGPT, tab.Header.AltLBA)
+		}
+		imageSize = int64(tab.Header.AltLBA+1) * tab.SectorSize
+		if tab, err = gpt.Read(headReader(head), imageSize); err != nil {
+			return gpt.Partition{}, fmt.Errorf("partition table (the image ending at its backup header, byte %d): %w", imageSize, err)
+		}
 	}
 
 	p, err := CheckPlace(tab, imageSize)

@@ -80,8 +80,12 @@ func CheckPlace(tab *gpt.Table, imageSize int64) (gpt.Partition, error) {
 		{"a GPT entry array", h.EntryLBA, h.EntryLBA + arr - 1},
 	}
 	// The other copy's array, where every tool puts it: after the primary
-	// header, or just before the backup header.
+	// header, or just before the backup header. Nothing usable lies past
+	// it: the backup ends the image.
 	if h.MyLBA < h.AltLBA {
+		if p.LastLBA >= h.AltLBA {
+			return p, fmt.Errorf("%w: META at LBA %d-%d ends past the backup GPT header at LBA %d, the image's end", ErrPlace, p.FirstLBA, p.LastLBA, h.AltLBA)
+		}
 		if h.AltLBA >= arr {
 			reserved = append(reserved, lbaRange{"a GPT entry array", h.AltLBA - arr, h.AltLBA - 1})
 		}
