@@ -120,25 +120,29 @@ func (job *Job) hasMeta() bool {
 // checkHead is FlashOptions.CheckHead for a job with META to write: the
 // decoded image's META must lie inside its own layout (meta.CheckPlace;
 // inside the image when its size is known, else checked against the bytes
-// written before META is) and the values must fit the store.
+// written before META is: the backup header the primary names) and the
+// values must fit the store (next to the image's own tags, and its store
+// not foreign, where the store lies in the head).
 func (job *Job) checkHead() func(head []byte, size int64) error {
 	if !job.hasMeta() {
 		return nil
 	}
 
 	return func(head []byte, size int64) error {
-		if _, err := meta.CheckHead(head, size); err != nil {
-			return fmt.Errorf("%w (no card was touched): %w", ErrNoNodeMeta, err)
-		}
-
+		var sets [][]meta.Tag
 		for _, m := range job.Meta {
 			if m == nil {
 				continue
 			}
 
 			if err := meta.Fits(m.Tags); err != nil {
-				return fmt.Errorf("%w: node %s: %w", ErrNoNodeMeta, m.Node, err)
+				return fmt.Errorf("%w (no card was touched): node %s: %w", ErrNoNodeMeta, m.Node, err)
 			}
+			sets = append(sets, m.Tags)
+		}
+
+		if _, err := meta.CheckHeadFor(head, size, sets...); err != nil {
+			return fmt.Errorf("%w (no card was touched): %w", ErrNoNodeMeta, err)
 		}
 
 		return nil

@@ -134,3 +134,28 @@ func TestWriteCardMetaBoundedByTheImage(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Foreign data in a META store that lies in the head the flash looks at
+// first is refused before the card is opened (exit 9, the card's bytes
+// unchanged), raw or size-less.
+func TestFlashRefusesForeignMETAInTheHeadBeforeWriting(t *testing.T) {
+	l := imagetest.Layout{Entries: []imagetest.Entry{{Name: "META", First: 34, Last: 2081}, {Name: "EFI", First: 2082, Last: 6143}, {Name: "EPHEMERAL", First: 6144, Last: 16350}}, FirstUsable: 34, LastUsable: 16350}
+	raw, err := l.Raw(7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(raw[34*512:], "an ext4 superblock, say")
+	for _, img := range []struct {
+		name string
+		data []byte
+	}{{"metal-arm64.raw", raw}, {"metal-arm64.raw.zst", zstdSizeless(t, raw)}} {
+		before := cardBefore()
+		_, target, err := metaFlash(t, t.TempDir(), img.name, img.data, before)
+		if !errors.Is(err, ErrNoNodeMeta) || !errors.Is(err, meta.ErrForeign) || !strings.Contains(err.Error(), "no card was touched") {
+			t.Errorf("%s: %v", img.name, err)
+		}
+		if got, _ := os.ReadFile(target); !bytes.Equal(got, before) {
+			t.Errorf("%s: the card changed although refused", img.name)
+		}
+	}
+}

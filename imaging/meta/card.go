@@ -252,6 +252,13 @@ const HeadSize = 32 << 10
 // foreign data there is refused too. WriteTagsWithin checks all of it
 // again on the card.
 func CheckHead(head []byte, imageSize int64) (gpt.Partition, error) {
+	return CheckHeadFor(head, imageSize)
+}
+
+// CheckHeadFor is CheckHead for a flash that writes each of tagSets onto
+// a card: where the image's own store is in head, each set must fit next
+// to the tags it already holds (those are kept).
+func CheckHeadFor(head []byte, imageSize int64, tagSets ...[]Tag) (gpt.Partition, error) {
 	disk := imageSize
 	if disk <= 0 {
 		disk = 1 << 50 // unknown, for now: headReader fails beyond head, so the primary is used
@@ -280,15 +287,40 @@ func CheckHead(head []byte, imageSize int64) (gpt.Partition, error) {
 		return p, err
 	}
 
-	if p.Offset+Size <= int64(len(head)) {
-		if _, st, err := Parse(head[p.Offset : p.Offset+Size]); err != nil {
+	if p.Offset+Size > int64(len(head)) {
+		return p, nil // the store's bytes come later: WriteTagsWithin checks them on the card
+	}
+
+	a, st, err := Parse(head[p.Offset : p.Offset+Size])
+	if err != nil {
+		return p, err
+	}
+
+	if st.Used == 0 && !st.Blank {
+		return p, fmt.Errorf("%w (copy 1: %v; copy 2: %v)", ErrForeign, st.Copy1, st.Copy2)
+	}
+
+	for _, tags := range tagSets {
+		if err := fitsWith(a, tags); err != nil {
 			return p, err
-		} else if st.Used == 0 && !st.Blank {
-			return p, fmt.Errorf("%w (copy 1: %v; copy 2: %v)", ErrForeign, st.Copy1, st.Copy2)
 		}
 	}
 
 	return p, nil
+}
+
+// fitsWith says whether tags fit one copy next to a's own.
+func fitsWith(a *ADV, tags []Tag) error {
+	b := &ADV{tags: a.Tags()}
+	for _, t := range tags {
+		if err := b.Set(t.Key, t.Value); err != nil {
+			return err
+		}
+	}
+
+	_, err := b.Copy()
+
+	return err
 }
 
 // headReader reads the head; beyond it (the backup GPT) it fails, so only

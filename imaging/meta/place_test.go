@@ -90,3 +90,47 @@ func TestMETAPastTheImagesEndRefused(t *testing.T) {
 		t.Fatalf("META ending at the image's end: %v", err)
 	}
 }
+
+// lowMETA is a layout whose META store lies in the head a flash looks at
+// before any card is touched (LBA 34, right after the primary table).
+func lowMETA() imagetest.Layout {
+	return imagetest.Layout{Name: "META at LBA 34", Entries: []imagetest.Entry{{Name: "META", First: 34, Last: 2081}, {Name: "EFI", First: 2082, Last: 6143}, {Name: "EPHEMERAL", First: 6144, Last: 16350}}, FirstUsable: 34, LastUsable: 16350}
+}
+
+// A store in the head is checked from the head: foreign data refused, the
+// node's values checked next to the image's own tags; a blank one passes.
+func TestCheckHeadReadsAStoreInTheHead(t *testing.T) {
+	const headSize = 2 << 20 // imaging.HeadSize
+
+	raw := layoutImage(t, lowMETA())
+	tags := []Tag{{Key: MetalNetworkPlatformConfig, Value: []byte("x: y")}}
+
+	if _, err := CheckHeadFor(raw[:headSize], int64(len(raw)), tags); err != nil {
+		t.Fatalf("blank store: %v", err)
+	}
+
+	foreign := bytes.Clone(raw)
+	copy(foreign[34*512:], "an ext4 superblock, say")
+	if _, err := CheckHeadFor(foreign[:headSize], -1, tags); !errors.Is(err, ErrForeign) {
+		t.Fatalf("foreign store: %v", err)
+	}
+
+	// The image's own tags take most of the store: the node's no longer fit.
+	full := bytes.Clone(raw)
+	own := &ADV{}
+	if err := own.Set(UserReserved1, make([]byte, CopySize-40-20-8-100)); err != nil {
+		t.Fatal(err)
+	}
+	c, err := own.Copy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(full[34*512:], c)
+	copy(full[34*512+CopySize:], c)
+	if _, err := CheckHeadFor(full[:headSize], int64(len(full)), tags); err != nil {
+		t.Fatalf("small tags next to the image's: %v", err)
+	}
+	if _, err := CheckHeadFor(full[:headSize], int64(len(full)), []Tag{{Key: MetalNetworkPlatformConfig, Value: make([]byte, 200)}}); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("tags that do not fit next to the image's: %v", err)
+	}
+}
