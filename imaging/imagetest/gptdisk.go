@@ -310,6 +310,7 @@ func HostileMETA() []Layout {
 		{"META over EPHEMERAL", []Entry{efi, meta(4096, 6143), {Name: "EPHEMERAL", First: 6000, Last: 16350}}, 34, 16350, `"EPHEMERAL"`},
 		{"META inside EFI", []Entry{{Name: "EFI", First: 2048, Last: 8191}, meta(4096, 6143), eph}, 34, 16350, `"EFI"`},
 		{"usable LBAs past the image's end", []Entry{efi, meta(4096, 6143), eph}, 34, 16393, "outside the disk"},
+		{"META inside an EPHEMERAL that runs past the image's end", []Entry{efi, meta(6144, 8191), {Name: "EPHEMERAL", First: 6000, Last: 30000}}, 34, 16350, `"EPHEMERAL"`},
 		{"two META partitions", []Entry{efi, meta(4096, 6143), meta(8192, 10239)}, 34, 16350, "2 partitions labelled META"},
 		{"META too small", []Entry{efi, meta(4096, 4096+1024), eph}, 34, 16350, "at least"},
 		{"no META", []Entry{efi, eph}, 34, 16350, "EFI EPHEMERAL"},

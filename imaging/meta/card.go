@@ -259,17 +259,21 @@ func CheckHead(head []byte, imageSize int64) (gpt.Partition, error) {
 // a card: where the image's own store is in head, each set must fit next
 // to the tags it already holds (those are kept).
 func CheckHeadFor(head []byte, imageSize int64, tagSets ...[]Tag) (gpt.Partition, error) {
-	disk := imageSize
-	if disk <= 0 {
-		disk = 1 << 50 // unknown, for now: headReader fails beyond head, so the primary is used
-	}
-
-	tab, err := gpt.Read(headReader(head), disk)
+	// Read as on a disk with no end (headReader fails beyond head, so the
+	// primary is used): every entry is kept, even one running past the
+	// image, which a larger card would hold. The image's end is checked
+	// next.
+	all, err := gpt.Read(headReader(head), 1<<50)
 	if err != nil {
 		return gpt.Partition{}, fmt.Errorf("partition table: %w", err)
 	}
 
-	if imageSize <= 0 {
+	tab := all
+	if imageSize > 0 {
+		if tab, err = gpt.Read(headReader(head), imageSize); err != nil {
+			return gpt.Partition{}, fmt.Errorf("partition table: %w", err)
+		}
+	} else {
 		// A size-less stream: the flash checks that it reaches the backup
 		// header the primary names (imaging's GPT stream check), so the
 		// image is taken to end there, and its table is read as such.
@@ -282,7 +286,7 @@ func CheckHeadFor(head []byte, imageSize int64, tagSets ...[]Tag) (gpt.Partition
 		}
 	}
 
-	p, err := CheckPlace(tab, imageSize)
+	p, err := CheckPlace(all, imageSize)
 	if err != nil {
 		return p, err
 	}

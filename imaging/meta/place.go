@@ -40,7 +40,10 @@ func (r lbaRange) overlaps(first, last uint64) bool { return first <= r.last && 
 // header's usable LBAs, over neither GPT header nor entry array (the used
 // copy's, and the other copy's where the standard layout puts it), over no
 // other partition, and, when imageSize > 0, ending inside the image's
-// imageSize bytes. It returns the META partition.
+// imageSize bytes, as do the usable LBAs and the backup header. The
+// partitions are tab's as read: CheckHead reads them with no disk end, so
+// that one running past the image still counts. It returns the META
+// partition.
 func CheckPlace(tab *gpt.Table, imageSize int64) (gpt.Partition, error) {
 	var p gpt.Partition
 
@@ -105,8 +108,18 @@ func CheckPlace(tab *gpt.Table, imageSize int64) (gpt.Partition, error) {
 		}
 	}
 
-	if imageSize > 0 && p.Offset+p.Size > imageSize {
-		return p, fmt.Errorf("%w: META ends at byte %d, past the image's end at byte %d", ErrPlace, p.Offset+p.Size, imageSize)
+	if imageSize > 0 {
+		// On a card larger than the image, its table is read with the
+		// card's LBAs: the image's end bounds it here.
+		end := func(lba uint64) int64 { return int64(min(lba, 1<<40)+1) * tab.SectorSize }
+		switch {
+		case p.Offset+p.Size > imageSize:
+			return p, fmt.Errorf("%w: META ends at byte %d, past the image's end at byte %d", ErrPlace, p.Offset+p.Size, imageSize)
+		case end(h.LastUsable) > imageSize:
+			return p, fmt.Errorf("%w: the usable LBAs end at LBA %d, past the image's end at byte %d", ErrPlace, h.LastUsable, imageSize)
+		case end(max(h.MyLBA, h.AltLBA)) > imageSize:
+			return p, fmt.Errorf("%w: the backup GPT header at LBA %d lies past the image's end at byte %d", ErrPlace, max(h.MyLBA, h.AltLBA), imageSize)
+		}
 	}
 
 	return p, nil
