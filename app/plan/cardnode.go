@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 
 	"github.com/talosflash/talosflash/app/elevate"
 	"github.com/talosflash/talosflash/imaging"
@@ -119,30 +118,31 @@ func (job *Job) hasMeta() bool {
 }
 
 // checkHead is FlashOptions.CheckHead for a job with META to write: the
-// decoded image must have a META partition big enough (inside the image
-// when its size is known) and the values must fit the store.
+// decoded image's META must lie inside its own layout (meta.CheckPlace;
+// inside the image when its size is known, else checked against the bytes
+// written before META is: the backup header the primary names) and the
+// values must fit the store (next to the image's own tags, and its store
+// not foreign, where the store lies in the head).
 func (job *Job) checkHead() func(head []byte, size int64) error {
 	if !job.hasMeta() {
 		return nil
 	}
 
 	return func(head []byte, size int64) error {
-		if size <= 0 {
-			size = math.MaxInt64 / 2 // unknown (zstd): the table alone is checked
-		}
-
-		if _, err := meta.CheckHead(head, size); err != nil {
-			return fmt.Errorf("%w (no card was touched): %w", ErrNoNodeMeta, err)
-		}
-
+		var sets [][]meta.Tag
 		for _, m := range job.Meta {
 			if m == nil {
 				continue
 			}
 
 			if err := meta.Fits(m.Tags); err != nil {
-				return fmt.Errorf("%w: node %s: %w", ErrNoNodeMeta, m.Node, err)
+				return fmt.Errorf("%w (no card was touched): node %s: %w", ErrNoNodeMeta, m.Node, err)
 			}
+			sets = append(sets, m.Tags)
+		}
+
+		if _, err := meta.CheckHeadFor(head, size, sets...); err != nil {
+			return fmt.Errorf("%w (no card was touched): %w", ErrNoNodeMeta, err)
 		}
 
 		return nil
@@ -154,7 +154,13 @@ func (job *Job) checkHead() func(head []byte, size int64) error {
 // since), then meta.WriteTags (other tags kept, both copies, read back). A
 // RecordKey value that is not talosflash's (the user's own) is kept and
 // the record left out.
-func (job *Job) writeCardMeta(path string, m *CardMeta) (*meta.Written, []string, error) {
+//
+// imageSize is the image's decoded bytes written onto the card: META must
+// end inside them (for a size-less stream, the head check could not know).
+// A refusal of META found only now (foreign data in the image's META, or
+// its place) is ErrNoNodeMeta: the image's fault, the card holds the plain
+// image.
+func (job *Job) writeCardMeta(path string, imageSize int64, m *CardMeta) (*meta.Written, []string, error) {
 	if _, err := devices.Check(path, 0, job.Safety); err != nil {
 		return nil, nil, fmt.Errorf("write node %s onto %s: %w", m.Node, path, err)
 	}
@@ -178,7 +184,10 @@ func (job *Job) writeCardMeta(path string, m *CardMeta) (*meta.Written, []string
 		}
 	}
 
-	w, err := meta.WriteTagsPath(path, tags)
+	w, err := meta.WriteTagsPathWithin(path, imageSize, tags)
+	if meta.Refused(err) {
+		return nil, notes, fmt.Errorf("%w: node %s not written (META untouched, the card holds the plain image): %w", ErrNoNodeMeta, m.Node, err)
+	}
 	if err != nil {
 		return nil, notes, fmt.Errorf("write node %s onto the card: %w", m.Node, err)
 	}
@@ -197,7 +206,7 @@ func (job *Job) writeMetas(cards []imaging.Card) {
 
 		job.status(fmt.Sprintf("writing node %s (%s) onto %s (META)", m.Node, m.Address, cards[i].Target))
 
-		_, notes, err := job.writeCardMeta(cards[i].Target, m)
+		_, notes, err := job.writeCardMeta(cards[i].Target, cards[i].Bytes, m)
 		for _, n := range notes {
 			job.status(cards[i].Target + ": " + n)
 		}

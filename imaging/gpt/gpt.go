@@ -51,6 +51,9 @@ type Table struct {
 	// wrong with an invalid one (the table is used as long as one is good).
 	Primary, Backup bool
 	Problems        []string
+	// Header is the header of the copy used (the primary when valid): where
+	// the tables lie and which LBAs are usable, for placement checks.
+	Header Header
 }
 
 // Find returns the partition labelled label (exact, as Talos compares).
@@ -208,6 +211,7 @@ func readWithSector(r io.ReaderAt, size, ss int64) (*Table, error) {
 		t.Problems = append(t.Problems, "primary and backup partition entries differ (the primary is used)")
 	}
 
+	t.Header = use.hdr
 	t.DiskGUID = guidString(use.hdr.DiskGUID[:])
 	t.Partitions = parseEntries(use.entries, int(use.hdr.EntrySize), ss, lastLBA)
 

@@ -106,8 +106,20 @@ func WriteTag(d Disk, size int64, key uint8, value []byte) (*Written, error) {
 // WriteTags is WriteTag for several keys at once: one read, one write of
 // each copy, one read-back.
 func WriteTags(d Disk, size int64, tags []Tag) (*Written, error) {
+	return WriteTagsWithin(d, size, 0, tags)
+}
+
+// WriteTagsWithin is WriteTags on a card flashed with an image of
+// imageSize bytes (0: the whole disk is the image): META must lie inside
+// the image's own layout (CheckPlace) and end inside those bytes, else the
+// card is refused before anything is written.
+func WriteTagsWithin(d Disk, size, imageSize int64, tags []Tag) (*Written, error) {
 	card, err := ReadCard(d, size)
 	if err != nil {
+		return nil, err
+	}
+
+	if _, err := CheckPlace(card.Table, imageSize); err != nil {
 		return nil, err
 	}
 
@@ -183,6 +195,11 @@ func WriteTagPath(path string, key uint8, value []byte) (*Written, error) {
 
 // WriteTagsPath is WriteTagPath for several keys (WriteTags).
 func WriteTagsPath(path string, tags []Tag) (*Written, error) {
+	return WriteTagsPathWithin(path, 0, tags)
+}
+
+// WriteTagsPathWithin is WriteTagsPath with WriteTagsWithin's image size.
+func WriteTagsPathWithin(path string, imageSize int64, tags []Tag) (*Written, error) {
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
@@ -194,7 +211,7 @@ func WriteTagsPath(path string, tags []Tag) (*Written, error) {
 		return nil, fmt.Errorf("size of %s: %w", path, err)
 	}
 
-	w, err := WriteTags(f, size, tags)
+	w, err := WriteTagsWithin(f, size, imageSize, tags)
 	if cerr := f.Close(); err == nil && cerr != nil {
 		return nil, fmt.Errorf("close %s: %w", path, cerr)
 	}
@@ -228,14 +245,86 @@ func ReadCardPath(path string) (*Card, error) {
 const HeadSize = 32 << 10
 
 // CheckHead tells, from the first HeadSize bytes of a decoded image of
-// imageSize bytes, whether a node's META can later be written onto a card
-// flashed with it: a valid primary GPT with a META partition big enough
-// and inside the image. A flash with an inventory calls it before the card
-// is touched; the META contents are checked again by WriteTag itself.
+// imageSize bytes (<= 0: unknown), whether a node's META can later be
+// written onto a card flashed with it: a valid primary GPT whose META lies
+// inside the image's own layout (CheckPlace). A flash with an inventory
+// calls it before the card is touched; where META's own bytes are in head,
+// foreign data there is refused too. WriteTagsWithin checks all of it
+// again on the card.
 func CheckHead(head []byte, imageSize int64) (gpt.Partition, error) {
-	_, p, err := Locate(headReader(head), imageSize)
+	return CheckHeadFor(head, imageSize)
+}
 
-	return p, err
+// CheckHeadFor is CheckHead for a flash that writes each of tagSets onto
+// a card: where the image's own store is in head, each set must fit next
+// to the tags it already holds (those are kept).
+func CheckHeadFor(head []byte, imageSize int64, tagSets ...[]Tag) (gpt.Partition, error) {
+	// Read as on a disk with no end (headReader fails beyond head, so the
+	// primary is used): every entry is kept, even one running past the
+	// image, which a larger card would hold. The image's end is checked
+	// next.
+	all, err := gpt.Read(headReader(head), 1<<50)
+	if err != nil {
+		return gpt.Partition{}, fmt.Errorf("partition table: %w", err)
+	}
+
+	tab := all
+	if imageSize > 0 {
+		if tab, err = gpt.Read(headReader(head), imageSize); err != nil {
+			return gpt.Partition{}, fmt.Errorf("partition table: %w", err)
+		}
+	} else {
+		// A size-less stream: the flash checks that it reaches the backup
+		// header the primary names (imaging's GPT stream check), so the
+		// image is taken to end there, and its table is read as such.
+		if tab.Header.AltLBA >= 1<<40 {
+			return gpt.Partition{}, fmt.Errorf("%w: the backup GPT header at LBA %d lies beyond any card", ErrNoGPT, tab.Header.AltLBA)
+		}
+		imageSize = int64(tab.Header.AltLBA+1) * tab.SectorSize
+		if tab, err = gpt.Read(headReader(head), imageSize); err != nil {
+			return gpt.Partition{}, fmt.Errorf("partition table (the image ending at its backup header, byte %d): %w", imageSize, err)
+		}
+	}
+
+	p, err := CheckPlace(all, imageSize)
+	if err != nil {
+		return p, err
+	}
+
+	if p.Offset+Size > int64(len(head)) {
+		return p, nil // the store's bytes come later: WriteTagsWithin checks them on the card
+	}
+
+	a, st, err := Parse(head[p.Offset : p.Offset+Size])
+	if err != nil {
+		return p, err
+	}
+
+	if st.Used == 0 && !st.Blank {
+		return p, fmt.Errorf("%w (copy 1: %v; copy 2: %v)", ErrForeign, st.Copy1, st.Copy2)
+	}
+
+	for _, tags := range tagSets {
+		if err := fitsWith(a, tags); err != nil {
+			return p, err
+		}
+	}
+
+	return p, nil
+}
+
+// fitsWith says whether tags fit one copy next to a's own.
+func fitsWith(a *ADV, tags []Tag) error {
+	b := &ADV{tags: a.Tags()}
+	for _, t := range tags {
+		if err := b.Set(t.Key, t.Value); err != nil {
+			return err
+		}
+	}
+
+	_, err := b.Copy()
+
+	return err
 }
 
 // headReader reads the head; beyond it (the backup GPT) it fails, so only
