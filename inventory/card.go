@@ -10,6 +10,7 @@ import (
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/imaging/gpt"
 	"github.com/talosflash/talosflash/imaging/meta"
+	"github.com/talosflash/talosflash/internal/printable"
 )
 
 // WriteCard writes the node's network config (META key 0x0a) onto a
@@ -179,7 +180,8 @@ func ReadCardPath(path string) (*CardReport, int64, error) {
 	return ReadCard(f, size), size, nil
 }
 
-// Summary is the report in one line for a list of cards: the node and
+// Summary is the report in one line for a list of cards, escaped
+// (printable.String): the node and
 // image written on it, "a Talos image" without talosflash's records, or ""
 // when the card holds no Talos image.
 func (rep *CardReport) Summary() string {
@@ -213,5 +215,5 @@ func (rep *CardReport) Summary() string {
 		return "a Talos image (no node written on it)"
 	}
 
-	return "Talos for " + strings.Join(parts, " · ")
+	return "Talos for " + printable.String(strings.Join(parts, " · ")) // what the card says: shown escaped
 }
