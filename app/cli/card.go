@@ -27,15 +27,18 @@ func init() {
 }
 
 type cardJSON struct {
-	Path     string          `json:"path"`
-	Size     int64           `json:"size"`
-	Table    *cardTableJSON  `json:"partition_table"`
-	Talos    bool            `json:"talos_image"`
-	META     *cardMETAJSON   `json:"meta,omitempty"`
-	Node     *cardNodeJSON   `json:"node"`
-	Image    string          `json:"image"`
-	Record   *cardRecordJSON `json:"record,omitempty"`
-	Problems []string        `json:"problems"`
+	Path  string         `json:"path"`
+	Size  int64          `json:"size"`
+	Table *cardTableJSON `json:"partition_table"`
+	Talos bool           `json:"talos_image"`
+	// Incomplete: an interrupted flash (primary GPT missing or damaged, a
+	// backup from an earlier flash still there): no META, no node.
+	Incomplete bool            `json:"incomplete"`
+	META       *cardMETAJSON   `json:"meta,omitempty"`
+	Node       *cardNodeJSON   `json:"node"`
+	Image      string          `json:"image"`
+	Record     *cardRecordJSON `json:"record,omitempty"`
+	Problems   []string        `json:"problems"`
 }
 
 type cardTableJSON struct {
@@ -118,6 +121,10 @@ func runCard(_ context.Context, args []string, env Env) error {
 		printCard(env, out)
 	}
 
+	if out.Incomplete {
+		return withCode(ExitImage, fmt.Errorf("card: %s is incomplete: an interrupted flash; flash it again", path))
+	}
+
 	if !out.Talos {
 		return withCode(ExitImage, fmt.Errorf("card: %s does not hold a Talos image", path))
 	}
@@ -128,12 +135,16 @@ func runCard(_ context.Context, args []string, env Env) error {
 func describeCard(rep *inventory.CardReport, path string, size int64) cardJSON {
 	out := cardJSON{Path: path, Size: size, Image: cardImageNote, Problems: []string{}}
 
-	out.Talos = rep.Talos
+	out.Talos, out.Incomplete = rep.Talos, rep.Incomplete
 	out.Problems = append(out.Problems, rep.Problems...)
 
 	if t := rep.Table; t != nil {
 		out.Table = &cardTableJSON{SectorSize: t.SectorSize, Primary: t.Primary, Backup: t.Backup, Partitions: []cardPartition{}}
 		for _, p := range t.Partitions {
+			if rep.Incomplete {
+				break // an earlier flash's
+			}
+
 			out.Table.Partitions = append(out.Table.Partitions, cardPartition{p.Index, p.Name, p.Offset, p.Size})
 		}
 	}
@@ -194,6 +205,8 @@ func printCard(env Env, c cardJSON) {
 	if c.Table != nil {
 		copies := "primary and backup valid"
 		switch {
+		case c.Incomplete:
+			copies = "primary missing or damaged; the backup is an earlier flash's, not used"
 		case !c.Table.Primary:
 			copies = "primary damaged, backup used"
 		case !c.Table.Backup:
@@ -207,9 +220,12 @@ func printCard(env Env, c cardJSON) {
 		}
 	}
 
-	if c.Talos {
+	switch {
+	case c.Incomplete:
+		fmt.Fprintln(w, "Talos image: incomplete: an interrupted flash; flash it again")
+	case c.Talos:
 		fmt.Fprintln(w, "Talos image: yes (EFI and META partitions)")
-	} else {
+	default:
 		fmt.Fprintln(w, "Talos image: no")
 	}
 
