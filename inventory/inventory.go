@@ -169,6 +169,29 @@ func (inv *Inventory) Find(hostname string) (Node, error) {
 	return Node{}, errors.New(msg)
 }
 
+// Select returns the nodes called hostnames, in the order named, each
+// once: hostnames are compared ignoring case, as DNS does (worker-1 and
+// WORKER-1 are one node, and get one config).
+func (inv *Inventory) Select(hostnames []string) ([]Node, error) {
+	var out []Node
+
+	seen := map[string]bool{}
+
+	for _, h := range hostnames {
+		n, err := inv.Find(h)
+		if err != nil {
+			return nil, err
+		}
+
+		if key := strings.ToLower(n.Hostname); !seen[key] {
+			seen[key] = true
+			out = append(out, n)
+		}
+	}
+
+	return out, nil
+}
+
 // Fields of the file, in the order they are documented.
 var (
 	topFields  = []string{"cluster", "factory", "talosVersion", "profiles", "gateway", "dns", "interface", "nodes"}

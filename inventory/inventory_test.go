@@ -448,3 +448,28 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// Select: the nodes named, in order, each once, hostnames ignoring case.
+func TestSelectIgnoresCase(t *testing.T) {
+	inv := &Inventory{Path: "inv.yaml", Nodes: []Node{{Hostname: "worker-1"}, {Hostname: "worker-2"}}}
+	for _, c := range []struct {
+		names []string
+		want  string
+	}{
+		{[]string{"worker-1", "WORKER-1"}, "worker-1"},
+		{[]string{"Worker-2", "worker-1", "worker-2"}, "worker-2,worker-1"},
+		{[]string{"worker-1", "worker-1"}, "worker-1"},
+	} {
+		nodes, err := inv.Select(c.names)
+		var got []string
+		for _, n := range nodes {
+			got = append(got, n.Hostname)
+		}
+		if err != nil || strings.Join(got, ",") != c.want {
+			t.Errorf("Select(%q) = %q, %v; want %s", c.names, got, err, c.want)
+		}
+	}
+	if _, err := inv.Select([]string{"worker-3"}); err == nil {
+		t.Error("an unknown node selected")
+	}
+}
