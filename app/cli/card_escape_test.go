@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -92,5 +93,40 @@ func TestCardEscapesWhatTheCardSays(t *testing.T) {
 
 	if out.Node == nil || out.Node.Interface != evilText || out.Record == nil || out.Record.Profile != evilText {
 		t.Errorf("JSON does not carry the data as it is: %+v", out)
+	}
+}
+
+// inventory check shows the file's values escaped, in its problems and in
+// its table; so does any error a command ends with.
+func TestInventoryCheckEscapesTheFilesValues(t *testing.T) {
+	dir := t.TempDir()
+	inv := testInventory(t, dir)
+	b, err := os.ReadFile(inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	good := strings.Replace(string(b), "cluster: home", `cluster: "home\e[2J\u202e"`, 1)
+	if err := os.WriteFile(inv, []byte(good), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	code, stdout, stderr := cliRun(t, "inventory", "check", inv)
+	if code != ExitOK || !strings.Contains(stdout, `home\x1b[2J\u202e`) {
+		t.Fatalf("exit %d: %s%s", code, stdout, stderr)
+	}
+	assertShownText(t, "inventory check", stdout+stderr)
+
+	bad := strings.Replace(good, "config: talos/worker.yaml", `config: "talos/\e[2J\nNode: evil\u202e.yaml"`, 1)
+	if err := os.WriteFile(inv, []byte(bad), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, args := range [][]string{{"inventory", "check", inv}, {"apply", "--inventory", inv, "--dry-run"}} {
+		code, stdout, stderr = cliRun(t, args...)
+		if code != ExitConfig || !strings.Contains(stderr, `talos/\x1b[2J`) || !strings.Contains(stderr, `evil\u202e.yaml`) {
+			t.Fatalf("%v: exit %d: %s%s", args, code, stdout, stderr)
+		}
+		assertShownText(t, args[0], stdout+stderr)
 	}
 }
