@@ -16,8 +16,8 @@ import (
 	"syscall"
 
 	"github.com/talosflash/talosflash/app/contract"
-	"github.com/talosflash/talosflash/internal/printable"
 	"github.com/talosflash/talosflash/internal/editdistance"
+	"github.com/talosflash/talosflash/internal/printable"
 )
 
 // Version is set by the build (-ldflags) and shown by `talosflash version`.
