@@ -48,3 +48,13 @@ func String(s string) string { return Bounded(s, 0) }
 
 // Is reports whether s shows as itself (String(s) == s).
 func Is(s string) bool { return String(s) == s }
+
+// Lines is String of each line of s, the newlines kept: for a text of
+// several lines (a label, a report) that quotes untrusted text.
+func Lines(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = String(l)
+	}
+	return strings.Join(lines, "\n")
+}

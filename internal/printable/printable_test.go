@@ -28,3 +28,9 @@ func TestEscapes(t *testing.T) {
 		t.Error("Is")
 	}
 }
+
+func TestLines(t *testing.T) {
+	if got := Lines("a\x1b\nb\u202e\r\n"); got != "a\\x1b\nb\\u202e\\x0d\n" {
+		t.Errorf("Lines = %q", got)
+	}
+}
