@@ -10,6 +10,7 @@ import (
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/imaging/gpt"
 	"github.com/talosflash/talosflash/imaging/meta"
+	"github.com/talosflash/talosflash/internal/printable"
 )
 
 // WriteCard writes the node's network config (META key 0x0a) onto a
@@ -78,9 +79,17 @@ type CardReport struct {
 	Node *CardInfo
 	// Record is talosflash's record (META 0x0e) from the flash: which
 	// image it wrote (nil: none, e.g. a card flashed without inventory).
-	Record   *Record
-	Problems []string
+	Record *Record
+	// Incomplete: the primary partition table is missing or damaged while
+	// a backup (at the card's end) is there, as after a flash interrupted
+	// before it wrote the card's head: the backup, META and node are an
+	// earlier flash's, so none is reported (Talos false, no META, no node).
+	Incomplete bool
+	Problems   []string
 }
+
+// IncompleteNote says what an Incomplete card is and what to do.
+const IncompleteNote = "incomplete: an interrupted flash; flash it again (the primary partition table is missing or damaged; the backup at the card's end, its META and node are from an earlier flash)"
 
 // CardKey is one META key, without its value.
 type CardKey struct {
@@ -108,6 +117,13 @@ func ReadCard(r io.ReaderAt, size int64) *CardReport {
 				rep.Talos = false
 			}
 		}
+	}
+
+	if t := rep.Table; t != nil && !t.Primary && t.Backup {
+		rep.Incomplete, rep.Talos = true, false
+		rep.Problems = append(rep.Problems, IncompleteNote)
+
+		return rep
 	}
 
 	if err != nil {
@@ -179,10 +195,15 @@ func ReadCardPath(path string) (*CardReport, int64, error) {
 	return ReadCard(f, size), size, nil
 }
 
-// Summary is the report in one line for a list of cards: the node and
+// Summary is the report in one line for a list of cards, escaped
+// (printable.String): the node and
 // image written on it, "a Talos image" without talosflash's records, or ""
 // when the card holds no Talos image.
 func (rep *CardReport) Summary() string {
+	if rep != nil && rep.Incomplete {
+		return "an interrupted flash (incomplete: flash it again)"
+	}
+
 	if rep == nil || !rep.Talos {
 		return ""
 	}
@@ -213,5 +234,5 @@ func (rep *CardReport) Summary() string {
 		return "a Talos image (no node written on it)"
 	}
 
-	return "Talos for " + strings.Join(parts, " · ")
+	return "Talos for " + printable.String(strings.Join(parts, " · ")) // what the card says: shown escaped
 }

@@ -198,3 +198,31 @@ func TestReadCardPathSummary(t *testing.T) {
 		t.Error("a card without Talos has a summary")
 	}
 }
+
+// A re-flash killed before it wrote the card's head leaves the earlier
+// flash's backup GPT and META: the card list says it is incomplete, never
+// the earlier node.
+func TestReadCardInterruptedFlash(t *testing.T) {
+	path := flashedCard(t)
+	if _, err := worker1.WriteCardPath(path); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(make([]byte, 1<<20), 0); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	rep, _, err := ReadCardPath(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Incomplete || rep.Talos || rep.Node != nil || rep.META != nil || rep.Record != nil {
+		t.Errorf("report %+v", rep)
+	}
+	if got := rep.Summary(); strings.Contains(got, "worker-1") || !strings.Contains(got, "interrupted flash") {
+		t.Errorf("summary %q", got)
+	}
+}

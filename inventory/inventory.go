@@ -169,6 +169,29 @@ func (inv *Inventory) Find(hostname string) (Node, error) {
 	return Node{}, errors.New(msg)
 }
 
+// Select returns the nodes called hostnames, in the order named, each
+// once: hostnames are compared ignoring case, as DNS does (worker-1 and
+// WORKER-1 are one node, and get one config).
+func (inv *Inventory) Select(hostnames []string) ([]Node, error) {
+	var out []Node
+
+	seen := map[string]bool{}
+
+	for _, h := range hostnames {
+		n, err := inv.Find(h)
+		if err != nil {
+			return nil, err
+		}
+
+		if key := strings.ToLower(n.Hostname); !seen[key] {
+			seen[key] = true
+			out = append(out, n)
+		}
+	}
+
+	return out, nil
+}
+
 // Fields of the file, in the order they are documented.
 var (
 	topFields  = []string{"cluster", "factory", "talosVersion", "profiles", "gateway", "dns", "interface", "nodes"}
@@ -260,7 +283,7 @@ func (p *parser) parse(data []byte) *Inventory {
 			def.gateway = p.addr(v, "gateway")
 			def.gwLine = v.Line
 		case "dns":
-			def.dns = p.addrs(v, "dns")
+			def.dns = p.dns(v)
 		case "interface":
 			def.iface = p.iface(v)
 			def.ifaceLine = v.Line
@@ -333,7 +356,7 @@ func (p *parser) node(n *yaml.Node, def defaults, profiles []factory.Profile) (N
 			node.Gateway = p.addr(v, "gateway")
 			gatewaySet = true
 		case "dns":
-			node.DNS = p.addrs(v, "dns")
+			node.DNS = p.dns(v)
 		case "interface":
 			node.Interface = p.iface(v)
 		case "config":
@@ -387,6 +410,10 @@ func (p *parser) node(n *yaml.Node, def defaults, profiles []factory.Profile) (N
 				"%s: gateway %s is outside the address's subnet %s", what, node.Gateway, node.Address.Masked())
 		case node.Gateway == node.Address.Addr():
 			p.add(line, "the gateway is the router's address, not the node's", "%s: gateway %s is the node's own address", what, node.Gateway)
+		case node.Gateway.Is4() && node.Address.Bits() < 31 && node.Gateway == node.Address.Masked().Addr():
+			p.add(line, "the gateway is the router's address inside the subnet, e.g. its .1", "%s: gateway %s is the subnet %s's network address", what, node.Gateway, node.Address.Masked())
+		case node.Gateway.Is4() && node.Address.Bits() < 31 && node.Gateway == lastAddr(node.Address):
+			p.add(line, "the gateway is the router's address inside the subnet, e.g. its .1", "%s: gateway %s is the subnet %s's broadcast address", what, node.Gateway, node.Address.Masked())
 		}
 	}
 
@@ -574,7 +601,48 @@ func (p *parser) addr(v *yaml.Node, field string) netip.Addr {
 		return netip.Addr{}
 	}
 
+	if msg := unicastProblem(a); msg != "" {
+		p.add(v.Line, "give the "+field+" server's or router's own unicast address, e.g. 192.168.1.1", "%s %s %s", field, a, msg)
+		return netip.Addr{}
+	}
+
 	return a
+}
+
+// unicastProblem says why a cannot be a router's or DNS server's address
+// ("" when it can): unspecified, multicast, the IPv4 broadcast address, or
+// a link-local address with a zone (the zone names a link of this
+// computer, not the node's; Talos takes none).
+func unicastProblem(a netip.Addr) string {
+	switch {
+	case a.IsUnspecified():
+		return "is the unspecified address (no host)"
+	case a.IsMulticast():
+		return "is a multicast address"
+	case a == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+		return "is the broadcast address"
+	case a.Zone() != "":
+		return "has a zone (%" + a.Zone() + "): write it without one"
+	}
+
+	return ""
+}
+
+// MaxDNS is how many DNS servers a node may have. META could carry
+// thousands (a copy holds 256 KiB), but a node's resolv.conf is read as
+// glibc and musl do, by its first 3 nameservers (MAXNS), and the kubelet
+// drops any past 3 from the pods' resolv.conf: a 4th would never be asked.
+const MaxDNS = 3
+
+// dns reads a dns: field (one address or a list), at most MaxDNS.
+func (p *parser) dns(v *yaml.Node) []netip.Addr {
+	out := p.addrs(v, "dns")
+	if len(out) > MaxDNS {
+		p.add(v.Line, fmt.Sprintf("keep the first %d (a node asks no more than %d)", MaxDNS, MaxDNS), "dns: %d servers, at most %d", len(out), MaxDNS)
+		return out[:MaxDNS]
+	}
+
+	return out
 }
 
 func (p *parser) addrs(v *yaml.Node, field string) []netip.Addr {
@@ -618,7 +686,12 @@ func (p *parser) prefix(v *yaml.Node) netip.Prefix {
 	}
 
 	a := pr.Addr()
-	if a.IsUnspecified() || a.IsMulticast() {
+	if pr.Bits() == 0 {
+		p.add(v.Line, "give the subnet's prefix length, e.g. /24", "address %s has the prefix length /0: every address would be on the node's link", pr)
+		return netip.Prefix{}
+	}
+
+	if a.IsUnspecified() || a.IsMulticast() || a == netip.AddrFrom4([4]byte{255, 255, 255, 255}) {
 		p.add(v.Line, "give the node's own unicast address", "address %s cannot be a node's", pr)
 		return netip.Prefix{}
 	}
@@ -644,11 +717,39 @@ func (p *parser) iface(v *yaml.Node) string {
 		return DefaultInterface
 	}
 
-	if len(s) > 15 || strings.ContainsAny(s, "/ \t:") {
-		p.add(v.Line, "the Pi 4's onboard port is "+DefaultInterface, "interface %q is not a Linux interface name", s)
+	if msg := ifaceProblem(s); msg != "" {
+		p.add(v.Line, "write a Linux interface name such as "+DefaultInterface+" (the Pi 4's onboard port) or eth0", "interface %q is not a Linux interface name: %s", s, msg)
 	}
 
 	return s
+}
+
+// ifaceProblem says why s is not a Linux interface name ("" when it is):
+// the kernel's rules (dev_valid_name: 1 to 15 bytes, no '/', ':' or
+// whitespace, not "." or "..") in printable ASCII, starting with a letter
+// or digit as every interface a Pi has does (so not "-" or "...").
+func ifaceProblem(s string) string {
+	switch {
+	case s == "" || len(s) > 15:
+		return fmt.Sprintf("%d bytes, 1 to 15 allowed", len(s))
+	case s == "." || s == "..":
+		return "not a name"
+	}
+
+	for _, c := range []byte(s) {
+		switch {
+		case c <= ' ' || c >= 0x7f:
+			return "only printable ASCII without spaces allowed"
+		case c == '/' || c == ':':
+			return fmt.Sprintf("contains %q", c)
+		}
+	}
+
+	if c := s[0]; !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+		return "must start with a letter or a digit"
+	}
+
+	return ""
 }
 
 func (p *parser) fileRef(v *yaml.Node, field, how string) string {

@@ -193,6 +193,35 @@ func TestProblems(t *testing.T) {
 		{"empty hostname", "nodes:\n  - hostname:\n    role: worker\n    address: 10.0.0.11/24\n", "inv.yaml:2: a node has no hostname", "worker-1"},
 		{"no nodes", "cluster: x\n", "inv.yaml:1: no nodes", "add nodes:"},
 		{"bad version", "talosVersion: 1.14\n" + node(""), "inv.yaml:1: talosVersion", "v1.14.0"},
+		// issue 27: values no node can use, refused with file:line and the fix
+		{"address /0", "nodes:\n  - hostname: w1\n    role: worker\n    address: 10.0.0.11/0\n", "inv.yaml:4: address 10.0.0.11/0 has the prefix length /0", "e.g. /24"},
+		{"address ipv6 /0", "nodes:\n  - hostname: w1\n    role: worker\n    address: 2001:db8::11/0\n", "inv.yaml:4: address 2001:db8::11/0 has the prefix length /0", "e.g. /24"},
+		{"address broadcast /32", "nodes:\n  - hostname: w1\n    role: worker\n    address: 255.255.255.255/32\n", "inv.yaml:4: address 255.255.255.255/32 cannot be a node's", "unicast"},
+		{"address broadcast", "nodes:\n  - hostname: w1\n    role: worker\n    address: 10.0.0.255/24\n", "inv.yaml:4: address 10.0.0.255/24 is the subnet's broadcast address", "host address"},
+		{"dns 0.0.0.0", node("    dns: [0.0.0.0]\n"), "inv.yaml:6: dns 0.0.0.0 is the unspecified address", "unicast"},
+		{"dns ::", node("    dns: ['::']\n"), "inv.yaml:6: dns :: is the unspecified address", "unicast"},
+		{"dns multicast", node("    dns: [224.0.0.251]\n"), "inv.yaml:6: dns 224.0.0.251 is a multicast address", "unicast"},
+		{"dns ipv6 multicast", node("    dns: ['ff02::fb']\n"), "inv.yaml:6: dns ff02::fb is a multicast address", "unicast"},
+		{"dns broadcast", node("    dns: [255.255.255.255]\n"), "inv.yaml:6: dns 255.255.255.255 is the broadcast address", "unicast"},
+		{"dns zone", node("    dns: ['fe80::1%eth0']\n"), "inv.yaml:6: dns fe80::1%eth0 has a zone (%eth0)", "unicast"},
+		{"default dns zone", "dns: ['fe80::1%end0']\n" + node(""), "inv.yaml:1: dns fe80::1%end0 has a zone", "unicast"},
+		{"too many dns", node("    dns: [10.0.0.1, 10.0.0.2, 10.0.0.3, 10.0.0.4]\n"), "inv.yaml:6: dns: 4 servers, at most 3", "keep the first 3"},
+		{"gateway multicast", node("    gateway: 224.0.0.1\n"), "inv.yaml:6: gateway 224.0.0.1 is a multicast address", "router's own unicast address"},
+		{"gateway zone", "nodes:\n  - hostname: w1\n    role: worker\n    address: 2001:db8::11/64\n    gateway: 'fe80::1%end0'\n", "inv.yaml:5: gateway fe80::1%end0 has a zone", "unicast"},
+		{"gateway network", "nodes:\n  - hostname: w1\n    role: worker\n    address: 10.0.0.11/24\n    gateway: 10.0.0.0\n", "inv.yaml:5: node w1: gateway 10.0.0.0 is the subnet 10.0.0.0/24's network address", "inside the subnet"},
+		{"gateway broadcast", "nodes:\n  - hostname: w1\n    role: worker\n    address: 10.0.0.11/24\n    gateway: 10.0.0.255\n", "inv.yaml:5: node w1: gateway 10.0.0.255 is the subnet 10.0.0.0/24's broadcast address", "inside the subnet"},
+		{"default gateway broadcast", "gateway: 10.0.0.255\nnodes:\n  - hostname: w1\n    role: worker\n    address: 10.0.0.11/24\n", "inv.yaml:1: node w1: gateway 10.0.0.255 is the subnet 10.0.0.0/24's broadcast address", "inside the subnet"},
+		{"interface ...", node("    interface: '...'\n"), `inv.yaml:6: interface "..." is not a Linux interface name`, "end0"},
+		{"interface -", node("    interface: '-'\n"), `inv.yaml:6: interface "-" is not a Linux interface name`, "end0"},
+		{"interface .", node("    interface: '.'\n"), `inv.yaml:6: interface "." is not a Linux interface name`, "end0"},
+		{"interface ESC", node("    interface: \"end\\e[2J\"\n"), `inv.yaml:6: interface "end\x1b[2J" is not a Linux interface name`, "end0"},
+		{"interface NUL", node("    interface: \"end\\0\"\n"), `inv.yaml:6: interface "end\x00" is not a Linux interface name`, "end0"},
+		{"interface non-ASCII", node("    interface: énd0\n"), `inv.yaml:6: interface "énd0" is not a Linux interface name`, "end0"},
+		{"interface bidi", node("    interface: \"end\\u202e0\"\n"), `inv.yaml:6: interface "end\u202e0" is not a Linux interface name`, "end0"},
+		{"interface too long", node("    interface: abcdefghijklmnop\n"), `inv.yaml:6: interface "abcdefghijklmnop" is not a Linux interface name: 16 bytes`, "end0"},
+		{"default interface slash", "interface: en/d0\n" + node(""), `inv.yaml:1: interface "en/d0" is not a Linux interface name`, "end0"},
+		{"duplicate hostname, other case", node("  - hostname: W1\n    role: worker\n    address: 10.0.0.12/24\n"),
+			"inv.yaml:6: hostname W1 repeats the node at line 3", "its own hostname"},
 	}
 
 	for _, c := range cases {
@@ -418,4 +447,29 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Select: the nodes named, in order, each once, hostnames ignoring case.
+func TestSelectIgnoresCase(t *testing.T) {
+	inv := &Inventory{Path: "inv.yaml", Nodes: []Node{{Hostname: "worker-1"}, {Hostname: "worker-2"}}}
+	for _, c := range []struct {
+		names []string
+		want  string
+	}{
+		{[]string{"worker-1", "WORKER-1"}, "worker-1"},
+		{[]string{"Worker-2", "worker-1", "worker-2"}, "worker-2,worker-1"},
+		{[]string{"worker-1", "worker-1"}, "worker-1"},
+	} {
+		nodes, err := inv.Select(c.names)
+		var got []string
+		for _, n := range nodes {
+			got = append(got, n.Hostname)
+		}
+		if err != nil || strings.Join(got, ",") != c.want {
+			t.Errorf("Select(%q) = %q, %v; want %s", c.names, got, err, c.want)
+		}
+	}
+	if _, err := inv.Select([]string{"worker-3"}); err == nil {
+		t.Error("an unknown node selected")
+	}
 }

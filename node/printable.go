@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/siderolabs/image-factory/pkg/schematic"
+
+	text "github.com/talosflash/talosflash/internal/printable"
 )
 
 // Anything on the LAN can answer on port 50000 and report any string as its
@@ -30,31 +30,9 @@ var (
 	hexID        = regexp.MustCompile(`^[0-9a-f]{64}$`)
 )
 
-// printable escapes control and format characters of s (as Go's \x1b,
-// \u202e) and cuts it to at most max bytes, marking a cut with "…".
-// Invalid UTF-8 bytes are escaped too.
-func printable(s string, max int) string {
-	var b strings.Builder
-	for i, r := range s {
-		var piece string
-		switch {
-		case r == utf8.RuneError && !strings.HasPrefix(s[i:], "\uFFFD"):
-			piece = fmt.Sprintf(`\x%02x`, s[i]) // an invalid byte
-		case r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xa0:
-			piece = fmt.Sprintf(`\x%02x`, r)
-		case unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp, unicode.Co):
-			piece = fmt.Sprintf(`\u%04x`, r)
-		default:
-			piece = string(r)
-		}
-		if b.Len()+len(piece) > max {
-			b.WriteString("…")
-			break
-		}
-		b.WriteString(piece)
-	}
-	return b.String()
-}
+// printable escapes control and format characters of s and cuts it to at
+// most max bytes: the one printable-text function (internal/printable).
+func printable(s string, max int) string { return text.Bounded(s, max) }
 
 // cleanVersion keeps v if it looks like a Talos version; otherwise it
 // returns "" and the escaped value for display.

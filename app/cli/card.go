@@ -9,6 +9,7 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/talosflash/talosflash/app/contract"
+	"github.com/talosflash/talosflash/internal/printable"
 	"github.com/talosflash/talosflash/inventory"
 )
 
@@ -26,15 +27,18 @@ func init() {
 }
 
 type cardJSON struct {
-	Path     string          `json:"path"`
-	Size     int64           `json:"size"`
-	Table    *cardTableJSON  `json:"partition_table"`
-	Talos    bool            `json:"talos_image"`
-	META     *cardMETAJSON   `json:"meta,omitempty"`
-	Node     *cardNodeJSON   `json:"node"`
-	Image    string          `json:"image"`
-	Record   *cardRecordJSON `json:"record,omitempty"`
-	Problems []string        `json:"problems"`
+	Path  string         `json:"path"`
+	Size  int64          `json:"size"`
+	Table *cardTableJSON `json:"partition_table"`
+	Talos bool           `json:"talos_image"`
+	// Incomplete: an interrupted flash (primary GPT missing or damaged, a
+	// backup from an earlier flash still there): no META, no node.
+	Incomplete bool            `json:"incomplete"`
+	META       *cardMETAJSON   `json:"meta,omitempty"`
+	Node       *cardNodeJSON   `json:"node"`
+	Image      string          `json:"image"`
+	Record     *cardRecordJSON `json:"record,omitempty"`
+	Problems   []string        `json:"problems"`
 }
 
 type cardTableJSON struct {
@@ -117,6 +121,10 @@ func runCard(_ context.Context, args []string, env Env) error {
 		printCard(env, out)
 	}
 
+	if out.Incomplete {
+		return withCode(ExitImage, fmt.Errorf("card: %s is incomplete: an interrupted flash; flash it again", path))
+	}
+
 	if !out.Talos {
 		return withCode(ExitImage, fmt.Errorf("card: %s does not hold a Talos image", path))
 	}
@@ -127,12 +135,16 @@ func runCard(_ context.Context, args []string, env Env) error {
 func describeCard(rep *inventory.CardReport, path string, size int64) cardJSON {
 	out := cardJSON{Path: path, Size: size, Image: cardImageNote, Problems: []string{}}
 
-	out.Talos = rep.Talos
+	out.Talos, out.Incomplete = rep.Talos, rep.Incomplete
 	out.Problems = append(out.Problems, rep.Problems...)
 
 	if t := rep.Table; t != nil {
 		out.Table = &cardTableJSON{SectorSize: t.SectorSize, Primary: t.Primary, Backup: t.Backup, Partitions: []cardPartition{}}
 		for _, p := range t.Partitions {
+			if rep.Incomplete {
+				break // an earlier flash's
+			}
+
 			out.Table.Partitions = append(out.Table.Partitions, cardPartition{p.Index, p.Name, p.Offset, p.Size})
 		}
 	}
@@ -182,13 +194,19 @@ func copyState(err error) string {
 	return err.Error()
 }
 
+// printCard prints the card as text. Every string read from the card (its
+// partition names, what META holds) is shown escaped (printable.String): a
+// crafted card cannot clear the screen or forge a line.
 func printCard(env Env, c cardJSON) {
 	w := env.Stdout
-	fmt.Fprintf(w, "%s: %s\n", c.Path, humanize.IBytes(uint64(c.Size)))
+	p := printable.String
+	fmt.Fprintf(w, "%s: %s\n", p(c.Path), humanize.IBytes(uint64(c.Size)))
 
 	if c.Table != nil {
 		copies := "primary and backup valid"
 		switch {
+		case c.Incomplete:
+			copies = "primary missing or damaged; the backup is an earlier flash's, not used"
 		case !c.Table.Primary:
 			copies = "primary damaged, backup used"
 		case !c.Table.Backup:
@@ -197,14 +215,17 @@ func printCard(env Env, c cardJSON) {
 
 		fmt.Fprintf(w, "Partitions (GPT, %s):\n", copies)
 
-		for _, p := range c.Table.Partitions {
-			fmt.Fprintf(w, "  %d  %-10s %9s at %s\n", p.Index, dash(p.Name), humanize.IBytes(uint64(p.Size)), humanize.IBytes(uint64(p.Offset)))
+		for _, part := range c.Table.Partitions {
+			fmt.Fprintf(w, "  %d  %-10s %9s at %s\n", part.Index, dash(p(part.Name)), humanize.IBytes(uint64(part.Size)), humanize.IBytes(uint64(part.Offset)))
 		}
 	}
 
-	if c.Talos {
+	switch {
+	case c.Incomplete:
+		fmt.Fprintln(w, "Talos image: incomplete: an interrupted flash; flash it again")
+	case c.Talos:
 		fmt.Fprintln(w, "Talos image: yes (EFI and META partitions)")
-	} else {
+	default:
 		fmt.Fprintln(w, "Talos image: no")
 	}
 
@@ -217,12 +238,12 @@ func printCard(env Env, c cardJSON) {
 		default:
 			keys := make([]string, len(c.META.Keys))
 			for i, k := range c.META.Keys {
-				keys[i] = fmt.Sprintf("%s %s (%d bytes)", k.Key, k.Name, k.Size)
+				keys[i] = fmt.Sprintf("%s %s (%d bytes)", p(k.Key), p(k.Name), k.Size)
 			}
 
 			state := "both copies valid"
 			if c.META.Copy1 != "valid" || c.META.Copy2 != "valid" {
-				state = fmt.Sprintf("copy %d used (copy 1: %s; copy 2: %s)", c.META.Used, c.META.Copy1, c.META.Copy2)
+				state = fmt.Sprintf("copy %d used (copy 1: %s; copy 2: %s)", c.META.Used, p(c.META.Copy1), p(c.META.Copy2))
 			}
 
 			if len(keys) == 0 {
@@ -234,33 +255,33 @@ func printCard(env Env, c cardJSON) {
 	}
 
 	if n := c.Node; n != nil {
-		line := strings.TrimPrefix(strings.Join([]string{n.Hostname, n.Address}, ", "), ", ")
+		line := strings.TrimPrefix(strings.Join([]string{p(n.Hostname), p(n.Address)}, ", "), ", ")
 		if n.Gateway != "" {
-			line += " via " + n.Gateway
+			line += " via " + p(n.Gateway)
 		}
 
 		if n.Interface != "" {
-			line += " on " + n.Interface
+			line += " on " + p(n.Interface)
 		}
 
 		if len(n.DNS) > 0 {
-			line += ", DNS " + strings.Join(n.DNS, " ")
+			line += ", DNS " + p(strings.Join(n.DNS, " "))
 		}
 
 		fmt.Fprintf(w, "Node: %s\n", line)
 
 		if n.Hostname != "" {
-			fmt.Fprintf(w, "Label it: %s\n", n.Hostname)
+			fmt.Fprintf(w, "Label it: %s\n", p(n.Hostname))
 		}
 	} else if c.Talos {
 		fmt.Fprintln(w, "Node: none written (the Pi will take an address by DHCP and a generated hostname)")
 	}
 
 	if c.Talos {
-		fmt.Fprintf(w, "Image and schematic: %s\n", c.Image)
+		fmt.Fprintf(w, "Image and schematic: %s\n", p(c.Image))
 	}
 
-	for _, p := range c.Problems {
-		fmt.Fprintf(w, "Note: %s\n", p)
+	for _, problem := range c.Problems {
+		fmt.Fprintf(w, "Note: %s\n", printable.String(problem))
 	}
 }

@@ -137,3 +137,44 @@ func TestCardLoopDevice(t *testing.T) {
 		t.Fatal("reading the card changed it")
 	}
 }
+
+// A card flashed for worker-1, then re-flashed for another node and the
+// write killed before it wrote the card's head (its first MiB still
+// zeros): the backup GPT at the end and the META behind it are worker-1's.
+// `card` says the flash was interrupted, never worker-1's label.
+func TestCardInterruptedFlashIsIncomplete(t *testing.T) {
+	path, _ := writtenCard(t)
+
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(make([]byte, 1<<20), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	code, stdout, stderr := cliRun(t, "card", path)
+	if code != ExitImage {
+		t.Errorf("exit %d, want %d (ExitImage)", code, ExitImage)
+	}
+	if !strings.Contains(stdout, "incomplete: an interrupted flash; flash it again") || !strings.Contains(stderr, "incomplete: an interrupted flash; flash it again") {
+		t.Errorf("does not say the flash was interrupted:\n%s\n%s", stdout, stderr)
+	}
+	for _, bad := range []string{"worker-1", "Talos image: yes", "Label it", "192.168.1.21"} {
+		if strings.Contains(stdout+stderr, bad) {
+			t.Errorf("reports %q from the earlier flash:\n%s%s", bad, stdout, stderr)
+		}
+	}
+
+	code, jsonOut, _ := cliRun(t, "card", "--json", path)
+	var out map[string]any
+	if err := json.Unmarshal(answer(t, jsonOut, "card"), &out); err != nil {
+		t.Fatal(err)
+	}
+	if code != ExitImage || out["incomplete"] != true || out["talos_image"] != false || out["node"] != nil || out["meta"] != nil {
+		t.Errorf("--json: exit %d, %v", code, out)
+	}
+}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/internal/editdistance"
+	"github.com/talosflash/talosflash/internal/printable"
 )
 
 // Version is set by the build (-ldflags) and shown by `talosflash version`.
@@ -241,8 +242,10 @@ type flagOutput struct{ help io.Writer }
 func (flagOutput) Write(p []byte) (int, error) { return len(p), nil }
 
 // oneLine keeps error output to one line so scripts can log it verbatim.
+// oneLine is a message on one line, shown escaped (printable.String): an
+// error may quote what a card, an image, an inventory or a node said.
 func oneLine(s string) string {
-	return strings.Join(strings.Fields(s), " ")
+	return printable.String(strings.Join(strings.Fields(s), " "))
 }
 
 // help is one command's usage text; flags are listed from its FlagSet.

@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/talosflash/talosflash/app/contract"
+	"github.com/talosflash/talosflash/internal/printable"
 	"github.com/talosflash/talosflash/inventory"
 )
 
@@ -213,7 +214,7 @@ func runInventoryCheck(args []string, env Env) error {
 	if len(problems) > 0 {
 		if !jsonOut {
 			for _, p := range problems {
-				fmt.Fprintln(env.Stderr, p.Error())
+				fmt.Fprintln(env.Stderr, printable.String(p.Error())) // it quotes the file's values
 			}
 		}
 
@@ -255,14 +256,15 @@ func printInventory(env Env, inv *inventory.Inventory) {
 		name = "(no cluster name)"
 	}
 
-	fmt.Fprintf(env.Stdout, "%s: cluster %s, %d nodes, no problems\n", inv.Path, name, len(inv.Nodes))
+	p := printable.String // the file's values, shown escaped
+	fmt.Fprintf(env.Stdout, "%s: cluster %s, %d nodes, no problems\n", p(inv.Path), p(name), len(inv.Nodes))
 
 	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "HOSTNAME\tROLE\tIMAGE\tADDRESS\tGATEWAY\tINTERFACE\tCONFIG")
 
 	for _, n := range inv.Nodes {
 		j := inventoryNodeOf(n)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", j.Hostname, dash(j.Role), dash(j.Profile), j.Address, dash(j.Gateway), j.Interface, dash(j.Config))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p(j.Hostname), p(dash(j.Role)), p(dash(j.Profile)), j.Address, dash(j.Gateway), p(j.Interface), p(dash(j.Config)))
 	}
 
 	_ = tw.Flush()

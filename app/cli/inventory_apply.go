@@ -94,13 +94,8 @@ func applyInventory(ctx context.Context, f *applyFlags, inf *applyInventoryFlags
 	}
 	nodes := inv.Nodes
 	if len(inf.hostnames) > 0 {
-		nodes = nil
-		for _, h := range inf.hostnames {
-			n, err := inv.Find(h)
-			if err != nil {
-				return withCode(ExitUsage, err)
-			}
-			nodes = append(nodes, n)
+		if nodes, err = inv.Select(inf.hostnames); err != nil { // each node once, names ignoring case
+			return withCode(ExitUsage, err)
 		}
 	}
 	for _, n := range nodes {

@@ -235,3 +235,22 @@ func TestInventoryApplySwappedCard(t *testing.T) {
 		t.Fatalf("nobody: exit %d: %s", code, stderr)
 	}
 }
+
+// Hostnames are compared ignoring case: a node named twice, in two cases,
+// is one node, applied once.
+func TestInventoryApplyHostnameOnceIgnoringCase(t *testing.T) {
+	dir := t.TempDir()
+	inv := testInventory(t, dir)
+	port := freePort(t)
+	w1 := nodetest.Start(t, nodetest.Options{Addr: "127.0.0.22:" + port, Hostname: "worker-1", Schematic: builtinSchematic(t, "worker")})
+	code, stdout, stderr := cliRun(t, "apply", "--inventory", inv, "--hostname", "worker-1", "--hostname", "WORKER-1", "--port", port, "--wait", "10s", "--json")
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if evs := nodeEvents(t, stdout); len(evs) != 1 || evs[0]["status"] != "applied" {
+		t.Fatalf("node events %v, want worker-1 applied once", evs)
+	}
+	if n := len(sentConfigs(w1)); n != 1 {
+		t.Fatalf("worker-1 was sent %d configs, want 1", n)
+	}
+}

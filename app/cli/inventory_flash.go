@@ -103,11 +103,11 @@ func (f *nodeFlags) chooseImage(im *imageFlags, devs int) error {
 			return withCode(ExitUsage, err)
 		}
 
-		if seen[n.Hostname] {
+		if seen[strings.ToLower(n.Hostname)] {
 			return usageErrorf("flash: node %s named twice in --hostname: each card gets its own node", n.Hostname)
 		}
 
-		seen[n.Hostname] = true
+		seen[strings.ToLower(n.Hostname)] = true
 
 		if len(f.nodes) > 0 && n.Profile != f.nodes[0].Profile {
 			return usageErrorf("flash: %s is a %s and %s a %s: one run writes one image; flash them in separate runs", f.nodes[0].Hostname, f.nodes[0].Profile, n.Hostname, n.Profile)

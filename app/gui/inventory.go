@@ -17,6 +17,7 @@ import (
 	"fyne.io/fyne/v2/widget"
 
 	"github.com/talosflash/talosflash/app/plan"
+	"github.com/talosflash/talosflash/internal/printable"
 	"github.com/talosflash/talosflash/internal/userfile"
 	"github.com/talosflash/talosflash/inventory"
 	"github.com/talosflash/talosflash/node"
@@ -86,7 +87,7 @@ func (s *nodesStep) waitInventoryNode(r *inventoryRow) {
 		}
 		if time.Now().After(deadline) {
 			s.ui.do(func() {
-				r.label.SetText(fmt.Sprintf("%s · nothing answered at %s for %s: is the Pi on and booted from its card? (Scan, or type its address)", r.node.Hostname, r.node.Address.Addr(), inventoryWait))
+				r.label.SetText(printable.String(fmt.Sprintf("%s · nothing answered at %s for %s: is the Pi on and booted from its card? (Scan, or type its address)", r.node.Hostname, r.node.Address.Addr(), inventoryWait)))
 			})
 			return
 		}
@@ -103,7 +104,7 @@ func (s *nodesStep) waitInventoryNode(r *inventoryRow) {
 // inventoryNodeFound says what answered at the node's address (UI goroutine).
 func (s *nodesStep) inventoryNodeFound(r *inventoryRow, n *node.Node) {
 	m := plan.NodeCheck{Profiles: s.ui.deps.Profiles, Node: n}.MatchBooted()
-	r.label.SetText(inventoryNodeText(r.node, n, m))
+	r.label.SetText(printable.String(inventoryNodeText(r.node, n, m)))
 	r.ready = !n.Configured && n.Maintenance && isNode(r.node, n, m)
 	r.row = s.addNode(*n)
 	s.refreshApplyAll()
@@ -180,7 +181,7 @@ func (s *nodesStep) identityRefused(r *nodeRow, id *plan.IdentityError) {
 	if ir := s.inventoryRowFor(r); ir != nil {
 		ir.ready = false
 		ir.label.Importance = widget.DangerImportance
-		ir.label.SetText(ir.node.Hostname + " · blocked: " + id.Error())
+		ir.label.SetText(printable.String(ir.node.Hostname + " · blocked: " + id.Error()))
 		s.refreshApplyAll()
 	}
 	s.ui.showError("Not "+id.Want.Hostname+"'s node: nothing was sent", id)
@@ -219,20 +220,20 @@ func (s *nodesStep) ApplyAll() {
 		h := ir.node.Hostname
 		switch {
 		case ir.row == nil:
-			ir.label.SetText(h + " · not answering yet at " + ir.node.Address.Addr().String() + ": not applied")
+			ir.label.SetText(printable.String(h + " · not answering yet at " + ir.node.Address.Addr().String() + ": not applied"))
 			continue
 		case ir.row.node.Configured:
-			ir.label.SetText(h + " · already configured: skipped")
+			ir.label.SetText(printable.String(h + " · already configured: skipped"))
 			continue
 		case !ir.ready:
 			continue // its line says why (another node's card, or applied)
 		case ir.node.Config == "":
 			ir.label.Importance = widget.WarningImportance
-			ir.label.SetText(h + " · no config: in the inventory: drop its config on its row")
+			ir.label.SetText(printable.String(h + " · no config: in the inventory: drop its config on its row"))
 			continue
 		}
 		ir.label.Importance = widget.MediumImportance
-		ir.label.SetText(h + " · waiting for its turn …")
+		ir.label.SetText(printable.String(h + " · waiting for its turn …"))
 		todo = append(todo, item{ir: ir, job: s.applyJob(ir.row, filepath.Base(ir.node.Config), ir.node.Config, nil)})
 	}
 	if len(todo) == 0 {
@@ -247,7 +248,7 @@ func (s *nodesStep) ApplyAll() {
 		for _, it := range todo {
 			ir, job := it.ir, it.job
 			h := ir.node.Hostname
-			s.ui.do(func() { ir.label.SetText(h + " · checking " + job.Name + " …") })
+			s.ui.do(func() { ir.label.SetText(printable.String(h + " · checking " + job.Name + " …")) })
 			text, imp, ok := s.applyInventoryNode(ctx, ir, job)
 			if ok {
 				applied++
@@ -256,7 +257,7 @@ func (s *nodesStep) ApplyAll() {
 			}
 			s.ui.do(func() {
 				ir.label.Importance = imp
-				ir.label.SetText(h + " · " + text)
+				ir.label.SetText(printable.String(h + " · " + text))
 				if ok {
 					ir.ready = false
 				}
@@ -298,7 +299,7 @@ func (s *nodesStep) applyInventoryNode(ctx context.Context, ir *inventoryRow, jo
 	r := ir.row
 	s.ui.do(func() {
 		r.reply.Importance = widget.SuccessImportance
-		r.reply.SetText(applyText(job.Name, out))
+		r.reply.SetText(printable.Lines(applyText(job.Name, out)))
 		r.worker = out.Config.MachineType == "worker"
 		ir.ready = false
 		if out.Next.LeavesMaintenance {
@@ -320,7 +321,7 @@ func (s *nodesStep) inventoryApplied(r *nodeRow, name string, out *plan.ApplyOut
 	}
 	ir.ready = false
 	ir.label.Importance = widget.SuccessImportance
-	ir.label.SetText(ir.node.Hostname + " · applied " + name + ": " + out.Next.Node)
+	ir.label.SetText(printable.String(ir.node.Hostname + " · applied " + name + ": " + out.Next.Node))
 	s.refreshApplyAll()
 }
 
@@ -342,7 +343,7 @@ func (s *nodesStep) rowBoxFor(n node.Node) *fyne.Container {
 	if s.ui.deps.Inventory == nil || s.strays == nil || s.inventoryNodeAt(n) != nil {
 		return s.rowBox
 	}
-	s.straysHead.SetText("Not in " + s.inventoryName() + " (found at an address it does not list)")
+	s.straysHead.SetText(printable.String("Not in " + s.inventoryName() + " (found at an address it does not list)"))
 	s.straysHead.Show()
 	return s.strays
 }

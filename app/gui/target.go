@@ -16,6 +16,7 @@ import (
 	"fyne.io/fyne/v2/widget"
 
 	"github.com/talosflash/talosflash/imaging/devices"
+	"github.com/talosflash/talosflash/internal/printable"
 )
 
 // targetStep is step 2: the detected disks, unsafe ones disabled with the
@@ -89,12 +90,12 @@ func newTargetStep(ui *UI) *targetStep {
 		box := row.Objects[0].(*fyne.Container)
 		check := row.Objects[1].(*fyne.Container).Objects[0].(*widget.Icon)
 		title, detail := box.Objects[0].(*widget.Label), box.Objects[1].(*widget.Label)
-		title.SetText(fmt.Sprintf("%s   %s   %s", d.Path, d.SizeHuman, d.Description()))
+		title.SetText(printable.String(fmt.Sprintf("%s   %s   %s", d.Path, d.SizeHuman, d.Description()))) // the model and what the card holds are the card's text: shown escaped
 		if r := s.refusal(d); r != nil {
 			check.SetResource(theme.NewDisabledResource(theme.CheckButtonIcon()))
 			title.Importance = widget.LowImportance
 			detail.Importance = widget.DangerImportance
-			detail.SetText("Not selectable: " + r.Msg)
+			detail.SetText(printable.String("Not selectable: " + r.Msg))
 		} else {
 			if s.isChosen(d.Path) {
 				check.SetResource(theme.CheckButtonCheckedIcon())
@@ -107,7 +108,7 @@ func newTargetStep(ui *UI) *targetStep {
 			if h := s.holds[d.Path]; h != "" {
 				text += " · holds " + h
 			}
-			detail.SetText(text)
+			detail.SetText(printable.String(text))
 		}
 		title.Refresh()
 		detail.Refresh()
