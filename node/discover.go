@@ -27,12 +27,15 @@ import (
 
 // Node is a Talos node found on the network.
 type Node struct {
-	Addr         string     // host:port
-	IP           netip.Addr // host part of Addr
-	Maintenance  bool       // waiting for a machine config (apply with Apply)
-	Configured   bool       // already configured: needs talosconfig (mTLS), not talosflash
-	Stage        string     // machine stage as the node reports it ("maintenance", "booting", ...)
+	Addr        string     // host:port
+	IP          netip.Addr // host part of Addr
+	Maintenance bool       // waiting for a machine config (apply with Apply)
+	Configured  bool       // already configured: needs talosconfig (mTLS), not talosflash
+	Stage       string     // machine stage as the node reports it ("maintenance", "booting", ...)
+	// Hostname and Domainname are the node's HostnameStatus: Talos splits
+	// an FQDN at its first dot (worker-1.lan: worker-1 and lan).
 	Hostname     string
+	Domainname   string `json:",omitempty"`
 	MAC          string // first physical link's hardware address
 	TalosVersion string // "" when unknown or not a version (see InvalidVersion)
 	// InvalidVersion is what the node reported as its version when that
@@ -88,6 +91,26 @@ func readFactory(ctx context.Context, c *client.Client) *Factory {
 		return nil
 	}
 	return f
+}
+
+// FQDN is Hostname.Domainname, or Hostname without a domain.
+func (n *Node) FQDN() string {
+	if n.Domainname == "" {
+		return n.Hostname
+	}
+	return n.Hostname + "." + n.Domainname
+}
+
+// IsHost reports whether the node's reported name is want, compared as
+// Talos splits it (case-insensitive): an FQDN (worker-1.lan) needs both
+// the short name and the domain, a short name (worker-1) only the short
+// name, whatever the node's domain.
+func (n *Node) IsHost(want string) bool {
+	host, domain, fqdn := strings.Cut(want, ".")
+	if !strings.EqualFold(host, n.Hostname) {
+		return false
+	}
+	return !fqdn || strings.EqualFold(domain, n.Domainname)
 }
 
 // Unified reports whether the node runs Talos >= 1.13, whose maintenance
@@ -386,7 +409,7 @@ func Probe(ctx context.Context, addr string) (*Node, error) {
 		n.Factory = readFactory(ctx, c)
 	}
 	if h, err := safe.StateGet[*network.HostnameStatus](ctx, c.COSI, resource.NewMetadata(network.NamespaceName, network.HostnameStatusType, network.HostnameID, resource.VersionUndefined)); err == nil {
-		n.Hostname = h.TypedSpec().Hostname
+		n.Hostname, n.Domainname = h.TypedSpec().Hostname, h.TypedSpec().Domainname
 	} else {
 		notes = append(notes, "hostname unreadable")
 	}

@@ -385,7 +385,7 @@ func inspect114(cfg *Config, patch string) []Finding {
 			Severity: SeverityWarning,
 			Code:     CodeUICNoDiskSelector,
 			Message: fmt.Sprintf("the UnattendedInstallConfig (document %d) has no provisioning.diskSelector.match (an installer patch merged over the generated document drops it): "+
-				"Talos v1.14.0-rc.1 refuses that (\"provisioning.volumeSelector.match is required\"), later 1.14 releases accepted such configs; the node's dry run decides", cfg.UnattendedInstall),
+				"Talos v1.14.0-rc.1 refuses that (\"provisioning.volumeSelector.match is required\") and the 1.14 sources keep the rule; the node's dry run decides for its version", cfg.UnattendedInstall),
 			Fix: fmt.Sprintf("add to the UnattendedInstallConfig (document %d)%s, as talosctl gen config writes it (the Pi's SD card is /dev/mmcblk0):\n"+
 				"provisioning:\n    diskSelector:\n        match: disk.dev_path == \"/dev/mmcblk0\"\n", cfg.UnattendedInstall, inPatch),
 		})
@@ -396,7 +396,7 @@ func inspect114(cfg *Config, patch string) []Finding {
 			Severity: SeverityWarning,
 			Code:     CodeControlPlaneOnlyDocs,
 			Message: fmt.Sprintf("this %s config has %s, which Talos v1.14.0-rc.1 allows on control plane machines only (\"the following document kinds are only allowed on control plane machines: [%s]\"); "+
-				"later 1.14 releases accepted KubeProxyConfig on workers; the node's dry run decides", sanitize(cfg.MachineType), safeNames(kinds), strings.Join(kinds, " ")),
+				"the 1.14 sources keep the rule; the node's dry run decides for its version", sanitize(cfg.MachineType), safeNames(kinds), strings.Join(kinds, " ")),
 			Fix: fmt.Sprintf("delete the %s document(s) from this worker config: apply such a patch (e.g. patch.yaml) with --config-patch-control-plane, not --config-patch", safeNames(kinds)),
 		})
 	}

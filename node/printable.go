@@ -49,6 +49,7 @@ func (n *Node) clean() []string {
 	var notes []string
 	n.Stage = printable(n.Stage, maxName)
 	n.Hostname = printable(n.Hostname, maxHostname)
+	n.Domainname = printable(n.Domainname, maxHostname)
 	n.MAC = printable(n.MAC, maxName)
 	n.TalosVersion, n.InvalidVersion = cleanVersion(n.TalosVersion)
 	if n.InvalidVersion != "" {

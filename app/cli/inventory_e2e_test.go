@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/talosflash/talosflash/imaging/imagetest"
+	"github.com/talosflash/talosflash/node"
 	"github.com/talosflash/talosflash/node/nodetest"
 )
 
@@ -253,4 +254,78 @@ func TestInventoryApplyHostnameOnceIgnoringCase(t *testing.T) {
 	if n := len(sentConfigs(w1)); n != 1 {
 		t.Fatalf("worker-1 was sent %d configs, want 1", n)
 	}
+}
+
+// An inventory node named by an FQDN (worker-1.lan): its card says
+// worker-1.lan, and the node booted from it reports it as Talos splits it
+// (hostname worker-1, domainname lan). apply --inventory takes it for that
+// node; a node of another domain at the address is refused; a short
+// inventory name matches any domain.
+func TestInventoryApplyFQDN(t *testing.T) {
+	srv, fx := talosFactory(t)
+	dir := t.TempDir()
+	inv := testInventory(t, dir)
+	b, err := os.ReadFile(inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(inv, bytes.Replace(b, []byte("hostname: worker-1\n"), []byte("hostname: worker-1.lan\n"), 1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var card string
+	if os.Geteuid() == 0 {
+		card = imagetest.LoopDevice(t, fx.Size+(1<<20), false)
+	} else {
+		card = filepath.Join(dir, "worker-1.img")
+		if err := os.WriteFile(card, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, _, stderr := cliRun(t, "--flash", "--inventory", inv, "--yes", "--allow-loop", "--format", "xz", "--factory", srv.URL,
+		"--cache-dir", filepath.Join(dir, "cache"), "--hostname", "worker-1.lan", "--device", card)
+	if code != ExitOK {
+		t.Fatalf("flash: exit %d: %s", code, stderr)
+	}
+	checkNodeCard(t, card, fx, "worker-1.lan", "127.0.0.22/8", "worker", workerID)
+
+	port := freePort(t)
+	fake := nodetest.Start(t, nodetest.Options{Card: card, Addr: "127.0.0.1:" + port, Schematic: builtinSchematic(t, "worker")})
+	n, err := node.Probe(t.Context(), fake.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Hostname != "worker-1" || n.Domainname != "lan" {
+		t.Fatalf("the node reports hostname %q domainname %q, want worker-1 and lan as Talos splits them", n.Hostname, n.Domainname)
+	}
+	code, stdout, stderr := cliRun(t, "apply", "--inventory", inv, "--hostname", "worker-1.lan", "--port", port, "--wait", "30s")
+	if code != ExitOK || len(sentConfigs(fake)) != 1 {
+		t.Fatalf("apply --inventory worker-1.lan: exit %d, %d configs sent: %s\n%s", code, len(sentConfigs(fake)), stderr, stdout)
+	}
+
+	// Another domain at the address: not that node.
+	other := nodetest.Start(t, nodetest.Options{Addr: "127.0.0.22:" + freePortOn(t, "127.0.0.22"), Hostname: "WORKER-1.home", Schematic: builtinSchematic(t, "worker")})
+	_, p, _ := net.SplitHostPort(other.Addr())
+	code, _, stderr = cliRun(t, "apply", "--inventory", inv, "--hostname", "worker-1.lan", "--port", p, "--wait", "10s")
+	if code != ExitConfig || !strings.Contains(stderr, `says it is "WORKER-1.home"`) || len(sentConfigs(other)) != 0 {
+		t.Fatalf("another domain: exit %d: %s", code, stderr)
+	}
+
+	// A short inventory name (worker-2) and a node with a domain: the same
+	// node, case-insensitively.
+	w2 := nodetest.Start(t, nodetest.Options{Addr: "127.0.0.23:" + p, Hostname: "Worker-2.home", Schematic: builtinSchematic(t, "worker")})
+	code, _, stderr = cliRun(t, "apply", "--inventory", inv, "--hostname", "worker-2", "--port", p, "--wait", "10s")
+	if code != ExitOK || len(sentConfigs(w2)) != 1 {
+		t.Fatalf("short name: exit %d: %s", code, stderr)
+	}
+}
+
+// freePortOn is a port free on ip now.
+func freePortOn(t *testing.T, ip string) string {
+	t.Helper()
+	l, err := net.Listen("tcp", ip+":0")
+	if err != nil {
+		t.Skipf("%s: %v", ip, err)
+	}
+	defer l.Close()
+	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 }

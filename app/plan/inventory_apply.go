@@ -51,8 +51,9 @@ var ErrNotThere = errors.New("no Talos node answered at the node's address")
 type IdentityError struct {
 	Want          inventory.Node
 	Addr          string
-	Hostname      string // what the node says
+	Hostname      string // what the node says (its FQDN when it reports a domain)
 	BootedProfile string // the profile its image matches ("" unknown)
+	hostOK        bool   // the reported name is the inventory's (compared as Talos splits it)
 }
 
 func (e *IdentityError) Error() string {
@@ -61,7 +62,7 @@ func (e *IdentityError) Error() string {
 		said = append(said, "booted the "+e.BootedProfile+" image (the inventory says "+e.Want.Profile+")")
 	}
 
-	if !strings.EqualFold(e.Hostname, e.Want.Hostname) {
+	if !e.hostOK {
 		said = append(said, fmt.Sprintf("says it is %q", e.Hostname))
 	}
 
@@ -118,15 +119,14 @@ func ApplyNode(ctx context.Context, j NodeApplyJob, config []byte) (*NodeApplyOu
 // checkIdentity: the node at the address is the inventory's node.
 func checkIdentity(want inventory.Node, rv *ApplyReview) error {
 	n := rv.Node
-	host := n.Hostname
 	profileOK := rv.Match.Profile == "" || strings.EqualFold(rv.Match.Profile, want.Profile)
-	hostOK := strings.EqualFold(host, want.Hostname)
+	hostOK := n.IsHost(want.Hostname)
 
 	if profileOK && hostOK {
 		return nil
 	}
 
-	return &IdentityError{Want: want, Addr: n.Addr, Hostname: host, BootedProfile: rv.Match.Profile}
+	return &IdentityError{Want: want, Addr: n.Addr, Hostname: n.FQDN(), BootedProfile: rv.Match.Profile, hostOK: hostOK}
 }
 
 // wait probes the endpoint until something answers or Wait runs out.

@@ -13,7 +13,7 @@
 //     Talos 1.14 does (talos114.go: every kind it registers, its rules, the
 //     two rc.1-only ones behind Options.RC1Rules), answers admin-only calls
 //     PermissionDenied "not authorized", serves ImageFactorySchematics and
-//     names ExtensionStatuses by layer; a 1.13 node uses machinery v1.13.
+//     names ExtensionStatuses by layer index; a 1.13 node uses machinery v1.13.
 //   - Talos <= 1.12 (Options.Legacy): only TRY/REBOOT/AUTO (others
 //     Unimplemented), Version Unimplemented for non-admins, reply mode unset,
 //     parse errors Unknown, validation errors InvalidArgument
@@ -96,17 +96,17 @@ type Options struct {
 	// Warnings are added to the ApplyConfiguration reply.
 	Warnings []string
 
-	Hostname     string // default "talos-2ab-4cd"; served as is (a rogue node may send anything)
+	Hostname     string // default "talos-2ab-4cd"; an FQDN is split as Talos does (Hostname + Domainname), otherwise served as is (a rogue node may send anything)
 	Arch         string // default "arm64"
 	MAC          string // default "dc:a6:32:00:00:01" (a Raspberry Pi OUI)
 	TalosVersion string // default "v1.14.5", or "v1.12.6" with Legacy
 
 	// Legacy models Talos <= 1.12 maintenance mode (see the package comment).
 	Legacy bool
-	// RC1Rules turns on the two rules of Talos v1.14.0-rc.1 that the user's
-	// v1.14.5 cluster does not apply (UnattendedInstallConfig without
-	// provisioning.diskSelector.match; KubeProxyConfig on a worker). Off by
-	// default; see rules114.
+	// RC1Rules turns on the two rules of Talos v1.14.0-rc.1
+	// (UnattendedInstallConfig without provisioning.diskSelector.match;
+	// KubeProxyConfig on a worker), which the 1.14 sources keep. Off by
+	// default so tests can model both answers; see rules114.
 	RC1Rules bool
 	// FactoryURL is the API URL of the factory that built the image, served
 	// by a 1.14 node as ImageFactorySchematics (with Schematic set); default
@@ -536,7 +536,7 @@ func (s *Server) applyUnified(in *machine.ApplyConfigurationRequest) (*machine.A
 }
 
 // is114 reports whether the node models Talos >= 1.14 (the config rules of
-// talos114.go, ImageFactorySchematics, layer-named ExtensionStatuses).
+// talos114.go, ImageFactorySchematics).
 func (s *Server) is114() bool {
 	if s.opts.Legacy {
 		return false
@@ -580,8 +580,10 @@ func (s *Server) buildState() (state.State, error) {
 	ver.TypedSpec().Version = s.opts.TalosVersion
 	ver.TypedSpec().Name = "Talos"
 
+	// Talos splits an FQDN at the first dot: HostnameStatus.Hostname is the
+	// short name, Domainname the rest (rules114: hostname split).
 	hn := network.NewHostnameStatus(network.NamespaceName, network.HostnameID)
-	hn.TypedSpec().Hostname = s.opts.Hostname
+	hn.TypedSpec().Hostname, hn.TypedSpec().Domainname = splitFQDN(s.opts.Hostname)
 
 	mac, err := net.ParseMAC(s.opts.MAC)
 	if err != nil {
@@ -619,12 +621,10 @@ func (s *Server) buildState() (state.State, error) {
 			Description: "Image Factory schematic", ExtraInfo: string(yml)})
 	}
 	for i, md := range layers {
-		// Layer IDs: the index up to 1.13, the layer image name without
-		// ".sqsh" on 1.14 (controllers/runtime/extension_status.go).
+		// Layer IDs: the layer image name without ".sqsh", and the imager
+		// names each extension's image by its index, the factory's
+		// schematic last (rules114: extension status IDs).
 		id := strconv.Itoa(i)
-		if s.is114() && md.Name != "" {
-			id = md.Name
-		}
 		es := runtime.NewExtensionStatus(runtime.NamespaceName, id)
 		es.TypedSpec().Image = id + ".sqsh"
 		es.TypedSpec().Metadata = md

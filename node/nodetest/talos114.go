@@ -23,10 +23,14 @@ import (
 //  3. rules114 below: the v1.14 rules over the documents v1.13 never saw,
 //     in the node's own words.
 //
-// Every v1.14 rule the fake applies is in rules114, with its upstream file
-// (siderolabs/talos v1.14.0-rc.1). Rules marked rc1 are off unless
-// Options.RC1Rules: the user's v1.14.5 cluster took configs they refuse, so
-// a release after rc.1 relaxed them (which one is not known here).
+// Every behaviour the fake models is in rules114, with its upstream file
+// (siderolabs/talos v1.14.0-rc.1): the v1.14 config rules, and (served)
+// what the node reports outside a config decision. Rules marked rc1 are
+// off unless Options.RC1Rules: Talos v1.14.0-rc.1 refuses such configs and
+// the sources (release-1.14 = the rc.1 commit, and main) keep both rules;
+// nothing there says a later 1.14 accepts them. They are optional here so
+// that tests can model both answers: the node's own dry run decides for the
+// user's version.
 type rule114 struct {
 	name   string
 	source string
@@ -34,6 +38,9 @@ type rule114 struct {
 	// adjust: applied inside talos114.ValidateV113 (a v1.13 rule that v1.14
 	// dropped), listed here so the table is complete.
 	adjust bool
+	// served: what the node reports (server.go buildState), not a config
+	// rule; listed here so the table is complete.
+	served bool
 	check  func(r *talos114.Result, rc1 bool) (warnings, errs []string)
 }
 
@@ -48,6 +55,18 @@ const (
 )
 
 var rules114 = []rule114{
+	{
+		name: "hostname split: an FQDN is HostnameStatus.Hostname (up to the first dot) + Domainname (the rest)", served: true,
+		source: "pkg/machinery/resources/network/hostname_spec.go (ParseFQDN), internal/app/machined/pkg/controllers/network/hostname_spec.go",
+	},
+	{
+		name: "extension status IDs: the layer image name without .sqsh, i.e. the extension's index (\"0\", \"1\", ...), the factory's virtual schematic extension last; the name is in spec metadata", served: true,
+		source: "pkg/imager/imager.go (extensions unpacked by index), internal/app/machined/pkg/controllers/runtime/extension_status.go",
+	},
+	{
+		name: "ImageFactorySchematics (ID image-factory-schematic) from the schematic extension's version and author (Talos >= 1.14)", served: true,
+		source: "internal/app/machined/pkg/controllers/runtime/image_factory_schematic.go",
+	},
 	{
 		name: ".machine.install is optional (required by v1.13 in metal mode)", adjust: true,
 		source: "pkg/machinery/config/types/v1alpha1/v1alpha1_validation.go",
@@ -186,4 +205,11 @@ func validate114(data []byte, rc1 bool) (res *talos114.Result, warnings []string
 		warnings, errs = append(warnings, w...), append(errs, e...)
 	}
 	return res, warnings, "", talos114.FormatErrors(errs)
+}
+
+// splitFQDN splits a hostname as Talos does (ParseFQDN): the short name up
+// to the first dot, the domain the rest.
+func splitFQDN(fqdn string) (hostname, domainname string) {
+	hostname, domainname, _ = strings.Cut(fqdn, ".")
+	return hostname, domainname
 }

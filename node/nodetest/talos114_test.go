@@ -127,8 +127,8 @@ func TestRules114MatchOracle(t *testing.T) {
 func TestRules114Table(t *testing.T) {
 	var rc1 []string
 	for _, r := range rules114 {
-		if r.source == "" || r.name == "" || (r.check == nil) != r.adjust {
-			t.Errorf("rule %+v: needs a name, a source and either a check or adjust", r.name)
+		if r.source == "" || r.name == "" || (r.check == nil) != (r.adjust || r.served) || r.adjust && r.served {
+			t.Errorf("rule %+v: needs a name, a source and one of a check, adjust or served", r.name)
 		}
 		if r.rc1 {
 			rc1 = append(rc1, r.name)
@@ -243,7 +243,7 @@ func TestServerImageFactorySchematics(t *testing.T) {
 	for es := range list.All() {
 		ids = append(ids, es.Metadata().ID())
 	}
-	if strings.Join(ids, ",") != "newt,schematic" {
+	if strings.Join(ids, ",") != "0,1" {
 		t.Errorf("1.14 extension IDs %q", ids)
 	}
 

@@ -17,9 +17,10 @@
 // machine.ca: the talosconfig generated with the configs connects to it.
 //
 // A Talos 1.14 node checks configs as 1.14 does (node/nodetest/talos114.go);
-// --rc1-rules adds the two rules of v1.14.0-rc.1 that later 1.14 releases
-// do not apply (UnattendedInstallConfig without a disk selector,
-// KubeProxyConfig on a worker).
+// --rc1-rules adds the two rules of v1.14.0-rc.1 (UnattendedInstallConfig
+// without a disk selector, KubeProxyConfig on a worker): the 1.14 sources
+// keep them, a node's own dry run decides for its version; off by default
+// so both answers can be tried.
 package main
 
 import (
