@@ -106,9 +106,10 @@ func (r *follower) watch() (stop func() bool) {
 	}
 	g := r.g
 	return context.AfterFunc(r.ctx, func() {
+		// Under the lock: a waiter between its check and Wait sees it.
 		g.mu.Lock()
-		g.mu.Unlock() // a waiter between its check and Wait sees the broadcast
 		g.cond.Broadcast()
+		g.mu.Unlock()
 	})
 }
 

@@ -268,20 +268,21 @@ func CheckHeadFor(head []byte, imageSize int64, tagSets ...[]Tag) (gpt.Partition
 		return gpt.Partition{}, fmt.Errorf("partition table: %w", err)
 	}
 
-	tab := all
+	// The table must also read as on a disk of the image's size (its
+	// backup header where the primary names it).
 	if imageSize > 0 {
-		if tab, err = gpt.Read(headReader(head), imageSize); err != nil {
+		if _, err := gpt.Read(headReader(head), imageSize); err != nil {
 			return gpt.Partition{}, fmt.Errorf("partition table: %w", err)
 		}
 	} else {
 		// A size-less stream: the flash checks that it reaches the backup
 		// header the primary names (imaging's GPT stream check), so the
 		// image is taken to end there, and its table is read as such.
-		if tab.Header.AltLBA >= 1<<40 {
-			return gpt.Partition{}, fmt.Errorf("%w: the backup GPT header at LBA %d lies beyond any card", ErrNoGPT, tab.Header.AltLBA)
+		if all.Header.AltLBA >= 1<<40 {
+			return gpt.Partition{}, fmt.Errorf("%w: the backup GPT header at LBA %d lies beyond any card", ErrNoGPT, all.Header.AltLBA)
 		}
-		imageSize = int64(tab.Header.AltLBA+1) * tab.SectorSize
-		if tab, err = gpt.Read(headReader(head), imageSize); err != nil {
+		imageSize = int64(all.Header.AltLBA+1) * all.SectorSize
+		if _, err := gpt.Read(headReader(head), imageSize); err != nil {
 			return gpt.Partition{}, fmt.Errorf("partition table (the image ending at its backup header, byte %d): %w", imageSize, err)
 		}
 	}
