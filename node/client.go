@@ -78,9 +78,10 @@ type connTrace struct {
 	dialErr    error
 	dialed     bool
 	tlsDone    bool
-	certReq    bool   // the server asked for a client certificate (configured apid does)
-	serverCert []byte // leaf certificate, DER
-	pinFailed  string // fingerprint of a certificate that matched no pin
+	certReq    bool     // the server asked for a client certificate (configured apid does)
+	clientCAs  [][]byte // the CAs it accepts client certificates from (DER subjects)
+	serverCert []byte   // leaf certificate, DER
+	pinFailed  string   // fingerprint of a certificate that matched no pin
 }
 
 // dial is the clients' TCP dialer: it records whether the node answered,
@@ -107,7 +108,7 @@ func (t *connTrace) set(f func(*connTrace)) {
 func (t *connTrace) snapshot() connTrace {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return connTrace{dialErr: t.dialErr, dialed: t.dialed, tlsDone: t.tlsDone, certReq: t.certReq, serverCert: t.serverCert, pinFailed: t.pinFailed}
+	return connTrace{dialErr: t.dialErr, dialed: t.dialed, tlsDone: t.tlsDone, certReq: t.certReq, clientCAs: t.clientCAs, serverCert: t.serverCert, pinFailed: t.pinFailed}
 }
 
 // insecureTLS is what `talosctl --insecure` uses: encryption without server
@@ -121,8 +122,8 @@ func insecureTLS(trace *connTrace, pins []string) *tls.Config {
 		// Maintenance mode never asks for a client certificate; a server
 		// that does is a configured node (or not Talos at all): abort the
 		// handshake so nothing, least of all a machine config, is sent to it.
-		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
-			trace.set(func(t *connTrace) { t.certReq = true })
+		GetClientCertificate: func(cri *tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			trace.set(func(t *connTrace) { t.certReq, t.clientCAs = true, cri.AcceptableCAs })
 			return nil, errClientCertRequested
 		},
 		VerifyConnection: func(cs tls.ConnectionState) error {
@@ -196,8 +197,10 @@ func classify(ctx context.Context, endpoint string, timeout time.Duration, err e
 			return netErr(NetUnreachable, tr.dialErr.Error())
 		case tr.dialed && !tr.tlsDone:
 			return netErr(NetTLS, "the port does not speak Talos' TLS API ("+tlsReason(st.Message())+")")
-		case tr.certReq:
+		case tr.certReq && talosIssued(tr):
 			return netErr(NetTLS, "the node already has a config and requires a client certificate (use talosctl with its talosconfig)")
+		case tr.certReq:
+			return netErr(NetTLS, "asks for a client certificate but is not a Talos node (neither its certificate nor the CA it asks for is a Talos CA)")
 		}
 		return netErr(NetUnreachable, st.Message())
 	}

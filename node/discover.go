@@ -3,10 +3,14 @@ package node
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/asn1"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -345,9 +349,15 @@ func Probe(ctx context.Context, addr string) (*Node, error) {
 	n.CertFingerprint = CertFingerprint(tr.serverCert)
 	if tr.certReq {
 		// apid of a configured node requires a client certificate; without
-		// talosconfig nothing more can be read, but the shape is Talos'.
+		// talosconfig nothing more can be read. Its certificate and the CA
+		// it asks for are the cluster's OS CA, which Talos makes with
+		// Organization "talos" (machinery's secrets.NewTalosCA): any other
+		// mTLS service is not taken for a node.
+		if !talosIssued(tr) {
+			return nil, fmt.Errorf("%s asks for a client certificate but is not a Talos node (neither its certificate nor the CA it asks for is a Talos CA, Organization \"talos\")", endpoint)
+		}
 		n.Configured = true
-		n.Note = "asks for a client certificate: a configured Talos node (use talosctl with its talosconfig), or another mTLS service on this port"
+		n.Note = "asks for a client certificate from a Talos CA: a configured Talos node (use talosctl with its talosconfig)"
 		return n, nil
 	}
 
@@ -430,6 +440,29 @@ func Probe(ctx context.Context, addr string) (*Node, error) {
 		n.Note += "; " + strings.Join(notes, ", ")
 	}
 	return n, nil
+}
+
+// talosOrg is the Organization of every Talos OS CA (secrets.NewTalosCA).
+const talosOrg = "talos"
+
+// talosIssued reports whether the server's certificate was issued by a
+// Talos CA or the CAs it accepts client certificates from include one.
+func talosIssued(tr connTrace) bool {
+	if leaf, err := x509.ParseCertificate(tr.serverCert); err == nil && slices.Contains(leaf.Issuer.Organization, talosOrg) {
+		return true
+	}
+	for _, der := range tr.clientCAs {
+		var rdn pkix.RDNSequence
+		if rest, err := asn1.Unmarshal(der, &rdn); err != nil || len(rest) > 0 {
+			continue
+		}
+		var name pkix.Name
+		name.FillFromRDNSequence(&rdn)
+		if slices.Contains(name.Organization, talosOrg) {
+			return true
+		}
+	}
+	return false
 }
 
 // tlsProbe does one TLS handshake and records the server's certificate and

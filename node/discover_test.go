@@ -132,6 +132,28 @@ func TestProbeRejectsNonTalos(t *testing.T) {
 	}
 }
 
+// An mTLS service that is not Talos (its certificate and the CA it asks
+// for are no Talos OS CA) is not a node, configured or not: the probe
+// says so, and a scan does not list it. Before, every server that asked
+// for a client certificate was "a configured Talos node".
+func TestProbeMTLSNonTalosIsNotANode(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, auth := range []tls.ClientAuthType{tls.RequireAnyClientCert, tls.RequestClientCert} {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := grpc.NewServer(grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{testCert(t)}, ClientAuth: auth})))
+		go s.Serve(l)
+		t.Cleanup(s.Stop)
+		n, err := node.Probe(ctx, l.Addr().String())
+		if err == nil || !strings.Contains(err.Error(), "not a Talos node") {
+			t.Errorf("client auth %v: node %+v, err %v; want 'not a Talos node'", auth, n, err)
+		}
+	}
+}
+
 func TestDiscoverLoopback(t *testing.T) {
 	port := freePortOn(t, "127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.1", "127.0.0.5", "127.0.0.6")
 	at := func(h string) string { return net.JoinHostPort(h, strconv.Itoa(port)) }

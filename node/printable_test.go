@@ -84,7 +84,7 @@ func TestProbeKeepsPlainValues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n.Hostname != "talos-pi-1.lan" || n.TalosVersion != "v1.15.0-alpha.1-12-gabcdef0" || n.Arch != "arm64" || n.InvalidVersion != "" {
+	if n.FQDN() != "talos-pi-1.lan" || n.TalosVersion != "v1.15.0-alpha.1-12-gabcdef0" || n.Arch != "arm64" || n.InvalidVersion != "" {
 		t.Errorf("node %+v", n)
 	}
 }

@@ -242,7 +242,19 @@ func New(opts Options) (*Server, error) {
 	}
 	tlsCfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	if opts.Configured {
-		tlsCfg.ClientAuth = tls.RequireAnyClientCert
+		// As apid with a config: a certificate from the cluster's OS CA
+		// (Organization "talos"), client certificates from that CA only.
+		pki, err := NewPKI()
+		if err == nil {
+			cert, err = pki.serverCert(host)
+		}
+		if err != nil {
+			lis.Close()
+			return nil, fmt.Errorf("configured node's PKI: %w", err)
+		}
+		pool := x509.NewCertPool()
+		pool.AddCert(pki.caCert)
+		tlsCfg.Certificates, tlsCfg.ClientAuth, tlsCfg.ClientCAs = []tls.Certificate{cert}, tls.RequireAndVerifyClientCert, pool
 	} else if opts.RequestClientCert {
 		tlsCfg.ClientAuth = tls.RequestClientCert
 	}
