@@ -77,10 +77,10 @@ type NodeCheck struct {
 
 // MatchBooted names the profile (or cached image) whose schematic the node booted.
 func (nc NodeCheck) MatchBooted() Match {
-	if nc.Node == nil || nc.Node.Booted == nil || nc.Node.Booted.SchematicID == "" {
+	id := nc.knownSchematicID()
+	if id == "" {
 		return Match{}
 	}
-	id := nc.Node.Booted.SchematicID
 	for _, p := range nc.Profiles {
 		if pid, err := p.SchematicID(); err == nil && pid == id {
 			return Match{Profile: p.Name, Role: RoleOf(p), Source: "profile"}
@@ -126,6 +126,16 @@ func (nc NodeCheck) Options(ctx context.Context) (node.InspectOptions, error) {
 
 	if nc.Node != nil && nc.Node.Booted != nil {
 		b := nc.Node.Booted
+		if b.Schematic == nil && b.SchematicID != "" {
+			// The node names its schematic but not what is in it (no
+			// extension names, no schematic YAML): a known schematic
+			// (a profile, the factory) is evidence of its extensions.
+			if sc, err := opts.Resolve(b.SchematicID); err == nil {
+				known := *b
+				known.Schematic, known.Overlay = sc, sc.Overlay.Image
+				b = &known
+			}
+		}
 		opts.Booted = b
 		if b.SchematicID != "" {
 			opts.Installer = factory.NewInstallerRef(nc.registryHost(), b.SchematicID, version).String()
@@ -134,6 +144,17 @@ func (nc NodeCheck) Options(ctx context.Context) (node.InspectOptions, error) {
 		// worker may run the Newt image with its ExtensionServiceConfig, and
 		// the user's declared role does not override what the node booted.
 		return opts, nil
+	}
+
+	if id := nc.knownSchematicID(); id != "" {
+		// No extension statuses, but the node reports its schematic
+		// (ImageFactorySchematics): the node's word before the user's.
+		if sc, err := opts.Resolve(id); err == nil {
+			opts.Flashed = sc
+			opts.Fallback = "the schematic the node reports (ImageFactorySchematics " + id + ")"
+			opts.Installer = factory.NewInstallerRef(nc.registryHost(), id, version).String()
+			return opts, nil
+		}
 	}
 
 	switch {
@@ -156,6 +177,21 @@ func (nc NodeCheck) Options(ctx context.Context) (node.InspectOptions, error) {
 		}
 	}
 	return opts, nil
+}
+
+// knownSchematicID is the schematic the node says it booted: its
+// extension statuses' schematic entry, else (Talos >= 1.14) its
+// ImageFactorySchematics; "" when it says neither.
+func (nc NodeCheck) knownSchematicID() string {
+	switch {
+	case nc.Node == nil:
+		return ""
+	case nc.Node.Booted != nil && nc.Node.Booted.SchematicID != "":
+		return nc.Node.Booted.SchematicID
+	case nc.Node.Factory != nil && schematicIDRe.MatchString(nc.Node.Factory.SchematicID):
+		return nc.Node.Factory.SchematicID // a rogue node's other text is no ID
+	}
+	return ""
 }
 
 // DeclaredNote says how the user's declared role relates to what the node

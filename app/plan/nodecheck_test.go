@@ -2,6 +2,7 @@ package plan
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -9,10 +10,12 @@ import (
 	"testing"
 
 	"github.com/siderolabs/image-factory/pkg/schematic"
+	"github.com/siderolabs/talos/pkg/machinery/extensions"
 
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/imaging"
 	"github.com/talosflash/talosflash/node"
+	"github.com/talosflash/talosflash/node/nodetest"
 )
 
 const (
@@ -144,4 +147,53 @@ func mustRead(t *testing.T, p string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// A node that names its schematic but not its extensions (its statuses
+// hold only the factory's schematic entry, without the YAML; or only
+// ImageFactorySchematics): the known schematic is evidence, so a worker
+// config (no ExtensionServiceConfig for newt) to the control plane's Newt
+// image is caught. Before, "no extensions" let it through.
+func TestNodeCheckKnownSchematicIsEvidence(t *testing.T) {
+	worker, err := node.LoadConfig(nodeConfig(t, "worker.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, n := range map[string]*node.Node{
+		"schematic entry only":        {Addr: "127.0.0.1:50000", TalosVersion: "v1.14.5", Booted: &node.Booted{SchematicID: cpID}},
+		"ImageFactorySchematics only": {Addr: "127.0.0.1:50000", TalosVersion: "v1.14.5", Factory: &node.Factory{SchematicID: cpID}},
+	} {
+		nc := NodeCheck{Profiles: profiles(), Node: n}
+		if m := nc.MatchBooted(); m.Profile != "controlplane" {
+			t.Errorf("%s: match %+v, want controlplane", name, m)
+		}
+		opts, err := nc.Options(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.ContainsFunc(node.InspectWith(worker, opts), func(f node.Finding) bool { return f.Code == node.CodeExtensionConfigMissing }) {
+			t.Errorf("%s: no finding for newt's missing ExtensionServiceConfig", name)
+		}
+	}
+	// A rogue node's non-ID text is not taken for a schematic.
+	nc := NodeCheck{Profiles: profiles(), Node: &node.Node{Factory: &node.Factory{SchematicID: cpID + "\x1b"}}}
+	if m := nc.MatchBooted(); m.Profile != "" {
+		t.Errorf("rogue ID matched %+v", m)
+	}
+}
+
+// The same over the wire: the fake node serves only the schematic entry
+// (Talos names it by its layer index, no extension names, no YAML). The
+// worker config is blocked and nothing is sent.
+func TestApplyKnownSchematicBlocksWorkerConfig(t *testing.T) {
+	srv := nodetest.Start(t, nodetest.Options{ExtensionStatuses: []extensions.Metadata{{Name: "schematic", Version: cpID, Author: "Image Factory"}}})
+	var rec recorder
+	_, err := Apply(context.Background(), applyJob(srv, "worker.yaml", nodeConfig(t, "worker.yaml"), &rec))
+	var blocked *BlockedError
+	if !errors.As(err, &blocked) || blocked.Findings[0].Code != node.CodeExtensionConfigMissing {
+		t.Fatalf("err %v, want blocked: newt's ExtensionServiceConfig missing", err)
+	}
+	if n := len(srv.Requests()); n != 0 {
+		t.Fatalf("the node got %d requests", n)
+	}
 }
