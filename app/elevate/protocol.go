@@ -1,8 +1,6 @@
 package elevate
 
 import (
-	"io"
-
 	"github.com/talosflash/talosflash/app/contract"
 )
 
@@ -99,6 +97,3 @@ type (
 
 // Decode parses one line of the child's output (contract.Decode).
 func Decode(line []byte) (Event, bool) { return contract.Decode(line) }
-
-// NewWriter writes the child's events to w (contract.NewWriter).
-func NewWriter(w io.Writer) *Writer { return contract.NewWriter(w) }
