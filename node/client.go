@@ -197,7 +197,7 @@ func classify(ctx context.Context, endpoint string, timeout time.Duration, err e
 			return netErr(NetUnreachable, tr.dialErr.Error())
 		case tr.dialed && !tr.tlsDone:
 			return netErr(NetTLS, "the port does not speak Talos' TLS API ("+tlsReason(st.Message())+")")
-		case tr.certReq && talosIssued(tr):
+		case tr.certReq && talosIssued(tr.serverCert, tr.clientCAs):
 			return netErr(NetTLS, "the node already has a config and requires a client certificate (use talosctl with its talosconfig)")
 		case tr.certReq:
 			return netErr(NetTLS, "asks for a client certificate but is not a Talos node (neither its certificate nor the CA it asks for is a Talos CA)")

@@ -353,7 +353,7 @@ func Probe(ctx context.Context, addr string) (*Node, error) {
 		// it asks for are the cluster's OS CA, which Talos makes with
 		// Organization "talos" (machinery's secrets.NewTalosCA): any other
 		// mTLS service is not taken for a node.
-		if !talosIssued(tr) {
+		if !talosIssued(tr.serverCert, tr.clientCAs) {
 			return nil, fmt.Errorf("%s asks for a client certificate but is not a Talos node (neither its certificate nor the CA it asks for is a Talos CA, Organization \"talos\")", endpoint)
 		}
 		n.Configured = true
@@ -447,11 +447,11 @@ const talosOrg = "talos"
 
 // talosIssued reports whether the server's certificate was issued by a
 // Talos CA or the CAs it accepts client certificates from include one.
-func talosIssued(tr connTrace) bool {
-	if leaf, err := x509.ParseCertificate(tr.serverCert); err == nil && slices.Contains(leaf.Issuer.Organization, talosOrg) {
+func talosIssued(serverCert []byte, clientCAs [][]byte) bool {
+	if leaf, err := x509.ParseCertificate(serverCert); err == nil && slices.Contains(leaf.Issuer.Organization, talosOrg) {
 		return true
 	}
-	for _, der := range tr.clientCAs {
+	for _, der := range clientCAs {
 		var rdn pkix.RDNSequence
 		if rest, err := asn1.Unmarshal(der, &rdn); err != nil || len(rest) > 0 {
 			continue
