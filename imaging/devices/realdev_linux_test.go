@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/talosflash/talosflash/imaging/imagetest"
 
@@ -47,7 +48,18 @@ func mount(t *testing.T, args ...string) {
 	point := args[len(args)-1]
 	t.Cleanup(func() {
 		if isMounted(t, point) {
-			if err := unix.Unmount(point, 0); err != nil {
+			// A loop device just detached (over a file in point) releases
+			// its file asynchronously: EBUSY for a moment on a busy
+			// machine. Retry, bounded, then detach the mount lazily.
+			err := unix.Unmount(point, 0)
+			for i := 0; errors.Is(err, unix.EBUSY) && i < 50; i++ {
+				time.Sleep(20 * time.Millisecond)
+				err = unix.Unmount(point, 0)
+			}
+			if errors.Is(err, unix.EBUSY) {
+				err = unix.Unmount(point, unix.MNT_DETACH)
+			}
+			if err != nil {
 				t.Errorf("unmount %s: %v", point, err)
 			}
 		}
