@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,6 +13,8 @@ import (
 	"github.com/cosi-project/runtime/pkg/safe"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // What a configured node reports about itself, read over mTLS with the
@@ -190,7 +193,13 @@ func (r *StatusReader) Read(ctx context.Context, callTimeout time.Duration) (*St
 	}
 	if err := call(func(ctx context.Context) error {
 		id, err := r.readSmall(ctx, "/proc/sys/kernel/random/boot_id")
-		st.BootID = sanitize(strings.TrimSpace(id))
+		// A boot ID is no secret (a random UUID per boot), but sanitize
+		// would take it for one: keep it when it has the UUID form.
+		if id = strings.TrimSpace(id); bootIDRe.MatchString(id) {
+			st.BootID = id
+		} else if id != "" {
+			st.BootID = printable(id, 64)
+		}
 		return err
 	}); err != nil {
 		problem("boot id", err)
@@ -223,7 +232,7 @@ func (r *StatusReader) Read(ctx context.Context, callTimeout time.Duration) (*St
 				}
 			}
 			return nil
-		}); err != nil {
+		}); err != nil && status.Code(err) != codes.Unimplemented { // Unimplemented: not a control plane
 			st.EtcdError = sanitize(r.s.err(ctx, "etcd member list", err).Error())
 		}
 	}
@@ -244,6 +253,8 @@ func (r *StatusReader) readSmall(ctx context.Context, path string) (string, erro
 	}
 	return string(b), nil
 }
+
+var bootIDRe = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 
 // parseUptime reads the first field of /proc/uptime (seconds since boot).
 func parseUptime(s string) time.Duration {
