@@ -3,7 +3,7 @@ package plan
 import (
 	"context"
 	"fmt"
-		"strings"
+	"strings"
 	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/constants"

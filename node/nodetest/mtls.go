@@ -571,12 +571,16 @@ func (n *Node) reboot() {
 		}
 		n.staged = ""
 	}
+	n.mu.Unlock()
+	g.Stop()
+	<-done
+	// The new boot (its boot ID) begins once the old API is gone: no read
+	// sees the new boot ID from the old boot.
+	n.mu.Lock()
 	n.bootID++
 	n.polls = 0
 	n.newBootLocked()
 	n.mu.Unlock()
-	g.Stop()
-	<-done
 	time.Sleep(n.opts.RebootDowntime)
 	n.mu.Lock()
 	closed := n.closed
