@@ -45,6 +45,7 @@ Commands:
   nodes       find Talos nodes in maintenance mode on the local network
   apply       check a machine config and send it to a node in maintenance mode
   bootstrap   wait for the configured control plane node, then bootstrap etcd once
+  status      how each configured node is: stage, services, etcd; why it is stuck (--watch)
   upgrade     upgrade nodes one by one with their own schematic's installer
   outdated    list newer Talos/extension versions for installer files (--write)
   inventory   init or check the cluster inventory (talosflash.yaml)
@@ -137,6 +138,8 @@ func run(ctx context.Context, args []string, env Env) error {
 		return runApply(ctx, rest, env)
 	case "bootstrap":
 		return runBootstrap(ctx, rest, env)
+	case "status":
+		return runStatus(ctx, rest, env)
 	case "upgrade":
 		return runUpgrade(ctx, rest, env)
 	case "outdated":

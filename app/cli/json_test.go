@@ -271,6 +271,7 @@ var jsonCommands = map[string]string{
 	"outdated":  "TestOutdatedCommand",
 	"card":      "TestCardReadsNode",
 	"inventory": "TestInventoryInitThenCheck, TestInventoryCheckProblems",
+	"status":    "TestStatusHealthyControlPlane, TestStatusIncidentWaitingExtension",
 }
 
 // Every command that takes --json writes the contract's envelope: a new

@@ -64,6 +64,9 @@ const (
 	TypeInventory = "inventory" // inventory check --json (object)
 	// Streamed by apply --inventory --json: one line per node, in order.
 	TypeApplyNode = "apply_node"
+	// Streamed by status --json: one line per node, then (--watch) one per
+	// node each time it changes.
+	TypeNodeStatus = "node_status"
 )
 
 // Known reports whether t is an event type of this Version.
@@ -71,7 +74,7 @@ func Known(t string) bool {
 	switch t {
 	case TypeProgress, TypeInfo, TypeWarning, TypeResult, TypeError,
 		TypeSchematic, TypeDevices, TypeNodes, TypeApply, TypeBootstrap, TypeUpgrade, TypeOutdated,
-		TypeCard, TypeInventory, TypeApplyNode:
+		TypeCard, TypeInventory, TypeApplyNode, TypeNodeStatus:
 		return true
 	}
 	return false

@@ -162,6 +162,19 @@ type NodeOptions struct {
 	Hostname string
 	MAC      string
 	Logf     func(format string, args ...any)
+
+	// The node's life after its config (lifecycle.go). Stage is the
+	// MachineStage it serves ("booting", ...; default "running"), Ready
+	// when Unmet is empty. WaitingExtensions are extension services
+	// ("newt") waiting for their ExtensionServiceConfig: the boot never
+	// finishes and the node reboots (new boot ID) when BootTimeout
+	// (default constants.BootTimeout, 70 min) has passed since boot, on
+	// Clock when set (a test moves it), else on the wall clock.
+	Stage             string
+	Unmet             []runtime.UnmetCondition
+	WaitingExtensions []string
+	BootTimeout       time.Duration
+	Clock             *Clock
 }
 
 // Node is a running configured fake node.
@@ -190,6 +203,13 @@ type Node struct {
 	reboots      int
 	rebootCalls  int // Reboot requests received (the reboot itself follows)
 	legacyCalls  int
+
+	bootStart    time.Time   // wall clock at the current boot (without a Clock)
+	bootTimer    *time.Timer // the BootTimeout reboot of this boot (without a Clock)
+	timingOut    bool        // this boot's BootTimeout reboot is under way
+	timeoutFire  func()      // this boot's BootTimeout reboot (with a Clock)
+	clockOnce    sync.Once
+	serviceCalls int
 }
 
 // StartNode runs a configured fake node until the test ends.
@@ -241,11 +261,17 @@ func newNode(opts NodeOptions, schematicID string) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{opts: opts, addr: lis.Addr().String(), cert: cert, version: opts.TalosVersion,
-		schematic: opts.Schematic, schematicID: schematicID, bootstrapped: opts.Bootstrapped, notReady: opts.NotReady, bootID: 1}
+		schematic: opts.Schematic, schematicID: schematicID, bootstrapped: opts.Bootstrapped, notReady: opts.NotReady, bootID: 1,
+		bootStart: time.Now()}
+	if _, err := n.stage(); err != nil {
+		lis.Close()
+		return nil, err
+	}
 	if err := n.serve(lis); err != nil {
 		lis.Close()
 		return nil, err
 	}
+	n.armBootTimeout()
 	return n, nil
 }
 
@@ -311,8 +337,13 @@ func (n *Node) buildState() (state.State, error) {
 	if !ok {
 		return nil, fmt.Errorf("machine status has type %T", res)
 	}
-	ms.TypedSpec().Stage = runtime.MachineStageRunning
-	ms.TypedSpec().Status.Ready = true
+	stage, err := n.stage()
+	if err != nil {
+		return nil, err
+	}
+	ms.TypedSpec().Stage = stage
+	ms.TypedSpec().Status.Ready = len(n.opts.Unmet) == 0
+	ms.TypedSpec().Status.UnmetConditions = n.opts.Unmet
 	if err := st.Update(ctx, ms); err != nil {
 		return nil, err
 	}
@@ -379,6 +410,9 @@ func (n *Node) Close() {
 	n.mu.Lock()
 	n.closed = true
 	g, done := n.grpc, n.done
+	if n.bootTimer != nil {
+		n.bootTimer.Stop()
+	}
 	n.mu.Unlock()
 	g.Stop()
 	<-done
@@ -417,8 +451,10 @@ func (n *Node) Bootstrap(context.Context, *machine.BootstrapRequest) (*machine.B
 
 // ServiceList lists the services of a configured node with their health.
 func (n *Node) ServiceList(context.Context, *emptypb.Empty) (*machine.ServiceListResponse, error) {
+	bootedAt := n.bootedAt()
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	n.serviceCalls++
 	n.polls++
 	warming := n.polls <= n.opts.UnhealthyPolls
 	svc := func(id, state string, healthy, unknown bool) *machine.ServiceInfo {
@@ -426,7 +462,11 @@ func (n *Node) ServiceList(context.Context, *emptypb.Empty) (*machine.ServiceLis
 		if !healthy && !unknown {
 			msg = "starting"
 		}
-		return &machine.ServiceInfo{Id: id, State: state, Health: &machine.ServiceHealth{Healthy: healthy, Unknown: unknown, LastMessage: msg, LastChange: timestamppb.Now()}}
+		return &machine.ServiceInfo{Id: id, State: state, Health: &machine.ServiceHealth{Healthy: healthy, Unknown: unknown, LastMessage: msg, LastChange: timestamppb.Now()},
+			Events: &machine.ServiceEvents{Events: []*machine.ServiceEvent{
+				{Msg: "Starting service", State: "Starting", Ts: timestamppb.New(bootedAt)},
+				{Msg: "Health check successful", State: state, Ts: timestamppb.New(bootedAt.Add(2 * time.Second))},
+			}}}
 	}
 	list := []*machine.ServiceInfo{
 		svc("apid", "Running", true, false),
@@ -451,19 +491,27 @@ func (n *Node) ServiceList(context.Context, *emptypb.Empty) (*machine.ServiceLis
 		}
 		list = append(list, svc("trustd", "Running", true, false))
 	}
+	list = append(list, n.extensionServices(bootedAt)...)
 	slices.SortFunc(list, func(a, b *machine.ServiceInfo) int { return strings.Compare(a.Id, b.Id) })
 	return &machine.ServiceListResponse{Messages: []*machine.ServiceList{{Services: list}}}, nil
 }
 
-// Read serves /proc/sys/kernel/random/boot_id (what talosctl reads to see a reboot).
+// Read serves /proc/sys/kernel/random/boot_id (what talosctl reads to see
+// a reboot) and /proc/uptime (seconds since boot, on the node's Clock).
 func (n *Node) Read(in *machine.ReadRequest, srv grpc.ServerStreamingServer[common.Data]) error {
-	if in.GetPath() != "/proc/sys/kernel/random/boot_id" {
+	var data string
+	switch in.GetPath() {
+	case "/proc/sys/kernel/random/boot_id":
+		n.mu.Lock()
+		data = bootIDString(n.bootID) + "\n"
+		n.mu.Unlock()
+	case "/proc/uptime":
+		up := n.sinceBoot().Seconds()
+		data = fmt.Sprintf("%.2f %.2f\n", up, up*3.5)
+	default:
 		return status.Errorf(codes.NotFound, "open %s: no such file or directory", in.GetPath())
 	}
-	n.mu.Lock()
-	id := fmt.Sprintf("6f1c2a9e-0000-4000-8000-%012d\n", n.bootID)
-	n.mu.Unlock()
-	return srv.Send(&common.Data{Bytes: []byte(id)})
+	return srv.Send(&common.Data{Bytes: []byte(data)})
 }
 
 // Upgrade is the legacy MachineService.Upgrade (Talos <= 1.12 path, and the
@@ -523,11 +571,16 @@ func (n *Node) reboot() {
 		}
 		n.staged = ""
 	}
-	n.bootID++
-	n.polls = 0
 	n.mu.Unlock()
 	g.Stop()
 	<-done
+	// The new boot (its boot ID) begins once the old API is gone: no read
+	// sees the new boot ID from the old boot.
+	n.mu.Lock()
+	n.bootID++
+	n.polls = 0
+	n.newBootLocked()
+	n.mu.Unlock()
 	time.Sleep(n.opts.RebootDowntime)
 	n.mu.Lock()
 	closed := n.closed
@@ -543,7 +596,9 @@ func (n *Node) reboot() {
 	if err := n.serve(lis); err != nil {
 		n.opts.Logf("reboot: %v", err)
 		lis.Close()
+		return
 	}
+	n.armBootTimeout()
 }
 
 // RebootRequests counts MachineService.Reboot calls received.

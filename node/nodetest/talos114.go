@@ -68,6 +68,26 @@ var rules114 = []rule114{
 		source: "internal/app/machined/pkg/controllers/runtime/image_factory_schematic.go",
 	},
 	{
+		name: "MachineStatus: stage from the sequencer's events (booting until the boot sequence stops), ready with unmet conditions time, network, services (required services and running unhealthy ones only), staticPods, nodeReady", served: true,
+		source: "internal/app/machined/pkg/controllers/runtime/machine_status.go, pkg/machinery/resources/runtime/machine_status.go",
+	},
+	{
+		name: "an extension service with depends configuration: true is State Waiting, health unknown, last event \"Waiting for extension service config\", and never a MachineStatus unmet condition (no Service resource until it runs)", served: true,
+		source: "internal/app/machined/pkg/system/services/extension.go (Condition), pkg/machinery/resources/runtime/condition.go (ExtensionServiceConfigStatusCondition), internal/app/machined/pkg/system/service_runner.go (waitFor), internal/app/machined/pkg/controllers/v1alpha1/service.go",
+	},
+	{
+		name: "a boot whose services never all come up reboots at constants.BootTimeout (70 min), with a new boot ID", served: true,
+		source: "internal/app/machined/pkg/runtime/v1alpha1/v1alpha1_sequencer_tasks.go (StartAllServices), pkg/machinery/constants/constants.go (BootTimeout)",
+	},
+	{
+		name: "EtcdMemberList: control planes only (Unimplemented \"member list is only available on control plane nodes\"); members id, hostname, peer and client URLs, learner", served: true,
+		source: "internal/app/machined/internal/server/v1alpha1/v1alpha1_server.go (EtcdMemberList), internal/app/internal/machinehelper/machinehelper.go",
+	},
+	{
+		name: "Read (os:admin) of /proc/sys/kernel/random/boot_id and /proc/uptime; ServiceList, EtcdMemberList and COSI reads for os:reader", served: true,
+		source: "internal/app/machined/pkg/system/services/machined.go (rules), internal/app/machined/internal/server/v1alpha1/v1alpha1_server.go (Read)",
+	},
+	{
 		name: ".machine.install is optional (required by v1.13 in metal mode)", adjust: true,
 		source: "pkg/machinery/config/types/v1alpha1/v1alpha1_validation.go",
 	},

@@ -1,0 +1,418 @@
+package plan
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/siderolabs/talos/pkg/machinery/constants"
+
+	"github.com/talosflash/talosflash/factory"
+	"github.com/talosflash/talosflash/node"
+)
+
+// StatusTarget is one node `status` follows: its inventory entry when
+// known (hostname, role, profile), else just an address.
+type StatusTarget struct {
+	Hostname string // "" without an inventory: the endpoint names it
+	Role     string // controlplane, worker, "" unknown
+	Profile  string // the inventory's image profile for the node, "" unknown
+	Endpoint string
+}
+
+// Name is how messages call the node.
+func (t StatusTarget) Name() string {
+	if t.Hostname != "" {
+		return t.Hostname
+	}
+	return t.Endpoint
+}
+
+// Diagnosis is one thing wrong with a node, in the user's words, with what
+// the node said and the fix.
+type Diagnosis struct {
+	Severity string // "error" (stuck, will not get better by itself), "warning", "info"
+	Code     string // stable: extension-config-missing, service-failed, ...
+	Message  string
+	Fix      string
+	// RebootIn is the time left until BootTimeout reboots the node (0: none foreseen).
+	RebootIn time.Duration
+}
+
+// Stage-start sources (NodeStatus.StageSinceSource).
+const (
+	SinceObserved = "observed" // status --watch saw the stage change
+	SinceServices = "services" // the oldest event of the services the boot waits on (the node's clock)
+	SinceBoot     = "boot"     // the node's uptime (/proc/uptime)
+)
+
+// NodeStatus is one node's status and what talosflash makes of it.
+type NodeStatus struct {
+	Target StatusTarget
+	Status *node.Status // nil when the node did not answer
+	Err    error        // why it did not answer
+	// Match is the profile the booted schematic is (MatchBooted); ImageOK
+	// is false when the inventory names another profile for the node.
+	Match   Match
+	ImageOK *bool
+	// StageSince is when the current stage began as far as known (zero: unknown).
+	StageSince       time.Time
+	StageSinceSource string
+	Reboots          int // boot ID changes seen (status --watch)
+	Diagnoses        []Diagnosis
+
+	lastBoot string // the boot ID last seen, kept across unreachable reads
+}
+
+// StageFor is how long the node has been in its stage at now (0: unknown).
+func (ns NodeStatus) StageFor(now time.Time) time.Duration {
+	if ns.StageSince.IsZero() {
+		return 0
+	}
+	return max(now.Sub(ns.StageSince), 0)
+}
+
+// Healthy: running, ready, no diagnosis of severity error.
+func (ns NodeStatus) Healthy() bool {
+	if ns.Status == nil || ns.Status.Stage != "running" || !ns.Status.Ready {
+		return false
+	}
+	for _, d := range ns.Diagnoses {
+		if d.Severity == "error" {
+			return false
+		}
+	}
+	return true
+}
+
+// Key is what a --watch compares between reads: a change prints a line.
+// Times are left out (they change at every read); minutes left are not.
+func (ns NodeStatus) Key() string {
+	var b strings.Builder
+	if ns.Status == nil {
+		fmt.Fprintf(&b, "unreachable|%d", ns.Reboots)
+		return b.String()
+	}
+	st := ns.Status
+	fmt.Fprintf(&b, "%s|%v|%s|%d|%v|", st.Stage, st.Ready, st.BootID, ns.Reboots, st.Unmet)
+	for _, s := range st.Services {
+		fmt.Fprintf(&b, "%s=%s/%s;", s.ID, s.State, s.Health)
+	}
+	for _, m := range st.EtcdMembers {
+		fmt.Fprintf(&b, "m:%s;", m.Hostname)
+	}
+	for _, d := range ns.Diagnoses {
+		b.WriteString("d:" + d.Code + ";")
+	}
+	return b.String()
+}
+
+// StatusCheck is what Diagnose needs beside the node's answer.
+type StatusCheck struct {
+	Profiles []factory.Profile // to recognise the booted schematic (MatchBooted)
+	// BootTimeout is Talos' constants.BootTimeout (70 min; the node does
+	// not report it) unless set.
+	BootTimeout time.Duration
+}
+
+func (c StatusCheck) bootTimeout() time.Duration {
+	if c.BootTimeout > 0 {
+		return c.BootTimeout
+	}
+	return constants.BootTimeout
+}
+
+// Diagnose builds a node's NodeStatus from its answer at now. prev is the
+// previous read of the same node (nil the first time): it carries the
+// reboot count and the observed stage start.
+func (c StatusCheck) Diagnose(now time.Time, t StatusTarget, st *node.Status, readErr error, prev *NodeStatus) NodeStatus {
+	ns := NodeStatus{Target: t, Status: st, Err: readErr}
+	if prev != nil {
+		ns.Reboots = prev.Reboots
+	}
+	if st == nil {
+		ns.Diagnoses = append(ns.Diagnoses, Diagnosis{Severity: "error", Code: "unreachable",
+			Message: fmt.Sprintf("%s does not answer: %v", t.Name(), readErr),
+			Fix:     "if it is rebooting, wait; else check its power, cable and address"})
+		if prev != nil && prev.Status != nil {
+			ns.StageSince, ns.StageSinceSource = now, SinceObserved
+		} else if prev != nil {
+			ns.StageSince, ns.StageSinceSource = prev.StageSince, prev.StageSinceSource
+		}
+		return ns
+	}
+	// Reboots: a new boot ID against the last one seen (an unreachable read in between keeps it).
+	if last := lastBootID(prev); last != "" && st.BootID != "" && st.BootID != last {
+		ns.Reboots++
+	}
+
+	ns.Match = NodeCheck{Profiles: c.Profiles, Node: &node.Node{Booted: st.Booted}}.MatchBooted()
+	if t.Profile != "" && st.Booted != nil && st.Booted.SchematicID != "" {
+		ok := strings.EqualFold(ns.Match.Profile, t.Profile)
+		ns.ImageOK = &ok
+	}
+	ns.StageSince, ns.StageSinceSource = stageSince(now, st, prev)
+
+	name := t.Name()
+	waiting := waitingExtensions(st)
+	for _, s := range waiting {
+		ext := strings.TrimPrefix(s.ID, "ext-")
+		d := Diagnosis{Severity: "error", Code: "extension-config-missing",
+			Message: fmt.Sprintf("%s waits for an ExtensionServiceConfig named %s", s.ID, ext)}
+		fix := fmt.Sprintf("add an ExtensionServiceConfig document named %s to %s's config (apiVersion: v1alpha1, kind: ExtensionServiceConfig, name: %s, environment: the variables the extension needs), then apply it", ext, name, ext)
+		if ns.ImageOK != nil && !*ns.ImageOK {
+			fix += fmt.Sprintf(", or flash %s with the %s image (it booted the %s image)", name, t.Profile, matchName(ns.Match, st))
+		}
+		d.Fix = fix
+		ns.Diagnoses = append(ns.Diagnoses, d)
+	}
+	for _, s := range st.Services {
+		if s.State == "Failed" {
+			ns.Diagnoses = append(ns.Diagnoses, Diagnosis{Severity: "error", Code: "service-failed",
+				Message: fmt.Sprintf("service %s failed: %s", s.ID, orNone(s.LastEvent)),
+				Fix:     fmt.Sprintf("read its log: talosctl -n %s logs %s", hostOnly(st.Endpoint), s.ID)})
+		}
+	}
+	if t.Role == "controlplane" || st.Service("etcd") != nil {
+		ns.Diagnoses = append(ns.Diagnoses, etcdDiagnoses(name, st)...)
+	}
+	if ns.ImageOK != nil && !*ns.ImageOK && len(waiting) == 0 {
+		ns.Diagnoses = append(ns.Diagnoses, Diagnosis{Severity: "warning", Code: "image-mismatch",
+			Message: fmt.Sprintf("%s booted the %s image, not its role's %s image", name, matchName(ns.Match, st), t.Profile),
+			Fix:     fmt.Sprintf("flash %s with the %s image, or change its profile in the inventory", name, t.Profile)})
+	}
+
+	if st.Stage == "booting" {
+		// StartAllServices waits for every service with constants.BootTimeout
+		// (v1alpha1_sequencer_tasks.go), then the boot fails and Talos reboots.
+		timeout := c.bootTimeout()
+		for i := range ns.Diagnoses {
+			if ns.Diagnoses[i].Code != "extension-config-missing" {
+				continue
+			}
+			d := &ns.Diagnoses[i]
+			if el := ns.StageFor(now); el > 0 {
+				d.RebootIn = max(timeout-el, 0)
+				d.Message = fmt.Sprintf("%s has been booting for %s: %s; Talos reboots it at BootTimeout (%s), in about %s",
+					name, minutes(el), d.Message, minutes(timeout), minutes(d.RebootIn))
+			} else {
+				d.Message = fmt.Sprintf("%s is booting: %s; Talos reboots it at BootTimeout (%s) after boot", name, d.Message, minutes(timeout))
+			}
+		}
+	}
+	if !st.Ready && len(st.Unmet) > 0 && len(ns.Diagnoses) == 0 {
+		var parts []string
+		for _, u := range st.Unmet {
+			parts = append(parts, u.Name+": "+u.Reason)
+		}
+		ns.Diagnoses = append(ns.Diagnoses, Diagnosis{Severity: "info", Code: "not-ready",
+			Message: fmt.Sprintf("%s is %s, not ready: %s", name, st.Stage, strings.Join(parts, "; "))})
+	}
+	return ns
+}
+
+func lastBootID(prev *NodeStatus) string {
+	if prev == nil {
+		return ""
+	}
+	if prev.Status != nil {
+		return prev.Status.BootID
+	}
+	return prev.lastBoot
+}
+
+// stageSince: a stage change seen by --watch is the best source; else, for
+// booting, the oldest event of the services the boot still waits on
+// (ServiceInfo events carry the node's timestamps), when plausible (a Pi
+// without network time may have a clock in 1970); else the boot time from
+// /proc/uptime.
+func stageSince(now time.Time, st *node.Status, prev *NodeStatus) (time.Time, string) {
+	if prev != nil && prev.Status != nil {
+		if prev.Status.Stage == st.Stage && prev.Status.BootID == st.BootID {
+			return prev.StageSince, prev.StageSinceSource
+		}
+		return now, SinceObserved
+	}
+	if st.Stage == "booting" {
+		var oldest time.Time
+		for _, s := range st.Services {
+			if s.State != "Running" && s.State != "Finished" && !s.Since.IsZero() && (oldest.IsZero() || s.Since.Before(oldest)) {
+				oldest = s.Since
+			}
+		}
+		if !oldest.IsZero() && !oldest.After(now.Add(time.Minute)) && now.Sub(oldest) < 24*time.Hour &&
+			(st.Uptime == 0 || now.Sub(oldest) <= st.Uptime+time.Minute) {
+			return oldest, SinceServices
+		}
+	}
+	if st.Uptime > 0 && st.Stage == "booting" {
+		return st.ReadAt.Add(-st.Uptime), SinceBoot
+	}
+	return time.Time{}, ""
+}
+
+func waitingExtensions(st *node.Status) []node.ServiceStatus {
+	var out []node.ServiceStatus
+	for _, s := range st.Services {
+		if strings.HasPrefix(s.ID, "ext-") && s.State == "Waiting" && strings.Contains(s.LastEvent, "extension service config") {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func etcdDiagnoses(name string, st *node.Status) []Diagnosis {
+	etcd := st.Service("etcd")
+	switch {
+	case etcd == nil:
+		return []Diagnosis{{Severity: "warning", Code: "etcd-missing", Message: fmt.Sprintf("%s lists no etcd service", name)}}
+	case etcd.State != "Running":
+		return []Diagnosis{{Severity: "warning", Code: "etcd-not-running",
+			Message: fmt.Sprintf("etcd on %s is %s: %s", name, etcd.State, orNone(etcd.LastEvent)),
+			Fix:     fmt.Sprintf("if this is the cluster's first control plane and it was never bootstrapped: talosflash bootstrap --node %s --talosconfig FILE", hostOnly(st.Endpoint))}}
+	case etcd.Health == "unhealthy":
+		return []Diagnosis{{Severity: "error", Code: "etcd-unhealthy",
+			Message: fmt.Sprintf("etcd on %s is unhealthy: %s", name, orNone(etcd.HealthMessage))}}
+	case st.EtcdError != "":
+		return []Diagnosis{{Severity: "warning", Code: "etcd-members-unknown",
+			Message: fmt.Sprintf("etcd on %s runs, but its member list is not readable: %s", name, st.EtcdError)}}
+	}
+	return nil
+}
+
+func matchName(m Match, st *node.Status) string {
+	if m.Profile != "" {
+		return m.Profile
+	}
+	if st.Booted != nil && st.Booted.SchematicID != "" {
+		return "schematic " + factory.ShortID(st.Booted.SchematicID)
+	}
+	return "unknown"
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(no message)"
+	}
+	return s
+}
+
+func hostOnly(endpoint string) string {
+	if i := strings.LastIndex(endpoint, ":"); i > 0 && !strings.Contains(endpoint[i:], "]") {
+		return strings.Trim(endpoint[:i], "[]")
+	}
+	return endpoint
+}
+
+// minutes renders a duration for people: "12 min", "45 s", "1 h 10 min".
+func minutes(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%d s", int(d.Seconds()))
+	case d < 2*time.Hour:
+		return fmt.Sprintf("%d min", int(d.Round(time.Minute).Minutes()))
+	}
+	return fmt.Sprintf("%d h %d min", int(d.Hours()), int(d.Minutes())%60)
+}
+
+// Minutes is minutes for the CLI's renderers.
+func Minutes(d time.Duration) string { return minutes(d) }
+
+// WatchOptions bound `status` and `status --watch`.
+type WatchOptions struct {
+	Check StatusCheck
+	// Watch keeps reading every Interval until ctx ends or For passes.
+	Watch    bool
+	Interval time.Duration // default 5 s
+	For      time.Duration // 0: until ctx ends
+	// CallTimeout bounds each read of a node (default node.DefaultCallTimeout).
+	CallTimeout time.Duration
+	Now         func() time.Time // default time.Now
+	// Open connects to a node (default node.OpenStatus with the talosconfig).
+	Talosconfig *node.Talosconfig
+}
+
+// Watch reads every target once (and, with Watch, again every Interval)
+// and calls emit with each node's NodeStatus: always on the first read, then
+// only when its Key changes. It returns the last status of every node, in
+// the targets' order.
+func Watch(ctx context.Context, targets []StatusTarget, opts WatchOptions, emit func(NodeStatus)) ([]NodeStatus, error) {
+	if opts.Interval <= 0 {
+		opts.Interval = 5 * time.Second
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	readers := make([]*node.StatusReader, len(targets))
+	for i, t := range targets {
+		r, err := node.OpenStatus(ctx, t.Endpoint, opts.Talosconfig, t.Role == "controlplane" || t.Role == "")
+		if err != nil {
+			for _, o := range readers[:i] {
+				o.Close()
+			}
+			return nil, fmt.Errorf("%s: %w", t.Name(), err)
+		}
+		readers[i] = r
+	}
+	defer func() {
+		for _, r := range readers {
+			r.Close()
+		}
+	}()
+	if opts.For > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, opts.For)
+		defer cancel()
+	}
+	last := make([]*NodeStatus, len(targets))
+	keys := make([]string, len(targets))
+	for {
+		for i, t := range targets {
+			st, err := readers[i].Read(ctx, opts.CallTimeout)
+			if ctx.Err() != nil {
+				return collect(last), watchEnd(ctx, opts)
+			}
+			if t.Endpoint == "" {
+				t.Endpoint = readers[i].Endpoint()
+			}
+			ns := opts.Check.Diagnose(opts.Now(), t, st, err, last[i])
+			if st == nil && last[i] != nil {
+				ns.lastBoot = lastBootID(last[i])
+			}
+			if k := ns.Key(); last[i] == nil || k != keys[i] {
+				emit(ns)
+				keys[i] = k
+			}
+			last[i] = &ns
+		}
+		if !opts.Watch {
+			return collect(last), nil
+		}
+		t := time.NewTimer(opts.Interval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return collect(last), watchEnd(ctx, opts)
+		case <-t.C:
+		}
+	}
+}
+
+// watchEnd: --for running out is the end asked for, not an error.
+func watchEnd(ctx context.Context, opts WatchOptions) error {
+	if opts.For > 0 && ctx.Err() == context.DeadlineExceeded {
+		return nil
+	}
+	return ctx.Err()
+}
+
+func collect(last []*NodeStatus) []NodeStatus {
+	out := make([]NodeStatus, 0, len(last))
+	for _, l := range last {
+		if l != nil {
+			out = append(out, *l)
+		}
+	}
+	return out
+}
