@@ -79,7 +79,7 @@ const DefaultFormat = "zst"
 type Outcome struct {
 	Cards     []imaging.Card
 	Elevated  bool
-	UDisks    bool // the cards were opened through UDisks2
+	UDisks    bool   // the cards were opened through UDisks2
 	CachePath string // the cached image it came from, "" when none
 }
 
