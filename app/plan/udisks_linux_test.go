@@ -93,8 +93,9 @@ func TestFlashThroughUDisks(t *testing.T) {
 		t.Fatalf("the loop device holds %s, want the image %s", got, fx.SHA256)
 	}
 	calls := fake.Calls()
-	if len(calls) != 1 || calls[0].Method != "OpenDevice" || calls[0].Mode != "rw" || calls[0].Flags != devices.UDisksOpenFlags {
-		t.Fatalf("calls %+v", calls)
+	if len(calls) != 2 || calls[0].Method != "OpenDevice" || calls[0].Mode != "rw" || calls[0].Flags != devices.UDisksOpenFlags ||
+		calls[1].Method != "Rescan" {
+		t.Fatalf("calls %+v, want OpenDevice, then Rescan (the new partition table) after the write", calls)
 	}
 	if !strings.Contains(strings.Join(*status, "\n"), "through UDisks2") {
 		t.Fatalf("status %q does not say UDisks2 opened the card", *status)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/godbus/dbus/v5"
 	"golang.org/x/sys/unix"
@@ -63,7 +64,35 @@ func (u *UDisks) Open(ctx context.Context, path string, imageSize int64, opts Op
 		return nil, err
 	}
 	dev.Unmounted = unmounted
+	// BLKRRPART needs CAP_SYS_ADMIN: the daemon re-reads the new partition
+	// table instead (Block.Rescan; polkit allows it to the active session).
+	dev.block = false
+	dev.afterClose = func() string {
+		if err := u.rescan(d); err != nil {
+			return fmt.Sprintf("the new partition table of %s was not re-read (%v); replug the card before using it", d.Path, err)
+		}
+		return ""
+	}
 	return dev, nil
+}
+
+// rescan asks UDisks2 to re-read the partition table of the disk.
+func (u *UDisks) rescan(d *Disk) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, objs, err := u.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	obj, err := objs.diskBlock(d)
+	if err != nil {
+		return err
+	}
+	if err := conn.Object(udisksBus, obj).CallWithContext(ctx, udisksBlock+".Rescan", 0, map[string]dbus.Variant{}).Err; err != nil {
+		return udisksErr("rescan "+d.Path, err)
+	}
+	return nil
 }
 
 // OpenFile opens a checked card read-write through UDisks2 with no flags

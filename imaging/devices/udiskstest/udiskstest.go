@@ -86,7 +86,7 @@ type Block struct {
 // Call is a method the fake was called with.
 type Call struct {
 	Object dbus.ObjectPath
-	Method string // "OpenDevice", "Unmount", "PowerOff"
+	Method string // "OpenDevice", "Rescan", "Unmount", "PowerOff"
 	Mode   string // OpenDevice's mode
 	Flags  int32  // OpenDevice's options.flags
 	Opts   map[string]dbus.Variant
@@ -217,6 +217,11 @@ func (o *blockObject) OpenDevice(mode string, opts map[string]dbus.Variant) (dbu
 	o.f.open = append(o.f.open, file) // open until the reply is sent: closed at the end
 	o.f.mu.Unlock()
 	return dbus.UnixFD(file.Fd()), nil
+}
+
+func (o *blockObject) Rescan(opts map[string]dbus.Variant) *dbus.Error {
+	o.f.record(Call{Object: o.b.Object, Method: "Rescan", Opts: opts})
+	return nil
 }
 
 func (o *blockObject) Unmount(opts map[string]dbus.Variant) *dbus.Error {
