@@ -95,7 +95,9 @@ func TestFlashAsUserThroughRealUDisks(t *testing.T) {
 
 	// udisks lists no device without the udev database: a udevd of ours
 	// unless one runs, and the loop device's "add" replayed.
-	udevPing := func() bool { return exec.CommandContext(ctx, "udevadm", "control", "--ping", "--timeout=2").Run() == nil }
+	udevPing := func() bool {
+		return exec.CommandContext(ctx, "udevadm", "control", "--ping", "--timeout=2").Run() == nil
+	}
 	if !udevPing() {
 		start(t, env, udevdBin)
 		waitFor(t, ctx, "udevd answering", udevPing)
