@@ -2,7 +2,8 @@
 # Installs what building and testing talosflash needs on Debian/Ubuntu:
 # Fyne's cgo headers (X11 + GL), Xvfb, xdotool and ImageMagick for the
 # real-window test and screenshots, dbus (a private session bus for the
-# file chooser portal test), xz, zstd and util-linux for tests and
+# file chooser portal test), udisks2 (with polkitd and udev: the real
+# UDisks2 flash test, root only), xz, zstd and util-linux for tests and
 # benchmarks, then the Go modules. Idempotent: installs only what is missing.
 # --cross adds the Windows cross tools: the mingw-w64 C compiler (the
 # desktop app for Windows, `make package-windows`) and Wine (the Windows
@@ -32,7 +33,7 @@ if [ "${1:-}" = "--release" ]; then
   exit 0
 fi
 
-pkgs=(gcc pkg-config xorg-dev libgl1-mesa-dev xz-utils zstd util-linux xvfb xauth xdotool imagemagick dbus)
+pkgs=(gcc pkg-config xorg-dev libgl1-mesa-dev xz-utils zstd util-linux xvfb xauth xdotool imagemagick dbus udisks2)
 cross=false
 if [ "${1:-}" = "--cross" ]; then
   cross=true

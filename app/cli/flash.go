@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -353,6 +354,9 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 	if !f.elevated && needRoot {
 		// Only the write step runs as root, on the downloaded file.
 		job.Elevate, job.NeedsElevation = devices.ElevatedCommandFor(Version), devices.NeedsElevation
+		if runtime.GOOS == "linux" {
+			job.UDisks = &devices.UDisks{} // tried first: no root process (plan.Flash)
+		}
 	}
 	out, err := plan.Flash(ctx, job)
 	if out == nil {

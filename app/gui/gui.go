@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -79,6 +80,9 @@ type Deps struct {
 	NeedsElevation func(path string) bool
 	// ElevatedCommand builds the elevated child (devices.ElevatedCommand).
 	ElevatedCommand func(args []string) (*exec.Cmd, error)
+	// UDisks, when set (Linux), opens the cards for the user before the
+	// elevated child is tried (plan.Job.UDisks).
+	UDisks *devices.UDisks
 
 	Apply         func(ctx context.Context, opts node.ApplyOptions) (*node.ApplyResult, error)
 	Discover      func(ctx context.Context, opts node.DiscoverOptions) ([]node.Node, error)
@@ -136,6 +140,9 @@ func DefaultDeps(opts Options) (Deps, error) {
 	d := Deps{Factory: factory.NewClient(base, factory.NewHTTPClient()), Cache: cache, Profiles: profiles,
 		Safety: devices.Options{AllowLoop: opts.AllowLoop}, Preselect: opts.Devices,
 		ElevatedCommand: devices.ElevatedCommandFor(opts.Version)}
+	if runtime.GOOS == "linux" {
+		d.UDisks = &devices.UDisks{}
+	}
 	if opts.Inventory != "" {
 		inv, err := inventory.Load(opts.Inventory, inventory.Options{Profiles: profiles})
 		if err != nil {

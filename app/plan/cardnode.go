@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 
 	"github.com/talosflash/talosflash/app/elevate"
 	"github.com/talosflash/talosflash/imaging"
@@ -166,22 +167,15 @@ func (job *Job) writeCardMeta(path string, imageSize int64, m *CardMeta) (*meta.
 	}
 
 	tags := m.Tags
-
 	var notes []string
 
-	if card, err := meta.ReadCardPath(path); err == nil {
-		if v, ok := card.ADV.Get(inventory.RecordKey); ok {
-			if _, err := inventory.ParseRecord(v); err != nil {
-				tags = nil
-				for _, t := range m.Tags {
-					if t.Key != inventory.RecordKey {
-						tags = append(tags, t)
-					}
-				}
+	if job.cardFile != nil {
+		// Opened through UDisks2: the user cannot open the device by path.
+		return job.writeCardMetaFile(path, imageSize, m, tags)
+	}
 
-				notes = append(notes, fmt.Sprintf("META 0x%02x holds the image's own value: kept, talosflash's record left out", inventory.RecordKey))
-			}
-		}
+	if card, err := meta.ReadCardPath(path); err == nil {
+		tags, notes = keepImageRecord(card, m.Tags)
 	}
 
 	w, err := meta.WriteTagsPathWithin(path, imageSize, tags)
@@ -192,6 +186,54 @@ func (job *Job) writeCardMeta(path string, imageSize int64, m *CardMeta) (*meta.
 		return nil, notes, fmt.Errorf("write node %s onto the card: %w", m.Node, err)
 	}
 
+	return w, notes, nil
+}
+
+// keepImageRecord leaves talosflash's record out of tags when the card's
+// RecordKey holds a value that is not one (the image's own), with a note.
+func keepImageRecord(card *meta.Card, tags []meta.Tag) ([]meta.Tag, []string) {
+	v, ok := card.ADV.Get(inventory.RecordKey)
+	if !ok {
+		return tags, nil
+	}
+	if _, err := inventory.ParseRecord(v); err == nil {
+		return tags, nil
+	}
+	var kept []meta.Tag
+	for _, t := range tags {
+		if t.Key != inventory.RecordKey {
+			kept = append(kept, t)
+		}
+	}
+	return kept, []string{fmt.Sprintf("META 0x%02x holds the image's own value: kept, talosflash's record left out", inventory.RecordKey)}
+}
+
+// writeCardMetaFile is writeCardMeta through a descriptor of job.cardFile
+// (UDisks2), with the same reads, checks and errors as by path.
+func (job *Job) writeCardMetaFile(path string, imageSize int64, m *CardMeta, tags []meta.Tag) (*meta.Written, []string, error) {
+	f, err := job.cardFile(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("write node %s onto the card: %w", m.Node, err)
+	}
+	defer f.Close()
+	size, err := f.Seek(0, io.SeekEnd)
+	if err != nil {
+		return nil, nil, fmt.Errorf("write node %s onto the card: size of %s: %w", m.Node, path, err)
+	}
+	var notes []string
+	if card, err := meta.ReadCard(f, size); err == nil {
+		tags, notes = keepImageRecord(card, tags)
+	}
+	w, err := meta.WriteTagsWithin(f, size, imageSize, tags)
+	if err == nil {
+		err = f.Close()
+	}
+	if meta.Refused(err) {
+		return nil, notes, fmt.Errorf("%w: node %s not written (META untouched, the card holds the plain image): %s: %w", ErrNoNodeMeta, m.Node, path, err)
+	}
+	if err != nil {
+		return nil, notes, fmt.Errorf("write node %s onto the card: %s: %w", m.Node, path, err)
+	}
 	return w, notes, nil
 }
 

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -52,6 +54,15 @@ type Job struct {
 	// NeedsElevation says the write needs root; nil: always in process.
 	Elevate        func(args []string) (*exec.Cmd, error)
 	NeedsElevation func(path string) bool
+	// UDisks, when set, is tried first for the devices NeedsElevation
+	// names (Linux, not root): UDisks2 opens them for the user and the
+	// write runs in this process; absent or refusing, the elevated child
+	// writes them (Flash says why in a status line). nil: never tried.
+	UDisks *devices.UDisks
+
+	// cardFile, set while the cards were opened through UDisks2, opens a
+	// card again for its META.
+	cardFile func(path string) (*os.File, error)
 
 	Progress imaging.ProgressFunc
 	Status   func(msg string) // steps and notes for the user; may be nil
@@ -68,6 +79,7 @@ const DefaultFormat = "zst"
 type Outcome struct {
 	Cards     []imaging.Card
 	Elevated  bool
+	UDisks    bool   // the cards were opened through UDisks2
 	CachePath string // the cached image it came from, "" when none
 }
 
@@ -162,10 +174,71 @@ func Flash(ctx context.Context, job Job) (*Outcome, error) {
 		}
 	}
 	if job.Elevate != nil && job.NeedsElevation != nil && slices.ContainsFunc(job.Devices, job.NeedsElevation) {
+		opened, err := job.openUDisks(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if opened != nil {
+			return job.flashInProcess(ctx, src, opened)
+		}
 		// One child writes every card (one password prompt).
 		return job.flashElevated(ctx, src)
 	}
-	return job.flashInProcess(ctx, src)
+	return job.flashInProcess(ctx, src, nil)
+}
+
+// openUDisks opens, through UDisks2, every card the user cannot open
+// (polkit asks once: UDisks2's open-device is auth_admin_keep). nil, nil:
+// use the elevated child instead, already said in a status line. A
+// dismissed password prompt ends the flash (nothing written): the user
+// said no, and a second prompt from pkexec right after it would ask the
+// same question again. Refusals of the safety rules and a descriptor that
+// is not the checked card end it too: pkexec would not change them.
+func (job *Job) openUDisks(ctx context.Context) (map[string]imaging.Target, error) {
+	if job.UDisks == nil {
+		return nil, nil
+	}
+	opened := map[string]imaging.Target{}
+	closeAll := func() {
+		for _, t := range opened {
+			_ = t.Close()
+		}
+	}
+	for _, d := range job.Devices {
+		if !job.NeedsElevation(d) || opened[d] != nil {
+			continue
+		}
+		dev, err := job.UDisks.Open(ctx, d, 0, job.Safety)
+		if err == nil {
+			opened[d] = dev
+			continue
+		}
+		closeAll()
+		var ue *devices.UDisksError
+		switch {
+		case errors.Is(err, devices.ErrUDisksDismissed):
+			return nil, fmt.Errorf("flash cancelled at the password prompt of UDisks2, nothing was written (not asking again through pkexec): %w", err)
+		case errors.Is(err, devices.ErrNoUDisks):
+			job.status("UDisks2 is not running: asking for the administrator password (pkexec) instead")
+			return nil, nil
+		case errors.As(err, &ue):
+			job.status("UDisks2 refused: " + ue.Error() + ": asking for the administrator password (pkexec) instead")
+			return nil, nil
+		}
+		return nil, err
+	}
+	names := slices.Sorted(maps.Keys(opened))
+	job.status("opened " + strings.Join(names, ", ") + " through UDisks2: writing as " + currentUser() + ", no root process")
+	job.cardFile = func(path string) (*os.File, error) { return job.UDisks.OpenFile(ctx, path, job.Safety) }
+	return opened, nil
+}
+
+// currentUser names the user for a status line.
+func currentUser() string {
+	if u, err := user.Current(); err == nil {
+		return u.Username
+	}
+	return fmt.Sprintf("uid %d", os.Getuid())
 }
 
 // cached says whether the image is in the cache and passes the checks
@@ -186,10 +259,28 @@ func (job *Job) status(msg string) {
 	}
 }
 
-func (job *Job) flashInProcess(ctx context.Context, src imaging.Source) (*Outcome, error) {
+// flashInProcess writes the cards in this process; opened are cards
+// already open (through UDisks2), each used once, the others opened by
+// Job.Open.
+func (job *Job) flashInProcess(ctx context.Context, src imaging.Source, opened map[string]imaging.Target) (*Outcome, error) {
 	open := job.Open
 	if open == nil {
 		open = DeviceOpener(job.Safety)
+	}
+	if opened != nil {
+		byPath := open
+		open = func(path string, size int64) (imaging.Target, error) {
+			if t, ok := opened[path]; ok {
+				delete(opened, path)
+				return t, nil
+			}
+			return byPath(path, size)
+		}
+		defer func() {
+			for _, t := range opened { // refused before the pipeline took it
+				_ = t.Close()
+			}
+		}()
 	}
 	cards, err := imaging.FlashAll(ctx, imaging.FlashOptions{
 		Source:    src,
@@ -208,7 +299,7 @@ func (job *Job) flashInProcess(ctx context.Context, src imaging.Source) (*Outcom
 			job.status(n)
 		}
 	}
-	out := &Outcome{}
+	out := &Outcome{UDisks: opened != nil}
 	if src.Path == "" && !src.NoCache && slices.ContainsFunc(cards, func(c imaging.Card) bool { return c.SHA256 != "" }) {
 		out.CachePath, _ = src.Cache.Path(src.Key) // the entry the cards were written from
 	}

@@ -54,6 +54,22 @@ func (p Lister) openBlock(d *Disk, imageSize int64, opts Options) (*Device, erro
 		}
 		return nil, fmt.Errorf("open %s for writing: %w", d.Path, err)
 	}
+	dev, err := adoptBlock(f, d, imageSize, opts)
+	if err != nil {
+		return nil, err
+	}
+	dev.Unmounted = unmounted
+	return dev, nil
+}
+
+// adoptBlock makes an open block device a Device once it passes the checks
+// that need the open descriptor: it is the device Check judged, it is not
+// read-only, the image fits. It closes f on refusal. (The UDisks2 path
+// shares it: a descriptor from the daemon passes the same checks.)
+func adoptBlock(f *os.File, d *Disk, imageSize int64, opts Options) (*Device, error) {
+	refuse := func(code Code, format string, args ...any) *RefusedError {
+		return &RefusedError{Device: d.Path, Reason: code, Msg: fmt.Sprintf(format, args...)}
+	}
 	// The path may now name another device than the one checked (card
 	// swapped, names reassigned): confirm identity and size on the open fd.
 	if fi, err := f.Stat(); err == nil && d.Dev != "" {
@@ -79,28 +95,15 @@ func (p Lister) openBlock(d *Disk, imageSize int64, opts Options) (*Device, erro
 			return nil, fmt.Errorf("open %s: %w", d.Path, err)
 		}
 	}
-	dev := newDevice(f, d, true, opts)
-	dev.Unmounted = unmounted
-	return dev, nil
+	return newDevice(f, d, true, opts), nil
 }
 
 // unmountRemovable unmounts the disk's filesystems mounted under /media or
 // /run/media (Assess refused every other mount already). No lazy unmount:
 // a detached filesystem would keep writing to the card under the image.
 func unmountRemovable(d *Disk) ([]string, error) {
-	var points []string
-	seen := map[string]bool{}
-	for _, m := range d.AllMounts() {
-		if m.Via != "" || !isRemovableMediaMount(m.Point) || seen[m.Point] {
-			continue
-		}
-		seen[m.Point] = true
-		points = append(points, m.Point)
-	}
-	// Deepest first, in case one is mounted inside another.
-	sort.SliceStable(points, func(i, j int) bool { return len(points[i]) > len(points[j]) })
 	var done []string
-	for _, pt := range points {
+	for _, pt := range removableMounts(d) {
 		err := unix.Unmount(pt, 0)
 		switch {
 		case err == nil:
@@ -115,6 +118,23 @@ func unmountRemovable(d *Disk) ([]string, error) {
 		}
 	}
 	return done, nil
+}
+
+// removableMounts are the mount points of the disk's filesystems under
+// /media or /run/media that Open unmounts, deepest first (in case one is
+// mounted inside another).
+func removableMounts(d *Disk) []string {
+	var points []string
+	seen := map[string]bool{}
+	for _, m := range d.AllMounts() {
+		if m.Via != "" || !isRemovableMediaMount(m.Point) || seen[m.Point] {
+			continue
+		}
+		seen[m.Point] = true
+		points = append(points, m.Point)
+	}
+	sort.SliceStable(points, func(i, j int) bool { return len(points[i]) > len(points[j]) })
+	return points
 }
 
 // rereadPartitions issues BLKRRPART so the kernel sees the image's partition

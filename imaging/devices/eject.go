@@ -1,12 +1,11 @@
 package devices
 
 import (
-	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -15,23 +14,25 @@ import (
 // Ejected says how a written card was made safe to remove.
 type Ejected struct {
 	Flushed    bool // the device's buffers were flushed again
-	PoweredOff bool // udisks2 powered the drive off (its light goes out)
+	PoweredOff bool // UDisks2 powered the drive off (its light goes out)
 	// PowerOffFailed: udisks2 was asked and refused (a partition got
 	// mounted meanwhile): not safe to pull until it is unmounted.
 	PowerOffFailed bool
 	Note           string // what the user should know, one sentence
 }
 
-// udisksctl is the udisks2 command line tool.
-var udisksctl = "udisksctl"
+// ejectUDisks is the UDisks2 that powers cards off (tests point it at a
+// fake daemon).
+var ejectUDisks = &UDisks{}
 
 // Eject makes a written card safe to remove, as Raspberry Pi Imager does:
 // it flushes the device (the write already fsynced; this catches anything
-// since, such as an automounter), then, where udisks2 is installed, powers
-// the drive off (`udisksctl power-off -b`). Nothing is unmounted by force:
-// if a partition was automounted meanwhile the power-off fails and Note
-// says what to do. Image files and loop devices are only flushed. Problems
-// are reported in Note, never as errors: the card is written and verified.
+// since, such as an automounter), then, where UDisks2 runs, powers the
+// drive off (Drive.PowerOff over D-Bus, what `udisksctl power-off` asks).
+// Nothing is unmounted by force: if a partition was automounted meanwhile
+// the power-off fails and Note says what to do. Image files and loop
+// devices are only flushed. Problems are reported in Note, never as
+// errors: the card is written and verified.
 func Eject(ctx context.Context, path string) Ejected {
 	st, err := os.Stat(path)
 	if err != nil {
@@ -50,27 +51,24 @@ func Eject(ctx context.Context, path string) Ejected {
 		e.Note = "loop device: nothing to power off"
 		return e
 	}
-	bin, err := exec.LookPath(udisksctl)
-	if err != nil {
-		e.Note = "udisks2 is not installed: safe to remove once the reader's light stops blinking"
-		return e
-	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, bin, "power-off", "--block-device", path, "--no-user-interaction")
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
-		msg := strings.TrimSpace(firstLine(stderr.String()))
-		if msg == "" {
-			msg = err.Error()
+	err = ejectUDisks.PowerOff(ctx, path)
+	switch {
+	case errors.Is(err, ErrNoUDisks):
+		e.Note = "udisks2 is not running: safe to remove once the reader's light stops blinking"
+	case err != nil:
+		msg := err.Error()
+		var ue *UDisksError
+		if errors.As(err, &ue) {
+			msg = ue.Msg
 		}
 		e.PowerOffFailed = true
-		e.Note = "could not power the card off (" + msg + "): unmount it in the file manager before removing it"
-		return e
+		e.Note = "could not power the card off (" + firstLine(msg) + "): unmount it in the file manager before removing it"
+	default:
+		e.PoweredOff = true
+		e.Note = "powered off: safe to remove"
 	}
-	e.PoweredOff = true
-	e.Note = "powered off: safe to remove"
 	return e
 }
 
