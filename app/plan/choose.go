@@ -332,14 +332,8 @@ func (c Choice) checkNode(im *Image, want factory.Profile) ([]string, error) {
 		return nil, &ChoiceError{fmt.Sprintf("profile %s: %v", want.Name, err)}
 	}
 	conflict := &ConflictError{Door: door, Value: value, Profile: im.Role, Schematic: im.SchematicID, Node: n.Hostname, NodeProfile: want.Name}
-	if door == DoorRole {
-		if im.Role != want.Name {
-			return nil, conflict
-		}
-		return nil, nil
-	}
-	if im.SchematicID == wantID {
-		if im.Role != want.Name { // another profile with the same schematic: the node's name it
+	if im.SchematicID == wantID { // the same schematic is the same image, whatever it is called
+		if im.Role != want.Name { // the record names the node's profile
 			p := want
 			if im.Version != "" {
 				p.TalosVersion = im.Version
@@ -349,7 +343,7 @@ func (c Choice) checkNode(im *Image, want factory.Profile) ([]string, error) {
 		return nil, nil
 	}
 	if im.Profile != nil {
-		return nil, conflict // recognised as another profile
+		return nil, conflict // a role, or recognised as another profile
 	}
 	if im.Schematic != nil {
 		if reason := serviceDifference(im.Extensions(), want.Extensions); reason != "" {
