@@ -132,7 +132,7 @@ func choiceError(err error) error {
 	case err == nil:
 		return nil
 	case errors.As(err, &unknown):
-		return usageErrorf("flash: %s", unknown.Describe(doorFlags[unknown.Door], "give --allow-unknown-image"))
+		return usageErrorf("flash: %s", unknown.Describe(doorFlags[unknown.Door], "give --allow-unknown-image (its card then names no profile)"))
 	case errors.As(err, &conflict):
 		return usageErrorf("flash: %s", conflict.Describe(doorFlags[conflict.Door]))
 	case plan.IsChoiceError(err):

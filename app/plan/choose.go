@@ -108,9 +108,14 @@ type Obligations struct {
 
 // ChoiceError is a choice that cannot be decided (bad usage or input):
 // nothing was read beyond the choice's own files, nothing touched.
-type ChoiceError struct{ Msg string }
+type ChoiceError struct{ Err error }
 
-func (e *ChoiceError) Error() string { return e.Msg }
+func (e *ChoiceError) Error() string { return e.Err.Error() }
+func (e *ChoiceError) Unwrap() error { return e.Err }
+
+func choiceErrorf(format string, args ...any) error {
+	return &ChoiceError{fmt.Errorf(format, args...)}
+}
 
 // ConflictError: a pick contradicts the inventory node it is for. Door and
 // Value are the pick as the user gave it; Profile/Schematic what it was
@@ -170,12 +175,12 @@ func ChooseImage(ctx context.Context, c Choice) (*Image, Obligations, error) {
 	}
 	switch n := c.doors(); {
 	case n > 1 || n == 0 && want == nil:
-		return nil, Obligations{}, &ChoiceError{"choose exactly one of a role, an installer image, an installer file or a local image"}
+		return nil, Obligations{}, choiceErrorf("choose exactly one of a role, an installer image, an installer file or a local image")
 	case n == 0:
 		c.Role = want.Name // the node's own image
 	}
 	if c.Format != "" && c.Format != "xz" && c.Format != "zst" {
-		return nil, Obligations{}, &ChoiceError{fmt.Sprintf("format %q: want zst or xz", c.Format)}
+		return nil, Obligations{}, choiceErrorf("format %q: want zst or xz", c.Format)
 	}
 	im, err := c.image(ctx)
 	if err != nil {
@@ -207,12 +212,12 @@ func (c Choice) nodeProfile() (*factory.Profile, error) {
 	first := c.Nodes[0]
 	for _, n := range c.Nodes[1:] {
 		if n.Profile != first.Profile {
-			return nil, &ChoiceError{fmt.Sprintf("%s is a %s and %s a %s: one run writes one image; flash them in separate runs", first.Hostname, first.Profile, n.Hostname, n.Profile)}
+			return nil, choiceErrorf("%s is a %s and %s a %s: one run writes one image; flash them in separate runs", first.Hostname, first.Profile, n.Hostname, n.Profile)
 		}
 	}
 	p, err := factory.FindProfile(c.Profiles, first.Profile)
 	if err != nil {
-		return nil, &ChoiceError{fmt.Sprintf("node %s: %v", first.Hostname, err)}
+		return nil, choiceErrorf("node %s: %v", first.Hostname, err)
 	}
 	return &p, nil
 }
@@ -227,7 +232,7 @@ func (c Choice) image(ctx context.Context) (*Image, error) {
 	case c.InstallerRef != "":
 		ref, err := factory.ParseInstallerRef(strings.TrimSpace(c.InstallerRef))
 		if err != nil {
-			return nil, &ChoiceError{err.Error()}
+			return nil, &ChoiceError{err}
 		}
 		if err := c.installerVersion(ref); err != nil {
 			return nil, err
@@ -246,7 +251,7 @@ func (c Choice) image(ctx context.Context) (*Image, error) {
 			im, err = FromInstallerFile(c.Factory, c.InstallerFile, c.Arch)
 		}
 		if err != nil {
-			return nil, &ChoiceError{err.Error()}
+			return nil, &ChoiceError{err}
 		}
 		if err := c.installerVersion(im.Installer); err != nil {
 			return nil, err
@@ -261,7 +266,7 @@ func (c Choice) image(ctx context.Context) (*Image, error) {
 	}
 	p, err := factory.FindProfile(c.Profiles, c.Role)
 	if err != nil {
-		return nil, &ChoiceError{err.Error()}
+		return nil, &ChoiceError{err}
 	}
 	switch v := c.Version; {
 	case v == "":
@@ -270,7 +275,7 @@ func (c Choice) image(ctx context.Context) (*Image, error) {
 		}
 	default:
 		if err := factory.ValidateVersion(v); err != nil {
-			return nil, &ChoiceError{err.Error()}
+			return nil, &ChoiceError{err}
 		}
 		p.TalosVersion = v
 	}
@@ -285,9 +290,9 @@ func (c Choice) image(ctx context.Context) (*Image, error) {
 func (c Choice) installerVersion(ref factory.InstallerRef) error {
 	switch {
 	case c.Version != "" && c.Version != ref.Version:
-		return &ChoiceError{fmt.Sprintf("--version %s contradicts the installer's version %s", c.Version, ref.Version)}
+		return choiceErrorf("--version %s contradicts the installer's version %s", c.Version, ref.Version)
 	case c.Version == "" && len(c.Nodes) > 0 && c.InventoryVersion != "" && c.InventoryVersion != ref.Version:
-		return &ChoiceError{fmt.Sprintf("installer %s is Talos %s; the inventory says talosVersion %s: flash the inventory's version, or change talosVersion", ref, ref.Version, c.InventoryVersion)}
+		return choiceErrorf("installer %s is Talos %s; the inventory says talosVersion %s: flash the inventory's version, or change talosVersion", ref, ref.Version, c.InventoryVersion)
 	}
 	return nil
 }
@@ -329,7 +334,7 @@ func (c Choice) checkNode(im *Image, want factory.Profile) ([]string, error) {
 	door, value := c.Door()
 	wantID, err := want.SchematicID()
 	if err != nil {
-		return nil, &ChoiceError{fmt.Sprintf("profile %s: %v", want.Name, err)}
+		return nil, choiceErrorf("profile %s: %v", want.Name, err)
 	}
 	conflict := &ConflictError{Door: door, Value: value, Profile: im.Role, Schematic: im.SchematicID, Node: n.Hostname, NodeProfile: want.Name}
 	if im.SchematicID == wantID { // the same schematic is the same image, whatever it is called
@@ -366,7 +371,7 @@ type UnknownImageError struct {
 }
 
 func (e *UnknownImageError) Error() string {
-	return e.Describe(e.Door.String(), "allow an unknown image explicitly")
+	return e.Describe(e.Door.String(), "allow an unknown image explicitly (its card then names no profile)")
 }
 
 // Describe is the message with the pick called door and the way to allow
@@ -377,7 +382,7 @@ func (e *UnknownImageError) Describe(door, allow string) string {
 	if e.Schematic != "" {
 		is = "schematic " + short(e.Schematic) + ", none of the known profiles"
 	}
-	return fmt.Sprintf("%s is %s; the inventory says %s is a %s (schematic %s): flash %s's own image, or %s (its card then names no profile)",
+	return fmt.Sprintf("%s is %s; the inventory says %s is a %s (schematic %s): flash %s's own image, or %s",
 		what, is, e.Node, e.NodeProfile, short(e.WantSchematic), e.Node, allow)
 }
 
