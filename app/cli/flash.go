@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -18,6 +19,7 @@ import (
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/imaging"
 	"github.com/talosflash/talosflash/imaging/devices"
+	"github.com/talosflash/talosflash/inventory"
 )
 
 // imageFlags are the flags that choose what to flash, shared by flash and schematic.
@@ -25,6 +27,12 @@ type imageFlags struct {
 	role, profiles, version, factoryURL, arch string
 	installer, installerFile, image           string
 	format                                    string // factory compression: zst or xz
+	allowUnknown                              bool   // flash --allow-unknown-image
+
+	// From flash --inventory --hostname (inventory_flash.go): the nodes the
+	// cards are for, which fix the image, and the inventory's Talos version.
+	nodes            []inventory.Node
+	inventoryVersion string
 
 	factory *factory.Client // one client (and HTTP client) per run
 }
@@ -83,86 +91,55 @@ func loadProfiles(path string) ([]factory.Profile, error) {
 	return all, nil
 }
 
-// matchProfile recognises an installer's schematic among the known
-// profiles offline, so a cached image of a built-in role flashes with no
-// factory at all.
-func (f *imageFlags) matchProfile(im *plan.Image) error {
-	if im.Schematic != nil {
-		return nil // the installer file carried its schematic
-	}
-	all, err := loadProfiles(f.profiles)
-	if err != nil {
-		return err
-	}
-	im.Recognize(all)
-	return nil
-}
-
-// resolve turns the flags into exactly one image choice.
-func (f *imageFlags) resolve(ctx context.Context, register bool) (*plan.Image, error) {
-	chosen := 0
-	for _, s := range []string{f.role, f.installer, f.installerFile, f.image} {
-		if s != "" {
-			chosen++
+// resolve turns the flags into exactly one image choice: plan.ChooseImage
+// decides, with the inventory's nodes when flash names them; a choice that
+// contradicts them is bad usage (exit 2), refused before anything is touched.
+func (f *imageFlags) resolve(ctx context.Context, register bool) (*plan.Image, plan.Obligations, error) {
+	var all []factory.Profile
+	if f.profiles != "" { // the built-ins otherwise (plan's default)
+		var err error
+		if all, err = loadProfiles(f.profiles); err != nil {
+			return nil, plan.Obligations{}, err
 		}
 	}
-	if chosen != 1 {
-		return nil, usageErrorf("choose exactly one of --role, --installer, --installer-file, --image")
-	}
-	if f.format != "xz" && f.format != "zst" {
-		return nil, usageErrorf("--format %q: want zst or xz", f.format)
-	}
-	im, err := f.resolveImage(ctx, register)
-	if err != nil {
-		return nil, err
-	}
-	im.UseFormat(f.format) // a local file is left as it is
-	return im, nil
-}
-
-// resolveImage is resolve's choice, before the download format.
-func (f *imageFlags) resolveImage(ctx context.Context, register bool) (*plan.Image, error) {
-	switch {
-	case f.image != "":
+	if f.image != "" {
 		if _, err := os.Stat(f.image); err != nil {
-			return nil, withCode(ExitUsage, fmt.Errorf("image file: %w", err))
+			return nil, plan.Obligations{}, withCode(ExitUsage, fmt.Errorf("image file: %w", err))
 		}
-		return plan.FromFile(f.image), nil
-	case f.installer != "":
-		ref, err := factory.ParseInstallerRef(f.installer)
-		if err != nil {
-			return nil, withCode(ExitUsage, err)
-		}
-		if f.version != "" && f.version != ref.Version {
-			return nil, usageErrorf("--version %s contradicts the installer's version %s", f.version, ref.Version)
-		}
-		im := plan.FromInstallerRef(f.client(), ref, f.arch)
-		if err := f.matchProfile(im); err != nil {
-			return nil, err
-		}
-		im.LookupSchematic(ctx, f.client())
-		return im, nil
-	case f.installerFile != "":
-		im, err := plan.FromInstallerFile(f.client(), f.installerFile, f.arch)
-		if err != nil {
-			return nil, withCode(ExitUsage, err)
-		}
-		if register {
-			if err := im.Register(ctx, f.client()); err != nil {
-				return nil, err
-			}
-		}
-		if err := f.matchProfile(im); err != nil {
-			return nil, err
-		}
-		im.LookupSchematic(ctx, f.client())
-		return im, nil
 	}
-	p, err := f.profile()
-	if err != nil {
-		return nil, err
+	im, obl, err := plan.ChooseImage(ctx, plan.Choice{
+		Role: f.role, InstallerRef: f.installer, InstallerFile: f.installerFile, ImageFile: f.image,
+		Nodes: f.nodes, Profiles: all, Version: f.version, InventoryVersion: f.inventoryVersion,
+		Arch: f.arch, Format: f.format, Factory: f.client(), Register: register, Lookup: true,
+		AllowUnknown: f.allowUnknown,
+	})
+	return im, obl, choiceError(err)
+}
+
+// doorFlags are the flags that choose an image, as the CLI names plan's doors.
+var doorFlags = map[plan.Door]string{
+	plan.DoorRole: "--role", plan.DoorInstallerRef: "--installer", plan.DoorInstallerFile: "--installer-file",
+	plan.DoorImageFile: "--image", plan.DoorNode: "--hostname",
+}
+
+// choiceError renders plan.ChooseImage's refusals with the CLI's flag names
+// and exit code 2; other errors (the factory's) keep theirs.
+func choiceError(err error) error {
+	var (
+		conflict *plan.ConflictError
+		unknown  *plan.UnknownImageError
+	)
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &unknown):
+		return usageErrorf("flash: %s", unknown.Describe(doorFlags[unknown.Door], "give --allow-unknown-image (its card then names no profile)"))
+	case errors.As(err, &conflict):
+		return usageErrorf("flash: %s", conflict.Describe(doorFlags[conflict.Door]))
+	case plan.IsChoiceError(err):
+		return withCode(ExitUsage, err)
 	}
-	return plan.FromProfile(ctx, f.client(), p, register)
+	return err
 }
 
 type flashFlags struct {
@@ -190,6 +167,7 @@ func runFlash(ctx context.Context, args []string, env Env) error {
 	fs := newFlagSet("flash", env)
 	f.imageFlags.register(fs)
 	fs.StringVar(&f.image, "image", "", "local image file, .raw.xz, .raw.zst, .raw.gz or .raw (no download)")
+	fs.BoolVar(&f.allowUnknown, "allow-unknown-image", false, "with --inventory: flash an image talosflash cannot recognise as the node's (a local file of unknown content, a schematic of no profile); its card then names no profile")
 	fs.Var(&f.devices, "device", "target block device (e.g. /dev/sdb) or image file; repeat it to write several cards from one download")
 	fs.BoolVar(&f.yes, "yes", false, "do not ask to confirm the device (scripts)")
 	fs.BoolVar(&f.jsonOut, "json", false, "machine-readable progress: one JSON object per line on stdout")
@@ -304,7 +282,7 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 	if err := f.nodes.chooseImage(&f.imageFlags, len(disks)); err != nil {
 		return err
 	}
-	im, err := f.resolve(ctx, false) // plan.Flash registers when it downloads
+	im, obl, err := f.resolve(ctx, false) // plan.Flash registers when it downloads
 	if err != nil {
 		return err
 	}
@@ -315,7 +293,7 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 	if im.SchematicID != "" {
 		rep.Info("schematic %s, Talos %s, %s", im.SchematicID, im.Version, im.FileName())
 	}
-	for _, w := range plan.ImageWarnings(im) {
+	for _, w := range obl.Warnings {
 		rep.Warning(w)
 	}
 

@@ -41,7 +41,7 @@ func runSchematic(ctx context.Context, args []string, env Env) error {
 		_, err = env.Stdout.Write(patch)
 		return err
 	}
-	im, err := f.resolve(ctx, register)
+	im, _, err := f.resolve(ctx, register)
 	if err != nil {
 		return err
 	}

@@ -67,10 +67,10 @@ func loadInventory(file, profiles string) (*inventory.Inventory, error) {
 	return inv, nil
 }
 
-// chooseImage reads the inventory and fills in the image flags from the
-// named nodes: their profile, the inventory's Talos version, factory and
-// profiles file. One run is one image (one download, one decode), so the
-// nodes must share it.
+// chooseImage reads the inventory and gives the image flags the named
+// nodes (plan.ChooseImage decides their image: one run is one image, one
+// download and one decode, so the nodes must share it), the inventory's
+// Talos version, factory and profiles file.
 func (f *nodeFlags) chooseImage(im *imageFlags, devs int) error {
 	switch {
 	case f.inventory == "" && len(f.hostnames) > 0:
@@ -108,25 +108,12 @@ func (f *nodeFlags) chooseImage(im *imageFlags, devs int) error {
 		}
 
 		seen[strings.ToLower(n.Hostname)] = true
-
-		if len(f.nodes) > 0 && n.Profile != f.nodes[0].Profile {
-			return usageErrorf("flash: %s is a %s and %s a %s: one run writes one image; flash them in separate runs", f.nodes[0].Hostname, f.nodes[0].Profile, n.Hostname, n.Profile)
-		}
-
 		f.nodes = append(f.nodes, n)
 	}
 
-	profile := f.nodes[0].Profile
-	switch {
-	case im.role != "" && im.role != profile:
-		return usageErrorf("flash: --role %s contradicts the inventory: %s is a %s", im.role, f.nodes[0].Hostname, profile)
-	case im.role == "" && im.installer == "" && im.installerFile == "" && im.image == "":
-		im.role = profile
-	}
-
-	if im.version == "" {
-		im.version = inv.TalosVersion
-	}
+	// The nodes fix the image: plan.ChooseImage refuses a pick that
+	// contradicts them (resolve).
+	im.nodes, im.inventoryVersion = f.nodes, inv.TalosVersion
 
 	if im.profiles == "" {
 		im.profiles = inv.Profiles

@@ -246,7 +246,7 @@ func TestFlashInventoryUsage(t *testing.T) {
 		{[]string{"--inventory", inv, "--hostname", "worker-9", "--device", a}, ExitUsage, "did you mean worker-1"},
 		{[]string{"--inventory", inv, "--hostname", "worker-1", "--hostname", "worker-1", "--device", a, "--device", b}, ExitUsage, "named twice"},
 		{[]string{"--inventory", inv, "--hostname", "cp-1", "--hostname", "worker-1", "--device", a, "--device", b}, ExitUsage, "separate runs"},
-		{[]string{"--inventory", inv, "--hostname", "worker-1", "--role", "controlplane", "--device", a}, ExitUsage, "contradicts the inventory"},
+		{[]string{"--inventory", inv, "--hostname", "worker-1", "--role", "controlplane", "--device", a}, ExitUsage, "is the controlplane image (schematic 29a2fae6a7f0…); the inventory says worker-1 is a worker"},
 		{[]string{"--inventory", filepath.Join(dir, "missing.yaml"), "--hostname", "worker-1", "--device", a}, ExitUsage, "inventory init"},
 	} {
 		args := append([]string{"--flash", "--yes", "--factory", "http://127.0.0.1:1"}, c.args...)
@@ -303,8 +303,10 @@ func TestFlashInventoryElevatedRoundTrip(t *testing.T) {
 			t.Fatalf("card %d: %+v", i, c)
 		}
 	}
-	checkNodeCard(t, devs[0], fx, "worker-1", "127.0.0.22/8", "worker", "") // a local file: no schematic known
-	checkNodeCard(t, devs[1], fx, "worker-2", "127.0.0.23/8", "worker", "")
+	// A local file of unknown content: no schematic known, and no profile
+	// claimed (the record says what was written, not what was expected).
+	checkNodeCard(t, devs[0], fx, "worker-1", "127.0.0.22/8", "", "")
+	checkNodeCard(t, devs[1], fx, "worker-2", "127.0.0.23/8", "", "")
 
 	// A child that wrote only the image (its output without node fields).
 	plain := filepath.Join(dir, "plain.out")

@@ -46,5 +46,5 @@ func TestFlashInventoryElevatedDevicePathWithEquals(t *testing.T) {
 	if c := res.Cards[0]; c.Err != nil || c.SHA256 == "" || job.CardMeta(0).Node != "worker-1" {
 		t.Fatalf("card: %+v", c)
 	}
-	checkNodeCard(t, dev, fx, "worker-1", "127.0.0.22/8", "worker", "")
+	checkNodeCard(t, dev, fx, "worker-1", "127.0.0.22/8", "", "") // a local file of unknown content claims no profile
 }

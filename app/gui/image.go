@@ -20,6 +20,7 @@ import (
 
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/imaging"
+	"github.com/talosflash/talosflash/inventory"
 )
 
 // imageChoice is the image to flash, resolved the same way as in the CLI.
@@ -56,6 +57,7 @@ type imageStep struct {
 
 	notes  *widget.Label // what the image implies for the node's config (plan.ImageWarnings)
 	choice *imageChoice  // nil while invalid; shared as Session.Choice
+	pick   plan.Choice   // the image picked (without the node): decided again when the node changes
 }
 
 const (
@@ -76,7 +78,7 @@ func newImageStep(ui *UI) *imageStep {
 		s.names[o] = p.Name
 		options = append(options, o)
 	}
-	s.profile = widget.NewSelect(options, func(o string) { s.customRef = false; s.profileChanged(o); s.versionEditable(); s.update() })
+	s.profile = widget.NewSelect(options, func(string) { s.customRef = false; s.versionEditable(); s.update() })
 	s.profile.PlaceHolder = "choose a role"
 
 	s.version = newEscEntry(ui)
@@ -182,54 +184,123 @@ func (s *imageStep) update() {
 		s.setChoice(nil, fmt.Errorf("talos version: %w", err))
 		return
 	}
-	p.TalosVersion = s.version.Text
-	c, err := plan.FromProfile(context.Background(), s.ui.deps.Factory, p, false) // offline
-	s.setChoice(c, err)
+	s.choose(plan.Choice{Role: p.Name, Version: s.version.Text})
+}
+
+// decision is pick as plan.ChooseImage decides it with the node picked
+// above (the CLI's flash --inventory --hostname decides the same way).
+func (s *imageStep) decision(pick plan.Choice) plan.Choice {
+	pick.Profiles, pick.Factory = s.ui.deps.Profiles, s.ui.deps.Factory
+	if n := s.pickedNode(); n != nil {
+		pick.Nodes = []inventory.Node{*n}
+		pick.InventoryVersion = s.ui.deps.Inventory.TalosVersion
+	}
+	return pick
+}
+
+// choose makes pick the choice, decided offline (plan.ChooseImage). A pick
+// that contradicts the node picked is shown as the problem and blocks Next
+// and Flash; both picks stay as the user made them. It returns the image
+// (nil: none) and the error that is not such a conflict, for the caller
+// to show its own way (nil when shown or none).
+func (s *imageStep) choose(pick plan.Choice) (*imageChoice, error) {
+	s.pick = pick
+	c, _, err := plan.ChooseImage(context.Background(), s.decision(pick))
+	if err != nil {
+		if problem := nodeConflict(err); problem != nil {
+			s.setChoice(nil, problem)
+			return nil, nil
+		}
+		return nil, err
+	}
+	s.setChoice(c, nil)
+	if c.Schematic == nil && c.LocalPath == "" {
+		go s.lookupSchematic(pick, c)
+	}
+	return c, nil
+}
+
+// nodeConflict is err in the app's words when the pick contradicts the
+// node picked in step 1 (nil for any other error).
+func nodeConflict(err error) error {
+	var (
+		conflict *plan.ConflictError
+		unknown  *plan.UnknownImageError
+	)
+	switch {
+	case errors.As(err, &unknown):
+		return errors.New(unknown.Describe(doorWords[unknown.Door], "choose Node \u201cnone\u201d to flash it as a plain card"))
+	case errors.As(err, &conflict):
+		return fmt.Errorf("%s, or choose Node \u201cnone\u201d to flash this image as a plain card", conflict.Describe(doorWords[conflict.Door]))
+	}
+	return nil
+}
+
+// doorWords name plan's doors as step 1 shows them.
+var doorWords = map[plan.Door]string{
+	plan.DoorRole: "Role", plan.DoorInstallerRef: "installer", plan.DoorInstallerFile: "installer file",
+	plan.DoorImageFile: "local image", plan.DoorNode: "node",
 }
 
 // useRef takes the installer reference typed into the field.
 func (s *imageStep) useRef() {
-	ref, err := factory.ParseInstallerRef(strings.TrimSpace(s.ref.Text))
-	if err != nil {
-		s.setChoice(nil, err)
+	ref := strings.TrimSpace(s.ref.Text)
+	if _, err := factory.ParseInstallerRef(ref); err != nil {
+		s.setChoice(nil, err) // a typo: the role picked stays
 		return
 	}
-	c := plan.FromInstallerRef(s.ui.deps.Factory, ref, factory.DefaultArch)
-	c.Label = "installer " + ref.String()
-	c.Recognize(s.ui.deps.Profiles) // a built-in role's own reference, offline
-	s.useInstaller(c)
+	s.useInstaller(plan.Choice{InstallerRef: ref})
 }
 
-func (s *imageStep) useInstaller(c *imageChoice) {
-	ref := c.Installer
+// useInstaller makes an installer reference or file the pick.
+func (s *imageStep) useInstaller(pick plan.Choice) error {
 	s.versionEditable()
 	s.customRef = true
-	s.ref.SetText(ref.String())
 	s.profile.ClearSelected()
 	s.profile.PlaceHolder = refChoiceLabel
 	s.profile.Refresh()
 	s.customRef = true // ClearSelected ran the select callback
-	s.version.SetText(ref.Version)
-	s.setChoice(c, nil)
-	if c.Schematic == nil {
-		go s.lookupSchematic(c)
+	c, err := s.choose(pick)
+	if c != nil {
+		s.ref.SetText(c.Installer.String())
+		s.version.SetText(c.Installer.Version)
 	}
+	return err
 }
 
 // lookupSchematic asks the factory for the schematic behind an installer
-// reference (as the CLI does), so its YAML and the extension notes show; an
-// older factory can't answer, which leaves the ID-only view.
-func (s *imageStep) lookupSchematic(c *imageChoice) {
-	found := *c
-	found.LookupSchematic(context.Background(), s.ui.deps.Factory)
-	if found.Schematic == nil {
+// reference (as the CLI does) and decides again with it, so its YAML and
+// the extension notes show and a schematic known to carry Newt is held
+// against the node; an older factory can't answer, which leaves the
+// ID-only view.
+func (s *imageStep) lookupSchematic(pick plan.Choice, c *imageChoice) {
+	d := s.decision(pick)
+	d.Lookup = true
+	found, _, err := plan.ChooseImage(s.ui.ctx, d)
+	if err == nil && found.Schematic == nil {
 		return
 	}
 	s.ui.do(func() {
-		if s.choice == c { // still the user's choice
-			s.setChoice(&found, nil)
+		if s.choice != c { // no longer the user's choice
+			return
+		}
+		if problem := nodeConflict(err); problem != nil {
+			s.setChoice(nil, problem)
+		} else if err == nil {
+			s.setChoice(found, nil)
 		}
 	})
+}
+
+// rechoose decides the pick again (the node changed).
+func (s *imageStep) rechoose() {
+	if !s.customRef {
+		s.update()
+		return
+	}
+	if _, err := s.choose(s.pick); err != nil {
+		s.setChoice(nil, err)
+	}
 }
 
 // openInstallerFile reads a talos/installer-<role>.yaml.
@@ -250,7 +321,7 @@ func (s *imageStep) openInstallerFile() {
 }
 
 func (s *imageStep) loadInstallerFile(name string, data []byte) {
-	c, err := plan.FromInstallerData(s.ui.deps.Factory, name, data, factory.DefaultArch)
+	err := s.useInstaller(plan.Choice{InstallerFile: name, InstallerData: data})
 	var mismatch *factory.SchematicMismatchError
 	switch {
 	case errors.As(err, &mismatch):
@@ -260,8 +331,6 @@ func (s *imageStep) loadInstallerFile(name string, data []byte) {
 		s.ui.showError("Cannot use "+name, err)
 		return
 	}
-	c.Recognize(s.ui.deps.Profiles)
-	s.useInstaller(c)
 }
 
 // openImageFile picks a local image (Raspberry Pi Imager's "Use custom").
@@ -294,8 +363,6 @@ func (s *imageStep) useLocal(path string) {
 		s.ui.showError("Cannot use "+filepath.Base(path), fmt.Errorf("%s is not a regular file", path))
 		return
 	}
-	c := plan.FromFile(path)
-	c.Label = "local file " + filepath.Base(path)
 	s.customRef = true
 	s.profile.ClearSelected()
 	s.profile.PlaceHolder = localChoiceLabel
@@ -309,7 +376,11 @@ func (s *imageStep) useLocal(path string) {
 	s.version.SetPlaceHolder("unknown (a local image file does not say)")
 	s.version.SetValidationError(nil)
 	s.version.Disable()
-	s.setChoice(c, nil)
+	if c, err := s.choose(plan.Choice{ImageFile: path}); err != nil {
+		s.ui.showError("Cannot use "+filepath.Base(path), err)
+	} else if c != nil && c.Profile == nil {
+		c.Label = "local file " + filepath.Base(path)
+	}
 }
 
 // versionEditable makes the version field a checked entry again (a role or

@@ -47,30 +47,24 @@ func (s *imageStep) newNodePicker() *widget.Select {
 // inventory's Talos version.
 func (s *imageStep) pickNode(option string) {
 	n, ok := s.nodes.nodes[option]
-	if !ok {
+	switch {
+	case !ok: // none: the pick stands alone again
 		s.nodes.picked = nil
-		if s.ui.flash != nil {
-			s.ui.flash.refreshSummary()
+		s.rechoose()
+	case s.customRef: // an installer or local image: held against the node
+		s.nodes.picked = &n
+		s.rechoose()
+	default: // a role: the node's own
+		s.nodes.picked = &n
+		if v := s.ui.deps.Inventory.TalosVersion; v != "" && s.version.Text != v {
+			s.version.SetText(v)
 		}
-		return
+		s.selectProfile(n.Profile)
+		s.update() // also when the role was the node's already
 	}
-	s.nodes.picked = &n
-	if v := s.ui.deps.Inventory.TalosVersion; v != "" && s.version.Text != v {
-		s.version.SetText(v)
-	}
-	s.selectProfile(n.Profile)
 	if s.ui.flash != nil {
 		s.ui.flash.refreshSummary()
 	}
-}
-
-// profileChanged drops the node pick when the role chosen is not its.
-func (s *imageStep) profileChanged(selected string) {
-	if s.nodes == nil || s.nodes.picked == nil || s.names[selected] == s.nodes.picked.Profile {
-		return
-	}
-	s.nodes.picked = nil
-	s.nodes.sel.SetSelected(noNodeOption)
 }
 
 // pickedNode is the node chosen in step 1 (nil: a role).

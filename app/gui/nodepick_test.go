@@ -142,11 +142,21 @@ func TestImageStepNodePick(t *testing.T) {
 		t.Fatalf("card's network config: %+v, %v", info, err)
 	}
 
-	// Back to a role: the node pick is dropped, nothing is written for a node.
+	// Another role for worker-1: never a silent drop of the node (issue
+	// 28). Both picks stay, the conflict shows, Next and Flash are off;
+	// Node "none" then flashes the role as a plain card.
 	h.onUI(func() {
 		h.ui.image.selectProfile("controlplane")
-		if h.ui.image.pickedNode() != nil || h.ui.image.nodes.sel.Selected != noNodeOption {
-			t.Fatalf("a role chosen keeps the node %q", h.ui.image.nodes.sel.Selected)
+		if n := h.ui.image.pickedNode(); n == nil || n.Hostname != "worker-1" || !strings.HasPrefix(h.ui.image.nodes.sel.Selected, "worker-1 ") {
+			t.Fatalf("a role chosen dropped the node: %q", h.ui.image.nodes.sel.Selected)
+		}
+		if h.ui.session.Choice() != nil || !h.ui.image.next.Disabled() || !h.ui.image.problem.Visible() ||
+			!strings.Contains(h.ui.image.problem.Text, "the inventory says worker-1 is a worker") {
+			t.Fatalf("conflict not shown: choice %+v, problem %q", h.ui.session.Choice(), h.ui.image.problem.Text)
+		}
+		h.ui.image.nodes.sel.SetSelected(noNodeOption)
+		if c := h.ui.session.Choice(); c == nil || c.Role != "controlplane" || h.ui.image.problem.Visible() {
+			t.Fatalf("node none: choice %+v, problem %q", c, h.ui.image.problem.Text)
 		}
 	})
 }

@@ -35,11 +35,15 @@ var metaKeys = []uint8{meta.MetalNetworkPlatformConfig, inventory.RecordKey}
 // maxCardMeta bounds an encoded CardMeta (a network config is < 1 KiB).
 const maxCardMeta = 64 << 10
 
-// NodeCardMeta is the CardMeta for node n on a card holding im.
+// NodeCardMeta is the CardMeta for node n on a card holding im, im being
+// ChooseImage's decision for n. The record says what was written, from the
+// decision only: im's profile and schematic (none for an image of unknown
+// content), never what the inventory expected.
 func NodeCardMeta(n inventory.Node, im *Image) (*CardMeta, error) {
 	rec := inventory.Record{}
+	n.Profile = "" // CardTags records n.Profile: the image's, below
 	if im != nil {
-		rec.Schematic, rec.TalosVersion = im.SchematicID, im.Version
+		rec.Schematic, rec.TalosVersion, n.Profile = im.SchematicID, im.Version, im.Role
 	}
 
 	tags, err := n.CardTags(rec)
