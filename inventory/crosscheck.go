@@ -39,11 +39,9 @@ func (p *parser) crossCheck(inv *Inventory, profiles []factory.Profile) {
 		return true
 	}
 
+	// The configs' one name (the inventory's cluster: only labels it).
 	var cluster struct {
 		name, where string
-	}
-	if inv.Cluster != "" {
-		cluster.name, cluster.where = inv.Cluster, "the inventory (cluster:)"
 	}
 
 	for _, n := range inv.Nodes {
@@ -74,7 +72,7 @@ func (p *parser) crossCheck(inv *Inventory, profiles []factory.Profile) {
 			case cluster.name == "":
 				cluster.name, cluster.where = cfg.ClusterName, where
 			case cfg.ClusterName != cluster.name && once(n.Config+"\x00cluster"):
-				p.add(n.ConfigLine, "generate every node's config from one talosctl gen config run (one cluster, one name), or correct cluster:",
+				p.add(n.ConfigLine, "generate every node's config from one talosctl gen config run (one cluster, one name)",
 					"%s: config %s names cluster %q, but %s names %q: one cluster has one name", what, where, cfg.ClusterName, cluster.where, cluster.name)
 			}
 		}
