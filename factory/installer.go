@@ -167,6 +167,7 @@ type InstallerFile struct {
 	// Source says where the reference was found, e.g.
 	// "machine.install.image (document 1, line 4)".
 	Source string
+	Line   int // the reference's line in the file
 }
 
 // SchematicMismatchError reports that the schematic pasted into an installer
@@ -192,6 +193,7 @@ func (e *SchematicMismatchError) Error() string {
 func ParseInstallerFile(data []byte) (*InstallerFile, error) {
 	type found struct {
 		image, source string
+		line          int
 	}
 
 	var refs []found
@@ -238,7 +240,7 @@ func ParseInstallerFile(data []byte) (*InstallerFile, error) {
 			return nil, fmt.Errorf("line %d: %s must be a string", img.Line, field)
 		}
 
-		refs = append(refs, found{img.Value, fmt.Sprintf("%s (document %d, line %d)", field, docNum, img.Line)})
+		refs = append(refs, found{img.Value, fmt.Sprintf("%s (document %d, line %d)", field, docNum, img.Line), img.Line})
 	}
 
 	if len(refs) == 0 {
@@ -256,7 +258,7 @@ func ParseInstallerFile(data []byte) (*InstallerFile, error) {
 		return nil, fmt.Errorf("%s: %w", refs[0].source, err)
 	}
 
-	out := &InstallerFile{Ref: ref, Source: refs[0].source}
+	out := &InstallerFile{Ref: ref, Source: refs[0].source, Line: refs[0].line}
 
 	s, line, err := schematicFromComments(data)
 	if err != nil {

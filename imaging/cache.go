@@ -489,8 +489,10 @@ func checkPartial(d *cacheDir, partial string) error {
 }
 
 // downloadOnce makes one request and appends what it gets to partial. When
-// the partial can't be resumed (errRestart) it is dropped and the request
-// made again from byte 0, once.
+// the partial can't be resumed (errRestart) the request is made again from
+// byte 0, once. An answer from byte 0 over bytes the partial already holds
+// (a restart) is checked against them rather than written over them: the
+// reader following the partial may have taken them (see restart).
 func downloadOnce(ctx context.Context, f *fetcher, d *cacheDir, partial, metaName string, meter *meter, g *growing) error {
 	out, err := openOwn(d, partial, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
@@ -501,7 +503,8 @@ func downloadOnce(ctx context.Context, f *fetcher, d *cacheDir, partial, metaNam
 	if err != nil {
 		return permanent(cacheError(d.join(partial), err))
 	}
-	off := st.Size()
+	have := st.Size() // bytes of an earlier attempt
+	off := have
 	if off > 0 && f.total == off {
 		if g != nil {
 			g.advance(off, off)
@@ -527,9 +530,9 @@ func downloadOnce(ctx context.Context, f *fetcher, d *cacheDir, partial, metaNam
 	limit, byFree := f.max, false
 	dir := d.path
 	if free, ok := freeSpace(dir); ok {
-		room := free + off - freeReserve
-		if resp.total >= 0 && resp.total-resp.start > free {
-			return permanent(cacheError(dir, fmt.Errorf("%w: the download needs %d more bytes, the file system has %d free", ErrTooLarge, resp.total-resp.start, free)))
+		room := free + have - freeReserve
+		if resp.total >= 0 && resp.total-max(resp.start, have) > free {
+			return permanent(cacheError(dir, fmt.Errorf("%w: the download needs %d more bytes, the file system has %d free", ErrTooLarge, resp.total-max(resp.start, have), free)))
 		}
 		if room < limit {
 			limit, byFree = max(room, 0), true
@@ -541,17 +544,20 @@ func downloadOnce(ctx context.Context, f *fetcher, d *cacheDir, partial, metaNam
 			return permanent(err)
 		}
 	}
-	if err := out.Truncate(resp.start); err != nil {
-		return permanent(cacheError(d.join(partial), err))
-	}
-	if _, err := out.Seek(resp.start, io.SeekStart); err != nil {
-		return permanent(cacheError(d.join(partial), err))
-	}
 	pos := resp.start
-	meter.update(pos, true)
-	if g != nil {
-		g.advance(pos, resp.total)
+	rs := &restart{out: out, g: g, total: resp.total, end: have}
+	if pos >= have {
+		if err := out.Truncate(pos); err != nil {
+			return permanent(cacheError(d.join(partial), err))
+		}
+		rs.end = pos
+		if g != nil {
+			g.advance(pos, resp.total)
+		}
+	} else if g != nil {
+		g.advance(have, resp.total) // the total may be news; the bytes stay
 	}
+	meter.update(pos, true)
 	buf := make([]byte, 1<<20)
 	var readErr error
 	for {
@@ -569,12 +575,24 @@ func downloadOnce(ctx context.Context, f *fetcher, d *cacheDir, partial, metaNam
 				}
 				return permanent(fmt.Errorf("download %s: no size announced and more than %d bytes sent (the most a download may take): %w", f.url, limit, ErrTooLarge))
 			}
-			if _, werr := out.Write(buf[:n]); werr != nil {
-				return permanent(cacheError(d.join(partial), werr))
+			chunk := buf[:n]
+			if pos < rs.end {
+				same, cerr := rs.check(pos, chunk)
+				if cerr != nil {
+					return permanent(cacheError(d.join(partial), cerr))
+				}
+				pos += int64(same)
+				chunk = chunk[same:]
 			}
-			pos += int64(n)
+			if len(chunk) > 0 {
+				if _, werr := out.WriteAt(chunk, pos); werr != nil {
+					return permanent(cacheError(d.join(partial), werr))
+				}
+				pos += int64(len(chunk))
+				rs.end = pos
+			}
 			meter.update(pos, false)
-			if g != nil {
+			if g != nil && pos >= rs.end {
 				g.advance(pos, resp.total)
 			}
 		}
@@ -583,6 +601,19 @@ func downloadOnce(ctx context.Context, f *fetcher, d *cacheDir, partial, metaNam
 				readErr = err
 			}
 			break
+		}
+	}
+	if pos < rs.end {
+		if readErr != nil {
+			// Cut inside the re-sent prefix: beyond pos the partial holds
+			// the earlier answer's bytes, unchecked. A resume from its end
+			// would trust them: the next attempt starts from 0 and checks
+			// again.
+			_ = d.remove(metaName)
+			f.etag, f.modified, f.total = "", "", -1
+		} else if err := rs.cutAt(pos); err != nil {
+			// The answer is shorter than what the partial holds.
+			return permanent(cacheError(d.join(partial), err))
 		}
 	}
 	// Keep what arrived even on error: the next attempt resumes from it.
@@ -600,6 +631,52 @@ func downloadOnce(ctx context.Context, f *fetcher, d *cacheDir, partial, metaNam
 		f.total = pos
 	}
 	return nil
+}
+
+// restart is an answer from byte 0 over a partial that already holds end
+// bytes (a cut without validators, or content the server says changed).
+// The partial's reader may have taken some of them: the answer's bytes are
+// compared with the file's, and where they are the same nothing happens
+// (the reader does not notice the restart). The first differing byte
+// truncates the file there; if the reader had taken it, it fails as a
+// splice (growing.advance): what a reader receives is a prefix of exactly
+// one answer's body, or an error.
+type restart struct {
+	out   *os.File
+	g     *growing
+	total int64
+	end   int64 // bytes of the file not yet passed or rewritten
+	cmp   []byte
+}
+
+// check compares p, the answer's bytes at pos (< end), with the file's
+// and returns how many of them are the same; at a difference the file is
+// cut there.
+func (r *restart) check(pos int64, p []byte) (int, error) {
+	m := int(min(int64(len(p)), r.end-pos))
+	if cap(r.cmp) < m {
+		r.cmp = make([]byte, m)
+	}
+	had := r.cmp[:m]
+	if _, err := r.out.ReadAt(had, pos); err != nil {
+		return 0, fmt.Errorf("compare the restarted download with the partial: %w", err)
+	}
+	for i := range m {
+		if had[i] != p[i] {
+			return i, r.cutAt(pos + int64(i))
+		}
+	}
+	return m, nil
+}
+
+// cutAt drops the file's bytes from at on: its reader is told first (a
+// splice if it took them), then the file is truncated.
+func (r *restart) cutAt(at int64) error {
+	if r.g != nil {
+		r.g.advance(at, r.total)
+	}
+	r.end = at
+	return r.out.Truncate(at)
 }
 
 // loadMeta reads the sidecar of a partial download (bounded; a

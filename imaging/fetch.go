@@ -1,9 +1,12 @@
 package imaging
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"net/http"
 	"net/url"
@@ -385,8 +388,11 @@ func (b *idleBody) Close() error {
 
 // httpStream is a read-once stream of a remote file for --no-cache mode:
 // on transient failures it reconnects with a Range request and continues
-// where it left off; when the server answers 200 instead it skips the
-// bytes already delivered (after checking the ETag is unchanged).
+// where it left off (a 206 carrying the first answer's validator); when
+// the server answers 200 instead (no validator, or the content changed)
+// the restarted body's first bytes must hash as the ones already
+// delivered, else the stream fails as a splice: its reader receives a
+// prefix of exactly one answer's body, or an error.
 //
 // Read is called by one goroutine (the decoder's); Close may come from
 // another while a Read is blocked: it cancels the stream's context, so the
@@ -399,12 +405,13 @@ type httpStream struct {
 	resp     *response
 	off      int64
 	failures int
-	noRange  bool // the server can't resume: ask from 0 and skip
+	noRange  bool      // the server can't resume: ask from 0 and skip
+	sum      hash.Hash // of the off bytes delivered
 }
 
 func newHTTPStream(ctx context.Context, f *fetcher) *httpStream {
 	ctx, cancel := context.WithCancel(ctx)
-	return &httpStream{ctx: ctx, cancel: cancel, f: f}
+	return &httpStream{ctx: ctx, cancel: cancel, f: f, sum: sha256.New()}
 }
 
 func (s *httpStream) Read(p []byte) (int, error) {
@@ -418,6 +425,7 @@ func (s *httpStream) Read(p []byte) (int, error) {
 		}
 		n, err := s.resp.body.Read(p)
 		s.off += int64(n)
+		s.sum.Write(p[:n])
 		if err == nil || n > 0 && err != io.EOF {
 			return n, nil
 		}
@@ -444,6 +452,12 @@ func (s *httpStream) retry(err error) error {
 		return s.ctx.Err()
 	}
 	if !retryable(err) || s.failures >= s.f.retries {
+		if !strings.Contains(err.Error(), s.f.url) {
+			err = fmt.Errorf("download %s: %w", s.f.url, err)
+		}
+		if s.failures > 0 {
+			err = fmt.Errorf("%w (gave up after %d attempts)", err, s.failures+1)
+		}
 		return downloadFailed(err)
 	}
 	s.failures++
@@ -452,7 +466,6 @@ func (s *httpStream) retry(err error) error {
 
 func (s *httpStream) open() error {
 	for {
-		etag := s.f.etag
 		from := s.off
 		if s.noRange {
 			from = 0
@@ -463,16 +476,9 @@ func (s *httpStream) open() error {
 			continue
 		}
 		if err == nil && resp.start < s.off {
-			// 200 to a range request: same file (ETag), so skip what we have.
-			if etag != "" && s.f.etag != etag {
-				resp.body.Close()
-				return permanent(fmt.Errorf("download %s: the file changed on the server while streaming", s.f.url))
-			}
-			if _, err = io.CopyN(io.Discard, resp.body, s.off-resp.start); err != nil {
-				resp.body.Close()
-			} else {
-				resp.start = s.off
-			}
+			// 200 to a range request: pass over what was delivered, if
+			// it is the same bytes.
+			err = s.skipDelivered(resp)
 		}
 		if err == nil {
 			s.resp = resp
@@ -482,6 +488,26 @@ func (s *httpStream) open() error {
 			return err
 		}
 	}
+}
+
+// skipDelivered reads the off bytes already delivered from a restarted
+// answer: the same bytes (by hash) continue the stream after them; other
+// bytes are a splice (permanent: another try would not unsend them).
+func (s *httpStream) skipDelivered(resp *response) error {
+	h := sha256.New()
+	if _, err := io.CopyN(h, resp.body, s.off); err != nil {
+		resp.body.Close()
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF // the restart ends before what was delivered
+		}
+		return fmt.Errorf("download %s: restarted from byte 0: %w", s.f.url, err)
+	}
+	if !bytes.Equal(h.Sum(nil), s.sum.Sum(nil)) {
+		resp.body.Close()
+		return permanent(fmt.Errorf("%w (the first %d bytes, already written, are not the restarted download's)", errSpliced, s.off))
+	}
+	resp.start = s.off
+	return nil
 }
 
 func (s *httpStream) Close() error {

@@ -32,13 +32,13 @@ type growing struct {
 	// has been given the file; a restart that rewrites below it would
 	// splice the old content's start onto the new one's rest: spliced.
 	taken   int64
-	spliced bool
+	spliced error // errSpliced with where, once a rewrite went below taken
 }
 
-// errSpliced: the download restarted from an earlier byte (the server's
-// image changed, or it ignored the resume) after its reader had taken the
-// bytes being rewritten: the two halves need not be one image.
-var errSpliced = fmt.Errorf("%w: the download restarted after the card had been given its first bytes: run the flash again", ErrDownload)
+// errSpliced: a restarted download sent other bytes than the first
+// answer where its reader had already taken them (the image changed on
+// the server): the reader's bytes and the rest would not be one image.
+var errSpliced = fmt.Errorf("%w: the image changed on the server during the download: the restarted download differs from the bytes already written: run the flash again", ErrDownload)
 
 func newGrowing() *growing {
 	g := &growing{total: -1}
@@ -58,8 +58,8 @@ func (g *growing) attach(f *os.File) {
 // shrinks it: the reader then waits until the file passes it again).
 func (g *growing) advance(n, total int64) {
 	g.mu.Lock()
-	if n < g.taken {
-		g.spliced = true
+	if n < g.taken && g.spliced == nil {
+		g.spliced = fmt.Errorf("%w (from byte %d; %d bytes were already given)", errSpliced, n, g.taken)
 	}
 	g.size = n
 	if total >= 0 {
@@ -135,9 +135,10 @@ func (r *follower) Read(p []byte) (int, error) {
 		}
 		g.cond.Wait()
 	}
-	if g.spliced {
+	if g.spliced != nil {
+		err := g.spliced
 		g.mu.Unlock()
-		return 0, errSpliced
+		return 0, err
 	}
 	f, size, done, err := g.f, g.size, g.done, g.err
 	if r.off < size && f != nil {
@@ -154,8 +155,8 @@ func (r *follower) Read(p []byte) (int, error) {
 	g.mu.Lock()
 	spliced := g.spliced // rewritten while we read it
 	g.mu.Unlock()
-	if spliced {
-		return 0, errSpliced
+	if spliced != nil {
+		return 0, spliced
 	}
 	r.off += int64(n)
 	if rerr == io.EOF {
@@ -317,9 +318,9 @@ func (d *Download) WriteFeed(w io.Writer) (string, error) {
 			g.taken = size // the reader may take all of it
 		}
 		g.mu.Unlock()
-		if spliced {
-			fmt.Fprintf(w, "failed: %s\n", errSpliced)
-			return "", errSpliced
+		if spliced != nil {
+			fmt.Fprintf(w, "failed: %s\n", spliced)
+			return "", spliced
 		}
 		if size != sent {
 			if _, err := fmt.Fprintf(w, "size %d\n", size); err != nil {

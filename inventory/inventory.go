@@ -64,6 +64,9 @@ type Inventory struct {
 	TalosVersion string // "" = the profile's default
 	Profiles     string // resolved path of a profiles file, "" if none
 	Nodes        []Node
+	// Notes are what the checks could not decide (a control-plane
+	// endpoint that is a DNS name or a VIP): said, not problems.
+	Notes []Problem
 }
 
 // Node is one machine.
@@ -78,6 +81,8 @@ type Node struct {
 	Config    string // resolved path, "" if not given
 	Installer string // resolved path, "" if not given
 	Line      int    // where the node starts in the file
+	// Lines of config: and installer: (0: not given).
+	ConfigLine, InstallerLine int
 }
 
 // Options tell Load what else to check against.
@@ -323,6 +328,7 @@ func (p *parser) parse(data []byte) *Inventory {
 	}
 
 	p.checkUnique(inv.Nodes)
+	p.crossCheck(inv, profiles)
 
 	return inv
 }
@@ -361,8 +367,9 @@ func (p *parser) node(n *yaml.Node, def defaults, profiles []factory.Profile) (N
 			node.Interface = p.iface(v)
 		case "config":
 			node.Config = p.fileRef(v, "config", "generate the machine configs with talosctl gen config CLUSTER https://CP-ADDRESS:6443 --output-dir talos")
-			lines["config"] = v.Line
+			node.ConfigLine = v.Line
 		case "installer":
+			node.InstallerLine = v.Line
 			node.Installer = p.fileRef(v, "installer", "write it with talosflash schematic --role ROLE --installer-yaml > talos/installer-ROLE.yaml")
 		}
 	}
@@ -510,7 +517,7 @@ func (p *parser) checkConfig(n Node, what string, line int) {
 
 	if n.Role != "" && cfg.MachineType != "" && cfg.MachineType != n.Role {
 		p.add(line, fmt.Sprintf("point config: at the %s config (talos/%s.yaml from talosctl gen config), or correct role:", n.Role, n.Role),
-			"%s: config %s is a %s config, the node's role is %s", what, n.Config, cfg.MachineType, n.Role)
+			"%s: config %s is a %s config (machine.type at %s), the node's role is %s", what, n.Config, cfg.MachineType, at(n.Config, cfg.MachineTypeLine), n.Role)
 	}
 
 	if cfg.Hostname != "" && n.Hostname != "" && !strings.EqualFold(cfg.Hostname, n.Hostname) {

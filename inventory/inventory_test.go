@@ -56,7 +56,7 @@ func TestConfigChecked(t *testing.T) {
 
 	_, err := Load(filepath.Join(dir, "talosflash.yaml"), Options{})
 	for _, want := range []string{
-		"talosflash.yaml:5: node cp-1: config " + filepath.Join(dir, "talos/worker.yaml") + " is a worker config, the node's role is controlplane (fix: point config: at the controlplane config",
+		"talosflash.yaml:5: node cp-1: config " + filepath.Join(dir, "talos/worker.yaml") + " is a worker config (machine.type at " + filepath.Join(dir, "talos/worker.yaml") + ":7), the node's role is controlplane (fix: point config: at the controlplane config",
 		"talosflash.yaml:9: node worker-2: config " + filepath.Join(dir, "talos/worker.yaml") + " sets hostname worker-1, which would replace worker-2",
 		"talosflash.yaml:13: node worker-3: config " + filepath.Join(dir, "talos/broken.yaml") + ": invalid machine config",
 	} {
@@ -97,17 +97,19 @@ func TestTemplate(t *testing.T) {
 	}
 }
 
-const good = `cluster: lab
-gateway: 10.0.0.1
+// good matches node/testdata's configs: cluster homelab, endpoint
+// https://192.168.1.10:6443 (cp-1), each role's installer image.
+const good = `cluster: homelab
+gateway: 192.168.1.1
 nodes:
   - hostname: cp-1
     role: controlplane
-    address: 10.0.0.10/24
+    address: 192.168.1.10/24
     config: talos/controlplane.yaml
   - hostname: worker-1
     profile: worker
-    address: 10.0.0.11/24
-    dns: [10.0.0.1, 1.1.1.1]
+    address: 192.168.1.11/24
+    dns: [192.168.1.1, 1.1.1.1]
     interface: eth0
     config: talos/worker.yaml
 `

@@ -48,6 +48,15 @@ type Config struct {
 	MachineInstall    bool     // the v1alpha1 document has a machine.install section (even an empty one)
 	ControlPlaneOnly  []string // document kinds Talos 1.14 allows on control plane machines only, found in the file
 
+	// Cluster facts, public (no secret): the cluster's name and its
+	// control-plane endpoint, from KubeClusterConfig (Talos 1.14) else
+	// .cluster.clusterName / .cluster.controlPlane.endpoint.
+	ClusterName string
+	Endpoint    string
+	// Lines (1-based, in the file; 0: absent) of the values above, for
+	// problems that point at them.
+	MachineTypeLine, InstallImageLine, ClusterNameLine, EndpointLine int
+
 	size int
 }
 
@@ -278,9 +287,15 @@ func (d docInfo) fill(cfg *Config) {
 	switch d.Kind {
 	case "":
 		cfg.Kinds = append(cfg.Kinds, "v1alpha1")
-		cfg.MachineType = scalarAt(d.root, "machine", "type")
-		if img := scalarAt(d.root, "machine", "install", "image"); img != "" && cfg.InstallImageFrom == "" {
-			cfg.InstallImage, cfg.InstallImageFrom = img, "machine.install.image"
+		cfg.MachineType, cfg.MachineTypeLine = scalarLineAt(d.root, "machine", "type")
+		if img, line := scalarLineAt(d.root, "machine", "install", "image"); img != "" && cfg.InstallImageFrom == "" {
+			cfg.InstallImage, cfg.InstallImageFrom, cfg.InstallImageLine = img, "machine.install.image", line
+		}
+		if v, line := scalarLineAt(d.root, "cluster", "clusterName"); v != "" && cfg.ClusterName == "" {
+			cfg.ClusterName, cfg.ClusterNameLine = v, line
+		}
+		if v, line := scalarLineAt(d.root, "cluster", "controlPlane", "endpoint"); v != "" && cfg.Endpoint == "" {
+			cfg.Endpoint, cfg.EndpointLine = v, line
 		}
 		cfg.InstallDisk = scalarAt(d.root, "machine", "install", "disk")
 		cfg.MachineInstall = talos114.Node(d.root, "machine", "install") != nil
@@ -295,8 +310,17 @@ func (d docInfo) fill(cfg *Config) {
 		cfg.UnattendedInstall = d.Index
 		cfg.UICDiskSelector = talos114.Scalar(d.root, "provisioning", "diskSelector", "match") != ""
 		// Talos 1.14: the installer of an unattended install wins over machine.install.
-		if img := scalarAt(d.root, "installer", "image"); img != "" {
-			cfg.InstallImage, cfg.InstallImageFrom = img, "UnattendedInstallConfig installer.image"
+		if img, line := scalarLineAt(d.root, "installer", "image"); img != "" {
+			cfg.InstallImage, cfg.InstallImageFrom, cfg.InstallImageLine = img, "UnattendedInstallConfig installer.image", line
+		}
+	case "KubeClusterConfig":
+		// Talos 1.14: the cluster's document wins over .cluster.
+		cfg.Kinds = append(cfg.Kinds, d.Kind)
+		if v, line := scalarLineAt(d.root, "clusterName"); v != "" {
+			cfg.ClusterName, cfg.ClusterNameLine = v, line
+		}
+		if v, line := scalarLineAt(d.root, "endpoint"); v != "" {
+			cfg.Endpoint, cfg.EndpointLine = v, line
 		}
 	case "HostnameConfig":
 		cfg.Kinds = append(cfg.Kinds, d.Kind)
@@ -312,6 +336,15 @@ func (d docInfo) fill(cfg *Config) {
 	if slices.Contains(talos114.ControlPlaneOnlyKinds, d.Kind) && !slices.Contains(cfg.ControlPlaneOnly, d.Kind) {
 		cfg.ControlPlaneOnly = append(cfg.ControlPlaneOnly, d.Kind)
 	}
+}
+
+// scalarLineAt is scalarAt with the scalar's line.
+func scalarLineAt(n *yaml.Node, path ...string) (string, int) {
+	n = talos114.Node(n, path...)
+	if n == nil || n.Kind != yaml.ScalarNode {
+		return "", 0
+	}
+	return n.Value, n.Line
 }
 
 // scalarAt follows mapping keys from n and returns the scalar found there.

@@ -35,6 +35,11 @@ func classify(err error) int {
 		// Local (read-only, full, a symlink in the way): the message names
 		// the path; retrying the network would not help.
 		return ExitStorage
+	case errors.Is(err, imaging.ErrDownload) && !errors.As(err, &writeErr) && !errors.As(err, &ioErr):
+		// Every try of the download failed (or it changed under the
+		// card): the network's failure, though it left the card
+		// incomplete; a card's own I/O error stays exit 6.
+		return ExitNetwork
 	case errors.As(err, &writeErr), errors.As(err, &ioErr), errors.Is(err, imaging.ErrIncomplete):
 		return ExitWrite
 	case errors.Is(err, node.ErrInvalidConfig):

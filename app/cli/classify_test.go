@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/factory/factorytest"
 	"github.com/talosflash/talosflash/imaging"
+	"github.com/talosflash/talosflash/imaging/imagetest"
 )
 
 // An image download whose server cannot be reached (e.g. --installer with
@@ -60,6 +62,38 @@ func TestClassifyInputsAndStorage(t *testing.T) {
 	} {
 		if got := exitCode(c.err); got != c.code {
 			t.Errorf("%v: exit %d, want %d", c.err, got, c.code)
+		}
+	}
+}
+
+// A first flash whose streamed download fails on every try leaves the card
+// incomplete, but the failure is the network's: exit 3, not the card's 6.
+// One cut that a retry repairs is no failure at all (exit 0).
+func TestClassifyStreamedDownloadEveryTryFailed(t *testing.T) {
+	fx := imagetest.New(t, 8<<20, 1, 1<<20)
+	for _, always := range []bool{true, false} {
+		srv := factorytest.New(t)
+		srv.AddImage("x", "v1.14.5", "metal-arm64.raw.xz", fx.XZ)
+		path := factorytest.ImagePath("x", "v1.14.5", "metal-arm64.raw.xz")
+		f := factorytest.Fault{Kind: factorytest.FaultReset, After: int64(len(fx.XZ) / 2), Times: 1}
+		if always {
+			f.Times = 0
+		}
+		srv.Inject(path, f)
+		c := &imaging.Cache{Dir: t.TempDir(), Retries: 2, RetryDelay: time.Millisecond}
+		card := filepath.Join(t.TempDir(), "card.img")
+		cards, err := imaging.FlashAll(context.Background(), imaging.FlashOptions{
+			Source:  imaging.Source{URL: srv.ImageURL("x", "v1.14.5", "metal-arm64.raw.xz"), Key: "x/v1.14.5/metal-arm64.raw.xz", Cache: c, HTTPClient: srv.Client()},
+			Targets: []string{card}, Verify: true})
+		if err == nil {
+			err = cards[0].Err
+		}
+		want := ExitOK
+		if always {
+			want = ExitNetwork
+		}
+		if code := exitCode(err); code != want {
+			t.Fatalf("reset on every try=%v: exit %d, want %d (%v)", always, code, want, err)
 		}
 	}
 }

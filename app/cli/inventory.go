@@ -133,6 +133,7 @@ type inventoryJSON struct {
 	File     string          `json:"file"`
 	OK       bool            `json:"ok"`
 	Problems []problemJSON   `json:"problems"`
+	Notes    []problemJSON   `json:"notes,omitempty"` // what could not be checked offline
 	Cluster  string          `json:"cluster,omitempty"`
 	Nodes    []inventoryNode `json:"nodes"`
 }
@@ -198,6 +199,10 @@ func runInventoryCheck(args []string, env Env) error {
 		}
 
 		if inv != nil {
+			for _, n := range inv.Notes {
+				out.Notes = append(out.Notes, problemJSON(n))
+			}
+
 			out.Cluster = inv.Cluster
 			for _, n := range inv.Nodes {
 				out.Nodes = append(out.Nodes, inventoryNodeOf(n))
@@ -209,6 +214,12 @@ func runInventoryCheck(args []string, env Env) error {
 		}
 	} else if len(problems) == 0 {
 		printInventory(env, inv)
+	}
+
+	if !jsonOut && inv != nil {
+		for _, n := range inv.Notes {
+			fmt.Fprintln(env.Stderr, "note: "+printable.String(n.Error())) // what it could not check
+		}
 	}
 
 	if len(problems) > 0 {

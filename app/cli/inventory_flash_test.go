@@ -73,6 +73,12 @@ func testInventory(t *testing.T, dir string) string {
 		worker = bytes.Replace(read("worker.yaml"), []byte("  network:\n    hostname: worker-1\n"), []byte("  network: {}\n"), 1)
 		cp = bytes.Replace(read("controlplane.yaml"), []byte("  network:\n    hostname: cp-1\n"), []byte("  network: {}\n"), 1)
 	}
+	// The configs' endpoint is cp-1's address here (inventory check
+	// cross-checks it).
+	for _, ep := range []string{"https://192.168.1.20:6443", "https://192.168.1.10:6443"} {
+		worker = bytes.ReplaceAll(worker, []byte(ep), []byte("https://127.0.0.21:6443"))
+		cp = bytes.ReplaceAll(cp, []byte(ep), []byte("https://127.0.0.21:6443"))
+	}
 	if bytes.Contains(worker, []byte("\n    hostname:")) {
 		t.Fatal("worker fixture still sets a hostname")
 	}

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/talosflash/talosflash/factory"
 )
 
 func TestInventoryInitThenCheck(t *testing.T) {
@@ -34,16 +36,28 @@ func TestInventoryInitThenCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Real configs (test PKI), without a static hostname: the card sets it.
+	// Real configs (test PKI), without a static hostname: the card sets it,
+	// their endpoint cp-1's; the installer files as `schematic
+	// --installer-yaml` writes them (inventory check cross-checks them).
 	for _, f := range []string{"controlplane.yaml", "worker.yaml", "installer-controlplane.yaml", "installer-worker.yaml"} {
-		body := []byte("x: y\n")
-		if !strings.HasPrefix(f, "installer-") {
+		var body []byte
+		if role, ok := strings.CutPrefix(strings.TrimSuffix(f, ".yaml"), "installer-"); ok {
+			pr, err := factory.FindProfile(factory.BuiltinProfiles(), role)
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			if body, err = factory.InstallerPatch(pr, ""); err != nil {
+				t.Fatal(err)
+			}
+		} else {
 			b, err := os.ReadFile(filepath.Join("..", "..", "node", "testdata", f))
 			if err != nil {
 				t.Fatal(err)
 			}
 
-			body = []byte(strings.Replace(string(b), "hostname:", "# hostname:", 1))
+			s := strings.Replace(string(b), "hostname:", "# hostname:", 1)
+			body = []byte(strings.Replace(s, "https://192.168.1.10:6443", "https://192.168.1.20:6443", 1))
 		}
 
 		if err := os.WriteFile(filepath.Join(dir, "talos", f), body, 0o600); err != nil {
@@ -129,6 +143,47 @@ func TestMissingInventoryIsUsage(t *testing.T) {
 		code, _, stderr := cliRun(t, args...)
 		if code != ExitUsage || !strings.Contains(stderr, "talosflash inventory init") {
 			t.Errorf("%v: exit %d: %s", args, code, stderr)
+		}
+	}
+}
+
+// inventory check renders the cross-checks: a mismatch as a problem (exit
+// 7, file:line and the fix), what it cannot check as a note (exit 0).
+func TestInventoryCheckCrossChecks(t *testing.T) {
+	dir := t.TempDir()
+	inv := testInventory(t, dir)
+	worker := filepath.Join(dir, "talos", "worker.yaml")
+	b, err := os.ReadFile(worker)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	for _, c := range []struct {
+		endpoint string
+		code     int
+		want     string
+	}{
+		{"https://127.0.0.22:6443", ExitConfig, "worker.yaml:"},
+		{"https://k8s.home.arpa:6443", ExitOK, "note: "},
+	} {
+		body := strings.ReplaceAll(string(b), "https://127.0.0.21:6443", c.endpoint)
+		if err := os.WriteFile(worker, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+
+		code, stdout, stderr := cliRun(t, "inventory", "check", inv)
+		if code != c.code || !strings.Contains(stderr, c.want) || !strings.Contains(stderr, c.endpoint) {
+			t.Fatalf("endpoint %s: exit %d, want %d with %q:\n%s%s", c.endpoint, code, c.code, c.want, stdout, stderr)
+		}
+
+		code, stdout, _ = cliRun(t, "inventory", "check", inv, "--json")
+		var out inventoryJSON
+		if err := json.Unmarshal(answer(t, stdout, "inventory"), &out); err != nil {
+			t.Fatal(err)
+		}
+
+		if code != c.code || len(out.Problems)+len(out.Notes) != 1 {
+			t.Fatalf("endpoint %s --json: exit %d, %+v", c.endpoint, code, out)
 		}
 	}
 }

@@ -1,0 +1,287 @@
+package inventory
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"net/url"
+	"os"
+	"strings"
+
+	"github.com/talosflash/talosflash/factory"
+	"github.com/talosflash/talosflash/internal/userfile"
+	"github.com/talosflash/talosflash/node"
+)
+
+// maxInstallerFile bounds an installer file (as plan.MaxInstallerFile).
+const maxInstallerFile = 1 << 20
+
+// crossCheck compares each node's files with the node and with each other,
+// offline: the installer file's schematic and version are the node's role
+// image (its profile's schematic ID, computed as the factory does, at the
+// inventory's Talos version); the config's installer image is the same
+// image; its control-plane endpoint names a control plane of the inventory;
+// all configs name one cluster. The configs were read (bounded) by
+// checkConfig; only the fields checked are ever quoted: configs hold PKI.
+func (p *parser) crossCheck(inv *Inventory, profiles []factory.Profile) {
+	if p.opts.SkipFiles {
+		return
+	}
+
+	seen := map[string]bool{} // a config shared by nodes says a thing once
+	once := func(key string) bool {
+		if seen[key] {
+			return false
+		}
+
+		seen[key] = true
+
+		return true
+	}
+
+	// The configs' one name (the inventory's cluster: only labels it).
+	var cluster struct {
+		name, where string
+	}
+
+	for _, n := range inv.Nodes {
+		what := "node " + n.Hostname
+		want, hasImage := roleImage(n, inv, profiles)
+
+		if n.Installer != "" && hasImage {
+			p.checkInstallerFile(inv, n, what, want, profiles)
+		}
+
+		cfg := p.configs[n.Config]
+		if n.Config == "" || cfg == nil {
+			continue
+		}
+
+		wrongType := n.Role != "" && cfg.MachineType != "" && cfg.MachineType != n.Role // said by checkConfig
+		if hasImage && !wrongType && cfg.InstallImage != "" && once(n.Config+"\x00image\x00"+n.Profile) {
+			p.checkInstallImage(inv, n, what, cfg, want, profiles)
+		}
+
+		if cfg.Endpoint != "" && once(n.Config+"\x00endpoint") {
+			p.checkEndpoint(inv, n, cfg)
+		}
+
+		if cfg.ClusterName != "" {
+			where := at(n.Config, cfg.ClusterNameLine)
+			switch {
+			case cluster.name == "":
+				cluster.name, cluster.where = cfg.ClusterName, where
+			case cfg.ClusterName != cluster.name && once(n.Config+"\x00cluster"):
+				p.add(n.ConfigLine, "generate every node's config from one talosctl gen config run (one cluster, one name)",
+					"%s: config %s names cluster %q, but %s names %q: one cluster has one name", what, where, cfg.ClusterName, cluster.where, cluster.name)
+			}
+		}
+	}
+}
+
+// image is a node's role image: what its card and installer must be.
+type image struct {
+	profile     string
+	schematicID string
+	version     string
+	ref         factory.InstallerRef
+}
+
+// roleImage is the image of n's profile at the inventory's Talos version
+// (else the profile's), on the inventory's factory.
+func roleImage(n Node, inv *Inventory, profiles []factory.Profile) (image, bool) {
+	pr, err := factory.FindProfile(profiles, n.Profile)
+	if err != nil {
+		return image{}, false // reported where the profile is named
+	}
+
+	id, err := pr.SchematicID()
+	if err != nil {
+		return image{}, false
+	}
+
+	version := inv.TalosVersion
+	if version == "" {
+		version = pr.Version()
+	}
+
+	return image{profile: pr.Name, schematicID: id, version: version, ref: factory.NewInstallerRef(registryHost(inv.Factory), id, version)}, true
+}
+
+// registryHost is the installer registry of a factory URL ("": the public one).
+func registryHost(factoryURL string) string {
+	if u, err := url.Parse(factoryURL); err == nil && u.Host != "" {
+		return u.Host
+	}
+
+	return strings.TrimPrefix(factory.DefaultBaseURL, "https://")
+}
+
+// profileOf names the profile whose schematic id is, for a message.
+func profileOf(id string, profiles []factory.Profile) string {
+	for _, pr := range profiles {
+		if pid, err := pr.SchematicID(); err == nil && pid == id {
+			return fmt.Sprintf("schematic %s (the %s image)", factory.ShortID(id), pr.Name)
+		}
+	}
+
+	return fmt.Sprintf("schematic %s (no profile's image)", factory.ShortID(id))
+}
+
+// schematicCommand is how the right installer file is written.
+func schematicCommand(inv *Inventory, want image) string {
+	cmd := fmt.Sprintf("talosflash schematic --role %s --version %s", want.profile, want.version)
+	if inv.Profiles != "" {
+		cmd += " --profiles " + inv.Profiles
+	}
+
+	return cmd + " --installer-yaml > talos/installer-" + want.profile + ".yaml"
+}
+
+// mismatch says how ref differs from want ("" when it is the image).
+func mismatch(ref factory.InstallerRef, want image, profiles []factory.Profile) string {
+	switch {
+	case ref.SchematicID != want.schematicID:
+		return fmt.Sprintf("names %s, not the %s image's %s", profileOf(ref.SchematicID, profiles), want.profile, factory.ShortID(want.schematicID))
+	case ref.Version != want.version:
+		return fmt.Sprintf("is for Talos %s, the inventory's version is %s", ref.Version, want.version)
+	}
+
+	return ""
+}
+
+func (p *parser) checkInstallerFile(inv *Inventory, n Node, what string, want image, profiles []factory.Profile) {
+	data, err := userfile.Read(n.Installer, maxInstallerFile)
+	if errors.Is(err, os.ErrNotExist) || errors.Is(err, userfile.ErrNotRegular) {
+		return // reported by fileRef
+	}
+
+	var inf *factory.InstallerFile
+	if err == nil {
+		inf, err = factory.ParseInstallerFile(data)
+	}
+
+	var sme *factory.SchematicMismatchError
+	if err != nil && !errors.As(err, &sme) {
+		p.add(n.InstallerLine, "write it with "+schematicCommand(inv, want), "%s: installer %s: %v", what, n.Installer, err)
+		return
+	}
+
+	if why := mismatch(inf.Ref, want, profiles); why != "" {
+		p.add(n.InstallerLine, "point installer: at the "+want.profile+" installer file, or write it with "+schematicCommand(inv, want),
+			"%s (%s): installer %s %s", what, want.profile, at(n.Installer, inf.Line), why)
+	}
+}
+
+func (p *parser) checkInstallImage(inv *Inventory, n Node, what string, cfg *node.Config, want image, profiles []factory.Profile) {
+	where := at(n.Config, cfg.InstallImageLine)
+	fix := fmt.Sprintf("set %s to %s (talosctl gen config --config-patch @talos/installer-%s.yaml)", cfg.InstallImageFrom, want.ref, want.profile)
+
+	ref, err := factory.ParseInstallerRef(cfg.InstallImage)
+	if err != nil {
+		p.add(n.ConfigLine, fix, "%s (%s): config %s: %s %q is not the %s image: %v", what, want.profile, where, cfg.InstallImageFrom, cfg.InstallImage, want.profile, err)
+		return
+	}
+
+	if why := mismatch(ref, want, profiles); why != "" {
+		p.add(n.ConfigLine, fix, "%s (%s): config %s: %s %s", what, want.profile, where, cfg.InstallImageFrom, why)
+	}
+}
+
+// checkEndpoint: the config's control-plane endpoint must reach a control
+// plane of the inventory. An address of a worker, or one outside every
+// control plane's subnet, is a problem; a DNS name, or an address inside a
+// control plane's subnet that no node has (a VIP), cannot be checked
+// offline and is a note.
+func (p *parser) checkEndpoint(inv *Inventory, n Node, cfg *node.Config) {
+	where := at(n.Config, cfg.EndpointLine)
+	cps := controlPlanes(inv)
+	fix := "use a control plane's address: " + cps
+
+	u, err := url.Parse(cfg.Endpoint)
+	if err != nil || u.Hostname() == "" {
+		p.add(n.ConfigLine, fix, "config %s: the control-plane endpoint %q is not a URL", where, cfg.Endpoint)
+		return
+	}
+
+	host := u.Hostname()
+	note := func(format string, args ...any) {
+		inv.Notes = append(inv.Notes, Problem{File: p.file, Line: n.ConfigLine, Message: fmt.Sprintf(format, args...)})
+	}
+
+	addr, err := netip.ParseAddr(host)
+	if err != nil {
+		// A name: the inventory's own hostnames are checked, others not.
+		for _, m := range inv.Nodes {
+			if strings.EqualFold(m.Hostname, host) || strings.EqualFold(shortName(m.Hostname), host) {
+				if m.Role != "controlplane" {
+					p.add(n.ConfigLine, fix, "config %s: the control-plane endpoint %s names %s, a %s", where, cfg.Endpoint, m.Hostname, roleName(m))
+				}
+
+				return
+			}
+		}
+
+		note("config %s: the control-plane endpoint %s is a DNS name: not checked against the inventory's control planes (%s)", where, cfg.Endpoint, cps)
+
+		return
+	}
+
+	for _, m := range inv.Nodes {
+		if m.Address.IsValid() && m.Address.Addr() == addr.Unmap() {
+			if m.Role != "controlplane" {
+				p.add(n.ConfigLine, fix, "config %s: the control-plane endpoint %s is %s's address, a %s", where, cfg.Endpoint, m.Hostname, roleName(m))
+			}
+
+			return
+		}
+	}
+
+	for _, m := range inv.Nodes {
+		if m.Role == "controlplane" && m.Address.IsValid() && m.Address.Masked().Contains(addr.Unmap()) {
+			note("config %s: the control-plane endpoint %s is no node's address (a VIP?): not checked", where, cfg.Endpoint)
+			return
+		}
+	}
+
+	p.add(n.ConfigLine, fix, "config %s: the control-plane endpoint %s is no node of the inventory, nor in a control plane's subnet", where, cfg.Endpoint)
+}
+
+// controlPlanes lists the control planes' endpoints for a fix.
+func controlPlanes(inv *Inventory) string {
+	var out []string
+
+	for _, m := range inv.Nodes {
+		if m.Role == "controlplane" && m.Address.IsValid() {
+			out = append(out, "https://"+netip.AddrPortFrom(m.Address.Addr(), 6443).String())
+		}
+	}
+
+	if len(out) == 0 {
+		return "https://CP-ADDRESS:6443 (the inventory has no control plane)"
+	}
+
+	return strings.Join(out, " or ")
+}
+
+func roleName(n Node) string {
+	if n.Role == "" {
+		return "node of profile " + n.Profile
+	}
+
+	return n.Role
+}
+
+func shortName(h string) string {
+	s, _, _ := strings.Cut(h, ".")
+	return s
+}
+
+// at is file:line (file alone when the line is unknown).
+func at(file string, line int) string {
+	if line <= 0 {
+		return file
+	}
+
+	return fmt.Sprintf("%s:%d", file, line)
+}
