@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"fmt"
-	"io"
 	"regexp"
 	"slices"
 	"strconv"
@@ -192,7 +191,7 @@ func (r *StatusReader) Read(ctx context.Context, callTimeout time.Duration) (*St
 		problem("extension statuses", err)
 	}
 	if err := call(func(ctx context.Context) error {
-		id, err := r.readSmall(ctx, "/proc/sys/kernel/random/boot_id")
+		id, err := r.s.readSmall(ctx, bootIDPath, 4096)
 		// A boot ID is no secret (a random UUID per boot), but sanitize
 		// would take it for one: keep it when it has the UUID form.
 		if id = strings.TrimSpace(id); bootIDRe.MatchString(id) {
@@ -205,7 +204,7 @@ func (r *StatusReader) Read(ctx context.Context, callTimeout time.Duration) (*St
 		problem("boot id", err)
 	}
 	if err := call(func(ctx context.Context) error {
-		up, err := r.readSmall(ctx, "/proc/uptime")
+		up, err := r.s.readSmall(ctx, "/proc/uptime", 4096)
 		if err != nil {
 			return err
 		}
@@ -237,21 +236,6 @@ func (r *StatusReader) Read(ctx context.Context, callTimeout time.Duration) (*St
 		}
 	}
 	return st, nil
-}
-
-// readSmall reads a small file through MachineService.Read, bounded (the
-// stream is a node's: at most 4 KiB is taken).
-func (r *StatusReader) readSmall(ctx context.Context, path string) (string, error) {
-	rc, err := r.s.c.Read(ctx, path)
-	if err != nil {
-		return "", err
-	}
-	defer rc.Close()
-	b, err := io.ReadAll(io.LimitReader(rc, 4096))
-	if err != nil {
-		return "", err
-	}
-	return string(b), nil
 }
 
 var bootIDRe = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)

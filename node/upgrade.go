@@ -395,16 +395,28 @@ func (s *session) lifecycleUpgrade(ctx context.Context, res *UpgradeResult, prog
 func (s *session) bootID(ctx context.Context, opts WaitOptions) (string, error) {
 	cctx, cancel := context.WithTimeout(ctx, opts.CallTimeout)
 	defer cancel()
-	r, err := s.c.Read(cctx, "/proc/sys/kernel/random/boot_id")
+	id, err := s.readSmall(cctx, bootIDPath, 128)
 	if err != nil {
 		return "", s.err(cctx, "read", err)
 	}
-	defer r.Close() //nolint:errcheck
-	b, err := io.ReadAll(io.LimitReader(r, 128))
+	return strings.TrimSpace(id), nil
+}
+
+const bootIDPath = "/proc/sys/kernel/random/boot_id"
+
+// readSmall reads a small file through MachineService.Read, at most max
+// bytes of it (the stream is a node's).
+func (s *session) readSmall(ctx context.Context, path string, max int64) (string, error) {
+	rc, err := s.c.Read(ctx, path)
 	if err != nil {
-		return "", s.err(cctx, "read", err)
+		return "", err
 	}
-	return strings.TrimSpace(string(b)), nil
+	defer rc.Close() //nolint:errcheck
+	b, err := io.ReadAll(io.LimitReader(rc, max))
+	if err != nil {
+		return "", err
+	}
+	return string(b), nil
 }
 
 // waitHealthy waits for stage running and ready, version want, and every
