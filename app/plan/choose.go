@@ -146,16 +146,9 @@ func (e *ConflictError) Describe(door string) string {
 		is = "none of the known profiles' images"
 	}
 	if e.Schematic != "" {
-		is += " (schematic " + short(e.Schematic) + ")"
+		is += " (schematic " + factory.ShortID(e.Schematic) + ")"
 	}
 	return fmt.Sprintf("%s is %s; the inventory says %s is a %s: flash %s's own image (profile %s), or correct the inventory", what, is, e.Node, e.NodeProfile, e.Node, e.NodeProfile)
-}
-
-func short(id string) string {
-	if len(id) > 12 {
-		return id[:12] + "…"
-	}
-	return id
 }
 
 // ChooseImage is the one image decision: every way of choosing an image
@@ -313,7 +306,7 @@ func (c Choice) finishInstaller(ctx context.Context, im *Image) {
 func (im *Image) recognizePath(profiles []factory.Profile) {
 	dir := filepath.Dir(filepath.Clean(im.LocalPath))
 	version, id := filepath.Base(dir), filepath.Base(filepath.Dir(dir))
-	if !schematicIDRe.MatchString(id) || factory.ValidateVersion(version) != nil {
+	if !factory.IsSchematicID(id) || factory.ValidateVersion(version) != nil {
 		return
 	}
 	known := &Image{SchematicID: id, Version: version, Label: im.Label}
@@ -380,10 +373,10 @@ func (e *UnknownImageError) Describe(door, allow string) string {
 	what := door + " " + e.Value
 	is := "of unknown content (talosflash cannot tell which schematic it holds)"
 	if e.Schematic != "" {
-		is = "schematic " + short(e.Schematic) + ", none of the known profiles"
+		is = "schematic " + factory.ShortID(e.Schematic) + ", none of the known profiles"
 	}
 	return fmt.Sprintf("%s is %s; the inventory says %s is a %s (schematic %s): flash %s's own image, or %s",
-		what, is, e.Node, e.NodeProfile, short(e.WantSchematic), e.Node, allow)
+		what, is, e.Node, e.NodeProfile, factory.ShortID(e.WantSchematic), e.Node, allow)
 }
 
 // serviceDifference says how two extension lists differ in the extensions

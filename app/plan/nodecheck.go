@@ -6,7 +6,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -188,7 +187,7 @@ func (nc NodeCheck) knownSchematicID() string {
 		return ""
 	case nc.Node.Booted != nil && nc.Node.Booted.SchematicID != "":
 		return nc.Node.Booted.SchematicID
-	case nc.Node.Factory != nil && schematicIDRe.MatchString(nc.Node.Factory.SchematicID):
+	case nc.Node.Factory != nil && factory.IsSchematicID(nc.Node.Factory.SchematicID):
 		return nc.Node.Factory.SchematicID // a rogue node's other text is no ID
 	}
 	return ""
@@ -258,8 +257,6 @@ func (nc NodeCheck) resolver(ctx context.Context) func(string) (*schematic.Schem
 	}
 }
 
-var schematicIDRe = regexp.MustCompile(`^[0-9a-f]{64}$`)
-
 // CachedSchematicIDs lists the schematic IDs the image cache holds (the
 // directories below each factory's, see imaging.FactoryCacheKey; top-level
 // ones from before the factory was part of the key): images flashed from
@@ -274,7 +271,7 @@ func CachedSchematicIDs(c *imaging.Cache) []string {
 	}
 	var ids []string
 	add := func(name string) {
-		if schematicIDRe.MatchString(name) && !slices.Contains(ids, name) {
+		if factory.IsSchematicID(name) && !slices.Contains(ids, name) {
 			ids = append(ids, name)
 		}
 	}
@@ -282,7 +279,7 @@ func CachedSchematicIDs(c *imaging.Cache) []string {
 		if !e.IsDir() { // a DirEntry of a symlink is not a directory
 			continue
 		}
-		if schematicIDRe.MatchString(e.Name()) {
+		if factory.IsSchematicID(e.Name()) {
 			add(e.Name())
 			continue
 		}
