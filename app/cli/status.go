@@ -167,7 +167,7 @@ func renderNodeStatus(w io.Writer, ns plan.NodeStatus, now time.Time, watch bool
 		if d := ns.StageFor(now); d > 0 {
 			head = append(head, "in "+st.Stage+" for "+plan.Minutes(d)+" ("+sinceWord(ns.StageSinceSource)+")")
 		}
-		fmt.Fprintf(w, "%s%s (%s): %s · Talos %s", prefix, name, st.Endpoint, strings.Join(head, ", "), orDash(st.TalosVersion))
+		fmt.Fprintf(w, "%s%s (%s): %s · Talos %s", prefix, name, st.Endpoint, strings.Join(head, ", "), dash(st.TalosVersion))
 		if st.Uptime > 0 {
 			fmt.Fprintf(w, " · up %s", plan.Minutes(st.Uptime))
 		}
@@ -245,13 +245,6 @@ func shortBoot(id string) string {
 		return id[:8] + "…"
 	}
 	return id
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }
 
 // nodeStatusLine is one `node_status` line (docs/JSON.md).

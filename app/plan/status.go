@@ -3,6 +3,7 @@ package plan
 import (
 	"context"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
@@ -195,9 +196,9 @@ func (c StatusCheck) Diagnose(now time.Time, t StatusTarget, st *node.Status, re
 			if el := ns.StageFor(now); el > 0 {
 				d.RebootIn = max(timeout-el, 0)
 				d.Message = fmt.Sprintf("%s has been booting for %s: %s; Talos reboots it at BootTimeout (%s), in about %s",
-					name, minutes(el), d.Message, minutes(timeout), minutes(d.RebootIn))
+					name, Minutes(el), d.Message, Minutes(timeout), Minutes(d.RebootIn))
 			} else {
-				d.Message = fmt.Sprintf("%s is booting: %s; Talos reboots it at BootTimeout (%s) after boot", name, d.Message, minutes(timeout))
+				d.Message = fmt.Sprintf("%s is booting: %s; Talos reboots it at BootTimeout (%s) after boot", name, d.Message, Minutes(timeout))
 			}
 		}
 	}
@@ -298,15 +299,16 @@ func orNone(s string) string {
 	return s
 }
 
+// hostOnly is the address talosctl's -n takes (no port).
 func hostOnly(endpoint string) string {
-	if i := strings.LastIndex(endpoint, ":"); i > 0 && !strings.Contains(endpoint[i:], "]") {
-		return strings.Trim(endpoint[:i], "[]")
+	if h, _, err := net.SplitHostPort(endpoint); err == nil {
+		return h
 	}
 	return endpoint
 }
 
-// minutes renders a duration for people: "12 min", "45 s", "1 h 10 min".
-func minutes(d time.Duration) string {
+// Minutes renders a duration for people: "12 min", "45 s", "1 h 10 min".
+func Minutes(d time.Duration) string {
 	switch {
 	case d < time.Minute:
 		return fmt.Sprintf("%d s", int(d.Seconds()))
@@ -315,9 +317,6 @@ func minutes(d time.Duration) string {
 	}
 	return fmt.Sprintf("%d h %d min", int(d.Hours()), int(d.Minutes())%60)
 }
-
-// Minutes is minutes for the CLI's renderers.
-func Minutes(d time.Duration) string { return minutes(d) }
 
 // WatchOptions bound `status` and `status --watch`.
 type WatchOptions struct {
