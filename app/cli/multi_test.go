@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/talosflash/talosflash/app/elevate"
 	"github.com/talosflash/talosflash/app/plan"
 	"github.com/talosflash/talosflash/imaging"
@@ -80,7 +78,7 @@ func TestFlashSeveralDevicesOneFails(t *testing.T) {
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=2m,mode=0700", "tmpfs", small).CombinedOutput(); err != nil {
 		t.Skipf("mount tmpfs: %v: %s", err, out)
 	}
-	t.Cleanup(func() { _ = unix.Unmount(small, 0) })
+	t.Cleanup(func() { _ = unmount(small) })
 	bad := filepath.Join(small, "card.img")
 	good := []string{filepath.Join(dir, "a.img"), filepath.Join(dir, "c.img")}
 	code, stdout, stderr := cliRun(t, "--flash", "--role", "worker", "--yes", "--json", "--format", "xz", "--factory", srv.URL, "--cache-dir", filepath.Join(dir, "cache"),

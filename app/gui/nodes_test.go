@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -206,7 +205,7 @@ func TestNodesUnknownBootedShowsFallbackChoice(t *testing.T) {
 // A FIFO dropped on a node is refused at once, not read forever.
 func TestNodesDropFIFORefused(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "fifo.yaml")
-	if err := syscall.Mkfifo(p, 0o600); err != nil {
+	if err := mkfifo(p); err != nil {
 		t.Skip(err)
 	}
 	done := make(chan error, 1)

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"slices"
-	"syscall"
 	"time"
 )
 
@@ -29,8 +28,8 @@ func timeShell(cmd string) run {
 	start := time.Now()
 	err := c.Run()
 	r := run{wall: time.Since(start), err: err}
-	if ru, ok := c.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		r.rssKB = ru.Maxrss
+	if c.ProcessState != nil {
+		r.rssKB = peakRSSKB(c.ProcessState)
 	}
 	return r
 }

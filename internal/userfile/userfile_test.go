@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -20,10 +19,6 @@ func TestRead(t *testing.T) {
 	if err := os.WriteFile(big, make([]byte, 11), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	fifo := filepath.Join(dir, "fifo")
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
-	}
 
 	data, err := Read(ok, 10)
 	if err != nil || string(data) != "hello" {
@@ -35,7 +30,9 @@ func TestRead(t *testing.T) {
 		t.Fatalf("Read(big) = %v, want TooLargeError", err)
 	}
 
-	for name, want := range map[string]string{dir: "a directory", fifo: "a FIFO", "/dev/zero": "a character device"} {
+	notRegular := map[string]string{dir: "a directory"}
+	addSpecialFiles(t, dir, notRegular)
+	for name, want := range notRegular {
 		done := make(chan error, 1)
 		go func() { _, err := Read(name, 10); done <- err }()
 		select {
