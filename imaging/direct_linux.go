@@ -1,7 +1,9 @@
 package imaging
 
 import (
+	"errors"
 	"fmt"
+	"math"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -45,4 +47,20 @@ func blockDeviceSize(fd uintptr) (int64, bool, error) {
 		return 0, false, fmt.Errorf("target size (BLKGETSIZE64): %w", errno)
 	}
 	return int64(size), true, nil
+}
+
+// nextData is where t's next data starts at or after off (lseek
+// SEEK_DATA; past the last data: the largest offset), so a hole of a
+// regular file is known to read zeros without reading it. false: not known
+// (no descriptor, or a file system without SEEK_DATA answers as all data).
+func nextData(t Target, off int64) (int64, bool) {
+	f, ok := t.(fdTarget)
+	if !ok {
+		return 0, false
+	}
+	next, err := unix.Seek(int(f.Fd()), off, unix.SEEK_DATA)
+	if errors.Is(err, unix.ENXIO) {
+		return math.MaxInt64, true
+	}
+	return next, err == nil
 }

@@ -68,10 +68,11 @@ type Card struct {
 	// for every card of a flash); 0 and "" when nothing was written.
 	Bytes  int64
 	SHA256 string
-	// Written and Skipped split the image's bytes: what was written to the
-	// card (its first MiB twice: zeros first, the image's last), and what
-	// the card already held, found by a direct read that is also its
-	// verification.
+	// Written is what was written to the card: the units (runs.go) that
+	// differed from what it held, and in the first MiB, written last,
+	// zeros first where it held anything else. Skipped is what the card
+	// already held, found by a direct read that is also its verification
+	// (not read back).
 	Written, Skipped int64
 	Verified         bool
 	// VerifyMode says how the read-back bypassed the page cache:
@@ -242,19 +243,22 @@ type card struct {
 	// until the rest is written and synced); nil when the target can only
 	// be written in order.
 	writeAt func(p []byte, off int64) (int, error)
-	// Skipping (writeAt set): chunks the card already holds are not
-	// written. rbuf is the direct read of the card; compare is set when
-	// its first chunk was the image's (a re-flash: every chunk is read
-	// first); probeWait/probeGap back off reading first where the card
-	// keeps holding other data (a card full of old data pays a few reads).
+	// Runs (writeAt set, runs.go): each chunk is read from the card first
+	// and only the units that differ are written. rbuf is that direct
+	// read; held are the units it found already there (verified by it: not
+	// read back); head is what the card held in the first MiB;
+	// probeWait/probeGap back off reading first where the card keeps
+	// holding other data (a card full of old data pays a few reads);
+	// zerosFrom/zerosTo is a hole of a regular file, read as zeros.
 	rbuf                []byte
-	compare             bool
+	held                unitSet
+	head                headState
 	probeWait, probeGap int
-	skippedChunk        []bool // by chunk index: held already, verified by that read
-	written, skipped    atomic.Int64
-	sinceSync           int64
-	regular, grow       bool  // a regular file; one to grow to the image's size at the end
-	err                 error // set by the write stage (or the common failure)
+	zerosFrom, zerosTo  int64
+	written             atomic.Int64
+	sinceSync     int64
+	regular, grow bool  // a regular file; one to grow to the image's size at the end
+	err           error // set by the write stage (or the common failure)
 	closed              bool
 	// write stage
 	in   chan *chunk // closed by read
@@ -272,13 +276,13 @@ type card struct {
 // verifyAndClose is a written card's last steps: read-back, close, "done".
 func (c *card) verifyAndClose(ctx context.Context, w *written, opts FlashOptions, res *Card) {
 	res.Bytes, res.SHA256 = w.n, hex.EncodeToString(w.sum)
-	res.Written, res.Skipped = c.written.Load(), c.skipped.Load()
+	res.Written, res.Skipped = c.written.Load(), c.held.heldBytes(w.n, writeUnit)
 	if opts.Verify {
 		depth := 3 // chunks' worth of the write stage's pool in flight for this read-back
 		if c.name != "" {
 			depth = 2 // several cards share the pool's units
 		}
-		mode, err := verifyTarget(ctx, c.t, w, c.skippedChunk, newMeter(opts.Progress, StageVerify, w.n, false).forTarget(c.name), depth)
+		mode, err := verifyTarget(ctx, c.t, w, c.held, newMeter(opts.Progress, StageVerify, w.n, false).forTarget(c.name), depth)
 		if err != nil {
 			if errors.Is(err, errStalled) {
 				c.abandoned.Store(true) // its Close may hang too: never waited for

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -62,40 +63,54 @@ func (o *orderTarget) WriteAt(p []byte, off int64) (int, error) {
 func (o *orderTarget) Sync() error { o.log("sync"); return o.File.Sync() }
 
 // The first MiB is written last, after the rest was written and synced:
-// until then the card holds zeros there. The card is still the whole image.
+// until then the card holds zeros there (written first where it held
+// anything else: old data; a new file reads zeros already). The card is
+// still the whole image.
 func TestFirstMiBWrittenLast(t *testing.T) {
 	img := testImage(t)
-	dst := filepath.Join(t.TempDir(), "card.img")
-	f, err := os.Create(dst)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ot *orderTarget
-	open := func(string, int64) (Target, error) {
-		ot = &orderTarget{File: f}
-		return ot, nil
-	}
-	res, err := flashOne(context.Background(), FlashOptions{Source: Source{Path: writeTemp(t, "img.xz", img.XZ)}, Targets: []string{dst}, Open: open, Verify: true})
-	if err != nil || !res.Verified || imagetest.FileSHA256(t, dst, img.Size) != img.SHA256 {
-		t.Fatalf("%+v %v", res, err)
-	}
-	ops := ot.ops
-	last := -1
-	for i, op := range ops {
-		if op == "head" {
-			if last >= 0 {
-				t.Fatalf("head written twice: %v", ops)
+	for _, old := range []bool{false, true} {
+		t.Run(fmt.Sprintf("old data %v", old), func(t *testing.T) {
+			dst := filepath.Join(t.TempDir(), "card.img")
+			f, err := os.Create(dst)
+			if err != nil {
+				t.Fatal(err)
 			}
-			last = i
-		}
-	}
-	if len(ops) == 0 || ops[0] != "zeros0" || last < 2 || ops[last-1] != "sync" || ops[len(ops)-1] != "sync" {
-		t.Fatalf("the head is not written after a sync of the rest, then synced: %v", ops)
-	}
-	for _, op := range ops[last+1:] {
-		if op == "write" {
-			t.Fatalf("a write after the head: %v", ops)
-		}
+			if old {
+				junk := bytes.Repeat([]byte{0x5A}, int(img.Size))
+				if _, err := f.WriteAt(junk, 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var ot *orderTarget
+			open := func(string, int64) (Target, error) {
+				ot = &orderTarget{File: f}
+				return ot, nil
+			}
+			res, err := flashOne(context.Background(), FlashOptions{Source: Source{Path: writeTemp(t, "img.xz", img.XZ)}, Targets: []string{dst}, Open: open, Verify: true})
+			if err != nil || !res.Verified || imagetest.FileSHA256(t, dst, img.Size) != img.SHA256 {
+				t.Fatalf("%+v %v", res, err)
+			}
+			ops := ot.ops
+			first, last := -1, -1
+			for i, op := range ops {
+				switch {
+				case op == "head" && last >= 0:
+					t.Fatalf("head written twice: %v", ops)
+				case op == "head":
+					last = i
+				case op == "write" && first < 0:
+					first = i
+				}
+			}
+			if old != (len(ops) > 0 && ops[0] == "zeros0") || first < 0 || last < first+1 || ops[last-1] != "sync" || ops[len(ops)-1] != "sync" {
+				t.Fatalf("the head is not written after a sync of the rest (after zeros, on old data), then synced: %v", ops)
+			}
+			for _, op := range ops[last+1:] {
+				if op == "write" {
+					t.Fatalf("a write after the head: %v", ops)
+				}
+			}
+		})
 	}
 }
 

@@ -3,8 +3,12 @@
 package imaging
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/talosflash/talosflash/imaging/imagetest"
@@ -15,7 +19,19 @@ import (
 // writes with EIO): that card fails, the two others hold the image and
 // verify with O_DIRECT.
 func TestFlashAllLoopDevicesOneFills(t *testing.T) {
-	img := testImage(t)
+	// Only what differs is written: 4 MiB of data in the image, more than
+	// the tmpfs holds, whatever the zeroed card already has.
+	raw := bytes.Clone(testImage(t).Raw)
+	r := rand.New(rand.NewPCG(3, 4))
+	for i := 1 << 20; i < 5<<20; i++ {
+		raw[i] = byte(r.Uint32())
+	}
+	xzb, err := imagetest.XZBytes(raw, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(raw)
+	img := &imagetest.Fixture{Size: int64(len(raw)), Raw: raw, XZ: xzb, SHA256: hex.EncodeToString(sum[:])}
 	src := writeTemp(t, "metal-arm64.raw.xz", img.XZ)
 	good1 := imagetest.LoopDevice(t, 16<<20, false)
 	full := imagetest.LoopDeviceIn(t, smallFS(t), 16<<20, false)

@@ -24,7 +24,6 @@ type chunk struct {
 	off  int64
 	refs atomic.Int32
 	lost atomic.Bool // held by a write that was given up: never reused
-	zero bool        // every byte is zero
 }
 
 // alignedBuf returns n bytes starting at an alignment boundary.
@@ -184,7 +183,7 @@ type pipeline struct {
 	// head is the image's first MiB, kept by read for the cards that write
 	// it last (zeroBlock stands in for it meanwhile).
 	head     []byte
-	skipping bool // some card skips what it holds: chunks are told zero or not
+	skipping bool // some card writes its first MiB last
 	// hash
 	hashDone chan struct{}
 	sum      []byte
@@ -271,7 +270,6 @@ func (p *pipeline) read() {
 		}
 		if n > 0 {
 			c.n, c.off = n, off
-			c.zero = p.skipping && allZero(c.buf[:n])
 			off += int64(n)
 			c.refs.Store(int32(1 + len(p.cards)))
 			p.toHash <- c // never blocks: at most poolSize chunks exist
@@ -371,70 +369,6 @@ func (p *pipeline) unalign(cd *card, n int, direct *bool) {
 	}
 }
 
-// writeSkipping puts chunk c on a card with positional writes:
-//   - the first MiB is written last (finish): zeros stand in for it until
-//     then, so a card that fails half-way has no partition table and never
-//     boots half an image;
-//   - a chunk the card may already hold (a zero chunk, or any chunk once
-//     the card's first chunk was the image's) is read from the card first
-//     (O_DIRECT) and not written when the card reads the image's bytes
-//     there; that read is the chunk's verification. Never a discard/TRIM:
-//     cards and readers lie about what those leave.
-//
-// It returns the bytes of c done (written or found already there).
-func (p *pipeline) writeSkipping(cd *card, c *chunk, direct *bool) (int, error) {
-	b := c.buf[:c.n]
-	if c.off == 0 {
-		h := min(len(b), headSize)
-		rest := true
-		if skipHeld && (*direct || cd.regular) {
-			// The card's own first MiB tells a re-flash (written last, it
-			// is the image's only on a card that was written whole).
-			cd.compare = cd.holds(b[:h], 0)
-			rest = len(b) > h && !((cd.compare || allZero(b[h:])) && cd.holds(b[h:], int64(h)))
-		}
-		p.unalign(cd, h, direct)
-		if n, err := cd.putZeros(h); err != nil {
-			return n, err
-		}
-		if !rest {
-			cd.skipped.Add(int64(len(b) - h))
-			return len(b), nil
-		}
-		p.unalign(cd, len(b)-h, direct)
-		n, err := cd.put(b[h:], int64(h))
-		return h + n, err
-	}
-	// Only a read of the card itself (O_DIRECT) tells what it holds; a
-	// regular file's page cache is the file.
-	if skipHeld && (*direct || cd.regular) && (c.zero || cd.compare) && cd.probe() {
-		if cd.holds(b, c.off) {
-			cd.probeGap = 0
-			idx := int(c.off / chunkSize)
-			for len(cd.skippedChunk) <= idx {
-				cd.skippedChunk = append(cd.skippedChunk, false)
-			}
-			cd.skippedChunk[idx] = true
-			cd.skipped.Add(int64(len(b)))
-			return len(b), nil
-		}
-		// The card holds other data here: read first less often, until a
-		// read finds the image's bytes again.
-		cd.probeGap = min(max(1, 2*cd.probeGap), 64)
-		cd.probeWait = cd.probeGap
-	}
-	p.unalign(cd, len(b), direct)
-	n, err := cd.put(b, c.off)
-	if err == nil && !*direct {
-		// Buffered: bound the dirty page cache (and pin an error to a
-		// region) as devices.Device does for its own writes.
-		if cd.sinceSync += int64(n); cd.sinceSync >= 32<<20 {
-			cd.sinceSync, err = 0, cd.t.Sync()
-		}
-	}
-	return n, err
-}
-
 // skipHeld is off only in benchmarks: the write of every byte they compare
 // with.
 var skipHeld = true
@@ -455,46 +389,6 @@ const (
 	holdProbe = 64 << 10
 	holdRead  = 1 << 20
 )
-
-// holds says whether the card reads b at off (direct reads of whole
-// O_DIRECT blocks, its first 64 KiB first). A short read, one past its
-// end or an error is "no": the chunk is then simply written.
-func (cd *card) holds(b []byte, off int64) bool {
-	for done := 0; done < len(b); {
-		n := min(len(b)-done, holdRead)
-		if done == 0 {
-			n = min(n, holdProbe)
-		}
-		al := (n + alignment - 1) / alignment * alignment
-		m, err := cd.t.ReadAt(cd.rbuf[:al], off+int64(done))
-		if m < n && cd.regular && err == io.EOF {
-			// Past the end of a regular file: zeros once finish grows it.
-			if !bytes.Equal(cd.rbuf[:m], b[done:done+m]) || !allZero(b[done+m:done+n]) {
-				return false
-			}
-			cd.grow = true
-			done += n
-			continue
-		}
-		if m < n || !bytes.Equal(cd.rbuf[:n], b[done:done+n]) {
-			return false
-		}
-		done += n
-	}
-	return true
-}
-
-// putZeros writes n zero bytes at the card's start, zeroBlock at a time.
-func (cd *card) putZeros(n int) (int, error) {
-	for done := 0; done < n; {
-		m, err := cd.put(zeroBlock[:min(n-done, len(zeroBlock))], int64(done))
-		done += m
-		if err != nil {
-			return done, err
-		}
-	}
-	return n, nil
-}
 
 // put writes b at off through the card's positional writer.
 func (cd *card) put(b []byte, off int64) (int, error) {
@@ -543,7 +437,7 @@ func (p *pipeline) writeCard(cd *card) error {
 		if cd.writeAt == nil {
 			n, err = p.writeSeq(cd, b, &direct)
 		} else {
-			n, err = p.writeSkipping(cd, c, &direct)
+			n, err = p.writeRuns(cd, c, &direct)
 		}
 		if !cd.state.CompareAndSwap(cardWriting, cardIdle) {
 			return errAbandoned // c is the watchdog's now
@@ -661,8 +555,7 @@ func (p *pipeline) finish() (*written, error) {
 			if err == nil && c.writeAt != nil && p.head != nil {
 				// The rest is on the card: now the partition table.
 				err = bounded(cardStall, func() error {
-					_, err := c.put(p.head, 0)
-					if err != nil {
+					if err := p.finishHead(c); err != nil {
 						return fmt.Errorf("writing the first MiB last: %w", err)
 					}
 					return c.t.Sync()

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"slices"
 	"time"
 )
 
@@ -27,11 +26,12 @@ var crcTable = crc32.MakeTable(crc32.Castagnoli)
 // Reading and comparing overlap (reader goroutine + hashing here); the
 // first differing 4 KiB block ends the check early.
 //
-// A chunk in skipped was found on the card by a direct read before the
-// write, byte for byte: that read was its verification, it is not read
-// again (and the SHA-256 of the whole read-back, which then has gaps, is
-// left to the blocks' CRCs).
-func verifyTarget(ctx context.Context, t Target, w *written, skipped []bool, meter *meter, depth int) (string, error) {
+// A unit in held (runs.go) was found on the card by a direct read before
+// the write, byte for byte: that read was its verification, it is not
+// read again (and the SHA-256 of the whole read-back, which then has gaps,
+// is left to the blocks' CRCs). The rest, every unit written, is read
+// back in runs of at most w.unit bytes.
+func verifyTarget(ctx context.Context, t Target, w *written, held unitSet, meter *meter, depth int) (string, error) {
 	mode := "cached"
 	if f, ok := t.(fdTarget); ok {
 		if err := setDirect(f.Fd(), true); err == nil {
@@ -61,10 +61,18 @@ func verifyTarget(ctx context.Context, t Target, w *written, skipped []bool, met
 	var readErr error
 	go func() {
 		defer close(full)
-		for off := int64(0); off < w.n; off += int64(w.unit) {
-			if idx := int(off / chunkSize); idx < len(skipped) && skipped[idx] {
+		unit := int64(writeUnit)
+		for off := int64(0); off < w.n; {
+			if held.has(int(off / unit)) {
+				off += unit
 				continue
 			}
+			// One read: the units from off not held, up to w.unit bytes.
+			end := off + unit
+			for end < w.n && end-off < int64(w.unit) && !held.has(int(end/unit)) {
+				end += unit
+			}
+			want := int(min(end, w.n) - off)
 			var c *chunk
 			select {
 			case c = <-w.units:
@@ -76,7 +84,6 @@ func verifyTarget(ctx context.Context, t Target, w *written, skipped []bool, met
 				readErr = ctx.Err()
 				return
 			}
-			want := int(min(int64(w.unit), w.n-off))
 			// O_DIRECT needs aligned lengths; read a little more at the end.
 			n, err := t.ReadAt(c.buf[:(want+alignment-1)/alignment*alignment], off)
 			if n >= want {
@@ -98,12 +105,13 @@ func verifyTarget(ctx context.Context, t Target, w *written, skipped []bool, met
 				w.units <- c
 				return
 			}
+			off += int64(want)
 		}
 	}()
 
 	// With chunks skipped the read-back has gaps: no SHA-256 of it to
 	// compare, so none is computed (the blocks' CRCs are compared).
-	h, whole := sha256.New(), !slices.Contains(skipped, true)
+	h, whole := sha256.New(), held.count() == 0
 	// A read that hangs (a pulled reader) or a cancel must not hold the
 	// flash: give up after cardStall without a byte, or at once on cancel.
 	stall := time.NewTimer(cardStall)
