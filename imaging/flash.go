@@ -256,9 +256,9 @@ type card struct {
 	probeWait, probeGap int
 	zerosFrom, zerosTo  int64
 	written             atomic.Int64
-	sinceSync     int64
-	regular, grow bool  // a regular file; one to grow to the image's size at the end
-	err           error // set by the write stage (or the common failure)
+	sinceSync           int64
+	regular, grow       bool  // a regular file; one to grow to the image's size at the end
+	err                 error // set by the write stage (or the common failure)
 	closed              bool
 	// write stage
 	in   chan *chunk // closed by read
