@@ -11,7 +11,7 @@
 # raw size) compressed as the factory does, `xz -0 -T0` (1 MiB blocks,
 # 256 KiB dictionary) and `zstd -T0 -18`, plus the older `xz -6 -T0` shape.
 # Environment: BENCH_DIR, BENCH_SIZE (bytes), BENCH_RUNS (pairs, default 3),
-# BENCH_ONLY=xz0|zst18|xz6|dl|cards (one part), TALOSFLASH (binary, default
+# BENCH_ONLY=xz0|zst18|xz6|dl|cards|bmap (one part), TALOSFLASH (binary, default
 # ./talosflash), BENCH_CARDS=0 to skip the emulated-card part (~5 min at the
 # default 25 MB/s write, 45 MB/s read: BENCH_CARD_MBPS, BENCH_CARD_READ_MBPS).
 set -euo pipefail
@@ -121,5 +121,11 @@ if [ "${BENCH_CARDS:-1}" != 0 ] && want cards; then
   echo "emulated cards, $(stat -L -c %s "$RAW") B image, ${BENCH_CARD_MBPS:-25} MB/s write, ${BENCH_CARD_READ_MBPS:-45} MB/s read (x-floor 1.00: the card is the only cost):" | tee -a "$RES"
   TALOSFLASH_BENCH_IMAGE="$Z" TALOSFLASH_BENCH_CARD_MBPS=${BENCH_CARD_MBPS:-25} TALOSFLASH_BENCH_CARD_READ_MBPS=${BENCH_CARD_READ_MBPS:-45} \
     go test -run '^$' -bench 'CardFlashVerify|CardsThreeVsAlone' -benchtime 1x -timeout 60m ./imaging/ | grep '^Benchmark' | tee -a "$RES"
+fi
+# talosflash and bmaptool on loop devices, four card states (bench/cards.sh;
+# root only, installs bmap-tools): bytes read and written by the loop
+# devices, modelled card time, byte-exactness, stale META.
+if [ "${BENCH_CARDS:-1}" != 0 ] && want bmap; then
+  BENCH_DIR="$D" TALOSFLASH="$BIN" ./bench/cards.sh
 fi
 echo "table appended to $RES"

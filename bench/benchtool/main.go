@@ -12,6 +12,14 @@
 //	                                          decode into TARGET, fsync; with
 //	                                          -skip-zeros, seek over all-zero
 //	                                          4 MiB chunks (files only)
+//	benchtool gen -talos ...                  the same data, a Talos-like table
+//	                                          with a blank META partition
+//	benchtool oldcard RAW CARD                an older card of another node:
+//	                                          other BOOT data, its META
+//	benchtool diff4k CARD RAW                 bytes of RAW's 4 KiB blocks
+//	                                          that differ on CARD
+//	benchtool meta CARD RAW                   "image", or "stale" and what
+//	                                          CARD's META partition holds
 //	benchtool serve FILE.xz FILE.zst          the fake Image Factory on
 //	                                          127.0.0.1 serving them for the
 //	                                          built-in roles; prints its URL,
@@ -65,6 +73,12 @@ func main() {
 		err = pair(args)
 	case "serve":
 		err = serve(args)
+	case "oldcard":
+		err = oldCard(args)
+	case "diff4k":
+		err = diff4K(args)
+	case "meta":
+		err = metaState(args)
 	default:
 		err = fmt.Errorf("unknown command %q", cmd)
 	}
@@ -78,9 +92,13 @@ func gen(args []string) error {
 	fs := flag.NewFlagSet("gen", flag.ExitOnError)
 	size := fs.Int64("size", 1280<<20, "image size in bytes (multiple of 512)")
 	seed := fs.Int64("seed", 1, "generator seed")
+	talos := fs.Bool("talos", false, "a Talos-like table with a blank META (imagetest.TalosRaw)")
 	fs.Parse(args)
 	if fs.NArg() != 1 {
 		return errors.New("gen: need an output file")
+	}
+	if *talos {
+		return genTalos(fs.Arg(0), *size, *seed)
 	}
 	f, err := os.Create(fs.Arg(0))
 	if err != nil {
