@@ -24,6 +24,10 @@ func classify(err error) int {
 		ioErr     *devices.IOError
 	)
 	switch {
+	case errors.As(err, &refused) && (refused.Reason == devices.CodeNotFound || refused.Reason == devices.CodeAmbiguous):
+		// A --device that names nothing (or two things): the usage's
+		// mistake, found before anything is touched.
+		return ExitUsage
 	case errors.As(err, &refused), errors.As(err, &elevation), errors.Is(err, imaging.ErrTargetTooSmall),
 		errors.Is(err, imaging.ErrTargetInUse), errors.Is(err, imaging.ErrTargetIsSource):
 		return ExitDevice

@@ -91,7 +91,7 @@ func TestFlashRoleToFileThenFromCache(t *testing.T) {
 	cache := filepath.Join(dir, "cache")
 	target := filepath.Join(dir, "card.img")
 
-	code, stdout, stderr := cliRun(t, "--flash", "--role", "worker", "--device", target, "--yes", "--json",
+	code, stdout, stderr := cliRun(t, "--flash", "--role", "worker", "--device", target, "--yes", "--create-file", "--json",
 		"--factory", srv.URL, "--cache-dir", cache)
 	if code != ExitOK {
 		t.Fatalf("exit %d, stderr: %s\nstdout: %s", code, stderr, stdout)
@@ -130,7 +130,7 @@ func TestFlashRoleToFileThenFromCache(t *testing.T) {
 		t.Fatalf("served %d bytes, image is %d", served, len(fx.XZ))
 	}
 	target2 := filepath.Join(dir, "card2.img")
-	code, _, stderr = cliRun(t, "--flash", "--role", "worker", "--device", target2, "--yes",
+	code, _, stderr = cliRun(t, "--flash", "--role", "worker", "--device", target2, "--yes", "--create-file",
 		"--factory", srv.URL, "--cache-dir", cache)
 	if code != ExitOK {
 		t.Fatalf("second flash exit %d: %s", code, stderr)
@@ -147,7 +147,7 @@ func TestFlashControlplaneWarnsAboutNewt(t *testing.T) {
 	srv, _ := fakeFactory(t)
 	dir := t.TempDir()
 	code, stdout, stderr := cliRun(t, "--flash", "--role", "controlplane", "--device", filepath.Join(dir, "cp.img"),
-		"--yes", "--json", "--factory", srv.URL, "--cache-dir", dir)
+		"--yes", "--create-file", "--json", "--factory", srv.URL, "--cache-dir", dir)
 	if code != ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -164,7 +164,7 @@ func TestFlashInstallerRefAndFile(t *testing.T) {
 	ref := "factory.talos.dev/metal-installer/" + workerID + ":" + factory.DefaultTalosVersion
 
 	target := filepath.Join(dir, "a.img")
-	code, _, stderr := cliRun(t, "--flash", "--installer", ref, "--device", target, "--yes",
+	code, _, stderr := cliRun(t, "--flash", "--installer", ref, "--device", target, "--yes", "--create-file",
 		"--factory", srv.URL, "--cache-dir", dir)
 	if code != ExitOK {
 		t.Fatalf("installer ref: exit %d: %s", code, stderr)
@@ -176,7 +176,7 @@ func TestFlashInstallerRefAndFile(t *testing.T) {
 	inst := filepath.Join(dir, "installer-worker.yaml")
 	os.WriteFile(inst, []byte("machine:\n  install:\n    image: "+ref+"\n"), 0o644)
 	target = filepath.Join(dir, "b.img")
-	code, _, stderr = cliRun(t, "--flash", "--installer-file", inst, "--device", target, "--yes",
+	code, _, stderr = cliRun(t, "--flash", "--installer-file", inst, "--device", target, "--yes", "--create-file",
 		"--factory", srv.URL, "--cache-dir", dir)
 	if code != ExitOK {
 		t.Fatalf("installer file: exit %d: %s", code, stderr)
@@ -236,19 +236,19 @@ func TestExitCodes(t *testing.T) {
 		{"unknown command", []string{"frobnicate"}, ExitUsage, "unknown command"},
 		{"bad flag", []string{"--flash", "--colour"}, ExitUsage, "flag provided but not defined"},
 		{"no device", []string{"--flash", "--role", "worker"}, ExitUsage, "--device is required"},
-		{"unknown role", append([]string{"--flash", "--role", "master", "--device", card, "--yes"}, common...), ExitUsage, `unknown profile "master"`},
-		{"bad profile yaml", append([]string{"--flash", "--role", "edge", "--profiles", badProfiles, "--device", card, "--yes"}, common...), ExitUsage, `unknown field "extension"`},
+		{"unknown role", append([]string{"--flash", "--role", "master", "--device", card, "--yes", "--create-file"}, common...), ExitUsage, `unknown profile "master"`},
+		{"bad profile yaml", append([]string{"--flash", "--role", "edge", "--profiles", badProfiles, "--device", card, "--yes", "--create-file"}, common...), ExitUsage, `unknown field "extension"`},
 		{"unknown extension", []string{"schematic", "--role", "worker", "--profiles", writeFile(t, dir, "p2.yaml", "profiles:\n  - name: worker\n    overlay: {image: siderolabs/sbc-raspberrypi, name: rpi_generic}\n    extensions: [siderolabs/newtt]\n"), "--register", "--factory", srv.URL}, ExitUsage, "did you mean siderolabs/newt"},
-		{"bad version", append([]string{"--flash", "--role", "worker", "--version", "1.x", "--device", card, "--yes"}, common...), ExitUsage, "version"},
-		{"two sources", append([]string{"--flash", "--role", "worker", "--image", notXZ, "--device", card, "--yes"}, common...), ExitUsage, "exactly one"},
-		{"no tty no yes", append([]string{"--flash", "--role", "worker", "--device", card}, common...), ExitUsage, "--yes"},
-		{"bad installer ref", append([]string{"--flash", "--installer", "ghcr.io/siderolabs/installer:v1.14.5", "--device", card, "--yes"}, common...), ExitUsage, "installer"},
+		{"bad version", append([]string{"--flash", "--role", "worker", "--version", "1.x", "--device", card, "--yes", "--create-file"}, common...), ExitUsage, "version"},
+		{"two sources", append([]string{"--flash", "--role", "worker", "--image", notXZ, "--device", card, "--yes", "--create-file"}, common...), ExitUsage, "exactly one"},
+		{"no tty no yes", append([]string{"--flash", "--role", "worker", "--device", card, "--create-file"}, common...), ExitUsage, "--yes"},
+		{"bad installer ref", append([]string{"--flash", "--installer", "ghcr.io/siderolabs/installer:v1.14.5", "--device", card, "--yes", "--create-file"}, common...), ExitUsage, "installer"},
 		{"directory device", append([]string{"--flash", "--role", "worker", "--device", dir, "--yes"}, common...), ExitDevice, "directory"},
-		{"missing device", append([]string{"--flash", "--role", "worker", "--device", "/dev/talosflash-nope", "--yes"}, common...), ExitDevice, "talosflash-nope"},
+		{"missing device", append([]string{"--flash", "--role", "worker", "--device", "/dev/talosflash-nope", "--yes"}, common...), ExitUsage, "talosflash-nope does not exist"},
 		{"system disk", append([]string{"--flash", "--role", "worker", "--device", rootDisk(t), "--yes"}, common...), ExitDevice, "refusing"},
-		{"factory down", []string{"--flash", "--role", "worker", "--device", card, "--yes", "--factory", "http://127.0.0.1:1", "--cache-dir", dir}, ExitNetwork, "127.0.0.1:1"},
-		{"unknown version on factory", append([]string{"--flash", "--role", "worker", "--version", "v1.99.0", "--device", card, "--yes"}, common...), ExitUsage, "v1.99.0"},
-		{"corrupt image", []string{"--flash", "--image", notXZ, "--device", card, "--yes"}, ExitImage, "xz"},
+		{"factory down", []string{"--flash", "--role", "worker", "--device", card, "--yes", "--create-file", "--factory", "http://127.0.0.1:1", "--cache-dir", dir}, ExitNetwork, "127.0.0.1:1"},
+		{"unknown version on factory", append([]string{"--flash", "--role", "worker", "--version", "v1.99.0", "--device", card, "--yes", "--create-file"}, common...), ExitUsage, "v1.99.0"},
+		{"corrupt image", []string{"--flash", "--image", notXZ, "--device", card, "--yes", "--create-file"}, ExitImage, "xz"},
 		{"apply no file", []string{"apply", "--node", "127.0.0.1"}, ExitUsage, "--file"},
 		{"apply bad mode", []string{"apply", "--node", "127.0.0.1", "--file", notXZ, "--mode", "sometimes"}, ExitUsage, "mode"},
 		{"apply not a config", []string{"apply", "--node", "127.0.0.1", "--file", notXZ}, ExitConfig, "config"},
@@ -378,7 +378,7 @@ func TestFlashFromCacheWithFactoryDown(t *testing.T) {
 			srv.Close()
 		}
 		target := filepath.Join(dir, card)
-		code, _, stderr := cliRun(t, "--flash", "--role", "worker", "--device", target, "--yes",
+		code, _, stderr := cliRun(t, "--flash", "--role", "worker", "--device", target, "--yes", "--create-file",
 			"--factory", srv.URL, "--cache-dir", cache)
 		if code != ExitOK {
 			t.Fatalf("%s: exit %d: %s", card, code, stderr)
@@ -391,7 +391,7 @@ func TestFlashFromCacheWithFactoryDown(t *testing.T) {
 		}
 	}
 	// And without the cache entry the factory is needed: a network error.
-	code, _, stderr := cliRun(t, "--flash", "--role", "controlplane", "--device", filepath.Join(dir, "card3.img"), "--yes",
+	code, _, stderr := cliRun(t, "--flash", "--role", "controlplane", "--device", filepath.Join(dir, "card3.img"), "--yes", "--create-file",
 		"--factory", srv.URL, "--cache-dir", cache)
 	if code != ExitNetwork {
 		t.Fatalf("uncached image with the factory down: exit %d, want %d: %s", code, ExitNetwork, stderr)
@@ -423,7 +423,7 @@ func TestFlashInstallerRefOfBuiltinRoleOffline(t *testing.T) {
 
 	dir := t.TempDir()
 	cache := filepath.Join(dir, "cache")
-	code, _, stderr := cliRun(t, "--flash", "--role", "worker", "--device", filepath.Join(dir, "card1.img"), "--yes",
+	code, _, stderr := cliRun(t, "--flash", "--role", "worker", "--device", filepath.Join(dir, "card1.img"), "--yes", "--create-file",
 		"--factory", front.URL, "--cache-dir", cache)
 	if code != ExitOK {
 		t.Fatalf("first card: exit %d: %s", code, stderr)
@@ -433,7 +433,7 @@ func TestFlashInstallerRefOfBuiltinRoleOffline(t *testing.T) {
 	id, _ := worker.SchematicID()
 	ref := strings.TrimPrefix(front.URL, "http://") + "/metal-installer/" + id + ":" + factory.DefaultTalosVersion
 	card2 := filepath.Join(dir, "card2.img")
-	code, _, stderr = cliRun(t, "--flash", "--installer", ref, "--device", card2, "--yes",
+	code, _, stderr = cliRun(t, "--flash", "--installer", ref, "--device", card2, "--yes", "--create-file",
 		"--factory", front.URL, "--cache-dir", cache)
 	if code != ExitOK {
 		t.Fatalf("second card: exit %d: %s", code, stderr)
@@ -473,7 +473,7 @@ func TestFlashRefusesSymlinkedCacheDirOffline(t *testing.T) {
 		t.Fatal(err)
 	}
 	card := filepath.Join(dir, "card.img")
-	code, _, stderr := cliRun(t, "--flash", "--role", "worker", "--device", card, "--yes", "--factory", offline, "--cache-dir", cache)
+	code, _, stderr := cliRun(t, "--flash", "--role", "worker", "--device", card, "--yes", "--create-file", "--factory", offline, "--cache-dir", cache)
 	if code != ExitStorage || !strings.Contains(stderr, "symbolic link") {
 		t.Fatalf("exit %d, want %d naming the link: %s", code, ExitStorage, stderr)
 	}

@@ -15,10 +15,11 @@ import (
 	"github.com/talosflash/talosflash/imaging"
 )
 
-// ElevatedFileTargets lets the elevated child write regular files, as the
-// unprivileged flash does. Tests only (their child runs as the test user on
-// files): no flag or environment variable sets it, so the root child of a
-// real run writes block devices only.
+// ElevatedFileTargets lets the elevated child write regular files, new ones
+// included (the unprivileged flash creates one only with --create-file,
+// which is no flag of the child). Tests only (their child runs as the test
+// user on files): no flag or environment variable sets it, so the root
+// child of a real run writes block devices only.
 var ElevatedFileTargets = false
 
 // checkElevated is the root child's gate, before it opens, reads or creates

@@ -149,6 +149,7 @@ type flashFlags struct {
 	noCache, noVerify bool
 	forceNonRemovable bool
 	allowLoop         bool
+	createFile        bool
 	forceRaw          bool
 	cacheDir          string
 	elevated          bool
@@ -175,6 +176,7 @@ func runFlash(ctx context.Context, args []string, env Env) error {
 	fs.BoolVar(&f.noVerify, "no-verify", false, "skip reading the card back (not recommended)")
 	fs.BoolVar(&f.forceNonRemovable, "force-non-removable", false, "allow a disk that is not removable (still never a system disk)")
 	fs.BoolVar(&f.allowLoop, "allow-loop", false, "allow a loop device as target (testing)")
+	fs.BoolVar(&f.createFile, "create-file", false, "write the image into a new file when --device does not exist (an existing file is written without it; never a bare disk name such as sdb: ./sdb is the file)")
 	fs.BoolVar(&f.forceRaw, "force-raw", false, "write an image that does not start like a disk (no MBR/GPT)")
 	fs.StringVar(&f.cacheDir, "cache-dir", "", "image cache directory (default: user cache dir)")
 	fs.BoolVar(&f.elevated, "elevated", false, "internal: this process is the privileged write step")
@@ -261,8 +263,9 @@ func (d *deviceList) Set(v string) error {
 // flash checks the devices, resolves the image, confirms, and runs the
 // shared flash job (app/plan.Flash).
 func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
-	// The root child never creates a file (elevated.go).
-	opts := devices.Options{ForceNonRemovable: f.forceNonRemovable, AllowLoop: f.allowLoop, CreateFile: !f.elevated || ElevatedFileTargets}
+	// A new file only when asked; the root child never creates one
+	// (elevated.go: --create-file is not a flag of it).
+	opts := devices.Options{ForceNonRemovable: f.forceNonRemovable, AllowLoop: f.allowLoop, CreateFile: f.createFile || f.elevated && ElevatedFileTargets}
 
 	// Safety first, before any download: a refused device costs nothing.
 	var disks []devices.Disk

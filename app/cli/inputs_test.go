@@ -65,7 +65,7 @@ func TestUserFilesRefuseDevicesAndFIFOs(t *testing.T) {
 	for _, src := range []string{"/dev/zero", fifo} {
 		for name, args := range map[string][]string{
 			"apply --file":     {"apply", "--node", "127.0.0.1", "--file", src},
-			"--installer-file": {"--flash", "--installer-file", src, "--device", card, "--yes", "--factory", "http://127.0.0.1:1"},
+			"--installer-file": {"--flash", "--installer-file", src, "--device", card, "--yes", "--create-file", "--factory", "http://127.0.0.1:1"},
 			"--profiles":       {"profiles", "--profiles", src},
 		} {
 			t.Run(name+" "+filepath.Base(src), func(t *testing.T) {
@@ -103,11 +103,11 @@ func TestInputExitCodes(t *testing.T) {
 		code int
 		msg  string
 	}{
-		{"bzip2 named .xz", []string{"--flash", "--image", bz, "--device", card, "--yes"}, ExitImage, "bzip2"},
-		{"empty file", []string{"--flash", "--image", empty, "--device", card, "--yes"}, ExitImage, "empty"},
-		{"not a disk", []string{"--flash", "--image", notDisk, "--device", card, "--yes"}, ExitImage, "--force-raw"},
-		{"bad format", []string{"--flash", "--role", "worker", "--format", "gz", "--device", card, "--yes", "--factory", srv.URL, "--cache-dir", dir}, ExitUsage, "--format"},
-		{"cache dir is a file", []string{"--flash", "--role", "worker", "--device", card, "--yes", "--factory", srv.URL, "--cache-dir", cacheFile}, ExitStorage, cacheFile},
+		{"bzip2 named .xz", []string{"--flash", "--image", bz, "--device", card, "--yes", "--create-file"}, ExitImage, "bzip2"},
+		{"empty file", []string{"--flash", "--image", empty, "--device", card, "--yes", "--create-file"}, ExitImage, "empty"},
+		{"not a disk", []string{"--flash", "--image", notDisk, "--device", card, "--yes", "--create-file"}, ExitImage, "--force-raw"},
+		{"bad format", []string{"--flash", "--role", "worker", "--format", "gz", "--device", card, "--yes", "--create-file", "--factory", srv.URL, "--cache-dir", dir}, ExitUsage, "--format"},
+		{"cache dir is a file", []string{"--flash", "--role", "worker", "--device", card, "--yes", "--create-file", "--factory", srv.URL, "--cache-dir", cacheFile}, ExitStorage, cacheFile},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			code, _, stderr := cliRun(t, c.args...)
@@ -120,7 +120,7 @@ func TestInputExitCodes(t *testing.T) {
 		})
 	}
 	// With --force-raw the blob is written as is.
-	code, _, stderr := cliRun(t, "--flash", "--image", notDisk, "--device", card, "--yes", "--force-raw")
+	code, _, stderr := cliRun(t, "--flash", "--image", notDisk, "--device", card, "--yes", "--create-file", "--force-raw")
 	if code != ExitOK || imagetest.FileSHA256(t, card, int64(len(raw))) != sha256hex(raw) {
 		t.Fatalf("--force-raw: exit %d: %s", code, stderr)
 	}
@@ -139,7 +139,7 @@ func TestFlashFormatZst(t *testing.T) {
 	srv.AddImage(id, factory.DefaultTalosVersion, "metal-arm64.raw.zst", zst)
 	dir := t.TempDir()
 	card := filepath.Join(dir, "card.img")
-	code, _, stderr := cliRun(t, "--flash", "--role", "worker", "--format", "zst", "--device", card, "--yes", "--factory", srv.URL, "--cache-dir", dir)
+	code, _, stderr := cliRun(t, "--flash", "--role", "worker", "--format", "zst", "--device", card, "--yes", "--create-file", "--factory", srv.URL, "--cache-dir", dir)
 	if code != ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -180,7 +180,7 @@ func TestTermAndHupEndLikeInterrupt(t *testing.T) {
 			img := bigSparseImage(t, dir)
 			out := &sigOnWrite{sig: sig}
 			var errOut bytes.Buffer
-			code := Main([]string{"--flash", "--image", img, "--device", filepath.Join(dir, "card.img"), "--yes", "--json"},
+			code := Main([]string{"--flash", "--image", img, "--device", filepath.Join(dir, "card.img"), "--yes", "--create-file", "--json"},
 				Env{Stdin: strings.NewReader(""), Stdout: out, Stderr: &errOut})
 			if code != want || !strings.Contains(errOut.String(), "incomplete") {
 				t.Fatalf("exit %d, want %d with the card incomplete: %s", code, want, errOut.String())
@@ -207,7 +207,7 @@ func TestInterruptAtConfirmationPrompt(t *testing.T) {
 	prompt := &sigOnText{text: "Type", sig: syscall.SIGINT}
 	done := make(chan int, 1)
 	go func() {
-		done <- Main([]string{"--flash", "--image", img, "--device", card}, Env{Stdin: pr, Stdout: io.Discard, Stderr: prompt})
+		done <- Main([]string{"--flash", "--image", img, "--device", card, "--create-file"}, Env{Stdin: pr, Stdout: io.Discard, Stderr: prompt})
 	}()
 	select {
 	case code := <-done:
@@ -264,7 +264,7 @@ func TestImageFlagRefusesDevicesAndFIFOs(t *testing.T) {
 	}
 	card := filepath.Join(dir, "card.img")
 	for _, src := range []string{"/dev/zero", fifo} {
-		code, stderr := runBounded(t, 10*time.Second, unblock, "--flash", "--image", src, "--device", card, "--yes")
+		code, stderr := runBounded(t, 10*time.Second, unblock, "--flash", "--image", src, "--device", card, "--yes", "--create-file")
 		if code != ExitImage || !strings.Contains(stderr, "not a regular file") {
 			t.Fatalf("%s: exit %d, want %d: %s", src, code, ExitImage, stderr)
 		}

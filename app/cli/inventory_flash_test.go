@@ -161,7 +161,7 @@ func TestFlashInventoryNodes(t *testing.T) {
 	inv := testInventory(t, dir)
 	cards := []string{filepath.Join(dir, "a.img"), filepath.Join(dir, "b.img")}
 	code, stdout, stderr := cliRun(t, "--flash", "--inventory", inv, "--hostname", "worker-1", "--hostname", "worker-2",
-		"--device", cards[0], "--device", cards[1], "--yes", "--json", "--format", "xz", "--factory", srv.URL, "--cache-dir", filepath.Join(dir, "cache"))
+		"--device", cards[0], "--device", cards[1], "--yes", "--create-file", "--json", "--format", "xz", "--factory", srv.URL, "--cache-dir", filepath.Join(dir, "cache"))
 	if code != ExitOK {
 		t.Fatalf("exit %d: %s\n%s", code, stderr, stdout)
 	}
@@ -188,7 +188,7 @@ func TestFlashInventoryNodes(t *testing.T) {
 
 	// The terminal says it too; from the cache, the control plane's card.
 	cp := filepath.Join(dir, "cp.img")
-	code, _, stderr = cliRun(t, "--flash", "--inventory", inv, "--hostname", "cp-1", "--device", cp, "--yes", "--format", "xz", "--factory", srv.URL, "--cache-dir", filepath.Join(dir, "cache"))
+	code, _, stderr = cliRun(t, "--flash", "--inventory", inv, "--hostname", "cp-1", "--device", cp, "--yes", "--create-file", "--format", "xz", "--factory", srv.URL, "--cache-dir", filepath.Join(dir, "cache"))
 	if code != ExitOK || !strings.Contains(stderr, "Card ready: cp-1, 127.0.0.21/8 (label it cp-1)") {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -209,7 +209,7 @@ func TestFlashWithoutInventoryStaysTheImage(t *testing.T) {
 	srv, fx := talosFactory(t)
 	dir := t.TempDir()
 	card := filepath.Join(dir, "card.img")
-	code, _, stderr := cliRun(t, "--flash", "--role", "worker", "--device", card, "--yes", "--format", "xz", "--factory", srv.URL, "--cache-dir", filepath.Join(dir, "cache"))
+	code, _, stderr := cliRun(t, "--flash", "--role", "worker", "--device", card, "--yes", "--create-file", "--format", "xz", "--factory", srv.URL, "--cache-dir", filepath.Join(dir, "cache"))
 	if code != ExitOK || strings.Contains(stderr, "Card ready") {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -228,7 +228,7 @@ func TestFlashInventoryRefusesImageWithoutMETA(t *testing.T) {
 	if err := os.WriteFile(card, before, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	code, _, stderr := cliRun(t, "--flash", "--inventory", inv, "--hostname", "worker-1", "--device", card, "--yes", "--format", "xz", "--factory", srv.URL, "--cache-dir", filepath.Join(dir, "cache"))
+	code, _, stderr := cliRun(t, "--flash", "--inventory", inv, "--hostname", "worker-1", "--device", card, "--yes", "--create-file", "--format", "xz", "--factory", srv.URL, "--cache-dir", filepath.Join(dir, "cache"))
 	if code != ExitImage || !strings.Contains(stderr, "cannot carry the node's network config") || !strings.Contains(stderr, "no card was touched") {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -255,7 +255,7 @@ func TestFlashInventoryUsage(t *testing.T) {
 		{[]string{"--inventory", inv, "--hostname", "worker-1", "--role", "controlplane", "--device", a}, ExitUsage, "is the controlplane image (schematic 29a2fae6a7f0…); the inventory says worker-1 is a worker"},
 		{[]string{"--inventory", filepath.Join(dir, "missing.yaml"), "--hostname", "worker-1", "--device", a}, ExitUsage, "inventory init"},
 	} {
-		args := append([]string{"--flash", "--yes", "--factory", "http://127.0.0.1:1"}, c.args...)
+		args := append([]string{"--flash", "--yes", "--create-file", "--factory", "http://127.0.0.1:1"}, c.args...)
 		code, _, stderr := cliRun(t, args...)
 		if code != c.code || !strings.Contains(stderr, c.want) {
 			t.Errorf("%v: exit %d, want %d with %q: %s", c.args, code, c.code, c.want, stderr)

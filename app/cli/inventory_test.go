@@ -138,7 +138,7 @@ func TestMissingInventoryIsUsage(t *testing.T) {
 	for _, args := range [][]string{
 		{"inventory", "check", missing},
 		{"apply", "--inventory", missing, "--wait", "1s"},
-		{"--flash", "--inventory", missing, "--hostname", "worker-1", "--device", filepath.Join(t.TempDir(), "card.img"), "--yes", "--factory", "http://127.0.0.1:1"},
+		{"--flash", "--inventory", missing, "--hostname", "worker-1", "--device", filepath.Join(t.TempDir(), "card.img"), "--yes", "--create-file", "--factory", "http://127.0.0.1:1"},
 	} {
 		code, _, stderr := cliRun(t, args...)
 		if code != ExitUsage || !strings.Contains(stderr, "talosflash inventory init") {

@@ -194,7 +194,7 @@ func TestFlashJSONStdoutIsOnlyJSON(t *testing.T) {
 	srv, fx := fakeFactory(t)
 	dir := t.TempDir()
 	target := filepath.Join(dir, "card.img")
-	code, stdout, stderr := cliRun(t, "--flash", "--role", "controlplane", "--device", target, "--yes", "--json",
+	code, stdout, stderr := cliRun(t, "--flash", "--role", "controlplane", "--device", target, "--yes", "--create-file", "--json",
 		"--factory", srv.URL, "--cache-dir", filepath.Join(dir, "cache"))
 	if code != ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
@@ -219,7 +219,7 @@ func TestFlashJSONStdoutIsOnlyJSON(t *testing.T) {
 	}
 
 	// A failure: an "error" event on stdout, the message on stderr.
-	code, stdout, stderr = cliRun(t, "--flash", "--role", "worker", "--device", filepath.Join(dir, "nope", "card.img"), "--yes", "--json",
+	code, stdout, stderr = cliRun(t, "--flash", "--role", "worker", "--device", filepath.Join(dir, "nope", "card.img"), "--yes", "--create-file", "--json",
 		"--factory", srv.URL, "--cache-dir", filepath.Join(dir, "cache"))
 	evs := jsonLines(t, "failed flash --json", stdout)
 	if code == ExitOK || len(evs) == 0 || evs[len(evs)-1]["event"] != "error" || !strings.HasPrefix(stderr, "talosflash: ") {

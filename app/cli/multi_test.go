@@ -25,7 +25,7 @@ func TestFlashSeveralDevices(t *testing.T) {
 	srv, fx := fakeFactory(t)
 	dir := t.TempDir()
 	targets := []string{filepath.Join(dir, "a.img"), filepath.Join(dir, "b.img"), filepath.Join(dir, "c.img")}
-	args := []string{"--flash", "--role", "worker", "--yes", "--json", "--format", "xz", "--factory", srv.URL, "--cache-dir", filepath.Join(dir, "cache")}
+	args := []string{"--flash", "--role", "worker", "--yes", "--create-file", "--json", "--format", "xz", "--factory", srv.URL, "--cache-dir", filepath.Join(dir, "cache")}
 	for _, d := range targets {
 		args = append(args, "--device", d)
 	}
@@ -83,7 +83,7 @@ func TestFlashSeveralDevicesOneFails(t *testing.T) {
 	t.Cleanup(func() { _ = unix.Unmount(small, 0) })
 	bad := filepath.Join(small, "card.img")
 	good := []string{filepath.Join(dir, "a.img"), filepath.Join(dir, "c.img")}
-	code, stdout, stderr := cliRun(t, "--flash", "--role", "worker", "--yes", "--json", "--format", "xz", "--factory", srv.URL, "--cache-dir", filepath.Join(dir, "cache"),
+	code, stdout, stderr := cliRun(t, "--flash", "--role", "worker", "--yes", "--create-file", "--json", "--format", "xz", "--factory", srv.URL, "--cache-dir", filepath.Join(dir, "cache"),
 		"--device", good[0], "--device", bad, "--device", good[1])
 	if code == ExitOK {
 		t.Fatalf("exit 0 with a failed card: %s", stderr)
@@ -128,7 +128,7 @@ func TestFlashMemoryLimit(t *testing.T) {
 	}
 	before := debug.SetMemoryLimit(-1)
 	t.Setenv("GOMEMLIMIT", "")
-	if code, _, stderr := cliRun(t, "--flash", "--image", img, "--device", filepath.Join(dir, "a.img"), "--yes"); code != ExitOK {
+	if code, _, stderr := cliRun(t, "--flash", "--image", img, "--device", filepath.Join(dir, "a.img"), "--yes", "--create-file"); code != ExitOK {
 		t.Fatal(stderr)
 	}
 	if len(set) != 2 || set[0] != 40<<20 || set[1] != before || debug.SetMemoryLimit(-1) != before {
@@ -136,7 +136,7 @@ func TestFlashMemoryLimit(t *testing.T) {
 	}
 	set = nil
 	t.Setenv("GOMEMLIMIT", "100MiB")
-	if code, _, stderr := cliRun(t, "--flash", "--image", img, "--device", filepath.Join(dir, "b.img"), "--yes"); code != ExitOK {
+	if code, _, stderr := cliRun(t, "--flash", "--image", img, "--device", filepath.Join(dir, "b.img"), "--yes", "--create-file"); code != ExitOK {
 		t.Fatal(stderr)
 	}
 	if len(set) != 0 {

@@ -71,7 +71,7 @@ func TestInterruptDownloadLeavesResumablePartial(t *testing.T) {
 		}
 	}()
 	var errOut bytes.Buffer
-	args := []string{"--flash", "--role", "worker", "--format", "xz", "--device", filepath.Join(dir, "card.img"), "--yes", "--json",
+	args := []string{"--flash", "--role", "worker", "--format", "xz", "--device", filepath.Join(dir, "card.img"), "--yes", "--create-file", "--json",
 		"--factory", srv.URL, "--cache-dir", dir}
 	start := time.Now()
 	code := Main(args, Env{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: &errOut})
@@ -106,7 +106,7 @@ func TestInterruptWriteReportsIncompleteCard(t *testing.T) {
 	out := &killOnEvent{stage: "write", atLeast: 1}
 	var errOut bytes.Buffer
 	card := filepath.Join(dir, "card.img")
-	args := []string{"--flash", "--image", img, "--device", card, "--yes", "--json"}
+	args := []string{"--flash", "--image", img, "--device", card, "--yes", "--create-file", "--json"}
 	start := time.Now()
 	code := Main(args, Env{Stdin: strings.NewReader(""), Stdout: out, Stderr: &errOut})
 	assertInterruptedWrite(t, code, start, errOut.String())

@@ -37,9 +37,11 @@ func TestCutImageIsNeverACard(t *testing.T) {
 			}
 			a, b := filepath.Join(dir, "a.img"), filepath.Join(dir, "b.img")
 			runs := map[string]func() (int, string, string){
-				"one card": func() (int, string, string) { return cliRun(t, "--flash", "--image", img, "--device", a, "--yes") },
+				"one card": func() (int, string, string) {
+					return cliRun(t, "--flash", "--image", img, "--device", a, "--yes", "--create-file")
+				},
 				"two cards": func() (int, string, string) {
-					return cliRun(t, "--flash", "--image", img, "--device", a, "--device", b, "--yes", "--json")
+					return cliRun(t, "--flash", "--image", img, "--device", a, "--device", b, "--yes", "--create-file", "--json")
 				},
 				"elevated":    func() (int, string, string) { return childRun(t, elevate.Args{Image: img, Devices: []string{a}}) },
 				"elevated x2": func() (int, string, string) { return childRun(t, elevate.Args{Image: img, Devices: []string{a, b}}) },
