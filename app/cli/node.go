@@ -323,7 +323,7 @@ func renderApplyEvent(env Env, file string, ev plan.ApplyEvent) {
 func applyError(err error, file string) error {
 	var (
 		input       *plan.InputError
-		interrupted *plan.InterruptedError
+		interrupted *node.InterruptedError
 	)
 	switch {
 	case errors.As(err, &interrupted):

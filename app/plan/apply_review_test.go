@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/talosflash/talosflash/node"
 	"github.com/talosflash/talosflash/node/nodetest"
 )
 
@@ -30,7 +31,7 @@ func TestApplyInterruptedBeforeSendSaysNothingSent(t *testing.T) {
 				}
 			}
 			_, err := Apply(ctx, job)
-			var ie *InterruptedError
+			var ie *node.InterruptedError
 			if !errors.As(err, &ie) || !errors.Is(err, context.Canceled) {
 				t.Fatalf("err %v", err)
 			}

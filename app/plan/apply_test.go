@@ -317,7 +317,7 @@ func TestApplyInterrupted(t *testing.T) {
 	var rec recorder
 	job := applyJob(srv, "worker.yaml", nodeConfig(t, "worker.yaml"), &rec)
 	_, err := Apply(ctx, job)
-	var ie *InterruptedError
+	var ie *node.InterruptedError
 	if !errors.As(err, &ie) || !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "nothing was applied") || !strings.Contains(err.Error(), "during the node's dry run") {
 		t.Fatalf("err %v", err)
 	}
