@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/imaging/imagetest"
 	"github.com/talosflash/talosflash/imaging/meta"
 	"github.com/talosflash/talosflash/inventory"
@@ -66,7 +67,7 @@ func TestCardEscapesWhatTheCardSays(t *testing.T) {
 	path := hostileCard(t)
 
 	code, stdout, stderr := cliRun(t, "card", path)
-	if code != ExitOK {
+	if code != contract.ExitOK {
 		t.Fatalf("card: %d %q\n%s", code, stderr, stdout)
 	}
 
@@ -112,7 +113,7 @@ func TestInventoryCheckEscapesTheFilesValues(t *testing.T) {
 	}
 
 	code, stdout, stderr := cliRun(t, "inventory", "check", inv)
-	if code != ExitOK || !strings.Contains(stdout, `home\x1b[2J\u202e`) {
+	if code != contract.ExitOK || !strings.Contains(stdout, `home\x1b[2J\u202e`) {
 		t.Fatalf("exit %d: %s%s", code, stdout, stderr)
 	}
 	assertShownText(t, "inventory check", stdout+stderr)
@@ -124,7 +125,7 @@ func TestInventoryCheckEscapesTheFilesValues(t *testing.T) {
 
 	for _, args := range [][]string{{"inventory", "check", inv}, {"apply", "--inventory", inv, "--dry-run"}} {
 		code, stdout, stderr = cliRun(t, args...)
-		if code != ExitConfig || !strings.Contains(stderr, `talos/\x1b[2J`) || !strings.Contains(stderr, `evil\u202e.yaml`) {
+		if code != contract.ExitConfig || !strings.Contains(stderr, `talos/\x1b[2J`) || !strings.Contains(stderr, `evil\u202e.yaml`) {
 			t.Fatalf("%v: exit %d: %s%s", args, code, stdout, stderr)
 		}
 		assertShownText(t, args[0], stdout+stderr)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/imaging/imagetest"
 	"github.com/talosflash/talosflash/imaging/meta"
 	"github.com/talosflash/talosflash/inventory"
@@ -44,7 +45,7 @@ func TestCardReadsNode(t *testing.T) {
 	path, secret := writtenCard(t)
 
 	code, stdout, stderr := cliRun(t, "card", path)
-	if code != ExitOK || stderr != "" {
+	if code != contract.ExitOK || stderr != "" {
 		t.Fatalf("card: %d %q", code, stderr)
 	}
 
@@ -89,7 +90,7 @@ func TestCardBlankAndNotTalos(t *testing.T) {
 	}
 
 	code, stdout, _ := cliRun(t, "card", plain)
-	if code != ExitOK || !strings.Contains(stdout, "META: blank") || !strings.Contains(stdout, "Node: none written") {
+	if code != contract.ExitOK || !strings.Contains(stdout, "META: blank") || !strings.Contains(stdout, "Node: none written") {
 		t.Fatalf("blank card: %d\n%s", code, stdout)
 	}
 
@@ -99,11 +100,11 @@ func TestCardBlankAndNotTalos(t *testing.T) {
 	}
 
 	code, stdout, stderr := cliRun(t, "card", junk)
-	if code != ExitImage || !strings.Contains(stdout, "no GPT") || !strings.Contains(stderr, "does not hold a Talos image") {
+	if code != contract.ExitImage || !strings.Contains(stdout, "no GPT") || !strings.Contains(stderr, "does not hold a Talos image") {
 		t.Fatalf("junk: %d\n%s\n%s", code, stdout, stderr)
 	}
 
-	if code, _, _ := cliRun(t, "card"); code != ExitUsage {
+	if code, _, _ := cliRun(t, "card"); code != contract.ExitUsage {
 		t.Fatalf("no argument: %d", code)
 	}
 }
@@ -129,7 +130,7 @@ func TestCardLoopDevice(t *testing.T) {
 	t.Cleanup(func() { _ = exec.Command("losetup", "-d", dev).Run() })
 
 	code, stdout, _ := cliRun(t, "card", dev)
-	if code != ExitOK || !strings.Contains(stdout, "Label it: worker-1") {
+	if code != contract.ExitOK || !strings.Contains(stdout, "Label it: worker-1") {
 		t.Fatalf("card %s: %d\n%s", dev, code, stdout)
 	}
 
@@ -157,8 +158,8 @@ func TestCardInterruptedFlashIsIncomplete(t *testing.T) {
 	}
 
 	code, stdout, stderr := cliRun(t, "card", path)
-	if code != ExitImage {
-		t.Errorf("exit %d, want %d (ExitImage)", code, ExitImage)
+	if code != contract.ExitImage {
+		t.Errorf("exit %d, want %d (contract.ExitImage)", code, contract.ExitImage)
 	}
 	if !strings.Contains(stdout, "incomplete: an interrupted flash; flash it again") || !strings.Contains(stderr, "incomplete: an interrupted flash; flash it again") {
 		t.Errorf("does not say the flash was interrupted:\n%s\n%s", stdout, stderr)
@@ -174,7 +175,7 @@ func TestCardInterruptedFlashIsIncomplete(t *testing.T) {
 	if err := json.Unmarshal(answer(t, jsonOut, "card"), &out); err != nil {
 		t.Fatal(err)
 	}
-	if code != ExitImage || out["incomplete"] != true || out["talos_image"] != false || out["node"] != nil || out["meta"] != nil {
+	if code != contract.ExitImage || out["incomplete"] != true || out["talos_image"] != false || out["node"] != nil || out["meta"] != nil {
 		t.Errorf("--json: exit %d, %v", code, out)
 	}
 }

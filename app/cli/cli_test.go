@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/factory/factorytest"
 	"github.com/talosflash/talosflash/imaging"
@@ -93,7 +94,7 @@ func TestFlashRoleToFileThenFromCache(t *testing.T) {
 
 	code, stdout, stderr := cliRun(t, "--flash", "--role", "worker", "--device", target, "--yes", "--create-file", "--json",
 		"--factory", srv.URL, "--cache-dir", cache)
-	if code != ExitOK {
+	if code != contract.ExitOK {
 		t.Fatalf("exit %d, stderr: %s\nstdout: %s", code, stderr, stdout)
 	}
 	if got := imagetest.FileSHA256(t, target, imageSize); got != fx.SHA256 {
@@ -132,7 +133,7 @@ func TestFlashRoleToFileThenFromCache(t *testing.T) {
 	target2 := filepath.Join(dir, "card2.img")
 	code, _, stderr = cliRun(t, "--flash", "--role", "worker", "--device", target2, "--yes", "--create-file",
 		"--factory", srv.URL, "--cache-dir", cache)
-	if code != ExitOK {
+	if code != contract.ExitOK {
 		t.Fatalf("second flash exit %d: %s", code, stderr)
 	}
 	if srv.BytesServed() != served {
@@ -148,7 +149,7 @@ func TestFlashControlplaneWarnsAboutNewt(t *testing.T) {
 	dir := t.TempDir()
 	code, stdout, stderr := cliRun(t, "--flash", "--role", "controlplane", "--device", filepath.Join(dir, "cp.img"),
 		"--yes", "--create-file", "--json", "--factory", srv.URL, "--cache-dir", dir)
-	if code != ExitOK {
+	if code != contract.ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	w := lastEvent(jsonEvents(t, stdout), "warning")
@@ -166,7 +167,7 @@ func TestFlashInstallerRefAndFile(t *testing.T) {
 	target := filepath.Join(dir, "a.img")
 	code, _, stderr := cliRun(t, "--flash", "--installer", ref, "--device", target, "--yes", "--create-file",
 		"--factory", srv.URL, "--cache-dir", dir)
-	if code != ExitOK {
+	if code != contract.ExitOK {
 		t.Fatalf("installer ref: exit %d: %s", code, stderr)
 	}
 	if imagetest.FileSHA256(t, target, imageSize) != fx.SHA256 {
@@ -178,7 +179,7 @@ func TestFlashInstallerRefAndFile(t *testing.T) {
 	target = filepath.Join(dir, "b.img")
 	code, _, stderr = cliRun(t, "--flash", "--installer-file", inst, "--device", target, "--yes", "--create-file",
 		"--factory", srv.URL, "--cache-dir", dir)
-	if code != ExitOK {
+	if code != contract.ExitOK {
 		t.Fatalf("installer file: exit %d: %s", code, stderr)
 	}
 	if imagetest.FileSHA256(t, target, imageSize) != fx.SHA256 {
@@ -197,8 +198,8 @@ func TestFlashLoopDevice(t *testing.T) {
 	// A loop device is refused unless named explicitly for testing.
 	code, _, stderr := cliRun(t, "--flash", "--role", "worker", "--device", loop, "--yes",
 		"--factory", srv.URL, "--cache-dir", dir)
-	if code != ExitDevice || !strings.Contains(stderr, "--allow-loop") {
-		t.Fatalf("loop without --allow-loop: exit %d, want %d and the flag named: %s", code, ExitDevice, stderr)
+	if code != contract.ExitDevice || !strings.Contains(stderr, "--allow-loop") {
+		t.Fatalf("loop without --allow-loop: exit %d, want %d and the flag named: %s", code, contract.ExitDevice, stderr)
 	}
 	if srv.BytesServed() != 0 {
 		t.Fatal("a refused device must be refused before downloading")
@@ -206,7 +207,7 @@ func TestFlashLoopDevice(t *testing.T) {
 
 	code, stdout, stderr := cliRun(t, "--flash", "--role", "worker", "--device", loop, "--yes", "--allow-loop", "--json",
 		"--factory", srv.URL, "--cache-dir", dir)
-	if code != ExitOK {
+	if code != contract.ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	if got := imagetest.FileSHA256(t, loop, imageSize); got != fx.SHA256 {
@@ -232,29 +233,29 @@ func TestExitCodes(t *testing.T) {
 		code int
 		msg  string
 	}{
-		{"no command", nil, ExitUsage, "no command"},
-		{"unknown command", []string{"frobnicate"}, ExitUsage, "unknown command"},
-		{"bad flag", []string{"--flash", "--colour"}, ExitUsage, "flag provided but not defined"},
-		{"no device", []string{"--flash", "--role", "worker"}, ExitUsage, "--device is required"},
-		{"unknown role", append([]string{"--flash", "--role", "master", "--device", card, "--yes", "--create-file"}, common...), ExitUsage, `unknown profile "master"`},
-		{"bad profile yaml", append([]string{"--flash", "--role", "edge", "--profiles", badProfiles, "--device", card, "--yes", "--create-file"}, common...), ExitUsage, `unknown field "extension"`},
-		{"unknown extension", []string{"schematic", "--role", "worker", "--profiles", writeFile(t, dir, "p2.yaml", "profiles:\n  - name: worker\n    overlay: {image: siderolabs/sbc-raspberrypi, name: rpi_generic}\n    extensions: [siderolabs/newtt]\n"), "--register", "--factory", srv.URL}, ExitUsage, "did you mean siderolabs/newt"},
-		{"bad version", append([]string{"--flash", "--role", "worker", "--version", "1.x", "--device", card, "--yes", "--create-file"}, common...), ExitUsage, "version"},
-		{"two sources", append([]string{"--flash", "--role", "worker", "--image", notXZ, "--device", card, "--yes", "--create-file"}, common...), ExitUsage, "exactly one"},
-		{"no tty no yes", append([]string{"--flash", "--role", "worker", "--device", card, "--create-file"}, common...), ExitUsage, "--yes"},
-		{"bad installer ref", append([]string{"--flash", "--installer", "ghcr.io/siderolabs/installer:v1.14.5", "--device", card, "--yes", "--create-file"}, common...), ExitUsage, "installer"},
-		{"directory device", append([]string{"--flash", "--role", "worker", "--device", dir, "--yes"}, common...), ExitDevice, "directory"},
-		{"missing device", append([]string{"--flash", "--role", "worker", "--device", "/dev/talosflash-nope", "--yes"}, common...), ExitUsage, "talosflash-nope does not exist"},
-		{"system disk", append([]string{"--flash", "--role", "worker", "--device", rootDisk(t), "--yes"}, common...), ExitDevice, "refusing"},
-		{"factory down", []string{"--flash", "--role", "worker", "--device", card, "--yes", "--create-file", "--factory", "http://127.0.0.1:1", "--cache-dir", dir}, ExitNetwork, "127.0.0.1:1"},
-		{"unknown version on factory", append([]string{"--flash", "--role", "worker", "--version", "v1.99.0", "--device", card, "--yes", "--create-file"}, common...), ExitUsage, "v1.99.0"},
-		{"corrupt image", []string{"--flash", "--image", notXZ, "--device", card, "--yes", "--create-file"}, ExitImage, "xz"},
-		{"apply no file", []string{"apply", "--node", "127.0.0.1"}, ExitUsage, "--file"},
-		{"apply bad mode", []string{"apply", "--node", "127.0.0.1", "--file", notXZ, "--mode", "sometimes"}, ExitUsage, "mode"},
-		{"apply not a config", []string{"apply", "--node", "127.0.0.1", "--file", notXZ}, ExitConfig, "config"},
-		{"apply huge config", []string{"apply", "--node", "127.0.0.1", "--file", writeFile(t, dir, "huge.yaml", strings.Repeat("# padding\n", 500000))}, ExitConfig, "too large"},
-		{"apply directory config", []string{"apply", "--node", "127.0.0.1", "--file", dir}, ExitUsage, "directory"},
-		{"nodes bad subnet", []string{"nodes", "--subnet", "10.0.0.0/99"}, ExitUsage, "subnet"},
+		{"no command", nil, contract.ExitUsage, "no command"},
+		{"unknown command", []string{"frobnicate"}, contract.ExitUsage, "unknown command"},
+		{"bad flag", []string{"--flash", "--colour"}, contract.ExitUsage, "flag provided but not defined"},
+		{"no device", []string{"--flash", "--role", "worker"}, contract.ExitUsage, "--device is required"},
+		{"unknown role", append([]string{"--flash", "--role", "master", "--device", card, "--yes", "--create-file"}, common...), contract.ExitUsage, `unknown profile "master"`},
+		{"bad profile yaml", append([]string{"--flash", "--role", "edge", "--profiles", badProfiles, "--device", card, "--yes", "--create-file"}, common...), contract.ExitUsage, `unknown field "extension"`},
+		{"unknown extension", []string{"schematic", "--role", "worker", "--profiles", writeFile(t, dir, "p2.yaml", "profiles:\n  - name: worker\n    overlay: {image: siderolabs/sbc-raspberrypi, name: rpi_generic}\n    extensions: [siderolabs/newtt]\n"), "--register", "--factory", srv.URL}, contract.ExitUsage, "did you mean siderolabs/newt"},
+		{"bad version", append([]string{"--flash", "--role", "worker", "--version", "1.x", "--device", card, "--yes", "--create-file"}, common...), contract.ExitUsage, "version"},
+		{"two sources", append([]string{"--flash", "--role", "worker", "--image", notXZ, "--device", card, "--yes", "--create-file"}, common...), contract.ExitUsage, "exactly one"},
+		{"no tty no yes", append([]string{"--flash", "--role", "worker", "--device", card, "--create-file"}, common...), contract.ExitUsage, "--yes"},
+		{"bad installer ref", append([]string{"--flash", "--installer", "ghcr.io/siderolabs/installer:v1.14.5", "--device", card, "--yes", "--create-file"}, common...), contract.ExitUsage, "installer"},
+		{"directory device", append([]string{"--flash", "--role", "worker", "--device", dir, "--yes"}, common...), contract.ExitDevice, "directory"},
+		{"missing device", append([]string{"--flash", "--role", "worker", "--device", "/dev/talosflash-nope", "--yes"}, common...), contract.ExitUsage, "talosflash-nope does not exist"},
+		{"system disk", append([]string{"--flash", "--role", "worker", "--device", rootDisk(t), "--yes"}, common...), contract.ExitDevice, "refusing"},
+		{"factory down", []string{"--flash", "--role", "worker", "--device", card, "--yes", "--create-file", "--factory", "http://127.0.0.1:1", "--cache-dir", dir}, contract.ExitNetwork, "127.0.0.1:1"},
+		{"unknown version on factory", append([]string{"--flash", "--role", "worker", "--version", "v1.99.0", "--device", card, "--yes", "--create-file"}, common...), contract.ExitUsage, "v1.99.0"},
+		{"corrupt image", []string{"--flash", "--image", notXZ, "--device", card, "--yes", "--create-file"}, contract.ExitImage, "xz"},
+		{"apply no file", []string{"apply", "--node", "127.0.0.1"}, contract.ExitUsage, "--file"},
+		{"apply bad mode", []string{"apply", "--node", "127.0.0.1", "--file", notXZ, "--mode", "sometimes"}, contract.ExitUsage, "mode"},
+		{"apply not a config", []string{"apply", "--node", "127.0.0.1", "--file", notXZ}, contract.ExitConfig, "config"},
+		{"apply huge config", []string{"apply", "--node", "127.0.0.1", "--file", writeFile(t, dir, "huge.yaml", strings.Repeat("# padding\n", 500000))}, contract.ExitConfig, "too large"},
+		{"apply directory config", []string{"apply", "--node", "127.0.0.1", "--file", dir}, contract.ExitUsage, "directory"},
+		{"nodes bad subnet", []string{"nodes", "--subnet", "10.0.0.0/99"}, contract.ExitUsage, "subnet"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -311,7 +312,7 @@ func TestApplyConfig(t *testing.T) {
 	os.WriteFile(file, worker, 0o600)
 
 	code, stdout, stderr := cliRun(t, "apply", "--node", srv.Addr(), "--file", file, "--role", "worker", "--dry-run")
-	if code != ExitOK {
+	if code != contract.ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	reqs := srv.Requests()
@@ -325,8 +326,8 @@ func TestApplyConfig(t *testing.T) {
 	// The incident: a node flashed as controlplane (Newt inside) gets a config
 	// without the newt ExtensionServiceConfig -> refused before sending.
 	code, _, stderr = cliRun(t, "apply", "--node", srv.Addr(), "--file", file, "--role", "controlplane")
-	if code != ExitConfig {
-		t.Fatalf("newt without ESC: exit %d, want %d: %s", code, ExitConfig, stderr)
+	if code != contract.ExitConfig {
+		t.Fatalf("newt without ESC: exit %d, want %d: %s", code, contract.ExitConfig, stderr)
 	}
 	if !strings.Contains(stderr, "newt") {
 		t.Fatalf("stderr lacks the newt finding: %s", stderr)
@@ -337,8 +338,8 @@ func TestApplyConfig(t *testing.T) {
 
 	// Nothing listens: a network error.
 	code, _, stderr = cliRun(t, "apply", "--node", "127.0.0.1:1", "--file", file, "--role", "worker")
-	if code != ExitNetwork {
-		t.Fatalf("closed port: exit %d, want %d: %s", code, ExitNetwork, stderr)
+	if code != contract.ExitNetwork {
+		t.Fatalf("closed port: exit %d, want %d: %s", code, contract.ExitNetwork, stderr)
 	}
 }
 
@@ -346,7 +347,7 @@ func TestNodesFindsTestServer(t *testing.T) {
 	srv := nodetest.Start(t, nodetest.Options{Addr: "127.0.0.1:0"})
 	port := srv.Port()
 	code, stdout, stderr := cliRun(t, "nodes", "--subnet", "127.0.0.1/32", "--port", strconv.Itoa(port), "--json")
-	if code != ExitOK {
+	if code != contract.ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	var nodes []map[string]any
@@ -380,7 +381,7 @@ func TestFlashFromCacheWithFactoryDown(t *testing.T) {
 		target := filepath.Join(dir, card)
 		code, _, stderr := cliRun(t, "--flash", "--role", "worker", "--device", target, "--yes", "--create-file",
 			"--factory", srv.URL, "--cache-dir", cache)
-		if code != ExitOK {
+		if code != contract.ExitOK {
 			t.Fatalf("%s: exit %d: %s", card, code, stderr)
 		}
 		if got := imagetest.FileSHA256(t, target, imageSize); got != fx.SHA256 {
@@ -393,8 +394,8 @@ func TestFlashFromCacheWithFactoryDown(t *testing.T) {
 	// And without the cache entry the factory is needed: a network error.
 	code, _, stderr := cliRun(t, "--flash", "--role", "controlplane", "--device", filepath.Join(dir, "card3.img"), "--yes", "--create-file",
 		"--factory", srv.URL, "--cache-dir", cache)
-	if code != ExitNetwork {
-		t.Fatalf("uncached image with the factory down: exit %d, want %d: %s", code, ExitNetwork, stderr)
+	if code != contract.ExitNetwork {
+		t.Fatalf("uncached image with the factory down: exit %d, want %d: %s", code, contract.ExitNetwork, stderr)
 	}
 }
 
@@ -425,7 +426,7 @@ func TestFlashInstallerRefOfBuiltinRoleOffline(t *testing.T) {
 	cache := filepath.Join(dir, "cache")
 	code, _, stderr := cliRun(t, "--flash", "--role", "worker", "--device", filepath.Join(dir, "card1.img"), "--yes", "--create-file",
 		"--factory", front.URL, "--cache-dir", cache)
-	if code != ExitOK {
+	if code != contract.ExitOK {
 		t.Fatalf("first card: exit %d: %s", code, stderr)
 	}
 	silent.Store(true)
@@ -435,7 +436,7 @@ func TestFlashInstallerRefOfBuiltinRoleOffline(t *testing.T) {
 	card2 := filepath.Join(dir, "card2.img")
 	code, _, stderr = cliRun(t, "--flash", "--installer", ref, "--device", card2, "--yes", "--create-file",
 		"--factory", front.URL, "--cache-dir", cache)
-	if code != ExitOK {
+	if code != contract.ExitOK {
 		t.Fatalf("second card: exit %d: %s", code, stderr)
 	}
 	if got := imagetest.FileSHA256(t, card2, imageSize); got != fx.SHA256 {
@@ -474,8 +475,8 @@ func TestFlashRefusesSymlinkedCacheDirOffline(t *testing.T) {
 	}
 	card := filepath.Join(dir, "card.img")
 	code, _, stderr := cliRun(t, "--flash", "--role", "worker", "--device", card, "--yes", "--create-file", "--factory", offline, "--cache-dir", cache)
-	if code != ExitStorage || !strings.Contains(stderr, "symbolic link") {
-		t.Fatalf("exit %d, want %d naming the link: %s", code, ExitStorage, stderr)
+	if code != contract.ExitStorage || !strings.Contains(stderr, "symbolic link") {
+		t.Fatalf("exit %d, want %d naming the link: %s", code, contract.ExitStorage, stderr)
 	}
 	if _, err := os.Stat(card); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("card written: %v", err)

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/talosflash/talosflash/app/contract"
 )
 
 // aBlockDevice is a block device of this machine's /dev by its bare name
@@ -63,8 +65,8 @@ func TestFlashDeviceNeverCreatesAPath(t *testing.T) {
 	t.Run("missing path", func(t *testing.T) {
 		card := filepath.Join(dir, "card.img")
 		code, stderr := flash(card)
-		if code != ExitUsage || !strings.Contains(stderr, card+" does not exist") || !strings.Contains(stderr, "--create-file") {
-			t.Fatalf("exit %d, want %d naming the path and --create-file: %s", code, ExitUsage, stderr)
+		if code != contract.ExitUsage || !strings.Contains(stderr, card+" does not exist") || !strings.Contains(stderr, "--create-file") {
+			t.Fatalf("exit %d, want %d naming the path and --create-file: %s", code, contract.ExitUsage, stderr)
 		}
 		absent(card)
 	})
@@ -72,8 +74,8 @@ func TestFlashDeviceNeverCreatesAPath(t *testing.T) {
 		name := aBlockDevice(t)
 		for _, extra := range [][]string{nil, {"--create-file"}, {"--allow-loop", "--create-file"}} {
 			code, stderr := flash(name, extra...)
-			if code != ExitUsage || !strings.Contains(stderr, "did you mean /dev/"+name+"?") {
-				t.Fatalf("--device %s %v: exit %d, want %d asking about /dev/%s: %s", name, extra, code, ExitUsage, name, stderr)
+			if code != contract.ExitUsage || !strings.Contains(stderr, "did you mean /dev/"+name+"?") {
+				t.Fatalf("--device %s %v: exit %d, want %d asking about /dev/%s: %s", name, extra, code, contract.ExitUsage, name, stderr)
 			}
 			absent(filepath.Join(cwd, name))
 		}
@@ -82,7 +84,7 @@ func TestFlashDeviceNeverCreatesAPath(t *testing.T) {
 			t.Fatal(err)
 		}
 		code, stderr := flash(name)
-		if code != ExitUsage || !strings.Contains(stderr, "did you mean /dev/"+name+"?") || !strings.Contains(stderr, "./"+name) {
+		if code != contract.ExitUsage || !strings.Contains(stderr, "did you mean /dev/"+name+"?") || !strings.Contains(stderr, "./"+name) {
 			t.Fatalf("--device %s with ./%s present: exit %d: %s", name, name, code, stderr)
 		}
 		if fi, err := os.Stat(filepath.Join(cwd, name)); err != nil || fi.Size() != 0 {
@@ -94,27 +96,27 @@ func TestFlashDeviceNeverCreatesAPath(t *testing.T) {
 		if err := os.WriteFile(card, []byte("an earlier card"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if code, stderr := flash(card); code != ExitOK {
+		if code, stderr := flash(card); code != contract.ExitOK {
 			t.Fatalf("exit %d: %s", code, stderr)
 		}
 		holdsImage(card)
 	})
 	t.Run("new file with --create-file", func(t *testing.T) {
 		card := filepath.Join(dir, "new-card.img")
-		if code, stderr := flash(card, "--create-file"); code != ExitOK {
+		if code, stderr := flash(card, "--create-file"); code != contract.ExitOK {
 			t.Fatalf("exit %d: %s", code, stderr)
 		}
 		holdsImage(card)
 		// Relative, in the current directory.
-		if code, stderr := flash("rel.img", "--create-file"); code != ExitOK {
+		if code, stderr := flash("rel.img", "--create-file"); code != contract.ExitOK {
 			t.Fatalf("exit %d: %s", code, stderr)
 		}
 		holdsImage(filepath.Join(cwd, "rel.img"))
 	})
 	t.Run("directory", func(t *testing.T) {
 		code, stderr := flash(dir, "--create-file")
-		if code != ExitDevice || !strings.Contains(stderr, "is a directory") {
-			t.Fatalf("exit %d, want %d: %s", code, ExitDevice, stderr)
+		if code != contract.ExitDevice || !strings.Contains(stderr, "is a directory") {
+			t.Fatalf("exit %d, want %d: %s", code, contract.ExitDevice, stderr)
 		}
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/factory"
 )
 
@@ -100,7 +101,7 @@ func TestFlashDoorTable(t *testing.T) {
 					}
 					code, _, stderr := cliRun(t, args...)
 					if imageRole == nodeRole {
-						if code != ExitOK || !strings.Contains(stderr, "Card ready: "+n.host) {
+						if code != contract.ExitOK || !strings.Contains(stderr, "Card ready: "+n.host) {
 							t.Fatalf("the node's own image: exit %d: %s", code, stderr)
 						}
 						checkNodeCard(t, card, fx, n.host, n.addr, nodeRole, roleID(nodeRole))
@@ -111,8 +112,8 @@ func TestFlashDoorTable(t *testing.T) {
 						want += "my-"
 					}
 					want += imageRole + " image (schematic " + roleID(imageRole)[:12] + "…); the inventory says " + n.host + " is a " + nodeRole
-					if code != ExitUsage || !strings.Contains(stderr, want) || strings.Contains(stderr, "Card ready") {
-						t.Fatalf("exit %d, want %d with %q: %s", code, ExitUsage, want, stderr)
+					if code != contract.ExitUsage || !strings.Contains(stderr, want) || strings.Contains(stderr, "Card ready") {
+						t.Fatalf("exit %d, want %d with %q: %s", code, contract.ExitUsage, want, stderr)
 					}
 					if after, _ := os.ReadFile(card); !bytes.Equal(after, before) {
 						t.Fatal("the card was touched")
@@ -147,7 +148,7 @@ func TestFlashInventoryUnknownLocalImage(t *testing.T) {
 	}
 	args := []string{"--flash", "--inventory", inv, "--hostname", "worker-1", "--image", img, "--device", card, "--yes", "--factory", srv.URL}
 	code, _, stderr := cliRun(t, args...)
-	if code != ExitUsage || !strings.Contains(stderr, "--image "+img+" is of unknown content") ||
+	if code != contract.ExitUsage || !strings.Contains(stderr, "--image "+img+" is of unknown content") ||
 		!strings.Contains(stderr, "the inventory says worker-1 is a worker") || !strings.Contains(stderr, "--allow-unknown-image") {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -156,7 +157,7 @@ func TestFlashInventoryUnknownLocalImage(t *testing.T) {
 	}
 
 	code, _, stderr = cliRun(t, append(args, "--allow-unknown-image")...)
-	if code != ExitOK || !strings.Contains(stderr, "names no profile") {
+	if code != contract.ExitOK || !strings.Contains(stderr, "names no profile") {
 		t.Fatalf("--allow-unknown-image: exit %d: %s", code, stderr)
 	}
 	checkNodeCard(t, card, fx, "worker-1", "127.0.0.22/8", "", "")
@@ -189,7 +190,7 @@ func TestFlashInventoryForeignNewtSchematic(t *testing.T) {
 	}
 	code, _, stderr := cliRun(t, "--flash", "--inventory", inv, "--hostname", "worker-1", "--installer-file", f, "--allow-unknown-image",
 		"--device", card, "--yes", "--factory", srv.URL, "--cache-dir", filepath.Join(dir, "cache"))
-	if code != ExitUsage || !strings.Contains(stderr, "includes siderolabs/newt, which the node's profile does not; the inventory says worker-1 is a worker") {
+	if code != contract.ExitUsage || !strings.Contains(stderr, "includes siderolabs/newt, which the node's profile does not; the inventory says worker-1 is a worker") {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	if after, _ := os.ReadFile(card); string(after) != "old card" {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/node/nodetest"
 )
 
@@ -35,7 +36,7 @@ func TestDryRunNeverPrintsConfigValues(t *testing.T) {
 		{"apply", "--node", srv.Addr(), "--file", file, "--dry-run", "--json"},
 	} {
 		code, stdout, stderr := cliRun(t, args...)
-		if code != ExitOK {
+		if code != contract.ExitOK {
 			t.Fatalf("%v: exit %d: %s", args, code, stderr)
 		}
 		if !strings.Contains(stdout, "extraManifestHeaders") || !strings.Contains(stdout, "hostname: worker-1") {

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/app/elevate"
 	"github.com/talosflash/talosflash/imaging"
 )
@@ -68,7 +69,7 @@ func checkElevated(fs *flag.FlagSet, f *flashFlags) error {
 		img, err = openAsInvoker(imaging.FollowedPath(f.image)) // renamed into place meanwhile: the same file
 	}
 	if err != nil {
-		return withCode(ExitUsage, fmt.Errorf("--elevated: image: %w", err))
+		return withCode(contract.ExitUsage, fmt.Errorf("--elevated: image: %w", err))
 	}
 	f.imageFile, f.imageName = img, f.image
 	f.image = fdPath(img)
@@ -94,7 +95,7 @@ func elevatedTarget(d string) error {
 	}
 	fi, err := os.Stat(d)
 	if err != nil {
-		return withCode(ExitUsage, fmt.Errorf("--elevated: --device: %w", err))
+		return withCode(contract.ExitUsage, fmt.Errorf("--elevated: --device: %w", err))
 	}
 	if fi.Mode()&os.ModeDevice == 0 || fi.Mode()&os.ModeCharDevice != 0 {
 		return usageErrorf("--elevated: --device %s is not a block device (%v)", d, fi.Mode().Type())

@@ -64,11 +64,11 @@ func (f *imageFlags) profile() (factory.Profile, error) {
 	}
 	p, err := factory.FindProfile(all, f.role)
 	if err != nil {
-		return factory.Profile{}, withCode(ExitUsage, err)
+		return factory.Profile{}, withCode(contract.ExitUsage, err)
 	}
 	if f.version != "" {
 		if err := factory.ValidateVersion(f.version); err != nil {
-			return factory.Profile{}, withCode(ExitUsage, err)
+			return factory.Profile{}, withCode(contract.ExitUsage, err)
 		}
 		p.TalosVersion = f.version
 	}
@@ -86,7 +86,7 @@ func loadProfiles(path string) ([]factory.Profile, error) {
 	}
 	all, err := factory.LoadProfiles(path)
 	if err != nil {
-		return nil, withCode(ExitUsage, err)
+		return nil, withCode(contract.ExitUsage, err)
 	}
 	return all, nil
 }
@@ -104,7 +104,7 @@ func (f *imageFlags) resolve(ctx context.Context, register bool) (*plan.Image, p
 	}
 	if f.image != "" {
 		if _, err := os.Stat(f.image); err != nil {
-			return nil, plan.Obligations{}, withCode(ExitUsage, fmt.Errorf("image file: %w", err))
+			return nil, plan.Obligations{}, withCode(contract.ExitUsage, fmt.Errorf("image file: %w", err))
 		}
 	}
 	im, obl, err := plan.ChooseImage(ctx, plan.Choice{
@@ -137,7 +137,7 @@ func choiceError(err error) error {
 	case errors.As(err, &conflict):
 		return usageErrorf("flash: %s", conflict.Describe(doorFlags[conflict.Door]))
 	case plan.IsChoiceError(err):
-		return withCode(ExitUsage, err)
+		return withCode(contract.ExitUsage, err)
 	}
 	return err
 }
@@ -401,11 +401,8 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 // resultEvent is a written card's "result" event (node: what was written
 // onto it, nil for none).
 func resultEvent(c imaging.Card, node *plan.CardMeta, im *plan.Image) contract.ResultEvent {
-	ev := contract.ResultEvent{
-		Device: c.Target, Bytes: c.Bytes, SHA256: c.SHA256, Verified: c.Verified,
-		VerifyMode: c.VerifyMode, Written: c.Written, Skipped: c.Skipped, Schematic: im.SchematicID, Version: im.Version,
-		Notes: c.Notes,
-	}
+	ev := contract.NewResultEvent(c)
+	ev.Schematic, ev.Version = im.SchematicID, im.Version
 	if node != nil {
 		ev.Node, ev.Address = node.Node, node.Address
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/factory/factorytest"
 	"github.com/talosflash/talosflash/imaging/imagetest"
@@ -70,8 +71,8 @@ func TestUserFilesRefuseDevicesAndFIFOs(t *testing.T) {
 		} {
 			t.Run(name+" "+filepath.Base(src), func(t *testing.T) {
 				code, stderr := runBounded(t, 10*time.Second, unblock, args...)
-				if code != ExitUsage || !strings.Contains(stderr, "not a regular file") {
-					t.Fatalf("exit %d, want %d with 'not a regular file': %s", code, ExitUsage, stderr)
+				if code != contract.ExitUsage || !strings.Contains(stderr, "not a regular file") {
+					t.Fatalf("exit %d, want %d with 'not a regular file': %s", code, contract.ExitUsage, stderr)
 				}
 			})
 		}
@@ -103,11 +104,11 @@ func TestInputExitCodes(t *testing.T) {
 		code int
 		msg  string
 	}{
-		{"bzip2 named .xz", []string{"--flash", "--image", bz, "--device", card, "--yes", "--create-file"}, ExitImage, "bzip2"},
-		{"empty file", []string{"--flash", "--image", empty, "--device", card, "--yes", "--create-file"}, ExitImage, "empty"},
-		{"not a disk", []string{"--flash", "--image", notDisk, "--device", card, "--yes", "--create-file"}, ExitImage, "--force-raw"},
-		{"bad format", []string{"--flash", "--role", "worker", "--format", "gz", "--device", card, "--yes", "--create-file", "--factory", srv.URL, "--cache-dir", dir}, ExitUsage, "--format"},
-		{"cache dir is a file", []string{"--flash", "--role", "worker", "--device", card, "--yes", "--create-file", "--factory", srv.URL, "--cache-dir", cacheFile}, ExitStorage, cacheFile},
+		{"bzip2 named .xz", []string{"--flash", "--image", bz, "--device", card, "--yes", "--create-file"}, contract.ExitImage, "bzip2"},
+		{"empty file", []string{"--flash", "--image", empty, "--device", card, "--yes", "--create-file"}, contract.ExitImage, "empty"},
+		{"not a disk", []string{"--flash", "--image", notDisk, "--device", card, "--yes", "--create-file"}, contract.ExitImage, "--force-raw"},
+		{"bad format", []string{"--flash", "--role", "worker", "--format", "gz", "--device", card, "--yes", "--create-file", "--factory", srv.URL, "--cache-dir", dir}, contract.ExitUsage, "--format"},
+		{"cache dir is a file", []string{"--flash", "--role", "worker", "--device", card, "--yes", "--create-file", "--factory", srv.URL, "--cache-dir", cacheFile}, contract.ExitStorage, cacheFile},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			code, _, stderr := cliRun(t, c.args...)
@@ -121,7 +122,7 @@ func TestInputExitCodes(t *testing.T) {
 	}
 	// With --force-raw the blob is written as is.
 	code, _, stderr := cliRun(t, "--flash", "--image", notDisk, "--device", card, "--yes", "--create-file", "--force-raw")
-	if code != ExitOK || imagetest.FileSHA256(t, card, int64(len(raw))) != sha256hex(raw) {
+	if code != contract.ExitOK || imagetest.FileSHA256(t, card, int64(len(raw))) != sha256hex(raw) {
 		t.Fatalf("--force-raw: exit %d: %s", code, stderr)
 	}
 }
@@ -140,7 +141,7 @@ func TestFlashFormatZst(t *testing.T) {
 	dir := t.TempDir()
 	card := filepath.Join(dir, "card.img")
 	code, _, stderr := cliRun(t, "--flash", "--role", "worker", "--format", "zst", "--device", card, "--yes", "--create-file", "--factory", srv.URL, "--cache-dir", dir)
-	if code != ExitOK {
+	if code != contract.ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	if got := imagetest.FileSHA256(t, card, fx.Size); got != fx.SHA256 {
@@ -211,8 +212,8 @@ func TestInterruptAtConfirmationPrompt(t *testing.T) {
 	}()
 	select {
 	case code := <-done:
-		if code != ExitInterrupted {
-			t.Fatalf("exit %d, want %d: %s", code, ExitInterrupted, prompt.String())
+		if code != contract.ExitInterrupted {
+			t.Fatalf("exit %d, want %d: %s", code, contract.ExitInterrupted, prompt.String())
 		}
 	case <-time.After(10 * time.Second):
 		pw.Close()
@@ -265,8 +266,8 @@ func TestImageFlagRefusesDevicesAndFIFOs(t *testing.T) {
 	card := filepath.Join(dir, "card.img")
 	for _, src := range []string{"/dev/zero", fifo} {
 		code, stderr := runBounded(t, 10*time.Second, unblock, "--flash", "--image", src, "--device", card, "--yes", "--create-file")
-		if code != ExitImage || !strings.Contains(stderr, "not a regular file") {
-			t.Fatalf("%s: exit %d, want %d: %s", src, code, ExitImage, stderr)
+		if code != contract.ExitImage || !strings.Contains(stderr, "not a regular file") {
+			t.Fatalf("%s: exit %d, want %d: %s", src, code, contract.ExitImage, stderr)
 		}
 		if _, err := os.Stat(card); err == nil {
 			t.Fatal("the card was touched")

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/imaging/imagetest"
 	"github.com/talosflash/talosflash/node"
 	"github.com/talosflash/talosflash/node/nodetest"
@@ -78,7 +79,7 @@ func TestInventoryEndToEnd(t *testing.T) {
 		for _, h := range hosts {
 			args = append(args, "--hostname", h, "--device", cards[h])
 		}
-		if code, _, stderr := cliRun(t, args...); code != ExitOK {
+		if code, _, stderr := cliRun(t, args...); code != contract.ExitOK {
 			t.Fatalf("flash %v: exit %d: %s", hosts, code, stderr)
 		}
 	}
@@ -122,7 +123,7 @@ func TestInventoryEndToEnd(t *testing.T) {
 	}
 
 	code, stdout, stderr := cliRun(t, "apply", "--inventory", inv, "--port", port, "--wait", "30s", "--json", "--bootstrap", "--talosconfig", tc)
-	if code != ExitOK {
+	if code != contract.ExitOK {
 		t.Fatalf("apply --inventory: exit %d: %s\n%s", code, stderr, stdout)
 	}
 	worker, _ := os.ReadFile(filepath.Join(dir, "talos", "worker.yaml"))
@@ -155,7 +156,7 @@ func TestInventoryEndToEnd(t *testing.T) {
 	// Again: all three run with their configs now (mTLS): skipped; etcd
 	// is bootstrapped already: nothing sent.
 	code, stdout, stderr = cliRun(t, "apply", "--inventory", inv, "--port", port, "--wait", "30s", "--bootstrap", "--talosconfig", tc)
-	if code != ExitOK || !strings.Contains(stderr, "etcd is bootstrapped already") {
+	if code != contract.ExitOK || !strings.Contains(stderr, "etcd is bootstrapped already") {
 		t.Fatalf("second run: exit %d: %s\n%s", code, stderr, stdout)
 	}
 	for _, h := range []string{"cp-1", "worker-1", "worker-2"} {
@@ -199,8 +200,8 @@ func TestInventoryApplySwappedCard(t *testing.T) {
 	swapped := nodetest.Start(t, nodetest.Options{Addr: "127.0.0.21:" + port, Hostname: "worker-2", Schematic: builtinSchematic(t, "worker")})
 	w1 := nodetest.Start(t, nodetest.Options{Addr: "127.0.0.22:" + port, Hostname: "worker-1", Schematic: builtinSchematic(t, "worker")})
 	code, stdout, stderr := cliRun(t, "apply", "--inventory", inv, "--hostname", "cp-1", "--hostname", "worker-1", "--port", port, "--wait", "10s", "--json")
-	if code != ExitConfig {
-		t.Fatalf("exit %d, want %d: %s", code, ExitConfig, stderr)
+	if code != contract.ExitConfig {
+		t.Fatalf("exit %d, want %d: %s", code, contract.ExitConfig, stderr)
 	}
 	for _, want := range []string{"cp-1's address", "booted the worker image", `"worker-2"`, "it is not cp-1", "Nothing was sent"} {
 		if !strings.Contains(stderr, want) {
@@ -214,10 +215,10 @@ func TestInventoryApplySwappedCard(t *testing.T) {
 		t.Fatalf("worker-1 was sent %d configs, want 1", n)
 	}
 	evs := nodeEvents(t, stdout)
-	if len(evs) != 2 || evs[0]["status"] != "failed" || evs[0]["reported_hostname"] != "worker-2" || evs[0]["booted"] != "worker" || evs[0]["code"] != float64(ExitConfig) || evs[1]["status"] != "applied" {
+	if len(evs) != 2 || evs[0]["status"] != "failed" || evs[0]["reported_hostname"] != "worker-2" || evs[0]["booted"] != "worker" || evs[0]["code"] != float64(contract.ExitConfig) || evs[1]["status"] != "applied" {
 		t.Fatalf("JSON %v", evs)
 	}
-	if all := jsonEvents(t, stdout); all[len(all)-1]["event"] != "error" || all[len(all)-1]["code"] != float64(ExitConfig) {
+	if all := jsonEvents(t, stdout); all[len(all)-1]["event"] != "error" || all[len(all)-1]["code"] != float64(contract.ExitConfig) {
 		t.Fatalf("last line %v, want the run's error", all[len(all)-1])
 	}
 
@@ -225,14 +226,14 @@ func TestInventoryApplySwappedCard(t *testing.T) {
 	swapped.Close()
 	other := nodetest.Start(t, nodetest.Options{Addr: "127.0.0.21:" + port, Hostname: "talos-a1b-2c3", Schematic: builtinSchematic(t, "controlplane")})
 	code, _, stderr = cliRun(t, "apply", "--inventory", inv, "--hostname", "cp-1", "--port", port, "--wait", "10s")
-	if code != ExitConfig || !strings.Contains(stderr, `says it is "talos-a1b-2c3"`) || len(sentConfigs(other)) != 0 {
+	if code != contract.ExitConfig || !strings.Contains(stderr, `says it is "talos-a1b-2c3"`) || len(sentConfigs(other)) != 0 {
 		t.Fatalf("hostname mismatch: exit %d: %s", code, stderr)
 	}
 
 	// Nobody there: bounded wait, network exit code.
 	other.Close()
 	code, _, stderr = cliRun(t, "apply", "--inventory", inv, "--hostname", "cp-1", "--port", port, "--wait", "1s")
-	if code != ExitNetwork || !strings.Contains(stderr, "cp-1 · waiting at 127.0.0.21") || !strings.Contains(stderr, "no Talos node answered") {
+	if code != contract.ExitNetwork || !strings.Contains(stderr, "cp-1 · waiting at 127.0.0.21") || !strings.Contains(stderr, "no Talos node answered") {
 		t.Fatalf("nobody: exit %d: %s", code, stderr)
 	}
 }
@@ -245,7 +246,7 @@ func TestInventoryApplyHostnameOnceIgnoringCase(t *testing.T) {
 	port := freePort(t)
 	w1 := nodetest.Start(t, nodetest.Options{Addr: "127.0.0.22:" + port, Hostname: "worker-1", Schematic: builtinSchematic(t, "worker")})
 	code, stdout, stderr := cliRun(t, "apply", "--inventory", inv, "--hostname", "worker-1", "--hostname", "WORKER-1", "--port", port, "--wait", "10s", "--json")
-	if code != ExitOK {
+	if code != contract.ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	if evs := nodeEvents(t, stdout); len(evs) != 1 || evs[0]["status"] != "applied" {
@@ -283,7 +284,7 @@ func TestInventoryApplyFQDN(t *testing.T) {
 	}
 	code, _, stderr := cliRun(t, "--flash", "--inventory", inv, "--yes", "--allow-loop", "--format", "xz", "--factory", srv.URL,
 		"--cache-dir", filepath.Join(dir, "cache"), "--hostname", "worker-1.lan", "--device", card)
-	if code != ExitOK {
+	if code != contract.ExitOK {
 		t.Fatalf("flash: exit %d: %s", code, stderr)
 	}
 	checkNodeCard(t, card, fx, "worker-1.lan", "127.0.0.22/8", "worker", workerID)
@@ -298,7 +299,7 @@ func TestInventoryApplyFQDN(t *testing.T) {
 		t.Fatalf("the node reports hostname %q domainname %q, want worker-1 and lan as Talos splits them", n.Hostname, n.Domainname)
 	}
 	code, stdout, stderr := cliRun(t, "apply", "--inventory", inv, "--hostname", "worker-1.lan", "--port", port, "--wait", "30s")
-	if code != ExitOK || len(sentConfigs(fake)) != 1 {
+	if code != contract.ExitOK || len(sentConfigs(fake)) != 1 {
 		t.Fatalf("apply --inventory worker-1.lan: exit %d, %d configs sent: %s\n%s", code, len(sentConfigs(fake)), stderr, stdout)
 	}
 
@@ -306,7 +307,7 @@ func TestInventoryApplyFQDN(t *testing.T) {
 	other := nodetest.Start(t, nodetest.Options{Addr: "127.0.0.22:" + freePortOn(t, "127.0.0.22"), Hostname: "WORKER-1.home", Schematic: builtinSchematic(t, "worker")})
 	_, p, _ := net.SplitHostPort(other.Addr())
 	code, _, stderr = cliRun(t, "apply", "--inventory", inv, "--hostname", "worker-1.lan", "--port", p, "--wait", "10s")
-	if code != ExitConfig || !strings.Contains(stderr, `says it is "WORKER-1.home"`) || len(sentConfigs(other)) != 0 {
+	if code != contract.ExitConfig || !strings.Contains(stderr, `says it is "WORKER-1.home"`) || len(sentConfigs(other)) != 0 {
 		t.Fatalf("another domain: exit %d: %s", code, stderr)
 	}
 
@@ -314,7 +315,7 @@ func TestInventoryApplyFQDN(t *testing.T) {
 	// node, case-insensitively.
 	w2 := nodetest.Start(t, nodetest.Options{Addr: "127.0.0.23:" + p, Hostname: "Worker-2.home", Schematic: builtinSchematic(t, "worker")})
 	code, _, stderr = cliRun(t, "apply", "--inventory", inv, "--hostname", "worker-2", "--port", p, "--wait", "10s")
-	if code != ExitOK || len(sentConfigs(w2)) != 1 {
+	if code != contract.ExitOK || len(sentConfigs(w2)) != 1 {
 		t.Fatalf("short name: exit %d: %s", code, stderr)
 	}
 }

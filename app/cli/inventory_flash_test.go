@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/app/elevate"
 	"github.com/talosflash/talosflash/app/plan"
 	"github.com/talosflash/talosflash/factory"
@@ -162,7 +163,7 @@ func TestFlashInventoryNodes(t *testing.T) {
 	cards := []string{filepath.Join(dir, "a.img"), filepath.Join(dir, "b.img")}
 	code, stdout, stderr := cliRun(t, "--flash", "--inventory", inv, "--hostname", "worker-1", "--hostname", "worker-2",
 		"--device", cards[0], "--device", cards[1], "--yes", "--create-file", "--json", "--format", "xz", "--factory", srv.URL, "--cache-dir", filepath.Join(dir, "cache"))
-	if code != ExitOK {
+	if code != contract.ExitOK {
 		t.Fatalf("exit %d: %s\n%s", code, stderr, stdout)
 	}
 	if srv.BytesServed() != int64(len(fx.XZ)) {
@@ -189,7 +190,7 @@ func TestFlashInventoryNodes(t *testing.T) {
 	// The terminal says it too; from the cache, the control plane's card.
 	cp := filepath.Join(dir, "cp.img")
 	code, _, stderr = cliRun(t, "--flash", "--inventory", inv, "--hostname", "cp-1", "--device", cp, "--yes", "--create-file", "--format", "xz", "--factory", srv.URL, "--cache-dir", filepath.Join(dir, "cache"))
-	if code != ExitOK || !strings.Contains(stderr, "Card ready: cp-1, 127.0.0.21/8 (label it cp-1)") {
+	if code != contract.ExitOK || !strings.Contains(stderr, "Card ready: cp-1, 127.0.0.21/8 (label it cp-1)") {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	checkNodeCard(t, cp, fx, "cp-1", "127.0.0.21/8", "controlplane", cpID)
@@ -199,7 +200,7 @@ func TestFlashInventoryNodes(t *testing.T) {
 
 	// `card` reports the node and the image from the record.
 	code, out, stderr := cliRun(t, "card", cp)
-	if code != ExitOK || !strings.Contains(out, "cp-1") || !strings.Contains(out, cpID) {
+	if code != contract.ExitOK || !strings.Contains(out, "cp-1") || !strings.Contains(out, cpID) {
 		t.Fatalf("card: exit %d: %s %s", code, out, stderr)
 	}
 }
@@ -210,7 +211,7 @@ func TestFlashWithoutInventoryStaysTheImage(t *testing.T) {
 	dir := t.TempDir()
 	card := filepath.Join(dir, "card.img")
 	code, _, stderr := cliRun(t, "--flash", "--role", "worker", "--device", card, "--yes", "--create-file", "--format", "xz", "--factory", srv.URL, "--cache-dir", filepath.Join(dir, "cache"))
-	if code != ExitOK || strings.Contains(stderr, "Card ready") {
+	if code != contract.ExitOK || strings.Contains(stderr, "Card ready") {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	if got := imagetest.FileSHA256(t, card, fx.Size); got != fx.SHA256 {
@@ -229,7 +230,7 @@ func TestFlashInventoryRefusesImageWithoutMETA(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, _, stderr := cliRun(t, "--flash", "--inventory", inv, "--hostname", "worker-1", "--device", card, "--yes", "--create-file", "--format", "xz", "--factory", srv.URL, "--cache-dir", filepath.Join(dir, "cache"))
-	if code != ExitImage || !strings.Contains(stderr, "cannot carry the node's network config") || !strings.Contains(stderr, "no card was touched") {
+	if code != contract.ExitImage || !strings.Contains(stderr, "cannot carry the node's network config") || !strings.Contains(stderr, "no card was touched") {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	if after, _ := os.ReadFile(card); !bytes.Equal(after, before) {
@@ -246,14 +247,14 @@ func TestFlashInventoryUsage(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"--hostname", "worker-1", "--device", a}, ExitUsage, "--hostname needs --inventory"},
-		{[]string{"--inventory", inv, "--device", a}, ExitUsage, "name each card's node with --hostname"},
-		{[]string{"--inventory", inv, "--hostname", "worker-1", "--device", a, "--device", b}, ExitUsage, "1 --hostname for 2 --device"},
-		{[]string{"--inventory", inv, "--hostname", "worker-9", "--device", a}, ExitUsage, "did you mean worker-1"},
-		{[]string{"--inventory", inv, "--hostname", "worker-1", "--hostname", "worker-1", "--device", a, "--device", b}, ExitUsage, "named twice"},
-		{[]string{"--inventory", inv, "--hostname", "cp-1", "--hostname", "worker-1", "--device", a, "--device", b}, ExitUsage, "separate runs"},
-		{[]string{"--inventory", inv, "--hostname", "worker-1", "--role", "controlplane", "--device", a}, ExitUsage, "is the controlplane image (schematic 29a2fae6a7f0…); the inventory says worker-1 is a worker"},
-		{[]string{"--inventory", filepath.Join(dir, "missing.yaml"), "--hostname", "worker-1", "--device", a}, ExitUsage, "inventory init"},
+		{[]string{"--hostname", "worker-1", "--device", a}, contract.ExitUsage, "--hostname needs --inventory"},
+		{[]string{"--inventory", inv, "--device", a}, contract.ExitUsage, "name each card's node with --hostname"},
+		{[]string{"--inventory", inv, "--hostname", "worker-1", "--device", a, "--device", b}, contract.ExitUsage, "1 --hostname for 2 --device"},
+		{[]string{"--inventory", inv, "--hostname", "worker-9", "--device", a}, contract.ExitUsage, "did you mean worker-1"},
+		{[]string{"--inventory", inv, "--hostname", "worker-1", "--hostname", "worker-1", "--device", a, "--device", b}, contract.ExitUsage, "named twice"},
+		{[]string{"--inventory", inv, "--hostname", "cp-1", "--hostname", "worker-1", "--device", a, "--device", b}, contract.ExitUsage, "separate runs"},
+		{[]string{"--inventory", inv, "--hostname", "worker-1", "--role", "controlplane", "--device", a}, contract.ExitUsage, "is the controlplane image (schematic 29a2fae6a7f0…); the inventory says worker-1 is a worker"},
+		{[]string{"--inventory", filepath.Join(dir, "missing.yaml"), "--hostname", "worker-1", "--device", a}, contract.ExitUsage, "inventory init"},
 	} {
 		args := append([]string{"--flash", "--yes", "--create-file", "--factory", "http://127.0.0.1:1"}, c.args...)
 		code, _, stderr := cliRun(t, args...)
@@ -319,7 +320,7 @@ func TestFlashInventoryElevatedRoundTrip(t *testing.T) {
 	var out strings.Builder
 	pr, pw := io.Pipe()
 	defer pw.Close()
-	if code := Main((elevate.Args{Image: img, Devices: devs}).List(), Env{Stdin: pr, Stdout: &out, Stderr: io.Discard}); code != ExitOK {
+	if code := Main((elevate.Args{Image: img, Devices: devs}).List(), Env{Stdin: pr, Stdout: &out, Stderr: io.Discard}); code != contract.ExitOK {
 		t.Fatal(code)
 	}
 	if err := os.WriteFile(plain, []byte(out.String()), 0o600); err != nil {
@@ -345,7 +346,7 @@ func TestFlashInventoryLoopDevices(t *testing.T) {
 		args = append(args, "--device", l)
 	}
 	code, _, stderr := cliRun(t, args...)
-	if code != ExitOK {
+	if code != contract.ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	checkNodeCard(t, loops[0], fx, "worker-1", "127.0.0.22/8", "worker", workerID)

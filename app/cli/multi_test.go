@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/app/elevate"
 	"github.com/talosflash/talosflash/app/plan"
 	"github.com/talosflash/talosflash/imaging"
@@ -30,7 +31,7 @@ func TestFlashSeveralDevices(t *testing.T) {
 		args = append(args, "--device", d)
 	}
 	code, stdout, stderr := cliRun(t, args...)
-	if code != ExitOK {
+	if code != contract.ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	if srv.BytesServed() != int64(len(fx.XZ)) {
@@ -63,7 +64,7 @@ func TestFlashSeveralDevices(t *testing.T) {
 	}
 	// The same device twice is refused before anything is downloaded.
 	code, _, stderr = cliRun(t, "--flash", "--image", targets[0], "--device", targets[1], "--device", filepath.Join(dir, ".", "b.img"), "--yes")
-	if code != ExitUsage || !strings.Contains(stderr, "twice") {
+	if code != contract.ExitUsage || !strings.Contains(stderr, "twice") {
 		t.Fatalf("duplicate device: exit %d: %s", code, stderr)
 	}
 }
@@ -85,7 +86,7 @@ func TestFlashSeveralDevicesOneFails(t *testing.T) {
 	good := []string{filepath.Join(dir, "a.img"), filepath.Join(dir, "c.img")}
 	code, stdout, stderr := cliRun(t, "--flash", "--role", "worker", "--yes", "--create-file", "--json", "--format", "xz", "--factory", srv.URL, "--cache-dir", filepath.Join(dir, "cache"),
 		"--device", good[0], "--device", bad, "--device", good[1])
-	if code == ExitOK {
+	if code == contract.ExitOK {
 		t.Fatalf("exit 0 with a failed card: %s", stderr)
 	}
 	var cardErr, finalErr map[string]any
@@ -128,7 +129,7 @@ func TestFlashMemoryLimit(t *testing.T) {
 	}
 	before := debug.SetMemoryLimit(-1)
 	t.Setenv("GOMEMLIMIT", "")
-	if code, _, stderr := cliRun(t, "--flash", "--image", img, "--device", filepath.Join(dir, "a.img"), "--yes", "--create-file"); code != ExitOK {
+	if code, _, stderr := cliRun(t, "--flash", "--image", img, "--device", filepath.Join(dir, "a.img"), "--yes", "--create-file"); code != contract.ExitOK {
 		t.Fatal(stderr)
 	}
 	if len(set) != 2 || set[0] != 40<<20 || set[1] != before || debug.SetMemoryLimit(-1) != before {
@@ -136,7 +137,7 @@ func TestFlashMemoryLimit(t *testing.T) {
 	}
 	set = nil
 	t.Setenv("GOMEMLIMIT", "100MiB")
-	if code, _, stderr := cliRun(t, "--flash", "--image", img, "--device", filepath.Join(dir, "b.img"), "--yes", "--create-file"); code != ExitOK {
+	if code, _, stderr := cliRun(t, "--flash", "--image", img, "--device", filepath.Join(dir, "b.img"), "--yes", "--create-file"); code != contract.ExitOK {
 		t.Fatal(stderr)
 	}
 	if len(set) != 0 {

@@ -52,7 +52,7 @@ func TestStatusIncidentWaitingExtension(t *testing.T) {
 		RebootDowntime: 20 * time.Millisecond})
 
 	code, stdout, stderr := cliRun(t, "status", "--inventory", inv, "--hostname", "worker-1", "--port", port, "--talosconfig", tc)
-	if code != ExitOK {
+	if code != contract.ExitOK {
 		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
 	}
 	for _, want := range []string{
@@ -83,7 +83,7 @@ func TestStatusIncidentWaitingExtension(t *testing.T) {
 	start := time.Now()
 	code, stdout, stderr = cliRun(t, "status", "--inventory", inv, "--hostname", "worker-1", "--port", port, "--talosconfig", tc,
 		"--watch", "--interval", "50ms", "--for", "2500ms", "--json")
-	if code != ExitOK {
+	if code != contract.ExitOK {
 		t.Fatalf("watch: exit %d\n%s%s", code, stdout, stderr)
 	}
 	if d := time.Since(start); d > 4*time.Second {
@@ -129,7 +129,7 @@ func TestStatusHealthyControlPlane(t *testing.T) {
 		Schematic: builtinSchematic(t, "controlplane"), Bootstrapped: true, Clock: nodetest.NewClock(3 * time.Hour)})
 
 	code, stdout, stderr := cliRun(t, "status", "--inventory", inv, "--hostname", "cp-1", "--port", port, "--talosconfig", tc)
-	if code != ExitOK {
+	if code != contract.ExitOK {
 		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
 	}
 	for _, want := range []string{"cp-1 (127.0.0.31:" + port + "): running, ready · Talos v1.14.5", "etcd Running healthy",
@@ -143,7 +143,7 @@ func TestStatusHealthyControlPlane(t *testing.T) {
 	}
 
 	code, stdout, stderr = cliRun(t, "status", "--inventory", inv, "--hostname", "cp-1", "--port", port, "--talosconfig", tc, "--json")
-	if code != ExitOK {
+	if code != contract.ExitOK {
 		t.Fatalf("json: exit %d\n%s%s", code, stdout, stderr)
 	}
 	lines := statusLines(t, stdout)
@@ -166,7 +166,7 @@ func TestStatusHealthyControlPlane(t *testing.T) {
 
 	// A node that does not answer: exit 3 and the line says so.
 	code, stdout, _ = cliRun(t, "status", "--inventory", inv, "--hostname", "worker-2", "--port", port, "--talosconfig", tc, "--json", "--timeout", "300ms")
-	if code != ExitNetwork || !strings.Contains(stdout, `"reachable":false`) {
+	if code != contract.ExitNetwork || !strings.Contains(stdout, `"reachable":false`) {
 		t.Errorf("unreachable: exit %d\n%s", code, stdout)
 	}
 }

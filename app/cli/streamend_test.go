@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/app/elevate"
 	"github.com/talosflash/talosflash/imaging/imagetest"
 )
@@ -48,8 +49,8 @@ func TestCutImageIsNeverACard(t *testing.T) {
 			}
 			for how, run := range runs {
 				code, stdout, stderr := run()
-				if code != ExitImage {
-					t.Errorf("%s cut by %d, %s: exit %d, want %d: %s%s", name, cut, how, code, ExitImage, stdout, stderr)
+				if code != contract.ExitImage {
+					t.Errorf("%s cut by %d, %s: exit %d, want %d: %s%s", name, cut, how, code, contract.ExitImage, stdout, stderr)
 					continue
 				}
 				if strings.Contains(stdout, `"verified":true`) {
@@ -89,7 +90,7 @@ func replayedChild(t *testing.T, dir string, args *[]string) func([]string) (*ex
 			*args = a
 		}
 		code, stdout, stderr := childRunArgs(t, a)
-		if code != ExitOK {
+		if code != contract.ExitOK {
 			t.Fatalf("child exit %d: %s", code, stderr)
 		}
 		replay := filepath.Join(dir, "child.out")

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/talosflash/talosflash/app/elevate"
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/imaging"
 	"github.com/talosflash/talosflash/imaging/devices"
 	"github.com/talosflash/talosflash/imaging/meta"
@@ -279,7 +279,7 @@ func (job *Job) encodedMeta() []string {
 
 // childNode checks the node the elevated child says it wrote onto card i:
 // a card that should carry one and does not is failed.
-func (job *Job) childNode(i int, r *elevate.ResultEvent) error {
+func (job *Job) childNode(i int, r *contract.ResultEvent) error {
 	m := job.CardMeta(i)
 	if m == nil {
 		return nil

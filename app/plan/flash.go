@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/app/elevate"
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/imaging"
@@ -372,7 +373,7 @@ func (job *Job) flashElevated(ctx context.Context, src imaging.Source) (*Outcome
 	if src.Path == "" && !src.NoCache {
 		out.CachePath, _ = src.Cache.Path(src.Key) // the entry, once the partial is in place
 	}
-	results := map[string]*elevate.ResultEvent{}
+	results := map[string]*contract.ResultEvent{}
 	cardErrs := map[string]error{}
 	var feed func(io.Writer)
 	if follow {
@@ -386,17 +387,17 @@ func (job *Job) flashElevated(ctx context.Context, src imaging.Source) (*Outcome
 		}
 		return dev
 	}
-	err = elevate.RunFed(ctx, cmd, func(ev elevate.Event) {
+	err = elevate.RunFed(ctx, cmd, func(ev contract.Event) {
 		switch ev.Type {
-		case elevate.TypeProgress:
+		case contract.TypeProgress:
 			if job.Progress != nil {
 				job.Progress(ev.Progress.Progress())
 			}
-		case elevate.TypeInfo, elevate.TypeWarning:
+		case contract.TypeInfo, contract.TypeWarning:
 			job.status(ev.Message.Message)
-		case elevate.TypeResult:
+		case contract.TypeResult:
 			results[card(ev.Result.Device)] = ev.Result
-		case elevate.TypeError:
+		case contract.TypeError:
 			if ev.Error.Device != "" {
 				cardErrs[card(ev.Error.Device)] = &elevate.Error{Code: ev.Error.Code, Message: ev.Error.Message, Reported: true}
 			}
@@ -425,7 +426,8 @@ func (job *Job) flashElevated(ctx context.Context, src imaging.Source) (*Outcome
 		case e != nil:
 			cards[i].Err = e
 		case r != nil:
-			cards[i] = imaging.Card{Target: d, Bytes: r.Bytes, SHA256: r.SHA256, Verified: r.Verified, VerifyMode: r.VerifyMode, Written: r.Written, Skipped: r.Skipped, Notes: r.Notes}
+			cards[i] = r.Card()
+			cards[i].Target = d
 			cards[i].Err = job.childNode(i, r)
 		case err != nil:
 			cards[i].Err = err // the child failed after reporting other cards
