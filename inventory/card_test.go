@@ -53,7 +53,7 @@ func TestWriteCardBootsAsTalos(t *testing.T) {
 		t.Fatalf("kept %v", w.Kept)
 	}
 
-	booted, err := nodetest.ReadCard(path)
+	booted, err := nodetest.ReadCardAtBoot(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestWriteCardBootsAsTalos(t *testing.T) {
 		t.Fatalf("booted %+v", booted)
 	}
 
-	card, err := meta.ReadCardPath(path)
+	card, err := meta.ReadStorePath(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestWriteCardBootsAsTalos(t *testing.T) {
 		t.Fatalf("rewrite: %+v %v", w, err)
 	}
 
-	if booted, _ := nodetest.ReadCard(path); booted.Hostname != "worker-2" || booted.Address != other.Address {
+	if booted, _ := nodetest.ReadCardAtBoot(path); booted.Hostname != "worker-2" || booted.Address != other.Address {
 		t.Fatalf("after rewrite %+v", booted)
 	}
 }
@@ -123,7 +123,7 @@ func TestWriteCardLoopDevice(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	booted, err := nodetest.ReadCard(path) // the backing file: on the medium
+	booted, err := nodetest.ReadCardAtBoot(path) // the backing file: on the medium
 	if err != nil || booted.Hostname != "worker-1" || booted.Address != worker1.Address {
 		t.Fatalf("booted %+v %v", booted, err)
 	}

@@ -400,7 +400,7 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 
 // resultEvent is a written card's "result" event (node: what was written
 // onto it, nil for none).
-func resultEvent(c imaging.Card, node *plan.CardMeta, im *plan.Image) contract.ResultEvent {
+func resultEvent(c imaging.CardResult, node *plan.CardMeta, im *plan.Image) contract.ResultEvent {
 	ev := contract.NewResultEvent(c)
 	ev.Schematic, ev.Version = im.SchematicID, im.Version
 	if node != nil {

@@ -121,7 +121,7 @@ nodes:
 // reader) the node's address and hostname and talosflash's record.
 func checkNodeCard(t *testing.T, card string, fx *imagetest.Fixture, hostname, addr, profile, schematic string) {
 	t.Helper()
-	booted, err := nodetest.ReadCard(card)
+	booted, err := nodetest.ReadCardAtBoot(card)
 	if err != nil {
 		t.Fatalf("%s: %v", card, err)
 	}
@@ -194,7 +194,7 @@ func TestFlashInventoryNodes(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	checkNodeCard(t, cp, fx, "cp-1", "127.0.0.21/8", "controlplane", cpID)
-	if booted, _ := nodetest.ReadCard(cp); booted.Record.Schematic != cpID {
+	if booted, _ := nodetest.ReadCardAtBoot(cp); booted.Record.Schematic != cpID {
 		t.Fatalf("cp-1's card records schematic %s, want the control plane's %s", booted.Record.Schematic, cpID)
 	}
 

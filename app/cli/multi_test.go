@@ -171,7 +171,7 @@ func TestTermProgressSeveralCards(t *testing.T) {
 
 // The elevated child with several --device writes what the parent's
 // plan.Flash reads back: its real output, replayed as the child, gives
-// one verified imaging.Card per device.
+// one verified imaging.CardResult per device.
 func TestElevatedChildSeveralDevicesRoundTrip(t *testing.T) {
 	dir := t.TempDir()
 	fx := fakeFixture(t)

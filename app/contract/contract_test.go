@@ -131,7 +131,7 @@ func TestDecodeTolerates(t *testing.T) {
 // (the elevated child and its parent): every field of the card but its
 // error (a failed card is an "error" line).
 func TestCardResultRoundTrip(t *testing.T) {
-	card := imaging.Card{Target: "/dev/sdz", Bytes: 9 << 20, SHA256: "ab12", Written: 2 << 20, Skipped: 7 << 20,
+	card := imaging.CardResult{Target: "/dev/sdz", Bytes: 9 << 20, SHA256: "ab12", Written: 2 << 20, Skipped: 7 << 20,
 		Verified: true, VerifyMode: "O_DIRECT", Notes: []string{"unmounted /media/u/boot before writing"}}
 	rv := reflect.ValueOf(card)
 	for f := 0; f < rv.NumField(); f++ {

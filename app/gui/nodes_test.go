@@ -158,7 +158,7 @@ func TestNodesObserveFlashedCards(t *testing.T) {
 		}
 		h.ui.image.selectProfile("worker")
 		c := h.ui.session.Choice()
-		h.ui.session.AddFlashed(Flashed{Image: *c, Card: imaging.Card{Target: h.target}})
+		h.ui.session.AddFlashed(Flashed{Image: *c, Card: imaging.CardResult{Target: h.target}})
 		if r.flashed.Selected != "worker" {
 			t.Fatalf("after a worker flash the row says %q", r.flashed.Selected)
 		}

@@ -76,9 +76,9 @@ type Job struct {
 const DefaultFormat = "zst"
 
 // Outcome is a finished flash: every card of the job, in order, each with
-// its own result (imaging.Card, the one form of a card's result).
+// its own result (imaging.CardResult, the one form of a card's result).
 type Outcome struct {
-	Cards     []imaging.Card
+	Cards     []imaging.CardResult
 	Elevated  bool
 	UDisks    bool   // the cards were opened through UDisks2
 	CachePath string // the cached image it came from, "" when none
@@ -103,7 +103,7 @@ func (o *Outcome) Notes() []string {
 // failure (errors.Is/As see them all). With one card it reads as that
 // card's error.
 type CardsError struct {
-	Failed []imaging.Card
+	Failed []imaging.CardResult
 	Total  int
 }
 
@@ -127,9 +127,9 @@ func (e *CardsError) Unwrap() []error {
 }
 
 // outcome collects the cards: a CardsError when any failed.
-func outcome(out *Outcome, cards []imaging.Card) (*Outcome, error) {
+func outcome(out *Outcome, cards []imaging.CardResult) (*Outcome, error) {
 	out.Cards = cards
-	var failed []imaging.Card
+	var failed []imaging.CardResult
 	for _, c := range cards {
 		if c.Err != nil {
 			failed = append(failed, c)
@@ -301,7 +301,7 @@ func (job *Job) flashInProcess(ctx context.Context, src imaging.Source, opened m
 		}
 	}
 	out := &Outcome{UDisks: opened != nil}
-	if src.Path == "" && !src.NoCache && slices.ContainsFunc(cards, func(c imaging.Card) bool { return c.SHA256 != "" }) {
+	if src.Path == "" && !src.NoCache && slices.ContainsFunc(cards, func(c imaging.CardResult) bool { return c.SHA256 != "" }) {
 		out.CachePath, _ = src.Cache.Path(src.Key) // the entry the cards were written from
 	}
 	job.writeMetas(cards)
@@ -419,7 +419,7 @@ func (job *Job) flashElevated(ctx context.Context, src imaging.Source) (*Outcome
 		// cancelled, or the download.
 		return nil, err
 	}
-	cards := make([]imaging.Card, len(devs))
+	cards := make([]imaging.CardResult, len(devs))
 	for i, d := range devs {
 		cards[i].Target = d
 		switch r, e := results[d], cardErrs[d]; {

@@ -323,7 +323,7 @@ func TestWriteLoopDevice(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	card, err := ReadCardPath(dev)
+	card, err := ReadStorePath(dev)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -462,7 +462,7 @@ func TestInterruptedWriteLeavesOneCopy(t *testing.T) {
 			t.Fatalf("cut at %d: no error", cut)
 		}
 
-		card, err := ReadCardPath(path)
+		card, err := ReadStorePath(path)
 		if err != nil || card.Status.Used == 0 {
 			t.Fatalf("cut at %d: no valid copy left: %v %+v", cut, err, card.Status)
 		}
@@ -493,7 +493,7 @@ func TestTalosRawFixture(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	card, err := ReadCardPath(path)
+	card, err := ReadStorePath(path)
 	if err != nil || !card.Table.Primary || !card.Table.Backup || !card.Status.Blank {
 		t.Fatalf("%+v %v", card, err)
 	}

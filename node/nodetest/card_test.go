@@ -18,7 +18,7 @@ func TestReadCardFallsBackAndBlank(t *testing.T) {
 	}
 
 	// A fresh image: META zeroed, no network config: Talos would use DHCP.
-	c, err := ReadCard(path)
+	c, err := ReadCardAtBoot(path)
 	if err != nil || c.Network != nil || c.Address.IsValid() || c.METACopy != 0 {
 		t.Fatalf("blank: %+v %v", c, err)
 	}
@@ -40,7 +40,7 @@ func TestReadCardFallsBackAndBlank(t *testing.T) {
 
 	f.Close()
 
-	c, err = ReadCard(path)
+	c, err = ReadCardAtBoot(path)
 	if err != nil || c.METACopy != 2 || c.Hostname != "cp-1.lab" || c.Address.String() != "127.0.0.31/8" || c.Link != "end0" {
 		t.Fatalf("copy 2: %+v %v", c, err)
 	}
@@ -52,7 +52,7 @@ func TestReadCardNotADisk(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if _, err := ReadCard(path); err == nil {
+	if _, err := ReadCardAtBoot(path); err == nil {
 		t.Fatal("a blank file read as a card")
 	}
 }
