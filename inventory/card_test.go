@@ -4,22 +4,19 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/talosflash/talosflash/imaging/imagetest"
 	"github.com/talosflash/talosflash/imaging/meta"
+	"github.com/talosflash/talosflash/internal/testkit"
 	"github.com/talosflash/talosflash/node/nodetest"
 )
 
 func flashedCard(t *testing.T) string {
 	t.Helper()
 
-	path := filepath.Join(t.TempDir(), "card.img")
-	if _, err := imagetest.WriteGPTDisk(path, 16<<20, imagetest.TalosParts()); err != nil {
-		t.Fatal(err)
-	}
+	path := testkit.TalosCard(t, "card.img")
 
 	// The image already carries a tag (as a factory image with
 	// customization.meta would): it must survive.
@@ -130,10 +127,7 @@ func TestWriteCardLoopDevice(t *testing.T) {
 }
 
 func TestWriteCardRefusesPlainDisk(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "disk.img")
-	if _, err := imagetest.WriteGPTDisk(path, 8<<20, []imagetest.Part{{Name: "data", Size: 4 << 20}}); err != nil {
-		t.Fatal(err)
-	}
+	path, _ := testkit.Disk(t, "disk.img", 8<<20, []imagetest.Part{{Name: "data", Size: 4 << 20}})
 
 	before, _ := os.ReadFile(path)
 

@@ -3,13 +3,13 @@ package cli
 import (
 	"encoding/json"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/imaging/imagetest"
 	"github.com/talosflash/talosflash/imaging/meta"
+	"github.com/talosflash/talosflash/internal/testkit"
 	"github.com/talosflash/talosflash/inventory"
 )
 
@@ -22,11 +22,7 @@ const evilText = "\x1b[2J\x1b[HNode: evil\u202e"
 func hostileCard(t *testing.T) string {
 	t.Helper()
 
-	path := filepath.Join(t.TempDir(), "evil.img")
-	parts := append(imagetest.TalosParts(), imagetest.Part{Name: evilText, Size: 1 << 20})
-	if _, err := imagetest.WriteGPTDisk(path, 16<<20, parts); err != nil {
-		t.Fatal(err)
-	}
+	path := testkit.TalosCard(t, "evil.img", imagetest.Part{Name: evilText, Size: 1 << 20})
 
 	network, _ := json.Marshal(map[string]any{ // JSON is YAML
 		"hostnames": []map[string]string{{"hostname": evilText, "domainname": evilText}},
@@ -101,7 +97,7 @@ func TestCardEscapesWhatTheCardSays(t *testing.T) {
 // its table; so does any error a command ends with.
 func TestInventoryCheckEscapesTheFilesValues(t *testing.T) {
 	dir := t.TempDir()
-	inv := testInventory(t, dir)
+	inv := testkit.Inventory{Configs: true}.Write(t, dir)
 	b, err := os.ReadFile(inv)
 	if err != nil {
 		t.Fatal(err)

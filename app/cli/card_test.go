@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/talosflash/talosflash/app/contract"
-	"github.com/talosflash/talosflash/imaging/imagetest"
 	"github.com/talosflash/talosflash/imaging/meta"
+	"github.com/talosflash/talosflash/internal/testkit"
 	"github.com/talosflash/talosflash/inventory"
 )
 
@@ -20,10 +20,7 @@ import (
 func writtenCard(t *testing.T) (string, string) {
 	t.Helper()
 
-	path := filepath.Join(t.TempDir(), "card.img")
-	if _, err := imagetest.WriteGPTDisk(path, 16<<20, imagetest.TalosParts()); err != nil {
-		t.Fatal(err)
-	}
+	path := testkit.TalosCard(t, "card.img")
 
 	secret := `{"keys":[{"static":{"passphrase":"c2VjcmV0LXBhc3NwaHJhc2UtZm9yLXRlc3Rz"}}]}`
 	if _, err := meta.WriteTagPath(path, meta.StateEncryptionConfig, []byte(secret)); err != nil {
@@ -84,10 +81,7 @@ func TestCardReadsNode(t *testing.T) {
 func TestCardBlankAndNotTalos(t *testing.T) {
 	dir := t.TempDir()
 
-	plain := filepath.Join(dir, "plain.img")
-	if _, err := imagetest.WriteGPTDisk(plain, 16<<20, imagetest.TalosParts()); err != nil {
-		t.Fatal(err)
-	}
+	plain := testkit.TalosCard(t, "plain.img")
 
 	code, stdout, _ := cliRun(t, "card", plain)
 	if code != contract.ExitOK || !strings.Contains(stdout, "META: blank") || !strings.Contains(stdout, "Node: none written") {

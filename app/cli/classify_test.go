@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"path/filepath"
 	"syscall"
@@ -16,19 +15,15 @@ import (
 	"github.com/talosflash/talosflash/factory/factorytest"
 	"github.com/talosflash/talosflash/imaging"
 	"github.com/talosflash/talosflash/imaging/imagetest"
+	"github.com/talosflash/talosflash/internal/testkit"
 )
 
 // An image download whose server cannot be reached (e.g. --installer with
 // the factory down) is a network failure (3), not an internal one (1).
 func TestClassifyImageDownloadUnreachable(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := "http://" + ln.Addr().String() + "/image/x/v1.14.5/metal-arm64.raw.xz"
-	ln.Close() // nothing listens there now: connection refused
+	url := "http://" + testkit.ClosedAddr(t) + "/image/x/v1.14.5/metal-arm64.raw.xz" // connection refused
 	c := &imaging.Cache{Dir: t.TempDir(), Retries: -1}
-	_, err = c.Fetch(context.Background(), http.DefaultClient, url, "x/v1.14.5/metal-arm64.raw.xz", nil)
+	_, err := c.Fetch(context.Background(), http.DefaultClient, url, "x/v1.14.5/metal-arm64.raw.xz", nil)
 	if err == nil {
 		t.Fatal("download from a closed port succeeded")
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/talosflash/talosflash/factory/factorytest"
 	"github.com/talosflash/talosflash/imaging"
 	"github.com/talosflash/talosflash/imaging/imagetest"
+	"github.com/talosflash/talosflash/internal/testkit"
 	"github.com/talosflash/talosflash/node/nodetest"
 )
 
@@ -239,7 +240,7 @@ func TestExitCodes(t *testing.T) {
 		{"no device", []string{"--flash", "--role", "worker"}, contract.ExitUsage, "--device is required"},
 		{"unknown role", append([]string{"--flash", "--role", "master", "--device", card, "--yes", "--create-file"}, common...), contract.ExitUsage, `unknown profile "master"`},
 		{"bad profile yaml", append([]string{"--flash", "--role", "edge", "--profiles", badProfiles, "--device", card, "--yes", "--create-file"}, common...), contract.ExitUsage, `unknown field "extension"`},
-		{"unknown extension", []string{"schematic", "--role", "worker", "--profiles", writeFile(t, dir, "p2.yaml", "profiles:\n  - name: worker\n    overlay: {image: siderolabs/sbc-raspberrypi, name: rpi_generic}\n    extensions: [siderolabs/newtt]\n"), "--register", "--factory", srv.URL}, contract.ExitUsage, "did you mean siderolabs/newt"},
+		{"unknown extension", []string{"schematic", "--role", "worker", "--profiles", testkit.WriteFile(t, dir, "p2.yaml", "profiles:\n  - name: worker\n    overlay: {image: siderolabs/sbc-raspberrypi, name: rpi_generic}\n    extensions: [siderolabs/newtt]\n"), "--register", "--factory", srv.URL}, contract.ExitUsage, "did you mean siderolabs/newt"},
 		{"bad version", append([]string{"--flash", "--role", "worker", "--version", "1.x", "--device", card, "--yes", "--create-file"}, common...), contract.ExitUsage, "version"},
 		{"two sources", append([]string{"--flash", "--role", "worker", "--image", notXZ, "--device", card, "--yes", "--create-file"}, common...), contract.ExitUsage, "exactly one"},
 		{"no tty no yes", append([]string{"--flash", "--role", "worker", "--device", card, "--create-file"}, common...), contract.ExitUsage, "--yes"},
@@ -253,7 +254,7 @@ func TestExitCodes(t *testing.T) {
 		{"apply no file", []string{"apply", "--node", "127.0.0.1"}, contract.ExitUsage, "--file"},
 		{"apply bad mode", []string{"apply", "--node", "127.0.0.1", "--file", notXZ, "--mode", "sometimes"}, contract.ExitUsage, "mode"},
 		{"apply not a config", []string{"apply", "--node", "127.0.0.1", "--file", notXZ}, contract.ExitConfig, "config"},
-		{"apply huge config", []string{"apply", "--node", "127.0.0.1", "--file", writeFile(t, dir, "huge.yaml", strings.Repeat("# padding\n", 500000))}, contract.ExitConfig, "too large"},
+		{"apply huge config", []string{"apply", "--node", "127.0.0.1", "--file", testkit.WriteFile(t, dir, "huge.yaml", strings.Repeat("# padding\n", 500000))}, contract.ExitConfig, "too large"},
 		{"apply directory config", []string{"apply", "--node", "127.0.0.1", "--file", dir}, contract.ExitUsage, "directory"},
 		{"nodes bad subnet", []string{"nodes", "--subnet", "10.0.0.0/99"}, contract.ExitUsage, "subnet"},
 	}
@@ -304,10 +305,7 @@ func rootDisk(t *testing.T) string {
 func TestApplyConfig(t *testing.T) {
 	srv := nodetest.Start(t, nodetest.Options{})
 	dir := t.TempDir()
-	worker, err := os.ReadFile("../../node/testdata/worker.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	worker := testkit.Testdata(t, "worker.yaml")
 	file := filepath.Join(dir, "worker.yaml")
 	os.WriteFile(file, worker, 0o600)
 
@@ -357,15 +355,6 @@ func TestNodesFindsTestServer(t *testing.T) {
 	if len(nodes) != 1 || nodes[0]["maintenance"] != true {
 		t.Fatalf("nodes %v; want the one maintenance test server", nodes)
 	}
-}
-
-func writeFile(t *testing.T, dir, name, data string) string {
-	t.Helper()
-	p := filepath.Join(dir, name)
-	if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
 }
 
 // A second card flashes from the cache with the factory gone: no

@@ -9,6 +9,7 @@ import (
 
 	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/factory"
+	"github.com/talosflash/talosflash/internal/testkit"
 )
 
 // doorCase is one way of choosing an image on flash's command line, for
@@ -40,13 +41,13 @@ var doors = []doorCase{
 		if role == "controlplane" {
 			exts = "\n    extensions: [siderolabs/newt]"
 		}
-		p := writeFile(t, dir, "profiles-"+role+".yaml", "profiles:\n  - name: my-"+role+
+		p := testkit.WriteFile(t, dir, "profiles-"+role+".yaml", "profiles:\n  - name: my-"+role+
 			"\n    overlay: {image: siderolabs/sbc-raspberrypi, name: rpi_generic}"+exts+"\n")
 		return []string{"--role", "my-" + role, "--profiles", p}
 	}},
 	{"installer ref", func(_ *testing.T, _, role string) []string { return []string{"--installer", roleRef(role)} }},
 	{"installer file", func(t *testing.T, dir, role string) []string {
-		f := writeFile(t, dir, "installer-"+role+".yaml", "machine:\n  install:\n    image: "+roleRef(role)+"\n")
+		f := testkit.WriteFile(t, dir, "installer-"+role+".yaml", "machine:\n  install:\n    image: "+roleRef(role)+"\n")
 		return []string{"--installer-file", f}
 	}},
 	{"local image recognised", func(t *testing.T, dir, role string) []string {
@@ -88,7 +89,7 @@ func TestFlashDoorTable(t *testing.T) {
 				t.Run(d.door+"/"+imageRole+" image/"+nodeRole+" node", func(t *testing.T) {
 					srv, fx := talosFactory(t)
 					dir := t.TempDir()
-					inv := testInventory(t, dir)
+					inv := testkit.Inventory{Configs: true}.Write(t, dir)
 					card := filepath.Join(dir, "card.img")
 					before := bytes.Repeat([]byte("old card "), 4096)
 					if err := os.WriteFile(card, before, 0o600); err != nil {
@@ -136,7 +137,7 @@ func TestFlashDoorTable(t *testing.T) {
 func TestFlashInventoryUnknownLocalImage(t *testing.T) {
 	srv, fx := talosFactory(t)
 	dir := t.TempDir()
-	inv := testInventory(t, dir)
+	inv := testkit.Inventory{Configs: true}.Write(t, dir)
 	img := filepath.Join(dir, "talos.raw.xz")
 	if err := os.WriteFile(img, fx.XZ, 0o600); err != nil {
 		t.Fatal(err)
@@ -169,7 +170,7 @@ func TestFlashInventoryUnknownLocalImage(t *testing.T) {
 func TestFlashInventoryForeignNewtSchematic(t *testing.T) {
 	srv, _ := talosFactory(t)
 	dir := t.TempDir()
-	inv := testInventory(t, dir)
+	inv := testkit.Inventory{Configs: true}.Write(t, dir)
 	// A schematic of no profile (newt + another extension), pasted into the
 	// installer file's comments as `talosflash schematic` prints it.
 	p := factory.BuiltinProfiles()[0]
@@ -183,7 +184,7 @@ func TestFlashInventoryForeignNewtSchematic(t *testing.T) {
 		t.Fatal(err)
 	}
 	comments := "# " + strings.ReplaceAll(strings.TrimSpace(string(y)), "\n", "\n# ") + "\n"
-	f := writeFile(t, dir, "installer-edge.yaml", comments+"machine:\n  install:\n    image: factory.talos.dev/metal-installer/"+id+":"+factory.DefaultTalosVersion+"\n")
+	f := testkit.WriteFile(t, dir, "installer-edge.yaml", comments+"machine:\n  install:\n    image: factory.talos.dev/metal-installer/"+id+":"+factory.DefaultTalosVersion+"\n")
 	card := filepath.Join(dir, "card.img")
 	if err := os.WriteFile(card, []byte("old card"), 0o600); err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/talosflash/talosflash/app/contract"
+	"github.com/talosflash/talosflash/internal/testkit"
 	"github.com/talosflash/talosflash/node/nodetest"
 )
 
@@ -15,10 +16,7 @@ import (
 // extraArg value with punctuation and a key named like a token. None may
 // show, in any 12-character piece, whatever it looks like.
 func TestDryRunNeverPrintsConfigValues(t *testing.T) {
-	base, err := os.ReadFile("../../node/testdata/worker.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	base := testkit.Testdata(t, "worker.yaml")
 	header := `p@ss#Wd!9Lk$2Qz%8Rt&4Yh`
 	basic := "Basic dXNlcjpwYXNzMTI"
 	argVal := "x;y=Qm4!tR7#pL2&vZ9@kW"

@@ -21,6 +21,7 @@ import (
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/factory/factorytest"
 	"github.com/talosflash/talosflash/imaging/imagetest"
+	"github.com/talosflash/talosflash/internal/testkit"
 )
 
 // runBounded runs the CLI and fails the test if it has not returned within
@@ -96,8 +97,8 @@ func TestInputExitCodes(t *testing.T) {
 	if err != nil {
 		t.Skipf("bzip2: %v %s", err, out)
 	}
-	empty := writeFile(t, dir, "empty.img.xz", "")
-	cacheFile := writeFile(t, dir, "cachefile", "")
+	empty := testkit.WriteFile(t, dir, "empty.img.xz", "")
+	cacheFile := testkit.WriteFile(t, dir, "cachefile", "")
 	for _, c := range []struct {
 		name string
 		args []string

@@ -11,21 +11,10 @@ import (
 
 	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/imaging/imagetest"
+	"github.com/talosflash/talosflash/internal/testkit"
 	"github.com/talosflash/talosflash/node"
 	"github.com/talosflash/talosflash/node/nodetest"
 )
-
-// freePort is a port free on 127.0.0.21 now, for three fakes on
-// 127.0.0.21-23 (apply --inventory reaches every node on one port).
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.21:0")
-	if err != nil {
-		t.Skipf("127.0.0.21: %v", err)
-	}
-	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-}
 
 // nodeEvents are the apply_node lines of apply --inventory --json.
 func nodeEvents(t *testing.T, stdout string) []map[string]any {
@@ -62,7 +51,7 @@ func sentConfigs(s *nodetest.Server) [][]byte {
 func TestInventoryEndToEnd(t *testing.T) {
 	srv, fx := talosFactory(t)
 	dir := t.TempDir()
-	inv := testInventory(t, dir)
+	inv := testkit.Inventory{Configs: true}.Write(t, dir)
 	cache := filepath.Join(dir, "cache")
 
 	cards := map[string]string{}
@@ -93,7 +82,7 @@ func TestInventoryEndToEnd(t *testing.T) {
 	checkNodeCard(t, cards["worker-2"], fx, "worker-2", "127.0.0.23/8", "worker", workerID)
 
 	// Each Pi boots from its card: at the card's address, with its name.
-	port := freePort(t)
+	port := strconv.Itoa(testkit.FreePort(t, "127.0.0.21", "127.0.0.22", "127.0.0.23"))
 	fakes := map[string]*nodetest.Server{}
 	for h, role := range map[string]string{"cp-1": "controlplane", "worker-1": "worker", "worker-2": "worker"} {
 		fakes[h] = nodetest.Start(t, nodetest.Options{Card: cards[h], Addr: "127.0.0.1:" + port, Schematic: builtinSchematic(t, role), BootConfig: true})
@@ -101,10 +90,7 @@ func TestInventoryEndToEnd(t *testing.T) {
 	if a := fakes["worker-2"].Addr(); a != "127.0.0.23:"+port {
 		t.Fatalf("worker-2 boots at %s", a)
 	}
-	tcFixture, err := os.ReadFile("../../node/testdata/talos114/valid/talosconfig") // generated with the configs
-	if err != nil {
-		t.Skipf("no 1.14 fixture: %v", err)
-	}
+	tcFixture := testkit.Testdata(t, "talos114/valid/talosconfig") // generated with the configs
 	tc := filepath.Join(dir, "talosconfig")
 	if err := os.WriteFile(tc, tcFixture, 0o600); err != nil {
 		t.Fatal(err)
@@ -195,8 +181,8 @@ func TestInventoryEndToEnd(t *testing.T) {
 // message naming both, nothing sent, exit 7; the other nodes go on.
 func TestInventoryApplySwappedCard(t *testing.T) {
 	dir := t.TempDir()
-	inv := testInventory(t, dir)
-	port := freePort(t)
+	inv := testkit.Inventory{Configs: true}.Write(t, dir)
+	port := strconv.Itoa(testkit.FreePort(t, "127.0.0.21", "127.0.0.22", "127.0.0.23"))
 	swapped := nodetest.Start(t, nodetest.Options{Addr: "127.0.0.21:" + port, Hostname: "worker-2", Schematic: builtinSchematic(t, "worker")})
 	w1 := nodetest.Start(t, nodetest.Options{Addr: "127.0.0.22:" + port, Hostname: "worker-1", Schematic: builtinSchematic(t, "worker")})
 	code, stdout, stderr := cliRun(t, "apply", "--inventory", inv, "--hostname", "cp-1", "--hostname", "worker-1", "--port", port, "--wait", "10s", "--json")
@@ -242,8 +228,8 @@ func TestInventoryApplySwappedCard(t *testing.T) {
 // is one node, applied once.
 func TestInventoryApplyHostnameOnceIgnoringCase(t *testing.T) {
 	dir := t.TempDir()
-	inv := testInventory(t, dir)
-	port := freePort(t)
+	inv := testkit.Inventory{Configs: true}.Write(t, dir)
+	port := strconv.Itoa(testkit.FreePort(t, "127.0.0.21", "127.0.0.22", "127.0.0.23"))
 	w1 := nodetest.Start(t, nodetest.Options{Addr: "127.0.0.22:" + port, Hostname: "worker-1", Schematic: builtinSchematic(t, "worker")})
 	code, stdout, stderr := cliRun(t, "apply", "--inventory", inv, "--hostname", "worker-1", "--hostname", "WORKER-1", "--port", port, "--wait", "10s", "--json")
 	if code != contract.ExitOK {
@@ -265,7 +251,7 @@ func TestInventoryApplyHostnameOnceIgnoringCase(t *testing.T) {
 func TestInventoryApplyFQDN(t *testing.T) {
 	srv, fx := talosFactory(t)
 	dir := t.TempDir()
-	inv := testInventory(t, dir)
+	inv := testkit.Inventory{Configs: true}.Write(t, dir)
 	b, err := os.ReadFile(inv)
 	if err != nil {
 		t.Fatal(err)
@@ -289,7 +275,7 @@ func TestInventoryApplyFQDN(t *testing.T) {
 	}
 	checkNodeCard(t, card, fx, "worker-1.lan", "127.0.0.22/8", "worker", workerID)
 
-	port := freePort(t)
+	port := strconv.Itoa(testkit.FreePort(t, "127.0.0.21", "127.0.0.22", "127.0.0.23"))
 	fake := nodetest.Start(t, nodetest.Options{Card: card, Addr: "127.0.0.1:" + port, Schematic: builtinSchematic(t, "worker")})
 	n, err := node.Probe(t.Context(), fake.Addr())
 	if err != nil {
@@ -304,7 +290,7 @@ func TestInventoryApplyFQDN(t *testing.T) {
 	}
 
 	// Another domain at the address: not that node.
-	other := nodetest.Start(t, nodetest.Options{Addr: "127.0.0.22:" + freePortOn(t, "127.0.0.22"), Hostname: "WORKER-1.home", Schematic: builtinSchematic(t, "worker")})
+	other := nodetest.Start(t, nodetest.Options{Addr: "127.0.0.22:" + strconv.Itoa(testkit.FreePort(t, "127.0.0.22")), Hostname: "WORKER-1.home", Schematic: builtinSchematic(t, "worker")})
 	_, p, _ := net.SplitHostPort(other.Addr())
 	code, _, stderr = cliRun(t, "apply", "--inventory", inv, "--hostname", "worker-1.lan", "--port", p, "--wait", "10s")
 	if code != contract.ExitConfig || !strings.Contains(stderr, `says it is "WORKER-1.home"`) || len(sentConfigs(other)) != 0 {
@@ -318,15 +304,4 @@ func TestInventoryApplyFQDN(t *testing.T) {
 	if code != contract.ExitOK || len(sentConfigs(w2)) != 1 {
 		t.Fatalf("short name: exit %d: %s", code, stderr)
 	}
-}
-
-// freePortOn is a port free on ip now.
-func freePortOn(t *testing.T, ip string) string {
-	t.Helper()
-	l, err := net.Listen("tcp", ip+":0")
-	if err != nil {
-		t.Skipf("%s: %v", ip, err)
-	}
-	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/talosflash/talosflash/factory/factorytest"
 	"github.com/talosflash/talosflash/imaging/gpt"
 	"github.com/talosflash/talosflash/imaging/imagetest"
+	"github.com/talosflash/talosflash/internal/testkit"
 	"github.com/talosflash/talosflash/inventory"
 	"github.com/talosflash/talosflash/node/nodetest"
 )
@@ -52,68 +53,6 @@ func talosFactory(t *testing.T) (*factorytest.Server, *imagetest.Fixture) {
 		srv.AddImage(id, p.Version(), "metal-arm64.raw.zst", talosFixture.Zstd(t))
 	}
 	return srv, talosFixture
-}
-
-// testInventory writes a three-node inventory on 127.0.0.21-23 (gateway
-// 127.0.0.1) with the configs from node/testdata (the worker's without its
-// hostname, so both workers can take it) and returns its path.
-func testInventory(t *testing.T, dir string) string {
-	t.Helper()
-	read := func(name string) []byte {
-		b, err := os.ReadFile(filepath.Join("..", "..", "node", "testdata", name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	var worker, cp []byte
-	if _, err := os.Stat(filepath.Join("..", "..", "node", "testdata", "talos114", "valid", "worker.yaml")); err == nil {
-		// Talos 1.14 configs as gen config writes them (no static hostname).
-		worker, cp = read("talos114/valid/worker.yaml"), read("talos114/valid/controlplane.yaml")
-	} else {
-		worker = bytes.Replace(read("worker.yaml"), []byte("  network:\n    hostname: worker-1\n"), []byte("  network: {}\n"), 1)
-		cp = bytes.Replace(read("controlplane.yaml"), []byte("  network:\n    hostname: cp-1\n"), []byte("  network: {}\n"), 1)
-	}
-	// The configs' endpoint is cp-1's address here (inventory check
-	// cross-checks it).
-	for _, ep := range []string{"https://192.168.1.20:6443", "https://192.168.1.10:6443"} {
-		worker = bytes.ReplaceAll(worker, []byte(ep), []byte("https://127.0.0.21:6443"))
-		cp = bytes.ReplaceAll(cp, []byte(ep), []byte("https://127.0.0.21:6443"))
-	}
-	if bytes.Contains(worker, []byte("\n    hostname:")) {
-		t.Fatal("worker fixture still sets a hostname")
-	}
-	files := map[string][]byte{
-		"talos/worker.yaml":       worker,
-		"talos/controlplane.yaml": cp,
-		"talosflash.yaml": []byte(`cluster: home
-gateway: 127.0.0.1
-dns: [127.0.0.1]
-nodes:
-  - hostname: cp-1
-    role: controlplane
-    address: 127.0.0.21/8
-    config: talos/controlplane.yaml
-  - hostname: worker-1
-    role: worker
-    address: 127.0.0.22/8
-    config: talos/worker.yaml
-  - hostname: worker-2
-    role: worker
-    address: 127.0.0.23/8
-    config: talos/worker.yaml
-`),
-	}
-	for name, b := range files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return filepath.Join(dir, "talosflash.yaml")
 }
 
 // checkNodeCard checks that card holds the image byte for byte outside its
@@ -159,7 +98,7 @@ func checkNodeCard(t *testing.T, card string, fx *imagetest.Fixture, hostname, a
 func TestFlashInventoryNodes(t *testing.T) {
 	srv, fx := talosFactory(t)
 	dir := t.TempDir()
-	inv := testInventory(t, dir)
+	inv := testkit.Inventory{Configs: true}.Write(t, dir)
 	cards := []string{filepath.Join(dir, "a.img"), filepath.Join(dir, "b.img")}
 	code, stdout, stderr := cliRun(t, "--flash", "--inventory", inv, "--hostname", "worker-1", "--hostname", "worker-2",
 		"--device", cards[0], "--device", cards[1], "--yes", "--create-file", "--json", "--format", "xz", "--factory", srv.URL, "--cache-dir", filepath.Join(dir, "cache"))
@@ -223,7 +162,7 @@ func TestFlashWithoutInventoryStaysTheImage(t *testing.T) {
 func TestFlashInventoryRefusesImageWithoutMETA(t *testing.T) {
 	srv, _ := fakeFactory(t) // Raw's data: a GPT without META
 	dir := t.TempDir()
-	inv := testInventory(t, dir)
+	inv := testkit.Inventory{Configs: true}.Write(t, dir)
 	card := filepath.Join(dir, "card.img")
 	before := bytes.Repeat([]byte("untouched"), 1000)
 	if err := os.WriteFile(card, before, 0o600); err != nil {
@@ -240,7 +179,7 @@ func TestFlashInventoryRefusesImageWithoutMETA(t *testing.T) {
 
 func TestFlashInventoryUsage(t *testing.T) {
 	dir := t.TempDir()
-	inv := testInventory(t, dir)
+	inv := testkit.Inventory{Configs: true}.Write(t, dir)
 	a, b := filepath.Join(dir, "a.img"), filepath.Join(dir, "b.img")
 	for _, c := range []struct {
 		args []string
@@ -278,7 +217,7 @@ func TestFlashInventoryElevatedRoundTrip(t *testing.T) {
 	if err := os.WriteFile(img, fx.XZ, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	invPath := testInventory(t, dir)
+	invPath := testkit.Inventory{Configs: true}.Write(t, dir)
 	inv, err := inventory.Load(invPath, inventory.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -337,7 +276,7 @@ func TestFlashInventoryElevatedRoundTrip(t *testing.T) {
 func TestFlashInventoryLoopDevices(t *testing.T) {
 	srv, fx := talosFactory(t)
 	dir := t.TempDir()
-	inv := testInventory(t, dir)
+	inv := testkit.Inventory{Configs: true}.Write(t, dir)
 	args := []string{"--flash", "--inventory", inv, "--hostname", "worker-1", "--hostname", "worker-2", "--allow-loop", "--yes", "--format", "zst", "--factory", srv.URL, "--cache-dir", filepath.Join(dir, "cache")}
 	var loops []string
 	for range 2 {

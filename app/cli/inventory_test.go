@@ -9,6 +9,7 @@ import (
 
 	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/factory"
+	"github.com/talosflash/talosflash/internal/testkit"
 )
 
 func TestInventoryInitThenCheck(t *testing.T) {
@@ -52,10 +53,7 @@ func TestInventoryInitThenCheck(t *testing.T) {
 				t.Fatal(err)
 			}
 		} else {
-			b, err := os.ReadFile(filepath.Join("..", "..", "node", "testdata", f))
-			if err != nil {
-				t.Fatal(err)
-			}
+			b := testkit.Testdata(t, f)
 
 			s := strings.Replace(string(b), "hostname:", "# hostname:", 1)
 			body = []byte(strings.Replace(s, "https://192.168.1.10:6443", "https://192.168.1.20:6443", 1))
@@ -152,7 +150,7 @@ func TestMissingInventoryIsUsage(t *testing.T) {
 // 7, file:line and the fix), what it cannot check as a note (exit 0).
 func TestInventoryCheckCrossChecks(t *testing.T) {
 	dir := t.TempDir()
-	inv := testInventory(t, dir)
+	inv := testkit.Inventory{Configs: true}.Write(t, dir)
 	worker := filepath.Join(dir, "talos", "worker.yaml")
 	b, err := os.ReadFile(worker)
 	if err != nil {

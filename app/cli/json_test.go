@@ -13,6 +13,7 @@ import (
 	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/imaging/devices"
 	"github.com/talosflash/talosflash/imaging/imagetest"
+	"github.com/talosflash/talosflash/internal/testkit"
 	"github.com/talosflash/talosflash/node/nodetest"
 )
 
@@ -120,10 +121,7 @@ func TestSchematicNodesApplyJSONKeys(t *testing.T) {
 		t.Errorf("nodes --json lacks the server's address %s: %s", srv.Addr(), stdout)
 	}
 
-	worker, err := os.ReadFile("../../node/testdata/worker.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	worker := testkit.Testdata(t, "worker.yaml")
 	file := filepath.Join(t.TempDir(), "worker.yaml")
 	if err := os.WriteFile(file, worker, 0o600); err != nil {
 		t.Fatal(err)

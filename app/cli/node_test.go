@@ -16,6 +16,7 @@ import (
 
 	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/factory"
+	"github.com/talosflash/talosflash/internal/testkit"
 	"github.com/talosflash/talosflash/node/nodetest"
 )
 
@@ -31,10 +32,7 @@ func builtinSchematic(t *testing.T, role string) *schematic.Schematic {
 // testConfig copies node/testdata/name into a temp dir.
 func testConfig(t *testing.T, name string) (path string, data []byte) {
 	t.Helper()
-	data, err := os.ReadFile("../../node/testdata/" + name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	data = testkit.Testdata(t, name)
 	path = filepath.Join(t.TempDir(), filepath.Base(name))
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
@@ -146,7 +144,7 @@ func TestApplyFixedSetups(t *testing.T) {
 // (the README's custom worker profile) takes a worker config.
 func TestApplyFallbackRoleAndCustomProfile(t *testing.T) {
 	srv := nodetest.Start(t, nodetest.Options{Legacy: true})
-	profiles := writeFile(t, t.TempDir(), "profiles.yaml", `profiles:
+	profiles := testkit.WriteFile(t, t.TempDir(), "profiles.yaml", `profiles:
   - name: storage
     description: Pi worker with iSCSI for Longhorn
     talosVersion: v1.14.5
@@ -257,7 +255,7 @@ func TestApplyFileFIFO(t *testing.T) {
 // nodes over 127.0.0.0/29 with mixed fake nodes: each row says what it booted.
 func TestNodesTellsBootedImagesApart(t *testing.T) {
 	hosts := []string{"127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5", "127.0.0.6"}
-	port := commonFreePort(t, hosts)
+	port := testkit.FreePort(t, hosts...)
 	at := func(h string) string { return net.JoinHostPort(h, strconv.Itoa(port)) }
 	nodetest.Start(t, nodetest.Options{Addr: at("127.0.0.2"), Schematic: builtinSchematic(t, "controlplane")})
 	nodetest.Start(t, nodetest.Options{Addr: at("127.0.0.3"), Schematic: builtinSchematic(t, "worker")})
@@ -304,32 +302,6 @@ func TestNodesTellsBootedImagesApart(t *testing.T) {
 			t.Errorf("table lacks %q:\n%s", want, stdout)
 		}
 	}
-}
-
-func commonFreePort(t *testing.T, hosts []string) int {
-	t.Helper()
-	for range 20 {
-		l, err := net.Listen("tcp", hosts[0]+":0")
-		if err != nil {
-			t.Skipf("listen: %v", err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		ok := true
-		for _, h := range hosts[1:] {
-			l2, err := net.Listen("tcp", net.JoinHostPort(h, strconv.Itoa(port)))
-			if err != nil {
-				ok = false
-				break
-			}
-			l2.Close()
-		}
-		if ok {
-			return port
-		}
-	}
-	t.Fatal("no common free port")
-	return 0
 }
 
 // The generated 1.14 configs' dry run (its diff) and JSON output never show

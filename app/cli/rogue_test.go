@@ -9,6 +9,7 @@ import (
 	"unicode"
 
 	"github.com/talosflash/talosflash/app/contract"
+	"github.com/talosflash/talosflash/internal/testkit"
 	"github.com/talosflash/talosflash/node/nodetest"
 )
 
@@ -28,7 +29,7 @@ func noControl(t *testing.T, what, out string) {
 // its hostname and version cannot clear the screen or forge a row.
 func TestNodesAndApplyShowRogueNodePrintable(t *testing.T) {
 	hosts := []string{"127.0.0.5"}
-	port := commonFreePort(t, hosts)
+	port := testkit.FreePort(t, hosts...)
 	addr := net.JoinHostPort("127.0.0.5", strconv.Itoa(port))
 	evilHost := "evil\x1b[2J\x1b[31mPWNED\x1b[0m\r\nfake-row"
 	srv := nodetest.Start(t, nodetest.Options{Addr: addr, Hostname: evilHost, TalosVersion: "v1.14.5\x1b[31m"})

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/talosflash/talosflash/app/contract"
+	"github.com/talosflash/talosflash/internal/testkit"
 	"github.com/talosflash/talosflash/node/nodetest"
 )
 
@@ -26,10 +27,7 @@ import (
 // configs), a machine token and a cluster secret.
 func secretConfig(t *testing.T) (cfg string, secrets []string) {
 	t.Helper()
-	base, err := os.ReadFile("../../node/testdata/controlplane.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	base := testkit.Testdata(t, "controlplane.yaml")
 	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)

@@ -2,9 +2,7 @@ package cli
 
 import (
 	"encoding/json"
-	"net"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -12,6 +10,7 @@ import (
 	"time"
 
 	"github.com/talosflash/talosflash/app/contract"
+	"github.com/talosflash/talosflash/internal/testkit"
 	"github.com/talosflash/talosflash/node/nodetest"
 )
 
@@ -20,21 +19,9 @@ import (
 // path and the port every fake listens on.
 func statusInventory(t *testing.T) (string, string) {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.31:0")
-	if err != nil {
-		t.Skipf("127.0.0.31: %v", err)
-	}
-	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-	l.Close()
-	p := filepath.Join(t.TempDir(), "talosflash.yaml")
-	body := "cluster: home\ngateway: 127.0.0.1\nnodes:\n" +
-		"  - hostname: cp-1\n    role: controlplane\n    address: 127.0.0.31/8\n" +
-		"  - hostname: worker-1\n    role: worker\n    address: 127.0.0.32/8\n" +
-		"  - hostname: worker-2\n    role: worker\n    address: 127.0.0.33/8\n"
-	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p, port
+	inv := testkit.Inventory{First: "127.0.0.31"}
+	ips := inv.IPs()
+	return inv.Write(t, t.TempDir()), strconv.Itoa(testkit.FreePort(t, ips[:]...))
 }
 
 // The incident: worker-1 was flashed with the control plane's Newt image

@@ -12,6 +12,7 @@ import (
 
 	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/imaging/imagetest"
+	"github.com/talosflash/talosflash/internal/testkit"
 )
 
 // connCounter is a loopback listener standing in for both a node and an
@@ -123,7 +124,7 @@ func TestUsageErrorsTouchNothing(t *testing.T) {
 		t.Fatal("a named file was created")
 	}
 	// The counter does count: a valid command that reaches it is seen.
-	code, _, _ := cliRun(t, "apply", "--node", fake.addr, "--file", "../../node/testdata/worker.yaml", "--timeout", "2s")
+	code, _, _ := cliRun(t, "apply", "--node", fake.addr, "--file", testkit.TestdataPath(t, "worker.yaml"), "--timeout", "2s")
 	if code == contract.ExitOK || code == contract.ExitUsage || fake.n.Load() == 0 {
 		t.Fatalf("a valid apply: exit %d, %d connections", code, fake.n.Load())
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/imaging"
+	"github.com/talosflash/talosflash/internal/testkit"
 	"github.com/talosflash/talosflash/node"
 	"github.com/talosflash/talosflash/node/nodetest"
 )
@@ -127,7 +128,7 @@ func TestNodesWorkerImageApplies(t *testing.T) {
 func TestNodesControlplaneApplyShowsBootstrap(t *testing.T) {
 	h := newHarness(t, nil)
 	srv := nodetest.Start(t, nodetest.Options{Schematic: builtin(t, "worker").Schematic()})
-	file, _ := filepath.Abs("../../node/testdata/controlplane.yaml")
+	file := testkit.TestdataPath(t, "controlplane.yaml")
 	row, p := h.dropOnProbedNode(srv, file)
 	h.onUI(func() {
 		if p.override != nil {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/talosflash/talosflash/internal/testkit"
 	"github.com/talosflash/talosflash/node"
 	"github.com/talosflash/talosflash/node/nodetest"
 )
@@ -22,7 +23,7 @@ func TestApplyInterruptedBeforeSendSaysNothingSent(t *testing.T) {
 		t.Run(gen.name, func(t *testing.T) {
 			srv := nodetest.Start(t, gen.opts)
 			var rec recorder
-			job := applyJob(srv, "worker.yaml", nodeConfig(t, "worker.yaml"), &rec)
+			job := applyJob(srv, "worker.yaml", testkit.Testdata(t, "worker.yaml"), &rec)
 			job.Check.Declared = "worker"
 			ctx, cancel := context.WithCancel(context.Background())
 			job.Event = func(ev ApplyEvent) {

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/talosflash/talosflash/internal/testkit"
 )
 
 // A --device never creates a path by accident: a path that does not exist
@@ -21,9 +23,9 @@ func TestCheckTargetPathRules(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(cwd, "images"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	existing := writeFileT(t, cwd, "old.img", "x")
+	existing := testkit.WriteFile(t, cwd, "old.img", "x")
 	// ./mmcblk0 is a file here and mmcblk0 a disk under DevRoot.
-	writeFileT(t, cwd, "mmcblk0", "")
+	testkit.WriteFile(t, cwd, "mmcblk0", "")
 
 	create := Options{CreateFile: true}
 	cases := []struct {

@@ -7,15 +7,11 @@ import (
 
 	"github.com/talosflash/talosflash/imaging/imagetest"
 	"github.com/talosflash/talosflash/imaging/meta"
+	"github.com/talosflash/talosflash/internal/testkit"
 )
 
 func TestReadCardFallsBackAndBlank(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "card.img")
-
-	offs, err := imagetest.WriteGPTDisk(path, 16<<20, imagetest.TalosParts())
-	if err != nil {
-		t.Fatal(err)
-	}
+	path, offs := testkit.Disk(t, "card.img", testkit.CardSize, imagetest.TalosParts())
 
 	// A fresh image: META zeroed, no network config: Talos would use DHCP.
 	c, err := ReadCardAtBoot(path)
