@@ -8,7 +8,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/imaging/imagetest"
+	"github.com/talosflash/talosflash/internal/testkit"
 )
 
 // tryItMarker precedes the README block this test runs.
@@ -96,12 +96,7 @@ func TestREADMETryItRunsAsWritten(t *testing.T) {
 	if err := os.WriteFile(cli, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := testkit.ClosedAddr(t) // the fake factory's, free now
 	home := filepath.Join(dir, "home")
 	env := append(baseEnv(), "HOME="+home, "XDG_CACHE_HOME="+filepath.Join(home, ".cache"))
 	// A fresh HOME, but go run keeps this machine's module and build caches.

@@ -47,7 +47,7 @@ cat "${IMG[@]}" > /dev/null # compressed inputs in the page cache for every run
 # row NAME OURS-LABEL OURS-CMD REF-LABEL REF-CMD
 row() { "$TOOL" pair -n "$N" -name "$1" -la "$2" -a "$3" -lb "$4" -b "$5" 2>>"$D/commands.log" | tee -a "$RES"; }
 dd_to="dd of='$T' bs=4M conv=fsync status=none"
-flash() { echo "rm -f '$T'; '$BIN' --flash --image '$1' --device '$T' --yes ${2:-} >/dev/null"; }
+flash() { echo "rm -f '$T'; '$BIN' --flash --image '$1' --device '$T' --create-file --yes ${2:-} >/dev/null"; }
 want() { [ -z "${BENCH_ONLY:-}" ] || [ "$BENCH_ONLY" = "$1" ]; }
 
 {
@@ -94,7 +94,7 @@ fi
 if want dl; then
   coproc SRV { "$TOOL" serve "${IMG[xz0]}" "$Z"; }
   read -r URL <&"${SRV[0]}"
-  dl() { echo "rm -rf '$D/dlcache' '$T'; '$BIN' --flash --role worker --factory $URL --format $1 --cache-dir '$D/dlcache' --device '$T' --yes >/dev/null"; }
+  dl() { echo "rm -rf '$D/dlcache' '$T'; '$BIN' --flash --role worker --factory $URL --format $1 --cache-dir '$D/dlcache' --device '$T' --create-file --yes >/dev/null"; }
   row "download + flash + verify" "--format zst ($(stat -L -c %s "$Z") B)" "$(dl zst)" \
     "--format xz ($(stat -L -c %s "${IMG[xz0]}") B)" "$(dl xz)"
   eval "exec ${SRV[1]}>&-" # closes the server's stdin: it exits

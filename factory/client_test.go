@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/talosflash/talosflash/factory/factorytest"
+	"github.com/talosflash/talosflash/internal/testkit"
 )
 
 func newTestClient(t *testing.T) (*Client, *factorytest.Server) {
@@ -201,17 +202,11 @@ func TestServerErrors(t *testing.T) {
 }
 
 func TestConnectionRefused(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	addr := l.Addr().String()
-	l.Close()
+	addr := testkit.ClosedAddr(t)
 
 	c := NewClient("http://"+addr, nil)
 
-	_, err = c.Versions(context.Background())
+	_, err := c.Versions(context.Background())
 	if !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), "connection refused") || !strings.Contains(err.Error(), addr) {
 		t.Fatalf("got %v", err)
 	}

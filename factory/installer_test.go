@@ -2,11 +2,12 @@ package factory
 
 import (
 	"errors"
-	"github.com/siderolabs/image-factory/pkg/schematic"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/siderolabs/image-factory/pkg/schematic"
 )
 
 func TestParseInstallerRef(t *testing.T) {

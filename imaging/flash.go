@@ -58,11 +58,11 @@ type FlashOptions struct {
 	CheckHead func(head []byte, size int64) error
 }
 
-// Card is one target of a flash and how it ended: the one form of a
+// CardResult is one target of a flash and how it ended: the one form of a
 // card's result, from the pipeline through app/plan to the front ends and
 // the elevated child's "result" event. A flash is a list of cards (one
 // card is a list of one), in the order of its targets.
-type Card struct {
+type CardResult struct {
 	Target string // the path as given
 	// Bytes and SHA256 are the decoded image written to the card (the same
 	// for every card of a flash); 0 and "" when nothing was written.
@@ -90,7 +90,7 @@ type Card struct {
 }
 
 // OK says the card was written and ended without an error.
-func (c *Card) OK() bool { return c.Err == nil && c.SHA256 != "" }
+func (c *CardResult) OK() bool { return c.Err == nil && c.SHA256 != "" }
 
 // noter is a target that has something to tell the user once closed
 // (devices.Device: what it unmounted, its Close warnings).
@@ -116,7 +116,7 @@ const (
 // of the slowest alone. The error is for failures before any target was
 // opened (source, format, an image that is not a disk); everything after
 // is in the per-target results, in the order of the targets.
-func FlashAll(ctx context.Context, opts FlashOptions) ([]Card, error) {
+func FlashAll(ctx context.Context, opts FlashOptions) ([]CardResult, error) {
 	names := opts.Targets
 	if len(names) == 0 {
 		return nil, errors.New("flash: no target")
@@ -153,7 +153,7 @@ func FlashAll(ctx context.Context, opts FlashOptions) ([]Card, error) {
 	if err := checkTargets(names); err != nil {
 		return nil, err
 	}
-	results := make([]Card, len(names))
+	results := make([]CardResult, len(names))
 	var cards []*card
 	for i, name := range names {
 		results[i].Target = name
@@ -202,7 +202,7 @@ func FlashAll(ctx context.Context, opts FlashOptions) ([]Card, error) {
 // closeCards closes what is still open (a card abandoned in a hung write
 // is closed in the background, never waited for) and takes each closed
 // target's notes into its result.
-func closeCards(cards []*card, results []Card) {
+func closeCards(cards []*card, results []CardResult) {
 	for _, c := range cards {
 		if c.abandoned.Load() {
 			// What its Open did (the mounts it unmounted) is known now; its
@@ -274,7 +274,7 @@ type card struct {
 }
 
 // verifyAndClose is a written card's last steps: read-back, close, "done".
-func (c *card) verifyAndClose(ctx context.Context, w *written, opts FlashOptions, res *Card) {
+func (c *card) verifyAndClose(ctx context.Context, w *written, opts FlashOptions, res *CardResult) {
 	res.Bytes, res.SHA256 = w.n, hex.EncodeToString(w.sum)
 	res.Written, res.Skipped = c.written.Load(), c.held.heldBytes(w.n, writeUnit)
 	if opts.Verify {

@@ -111,7 +111,7 @@ func sha256Hex(b []byte) string {
 
 // flashOne flashes one card (FlashAll with one target): the card (nil
 // when nothing was written) and its failure, or the flash's.
-func flashOne(ctx context.Context, opts FlashOptions) (*Card, error) {
+func flashOne(ctx context.Context, opts FlashOptions) (*CardResult, error) {
 	cards, err := FlashAll(ctx, opts)
 	if err != nil {
 		return nil, err

@@ -277,7 +277,7 @@ func TestFlashAllCardHangingInSyncOrVerify(t *testing.T) {
 				return hangingFile{File: tg.(*os.File), hangSync: hang == "sync", hangRead: hang == "read", release: release}, nil
 			}
 			done := make(chan struct{})
-			var cards []Card
+			var cards []CardResult
 			var err error
 			go func() {
 				defer close(done)

@@ -225,7 +225,7 @@ func TestRunsProperty(t *testing.T) {
 
 // flashCounted flashes the raw image src onto a card file holding before
 // (nil: a new sparse file of size bytes) through a countingTarget.
-func flashCounted(t *testing.T, src string, before []byte, size, dropAt int64) (*Card, *countingTarget, []byte) {
+func flashCounted(t *testing.T, src string, before []byte, size, dropAt int64) (*CardResult, *countingTarget, []byte) {
 	t.Helper()
 	card := filepath.Join(t.TempDir(), "card.img")
 	if before == nil {

@@ -60,7 +60,7 @@ func BenchmarkCardSkip(b *testing.B) {
 	written, skipped := map[string]int64{}, map[string]int64{}
 	card := filepath.Join(dir, "card.img")
 	w, r := cardMBps()*1e6, cardReadMBps()*1e6
-	run := func(from string, skip bool) (time.Duration, *Card) {
+	run := func(from string, skip bool) (time.Duration, *CardResult) {
 		prepareCard(b, card, from, size)
 		skipHeld = skip
 		defer func() { skipHeld = true }()
@@ -80,7 +80,7 @@ func BenchmarkCardSkip(b *testing.B) {
 	for b.Loop() {
 		for _, c := range contents {
 			var all, some time.Duration
-			var res *Card
+			var res *CardResult
 			if i%2 == 0 { // in turn: neither always runs first
 				all, _ = run(c.from, false)
 				some, res = run(c.from, true)

@@ -31,7 +31,7 @@ func skipRaw(t *testing.T) []byte {
 
 // flashOnto flashes raw onto a card that already holds before (opened
 // as is, not truncated) and returns the result and the card's bytes.
-func flashOnto(t *testing.T, raw, before []byte, wrap func(*os.File) Target) (*Card, []byte, error) {
+func flashOnto(t *testing.T, raw, before []byte, wrap func(*os.File) Target) (*CardResult, []byte, error) {
 	t.Helper()
 	dir := t.TempDir()
 	card := filepath.Join(dir, "card.img")

@@ -78,7 +78,7 @@ func TestFirstFlashWritesWhileDownloading(t *testing.T) {
 		})
 	})
 	done := make(chan struct{})
-	var res *Card
+	var res *CardResult
 	var err error
 	go func() {
 		defer close(done)

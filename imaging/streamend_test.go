@@ -40,7 +40,7 @@ func damages(data []byte, flipToo bool) []damaged {
 // flashPath is one way an image reaches the pipeline.
 type flashPath struct {
 	name string
-	run  func(t *testing.T, data []byte, file string) ([]Card, *Cache, error)
+	run  func(t *testing.T, data []byte, file string) ([]CardResult, *Cache, error)
 }
 
 func flashPaths() []flashPath {
@@ -52,7 +52,7 @@ func flashPaths() []flashPath {
 		}
 		return ts
 	}
-	factory := func(t *testing.T, data []byte, file string, noCache, prefill bool) ([]Card, *Cache, error) {
+	factory := func(t *testing.T, data []byte, file string, noCache, prefill bool) ([]CardResult, *Cache, error) {
 		srv := factorytest.New(t)
 		srv.AddImage(testSchematic, testVersion, file, data)
 		c := &Cache{Dir: t.TempDir(), Retries: 1, RetryDelay: 1}
@@ -72,21 +72,21 @@ func flashPaths() []flashPath {
 		return res, c, err
 	}
 	return []flashPath{
-		{"file", func(t *testing.T, data []byte, file string) ([]Card, *Cache, error) {
+		{"file", func(t *testing.T, data []byte, file string) ([]CardResult, *Cache, error) {
 			res, err := FlashAll(context.Background(), FlashOptions{Source: Source{Path: writeTemp(t, file, data)}, Targets: targets(t, 1), Verify: true})
 			return res, nil, err
 		}},
-		{"three cards", func(t *testing.T, data []byte, file string) ([]Card, *Cache, error) {
+		{"three cards", func(t *testing.T, data []byte, file string) ([]CardResult, *Cache, error) {
 			res, err := FlashAll(context.Background(), FlashOptions{Source: Source{Path: writeTemp(t, file, data)}, Targets: targets(t, 3), Verify: true})
 			return res, nil, err
 		}},
-		{"downloaded into the cache", func(t *testing.T, data []byte, file string) ([]Card, *Cache, error) {
+		{"downloaded into the cache", func(t *testing.T, data []byte, file string) ([]CardResult, *Cache, error) {
 			return factory(t, data, file, false, false)
 		}},
-		{"cached entry", func(t *testing.T, data []byte, file string) ([]Card, *Cache, error) {
+		{"cached entry", func(t *testing.T, data []byte, file string) ([]CardResult, *Cache, error) {
 			return factory(t, data, file, false, true)
 		}},
-		{"no cache", func(t *testing.T, data []byte, file string) ([]Card, *Cache, error) {
+		{"no cache", func(t *testing.T, data []byte, file string) ([]CardResult, *Cache, error) {
 			return factory(t, data, file, true, false)
 		}},
 	}
@@ -130,7 +130,7 @@ func TestStreamEndsOnlyAtContainerEnd(t *testing.T) {
 
 // assertCorrupt checks a flash of a damaged image failed as corrupt: no
 // card verified, each written card reported incomplete.
-func assertCorrupt(t *testing.T, res []Card, err error) {
+func assertCorrupt(t *testing.T, res []CardResult, err error) {
 	t.Helper()
 	if err != nil {
 		if !errors.Is(err, ErrCorruptImage) && !errors.Is(err, ErrUnsupportedImage) {

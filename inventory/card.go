@@ -49,7 +49,7 @@ func (n Node) WriteCardPath(path string) (*meta.Written, error) {
 
 // CardNode reads which node a card was written for: the META 0x0a value
 // decoded (ok false when the card carries none).
-func CardNode(c *meta.Card) (info CardInfo, ok bool, err error) {
+func CardNode(c *meta.Store) (info CardInfo, ok bool, err error) {
 	if c == nil || c.ADV == nil {
 		return CardInfo{}, false, nil
 	}
@@ -73,7 +73,7 @@ type CardReport struct {
 	// Talos: the table has the partitions every Talos metal image has.
 	Talos bool
 	// META is nil when the card has no usable META partition.
-	META *meta.Card
+	META *meta.Store
 	Keys []CardKey
 	// Node is the node written onto the card (nil: none).
 	Node *CardInfo
@@ -102,11 +102,11 @@ type CardKey struct {
 var talosLabels = []string{"EFI", meta.PartitionLabel}
 
 // ReadCard reads a card or image of size bytes: the partition table and
-// the META store (meta.ReadCard's bounded reads), nothing else.
+// the META store (meta.ReadStore's bounded reads), nothing else.
 func ReadCard(r io.ReaderAt, size int64) *CardReport {
 	rep := &CardReport{}
 
-	card, err := meta.ReadCard(r, size)
+	card, err := meta.ReadStore(r, size)
 	if card != nil && card.Table != nil {
 		rep.Table = card.Table
 		rep.Problems = append(rep.Problems, card.Table.Problems...)

@@ -4,22 +4,19 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/talosflash/talosflash/imaging/imagetest"
 	"github.com/talosflash/talosflash/imaging/meta"
+	"github.com/talosflash/talosflash/internal/testkit"
 	"github.com/talosflash/talosflash/node/nodetest"
 )
 
 func flashedCard(t *testing.T) string {
 	t.Helper()
 
-	path := filepath.Join(t.TempDir(), "card.img")
-	if _, err := imagetest.WriteGPTDisk(path, 16<<20, imagetest.TalosParts()); err != nil {
-		t.Fatal(err)
-	}
+	path := testkit.TalosCard(t, "card.img")
 
 	// The image already carries a tag (as a factory image with
 	// customization.meta would): it must survive.
@@ -53,7 +50,7 @@ func TestWriteCardBootsAsTalos(t *testing.T) {
 		t.Fatalf("kept %v", w.Kept)
 	}
 
-	booted, err := nodetest.ReadCard(path)
+	booted, err := nodetest.ReadCardAtBoot(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +60,7 @@ func TestWriteCardBootsAsTalos(t *testing.T) {
 		t.Fatalf("booted %+v", booted)
 	}
 
-	card, err := meta.ReadCardPath(path)
+	card, err := meta.ReadStorePath(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +82,7 @@ func TestWriteCardBootsAsTalos(t *testing.T) {
 		t.Fatalf("rewrite: %+v %v", w, err)
 	}
 
-	if booted, _ := nodetest.ReadCard(path); booted.Hostname != "worker-2" || booted.Address != other.Address {
+	if booted, _ := nodetest.ReadCardAtBoot(path); booted.Hostname != "worker-2" || booted.Address != other.Address {
 		t.Fatalf("after rewrite %+v", booted)
 	}
 }
@@ -123,17 +120,14 @@ func TestWriteCardLoopDevice(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	booted, err := nodetest.ReadCard(path) // the backing file: on the medium
+	booted, err := nodetest.ReadCardAtBoot(path) // the backing file: on the medium
 	if err != nil || booted.Hostname != "worker-1" || booted.Address != worker1.Address {
 		t.Fatalf("booted %+v %v", booted, err)
 	}
 }
 
 func TestWriteCardRefusesPlainDisk(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "disk.img")
-	if _, err := imagetest.WriteGPTDisk(path, 8<<20, []imagetest.Part{{Name: "data", Size: 4 << 20}}); err != nil {
-		t.Fatal(err)
-	}
+	path, _ := testkit.Disk(t, "disk.img", 8<<20, []imagetest.Part{{Name: "data", Size: 4 << 20}})
 
 	before, _ := os.ReadFile(path)
 

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/talosflash/talosflash/factory"
+	"github.com/talosflash/talosflash/internal/testkit"
 	"github.com/talosflash/talosflash/node/nodetest"
 )
 
@@ -51,7 +52,7 @@ func installerFile(t *testing.T, role string) string {
 // mismatch is a problem at the inventory's line naming the file:line at
 // fault and the fix; what cannot be checked offline is a note.
 func TestCrossCheck(t *testing.T) {
-	worker, cp, v114 := fixture(t, "worker.yaml"), fixture(t, "controlplane.yaml"), fixture(t, "worker-v114.yaml")
+	worker, cp, v114 := string(testkit.Testdata(t, "worker.yaml")), string(testkit.Testdata(t, "controlplane.yaml")), string(testkit.Testdata(t, "worker-v114.yaml"))
 	uicLine := "  image: factory.talos.dev/metal-installer/" + workerID + ":v1.14.5\nprovisioning:"
 	if !strings.Contains(v114, uicLine) {
 		t.Fatal("worker-v114.yaml has no UnattendedInstallConfig installer.image")
@@ -165,7 +166,7 @@ func TestCrossCheck(t *testing.T) {
 				c.edit(files)
 			}
 
-			dir := writeFiles(t, files)
+			dir := testkit.WriteFiles(t, files)
 			inv, err := Load(filepath.Join(dir, "talosflash.yaml"), Options{})
 
 			var notes []string

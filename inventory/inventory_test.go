@@ -3,54 +3,25 @@ package inventory
 import (
 	"bytes"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/siderolabs/talos/pkg/machinery/resources/network"
 	yaml4 "go.yaml.in/yaml/v4"
+
+	"github.com/talosflash/talosflash/internal/testkit"
 )
-
-func writeFiles(t *testing.T, files map[string]string) string {
-	t.Helper()
-
-	dir := t.TempDir()
-	for name, body := range files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-			t.Fatal(err)
-		}
-
-		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-
-	return dir
-}
-
-// fixture is one of node/testdata's machine configs (test PKI).
-func fixture(t *testing.T, name string) string {
-	t.Helper()
-
-	b, err := os.ReadFile(filepath.Join("..", "node", "testdata", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	return string(b)
-}
 
 // The incident's class: the wrong config for the node's role is caught
 // offline, as is a config whose hostname would replace the card's.
 func TestConfigChecked(t *testing.T) {
-	dir := writeFiles(t, map[string]string{
+	dir := testkit.WriteFiles(t, map[string]string{
 		"talosflash.yaml": "nodes:\n" +
 			"  - hostname: cp-1\n    role: controlplane\n    address: 10.0.0.10/24\n    config: talos/worker.yaml\n" +
 			"  - hostname: worker-2\n    role: worker\n    address: 10.0.0.12/24\n    config: talos/worker.yaml\n" +
 			"  - hostname: worker-3\n    role: worker\n    address: 10.0.0.13/24\n    config: talos/broken.yaml\n",
-		"talos/worker.yaml": fixture(t, "worker.yaml"), // sets hostname worker-1
+		"talos/worker.yaml": string(testkit.Testdata(t, "worker.yaml")), // sets hostname worker-1
 		"talos/broken.yaml": "version: v1alpha1\nmachine: {type: worker}\n",
 	})
 
@@ -115,10 +86,10 @@ nodes:
 `
 
 func TestLoadGood(t *testing.T) {
-	dir := writeFiles(t, map[string]string{
+	dir := testkit.WriteFiles(t, map[string]string{
 		"talosflash.yaml":         good,
-		"talos/controlplane.yaml": fixture(t, "controlplane.yaml"),
-		"talos/worker.yaml":       fixture(t, "worker.yaml"),
+		"talos/controlplane.yaml": string(testkit.Testdata(t, "controlplane.yaml")),
+		"talos/worker.yaml":       string(testkit.Testdata(t, "worker.yaml")),
 	})
 
 	inv, err := Load(filepath.Join(dir, "talosflash.yaml"), Options{})
@@ -352,7 +323,7 @@ func TestNetworkConfigIPv6AndFQDN(t *testing.T) {
 // the META value or the problems.
 func TestNothingSecret(t *testing.T) {
 	secret := "key: LS0tLS1CRUdJTiBFRDI1NTE5IFBSSVZBVEUgS0VZLS0tLS0KTUM0Q0FRQXdCUVlESzJWd0JDSUVJSA=="
-	dir := writeFiles(t, map[string]string{
+	dir := testkit.WriteFiles(t, map[string]string{
 		"talosflash.yaml":         good + "    installer: nope.yaml\n",
 		"talos/controlplane.yaml": secret,
 		"talos/worker.yaml":       secret,
@@ -384,7 +355,7 @@ func TestNothingSecret(t *testing.T) {
 
 // A custom profile picks the image; the role the Talos machine type.
 func TestCustomProfile(t *testing.T) {
-	dir := writeFiles(t, map[string]string{
+	dir := testkit.WriteFiles(t, map[string]string{
 		"profiles.yaml": "profiles:\n  - name: storage\n    overlay: {image: siderolabs/sbc-raspberrypi, name: rpi_generic}\n    extensions: [siderolabs/iscsi-tools]\n",
 		"talosflash.yaml": "profiles: profiles.yaml\nnodes:\n" +
 			"  - hostname: s1\n    role: worker\n    profile: storage\n    address: 10.0.0.30/24\n" +

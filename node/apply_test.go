@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/talosflash/talosflash/internal/testkit"
 	"github.com/talosflash/talosflash/node"
 	"github.com/talosflash/talosflash/node/nodetest"
 )
@@ -271,15 +272,10 @@ func TestApplyServerErrorIsSanitized(t *testing.T) {
 }
 
 func TestApplyConnectionRefused(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := lis.Addr().String()
-	lis.Close()
+	addr := testkit.ClosedAddr(t)
 
 	start := time.Now()
-	_, err = node.Apply(context.Background(), node.ApplyOptions{Endpoint: addr, Config: []byte("x"), Timeout: 5 * time.Second})
+	_, err := node.Apply(context.Background(), node.ApplyOptions{Endpoint: addr, Config: []byte("x"), Timeout: 5 * time.Second})
 	var ne *node.NetworkError
 	if !errors.As(err, &ne) || ne.Kind != node.NetRefused || !errors.Is(err, node.ErrNetwork) {
 		t.Fatalf("err = %v, want connection refused", err)

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/talosflash/talosflash/internal/testkit"
 	"github.com/talosflash/talosflash/node"
 	"github.com/talosflash/talosflash/node/nodetest"
 )
@@ -27,7 +28,7 @@ import (
 // image, the worker image, and a Talos <= 1.12 node without extension
 // statuses; a configured node is listed as such.
 func TestDiscoverMixedImages(t *testing.T) {
-	port := freePortOn(t, "127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5", "127.0.0.6")
+	port := testkit.FreePort(t, "127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5", "127.0.0.6")
 	at := func(h string) string { return net.JoinHostPort(h, strconv.Itoa(port)) }
 	nodetest.Start(t, nodetest.Options{Addr: at("127.0.0.1"), Schematic: cpSchematic(), Hostname: "talos-aaa-111"})
 	nodetest.Start(t, nodetest.Options{Addr: at("127.0.0.2"), Schematic: workerSchematic(), Hostname: "talos-bbb-222"})

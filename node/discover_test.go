@@ -24,37 +24,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
+	"github.com/talosflash/talosflash/internal/testkit"
 	"github.com/talosflash/talosflash/node"
 	"github.com/talosflash/talosflash/node/nodetest"
 )
-
-// freePortOn finds a port that is free on every given loopback address, so
-// one scan port can hit servers on 127.0.0.2 and closed ports elsewhere.
-func freePortOn(t *testing.T, hosts ...string) int {
-	t.Helper()
-	for attempt := 0; attempt < 20; attempt++ {
-		l, err := net.Listen("tcp", hosts[0]+":0")
-		if err != nil {
-			t.Skipf("cannot listen on %s: %v", hosts[0], err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		ok := true
-		for _, h := range hosts[1:] {
-			l2, err := net.Listen("tcp", net.JoinHostPort(h, strconv.Itoa(port)))
-			if err != nil {
-				ok = false
-				break
-			}
-			l2.Close()
-		}
-		if ok {
-			return port
-		}
-	}
-	t.Fatal("no common free port")
-	return 0
-}
 
 func TestProbeMaintenanceNode(t *testing.T) {
 	srv := nodetest.Start(t, nodetest.Options{Hostname: "talos-pi-1", MAC: "dc:a6:32:12:34:56", TalosVersion: "v1.14.5"})
@@ -155,7 +128,7 @@ func TestProbeMTLSNonTalosIsNotANode(t *testing.T) {
 }
 
 func TestDiscoverLoopback(t *testing.T) {
-	port := freePortOn(t, "127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.1", "127.0.0.5", "127.0.0.6")
+	port := testkit.FreePort(t, "127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.1", "127.0.0.5", "127.0.0.6")
 	at := func(h string) string { return net.JoinHostPort(h, strconv.Itoa(port)) }
 
 	nodetest.Start(t, nodetest.Options{Addr: at("127.0.0.2"), Hostname: "pi-maint"})

@@ -5,11 +5,11 @@ import (
 	"fmt"
 )
 
-// InterruptedError is ctx's cancellation (Ctrl-C) during an upgrade or a
-// bootstrap: State says exactly what was sent and what state the node is in.
-// errors.Is(err, context.Canceled) holds.
+// InterruptedError is ctx's cancellation (Ctrl-C) during an upgrade, a
+// bootstrap or an apply (app/plan's job): State says exactly what was sent
+// and what state the node is in. errors.Is(err, context.Canceled) holds.
 type InterruptedError struct {
-	Op       string // "upgrade", "bootstrap"
+	Op       string // "upgrade", "bootstrap", "apply"
 	Endpoint string
 	State    string
 	Err      error // ctx's error

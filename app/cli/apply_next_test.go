@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/app/plan"
 	"github.com/talosflash/talosflash/node"
 	"github.com/talosflash/talosflash/node/nodetest"
@@ -34,7 +35,7 @@ func TestApplySaysWhatTheNodeDoesNext(t *testing.T) {
 		srv := nodetest.Start(t, gen.opts)
 		path, _ := testConfig(t, "worker.yaml")
 		code, stdout, stderr := cliRun(t, "apply", "--node", srv.Addr(), "--file", path, "--role", "worker")
-		if code != ExitOK {
+		if code != contract.ExitOK {
 			t.Fatalf("%s: exit %d: %s", gen.name, code, stderr)
 		}
 		if !strings.Contains(stdout, gen.next.Node) || !strings.Contains(stdout, "leaves maintenance mode and boots with this config") {
@@ -60,7 +61,7 @@ func TestApplyInitConfigNeedsNoBootstrap(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, stdout, stderr := cliRun(t, "apply", "--node", srv.Addr(), "--file", path)
-	if code != ExitOK {
+	if code != contract.ExitOK {
 		t.Fatalf("exit %d: %s%s", code, stdout, stderr)
 	}
 	if strings.Contains(stderr, "talosflash bootstrap") || !strings.Contains(stderr, "next: an init config starts etcd as the cluster's first member by itself") {
@@ -73,7 +74,7 @@ func TestApplyJSONSaysWhatTheNodeDoesNext(t *testing.T) {
 	srv := nodetest.Start(t, nodetest.Options{Schematic: builtinSchematic(t, "controlplane")})
 	path, _ := testConfig(t, "controlplane.yaml")
 	code, stdout, stderr := cliRun(t, "apply", "--node", srv.Addr(), "--file", path, "--json")
-	if code != ExitOK {
+	if code != contract.ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	var out struct {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/node/nodetest"
 )
 
@@ -18,7 +19,7 @@ func TestApplyOnLegacyNodeSaysWhatItCheckedAgainst(t *testing.T) {
 	srv := nodetest.Start(t, nodetest.Options{Legacy: true})
 	path, _ := testConfig(t, "worker.yaml")
 	code, _, stderr := cliRun(t, "apply", "--node", srv.Addr(), "--file", path, "--dry-run", "--factory", "http://127.0.0.1:1")
-	if code != ExitOK {
+	if code != contract.ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	for _, want := range []string{"does not report what it booted", "config's own install image (ee21ef4a5ef8", "--role"} {
@@ -33,8 +34,8 @@ func TestApplyBadNodeAddress(t *testing.T) {
 	path, _ := testConfig(t, "worker.yaml")
 	for _, ep := range []string{"127.0.0.6:notaport", "https://user:pw123secret@127.0.0.6", "user:pw123secret@127.0.0.6:50000", "127.0.0.6:99999", "bad\x1b[2Jhost"} {
 		code, stdout, stderr := cliRun(t, "apply", "--node", ep, "--file", path, "--factory", "http://127.0.0.1:1")
-		if code != ExitUsage {
-			t.Errorf("%q: exit %d, want %d: %s", ep, code, ExitUsage, stderr)
+		if code != contract.ExitUsage {
+			t.Errorf("%q: exit %d, want %d: %s", ep, code, contract.ExitUsage, stderr)
 		}
 		if strings.Contains(stdout+stderr, "pw123secret") || strings.Contains(stderr, "\x1b") {
 			t.Errorf("%q: output echoes it: %q", ep, stderr)
@@ -48,7 +49,7 @@ func TestApplyJSONBlocked(t *testing.T) {
 	srv := nodetest.Start(t, nodetest.Options{Schematic: builtinSchematic(t, "controlplane")})
 	path, _ := testConfig(t, "worker.yaml")
 	code, stdout, stderr := cliRun(t, "apply", "--node", srv.Addr(), "--file", path, "--json", "--factory", "http://127.0.0.1:1")
-	if code != ExitConfig {
+	if code != contract.ExitConfig {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	var out struct {
@@ -62,7 +63,7 @@ func TestApplyJSONBlocked(t *testing.T) {
 	if err := json.Unmarshal(answer(t, stdout, "error"), &out); err != nil {
 		t.Fatalf("stdout is not one JSON object: %v: %q", err, stdout)
 	}
-	if out.Event != "error" || out.Code != ExitConfig || !strings.Contains(out.Message, "nothing was sent") {
+	if out.Event != "error" || out.Code != contract.ExitConfig || !strings.Contains(out.Message, "nothing was sent") {
 		t.Errorf("error object %+v", out)
 	}
 	found := false
@@ -105,7 +106,7 @@ func TestNodesAndApplyCacheDir(t *testing.T) {
 			a = append(a, "--cache-dir", dir)
 		}
 		code, stdout, stderr := cliRun(t, a...)
-		if code != ExitOK {
+		if code != contract.ExitOK {
 			t.Fatalf("exit %d: %s", code, stderr)
 		}
 		var rows []struct {

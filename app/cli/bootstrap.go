@@ -45,7 +45,7 @@ func (t *talosconfigFlags) load(cmd string) (*node.Talosconfig, error) {
 	}
 	tc, err := node.LoadTalosconfig(t.path, t.context)
 	if err != nil {
-		return nil, withCode(ExitUsage, err)
+		return nil, withCode(contract.ExitUsage, err)
 	}
 	return tc, nil
 }
@@ -128,9 +128,9 @@ func waitExit(ctx context.Context, err error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
-		return withCode(ExitNetwork, err)
+		return withCode(contract.ExitNetwork, err)
 	case errors.Is(err, node.ErrNoSchematic), errors.Is(err, node.ErrExtensionMissing), errors.Is(err, node.ErrDowngrade):
-		return withCode(ExitUsage, err)
+		return withCode(contract.ExitUsage, err)
 	}
 	return err
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/node/nodetest"
 )
 
@@ -55,7 +56,7 @@ func TestBootstrapCommand(t *testing.T) {
 	tc, frags := talosconfigFile(t, pki, "os:admin")
 
 	code, stdout, stderr := cliRun(t, "bootstrap", "--node", n.Addr(), "--talosconfig", tc)
-	if code != ExitOK || !n.Bootstrapped() || n.Bootstraps() != 1 {
+	if code != contract.ExitOK || !n.Bootstrapped() || n.Bootstraps() != 1 {
 		t.Fatalf("exit %d, bootstrapped %v (%d calls)\n%s%s", code, n.Bootstrapped(), n.Bootstraps(), stdout, stderr)
 	}
 	for _, want := range []string{"waiting for the Talos API", "bootstrapping etcd", "etcd is running and healthy", "bootstrapped etcd on " + n.Addr()} {
@@ -67,7 +68,7 @@ func TestBootstrapCommand(t *testing.T) {
 
 	// Second time: refused, exit 8, nothing sent.
 	code, stdout, stderr = cliRun(t, "bootstrap", "-n", n.Addr(), "--talosconfig", tc, "--json")
-	if code != ExitApply || n.Bootstraps() != 1 || !strings.Contains(stderr, "already bootstrapped") {
+	if code != contract.ExitApply || n.Bootstraps() != 1 || !strings.Contains(stderr, "already bootstrapped") {
 		t.Fatalf("second bootstrap: exit %d, %d calls\n%s%s", code, n.Bootstraps(), stdout, stderr)
 	}
 	assertNoFragments(t, frags, stdout, stderr)
@@ -76,7 +77,7 @@ func TestBootstrapCommand(t *testing.T) {
 	n2 := nodetest.StartNode(t, nodetest.NodeOptions{PKI: pki})
 	code, stdout, stderr = cliRun(t, "bootstrap", "-n", n2.Addr(), "--talosconfig", tc, "--json")
 	var got map[string]any
-	if code != ExitOK || json.Unmarshal(answer(t, stdout, "bootstrap"), &got) != nil || got["etcd_healthy"] != true || !strings.Contains(stderr, "bootstrapping etcd") {
+	if code != contract.ExitOK || json.Unmarshal(answer(t, stdout, "bootstrap"), &got) != nil || got["etcd_healthy"] != true || !strings.Contains(stderr, "bootstrapping etcd") {
 		t.Fatalf("json: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 }
@@ -101,7 +102,7 @@ func TestBootstrapCommandBadTalosconfig(t *testing.T) {
 	} {
 		t.Setenv("TALOSCONFIG", "")
 		code, stdout, stderr := cliRun(t, args...)
-		if code != ExitUsage || n.Bootstraps() != 0 {
+		if code != contract.ExitUsage || n.Bootstraps() != 0 {
 			t.Fatalf("%v: exit %d\n%s%s", args, code, stdout, stderr)
 		}
 		assertNoFragments(t, frags, stdout, stderr)
@@ -111,7 +112,7 @@ func TestBootstrapCommandBadTalosconfig(t *testing.T) {
 func TestLifecycleCommandsUsage(t *testing.T) {
 	for _, cmd := range []string{"bootstrap", "upgrade", "outdated"} {
 		code, stdout, stderr := cliRun(t, cmd, "-h")
-		if code != ExitOK || stderr != "" || !strings.Contains(stdout, "Usage: talosflash "+cmd) || !strings.Contains(stdout, "Example:\n  talosflash "+cmd) {
+		if code != contract.ExitOK || stderr != "" || !strings.Contains(stdout, "Usage: talosflash "+cmd) || !strings.Contains(stdout, "Example:\n  talosflash "+cmd) {
 			t.Errorf("%s -h: exit %d\n%s%s", cmd, code, stdout, stderr)
 		}
 		for _, line := range strings.Split(stdout, "\n") {

@@ -108,7 +108,7 @@ func runCard(_ context.Context, args []string, env Env) error {
 	case errors.Is(err, inventory.ErrNotACard):
 		return usageErrorf("card: %s is not a disk or an image file", path)
 	case err != nil:
-		return withCode(ExitDevice, fmt.Errorf("card: %w", err))
+		return withCode(contract.ExitDevice, fmt.Errorf("card: %w", err))
 	}
 
 	out := describeCard(rep, path, size)
@@ -122,11 +122,11 @@ func runCard(_ context.Context, args []string, env Env) error {
 	}
 
 	if out.Incomplete {
-		return withCode(ExitImage, fmt.Errorf("card: %s is incomplete: an interrupted flash; flash it again", path))
+		return withCode(contract.ExitImage, fmt.Errorf("card: %s is incomplete: an interrupted flash; flash it again", path))
 	}
 
 	if !out.Talos {
-		return withCode(ExitImage, fmt.Errorf("card: %s does not hold a Talos image", path))
+		return withCode(contract.ExitImage, fmt.Errorf("card: %s does not hold a Talos image", path))
 	}
 
 	return nil

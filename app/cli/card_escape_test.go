@@ -3,12 +3,13 @@ package cli
 import (
 	"encoding/json"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/imaging/imagetest"
 	"github.com/talosflash/talosflash/imaging/meta"
+	"github.com/talosflash/talosflash/internal/testkit"
 	"github.com/talosflash/talosflash/inventory"
 )
 
@@ -21,11 +22,7 @@ const evilText = "\x1b[2J\x1b[HNode: evil\u202e"
 func hostileCard(t *testing.T) string {
 	t.Helper()
 
-	path := filepath.Join(t.TempDir(), "evil.img")
-	parts := append(imagetest.TalosParts(), imagetest.Part{Name: evilText, Size: 1 << 20})
-	if _, err := imagetest.WriteGPTDisk(path, 16<<20, parts); err != nil {
-		t.Fatal(err)
-	}
+	path := testkit.TalosCard(t, "evil.img", imagetest.Part{Name: evilText, Size: 1 << 20})
 
 	network, _ := json.Marshal(map[string]any{ // JSON is YAML
 		"hostnames": []map[string]string{{"hostname": evilText, "domainname": evilText}},
@@ -66,7 +63,7 @@ func TestCardEscapesWhatTheCardSays(t *testing.T) {
 	path := hostileCard(t)
 
 	code, stdout, stderr := cliRun(t, "card", path)
-	if code != ExitOK {
+	if code != contract.ExitOK {
 		t.Fatalf("card: %d %q\n%s", code, stderr, stdout)
 	}
 
@@ -100,7 +97,7 @@ func TestCardEscapesWhatTheCardSays(t *testing.T) {
 // its table; so does any error a command ends with.
 func TestInventoryCheckEscapesTheFilesValues(t *testing.T) {
 	dir := t.TempDir()
-	inv := testInventory(t, dir)
+	inv := testkit.Inventory{Configs: true}.Write(t, dir)
 	b, err := os.ReadFile(inv)
 	if err != nil {
 		t.Fatal(err)
@@ -112,7 +109,7 @@ func TestInventoryCheckEscapesTheFilesValues(t *testing.T) {
 	}
 
 	code, stdout, stderr := cliRun(t, "inventory", "check", inv)
-	if code != ExitOK || !strings.Contains(stdout, `home\x1b[2J\u202e`) {
+	if code != contract.ExitOK || !strings.Contains(stdout, `home\x1b[2J\u202e`) {
 		t.Fatalf("exit %d: %s%s", code, stdout, stderr)
 	}
 	assertShownText(t, "inventory check", stdout+stderr)
@@ -124,7 +121,7 @@ func TestInventoryCheckEscapesTheFilesValues(t *testing.T) {
 
 	for _, args := range [][]string{{"inventory", "check", inv}, {"apply", "--inventory", inv, "--dry-run"}} {
 		code, stdout, stderr = cliRun(t, args...)
-		if code != ExitConfig || !strings.Contains(stderr, `talos/\x1b[2J`) || !strings.Contains(stderr, `evil\u202e.yaml`) {
+		if code != contract.ExitConfig || !strings.Contains(stderr, `talos/\x1b[2J`) || !strings.Contains(stderr, `evil\u202e.yaml`) {
 			t.Fatalf("%v: exit %d: %s%s", args, code, stdout, stderr)
 		}
 		assertShownText(t, args[0], stdout+stderr)

@@ -9,8 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/talosflash/talosflash/imaging/imagetest"
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/imaging/meta"
+	"github.com/talosflash/talosflash/internal/testkit"
 	"github.com/talosflash/talosflash/inventory"
 )
 
@@ -19,10 +20,7 @@ import (
 func writtenCard(t *testing.T) (string, string) {
 	t.Helper()
 
-	path := filepath.Join(t.TempDir(), "card.img")
-	if _, err := imagetest.WriteGPTDisk(path, 16<<20, imagetest.TalosParts()); err != nil {
-		t.Fatal(err)
-	}
+	path := testkit.TalosCard(t, "card.img")
 
 	secret := `{"keys":[{"static":{"passphrase":"c2VjcmV0LXBhc3NwaHJhc2UtZm9yLXRlc3Rz"}}]}`
 	if _, err := meta.WriteTagPath(path, meta.StateEncryptionConfig, []byte(secret)); err != nil {
@@ -44,7 +42,7 @@ func TestCardReadsNode(t *testing.T) {
 	path, secret := writtenCard(t)
 
 	code, stdout, stderr := cliRun(t, "card", path)
-	if code != ExitOK || stderr != "" {
+	if code != contract.ExitOK || stderr != "" {
 		t.Fatalf("card: %d %q", code, stderr)
 	}
 
@@ -83,13 +81,10 @@ func TestCardReadsNode(t *testing.T) {
 func TestCardBlankAndNotTalos(t *testing.T) {
 	dir := t.TempDir()
 
-	plain := filepath.Join(dir, "plain.img")
-	if _, err := imagetest.WriteGPTDisk(plain, 16<<20, imagetest.TalosParts()); err != nil {
-		t.Fatal(err)
-	}
+	plain := testkit.TalosCard(t, "plain.img")
 
 	code, stdout, _ := cliRun(t, "card", plain)
-	if code != ExitOK || !strings.Contains(stdout, "META: blank") || !strings.Contains(stdout, "Node: none written") {
+	if code != contract.ExitOK || !strings.Contains(stdout, "META: blank") || !strings.Contains(stdout, "Node: none written") {
 		t.Fatalf("blank card: %d\n%s", code, stdout)
 	}
 
@@ -99,11 +94,11 @@ func TestCardBlankAndNotTalos(t *testing.T) {
 	}
 
 	code, stdout, stderr := cliRun(t, "card", junk)
-	if code != ExitImage || !strings.Contains(stdout, "no GPT") || !strings.Contains(stderr, "does not hold a Talos image") {
+	if code != contract.ExitImage || !strings.Contains(stdout, "no GPT") || !strings.Contains(stderr, "does not hold a Talos image") {
 		t.Fatalf("junk: %d\n%s\n%s", code, stdout, stderr)
 	}
 
-	if code, _, _ := cliRun(t, "card"); code != ExitUsage {
+	if code, _, _ := cliRun(t, "card"); code != contract.ExitUsage {
 		t.Fatalf("no argument: %d", code)
 	}
 }
@@ -129,7 +124,7 @@ func TestCardLoopDevice(t *testing.T) {
 	t.Cleanup(func() { _ = exec.Command("losetup", "-d", dev).Run() })
 
 	code, stdout, _ := cliRun(t, "card", dev)
-	if code != ExitOK || !strings.Contains(stdout, "Label it: worker-1") {
+	if code != contract.ExitOK || !strings.Contains(stdout, "Label it: worker-1") {
 		t.Fatalf("card %s: %d\n%s", dev, code, stdout)
 	}
 
@@ -157,8 +152,8 @@ func TestCardInterruptedFlashIsIncomplete(t *testing.T) {
 	}
 
 	code, stdout, stderr := cliRun(t, "card", path)
-	if code != ExitImage {
-		t.Errorf("exit %d, want %d (ExitImage)", code, ExitImage)
+	if code != contract.ExitImage {
+		t.Errorf("exit %d, want %d (contract.ExitImage)", code, contract.ExitImage)
 	}
 	if !strings.Contains(stdout, "incomplete: an interrupted flash; flash it again") || !strings.Contains(stderr, "incomplete: an interrupted flash; flash it again") {
 		t.Errorf("does not say the flash was interrupted:\n%s\n%s", stdout, stderr)
@@ -174,7 +169,7 @@ func TestCardInterruptedFlashIsIncomplete(t *testing.T) {
 	if err := json.Unmarshal(answer(t, jsonOut, "card"), &out); err != nil {
 		t.Fatal(err)
 	}
-	if code != ExitImage || out["incomplete"] != true || out["talos_image"] != false || out["node"] != nil || out["meta"] != nil {
+	if code != contract.ExitImage || out["incomplete"] != true || out["talos_image"] != false || out["node"] != nil || out["meta"] != nil {
 		t.Errorf("--json: exit %d, %v", code, out)
 	}
 }

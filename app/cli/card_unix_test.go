@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/talosflash/talosflash/app/contract"
 )
 
 // Opening a FIFO waits for a writer: card refuses it before opening.
@@ -18,7 +20,7 @@ func TestCardRefusesFIFO(t *testing.T) {
 	}
 
 	code, _, stderr := cliRun(t, "card", fifo)
-	if code != ExitUsage || !strings.Contains(stderr, "not a disk or an image file") {
+	if code != contract.ExitUsage || !strings.Contains(stderr, "not a disk or an image file") {
 		t.Fatalf("fifo: %d %q", code, stderr)
 	}
 }

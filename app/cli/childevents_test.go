@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/app/elevate"
 )
 
@@ -49,7 +50,7 @@ func TestElevatedChildReportsEachCardOnce(t *testing.T) {
 	card := filepath.Join(dir, "card.img")
 
 	code, stdout, stderr := childRun(t, elevate.Args{Image: img, Devices: []string{card}})
-	if code != ExitOK {
+	if code != contract.ExitOK {
 		t.Fatalf("exit %d: %s%s", code, stdout, stderr)
 	}
 	results := 0
@@ -78,7 +79,7 @@ func TestElevatedChildReportsEachCardOnce(t *testing.T) {
 			errs = append(errs, ev)
 		}
 	}
-	if code != ExitImage || len(errs) != 2 || errs[0]["device"] != card || errs[0]["code"] != float64(ExitImage) || errs[1]["device"] != nil {
+	if code != contract.ExitImage || len(errs) != 2 || errs[0]["device"] != card || errs[0]["code"] != float64(contract.ExitImage) || errs[1]["device"] != nil {
 		t.Fatalf("exit %d, errors %v, want the card's (with its device) then the child's", code, errs)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"syscall"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/app/plan"
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/imaging"
@@ -24,36 +25,40 @@ func classify(err error) int {
 		ioErr     *devices.IOError
 	)
 	switch {
+	case errors.As(err, &refused) && (refused.Reason == devices.CodeNotFound || refused.Reason == devices.CodeAmbiguous):
+		// A --device that names nothing (or two things): the usage's
+		// mistake, found before anything is touched.
+		return contract.ExitUsage
 	case errors.As(err, &refused), errors.As(err, &elevation), errors.Is(err, imaging.ErrTargetTooSmall),
 		errors.Is(err, imaging.ErrTargetInUse), errors.Is(err, imaging.ErrTargetIsSource):
-		return ExitDevice
+		return contract.ExitDevice
 	case errors.Is(err, imaging.ErrVerifyMismatch):
-		return ExitVerify
+		return contract.ExitVerify
 	case errors.Is(err, imaging.ErrCorruptImage), errors.Is(err, imaging.ErrUnsupportedImage), errors.Is(err, plan.ErrNoNodeMeta):
-		return ExitImage
+		return contract.ExitImage
 	case errors.Is(err, imaging.ErrCache):
 		// Local (read-only, full, a symlink in the way): the message names
 		// the path; retrying the network would not help.
-		return ExitStorage
+		return contract.ExitStorage
 	case errors.Is(err, imaging.ErrDownload) && !errors.As(err, &writeErr) && !errors.As(err, &ioErr):
 		// Every try of the download failed (or it changed under the
 		// card): the network's failure, though it left the card
 		// incomplete; a card's own I/O error stays exit 6.
-		return ExitNetwork
+		return contract.ExitNetwork
 	case errors.As(err, &writeErr), errors.As(err, &ioErr), errors.Is(err, imaging.ErrIncomplete):
-		return ExitWrite
+		return contract.ExitWrite
 	case errors.Is(err, node.ErrInvalidConfig):
-		return ExitConfig
+		return contract.ExitConfig
 	case errors.Is(err, node.ErrRefused):
-		return ExitApply
+		return contract.ExitApply
 	case errors.Is(err, node.ErrNetwork):
-		return ExitNetwork
+		return contract.ExitNetwork
 	case errors.Is(err, factory.ErrUnknownExtension), errors.Is(err, factory.ErrUnknownOverlay),
 		errors.Is(err, factory.ErrUnknownVersion):
-		return ExitUsage
+		return contract.ExitUsage
 	}
 	if isNetworkOp(err) {
-		return ExitNetwork
+		return contract.ExitNetwork
 	}
 	// A local file or file system that can't be used (full, read-only, no
 	// permission): the message names the path.
@@ -61,11 +66,11 @@ func classify(err error) int {
 	if errors.As(err, &errno) {
 		switch errno {
 		case syscall.ENOSPC, syscall.EDQUOT, syscall.EROFS, syscall.EACCES, syscall.EPERM, syscall.EFBIG, syscall.EIO:
-			return ExitStorage
+			return contract.ExitStorage
 		}
 	}
 	if errors.Is(err, fs.ErrPermission) {
-		return ExitStorage
+		return contract.ExitStorage
 	}
 	var (
 		fh *factory.HTTPError
@@ -76,9 +81,9 @@ func classify(err error) int {
 		errors.Is(err, factory.ErrBadResponse) || errors.Is(err, factory.ErrIDMismatch) ||
 		errors.Is(err, factory.ErrSchematicRejected) || errors.Is(err, imaging.ErrNotFound) ||
 		errors.Is(err, imaging.ErrDownload) {
-		return ExitNetwork
+		return contract.ExitNetwork
 	}
-	return ExitFailure
+	return contract.ExitFailure
 }
 
 // isNetworkOp reports whether err came from a network operation: a dial, a

@@ -4,35 +4,31 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/factory/factorytest"
 	"github.com/talosflash/talosflash/imaging"
 	"github.com/talosflash/talosflash/imaging/imagetest"
+	"github.com/talosflash/talosflash/internal/testkit"
 )
 
 // An image download whose server cannot be reached (e.g. --installer with
 // the factory down) is a network failure (3), not an internal one (1).
 func TestClassifyImageDownloadUnreachable(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := "http://" + ln.Addr().String() + "/image/x/v1.14.5/metal-arm64.raw.xz"
-	ln.Close() // nothing listens there now: connection refused
+	url := "http://" + testkit.ClosedAddr(t) + "/image/x/v1.14.5/metal-arm64.raw.xz" // connection refused
 	c := &imaging.Cache{Dir: t.TempDir(), Retries: -1}
-	_, err = c.Fetch(context.Background(), http.DefaultClient, url, "x/v1.14.5/metal-arm64.raw.xz", nil)
+	_, err := c.Fetch(context.Background(), http.DefaultClient, url, "x/v1.14.5/metal-arm64.raw.xz", nil)
 	if err == nil {
 		t.Fatal("download from a closed port succeeded")
 	}
-	if code := exitCode(err); code != ExitNetwork {
-		t.Fatalf("exit code %d, want %d (%v)", code, ExitNetwork, err)
+	if code := exitCode(err); code != contract.ExitNetwork {
+		t.Fatalf("exit code %d, want %d (%v)", code, contract.ExitNetwork, err)
 	}
 }
 
@@ -43,8 +39,8 @@ func TestClassifyStalledDownload(t *testing.T) {
 	srv.Inject(factorytest.ImagePath("x", "v1.14.5", "metal-arm64.raw.xz"), factorytest.Fault{Kind: factorytest.FaultStall, After: 100})
 	c := &imaging.Cache{Dir: t.TempDir(), Retries: -1, IdleTimeout: 200 * time.Millisecond}
 	_, err := c.Fetch(context.Background(), srv.Client(), srv.ImageURL("x", "v1.14.5", "metal-arm64.raw.xz"), "x/v1.14.5/metal-arm64.raw.xz", nil)
-	if code := exitCode(err); code != ExitNetwork {
-		t.Fatalf("stalled download %v: exit %d, want %d", err, code, ExitNetwork)
+	if code := exitCode(err); code != contract.ExitNetwork {
+		t.Fatalf("stalled download %v: exit %d, want %d", err, code, contract.ExitNetwork)
 	}
 }
 
@@ -54,11 +50,11 @@ func TestClassifyInputsAndStorage(t *testing.T) {
 		err  error
 		code int
 	}{
-		{fmt.Errorf("image x: %w: it is a bzip2 file", imaging.ErrUnsupportedImage), ExitImage},
-		{&imaging.CacheError{Path: "/ro/cache", Err: syscall.EROFS}, ExitStorage},
-		{fmt.Errorf("verify: read target at byte 5: EOF; %w", imaging.ErrIncomplete), ExitWrite},
-		{fmt.Errorf("profile x: %w v1.99.0", factory.ErrUnknownVersion), ExitUsage},
-		{fmt.Errorf("profile x: %w", factory.ErrUnknownExtension), ExitUsage},
+		{fmt.Errorf("image x: %w: it is a bzip2 file", imaging.ErrUnsupportedImage), contract.ExitImage},
+		{&imaging.CacheError{Path: "/ro/cache", Err: syscall.EROFS}, contract.ExitStorage},
+		{fmt.Errorf("verify: read target at byte 5: EOF; %w", imaging.ErrIncomplete), contract.ExitWrite},
+		{fmt.Errorf("profile x: %w v1.99.0", factory.ErrUnknownVersion), contract.ExitUsage},
+		{fmt.Errorf("profile x: %w", factory.ErrUnknownExtension), contract.ExitUsage},
 	} {
 		if got := exitCode(c.err); got != c.code {
 			t.Errorf("%v: exit %d, want %d", c.err, got, c.code)
@@ -88,9 +84,9 @@ func TestClassifyStreamedDownloadEveryTryFailed(t *testing.T) {
 		if err == nil {
 			err = cards[0].Err
 		}
-		want := ExitOK
+		want := contract.ExitOK
 		if always {
-			want = ExitNetwork
+			want = contract.ExitNetwork
 		}
 		if code := exitCode(err); code != want {
 			t.Fatalf("reset on every try=%v: exit %d, want %d (%v)", always, code, want, err)

@@ -71,13 +71,13 @@ func Main(args []string, env Env) int {
 	defer stop()
 	err := run(ctx, args, env)
 	if err == nil {
-		return ExitOK
+		return contract.ExitOK
 	}
 	if errors.Is(err, flag.ErrHelp) {
-		return ExitOK
+		return contract.ExitOK
 	}
 	code := exitCode(err)
-	if s, ok := caught().(syscall.Signal); ok && code == ExitInterrupted {
+	if s, ok := caught().(syscall.Signal); ok && code == contract.ExitInterrupted {
 		code = 128 + int(s) // 130 SIGINT, 143 SIGTERM, 129 SIGHUP, as shells report them
 	}
 	fmt.Fprintf(env.Stderr, "talosflash: %s\n", oneLine(err.Error()))
@@ -230,7 +230,7 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 			}
 			return err
 		}
-		return withCode(ExitUsage, fmt.Errorf("%s: %w%s (see: talosflash %s -h)", fs.Name(), err, flagSuggestion(fs, err), fs.Name()))
+		return withCode(contract.ExitUsage, fmt.Errorf("%s: %w%s (see: talosflash %s -h)", fs.Name(), err, flagSuggestion(fs, err), fs.Name()))
 	}
 	if fs.NArg() > 0 {
 		return usageErrorf("%s: unexpected argument %q", fs.Name(), fs.Arg(0))

@@ -19,10 +19,12 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/factory/factorytest"
 	"github.com/talosflash/talosflash/imaging"
 	"github.com/talosflash/talosflash/imaging/imagetest"
+	"github.com/talosflash/talosflash/internal/testkit"
 	"github.com/talosflash/talosflash/node/nodetest"
 )
 
@@ -91,9 +93,9 @@ func TestFlashRoleToFileThenFromCache(t *testing.T) {
 	cache := filepath.Join(dir, "cache")
 	target := filepath.Join(dir, "card.img")
 
-	code, stdout, stderr := cliRun(t, "--flash", "--role", "worker", "--device", target, "--yes", "--json",
+	code, stdout, stderr := cliRun(t, "--flash", "--role", "worker", "--device", target, "--yes", "--create-file", "--json",
 		"--factory", srv.URL, "--cache-dir", cache)
-	if code != ExitOK {
+	if code != contract.ExitOK {
 		t.Fatalf("exit %d, stderr: %s\nstdout: %s", code, stderr, stdout)
 	}
 	if got := imagetest.FileSHA256(t, target, imageSize); got != fx.SHA256 {
@@ -130,9 +132,9 @@ func TestFlashRoleToFileThenFromCache(t *testing.T) {
 		t.Fatalf("served %d bytes, image is %d", served, len(fx.XZ))
 	}
 	target2 := filepath.Join(dir, "card2.img")
-	code, _, stderr = cliRun(t, "--flash", "--role", "worker", "--device", target2, "--yes",
+	code, _, stderr = cliRun(t, "--flash", "--role", "worker", "--device", target2, "--yes", "--create-file",
 		"--factory", srv.URL, "--cache-dir", cache)
-	if code != ExitOK {
+	if code != contract.ExitOK {
 		t.Fatalf("second flash exit %d: %s", code, stderr)
 	}
 	if srv.BytesServed() != served {
@@ -147,8 +149,8 @@ func TestFlashControlplaneWarnsAboutNewt(t *testing.T) {
 	srv, _ := fakeFactory(t)
 	dir := t.TempDir()
 	code, stdout, stderr := cliRun(t, "--flash", "--role", "controlplane", "--device", filepath.Join(dir, "cp.img"),
-		"--yes", "--json", "--factory", srv.URL, "--cache-dir", dir)
-	if code != ExitOK {
+		"--yes", "--create-file", "--json", "--factory", srv.URL, "--cache-dir", dir)
+	if code != contract.ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	w := lastEvent(jsonEvents(t, stdout), "warning")
@@ -164,9 +166,9 @@ func TestFlashInstallerRefAndFile(t *testing.T) {
 	ref := "factory.talos.dev/metal-installer/" + workerID + ":" + factory.DefaultTalosVersion
 
 	target := filepath.Join(dir, "a.img")
-	code, _, stderr := cliRun(t, "--flash", "--installer", ref, "--device", target, "--yes",
+	code, _, stderr := cliRun(t, "--flash", "--installer", ref, "--device", target, "--yes", "--create-file",
 		"--factory", srv.URL, "--cache-dir", dir)
-	if code != ExitOK {
+	if code != contract.ExitOK {
 		t.Fatalf("installer ref: exit %d: %s", code, stderr)
 	}
 	if imagetest.FileSHA256(t, target, imageSize) != fx.SHA256 {
@@ -176,9 +178,9 @@ func TestFlashInstallerRefAndFile(t *testing.T) {
 	inst := filepath.Join(dir, "installer-worker.yaml")
 	os.WriteFile(inst, []byte("machine:\n  install:\n    image: "+ref+"\n"), 0o644)
 	target = filepath.Join(dir, "b.img")
-	code, _, stderr = cliRun(t, "--flash", "--installer-file", inst, "--device", target, "--yes",
+	code, _, stderr = cliRun(t, "--flash", "--installer-file", inst, "--device", target, "--yes", "--create-file",
 		"--factory", srv.URL, "--cache-dir", dir)
-	if code != ExitOK {
+	if code != contract.ExitOK {
 		t.Fatalf("installer file: exit %d: %s", code, stderr)
 	}
 	if imagetest.FileSHA256(t, target, imageSize) != fx.SHA256 {
@@ -197,8 +199,8 @@ func TestFlashLoopDevice(t *testing.T) {
 	// A loop device is refused unless named explicitly for testing.
 	code, _, stderr := cliRun(t, "--flash", "--role", "worker", "--device", loop, "--yes",
 		"--factory", srv.URL, "--cache-dir", dir)
-	if code != ExitDevice || !strings.Contains(stderr, "--allow-loop") {
-		t.Fatalf("loop without --allow-loop: exit %d, want %d and the flag named: %s", code, ExitDevice, stderr)
+	if code != contract.ExitDevice || !strings.Contains(stderr, "--allow-loop") {
+		t.Fatalf("loop without --allow-loop: exit %d, want %d and the flag named: %s", code, contract.ExitDevice, stderr)
 	}
 	if srv.BytesServed() != 0 {
 		t.Fatal("a refused device must be refused before downloading")
@@ -206,7 +208,7 @@ func TestFlashLoopDevice(t *testing.T) {
 
 	code, stdout, stderr := cliRun(t, "--flash", "--role", "worker", "--device", loop, "--yes", "--allow-loop", "--json",
 		"--factory", srv.URL, "--cache-dir", dir)
-	if code != ExitOK {
+	if code != contract.ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	if got := imagetest.FileSHA256(t, loop, imageSize); got != fx.SHA256 {
@@ -232,29 +234,29 @@ func TestExitCodes(t *testing.T) {
 		code int
 		msg  string
 	}{
-		{"no command", nil, ExitUsage, "no command"},
-		{"unknown command", []string{"frobnicate"}, ExitUsage, "unknown command"},
-		{"bad flag", []string{"--flash", "--colour"}, ExitUsage, "flag provided but not defined"},
-		{"no device", []string{"--flash", "--role", "worker"}, ExitUsage, "--device is required"},
-		{"unknown role", append([]string{"--flash", "--role", "master", "--device", card, "--yes"}, common...), ExitUsage, `unknown profile "master"`},
-		{"bad profile yaml", append([]string{"--flash", "--role", "edge", "--profiles", badProfiles, "--device", card, "--yes"}, common...), ExitUsage, `unknown field "extension"`},
-		{"unknown extension", []string{"schematic", "--role", "worker", "--profiles", writeFile(t, dir, "p2.yaml", "profiles:\n  - name: worker\n    overlay: {image: siderolabs/sbc-raspberrypi, name: rpi_generic}\n    extensions: [siderolabs/newtt]\n"), "--register", "--factory", srv.URL}, ExitUsage, "did you mean siderolabs/newt"},
-		{"bad version", append([]string{"--flash", "--role", "worker", "--version", "1.x", "--device", card, "--yes"}, common...), ExitUsage, "version"},
-		{"two sources", append([]string{"--flash", "--role", "worker", "--image", notXZ, "--device", card, "--yes"}, common...), ExitUsage, "exactly one"},
-		{"no tty no yes", append([]string{"--flash", "--role", "worker", "--device", card}, common...), ExitUsage, "--yes"},
-		{"bad installer ref", append([]string{"--flash", "--installer", "ghcr.io/siderolabs/installer:v1.14.5", "--device", card, "--yes"}, common...), ExitUsage, "installer"},
-		{"directory device", append([]string{"--flash", "--role", "worker", "--device", dir, "--yes"}, common...), ExitDevice, "directory"},
-		{"missing device", append([]string{"--flash", "--role", "worker", "--device", "/dev/talosflash-nope", "--yes"}, common...), ExitDevice, "talosflash-nope"},
-		{"system disk", append([]string{"--flash", "--role", "worker", "--device", rootDisk(t), "--yes"}, common...), ExitDevice, "refusing"},
-		{"factory down", []string{"--flash", "--role", "worker", "--device", card, "--yes", "--factory", "http://127.0.0.1:1", "--cache-dir", dir}, ExitNetwork, "127.0.0.1:1"},
-		{"unknown version on factory", append([]string{"--flash", "--role", "worker", "--version", "v1.99.0", "--device", card, "--yes"}, common...), ExitUsage, "v1.99.0"},
-		{"corrupt image", []string{"--flash", "--image", notXZ, "--device", card, "--yes"}, ExitImage, "xz"},
-		{"apply no file", []string{"apply", "--node", "127.0.0.1"}, ExitUsage, "--file"},
-		{"apply bad mode", []string{"apply", "--node", "127.0.0.1", "--file", notXZ, "--mode", "sometimes"}, ExitUsage, "mode"},
-		{"apply not a config", []string{"apply", "--node", "127.0.0.1", "--file", notXZ}, ExitConfig, "config"},
-		{"apply huge config", []string{"apply", "--node", "127.0.0.1", "--file", writeFile(t, dir, "huge.yaml", strings.Repeat("# padding\n", 500000))}, ExitConfig, "too large"},
-		{"apply directory config", []string{"apply", "--node", "127.0.0.1", "--file", dir}, ExitUsage, "directory"},
-		{"nodes bad subnet", []string{"nodes", "--subnet", "10.0.0.0/99"}, ExitUsage, "subnet"},
+		{"no command", nil, contract.ExitUsage, "no command"},
+		{"unknown command", []string{"frobnicate"}, contract.ExitUsage, "unknown command"},
+		{"bad flag", []string{"--flash", "--colour"}, contract.ExitUsage, "flag provided but not defined"},
+		{"no device", []string{"--flash", "--role", "worker"}, contract.ExitUsage, "--device is required"},
+		{"unknown role", append([]string{"--flash", "--role", "master", "--device", card, "--yes", "--create-file"}, common...), contract.ExitUsage, `unknown profile "master"`},
+		{"bad profile yaml", append([]string{"--flash", "--role", "edge", "--profiles", badProfiles, "--device", card, "--yes", "--create-file"}, common...), contract.ExitUsage, `unknown field "extension"`},
+		{"unknown extension", []string{"schematic", "--role", "worker", "--profiles", testkit.WriteFile(t, dir, "p2.yaml", "profiles:\n  - name: worker\n    overlay: {image: siderolabs/sbc-raspberrypi, name: rpi_generic}\n    extensions: [siderolabs/newtt]\n"), "--register", "--factory", srv.URL}, contract.ExitUsage, "did you mean siderolabs/newt"},
+		{"bad version", append([]string{"--flash", "--role", "worker", "--version", "1.x", "--device", card, "--yes", "--create-file"}, common...), contract.ExitUsage, "version"},
+		{"two sources", append([]string{"--flash", "--role", "worker", "--image", notXZ, "--device", card, "--yes", "--create-file"}, common...), contract.ExitUsage, "exactly one"},
+		{"no tty no yes", append([]string{"--flash", "--role", "worker", "--device", card, "--create-file"}, common...), contract.ExitUsage, "--yes"},
+		{"bad installer ref", append([]string{"--flash", "--installer", "ghcr.io/siderolabs/installer:v1.14.5", "--device", card, "--yes", "--create-file"}, common...), contract.ExitUsage, "installer"},
+		{"directory device", append([]string{"--flash", "--role", "worker", "--device", dir, "--yes"}, common...), contract.ExitDevice, "directory"},
+		{"missing device", append([]string{"--flash", "--role", "worker", "--device", "/dev/talosflash-nope", "--yes"}, common...), contract.ExitUsage, "talosflash-nope does not exist"},
+		{"system disk", append([]string{"--flash", "--role", "worker", "--device", rootDisk(t), "--yes"}, common...), contract.ExitDevice, "refusing"},
+		{"factory down", []string{"--flash", "--role", "worker", "--device", card, "--yes", "--create-file", "--factory", "http://127.0.0.1:1", "--cache-dir", dir}, contract.ExitNetwork, "127.0.0.1:1"},
+		{"unknown version on factory", append([]string{"--flash", "--role", "worker", "--version", "v1.99.0", "--device", card, "--yes", "--create-file"}, common...), contract.ExitUsage, "v1.99.0"},
+		{"corrupt image", []string{"--flash", "--image", notXZ, "--device", card, "--yes", "--create-file"}, contract.ExitImage, "xz"},
+		{"apply no file", []string{"apply", "--node", "127.0.0.1"}, contract.ExitUsage, "--file"},
+		{"apply bad mode", []string{"apply", "--node", "127.0.0.1", "--file", notXZ, "--mode", "sometimes"}, contract.ExitUsage, "mode"},
+		{"apply not a config", []string{"apply", "--node", "127.0.0.1", "--file", notXZ}, contract.ExitConfig, "config"},
+		{"apply huge config", []string{"apply", "--node", "127.0.0.1", "--file", testkit.WriteFile(t, dir, "huge.yaml", strings.Repeat("# padding\n", 500000))}, contract.ExitConfig, "too large"},
+		{"apply directory config", []string{"apply", "--node", "127.0.0.1", "--file", dir}, contract.ExitUsage, "directory"},
+		{"nodes bad subnet", []string{"nodes", "--subnet", "10.0.0.0/99"}, contract.ExitUsage, "subnet"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -303,15 +305,12 @@ func rootDisk(t *testing.T) string {
 func TestApplyConfig(t *testing.T) {
 	srv := nodetest.Start(t, nodetest.Options{})
 	dir := t.TempDir()
-	worker, err := os.ReadFile("../../node/testdata/worker.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	worker := testkit.Testdata(t, "worker.yaml")
 	file := filepath.Join(dir, "worker.yaml")
 	os.WriteFile(file, worker, 0o600)
 
 	code, stdout, stderr := cliRun(t, "apply", "--node", srv.Addr(), "--file", file, "--role", "worker", "--dry-run")
-	if code != ExitOK {
+	if code != contract.ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	reqs := srv.Requests()
@@ -325,8 +324,8 @@ func TestApplyConfig(t *testing.T) {
 	// The incident: a node flashed as controlplane (Newt inside) gets a config
 	// without the newt ExtensionServiceConfig -> refused before sending.
 	code, _, stderr = cliRun(t, "apply", "--node", srv.Addr(), "--file", file, "--role", "controlplane")
-	if code != ExitConfig {
-		t.Fatalf("newt without ESC: exit %d, want %d: %s", code, ExitConfig, stderr)
+	if code != contract.ExitConfig {
+		t.Fatalf("newt without ESC: exit %d, want %d: %s", code, contract.ExitConfig, stderr)
 	}
 	if !strings.Contains(stderr, "newt") {
 		t.Fatalf("stderr lacks the newt finding: %s", stderr)
@@ -337,8 +336,8 @@ func TestApplyConfig(t *testing.T) {
 
 	// Nothing listens: a network error.
 	code, _, stderr = cliRun(t, "apply", "--node", "127.0.0.1:1", "--file", file, "--role", "worker")
-	if code != ExitNetwork {
-		t.Fatalf("closed port: exit %d, want %d: %s", code, ExitNetwork, stderr)
+	if code != contract.ExitNetwork {
+		t.Fatalf("closed port: exit %d, want %d: %s", code, contract.ExitNetwork, stderr)
 	}
 }
 
@@ -346,7 +345,7 @@ func TestNodesFindsTestServer(t *testing.T) {
 	srv := nodetest.Start(t, nodetest.Options{Addr: "127.0.0.1:0"})
 	port := srv.Port()
 	code, stdout, stderr := cliRun(t, "nodes", "--subnet", "127.0.0.1/32", "--port", strconv.Itoa(port), "--json")
-	if code != ExitOK {
+	if code != contract.ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	var nodes []map[string]any
@@ -356,15 +355,6 @@ func TestNodesFindsTestServer(t *testing.T) {
 	if len(nodes) != 1 || nodes[0]["maintenance"] != true {
 		t.Fatalf("nodes %v; want the one maintenance test server", nodes)
 	}
-}
-
-func writeFile(t *testing.T, dir, name, data string) string {
-	t.Helper()
-	p := filepath.Join(dir, name)
-	if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
 }
 
 // A second card flashes from the cache with the factory gone: no
@@ -378,9 +368,9 @@ func TestFlashFromCacheWithFactoryDown(t *testing.T) {
 			srv.Close()
 		}
 		target := filepath.Join(dir, card)
-		code, _, stderr := cliRun(t, "--flash", "--role", "worker", "--device", target, "--yes",
+		code, _, stderr := cliRun(t, "--flash", "--role", "worker", "--device", target, "--yes", "--create-file",
 			"--factory", srv.URL, "--cache-dir", cache)
-		if code != ExitOK {
+		if code != contract.ExitOK {
 			t.Fatalf("%s: exit %d: %s", card, code, stderr)
 		}
 		if got := imagetest.FileSHA256(t, target, imageSize); got != fx.SHA256 {
@@ -391,10 +381,10 @@ func TestFlashFromCacheWithFactoryDown(t *testing.T) {
 		}
 	}
 	// And without the cache entry the factory is needed: a network error.
-	code, _, stderr := cliRun(t, "--flash", "--role", "controlplane", "--device", filepath.Join(dir, "card3.img"), "--yes",
+	code, _, stderr := cliRun(t, "--flash", "--role", "controlplane", "--device", filepath.Join(dir, "card3.img"), "--yes", "--create-file",
 		"--factory", srv.URL, "--cache-dir", cache)
-	if code != ExitNetwork {
-		t.Fatalf("uncached image with the factory down: exit %d, want %d: %s", code, ExitNetwork, stderr)
+	if code != contract.ExitNetwork {
+		t.Fatalf("uncached image with the factory down: exit %d, want %d: %s", code, contract.ExitNetwork, stderr)
 	}
 }
 
@@ -423,9 +413,9 @@ func TestFlashInstallerRefOfBuiltinRoleOffline(t *testing.T) {
 
 	dir := t.TempDir()
 	cache := filepath.Join(dir, "cache")
-	code, _, stderr := cliRun(t, "--flash", "--role", "worker", "--device", filepath.Join(dir, "card1.img"), "--yes",
+	code, _, stderr := cliRun(t, "--flash", "--role", "worker", "--device", filepath.Join(dir, "card1.img"), "--yes", "--create-file",
 		"--factory", front.URL, "--cache-dir", cache)
-	if code != ExitOK {
+	if code != contract.ExitOK {
 		t.Fatalf("first card: exit %d: %s", code, stderr)
 	}
 	silent.Store(true)
@@ -433,9 +423,9 @@ func TestFlashInstallerRefOfBuiltinRoleOffline(t *testing.T) {
 	id, _ := worker.SchematicID()
 	ref := strings.TrimPrefix(front.URL, "http://") + "/metal-installer/" + id + ":" + factory.DefaultTalosVersion
 	card2 := filepath.Join(dir, "card2.img")
-	code, _, stderr = cliRun(t, "--flash", "--installer", ref, "--device", card2, "--yes",
+	code, _, stderr = cliRun(t, "--flash", "--installer", ref, "--device", card2, "--yes", "--create-file",
 		"--factory", front.URL, "--cache-dir", cache)
-	if code != ExitOK {
+	if code != contract.ExitOK {
 		t.Fatalf("second card: exit %d: %s", code, stderr)
 	}
 	if got := imagetest.FileSHA256(t, card2, imageSize); got != fx.SHA256 {
@@ -473,9 +463,9 @@ func TestFlashRefusesSymlinkedCacheDirOffline(t *testing.T) {
 		t.Fatal(err)
 	}
 	card := filepath.Join(dir, "card.img")
-	code, _, stderr := cliRun(t, "--flash", "--role", "worker", "--device", card, "--yes", "--factory", offline, "--cache-dir", cache)
-	if code != ExitStorage || !strings.Contains(stderr, "symbolic link") {
-		t.Fatalf("exit %d, want %d naming the link: %s", code, ExitStorage, stderr)
+	code, _, stderr := cliRun(t, "--flash", "--role", "worker", "--device", card, "--yes", "--create-file", "--factory", offline, "--cache-dir", cache)
+	if code != contract.ExitStorage || !strings.Contains(stderr, "symbolic link") {
+		t.Fatalf("exit %d, want %d naming the link: %s", code, contract.ExitStorage, stderr)
 	}
 	if _, err := os.Stat(card); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("card written: %v", err)

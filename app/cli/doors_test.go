@@ -7,7 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/factory"
+	"github.com/talosflash/talosflash/internal/testkit"
 )
 
 // doorCase is one way of choosing an image on flash's command line, for
@@ -39,13 +41,13 @@ var doors = []doorCase{
 		if role == "controlplane" {
 			exts = "\n    extensions: [siderolabs/newt]"
 		}
-		p := writeFile(t, dir, "profiles-"+role+".yaml", "profiles:\n  - name: my-"+role+
+		p := testkit.WriteFile(t, dir, "profiles-"+role+".yaml", "profiles:\n  - name: my-"+role+
 			"\n    overlay: {image: siderolabs/sbc-raspberrypi, name: rpi_generic}"+exts+"\n")
 		return []string{"--role", "my-" + role, "--profiles", p}
 	}},
 	{"installer ref", func(_ *testing.T, _, role string) []string { return []string{"--installer", roleRef(role)} }},
 	{"installer file", func(t *testing.T, dir, role string) []string {
-		f := writeFile(t, dir, "installer-"+role+".yaml", "machine:\n  install:\n    image: "+roleRef(role)+"\n")
+		f := testkit.WriteFile(t, dir, "installer-"+role+".yaml", "machine:\n  install:\n    image: "+roleRef(role)+"\n")
 		return []string{"--installer-file", f}
 	}},
 	{"local image recognised", func(t *testing.T, dir, role string) []string {
@@ -87,7 +89,7 @@ func TestFlashDoorTable(t *testing.T) {
 				t.Run(d.door+"/"+imageRole+" image/"+nodeRole+" node", func(t *testing.T) {
 					srv, fx := talosFactory(t)
 					dir := t.TempDir()
-					inv := testInventory(t, dir)
+					inv := testkit.Inventory{Configs: true}.Write(t, dir)
 					card := filepath.Join(dir, "card.img")
 					before := bytes.Repeat([]byte("old card "), 4096)
 					if err := os.WriteFile(card, before, 0o600); err != nil {
@@ -100,7 +102,7 @@ func TestFlashDoorTable(t *testing.T) {
 					}
 					code, _, stderr := cliRun(t, args...)
 					if imageRole == nodeRole {
-						if code != ExitOK || !strings.Contains(stderr, "Card ready: "+n.host) {
+						if code != contract.ExitOK || !strings.Contains(stderr, "Card ready: "+n.host) {
 							t.Fatalf("the node's own image: exit %d: %s", code, stderr)
 						}
 						checkNodeCard(t, card, fx, n.host, n.addr, nodeRole, roleID(nodeRole))
@@ -111,8 +113,8 @@ func TestFlashDoorTable(t *testing.T) {
 						want += "my-"
 					}
 					want += imageRole + " image (schematic " + roleID(imageRole)[:12] + "…); the inventory says " + n.host + " is a " + nodeRole
-					if code != ExitUsage || !strings.Contains(stderr, want) || strings.Contains(stderr, "Card ready") {
-						t.Fatalf("exit %d, want %d with %q: %s", code, ExitUsage, want, stderr)
+					if code != contract.ExitUsage || !strings.Contains(stderr, want) || strings.Contains(stderr, "Card ready") {
+						t.Fatalf("exit %d, want %d with %q: %s", code, contract.ExitUsage, want, stderr)
 					}
 					if after, _ := os.ReadFile(card); !bytes.Equal(after, before) {
 						t.Fatal("the card was touched")
@@ -135,7 +137,7 @@ func TestFlashDoorTable(t *testing.T) {
 func TestFlashInventoryUnknownLocalImage(t *testing.T) {
 	srv, fx := talosFactory(t)
 	dir := t.TempDir()
-	inv := testInventory(t, dir)
+	inv := testkit.Inventory{Configs: true}.Write(t, dir)
 	img := filepath.Join(dir, "talos.raw.xz")
 	if err := os.WriteFile(img, fx.XZ, 0o600); err != nil {
 		t.Fatal(err)
@@ -147,7 +149,7 @@ func TestFlashInventoryUnknownLocalImage(t *testing.T) {
 	}
 	args := []string{"--flash", "--inventory", inv, "--hostname", "worker-1", "--image", img, "--device", card, "--yes", "--factory", srv.URL}
 	code, _, stderr := cliRun(t, args...)
-	if code != ExitUsage || !strings.Contains(stderr, "--image "+img+" is of unknown content") ||
+	if code != contract.ExitUsage || !strings.Contains(stderr, "--image "+img+" is of unknown content") ||
 		!strings.Contains(stderr, "the inventory says worker-1 is a worker") || !strings.Contains(stderr, "--allow-unknown-image") {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -156,7 +158,7 @@ func TestFlashInventoryUnknownLocalImage(t *testing.T) {
 	}
 
 	code, _, stderr = cliRun(t, append(args, "--allow-unknown-image")...)
-	if code != ExitOK || !strings.Contains(stderr, "names no profile") {
+	if code != contract.ExitOK || !strings.Contains(stderr, "names no profile") {
 		t.Fatalf("--allow-unknown-image: exit %d: %s", code, stderr)
 	}
 	checkNodeCard(t, card, fx, "worker-1", "127.0.0.22/8", "", "")
@@ -168,7 +170,7 @@ func TestFlashInventoryUnknownLocalImage(t *testing.T) {
 func TestFlashInventoryForeignNewtSchematic(t *testing.T) {
 	srv, _ := talosFactory(t)
 	dir := t.TempDir()
-	inv := testInventory(t, dir)
+	inv := testkit.Inventory{Configs: true}.Write(t, dir)
 	// A schematic of no profile (newt + another extension), pasted into the
 	// installer file's comments as `talosflash schematic` prints it.
 	p := factory.BuiltinProfiles()[0]
@@ -182,14 +184,14 @@ func TestFlashInventoryForeignNewtSchematic(t *testing.T) {
 		t.Fatal(err)
 	}
 	comments := "# " + strings.ReplaceAll(strings.TrimSpace(string(y)), "\n", "\n# ") + "\n"
-	f := writeFile(t, dir, "installer-edge.yaml", comments+"machine:\n  install:\n    image: factory.talos.dev/metal-installer/"+id+":"+factory.DefaultTalosVersion+"\n")
+	f := testkit.WriteFile(t, dir, "installer-edge.yaml", comments+"machine:\n  install:\n    image: factory.talos.dev/metal-installer/"+id+":"+factory.DefaultTalosVersion+"\n")
 	card := filepath.Join(dir, "card.img")
 	if err := os.WriteFile(card, []byte("old card"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	code, _, stderr := cliRun(t, "--flash", "--inventory", inv, "--hostname", "worker-1", "--installer-file", f, "--allow-unknown-image",
 		"--device", card, "--yes", "--factory", srv.URL, "--cache-dir", filepath.Join(dir, "cache"))
-	if code != ExitUsage || !strings.Contains(stderr, "includes siderolabs/newt, which the node's profile does not; the inventory says worker-1 is a worker") {
+	if code != contract.ExitUsage || !strings.Contains(stderr, "includes siderolabs/newt, which the node's profile does not; the inventory says worker-1 is a worker") {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	if after, _ := os.ReadFile(card); string(after) != "old card" {

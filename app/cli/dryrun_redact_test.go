@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/talosflash/talosflash/app/contract"
+	"github.com/talosflash/talosflash/internal/testkit"
 	"github.com/talosflash/talosflash/node/nodetest"
 )
 
@@ -14,10 +16,7 @@ import (
 // extraArg value with punctuation and a key named like a token. None may
 // show, in any 12-character piece, whatever it looks like.
 func TestDryRunNeverPrintsConfigValues(t *testing.T) {
-	base, err := os.ReadFile("../../node/testdata/worker.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	base := testkit.Testdata(t, "worker.yaml")
 	header := `p@ss#Wd!9Lk$2Qz%8Rt&4Yh`
 	basic := "Basic dXNlcjpwYXNzMTI"
 	argVal := "x;y=Qm4!tR7#pL2&vZ9@kW"
@@ -35,7 +34,7 @@ func TestDryRunNeverPrintsConfigValues(t *testing.T) {
 		{"apply", "--node", srv.Addr(), "--file", file, "--dry-run", "--json"},
 	} {
 		code, stdout, stderr := cliRun(t, args...)
-		if code != ExitOK {
+		if code != contract.ExitOK {
 			t.Fatalf("%v: exit %d: %s", args, code, stderr)
 		}
 		if !strings.Contains(stdout, "extraManifestHeaders") || !strings.Contains(stdout, "hostname: worker-1") {

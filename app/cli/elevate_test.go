@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/app/elevate"
 	"github.com/talosflash/talosflash/imaging"
 )
@@ -18,24 +19,24 @@ import (
 // The elevated child's failure ends the parent with the child's code and
 // words; rights not granted and a child that can't start are "device".
 func TestElevatedChildExitCodes(t *testing.T) {
-	err := fmt.Errorf("flash: %w", &elevate.Error{Code: ExitVerify, Message: "verify mismatch at offset 4096", Reported: true})
-	if exitCode(err) != ExitVerify || !strings.HasSuffix(err.Error(), ": verify mismatch at offset 4096") {
+	err := fmt.Errorf("flash: %w", &elevate.Error{Code: contract.ExitVerify, Message: "verify mismatch at offset 4096", Reported: true})
+	if exitCode(err) != contract.ExitVerify || !strings.HasSuffix(err.Error(), ": verify mismatch at offset 4096") {
 		t.Fatalf("verify child: code %d err %v", exitCode(err), err)
 	}
-	if c := exitCode(&elevate.Error{Code: 126, Message: "not authorized", NotGranted: true}); c != ExitDevice {
+	if c := exitCode(&elevate.Error{Code: 126, Message: "not authorized", NotGranted: true}); c != contract.ExitDevice {
 		t.Fatalf("denied child: code %d", c)
 	}
-	if c := exitCode(&elevate.Error{Code: 3, Message: "boom"}); c != ExitWrite {
+	if c := exitCode(&elevate.Error{Code: 3, Message: "boom"}); c != contract.ExitWrite {
 		t.Fatalf("child exit 3 without a report: code %d", c)
 	}
-	if c := exitCode(fmt.Errorf("%w: no pkexec", elevate.ErrStart)); c != ExitDevice {
+	if c := exitCode(fmt.Errorf("%w: no pkexec", elevate.ErrStart)); c != contract.ExitDevice {
 		t.Fatalf("child not started: code %d", c)
 	}
 }
 
 // The elevated child's exit codes mean to the GUI what they mean here.
 func TestElevateErrorMatchesExitCodes(t *testing.T) {
-	for code, target := range map[int]error{ExitVerify: imaging.ErrVerifyMismatch, ExitWrite: imaging.ErrIncomplete, ExitImage: imaging.ErrCorruptImage, ExitInterrupted: context.Canceled} {
+	for code, target := range map[int]error{contract.ExitVerify: imaging.ErrVerifyMismatch, contract.ExitWrite: imaging.ErrIncomplete, contract.ExitImage: imaging.ErrCorruptImage, contract.ExitInterrupted: context.Canceled} {
 		err := &elevate.Error{Code: code, Message: "x", Reported: true}
 		if !errors.Is(err, target) {
 			t.Errorf("child exit %d does not match %v", code, target)

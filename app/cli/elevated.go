@@ -11,14 +11,16 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/app/elevate"
 	"github.com/talosflash/talosflash/imaging"
 )
 
-// ElevatedFileTargets lets the elevated child write regular files, as the
-// unprivileged flash does. Tests only (their child runs as the test user on
-// files): no flag or environment variable sets it, so the root child of a
-// real run writes block devices only.
+// ElevatedFileTargets lets the elevated child write regular files, new ones
+// included (the unprivileged flash creates one only with --create-file,
+// which is no flag of the child). Tests only (their child runs as the test
+// user on files): no flag or environment variable sets it, so the root
+// child of a real run writes block devices only.
 var ElevatedFileTargets = false
 
 // checkElevated is the root child's gate, before it opens, reads or creates
@@ -67,7 +69,7 @@ func checkElevated(fs *flag.FlagSet, f *flashFlags) error {
 		img, err = openAsInvoker(imaging.FollowedPath(f.image)) // renamed into place meanwhile: the same file
 	}
 	if err != nil {
-		return withCode(ExitUsage, fmt.Errorf("--elevated: image: %w", err))
+		return withCode(contract.ExitUsage, fmt.Errorf("--elevated: image: %w", err))
 	}
 	f.imageFile, f.imageName = img, f.image
 	f.image = fdPath(img)
@@ -93,7 +95,7 @@ func elevatedTarget(d string) error {
 	}
 	fi, err := os.Stat(d)
 	if err != nil {
-		return withCode(ExitUsage, fmt.Errorf("--elevated: --device: %w", err))
+		return withCode(contract.ExitUsage, fmt.Errorf("--elevated: --device: %w", err))
 	}
 	if fi.Mode()&os.ModeDevice == 0 || fi.Mode()&os.ModeCharDevice != 0 {
 		return usageErrorf("--elevated: --device %s is not a block device (%v)", d, fi.Mode().Type())

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/imaging/imagetest"
 )
 
@@ -111,8 +112,8 @@ func TestElevatedChildRefuses(t *testing.T) {
 	for name, args := range cases {
 		t.Run(name, func(t *testing.T) {
 			code, out := mainWithin(t, args)
-			if code != ExitUsage {
-				t.Fatalf("exit %d, want %d (usage): %s", code, ExitUsage, out)
+			if code != contract.ExitUsage {
+				t.Fatalf("exit %d, want %d (usage): %s", code, contract.ExitUsage, out)
 			}
 			if strings.Contains(out, "SECRET") {
 				t.Fatalf("the output quotes the image: %s", out)
@@ -143,8 +144,8 @@ func TestPkexecRunsOnlyTheElevatedWrite(t *testing.T) {
 	}
 	leak := filepath.Join(dir, "leak.img")
 	code, out := mainWithin(t, []string{"--flash", "--image", img, "--device", leak, "--yes", "--force-raw", "--json"})
-	if code != ExitUsage {
-		t.Fatalf("exit %d, want %d: %s", code, ExitUsage, out)
+	if code != contract.ExitUsage {
+		t.Fatalf("exit %d, want %d: %s", code, contract.ExitUsage, out)
 	}
 	if _, err := os.Lstat(leak); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("%s was created", leak)
@@ -202,10 +203,10 @@ func TestElevatedChildReadsTheImageAsTheInvokingUser(t *testing.T) {
 		return []string{"--flash", "--elevated", "--image", image, "--device", dev, "--yes", "--json", "--allow-loop", "--force-non-removable"}
 	}
 	code, out := mainWithin(t, child(private))
-	if code != ExitUsage || !strings.Contains(out, "permission denied") || strings.Contains(out, "SECRET") {
-		t.Fatalf("root-only image: exit %d, want %d (permission denied): %s", code, ExitUsage, out)
+	if code != contract.ExitUsage || !strings.Contains(out, "permission denied") || strings.Contains(out, "SECRET") {
+		t.Fatalf("root-only image: exit %d, want %d (permission denied): %s", code, contract.ExitUsage, out)
 	}
-	if code, out = mainWithin(t, child(readable)); code != ExitOK {
+	if code, out = mainWithin(t, child(readable)); code != contract.ExitOK {
 		t.Fatalf("readable image: exit %d: %s", code, out)
 	}
 	if imagetest.FileSHA256(t, dev, fx.Size) != fx.SHA256 {

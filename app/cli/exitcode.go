@@ -9,22 +9,8 @@ import (
 	"github.com/talosflash/talosflash/app/elevate"
 )
 
-// Exit codes are part of the scripting interface (docs/JSON.md): app/contract
-// owns them; the elevated child and the desktop app exit with the same ones.
-const (
-	ExitOK          = contract.ExitOK
-	ExitFailure     = contract.ExitFailure
-	ExitUsage       = contract.ExitUsage
-	ExitNetwork     = contract.ExitNetwork
-	ExitVerify      = contract.ExitVerify
-	ExitDevice      = contract.ExitDevice
-	ExitWrite       = contract.ExitWrite
-	ExitConfig      = contract.ExitConfig
-	ExitApply       = contract.ExitApply
-	ExitImage       = contract.ExitImage
-	ExitStorage     = contract.ExitStorage
-	ExitInterrupted = contract.ExitInterrupted
-)
+// The exit codes are app/contract's Exit* (docs/JSON.md), the same for the
+// elevated child and the desktop app.
 
 // exitError carries the exit code chosen where the failure was understood.
 type exitError struct {
@@ -43,16 +29,16 @@ func withCode(code int, err error) error {
 }
 
 func usageErrorf(format string, args ...any) error {
-	return withCode(ExitUsage, fmt.Errorf(format, args...))
+	return withCode(contract.ExitUsage, fmt.Errorf(format, args...))
 }
 
 // exitCode maps an error to the documented exit codes.
 func exitCode(err error) int {
 	if err == nil {
-		return ExitOK
+		return contract.ExitOK
 	}
 	if errors.Is(err, context.Canceled) {
-		return ExitInterrupted
+		return contract.ExitInterrupted
 	}
 	var ee *exitError
 	if errors.As(err, &ee) {
@@ -64,7 +50,7 @@ func exitCode(err error) int {
 		return child.ExitCode()
 	}
 	if errors.Is(err, elevate.ErrStart) {
-		return ExitDevice
+		return contract.ExitDevice
 	}
 	return classify(err)
 }

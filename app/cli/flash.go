@@ -64,11 +64,11 @@ func (f *imageFlags) profile() (factory.Profile, error) {
 	}
 	p, err := factory.FindProfile(all, f.role)
 	if err != nil {
-		return factory.Profile{}, withCode(ExitUsage, err)
+		return factory.Profile{}, withCode(contract.ExitUsage, err)
 	}
 	if f.version != "" {
 		if err := factory.ValidateVersion(f.version); err != nil {
-			return factory.Profile{}, withCode(ExitUsage, err)
+			return factory.Profile{}, withCode(contract.ExitUsage, err)
 		}
 		p.TalosVersion = f.version
 	}
@@ -86,7 +86,7 @@ func loadProfiles(path string) ([]factory.Profile, error) {
 	}
 	all, err := factory.LoadProfiles(path)
 	if err != nil {
-		return nil, withCode(ExitUsage, err)
+		return nil, withCode(contract.ExitUsage, err)
 	}
 	return all, nil
 }
@@ -104,7 +104,7 @@ func (f *imageFlags) resolve(ctx context.Context, register bool) (*plan.Image, p
 	}
 	if f.image != "" {
 		if _, err := os.Stat(f.image); err != nil {
-			return nil, plan.Obligations{}, withCode(ExitUsage, fmt.Errorf("image file: %w", err))
+			return nil, plan.Obligations{}, withCode(contract.ExitUsage, fmt.Errorf("image file: %w", err))
 		}
 	}
 	im, obl, err := plan.ChooseImage(ctx, plan.Choice{
@@ -137,7 +137,7 @@ func choiceError(err error) error {
 	case errors.As(err, &conflict):
 		return usageErrorf("flash: %s", conflict.Describe(doorFlags[conflict.Door]))
 	case plan.IsChoiceError(err):
-		return withCode(ExitUsage, err)
+		return withCode(contract.ExitUsage, err)
 	}
 	return err
 }
@@ -149,6 +149,7 @@ type flashFlags struct {
 	noCache, noVerify bool
 	forceNonRemovable bool
 	allowLoop         bool
+	createFile        bool
 	forceRaw          bool
 	cacheDir          string
 	elevated          bool
@@ -175,6 +176,7 @@ func runFlash(ctx context.Context, args []string, env Env) error {
 	fs.BoolVar(&f.noVerify, "no-verify", false, "skip reading the card back (not recommended)")
 	fs.BoolVar(&f.forceNonRemovable, "force-non-removable", false, "allow a disk that is not removable (still never a system disk)")
 	fs.BoolVar(&f.allowLoop, "allow-loop", false, "allow a loop device as target (testing)")
+	fs.BoolVar(&f.createFile, "create-file", false, "write the image into a new file when --device does not exist (an existing file is written without it; never a bare disk name such as sdb: ./sdb is the file)")
 	fs.BoolVar(&f.forceRaw, "force-raw", false, "write an image that does not start like a disk (no MBR/GPT)")
 	fs.StringVar(&f.cacheDir, "cache-dir", "", "image cache directory (default: user cache dir)")
 	fs.BoolVar(&f.elevated, "elevated", false, "internal: this process is the privileged write step")
@@ -261,8 +263,9 @@ func (d *deviceList) Set(v string) error {
 // flash checks the devices, resolves the image, confirms, and runs the
 // shared flash job (app/plan.Flash).
 func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
-	// The root child never creates a file (elevated.go).
-	opts := devices.Options{ForceNonRemovable: f.forceNonRemovable, AllowLoop: f.allowLoop, CreateFile: !f.elevated || ElevatedFileTargets}
+	// A new file only when asked; the root child never creates one
+	// (elevated.go: --create-file is not a flag of it).
+	opts := devices.Options{ForceNonRemovable: f.forceNonRemovable, AllowLoop: f.allowLoop, CreateFile: f.createFile || f.elevated && ElevatedFileTargets}
 
 	// Safety first, before any download: a refused device costs nothing.
 	var disks []devices.Disk
@@ -397,12 +400,9 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 
 // resultEvent is a written card's "result" event (node: what was written
 // onto it, nil for none).
-func resultEvent(c imaging.Card, node *plan.CardMeta, im *plan.Image) contract.ResultEvent {
-	ev := contract.ResultEvent{
-		Device: c.Target, Bytes: c.Bytes, SHA256: c.SHA256, Verified: c.Verified,
-		VerifyMode: c.VerifyMode, Written: c.Written, Skipped: c.Skipped, Schematic: im.SchematicID, Version: im.Version,
-		Notes: c.Notes,
-	}
+func resultEvent(c imaging.CardResult, node *plan.CardMeta, im *plan.Image) contract.ResultEvent {
+	ev := contract.NewResultEvent(c)
+	ev.Schematic, ev.Version = im.SchematicID, im.Version
 	if node != nil {
 		ev.Node, ev.Address = node.Node, node.Address
 	}

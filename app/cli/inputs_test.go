@@ -17,9 +17,11 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/factory/factorytest"
 	"github.com/talosflash/talosflash/imaging/imagetest"
+	"github.com/talosflash/talosflash/internal/testkit"
 )
 
 // runBounded runs the CLI and fails the test if it has not returned within
@@ -65,13 +67,13 @@ func TestUserFilesRefuseDevicesAndFIFOs(t *testing.T) {
 	for _, src := range []string{"/dev/zero", fifo} {
 		for name, args := range map[string][]string{
 			"apply --file":     {"apply", "--node", "127.0.0.1", "--file", src},
-			"--installer-file": {"--flash", "--installer-file", src, "--device", card, "--yes", "--factory", "http://127.0.0.1:1"},
+			"--installer-file": {"--flash", "--installer-file", src, "--device", card, "--yes", "--create-file", "--factory", "http://127.0.0.1:1"},
 			"--profiles":       {"profiles", "--profiles", src},
 		} {
 			t.Run(name+" "+filepath.Base(src), func(t *testing.T) {
 				code, stderr := runBounded(t, 10*time.Second, unblock, args...)
-				if code != ExitUsage || !strings.Contains(stderr, "not a regular file") {
-					t.Fatalf("exit %d, want %d with 'not a regular file': %s", code, ExitUsage, stderr)
+				if code != contract.ExitUsage || !strings.Contains(stderr, "not a regular file") {
+					t.Fatalf("exit %d, want %d with 'not a regular file': %s", code, contract.ExitUsage, stderr)
 				}
 			})
 		}
@@ -95,19 +97,19 @@ func TestInputExitCodes(t *testing.T) {
 	if err != nil {
 		t.Skipf("bzip2: %v %s", err, out)
 	}
-	empty := writeFile(t, dir, "empty.img.xz", "")
-	cacheFile := writeFile(t, dir, "cachefile", "")
+	empty := testkit.WriteFile(t, dir, "empty.img.xz", "")
+	cacheFile := testkit.WriteFile(t, dir, "cachefile", "")
 	for _, c := range []struct {
 		name string
 		args []string
 		code int
 		msg  string
 	}{
-		{"bzip2 named .xz", []string{"--flash", "--image", bz, "--device", card, "--yes"}, ExitImage, "bzip2"},
-		{"empty file", []string{"--flash", "--image", empty, "--device", card, "--yes"}, ExitImage, "empty"},
-		{"not a disk", []string{"--flash", "--image", notDisk, "--device", card, "--yes"}, ExitImage, "--force-raw"},
-		{"bad format", []string{"--flash", "--role", "worker", "--format", "gz", "--device", card, "--yes", "--factory", srv.URL, "--cache-dir", dir}, ExitUsage, "--format"},
-		{"cache dir is a file", []string{"--flash", "--role", "worker", "--device", card, "--yes", "--factory", srv.URL, "--cache-dir", cacheFile}, ExitStorage, cacheFile},
+		{"bzip2 named .xz", []string{"--flash", "--image", bz, "--device", card, "--yes", "--create-file"}, contract.ExitImage, "bzip2"},
+		{"empty file", []string{"--flash", "--image", empty, "--device", card, "--yes", "--create-file"}, contract.ExitImage, "empty"},
+		{"not a disk", []string{"--flash", "--image", notDisk, "--device", card, "--yes", "--create-file"}, contract.ExitImage, "--force-raw"},
+		{"bad format", []string{"--flash", "--role", "worker", "--format", "gz", "--device", card, "--yes", "--create-file", "--factory", srv.URL, "--cache-dir", dir}, contract.ExitUsage, "--format"},
+		{"cache dir is a file", []string{"--flash", "--role", "worker", "--device", card, "--yes", "--create-file", "--factory", srv.URL, "--cache-dir", cacheFile}, contract.ExitStorage, cacheFile},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			code, _, stderr := cliRun(t, c.args...)
@@ -120,8 +122,8 @@ func TestInputExitCodes(t *testing.T) {
 		})
 	}
 	// With --force-raw the blob is written as is.
-	code, _, stderr := cliRun(t, "--flash", "--image", notDisk, "--device", card, "--yes", "--force-raw")
-	if code != ExitOK || imagetest.FileSHA256(t, card, int64(len(raw))) != sha256hex(raw) {
+	code, _, stderr := cliRun(t, "--flash", "--image", notDisk, "--device", card, "--yes", "--create-file", "--force-raw")
+	if code != contract.ExitOK || imagetest.FileSHA256(t, card, int64(len(raw))) != sha256hex(raw) {
 		t.Fatalf("--force-raw: exit %d: %s", code, stderr)
 	}
 }
@@ -139,8 +141,8 @@ func TestFlashFormatZst(t *testing.T) {
 	srv.AddImage(id, factory.DefaultTalosVersion, "metal-arm64.raw.zst", zst)
 	dir := t.TempDir()
 	card := filepath.Join(dir, "card.img")
-	code, _, stderr := cliRun(t, "--flash", "--role", "worker", "--format", "zst", "--device", card, "--yes", "--factory", srv.URL, "--cache-dir", dir)
-	if code != ExitOK {
+	code, _, stderr := cliRun(t, "--flash", "--role", "worker", "--format", "zst", "--device", card, "--yes", "--create-file", "--factory", srv.URL, "--cache-dir", dir)
+	if code != contract.ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	if got := imagetest.FileSHA256(t, card, fx.Size); got != fx.SHA256 {
@@ -183,7 +185,7 @@ func TestTermAndHupEndLikeInterrupt(t *testing.T) {
 			img := bigSparseImage(t, dir)
 			out := &sigOnWrite{sig: sig}
 			var errOut bytes.Buffer
-			code := Main([]string{"--flash", "--image", img, "--device", filepath.Join(dir, "card.img"), "--yes", "--json"},
+			code := Main([]string{"--flash", "--image", img, "--device", filepath.Join(dir, "card.img"), "--yes", "--create-file", "--json"},
 				Env{Stdin: strings.NewReader(""), Stdout: out, Stderr: &errOut})
 			if code != want || !strings.Contains(errOut.String(), "incomplete") {
 				t.Fatalf("exit %d, want %d with the card incomplete: %s", code, want, errOut.String())
@@ -213,12 +215,12 @@ func TestInterruptAtConfirmationPrompt(t *testing.T) {
 	prompt := &sigOnText{text: "Type", sig: syscall.SIGINT}
 	done := make(chan int, 1)
 	go func() {
-		done <- Main([]string{"--flash", "--image", img, "--device", card}, Env{Stdin: pr, Stdout: io.Discard, Stderr: prompt})
+		done <- Main([]string{"--flash", "--image", img, "--device", card, "--create-file"}, Env{Stdin: pr, Stdout: io.Discard, Stderr: prompt})
 	}()
 	select {
 	case code := <-done:
-		if code != ExitInterrupted {
-			t.Fatalf("exit %d, want %d: %s", code, ExitInterrupted, prompt.String())
+		if code != contract.ExitInterrupted {
+			t.Fatalf("exit %d, want %d: %s", code, contract.ExitInterrupted, prompt.String())
 		}
 	case <-time.After(10 * time.Second):
 		pw.Close()
@@ -270,9 +272,9 @@ func TestImageFlagRefusesDevicesAndFIFOs(t *testing.T) {
 	}
 	card := filepath.Join(dir, "card.img")
 	for _, src := range []string{"/dev/zero", fifo} {
-		code, stderr := runBounded(t, 10*time.Second, unblock, "--flash", "--image", src, "--device", card, "--yes")
-		if code != ExitImage || !strings.Contains(stderr, "not a regular file") {
-			t.Fatalf("%s: exit %d, want %d: %s", src, code, ExitImage, stderr)
+		code, stderr := runBounded(t, 10*time.Second, unblock, "--flash", "--image", src, "--device", card, "--yes", "--create-file")
+		if code != contract.ExitImage || !strings.Contains(stderr, "not a regular file") {
+			t.Fatalf("%s: exit %d, want %d: %s", src, code, contract.ExitImage, stderr)
 		}
 		if _, err := os.Stat(card); err == nil {
 			t.Fatal("the card was touched")

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/node/nodetest"
 )
 
@@ -41,7 +42,7 @@ func runInterrupted(t *testing.T, marks []string, args ...string) (int, string, 
 	var stdout bytes.Buffer
 	stderr := &cancelWriter{marks: marks, cancel: cancel}
 	err := run(ctx, args, Env{Stdin: strings.NewReader(""), Stdout: &stdout, Stderr: stderr})
-	code := ExitOK
+	code := contract.ExitOK
 	if err != nil {
 		code = exitCode(err)
 		stderr.Write([]byte("talosflash: " + err.Error() + "\n"))
@@ -59,7 +60,7 @@ func TestUpgradeCommandInterruptedAfterReboot(t *testing.T) {
 	tc, frags := talosconfigFile(t, pki, "os:admin")
 	code, stdout, stderr := runInterrupted(t, []string{"waiting for the reboot", "rebooting (API not answering)", "boot ID changed"},
 		"upgrade", "--node", n.Addr(), "--to", "v1.14.6", "--talosconfig", tc, "--factory", fac.URL, "--json")
-	if code != ExitInterrupted {
+	if code != contract.ExitInterrupted {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
 	if strings.Contains(stderr, "did not reboot") || !strings.Contains(stderr, "interrupted") || !strings.Contains(stderr, "reboot") {
@@ -81,7 +82,7 @@ func TestBootstrapCommandInterrupted(t *testing.T) {
 	n := nodetest.StartNode(t, nodetest.NodeOptions{PKI: pki, NotReady: 1000})
 	tc, _ := talosconfigFile(t, pki, "os:admin")
 	code, stdout, stderr := runInterrupted(t, []string{"node not ready for bootstrap yet"}, "bootstrap", "--node", n.Addr(), "--talosconfig", tc, "--json")
-	if code != ExitInterrupted || strings.Contains(stderr, "gave up after") || !strings.Contains(stderr, "refused as not ready yet: the node was not bootstrapped") {
+	if code != contract.ExitInterrupted || strings.Contains(stderr, "gave up after") || !strings.Contains(stderr, "refused as not ready yet: the node was not bootstrapped") {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
 	var got map[string]any

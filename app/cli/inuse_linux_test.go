@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/talosflash/talosflash/app/contract"
 )
 
 // A target in use (named twice, the backing file of a mounted loop device,
@@ -27,8 +29,8 @@ func TestTargetInUseExitsDevice(t *testing.T) {
 	check := func(want string, args ...string) {
 		t.Helper()
 		code, _, stderr := cliRun(t, append([]string{"--flash", "--image", img, "--yes"}, args...)...)
-		if code != ExitDevice || !strings.Contains(stderr, want) {
-			t.Fatalf("%v: exit %d, want %d naming %q: %s", args, code, ExitDevice, want, stderr)
+		if code != contract.ExitDevice || !strings.Contains(stderr, want) {
+			t.Fatalf("%v: exit %d, want %d naming %q: %s", args, code, contract.ExitDevice, want, stderr)
 		}
 	}
 	check("same card", "--device", a, "--device", link)

@@ -111,16 +111,16 @@ func runInventoryInit(args []string, env Env) error {
 	}
 
 	if err != nil {
-		return withCode(ExitStorage, fmt.Errorf("inventory init: %w", err))
+		return withCode(contract.ExitStorage, fmt.Errorf("inventory init: %w", err))
 	}
 
 	if _, err := f.Write(inventory.Template()); err != nil {
 		f.Close()
-		return withCode(ExitStorage, fmt.Errorf("inventory init: write %s: %w", file, err))
+		return withCode(contract.ExitStorage, fmt.Errorf("inventory init: write %s: %w", file, err))
 	}
 
 	if err := f.Close(); err != nil {
-		return withCode(ExitStorage, fmt.Errorf("inventory init: write %s: %w", file, err))
+		return withCode(contract.ExitStorage, fmt.Errorf("inventory init: write %s: %w", file, err))
 	}
 
 	fmt.Fprintf(env.Stdout, "Wrote %s: cp-1, worker-1, worker-2 with EXAMPLE addresses (192.168.1.20-22).\n", file)
@@ -186,10 +186,10 @@ func runInventoryCheck(args []string, env Env) error {
 	var problems inventory.Problems
 	if err != nil && !errors.As(err, &problems) {
 		if errors.Is(err, os.ErrNotExist) {
-			return withCode(ExitUsage, fmt.Errorf("%w (start one with: talosflash inventory init %s)", err, file)) // a missing file is bad input (docs/JSON.md)
+			return withCode(contract.ExitUsage, fmt.Errorf("%w (start one with: talosflash inventory init %s)", err, file)) // a missing file is bad input (docs/JSON.md)
 		}
 
-		return withCode(ExitConfig, err)
+		return withCode(contract.ExitConfig, err)
 	}
 
 	if jsonOut {
@@ -234,7 +234,7 @@ func runInventoryCheck(args []string, env Env) error {
 			s = ""
 		}
 
-		return withCode(ExitConfig, fmt.Errorf("%s: %d problem%s", file, len(problems), s))
+		return withCode(contract.ExitConfig, fmt.Errorf("%s: %d problem%s", file, len(problems), s))
 	}
 
 	return nil

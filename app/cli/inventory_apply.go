@@ -79,7 +79,7 @@ func applyInventory(ctx context.Context, f *applyFlags, inf *applyInventoryFlags
 		return usageErrorf("apply: --port %d: want 1-65535", inf.port)
 	}
 	if _, err := node.ParseMode(f.mode); err != nil {
-		return withCode(ExitUsage, err)
+		return withCode(contract.ExitUsage, err)
 	}
 	var tc *node.Talosconfig
 	if inf.bootstrap {
@@ -95,12 +95,12 @@ func applyInventory(ctx context.Context, f *applyFlags, inf *applyInventoryFlags
 	nodes := inv.Nodes
 	if len(inf.hostnames) > 0 {
 		if nodes, err = inv.Select(inf.hostnames); err != nil { // each node once, names ignoring case
-			return withCode(ExitUsage, err)
+			return withCode(contract.ExitUsage, err)
 		}
 	}
 	for _, n := range nodes {
 		if n.Config == "" {
-			return withCode(ExitConfig, fmt.Errorf("%s: node %s has no config: (add config: talos/%s.yaml)", inv.Path, n.Hostname, n.Role))
+			return withCode(contract.ExitConfig, fmt.Errorf("%s: node %s has no config: (add config: talos/%s.yaml)", inv.Path, n.Hostname, n.Role))
 		}
 	}
 	profiles := f.profiles

@@ -9,22 +9,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/imaging/imagetest"
+	"github.com/talosflash/talosflash/internal/testkit"
 	"github.com/talosflash/talosflash/node"
 	"github.com/talosflash/talosflash/node/nodetest"
 )
-
-// freePort is a port free on 127.0.0.21 now, for three fakes on
-// 127.0.0.21-23 (apply --inventory reaches every node on one port).
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.21:0")
-	if err != nil {
-		t.Skipf("127.0.0.21: %v", err)
-	}
-	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-}
 
 // nodeEvents are the apply_node lines of apply --inventory --json.
 func nodeEvents(t *testing.T, stdout string) []map[string]any {
@@ -61,7 +51,7 @@ func sentConfigs(s *nodetest.Server) [][]byte {
 func TestInventoryEndToEnd(t *testing.T) {
 	srv, fx := talosFactory(t)
 	dir := t.TempDir()
-	inv := testInventory(t, dir)
+	inv := testkit.Inventory{Configs: true}.Write(t, dir)
 	cache := filepath.Join(dir, "cache")
 
 	cards := map[string]string{}
@@ -78,7 +68,7 @@ func TestInventoryEndToEnd(t *testing.T) {
 		for _, h := range hosts {
 			args = append(args, "--hostname", h, "--device", cards[h])
 		}
-		if code, _, stderr := cliRun(t, args...); code != ExitOK {
+		if code, _, stderr := cliRun(t, args...); code != contract.ExitOK {
 			t.Fatalf("flash %v: exit %d: %s", hosts, code, stderr)
 		}
 	}
@@ -92,7 +82,7 @@ func TestInventoryEndToEnd(t *testing.T) {
 	checkNodeCard(t, cards["worker-2"], fx, "worker-2", "127.0.0.23/8", "worker", workerID)
 
 	// Each Pi boots from its card: at the card's address, with its name.
-	port := freePort(t)
+	port := strconv.Itoa(testkit.FreePort(t, "127.0.0.21", "127.0.0.22", "127.0.0.23"))
 	fakes := map[string]*nodetest.Server{}
 	for h, role := range map[string]string{"cp-1": "controlplane", "worker-1": "worker", "worker-2": "worker"} {
 		fakes[h] = nodetest.Start(t, nodetest.Options{Card: cards[h], Addr: "127.0.0.1:" + port, Schematic: builtinSchematic(t, role), BootConfig: true})
@@ -100,10 +90,7 @@ func TestInventoryEndToEnd(t *testing.T) {
 	if a := fakes["worker-2"].Addr(); a != "127.0.0.23:"+port {
 		t.Fatalf("worker-2 boots at %s", a)
 	}
-	tcFixture, err := os.ReadFile("../../node/testdata/talos114/valid/talosconfig") // generated with the configs
-	if err != nil {
-		t.Skipf("no 1.14 fixture: %v", err)
-	}
+	tcFixture := testkit.Testdata(t, "talos114/valid/talosconfig") // generated with the configs
 	tc := filepath.Join(dir, "talosconfig")
 	if err := os.WriteFile(tc, tcFixture, 0o600); err != nil {
 		t.Fatal(err)
@@ -122,7 +109,7 @@ func TestInventoryEndToEnd(t *testing.T) {
 	}
 
 	code, stdout, stderr := cliRun(t, "apply", "--inventory", inv, "--port", port, "--wait", "30s", "--json", "--bootstrap", "--talosconfig", tc)
-	if code != ExitOK {
+	if code != contract.ExitOK {
 		t.Fatalf("apply --inventory: exit %d: %s\n%s", code, stderr, stdout)
 	}
 	worker, _ := os.ReadFile(filepath.Join(dir, "talos", "worker.yaml"))
@@ -155,7 +142,7 @@ func TestInventoryEndToEnd(t *testing.T) {
 	// Again: all three run with their configs now (mTLS): skipped; etcd
 	// is bootstrapped already: nothing sent.
 	code, stdout, stderr = cliRun(t, "apply", "--inventory", inv, "--port", port, "--wait", "30s", "--bootstrap", "--talosconfig", tc)
-	if code != ExitOK || !strings.Contains(stderr, "etcd is bootstrapped already") {
+	if code != contract.ExitOK || !strings.Contains(stderr, "etcd is bootstrapped already") {
 		t.Fatalf("second run: exit %d: %s\n%s", code, stderr, stdout)
 	}
 	for _, h := range []string{"cp-1", "worker-1", "worker-2"} {
@@ -194,13 +181,13 @@ func TestInventoryEndToEnd(t *testing.T) {
 // message naming both, nothing sent, exit 7; the other nodes go on.
 func TestInventoryApplySwappedCard(t *testing.T) {
 	dir := t.TempDir()
-	inv := testInventory(t, dir)
-	port := freePort(t)
+	inv := testkit.Inventory{Configs: true}.Write(t, dir)
+	port := strconv.Itoa(testkit.FreePort(t, "127.0.0.21", "127.0.0.22", "127.0.0.23"))
 	swapped := nodetest.Start(t, nodetest.Options{Addr: "127.0.0.21:" + port, Hostname: "worker-2", Schematic: builtinSchematic(t, "worker")})
 	w1 := nodetest.Start(t, nodetest.Options{Addr: "127.0.0.22:" + port, Hostname: "worker-1", Schematic: builtinSchematic(t, "worker")})
 	code, stdout, stderr := cliRun(t, "apply", "--inventory", inv, "--hostname", "cp-1", "--hostname", "worker-1", "--port", port, "--wait", "10s", "--json")
-	if code != ExitConfig {
-		t.Fatalf("exit %d, want %d: %s", code, ExitConfig, stderr)
+	if code != contract.ExitConfig {
+		t.Fatalf("exit %d, want %d: %s", code, contract.ExitConfig, stderr)
 	}
 	for _, want := range []string{"cp-1's address", "booted the worker image", `"worker-2"`, "it is not cp-1", "Nothing was sent"} {
 		if !strings.Contains(stderr, want) {
@@ -214,10 +201,10 @@ func TestInventoryApplySwappedCard(t *testing.T) {
 		t.Fatalf("worker-1 was sent %d configs, want 1", n)
 	}
 	evs := nodeEvents(t, stdout)
-	if len(evs) != 2 || evs[0]["status"] != "failed" || evs[0]["reported_hostname"] != "worker-2" || evs[0]["booted"] != "worker" || evs[0]["code"] != float64(ExitConfig) || evs[1]["status"] != "applied" {
+	if len(evs) != 2 || evs[0]["status"] != "failed" || evs[0]["reported_hostname"] != "worker-2" || evs[0]["booted"] != "worker" || evs[0]["code"] != float64(contract.ExitConfig) || evs[1]["status"] != "applied" {
 		t.Fatalf("JSON %v", evs)
 	}
-	if all := jsonEvents(t, stdout); all[len(all)-1]["event"] != "error" || all[len(all)-1]["code"] != float64(ExitConfig) {
+	if all := jsonEvents(t, stdout); all[len(all)-1]["event"] != "error" || all[len(all)-1]["code"] != float64(contract.ExitConfig) {
 		t.Fatalf("last line %v, want the run's error", all[len(all)-1])
 	}
 
@@ -225,14 +212,14 @@ func TestInventoryApplySwappedCard(t *testing.T) {
 	swapped.Close()
 	other := nodetest.Start(t, nodetest.Options{Addr: "127.0.0.21:" + port, Hostname: "talos-a1b-2c3", Schematic: builtinSchematic(t, "controlplane")})
 	code, _, stderr = cliRun(t, "apply", "--inventory", inv, "--hostname", "cp-1", "--port", port, "--wait", "10s")
-	if code != ExitConfig || !strings.Contains(stderr, `says it is "talos-a1b-2c3"`) || len(sentConfigs(other)) != 0 {
+	if code != contract.ExitConfig || !strings.Contains(stderr, `says it is "talos-a1b-2c3"`) || len(sentConfigs(other)) != 0 {
 		t.Fatalf("hostname mismatch: exit %d: %s", code, stderr)
 	}
 
 	// Nobody there: bounded wait, network exit code.
 	other.Close()
 	code, _, stderr = cliRun(t, "apply", "--inventory", inv, "--hostname", "cp-1", "--port", port, "--wait", "1s")
-	if code != ExitNetwork || !strings.Contains(stderr, "cp-1 · waiting at 127.0.0.21") || !strings.Contains(stderr, "no Talos node answered") {
+	if code != contract.ExitNetwork || !strings.Contains(stderr, "cp-1 · waiting at 127.0.0.21") || !strings.Contains(stderr, "no Talos node answered") {
 		t.Fatalf("nobody: exit %d: %s", code, stderr)
 	}
 }
@@ -241,11 +228,11 @@ func TestInventoryApplySwappedCard(t *testing.T) {
 // is one node, applied once.
 func TestInventoryApplyHostnameOnceIgnoringCase(t *testing.T) {
 	dir := t.TempDir()
-	inv := testInventory(t, dir)
-	port := freePort(t)
+	inv := testkit.Inventory{Configs: true}.Write(t, dir)
+	port := strconv.Itoa(testkit.FreePort(t, "127.0.0.21", "127.0.0.22", "127.0.0.23"))
 	w1 := nodetest.Start(t, nodetest.Options{Addr: "127.0.0.22:" + port, Hostname: "worker-1", Schematic: builtinSchematic(t, "worker")})
 	code, stdout, stderr := cliRun(t, "apply", "--inventory", inv, "--hostname", "worker-1", "--hostname", "WORKER-1", "--port", port, "--wait", "10s", "--json")
-	if code != ExitOK {
+	if code != contract.ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	if evs := nodeEvents(t, stdout); len(evs) != 1 || evs[0]["status"] != "applied" {
@@ -264,7 +251,7 @@ func TestInventoryApplyHostnameOnceIgnoringCase(t *testing.T) {
 func TestInventoryApplyFQDN(t *testing.T) {
 	srv, fx := talosFactory(t)
 	dir := t.TempDir()
-	inv := testInventory(t, dir)
+	inv := testkit.Inventory{Configs: true}.Write(t, dir)
 	b, err := os.ReadFile(inv)
 	if err != nil {
 		t.Fatal(err)
@@ -283,12 +270,12 @@ func TestInventoryApplyFQDN(t *testing.T) {
 	}
 	code, _, stderr := cliRun(t, "--flash", "--inventory", inv, "--yes", "--allow-loop", "--format", "xz", "--factory", srv.URL,
 		"--cache-dir", filepath.Join(dir, "cache"), "--hostname", "worker-1.lan", "--device", card)
-	if code != ExitOK {
+	if code != contract.ExitOK {
 		t.Fatalf("flash: exit %d: %s", code, stderr)
 	}
 	checkNodeCard(t, card, fx, "worker-1.lan", "127.0.0.22/8", "worker", workerID)
 
-	port := freePort(t)
+	port := strconv.Itoa(testkit.FreePort(t, "127.0.0.21", "127.0.0.22", "127.0.0.23"))
 	fake := nodetest.Start(t, nodetest.Options{Card: card, Addr: "127.0.0.1:" + port, Schematic: builtinSchematic(t, "worker")})
 	n, err := node.Probe(t.Context(), fake.Addr())
 	if err != nil {
@@ -298,15 +285,15 @@ func TestInventoryApplyFQDN(t *testing.T) {
 		t.Fatalf("the node reports hostname %q domainname %q, want worker-1 and lan as Talos splits them", n.Hostname, n.Domainname)
 	}
 	code, stdout, stderr := cliRun(t, "apply", "--inventory", inv, "--hostname", "worker-1.lan", "--port", port, "--wait", "30s")
-	if code != ExitOK || len(sentConfigs(fake)) != 1 {
+	if code != contract.ExitOK || len(sentConfigs(fake)) != 1 {
 		t.Fatalf("apply --inventory worker-1.lan: exit %d, %d configs sent: %s\n%s", code, len(sentConfigs(fake)), stderr, stdout)
 	}
 
 	// Another domain at the address: not that node.
-	other := nodetest.Start(t, nodetest.Options{Addr: "127.0.0.22:" + freePortOn(t, "127.0.0.22"), Hostname: "WORKER-1.home", Schematic: builtinSchematic(t, "worker")})
+	other := nodetest.Start(t, nodetest.Options{Addr: "127.0.0.22:" + strconv.Itoa(testkit.FreePort(t, "127.0.0.22")), Hostname: "WORKER-1.home", Schematic: builtinSchematic(t, "worker")})
 	_, p, _ := net.SplitHostPort(other.Addr())
 	code, _, stderr = cliRun(t, "apply", "--inventory", inv, "--hostname", "worker-1.lan", "--port", p, "--wait", "10s")
-	if code != ExitConfig || !strings.Contains(stderr, `says it is "WORKER-1.home"`) || len(sentConfigs(other)) != 0 {
+	if code != contract.ExitConfig || !strings.Contains(stderr, `says it is "WORKER-1.home"`) || len(sentConfigs(other)) != 0 {
 		t.Fatalf("another domain: exit %d: %s", code, stderr)
 	}
 
@@ -314,18 +301,7 @@ func TestInventoryApplyFQDN(t *testing.T) {
 	// node, case-insensitively.
 	w2 := nodetest.Start(t, nodetest.Options{Addr: "127.0.0.23:" + p, Hostname: "Worker-2.home", Schematic: builtinSchematic(t, "worker")})
 	code, _, stderr = cliRun(t, "apply", "--inventory", inv, "--hostname", "worker-2", "--port", p, "--wait", "10s")
-	if code != ExitOK || len(sentConfigs(w2)) != 1 {
+	if code != contract.ExitOK || len(sentConfigs(w2)) != 1 {
 		t.Fatalf("short name: exit %d: %s", code, stderr)
 	}
-}
-
-// freePortOn is a port free on ip now.
-func freePortOn(t *testing.T, ip string) string {
-	t.Helper()
-	l, err := net.Listen("tcp", ip+":0")
-	if err != nil {
-		t.Skipf("%s: %v", ip, err)
-	}
-	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
 }

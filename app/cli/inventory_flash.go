@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/app/plan"
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/imaging/devices"
@@ -57,11 +58,11 @@ func loadInventory(file, profiles string) (*inventory.Inventory, error) {
 
 	switch {
 	case errors.As(err, &problems):
-		return nil, withCode(ExitConfig, fmt.Errorf("%s: %d problem(s) (see talosflash inventory check %s): %w", file, len(problems), file, err))
+		return nil, withCode(contract.ExitConfig, fmt.Errorf("%s: %d problem(s) (see talosflash inventory check %s): %w", file, len(problems), file, err))
 	case errors.Is(err, os.ErrNotExist): // a missing file is bad input (docs/JSON.md)
-		return nil, withCode(ExitUsage, fmt.Errorf("%w (start one with: talosflash inventory init %s)", err, file))
+		return nil, withCode(contract.ExitUsage, fmt.Errorf("%w (start one with: talosflash inventory init %s)", err, file))
 	case err != nil:
-		return nil, withCode(ExitConfig, err)
+		return nil, withCode(contract.ExitConfig, err)
 	}
 
 	return inv, nil
@@ -100,7 +101,7 @@ func (f *nodeFlags) chooseImage(im *imageFlags, devs int) error {
 	for _, h := range f.hostnames {
 		n, err := inv.Find(h)
 		if err != nil {
-			return withCode(ExitUsage, err)
+			return withCode(contract.ExitUsage, err)
 		}
 
 		if seen[strings.ToLower(n.Hostname)] {
@@ -134,7 +135,7 @@ func (f *nodeFlags) metas(im *plan.Image, given []string) ([]*plan.CardMeta, err
 		for i, n := range f.nodes {
 			m, err := plan.NodeCardMeta(n, im)
 			if err != nil {
-				return nil, withCode(ExitConfig, err)
+				return nil, withCode(contract.ExitConfig, err)
 			}
 
 			out[i] = m
@@ -163,7 +164,7 @@ func (f *nodeFlags) metas(im *plan.Image, given []string) ([]*plan.CardMeta, err
 
 		m, err := plan.DecodeCardMeta(enc)
 		if err != nil {
-			return nil, withCode(ExitUsage, err)
+			return nil, withCode(contract.ExitUsage, err)
 		}
 
 		out[i] = m

@@ -12,12 +12,14 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/app/elevate"
 	"github.com/talosflash/talosflash/app/plan"
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/factory/factorytest"
 	"github.com/talosflash/talosflash/imaging/gpt"
 	"github.com/talosflash/talosflash/imaging/imagetest"
+	"github.com/talosflash/talosflash/internal/testkit"
 	"github.com/talosflash/talosflash/inventory"
 	"github.com/talosflash/talosflash/node/nodetest"
 )
@@ -53,74 +55,12 @@ func talosFactory(t *testing.T) (*factorytest.Server, *imagetest.Fixture) {
 	return srv, talosFixture
 }
 
-// testInventory writes a three-node inventory on 127.0.0.21-23 (gateway
-// 127.0.0.1) with the configs from node/testdata (the worker's without its
-// hostname, so both workers can take it) and returns its path.
-func testInventory(t *testing.T, dir string) string {
-	t.Helper()
-	read := func(name string) []byte {
-		b, err := os.ReadFile(filepath.Join("..", "..", "node", "testdata", name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	var worker, cp []byte
-	if _, err := os.Stat(filepath.Join("..", "..", "node", "testdata", "talos114", "valid", "worker.yaml")); err == nil {
-		// Talos 1.14 configs as gen config writes them (no static hostname).
-		worker, cp = read("talos114/valid/worker.yaml"), read("talos114/valid/controlplane.yaml")
-	} else {
-		worker = bytes.Replace(read("worker.yaml"), []byte("  network:\n    hostname: worker-1\n"), []byte("  network: {}\n"), 1)
-		cp = bytes.Replace(read("controlplane.yaml"), []byte("  network:\n    hostname: cp-1\n"), []byte("  network: {}\n"), 1)
-	}
-	// The configs' endpoint is cp-1's address here (inventory check
-	// cross-checks it).
-	for _, ep := range []string{"https://192.168.1.20:6443", "https://192.168.1.10:6443"} {
-		worker = bytes.ReplaceAll(worker, []byte(ep), []byte("https://127.0.0.21:6443"))
-		cp = bytes.ReplaceAll(cp, []byte(ep), []byte("https://127.0.0.21:6443"))
-	}
-	if bytes.Contains(worker, []byte("\n    hostname:")) {
-		t.Fatal("worker fixture still sets a hostname")
-	}
-	files := map[string][]byte{
-		"talos/worker.yaml":       worker,
-		"talos/controlplane.yaml": cp,
-		"talosflash.yaml": []byte(`cluster: home
-gateway: 127.0.0.1
-dns: [127.0.0.1]
-nodes:
-  - hostname: cp-1
-    role: controlplane
-    address: 127.0.0.21/8
-    config: talos/controlplane.yaml
-  - hostname: worker-1
-    role: worker
-    address: 127.0.0.22/8
-    config: talos/worker.yaml
-  - hostname: worker-2
-    role: worker
-    address: 127.0.0.23/8
-    config: talos/worker.yaml
-`),
-	}
-	for name, b := range files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return filepath.Join(dir, "talosflash.yaml")
-}
-
 // checkNodeCard checks that card holds the image byte for byte outside its
 // META partition, and in META (read as Talos boots it, nodetest's own ADV
 // reader) the node's address and hostname and talosflash's record.
 func checkNodeCard(t *testing.T, card string, fx *imagetest.Fixture, hostname, addr, profile, schematic string) {
 	t.Helper()
-	booted, err := nodetest.ReadCard(card)
+	booted, err := nodetest.ReadCardAtBoot(card)
 	if err != nil {
 		t.Fatalf("%s: %v", card, err)
 	}
@@ -158,11 +98,11 @@ func checkNodeCard(t *testing.T, card string, fx *imagetest.Fixture, hostname, a
 func TestFlashInventoryNodes(t *testing.T) {
 	srv, fx := talosFactory(t)
 	dir := t.TempDir()
-	inv := testInventory(t, dir)
+	inv := testkit.Inventory{Configs: true}.Write(t, dir)
 	cards := []string{filepath.Join(dir, "a.img"), filepath.Join(dir, "b.img")}
 	code, stdout, stderr := cliRun(t, "--flash", "--inventory", inv, "--hostname", "worker-1", "--hostname", "worker-2",
-		"--device", cards[0], "--device", cards[1], "--yes", "--json", "--format", "xz", "--factory", srv.URL, "--cache-dir", filepath.Join(dir, "cache"))
-	if code != ExitOK {
+		"--device", cards[0], "--device", cards[1], "--yes", "--create-file", "--json", "--format", "xz", "--factory", srv.URL, "--cache-dir", filepath.Join(dir, "cache"))
+	if code != contract.ExitOK {
 		t.Fatalf("exit %d: %s\n%s", code, stderr, stdout)
 	}
 	if srv.BytesServed() != int64(len(fx.XZ)) {
@@ -188,18 +128,18 @@ func TestFlashInventoryNodes(t *testing.T) {
 
 	// The terminal says it too; from the cache, the control plane's card.
 	cp := filepath.Join(dir, "cp.img")
-	code, _, stderr = cliRun(t, "--flash", "--inventory", inv, "--hostname", "cp-1", "--device", cp, "--yes", "--format", "xz", "--factory", srv.URL, "--cache-dir", filepath.Join(dir, "cache"))
-	if code != ExitOK || !strings.Contains(stderr, "Card ready: cp-1, 127.0.0.21/8 (label it cp-1)") {
+	code, _, stderr = cliRun(t, "--flash", "--inventory", inv, "--hostname", "cp-1", "--device", cp, "--yes", "--create-file", "--format", "xz", "--factory", srv.URL, "--cache-dir", filepath.Join(dir, "cache"))
+	if code != contract.ExitOK || !strings.Contains(stderr, "Card ready: cp-1, 127.0.0.21/8 (label it cp-1)") {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	checkNodeCard(t, cp, fx, "cp-1", "127.0.0.21/8", "controlplane", cpID)
-	if booted, _ := nodetest.ReadCard(cp); booted.Record.Schematic != cpID {
+	if booted, _ := nodetest.ReadCardAtBoot(cp); booted.Record.Schematic != cpID {
 		t.Fatalf("cp-1's card records schematic %s, want the control plane's %s", booted.Record.Schematic, cpID)
 	}
 
 	// `card` reports the node and the image from the record.
 	code, out, stderr := cliRun(t, "card", cp)
-	if code != ExitOK || !strings.Contains(out, "cp-1") || !strings.Contains(out, cpID) {
+	if code != contract.ExitOK || !strings.Contains(out, "cp-1") || !strings.Contains(out, cpID) {
 		t.Fatalf("card: exit %d: %s %s", code, out, stderr)
 	}
 }
@@ -209,8 +149,8 @@ func TestFlashWithoutInventoryStaysTheImage(t *testing.T) {
 	srv, fx := talosFactory(t)
 	dir := t.TempDir()
 	card := filepath.Join(dir, "card.img")
-	code, _, stderr := cliRun(t, "--flash", "--role", "worker", "--device", card, "--yes", "--format", "xz", "--factory", srv.URL, "--cache-dir", filepath.Join(dir, "cache"))
-	if code != ExitOK || strings.Contains(stderr, "Card ready") {
+	code, _, stderr := cliRun(t, "--flash", "--role", "worker", "--device", card, "--yes", "--create-file", "--format", "xz", "--factory", srv.URL, "--cache-dir", filepath.Join(dir, "cache"))
+	if code != contract.ExitOK || strings.Contains(stderr, "Card ready") {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	if got := imagetest.FileSHA256(t, card, fx.Size); got != fx.SHA256 {
@@ -222,14 +162,14 @@ func TestFlashWithoutInventoryStaysTheImage(t *testing.T) {
 func TestFlashInventoryRefusesImageWithoutMETA(t *testing.T) {
 	srv, _ := fakeFactory(t) // Raw's data: a GPT without META
 	dir := t.TempDir()
-	inv := testInventory(t, dir)
+	inv := testkit.Inventory{Configs: true}.Write(t, dir)
 	card := filepath.Join(dir, "card.img")
 	before := bytes.Repeat([]byte("untouched"), 1000)
 	if err := os.WriteFile(card, before, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	code, _, stderr := cliRun(t, "--flash", "--inventory", inv, "--hostname", "worker-1", "--device", card, "--yes", "--format", "xz", "--factory", srv.URL, "--cache-dir", filepath.Join(dir, "cache"))
-	if code != ExitImage || !strings.Contains(stderr, "cannot carry the node's network config") || !strings.Contains(stderr, "no card was touched") {
+	code, _, stderr := cliRun(t, "--flash", "--inventory", inv, "--hostname", "worker-1", "--device", card, "--yes", "--create-file", "--format", "xz", "--factory", srv.URL, "--cache-dir", filepath.Join(dir, "cache"))
+	if code != contract.ExitImage || !strings.Contains(stderr, "cannot carry the node's network config") || !strings.Contains(stderr, "no card was touched") {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	if after, _ := os.ReadFile(card); !bytes.Equal(after, before) {
@@ -239,23 +179,23 @@ func TestFlashInventoryRefusesImageWithoutMETA(t *testing.T) {
 
 func TestFlashInventoryUsage(t *testing.T) {
 	dir := t.TempDir()
-	inv := testInventory(t, dir)
+	inv := testkit.Inventory{Configs: true}.Write(t, dir)
 	a, b := filepath.Join(dir, "a.img"), filepath.Join(dir, "b.img")
 	for _, c := range []struct {
 		args []string
 		code int
 		want string
 	}{
-		{[]string{"--hostname", "worker-1", "--device", a}, ExitUsage, "--hostname needs --inventory"},
-		{[]string{"--inventory", inv, "--device", a}, ExitUsage, "name each card's node with --hostname"},
-		{[]string{"--inventory", inv, "--hostname", "worker-1", "--device", a, "--device", b}, ExitUsage, "1 --hostname for 2 --device"},
-		{[]string{"--inventory", inv, "--hostname", "worker-9", "--device", a}, ExitUsage, "did you mean worker-1"},
-		{[]string{"--inventory", inv, "--hostname", "worker-1", "--hostname", "worker-1", "--device", a, "--device", b}, ExitUsage, "named twice"},
-		{[]string{"--inventory", inv, "--hostname", "cp-1", "--hostname", "worker-1", "--device", a, "--device", b}, ExitUsage, "separate runs"},
-		{[]string{"--inventory", inv, "--hostname", "worker-1", "--role", "controlplane", "--device", a}, ExitUsage, "is the controlplane image (schematic 29a2fae6a7f0…); the inventory says worker-1 is a worker"},
-		{[]string{"--inventory", filepath.Join(dir, "missing.yaml"), "--hostname", "worker-1", "--device", a}, ExitUsage, "inventory init"},
+		{[]string{"--hostname", "worker-1", "--device", a}, contract.ExitUsage, "--hostname needs --inventory"},
+		{[]string{"--inventory", inv, "--device", a}, contract.ExitUsage, "name each card's node with --hostname"},
+		{[]string{"--inventory", inv, "--hostname", "worker-1", "--device", a, "--device", b}, contract.ExitUsage, "1 --hostname for 2 --device"},
+		{[]string{"--inventory", inv, "--hostname", "worker-9", "--device", a}, contract.ExitUsage, "did you mean worker-1"},
+		{[]string{"--inventory", inv, "--hostname", "worker-1", "--hostname", "worker-1", "--device", a, "--device", b}, contract.ExitUsage, "named twice"},
+		{[]string{"--inventory", inv, "--hostname", "cp-1", "--hostname", "worker-1", "--device", a, "--device", b}, contract.ExitUsage, "separate runs"},
+		{[]string{"--inventory", inv, "--hostname", "worker-1", "--role", "controlplane", "--device", a}, contract.ExitUsage, "is the controlplane image (schematic 29a2fae6a7f0…); the inventory says worker-1 is a worker"},
+		{[]string{"--inventory", filepath.Join(dir, "missing.yaml"), "--hostname", "worker-1", "--device", a}, contract.ExitUsage, "inventory init"},
 	} {
-		args := append([]string{"--flash", "--yes", "--factory", "http://127.0.0.1:1"}, c.args...)
+		args := append([]string{"--flash", "--yes", "--create-file", "--factory", "http://127.0.0.1:1"}, c.args...)
 		code, _, stderr := cliRun(t, args...)
 		if code != c.code || !strings.Contains(stderr, c.want) {
 			t.Errorf("%v: exit %d, want %d with %q: %s", c.args, code, c.code, c.want, stderr)
@@ -277,7 +217,7 @@ func TestFlashInventoryElevatedRoundTrip(t *testing.T) {
 	if err := os.WriteFile(img, fx.XZ, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	invPath := testInventory(t, dir)
+	invPath := testkit.Inventory{Configs: true}.Write(t, dir)
 	inv, err := inventory.Load(invPath, inventory.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -319,7 +259,7 @@ func TestFlashInventoryElevatedRoundTrip(t *testing.T) {
 	var out strings.Builder
 	pr, pw := io.Pipe()
 	defer pw.Close()
-	if code := Main((elevate.Args{Image: img, Devices: devs}).List(), Env{Stdin: pr, Stdout: &out, Stderr: io.Discard}); code != ExitOK {
+	if code := Main((elevate.Args{Image: img, Devices: devs}).List(), Env{Stdin: pr, Stdout: &out, Stderr: io.Discard}); code != contract.ExitOK {
 		t.Fatal(code)
 	}
 	if err := os.WriteFile(plain, []byte(out.String()), 0o600); err != nil {
@@ -336,7 +276,7 @@ func TestFlashInventoryElevatedRoundTrip(t *testing.T) {
 func TestFlashInventoryLoopDevices(t *testing.T) {
 	srv, fx := talosFactory(t)
 	dir := t.TempDir()
-	inv := testInventory(t, dir)
+	inv := testkit.Inventory{Configs: true}.Write(t, dir)
 	args := []string{"--flash", "--inventory", inv, "--hostname", "worker-1", "--hostname", "worker-2", "--allow-loop", "--yes", "--format", "zst", "--factory", srv.URL, "--cache-dir", filepath.Join(dir, "cache")}
 	var loops []string
 	for range 2 {
@@ -345,7 +285,7 @@ func TestFlashInventoryLoopDevices(t *testing.T) {
 		args = append(args, "--device", l)
 	}
 	code, _, stderr := cliRun(t, args...)
-	if code != ExitOK {
+	if code != contract.ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	checkNodeCard(t, loops[0], fx, "worker-1", "127.0.0.22/8", "worker", workerID)

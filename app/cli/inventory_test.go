@@ -7,7 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/factory"
+	"github.com/talosflash/talosflash/internal/testkit"
 )
 
 func TestInventoryInitThenCheck(t *testing.T) {
@@ -15,19 +17,19 @@ func TestInventoryInitThenCheck(t *testing.T) {
 	file := filepath.Join(dir, "talosflash.yaml")
 
 	code, stdout, stderr := cliRun(t, "inventory", "init", file)
-	if code != ExitOK || !strings.Contains(stdout, "EXAMPLE addresses") || stderr != "" {
+	if code != contract.ExitOK || !strings.Contains(stdout, "EXAMPLE addresses") || stderr != "" {
 		t.Fatalf("init: %d %q %q", code, stdout, stderr)
 	}
 
 	// Never over an existing file without --force.
 	code, _, stderr = cliRun(t, "inventory", "init", file)
-	if code != ExitUsage || !strings.Contains(stderr, "exists") || !strings.Contains(stderr, "--force") {
+	if code != contract.ExitUsage || !strings.Contains(stderr, "exists") || !strings.Contains(stderr, "--force") {
 		t.Fatalf("second init: %d %q", code, stderr)
 	}
 
 	// The configs it names do not exist yet: each reported with its line.
 	code, _, stderr = cliRun(t, "inventory", "check", file)
-	if code != ExitConfig || strings.Count(stderr, "not found") != 6 || !strings.Contains(stderr, "talosflash.yaml:") ||
+	if code != contract.ExitConfig || strings.Count(stderr, "not found") != 6 || !strings.Contains(stderr, "talosflash.yaml:") ||
 		!strings.Contains(stderr, "talosctl gen config") || !strings.Contains(stderr, "6 problems") {
 		t.Fatalf("check without configs: %d\n%s", code, stderr)
 	}
@@ -51,10 +53,7 @@ func TestInventoryInitThenCheck(t *testing.T) {
 				t.Fatal(err)
 			}
 		} else {
-			b, err := os.ReadFile(filepath.Join("..", "..", "node", "testdata", f))
-			if err != nil {
-				t.Fatal(err)
-			}
+			b := testkit.Testdata(t, f)
 
 			s := strings.Replace(string(b), "hostname:", "# hostname:", 1)
 			body = []byte(strings.Replace(s, "https://192.168.1.10:6443", "https://192.168.1.20:6443", 1))
@@ -67,7 +66,7 @@ func TestInventoryInitThenCheck(t *testing.T) {
 
 	// Flags after the file work too.
 	code, stdout, stderr = cliRun(t, "inventory", "check", file, "--json")
-	if code != ExitOK || stderr != "" {
+	if code != contract.ExitOK || stderr != "" {
 		t.Fatalf("check: %d %q", code, stderr)
 	}
 
@@ -81,7 +80,7 @@ func TestInventoryInitThenCheck(t *testing.T) {
 	}
 
 	code, stdout, _ = cliRun(t, "inventory", "check", file)
-	if code != ExitOK || !strings.Contains(stdout, "3 nodes, no problems") || !strings.Contains(stdout, "worker-2  worker") {
+	if code != contract.ExitOK || !strings.Contains(stdout, "3 nodes, no problems") || !strings.Contains(stdout, "worker-2  worker") {
 		t.Fatalf("table: %d\n%s", code, stdout)
 	}
 }
@@ -106,27 +105,27 @@ func TestInventoryCheckProblems(t *testing.T) {
 		}
 	}
 
-	if code != ExitConfig {
+	if code != contract.ExitConfig {
 		t.Errorf("exit %d", code)
 	}
 
 	code, stdout, _ := cliRun(t, "inventory", "check", "--json", file)
 
 	var out inventoryJSON
-	if err := json.Unmarshal(answer(t, stdout, "inventory"), &out); err != nil || out.OK || len(out.Problems) != 2 || out.Problems[0].Line != 3 || code != ExitConfig {
+	if err := json.Unmarshal(answer(t, stdout, "inventory"), &out); err != nil || out.OK || len(out.Problems) != 2 || out.Problems[0].Line != 3 || code != contract.ExitConfig {
 		t.Fatalf("json: %d %v %+v", code, err, out)
 	}
 
 	code, _, stderr = cliRun(t, "inventory", "check", filepath.Join(dir, "none.yaml"))
-	if code != ExitUsage || !strings.Contains(stderr, "inventory init") { // a missing file is bad input
+	if code != contract.ExitUsage || !strings.Contains(stderr, "inventory init") { // a missing file is bad input
 		t.Fatalf("missing file: %d %q", code, stderr)
 	}
 
-	if code, _, _ := cliRun(t, "inventory", "frob"); code != ExitUsage {
+	if code, _, _ := cliRun(t, "inventory", "frob"); code != contract.ExitUsage {
 		t.Fatalf("unknown subcommand: %d", code)
 	}
 
-	if code, _, _ := cliRun(t, "inventory", "check", "a.yaml", "b.yaml"); code != ExitUsage {
+	if code, _, _ := cliRun(t, "inventory", "check", "a.yaml", "b.yaml"); code != contract.ExitUsage {
 		t.Fatalf("two files: %d", code)
 	}
 }
@@ -138,10 +137,10 @@ func TestMissingInventoryIsUsage(t *testing.T) {
 	for _, args := range [][]string{
 		{"inventory", "check", missing},
 		{"apply", "--inventory", missing, "--wait", "1s"},
-		{"--flash", "--inventory", missing, "--hostname", "worker-1", "--device", filepath.Join(t.TempDir(), "card.img"), "--yes", "--factory", "http://127.0.0.1:1"},
+		{"--flash", "--inventory", missing, "--hostname", "worker-1", "--device", filepath.Join(t.TempDir(), "card.img"), "--yes", "--create-file", "--factory", "http://127.0.0.1:1"},
 	} {
 		code, _, stderr := cliRun(t, args...)
-		if code != ExitUsage || !strings.Contains(stderr, "talosflash inventory init") {
+		if code != contract.ExitUsage || !strings.Contains(stderr, "talosflash inventory init") {
 			t.Errorf("%v: exit %d: %s", args, code, stderr)
 		}
 	}
@@ -151,7 +150,7 @@ func TestMissingInventoryIsUsage(t *testing.T) {
 // 7, file:line and the fix), what it cannot check as a note (exit 0).
 func TestInventoryCheckCrossChecks(t *testing.T) {
 	dir := t.TempDir()
-	inv := testInventory(t, dir)
+	inv := testkit.Inventory{Configs: true}.Write(t, dir)
 	worker := filepath.Join(dir, "talos", "worker.yaml")
 	b, err := os.ReadFile(worker)
 	if err != nil {
@@ -163,8 +162,8 @@ func TestInventoryCheckCrossChecks(t *testing.T) {
 		code     int
 		want     string
 	}{
-		{"https://127.0.0.22:6443", ExitConfig, "worker.yaml:"},
-		{"https://k8s.home.arpa:6443", ExitOK, "note: "},
+		{"https://127.0.0.22:6443", contract.ExitConfig, "worker.yaml:"},
+		{"https://k8s.home.arpa:6443", contract.ExitOK, "note: "},
 	} {
 		body := strings.ReplaceAll(string(b), "https://127.0.0.21:6443", c.endpoint)
 		if err := os.WriteFile(worker, []byte(body), 0o600); err != nil {

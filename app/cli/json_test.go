@@ -13,6 +13,7 @@ import (
 	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/imaging/devices"
 	"github.com/talosflash/talosflash/imaging/imagetest"
+	"github.com/talosflash/talosflash/internal/testkit"
 	"github.com/talosflash/talosflash/node/nodetest"
 )
 
@@ -80,7 +81,7 @@ func TestDevicesJSONKeys(t *testing.T) {
 		loop = imagetest.LoopDevice(t, 1<<20, false)
 	}
 	code, stdout, stderr := cliRun(t, "devices", "--json")
-	if code != ExitOK {
+	if code != contract.ExitOK {
 		t.Fatalf("devices --json: exit %d: %s", code, stderr)
 	}
 	assertSnakeCase(t, "devices --json", answer(t, stdout, contract.TypeDevices))
@@ -104,14 +105,14 @@ func TestDevicesJSONKeys(t *testing.T) {
 
 func TestSchematicNodesApplyJSONKeys(t *testing.T) {
 	code, stdout, stderr := cliRun(t, "schematic", "--role", "worker", "--json")
-	if code != ExitOK {
+	if code != contract.ExitOK {
 		t.Fatalf("schematic: exit %d: %s", code, stderr)
 	}
 	wantKeys(t, "schematic --json", assertSnakeCase(t, "schematic --json", answer(t, stdout, contract.TypeSchematic)), "id", "image_url")
 
 	srv := nodetest.Start(t, nodetest.Options{Addr: "127.0.0.1:0", Hostname: "pi-1"})
 	code, stdout, stderr = cliRun(t, "nodes", "--subnet", "127.0.0.1/32", "--port", strconv.Itoa(srv.Port()), "--json")
-	if code != ExitOK {
+	if code != contract.ExitOK {
 		t.Fatalf("nodes: exit %d: %s", code, stderr)
 	}
 	keys := assertSnakeCase(t, "nodes --json", answer(t, stdout, contract.TypeNodes))
@@ -120,16 +121,13 @@ func TestSchematicNodesApplyJSONKeys(t *testing.T) {
 		t.Errorf("nodes --json lacks the server's address %s: %s", srv.Addr(), stdout)
 	}
 
-	worker, err := os.ReadFile("../../node/testdata/worker.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	worker := testkit.Testdata(t, "worker.yaml")
 	file := filepath.Join(t.TempDir(), "worker.yaml")
 	if err := os.WriteFile(file, worker, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	code, stdout, stderr = cliRun(t, "apply", "--node", srv.Addr(), "--file", file, "--role", "worker", "--dry-run", "--json")
-	if code != ExitOK {
+	if code != contract.ExitOK {
 		t.Fatalf("apply: exit %d: %s", code, stderr)
 	}
 	keys = assertSnakeCase(t, "apply --json", answer(t, stdout, contract.TypeApply))
@@ -194,9 +192,9 @@ func TestFlashJSONStdoutIsOnlyJSON(t *testing.T) {
 	srv, fx := fakeFactory(t)
 	dir := t.TempDir()
 	target := filepath.Join(dir, "card.img")
-	code, stdout, stderr := cliRun(t, "--flash", "--role", "controlplane", "--device", target, "--yes", "--json",
+	code, stdout, stderr := cliRun(t, "--flash", "--role", "controlplane", "--device", target, "--yes", "--create-file", "--json",
 		"--factory", srv.URL, "--cache-dir", filepath.Join(dir, "cache"))
-	if code != ExitOK {
+	if code != contract.ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	if imagetest.FileSHA256(t, target, imageSize) != fx.SHA256 {
@@ -219,10 +217,10 @@ func TestFlashJSONStdoutIsOnlyJSON(t *testing.T) {
 	}
 
 	// A failure: an "error" event on stdout, the message on stderr.
-	code, stdout, stderr = cliRun(t, "--flash", "--role", "worker", "--device", filepath.Join(dir, "nope", "card.img"), "--yes", "--json",
+	code, stdout, stderr = cliRun(t, "--flash", "--role", "worker", "--device", filepath.Join(dir, "nope", "card.img"), "--yes", "--create-file", "--json",
 		"--factory", srv.URL, "--cache-dir", filepath.Join(dir, "cache"))
 	evs := jsonLines(t, "failed flash --json", stdout)
-	if code == ExitOK || len(evs) == 0 || evs[len(evs)-1]["event"] != "error" || !strings.HasPrefix(stderr, "talosflash: ") {
+	if code == contract.ExitOK || len(evs) == 0 || evs[len(evs)-1]["event"] != "error" || !strings.HasPrefix(stderr, "talosflash: ") {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 }
@@ -241,7 +239,7 @@ func TestElevatedChildRelaysInfo(t *testing.T) {
 	var out, errOut strings.Builder
 	code := Main([]string{"--flash", "--elevated", "--image", img, "--device", filepath.Join(dir, "card.img"), "--yes", "--json"},
 		Env{Stdin: pr, Stdout: &out, Stderr: &errOut})
-	if code != ExitOK {
+	if code != contract.ExitOK {
 		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
 	infos := 0
@@ -292,7 +290,7 @@ func TestEveryJSONCommandWritesTheContract(t *testing.T) {
 		}
 		code, stdout, stderr := cliRun(t, args...)
 		evs := jsonLines(t, cmd, stdout)
-		if code != ExitUsage || len(evs) != 1 || evs[0]["event"] != contract.TypeError || evs[0]["code"] != float64(ExitUsage) ||
+		if code != contract.ExitUsage || len(evs) != 1 || evs[0]["event"] != contract.TypeError || evs[0]["code"] != float64(contract.ExitUsage) ||
 			!strings.Contains(evs[0]["message"].(string), "no-such-flag") || !strings.Contains(stderr, "no-such-flag") {
 			t.Errorf("%s --json --no-such-flag: exit %d, stdout %q, stderr %q", cmd, code, stdout, stderr)
 		}

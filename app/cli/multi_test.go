@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/app/elevate"
 	"github.com/talosflash/talosflash/app/plan"
 	"github.com/talosflash/talosflash/imaging"
@@ -23,12 +24,12 @@ func TestFlashSeveralDevices(t *testing.T) {
 	srv, fx := fakeFactory(t)
 	dir := t.TempDir()
 	targets := []string{filepath.Join(dir, "a.img"), filepath.Join(dir, "b.img"), filepath.Join(dir, "c.img")}
-	args := []string{"--flash", "--role", "worker", "--yes", "--json", "--format", "xz", "--factory", srv.URL, "--cache-dir", filepath.Join(dir, "cache")}
+	args := []string{"--flash", "--role", "worker", "--yes", "--create-file", "--json", "--format", "xz", "--factory", srv.URL, "--cache-dir", filepath.Join(dir, "cache")}
 	for _, d := range targets {
 		args = append(args, "--device", d)
 	}
 	code, stdout, stderr := cliRun(t, args...)
-	if code != ExitOK {
+	if code != contract.ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	if srv.BytesServed() != int64(len(fx.XZ)) {
@@ -61,7 +62,7 @@ func TestFlashSeveralDevices(t *testing.T) {
 	}
 	// The same device twice is refused before anything is downloaded.
 	code, _, stderr = cliRun(t, "--flash", "--image", targets[0], "--device", targets[1], "--device", filepath.Join(dir, ".", "b.img"), "--yes")
-	if code != ExitUsage || !strings.Contains(stderr, "twice") {
+	if code != contract.ExitUsage || !strings.Contains(stderr, "twice") {
 		t.Fatalf("duplicate device: exit %d: %s", code, stderr)
 	}
 }
@@ -81,9 +82,9 @@ func TestFlashSeveralDevicesOneFails(t *testing.T) {
 	t.Cleanup(func() { _ = unmount(small) })
 	bad := filepath.Join(small, "card.img")
 	good := []string{filepath.Join(dir, "a.img"), filepath.Join(dir, "c.img")}
-	code, stdout, stderr := cliRun(t, "--flash", "--role", "worker", "--yes", "--json", "--format", "xz", "--factory", srv.URL, "--cache-dir", filepath.Join(dir, "cache"),
+	code, stdout, stderr := cliRun(t, "--flash", "--role", "worker", "--yes", "--create-file", "--json", "--format", "xz", "--factory", srv.URL, "--cache-dir", filepath.Join(dir, "cache"),
 		"--device", good[0], "--device", bad, "--device", good[1])
-	if code == ExitOK {
+	if code == contract.ExitOK {
 		t.Fatalf("exit 0 with a failed card: %s", stderr)
 	}
 	var cardErr, finalErr map[string]any
@@ -126,7 +127,7 @@ func TestFlashMemoryLimit(t *testing.T) {
 	}
 	before := debug.SetMemoryLimit(-1)
 	t.Setenv("GOMEMLIMIT", "")
-	if code, _, stderr := cliRun(t, "--flash", "--image", img, "--device", filepath.Join(dir, "a.img"), "--yes"); code != ExitOK {
+	if code, _, stderr := cliRun(t, "--flash", "--image", img, "--device", filepath.Join(dir, "a.img"), "--yes", "--create-file"); code != contract.ExitOK {
 		t.Fatal(stderr)
 	}
 	if len(set) != 2 || set[0] != 40<<20 || set[1] != before || debug.SetMemoryLimit(-1) != before {
@@ -134,7 +135,7 @@ func TestFlashMemoryLimit(t *testing.T) {
 	}
 	set = nil
 	t.Setenv("GOMEMLIMIT", "100MiB")
-	if code, _, stderr := cliRun(t, "--flash", "--image", img, "--device", filepath.Join(dir, "b.img"), "--yes"); code != ExitOK {
+	if code, _, stderr := cliRun(t, "--flash", "--image", img, "--device", filepath.Join(dir, "b.img"), "--yes", "--create-file"); code != contract.ExitOK {
 		t.Fatal(stderr)
 	}
 	if len(set) != 0 {
@@ -168,7 +169,7 @@ func TestTermProgressSeveralCards(t *testing.T) {
 
 // The elevated child with several --device writes what the parent's
 // plan.Flash reads back: its real output, replayed as the child, gives
-// one verified imaging.Card per device.
+// one verified imaging.CardResult per device.
 func TestElevatedChildSeveralDevicesRoundTrip(t *testing.T) {
 	dir := t.TempDir()
 	fx := fakeFixture(t)

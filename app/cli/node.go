@@ -78,7 +78,7 @@ func runNodes(ctx context.Context, args []string, env Env) error {
 	}
 	scan := node.DiscoverOptions{Prefixes: subnets, Port: port, DialTimeout: timeout}
 	if err := node.CheckScan(scan); err != nil {
-		return withCode(ExitUsage, err) // before "scanning": nothing is sent
+		return withCode(contract.ExitUsage, err) // before "scanning": nothing is sent
 	}
 	fmt.Fprintf(env.Stderr, "scanning %s for Talos on port %d...\n", subnets.String(), port)
 	found, err := node.Discover(ctx, scan)
@@ -86,7 +86,7 @@ func runNodes(ctx context.Context, args []string, env Env) error {
 		if ctx.Err() != nil {
 			return interrupted("the scan stopped; nothing was sent to any node")
 		}
-		return withCode(ExitUsage, err)
+		return withCode(contract.ExitUsage, err)
 	}
 	cached := cachedIDs(cacheDir)
 	rows := make([]nodeRow, len(found))
@@ -248,10 +248,10 @@ func apply(ctx context.Context, f *applyFlags, env Env) (*plan.ApplyOutcome, err
 	}
 	endpoint, err := node.NormalizeEndpoint(f.endpoint)
 	if err != nil {
-		return nil, withCode(ExitUsage, fmt.Errorf("--node: %w", err))
+		return nil, withCode(contract.ExitUsage, fmt.Errorf("--node: %w", err))
 	}
 	if _, err := node.ParseMode(f.mode); err != nil {
-		return nil, withCode(ExitUsage, err)
+		return nil, withCode(contract.ExitUsage, err)
 	}
 	file := f.file
 	data, err := readConfigFile(file)
@@ -323,24 +323,24 @@ func renderApplyEvent(env Env, file string, ev plan.ApplyEvent) {
 func applyError(err error, file string) error {
 	var (
 		input       *plan.InputError
-		interrupted *plan.InterruptedError
+		interrupted *node.InterruptedError
 	)
 	switch {
 	case errors.As(err, &interrupted):
 		return err // context.Canceled: exit 130
 	case errors.As(err, &input):
 		if input.Setting != "" { // the job's settings are the flags
-			return withCode(ExitUsage, fmt.Errorf("--%s %s: %w", input.Setting, input.Value, input.Err))
+			return withCode(contract.ExitUsage, fmt.Errorf("--%s %s: %w", input.Setting, input.Value, input.Err))
 		}
-		return withCode(ExitUsage, err)
+		return withCode(contract.ExitUsage, err)
 	case errors.Is(err, plan.ErrConfigured):
-		return withCode(ExitApply, err)
+		return withCode(contract.ExitApply, err)
 	case errors.Is(err, plan.ErrNoFingerprint):
-		return withCode(ExitNetwork, err)
+		return withCode(contract.ExitNetwork, err)
 	}
 	var blocked *plan.BlockedError
 	if errors.As(err, &blocked) {
-		return withCode(ExitConfig, fmt.Errorf("%s fails the checks above; nothing was sent. Fix the config or pass --force to send it anyway", file))
+		return withCode(contract.ExitConfig, fmt.Errorf("%s fails the checks above; nothing was sent. Fix the config or pass --force to send it anyway", file))
 	}
 	return err
 }
@@ -360,9 +360,9 @@ func readConfigFile(path string) ([]byte, error) {
 	var tooLarge *userfile.TooLargeError
 	switch {
 	case errors.As(err, &tooLarge):
-		return nil, withCode(ExitConfig, fmt.Errorf("config file %s is too large for a machine config (max %d bytes)", path, node.MaxConfigSize))
+		return nil, withCode(contract.ExitConfig, fmt.Errorf("config file %s is too large for a machine config (max %d bytes)", path, node.MaxConfigSize))
 	case err != nil:
-		return nil, withCode(ExitUsage, fmt.Errorf("config file: %w", err))
+		return nil, withCode(contract.ExitUsage, fmt.Errorf("config file: %w", err))
 	}
 	return data, nil
 }

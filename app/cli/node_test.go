@@ -14,7 +14,9 @@ import (
 
 	"github.com/siderolabs/image-factory/pkg/schematic"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/factory"
+	"github.com/talosflash/talosflash/internal/testkit"
 	"github.com/talosflash/talosflash/node/nodetest"
 )
 
@@ -30,10 +32,7 @@ func builtinSchematic(t *testing.T, role string) *schematic.Schematic {
 // testConfig copies node/testdata/name into a temp dir.
 func testConfig(t *testing.T, name string) (path string, data []byte) {
 	t.Helper()
-	data, err := os.ReadFile("../../node/testdata/" + name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	data = testkit.Testdata(t, name)
 	path = filepath.Join(t.TempDir(), filepath.Base(name))
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
@@ -62,8 +61,8 @@ func TestApplyBlocksWorkerConfigOnNewtImage(t *testing.T) {
 		for _, extra := range [][]string{nil, {"--role", "worker"}, {"--role", "controlplane"}} {
 			args := append([]string{"apply", "--node", srv.Addr(), "--file", path}, extra...)
 			code, _, stderr := cliRun(t, args...)
-			if code != ExitConfig {
-				t.Fatalf("%s %v: exit %d, want %d: %s", file, extra, code, ExitConfig, stderr)
+			if code != contract.ExitConfig {
+				t.Fatalf("%s %v: exit %d, want %d: %s", file, extra, code, contract.ExitConfig, stderr)
 			}
 			for _, want := range []string{"the node booted an image with siderolabs/newt", "ExtensionServiceConfig", "nothing was sent", "booted controlplane"} {
 				if !strings.Contains(stderr, want) {
@@ -80,7 +79,7 @@ func TestApplyBlocksWorkerConfigOnNewtImage(t *testing.T) {
 	}
 	// --force is the explicit override.
 	path, data := testConfig(t, "worker.yaml")
-	if code, _, stderr := cliRun(t, "apply", "--node", srv.Addr(), "--file", path, "--force"); code != ExitOK {
+	if code, _, stderr := cliRun(t, "apply", "--node", srv.Addr(), "--file", path, "--force"); code != contract.ExitOK {
 		t.Fatalf("--force: exit %d: %s", code, stderr)
 	}
 	if got := appliedConfigs(srv); len(got) != 1 || !bytes.Equal(got[0], data) {
@@ -103,7 +102,7 @@ func TestApplyFixedSetups(t *testing.T) {
 		srv := nodetest.Start(t, nodetest.Options{Schematic: builtinSchematic(t, tc.image)})
 		path, data := testConfig(t, tc.file)
 		code, stdout, stderr := cliRun(t, "apply", "--node", srv.Addr(), "--file", path)
-		if code != ExitOK {
+		if code != contract.ExitOK {
 			t.Fatalf("%s on %s image: exit %d: %s", tc.file, tc.image, code, stderr)
 		}
 		if got := appliedConfigs(srv); len(got) != 1 || !bytes.Equal(got[0], data) {
@@ -145,7 +144,7 @@ func TestApplyFixedSetups(t *testing.T) {
 // (the README's custom worker profile) takes a worker config.
 func TestApplyFallbackRoleAndCustomProfile(t *testing.T) {
 	srv := nodetest.Start(t, nodetest.Options{Legacy: true})
-	profiles := writeFile(t, t.TempDir(), "profiles.yaml", `profiles:
+	profiles := testkit.WriteFile(t, t.TempDir(), "profiles.yaml", `profiles:
   - name: storage
     description: Pi worker with iSCSI for Longhorn
     talosVersion: v1.14.5
@@ -154,7 +153,7 @@ func TestApplyFallbackRoleAndCustomProfile(t *testing.T) {
 `)
 	path, data := testConfig(t, "worker.yaml")
 	code, stdout, stderr := cliRun(t, "apply", "--node", srv.Addr(), "--file", path, "--role", "storage", "--profiles", profiles)
-	if code != ExitOK {
+	if code != contract.ExitOK {
 		t.Fatalf("--role storage: exit %d: %s", code, stderr)
 	}
 	if !strings.Contains(stderr, "as you declared (fallback)") || !strings.Contains(stdout, "Talos <= 1.12 does not report it") {
@@ -165,7 +164,7 @@ func TestApplyFallbackRoleAndCustomProfile(t *testing.T) {
 	}
 	// Fallback still blocks the incident: declared controlplane (Newt) + worker config.
 	code, _, stderr = cliRun(t, "apply", "--node", srv.Addr(), "--file", path, "--role", "controlplane")
-	if code != ExitConfig || !strings.Contains(stderr, "fall back to the profile you declared (controlplane)") {
+	if code != contract.ExitConfig || !strings.Contains(stderr, "fall back to the profile you declared (controlplane)") {
 		t.Fatalf("fallback incident: exit %d: %s", code, stderr)
 	}
 }
@@ -177,20 +176,20 @@ func TestApplyModesPerGeneration(t *testing.T) {
 	path, _ := testConfig(t, "worker.yaml")
 
 	code, stdout, stderr := cliRun(t, "apply", "--node", newer.Addr(), "--file", path, "--mode", "try")
-	if code != ExitOK || !strings.Contains(stderr, "without persisting it") || !strings.Contains(stdout, "node answered try") {
+	if code != contract.ExitOK || !strings.Contains(stderr, "without persisting it") || !strings.Contains(stdout, "node answered try") {
 		t.Fatalf("try on 1.14: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 	code, stdout, _ = cliRun(t, "apply", "--node", newer.Addr(), "--file", path, "--mode", "staged")
-	if code != ExitOK || !strings.Contains(stdout, "node answered staged") || !strings.Contains(stdout, "Staged configuration") {
+	if code != contract.ExitOK || !strings.Contains(stdout, "node answered staged") || !strings.Contains(stdout, "Staged configuration") {
 		t.Fatalf("staged on 1.14: exit %d %s", code, stdout)
 	}
 	code, stdout, _ = cliRun(t, "apply", "--node", newer.Addr(), "--file", path, "--mode", "reboot")
-	if code != ExitOK || !strings.Contains(stdout, "mode reboot requested; node answered no-reboot") {
+	if code != contract.ExitOK || !strings.Contains(stdout, "mode reboot requested; node answered no-reboot") {
 		t.Fatalf("reboot on 1.14: exit %d %s", code, stdout)
 	}
 	before := len(older.Requests())
 	code, _, stderr = cliRun(t, "apply", "--node", older.Addr(), "--file", path, "--mode", "staged")
-	if code != ExitUsage || !strings.Contains(stderr, "only accepts auto, reboot, try") || len(older.Requests()) != before {
+	if code != contract.ExitUsage || !strings.Contains(stderr, "only accepts auto, reboot, try") || len(older.Requests()) != before {
 		t.Fatalf("staged on 1.12: exit %d, %d requests: %s", code, len(older.Requests())-before, stderr)
 	}
 }
@@ -200,7 +199,7 @@ func TestApplyDryRunShowsNodeDiff(t *testing.T) {
 	srv := nodetest.Start(t, nodetest.Options{Schematic: builtinSchematic(t, "worker")})
 	path, _ := testConfig(t, "worker.yaml")
 	code, stdout, stderr := cliRun(t, "apply", "--node", srv.Addr(), "--file", path, "--dry-run")
-	if code != ExitOK {
+	if code != contract.ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	for _, want := range []string{"validated (dry run, nothing applied)", "Dry run summary:", "Config diff:", "+        hostname: worker-1"} {
@@ -232,8 +231,8 @@ func TestApplyInterruptedWhileWaiting(t *testing.T) {
 	}()
 	start := time.Now()
 	code, _, stderr := cliRun(t, "apply", "--node", srv.Addr(), "--file", path, "--timeout", "1m")
-	if code != ExitInterrupted {
-		t.Fatalf("exit %d, want %d: %s", code, ExitInterrupted, stderr)
+	if code != contract.ExitInterrupted {
+		t.Fatalf("exit %d, want %d: %s", code, contract.ExitInterrupted, stderr)
 	}
 	if d := time.Since(start); d > 20*time.Second {
 		t.Errorf("took %v to stop", d)
@@ -251,7 +250,7 @@ func TestApplyFileFIFO(t *testing.T) {
 		t.Skip(err)
 	}
 	code, _, stderr := cliRun(t, "apply", "--node", "127.0.0.1:1", "--file", p)
-	if code != ExitUsage || !strings.Contains(stderr, "FIFO") {
+	if code != contract.ExitUsage || !strings.Contains(stderr, "FIFO") {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 }
@@ -259,14 +258,14 @@ func TestApplyFileFIFO(t *testing.T) {
 // nodes over 127.0.0.0/29 with mixed fake nodes: each row says what it booted.
 func TestNodesTellsBootedImagesApart(t *testing.T) {
 	hosts := []string{"127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5", "127.0.0.6"}
-	port := commonFreePort(t, hosts)
+	port := testkit.FreePort(t, hosts...)
 	at := func(h string) string { return net.JoinHostPort(h, strconv.Itoa(port)) }
 	nodetest.Start(t, nodetest.Options{Addr: at("127.0.0.2"), Schematic: builtinSchematic(t, "controlplane")})
 	nodetest.Start(t, nodetest.Options{Addr: at("127.0.0.3"), Schematic: builtinSchematic(t, "worker")})
 	nodetest.Start(t, nodetest.Options{Addr: at("127.0.0.4"), Legacy: true})
 
 	code, stdout, stderr := cliRun(t, "nodes", "--subnet", "127.0.0.0/29", "--port", strconv.Itoa(port), "--json")
-	if code != ExitOK {
+	if code != contract.ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	var rows []struct {
@@ -302,36 +301,10 @@ func TestNodesTellsBootedImagesApart(t *testing.T) {
 	}
 	code, stdout, _ = cliRun(t, "nodes", "--subnet", "127.0.0.0/29", "--port", strconv.Itoa(port))
 	for _, want := range []string{"BOOTED", "FACTORY", "https://factory.talos.dev (Image Factory)", "controlplane", "newt", "worker", "unknown (no extension statuses)", "v1.14.5/arm64"} {
-		if code != ExitOK || !strings.Contains(stdout, want) {
+		if code != contract.ExitOK || !strings.Contains(stdout, want) {
 			t.Errorf("table lacks %q:\n%s", want, stdout)
 		}
 	}
-}
-
-func commonFreePort(t *testing.T, hosts []string) int {
-	t.Helper()
-	for range 20 {
-		l, err := net.Listen("tcp", hosts[0]+":0")
-		if err != nil {
-			t.Skipf("listen: %v", err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		ok := true
-		for _, h := range hosts[1:] {
-			l2, err := net.Listen("tcp", net.JoinHostPort(h, strconv.Itoa(port)))
-			if err != nil {
-				ok = false
-				break
-			}
-			l2.Close()
-		}
-		if ok {
-			return port
-		}
-	}
-	t.Fatal("no common free port")
-	return 0
 }
 
 // The generated 1.14 configs' dry run (its diff) and JSON output never show
@@ -350,7 +323,7 @@ func TestApplyDryRun114NoSecrets(t *testing.T) {
 		for _, extra := range [][]string{nil, {"--json"}} {
 			args := append([]string{"apply", "--node", srv.Addr(), "--file", path, "--dry-run"}, extra...)
 			code, stdout, stderr := cliRun(t, args...)
-			if code != ExitOK {
+			if code != contract.ExitOK {
 				t.Fatalf("%s %v: exit %d: %s", tc.file, extra, code, stderr)
 			}
 			if !strings.Contains(stdout+stderr, "Dry run") && !strings.Contains(stdout+stderr, "dry run") {
@@ -374,7 +347,7 @@ func TestApplyDryRun114NoSecrets(t *testing.T) {
 // printed "scanning 127.0.0.0/8…" first; nothing was sent either way).
 func TestNodesTooLargeRangeRefusedFirst(t *testing.T) {
 	code, _, stderr := cliRun(t, "nodes", "--subnet", "127.0.0.0/8")
-	if code != ExitUsage || strings.Contains(stderr, "scanning") || !strings.Contains(stderr, "too many hosts") {
+	if code != contract.ExitUsage || strings.Contains(stderr, "scanning") || !strings.Contains(stderr, "too many hosts") {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/talosflash/talosflash/app/plan"
+	"github.com/talosflash/talosflash/internal/testkit"
 	"github.com/talosflash/talosflash/inventory"
 )
 
@@ -23,7 +24,7 @@ func TestFlashInventoryElevatedDevicePathWithEquals(t *testing.T) {
 	if err := os.WriteFile(img, fx.XZ, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	inv, err := inventory.Load(testInventory(t, dir), inventory.Options{})
+	inv, err := inventory.Load(testkit.Inventory{Configs: true}.Write(t, dir), inventory.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,7 +64,7 @@ func runOutdated(ctx context.Context, args []string, env Env) error {
 	}
 	uses, generic, err := factory.FindInstallerRefs(dir)
 	if err != nil {
-		return withCode(ExitUsage, err)
+		return withCode(contract.ExitUsage, err)
 	}
 	for _, g := range generic {
 		fmt.Fprintf(env.Stderr, "warning: %s:%d uses the stock installer %s: no Raspberry Pi overlay, no extensions; use the factory installer of the node's schematic\n", g.File, g.Line, g.Raw)
@@ -197,7 +197,7 @@ func outdatedWriteErr(err error) error {
 	}
 	err = fmt.Errorf("outdated --write: %w", err)
 	if errors.Is(err, factory.ErrFileRefused) {
-		return withCode(ExitStorage, err)
+		return withCode(contract.ExitStorage, err)
 	}
 	return err
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/factory/factorytest"
 )
@@ -42,7 +43,7 @@ func TestOutdatedCommand(t *testing.T) {
 	}
 
 	code, stdout, stderr := cliRun(t, "outdated", dir, "--factory", fac.URL)
-	if code != ExitOK {
+	if code != contract.ExitOK {
 		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
 	}
 	for _, want := range []string{":v1.14.5 -> v1.14.6 (latest v1.15.0)", "siderolabs/newt v1.14.5 -> v1.14.6", "can be updated: run with --write"} {
@@ -59,7 +60,7 @@ func TestOutdatedCommand(t *testing.T) {
 
 	code, stdout, stderr = cliRun(t, "outdated", "--factory", fac.URL, "--write", "--json", dir)
 	var res []outdatedJSON
-	if code != ExitOK || json.Unmarshal(answer(t, stdout, "outdated"), &res) != nil || len(res) != 1 || !res[0].Written || res[0].Target != "v1.14.6" {
+	if code != contract.ExitOK || json.Unmarshal(answer(t, stdout, "outdated"), &res) != nil || len(res) != 1 || !res[0].Written || res[0].Target != "v1.14.6" {
 		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
 	}
 	got, _ := os.ReadFile(file)
@@ -67,11 +68,11 @@ func TestOutdatedCommand(t *testing.T) {
 		t.Fatalf("rewritten file:\n%s\nwant:\n%s", got, want)
 	}
 	code, stdout, _ = cliRun(t, "outdated", dir, "--factory", fac.URL)
-	if code != ExitOK || !strings.Contains(stdout, "newest of its minor; latest v1.15.0") {
+	if code != contract.ExitOK || !strings.Contains(stdout, "newest of its minor; latest v1.15.0") {
 		t.Fatalf("after write: exit %d\n%s", code, stdout)
 	}
 	for _, to := range []string{"newest", "v1.99.0"} {
-		if code, _, stderr := cliRun(t, "outdated", dir, "--factory", fac.URL, "--to", to); code != ExitUsage {
+		if code, _, stderr := cliRun(t, "outdated", dir, "--factory", fac.URL, "--to", to); code != contract.ExitUsage {
 			t.Errorf("--to %s: exit %d %s", to, code, stderr)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/factory/factorytest"
 )
@@ -79,7 +80,7 @@ func TestOutdatedWriteBlocksUncomparedExtensions(t *testing.T) {
 		files[filepath.Join(dir, n)] = writeRef(t, filepath.Join(dir, n), ref, 0)
 	}
 	code, stdout, stderr := cliRun(t, "outdated", dir, "--write", "--factory", fac.URL)
-	if code != ExitOK || strings.Count(stdout, "BLOCKED: extensions not compared") != 2 || !strings.Contains(stdout, "nothing to update") {
+	if code != contract.ExitOK || strings.Count(stdout, "BLOCKED: extensions not compared") != 2 || !strings.Contains(stdout, "nothing to update") {
 		t.Fatalf("exit %d:\n%s\n%s", code, stdout, stderr)
 	}
 	assertUnchanged(t, files)
@@ -113,7 +114,7 @@ func TestOutdatedWriteRefusesReadOnlyAndHardLinks(t *testing.T) {
 			files := map[string][]byte{ok: writeRef(t, ok, ref, 0), bad: writeRef(t, bad, ref, 0)}
 			c.prep(t, bad)
 			code, res, stderr := outdatedJSONRun(t, dir, "--write", "--factory", fac.URL)
-			if code != ExitStorage || !strings.Contains(stderr, bad) || !strings.Contains(stderr, c.want) || !strings.Contains(stderr, "nothing was changed") {
+			if code != contract.ExitStorage || !strings.Contains(stderr, bad) || !strings.Contains(stderr, c.want) || !strings.Contains(stderr, "nothing was changed") {
 				t.Fatalf("exit %d, stderr:\n%s", code, stderr)
 			}
 			assertUnchanged(t, files)
@@ -149,7 +150,7 @@ func TestOutdatedWriteKeepsOwnerGroupMode(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, res, stderr := outdatedJSONRun(t, dir, "--write", "--factory", fac.URL)
-	if code != ExitOK || len(res) != 1 || !res[0].Written || res[0].Outcome != "written" {
+	if code != contract.ExitOK || len(res) != 1 || !res[0].Written || res[0].Outcome != "written" {
 		t.Fatalf("exit %d %+v\n%s", code, res, stderr)
 	}
 	got, _ := os.ReadFile(f)
@@ -184,7 +185,7 @@ func TestOutdatedWriteFullDiskMidRun(t *testing.T) {
 	small, big := filepath.Join(dir, "a.yaml"), filepath.Join(dir, "b.yaml")
 	files := map[string][]byte{small: writeRef(t, small, ref, 8<<10-200), big: writeRef(t, big, ref, 40<<10-200)}
 	code, res, stderr := outdatedJSONRun(t, dir, "--write", "--factory", fac.URL)
-	if code != ExitStorage || !strings.Contains(stderr, "no space left") || !strings.Contains(stderr, "nothing was changed") {
+	if code != contract.ExitStorage || !strings.Contains(stderr, "no space left") || !strings.Contains(stderr, "nothing was changed") {
 		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
 	}
 	assertUnchanged(t, files)
@@ -208,14 +209,14 @@ func TestClassifyErrno(t *testing.T) {
 		err  error
 		want int
 	}{
-		{&fs.PathError{Op: "write", Path: "/x", Err: syscall.ENOSPC}, ExitStorage},
-		{fmt.Errorf("rewrite: %w", &fs.PathError{Op: "open", Path: "/x", Err: syscall.EACCES}), ExitStorage},
-		{&os.LinkError{Op: "rename", Old: "/a", New: "/b", Err: syscall.EROFS}, ExitStorage},
-		{&fs.PathError{Op: "open", Path: "/x", Err: syscall.EPERM}, ExitStorage},
-		{syscall.EDQUOT, ExitStorage},
-		{&net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}, ExitNetwork},
-		{&url.Error{Op: "Get", URL: "http://127.0.0.1:1", Err: errors.New("boom")}, ExitNetwork},
-		{syscall.EINVAL, ExitFailure},
+		{&fs.PathError{Op: "write", Path: "/x", Err: syscall.ENOSPC}, contract.ExitStorage},
+		{fmt.Errorf("rewrite: %w", &fs.PathError{Op: "open", Path: "/x", Err: syscall.EACCES}), contract.ExitStorage},
+		{&os.LinkError{Op: "rename", Old: "/a", New: "/b", Err: syscall.EROFS}, contract.ExitStorage},
+		{&fs.PathError{Op: "open", Path: "/x", Err: syscall.EPERM}, contract.ExitStorage},
+		{syscall.EDQUOT, contract.ExitStorage},
+		{&net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}, contract.ExitNetwork},
+		{&url.Error{Op: "Get", URL: "http://127.0.0.1:1", Err: errors.New("boom")}, contract.ExitNetwork},
+		{syscall.EINVAL, contract.ExitFailure},
 	} {
 		if got := classify(c.err); got != c.want {
 			t.Errorf("classify(%v) = %d, want %d", c.err, got, c.want)

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"unicode"
 
+	"github.com/talosflash/talosflash/app/contract"
+	"github.com/talosflash/talosflash/internal/testkit"
 	"github.com/talosflash/talosflash/node/nodetest"
 )
 
@@ -27,13 +29,13 @@ func noControl(t *testing.T, what, out string) {
 // its hostname and version cannot clear the screen or forge a row.
 func TestNodesAndApplyShowRogueNodePrintable(t *testing.T) {
 	hosts := []string{"127.0.0.5"}
-	port := commonFreePort(t, hosts)
+	port := testkit.FreePort(t, hosts...)
 	addr := net.JoinHostPort("127.0.0.5", strconv.Itoa(port))
 	evilHost := "evil\x1b[2J\x1b[31mPWNED\x1b[0m\r\nfake-row"
 	srv := nodetest.Start(t, nodetest.Options{Addr: addr, Hostname: evilHost, TalosVersion: "v1.14.5\x1b[31m"})
 
 	code, stdout, stderr := cliRun(t, "nodes", "--subnet", "127.0.0.5/32", "--port", strconv.Itoa(port), "--factory", "http://127.0.0.1:1")
-	if code != ExitOK {
+	if code != contract.ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	noControl(t, "nodes table", stdout)
@@ -43,7 +45,7 @@ func TestNodesAndApplyShowRogueNodePrintable(t *testing.T) {
 	}
 
 	code, stdout, stderr = cliRun(t, "nodes", "--subnet", "127.0.0.5/32", "--port", strconv.Itoa(port), "--json", "--factory", "http://127.0.0.1:1")
-	if code != ExitOK {
+	if code != contract.ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	var rows []map[string]any
@@ -71,7 +73,7 @@ func TestNodesAndApplyShowRogueNodePrintable(t *testing.T) {
 func TestNodesJSONUnknownIsNull(t *testing.T) {
 	srv := nodetest.Start(t, nodetest.Options{Legacy: true})
 	code, stdout, stderr := cliRun(t, "nodes", "--subnet", "127.0.0.1/32", "--port", strconv.Itoa(srv.Port()), "--json", "--factory", "http://127.0.0.1:1")
-	if code != ExitOK {
+	if code != contract.ExitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	var rows []map[string]any

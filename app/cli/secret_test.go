@@ -16,6 +16,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/talosflash/talosflash/app/contract"
+	"github.com/talosflash/talosflash/internal/testkit"
 	"github.com/talosflash/talosflash/node/nodetest"
 )
 
@@ -25,10 +27,7 @@ import (
 // configs), a machine token and a cluster secret.
 func secretConfig(t *testing.T) (cfg string, secrets []string) {
 	t.Helper()
-	base, err := os.ReadFile("../../node/testdata/controlplane.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	base := testkit.Testdata(t, "controlplane.yaml")
 	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -85,13 +84,13 @@ func TestApplyNeverPrintsSecrets(t *testing.T) {
 		args []string
 		code int
 	}{
-		{"success", []string{"apply", "--node", ok.Addr(), "--file", good, "--role", "controlplane", "--json"}, ExitOK},
-		{"role mismatch", []string{"apply", "--node", ok.Addr(), "--file", good, "--role", "worker"}, ExitConfig},
-		{"yaml error", []string{"apply", "--node", ok.Addr(), "--file", broken}, ExitConfig},
+		{"success", []string{"apply", "--node", ok.Addr(), "--file", good, "--role", "controlplane", "--json"}, contract.ExitOK},
+		{"role mismatch", []string{"apply", "--node", ok.Addr(), "--file", good, "--role", "worker"}, contract.ExitConfig},
+		{"yaml error", []string{"apply", "--node", ok.Addr(), "--file", broken}, contract.ExitConfig},
 		// a typo is a local warning; the 1.14 node's dry run refuses it (exit 8), nothing applied
-		{"unknown field", []string{"apply", "--node", ok.Addr(), "--file", unknown}, ExitApply},
-		{"node echoes", []string{"apply", "--node", echo.Addr(), "--file", good, "--role", "controlplane"}, ExitApply},
-		{"closed port", []string{"apply", "--node", "127.0.0.1:1", "--file", good}, ExitNetwork},
+		{"unknown field", []string{"apply", "--node", ok.Addr(), "--file", unknown}, contract.ExitApply},
+		{"node echoes", []string{"apply", "--node", echo.Addr(), "--file", good, "--role", "controlplane"}, contract.ExitApply},
+		{"closed port", []string{"apply", "--node", "127.0.0.1:1", "--file", good}, contract.ExitNetwork},
 	}
 	for _, r := range runs {
 		t.Run(r.name, func(t *testing.T) {

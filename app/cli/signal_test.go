@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/factory/factorytest"
 )
@@ -74,12 +75,12 @@ func TestInterruptDownloadLeavesResumablePartial(t *testing.T) {
 		}
 	}()
 	var errOut bytes.Buffer
-	args := []string{"--flash", "--role", "worker", "--format", "xz", "--device", filepath.Join(dir, "card.img"), "--yes", "--json",
+	args := []string{"--flash", "--role", "worker", "--format", "xz", "--device", filepath.Join(dir, "card.img"), "--yes", "--create-file", "--json",
 		"--factory", srv.URL, "--cache-dir", dir}
 	start := time.Now()
 	code := Main(args, Env{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: &errOut})
-	if code != ExitInterrupted {
-		t.Fatalf("exit %d, want %d; stderr %s", code, ExitInterrupted, errOut.String())
+	if code != contract.ExitInterrupted {
+		t.Fatalf("exit %d, want %d; stderr %s", code, contract.ExitInterrupted, errOut.String())
 	}
 	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("interrupt took %s to take effect", d)
@@ -95,7 +96,7 @@ func TestInterruptDownloadLeavesResumablePartial(t *testing.T) {
 
 	before := srv.BytesServed()
 	code, _, stderr := cliRun(t, args...)
-	if code != ExitOK {
+	if code != contract.ExitOK {
 		t.Fatalf("resume: exit %d: %s", code, stderr)
 	}
 	if got, want := srv.BytesServed()-before, int64(len(fx.XZ))-st.Size(); got != want {
@@ -112,7 +113,7 @@ func TestInterruptWriteReportsIncompleteCard(t *testing.T) {
 	out := &killOnEvent{stage: "write", atLeast: 1}
 	var errOut bytes.Buffer
 	card := filepath.Join(dir, "card.img")
-	args := []string{"--flash", "--image", img, "--device", card, "--yes", "--json"}
+	args := []string{"--flash", "--image", img, "--device", card, "--yes", "--create-file", "--json"}
 	start := time.Now()
 	code := Main(args, Env{Stdin: strings.NewReader(""), Stdout: out, Stderr: &errOut})
 	assertInterruptedWrite(t, code, start, errOut.String())
@@ -163,8 +164,8 @@ func bigSparseImage(t *testing.T, dir string) string {
 // promptly, with the card reported incomplete.
 func assertInterruptedWrite(t *testing.T, code int, start time.Time, stderr string) {
 	t.Helper()
-	if code != ExitInterrupted {
-		t.Fatalf("exit %d, want %d; stderr %s", code, ExitInterrupted, stderr)
+	if code != contract.ExitInterrupted {
+		t.Fatalf("exit %d, want %d; stderr %s", code, contract.ExitInterrupted, stderr)
 	}
 	if d := time.Since(start); d > 15*time.Second {
 		t.Errorf("interrupted write took %s to stop", d)

@@ -104,7 +104,7 @@ func runStatus(ctx context.Context, args []string, env Env) error {
 	}
 	for _, ns := range last {
 		if ns.Status == nil {
-			return withCode(ExitNetwork, fmt.Errorf("%s does not answer: %v", ns.Target.Name(), ns.Err))
+			return withCode(contract.ExitNetwork, fmt.Errorf("%s does not answer: %v", ns.Target.Name(), ns.Err))
 		}
 	}
 	return nil
@@ -118,7 +118,7 @@ func statusTargets(f *statusFlags) ([]plan.StatusTarget, string, error) {
 		for _, a := range f.nodes {
 			ep, err := node.NormalizeEndpoint(a)
 			if err != nil {
-				return nil, "", withCode(ExitUsage, err)
+				return nil, "", withCode(contract.ExitUsage, err)
 			}
 			ts = append(ts, plan.StatusTarget{Endpoint: ep})
 		}
@@ -131,7 +131,7 @@ func statusTargets(f *statusFlags) ([]plan.StatusTarget, string, error) {
 	nodes := inv.Nodes
 	if len(f.hostnames) > 0 {
 		if nodes, err = inv.Select(f.hostnames); err != nil {
-			return nil, "", withCode(ExitUsage, err)
+			return nil, "", withCode(contract.ExitUsage, err)
 		}
 	}
 	var ts []plan.StatusTarget

@@ -2,9 +2,7 @@ package cli
 
 import (
 	"encoding/json"
-	"net"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -12,6 +10,7 @@ import (
 	"time"
 
 	"github.com/talosflash/talosflash/app/contract"
+	"github.com/talosflash/talosflash/internal/testkit"
 	"github.com/talosflash/talosflash/node/nodetest"
 )
 
@@ -20,21 +19,9 @@ import (
 // path and the port every fake listens on.
 func statusInventory(t *testing.T) (string, string) {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.31:0")
-	if err != nil {
-		t.Skipf("127.0.0.31: %v", err)
-	}
-	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-	l.Close()
-	p := filepath.Join(t.TempDir(), "talosflash.yaml")
-	body := "cluster: home\ngateway: 127.0.0.1\nnodes:\n" +
-		"  - hostname: cp-1\n    role: controlplane\n    address: 127.0.0.31/8\n" +
-		"  - hostname: worker-1\n    role: worker\n    address: 127.0.0.32/8\n" +
-		"  - hostname: worker-2\n    role: worker\n    address: 127.0.0.33/8\n"
-	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p, port
+	inv := testkit.Inventory{First: "127.0.0.31"}
+	ips := inv.IPs()
+	return inv.Write(t, t.TempDir()), strconv.Itoa(testkit.FreePort(t, ips[:]...))
 }
 
 // The incident: worker-1 was flashed with the control plane's Newt image
@@ -52,7 +39,7 @@ func TestStatusIncidentWaitingExtension(t *testing.T) {
 		RebootDowntime: 20 * time.Millisecond})
 
 	code, stdout, stderr := cliRun(t, "status", "--inventory", inv, "--hostname", "worker-1", "--port", port, "--talosconfig", tc)
-	if code != ExitOK {
+	if code != contract.ExitOK {
 		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
 	}
 	for _, want := range []string{
@@ -83,7 +70,7 @@ func TestStatusIncidentWaitingExtension(t *testing.T) {
 	start := time.Now()
 	code, stdout, stderr = cliRun(t, "status", "--inventory", inv, "--hostname", "worker-1", "--port", port, "--talosconfig", tc,
 		"--watch", "--interval", "50ms", "--for", "2500ms", "--json")
-	if code != ExitOK {
+	if code != contract.ExitOK {
 		t.Fatalf("watch: exit %d\n%s%s", code, stdout, stderr)
 	}
 	if d := time.Since(start); d > 4*time.Second {
@@ -129,7 +116,7 @@ func TestStatusHealthyControlPlane(t *testing.T) {
 		Schematic: builtinSchematic(t, "controlplane"), Bootstrapped: true, Clock: nodetest.NewClock(3 * time.Hour)})
 
 	code, stdout, stderr := cliRun(t, "status", "--inventory", inv, "--hostname", "cp-1", "--port", port, "--talosconfig", tc)
-	if code != ExitOK {
+	if code != contract.ExitOK {
 		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
 	}
 	for _, want := range []string{"cp-1 (127.0.0.31:" + port + "): running, ready · Talos v1.14.5", "etcd Running healthy",
@@ -143,7 +130,7 @@ func TestStatusHealthyControlPlane(t *testing.T) {
 	}
 
 	code, stdout, stderr = cliRun(t, "status", "--inventory", inv, "--hostname", "cp-1", "--port", port, "--talosconfig", tc, "--json")
-	if code != ExitOK {
+	if code != contract.ExitOK {
 		t.Fatalf("json: exit %d\n%s%s", code, stdout, stderr)
 	}
 	lines := statusLines(t, stdout)
@@ -166,7 +153,7 @@ func TestStatusHealthyControlPlane(t *testing.T) {
 
 	// A node that does not answer: exit 3 and the line says so.
 	code, stdout, _ = cliRun(t, "status", "--inventory", inv, "--hostname", "worker-2", "--port", port, "--talosconfig", tc, "--json", "--timeout", "300ms")
-	if code != ExitNetwork || !strings.Contains(stdout, `"reachable":false`) {
+	if code != contract.ExitNetwork || !strings.Contains(stdout, `"reachable":false`) {
 		t.Errorf("unreachable: exit %d\n%s", code, stdout)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/app/elevate"
 	"github.com/talosflash/talosflash/imaging/imagetest"
 )
@@ -37,17 +38,19 @@ func TestCutImageIsNeverACard(t *testing.T) {
 			}
 			a, b := filepath.Join(dir, "a.img"), filepath.Join(dir, "b.img")
 			runs := map[string]func() (int, string, string){
-				"one card": func() (int, string, string) { return cliRun(t, "--flash", "--image", img, "--device", a, "--yes") },
+				"one card": func() (int, string, string) {
+					return cliRun(t, "--flash", "--image", img, "--device", a, "--yes", "--create-file")
+				},
 				"two cards": func() (int, string, string) {
-					return cliRun(t, "--flash", "--image", img, "--device", a, "--device", b, "--yes", "--json")
+					return cliRun(t, "--flash", "--image", img, "--device", a, "--device", b, "--yes", "--create-file", "--json")
 				},
 				"elevated":    func() (int, string, string) { return childRun(t, elevate.Args{Image: img, Devices: []string{a}}) },
 				"elevated x2": func() (int, string, string) { return childRun(t, elevate.Args{Image: img, Devices: []string{a, b}}) },
 			}
 			for how, run := range runs {
 				code, stdout, stderr := run()
-				if code != ExitImage {
-					t.Errorf("%s cut by %d, %s: exit %d, want %d: %s%s", name, cut, how, code, ExitImage, stdout, stderr)
+				if code != contract.ExitImage {
+					t.Errorf("%s cut by %d, %s: exit %d, want %d: %s%s", name, cut, how, code, contract.ExitImage, stdout, stderr)
 					continue
 				}
 				if strings.Contains(stdout, `"verified":true`) {
@@ -87,7 +90,7 @@ func replayedChild(t *testing.T, dir string, args *[]string) func([]string) (*ex
 			*args = a
 		}
 		code, stdout, stderr := childRunArgs(t, a)
-		if code != ExitOK {
+		if code != contract.ExitOK {
 			t.Fatalf("child exit %d: %s", code, stderr)
 		}
 		replay := filepath.Join(dir, "child.out")

@@ -129,7 +129,7 @@ func TestProgressIn60ColumnTmux(t *testing.T) {
 		return string(out), err
 	}
 	shell := shellQuote(os.Args[0]) + " --flash --image " + shellQuote(img) + " --device " +
-		shellQuote(filepath.Join(dir, "card.img")) + " --yes --cache-dir " + shellQuote(dir) + "; echo __END__ $?; sleep 600"
+		shellQuote(filepath.Join(dir, "card.img")) + " --yes --create-file --cache-dir " + shellQuote(dir) + "; echo __END__ $?; sleep 600"
 	if out, err := run("new-session", "-d", "-x", "60", "-y", "30", "-s", "flash", shell); err != nil {
 		t.Fatalf("tmux: %v: %s", err, out)
 	}

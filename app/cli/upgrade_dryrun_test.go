@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/factory/factorytest"
 	"github.com/talosflash/talosflash/node/nodetest"
@@ -48,7 +49,7 @@ func TestUpgradeDryRunWouldFailAsTheRealRun(t *testing.T) {
 			n := nodetest.StartNode(t, nodetest.NodeOptions{PKI: pki, Schematic: builtinSchematic(t, c.role), Worker: c.role == "worker", Bootstrapped: c.role != "worker"})
 			args := []string{"upgrade", "--node", n.Addr(), "--to", "v1.14.6", "--talosconfig", tc, "--factory", fac.URL, "--timeout", "1m"}
 			dryCode, dryOut, dryErr := cliRun(t, append(args, "--dry-run")...)
-			if dryCode == ExitOK || !strings.Contains(dryOut, "dry run: would fail: ") || !strings.Contains(dryOut, c.want) || strings.Contains(dryOut, "would pull") {
+			if dryCode == contract.ExitOK || !strings.Contains(dryOut, "dry run: would fail: ") || !strings.Contains(dryOut, c.want) || strings.Contains(dryOut, "would pull") {
 				t.Fatalf("dry run: exit %d\n%s%s", dryCode, dryOut, dryErr)
 			}
 			code, stdout, stderr := cliRun(t, args...)

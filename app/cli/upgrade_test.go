@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/factory/factorytest"
 	"github.com/talosflash/talosflash/node/nodetest"
 )
@@ -35,7 +36,7 @@ func TestUpgradeCommandDryRunSendsNothing(t *testing.T) {
 	tc, frags := talosconfigFile(t, pki, "os:admin")
 
 	code, stdout, stderr := cliRun(t, "upgrade", "--node", cp.Addr()+","+wk.Addr(), "--to", "v1.14.6", "--talosconfig", tc, "--factory", fac.URL, "--dry-run")
-	if code != ExitOK {
+	if code != contract.ExitOK {
 		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
 	}
 	for _, want := range []string{
@@ -66,7 +67,7 @@ func TestUpgradeCommandUpgradesInOrder(t *testing.T) {
 	tc, frags := talosconfigFile(t, pki, "os:admin")
 
 	code, stdout, stderr := cliRun(t, "upgrade", "-n", cp.Addr(), "-n", wk.Addr(), "--to", "1.14.6", "--talosconfig", tc, "--factory", fac.URL, "--json")
-	if code != ExitOK {
+	if code != contract.ExitOK {
 		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
 	}
 	var got []upgradeJSON
@@ -102,30 +103,30 @@ func TestUpgradeCommandRefusals(t *testing.T) {
 	tc, frags := talosconfigFile(t, pki, "os:admin")
 	noSchematic := nodetest.StartNode(t, nodetest.NodeOptions{PKI: pki})
 	code, stdout, stderr := cliRun(t, "upgrade", "--node", noSchematic.Addr(), "--to", "v1.14.6", "--talosconfig", tc, "--factory", fac.URL, "--timeout", "1m")
-	if code != ExitUsage || !strings.Contains(stderr, "refusing to guess an installer") || len(noSchematic.Upgrades()) != 0 {
+	if code != contract.ExitUsage || !strings.Contains(stderr, "refusing to guess an installer") || len(noSchematic.Upgrades()) != 0 {
 		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
 	}
 	// A version the factory does not offer: exit 3, nothing sent.
 	n := nodetest.StartNode(t, nodetest.NodeOptions{PKI: pki, Schematic: builtinSchematic(t, "worker"), Worker: true})
 	code, stdout, stderr = cliRun(t, "upgrade", "--node", n.Addr(), "--to", "v1.14.7", "--talosconfig", tc, "--factory", fac.URL, "--timeout", "1m")
-	if code != ExitNetwork || !strings.Contains(stderr, "installer image not available") || len(n.Upgrades()) != 0 {
+	if code != contract.ExitNetwork || !strings.Contains(stderr, "installer image not available") || len(n.Upgrades()) != 0 {
 		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
 	}
 	// A downgrade is refused as bad input (exit 2; it was 1, "internal"), nothing sent.
 	code, stdout, stderr = cliRun(t, "upgrade", "--node", n.Addr(), "--to", "v1.13.0", "--talosconfig", tc, "--factory", fac.URL, "--timeout", "1m")
-	if code != ExitUsage || !strings.Contains(stderr, "does not downgrade") || len(n.Upgrades()) != 0 {
+	if code != contract.ExitUsage || !strings.Contains(stderr, "does not downgrade") || len(n.Upgrades()) != 0 {
 		t.Fatalf("downgrade: exit %d\n%s%s", code, stdout, stderr)
 	}
 	// The installer fails on the node: exit 8, no reboot, the next node untouched.
 	bad := nodetest.StartNode(t, nodetest.NodeOptions{PKI: pki, Schematic: builtinSchematic(t, "worker"), UpgradeExitCode: 1, Worker: true})
 	code, stdout, stderr = cliRun(t, "upgrade", "--node", bad.Addr()+","+n.Addr(), "--to", "v1.14.6", "--talosconfig", tc, "--factory", fac.URL, "--timeout", "1m")
-	if code != ExitApply || bad.Reboots() != 0 || len(n.Upgrades()) != 0 || !strings.Contains(stderr, "not upgraded: "+n.Addr()) {
+	if code != contract.ExitApply || bad.Reboots() != 0 || len(n.Upgrades()) != 0 || !strings.Contains(stderr, "not upgraded: "+n.Addr()) {
 		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
 	}
 	// Another cluster's talosconfig: nothing sent, no key material shown.
 	other, ofrags := talosconfigFile(t, newTestPKI(t), "os:admin")
 	code, stdout, stderr = cliRun(t, "upgrade", "--node", n.Addr(), "--to", "v1.14.6", "--talosconfig", other, "--factory", fac.URL)
-	if code != ExitNetwork || !strings.Contains(stderr, "not signed by the talosconfig's CA") || len(n.Upgrades()) != 0 {
+	if code != contract.ExitNetwork || !strings.Contains(stderr, "not signed by the talosconfig's CA") || len(n.Upgrades()) != 0 {
 		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
 	}
 	assertNoFragments(t, append(frags, ofrags...), stdout, stderr)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/factory"
 )
 
@@ -16,7 +17,7 @@ func TestEverySubcommandHasUsage(t *testing.T) {
 	for _, cmd := range subcommands {
 		for _, args := range [][]string{{cmd, "-h"}, {cmd, "--help"}, {"help", cmd}} {
 			code, stdout, stderr := cliRun(t, args...)
-			if code != ExitOK || stderr != "" {
+			if code != contract.ExitOK || stderr != "" {
 				t.Errorf("%v: exit %d, stderr %q", args, code, stderr)
 			}
 			for _, want := range []string{"Usage: talosflash ", "Flags:\n", "Example:\n  talosflash "} {
@@ -31,7 +32,7 @@ func TestEverySubcommandHasUsage(t *testing.T) {
 	}
 	code, stdout, _ := cliRun(t, "--help")
 	for _, cmd := range append(subcommands, "version", "gui") {
-		if code != ExitOK || !strings.Contains(stdout, "\n  "+cmd) {
+		if code != contract.ExitOK || !strings.Contains(stdout, "\n  "+cmd) {
 			t.Errorf("talosflash --help does not list %s:\n%s", cmd, stdout)
 		}
 	}
@@ -40,7 +41,7 @@ func TestEverySubcommandHasUsage(t *testing.T) {
 // Every public flag of a command is in its usage, with its shorthand.
 func TestUsageListsPublicFlags(t *testing.T) {
 	code, stdout, _ := cliRun(t, "apply", "-h")
-	if code != ExitOK {
+	if code != contract.ExitOK {
 		t.Fatalf("exit %d", code)
 	}
 	for _, want := range []string{"-n, --node IP", "-f, --file FILE", "--dry-run ", "--timeout DURATION", "(default auto)"} {
@@ -74,7 +75,7 @@ func TestHiddenFlagsStillParse(t *testing.T) {
 // message plus the whole usage.
 func TestBadFlagIsOneLine(t *testing.T) {
 	code, stdout, stderr := cliRun(t, "flash", "--bogus")
-	if code != ExitUsage || stdout != "" {
+	if code != contract.ExitUsage || stdout != "" {
 		t.Fatalf("exit %d, stdout %q", code, stdout)
 	}
 	if strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "talosflash flash -h") {
@@ -84,7 +85,7 @@ func TestBadFlagIsOneLine(t *testing.T) {
 
 func TestUnknownCommandIsOneLine(t *testing.T) {
 	code, stdout, stderr := cliRun(t, "frobnicate")
-	if code != ExitUsage || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "talosflash --help") {
+	if code != contract.ExitUsage || stdout != "" || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, "talosflash --help") {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 }
@@ -96,7 +97,7 @@ func TestSchematicInstallerYAML(t *testing.T) {
 	dir := t.TempDir()
 	for _, role := range []string{"controlplane", "worker"} {
 		code, stdout, stderr := cliRun(t, "schematic", "--role", role, "--installer-yaml", "--factory", "http://127.0.0.1:5005")
-		if code != ExitOK {
+		if code != contract.ExitOK {
 			t.Fatalf("%s: exit %d: %s", role, code, stderr)
 		}
 		inf, err := factory.ParseInstallerFile([]byte(stdout))
@@ -113,12 +114,12 @@ func TestSchematicInstallerYAML(t *testing.T) {
 			t.Fatal(err)
 		}
 		code, stdout, stderr = cliRun(t, "schematic", "--installer-file", file, "--json", "--factory", "http://127.0.0.1:5005")
-		if code != ExitOK || !strings.Contains(stdout, id) {
+		if code != contract.ExitOK || !strings.Contains(stdout, id) {
 			t.Fatalf("%s: reading the file back: exit %d %s %s", role, code, stdout, stderr)
 		}
 	}
-	if code, _, _ := cliRun(t, "schematic", "--installer", "factory.talos.dev/metal-installer/"+strings.Repeat("a", 64)+":v1.14.5", "--installer-yaml"); code != ExitUsage {
-		t.Fatalf("--installer-yaml without --role: exit %d, want %d", code, ExitUsage)
+	if code, _, _ := cliRun(t, "schematic", "--installer", "factory.talos.dev/metal-installer/"+strings.Repeat("a", 64)+":v1.14.5", "--installer-yaml"); code != contract.ExitUsage {
+		t.Fatalf("--installer-yaml without --role: exit %d, want %d", code, contract.ExitUsage)
 	}
 }
 
@@ -126,18 +127,18 @@ func TestSchematicInstallerYAML(t *testing.T) {
 // offers no --image (a local file has no schematic; -h used to list it).
 func TestSchematicFormatAndFlags(t *testing.T) {
 	code, stdout, stderr := cliRun(t, "schematic", "--role", "worker", "--json")
-	if code != ExitOK || !strings.Contains(stdout, "metal-arm64.raw.zst") {
+	if code != contract.ExitOK || !strings.Contains(stdout, "metal-arm64.raw.zst") {
 		t.Fatalf("exit %d: %s %s", code, stdout, stderr)
 	}
 	code, stdout, _ = cliRun(t, "schematic", "--role", "worker", "--format", "xz", "--json")
-	if code != ExitOK || !strings.Contains(stdout, "metal-arm64.raw.xz") {
+	if code != contract.ExitOK || !strings.Contains(stdout, "metal-arm64.raw.xz") {
 		t.Fatalf("--format xz: exit %d: %s", code, stdout)
 	}
-	if code, stdout, _ := cliRun(t, "schematic", "-h"); code != ExitOK || strings.Contains(stdout, "--image") {
+	if code, stdout, _ := cliRun(t, "schematic", "-h"); code != contract.ExitOK || strings.Contains(stdout, "--image") {
 		t.Fatalf("schematic -h lists --image:\n%s", stdout)
 	}
-	if code, _, _ := cliRun(t, "schematic", "--image", "x.raw"); code != ExitUsage {
-		t.Fatalf("schematic --image: exit %d, want %d", code, ExitUsage)
+	if code, _, _ := cliRun(t, "schematic", "--image", "x.raw"); code != contract.ExitUsage {
+		t.Fatalf("schematic --image: exit %d, want %d", code, contract.ExitUsage)
 	}
 }
 
@@ -155,7 +156,7 @@ func TestTyposSuggestTheClosest(t *testing.T) {
 		{[]string{"nodes", "--zzzzzz"}, ""},
 	} {
 		code, _, stderr := cliRun(t, c.args...)
-		if code != ExitUsage {
+		if code != contract.ExitUsage {
 			t.Errorf("%v: exit %d", c.args, code)
 		}
 		if c.want == "" && strings.Contains(stderr, "did you mean") || c.want != "" && !strings.Contains(stderr, c.want) {

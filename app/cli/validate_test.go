@@ -12,6 +12,7 @@ import (
 
 	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/imaging/imagetest"
+	"github.com/talosflash/talosflash/internal/testkit"
 )
 
 // connCounter is a loopback listener standing in for both a node and an
@@ -96,8 +97,8 @@ func TestUsageErrorsTouchNothing(t *testing.T) {
 			}
 			code, stdout, stderr := cliRun(t, args...)
 			name := strings.Join(args, " ")
-			if code != ExitUsage {
-				t.Errorf("%s: exit %d, want %d\n%s", name, code, ExitUsage, stderr)
+			if code != contract.ExitUsage {
+				t.Errorf("%s: exit %d, want %d\n%s", name, code, contract.ExitUsage, stderr)
 				continue
 			}
 			for _, w := range c.want {
@@ -110,7 +111,7 @@ func TestUsageErrorsTouchNothing(t *testing.T) {
 			}
 			if jsonOut {
 				evs := jsonLines(t, name, stdout)
-				if last := evs[len(evs)-1]; last["event"] != contract.TypeError || last["code"] != float64(ExitUsage) {
+				if last := evs[len(evs)-1]; last["event"] != contract.TypeError || last["code"] != float64(contract.ExitUsage) {
 					t.Errorf("%s: last JSON line %v", name, last)
 				}
 			}
@@ -123,8 +124,8 @@ func TestUsageErrorsTouchNothing(t *testing.T) {
 		t.Fatal("a named file was created")
 	}
 	// The counter does count: a valid command that reaches it is seen.
-	code, _, _ := cliRun(t, "apply", "--node", fake.addr, "--file", "../../node/testdata/worker.yaml", "--timeout", "2s")
-	if code == ExitOK || code == ExitUsage || fake.n.Load() == 0 {
+	code, _, _ := cliRun(t, "apply", "--node", fake.addr, "--file", testkit.TestdataPath(t, "worker.yaml"), "--timeout", "2s")
+	if code == contract.ExitOK || code == contract.ExitUsage || fake.n.Load() == 0 {
 		t.Fatalf("a valid apply: exit %d, %d connections", code, fake.n.Load())
 	}
 }
@@ -146,7 +147,7 @@ func TestConfirmationAcceptsNameOrPath(t *testing.T) {
 	}
 	for _, typed := range []string{"loop", "/dev/loop2", "dev/loop1", "yes", ""} {
 		err := confirmDevice(context.Background(), strings.NewReader(typed+"\n"), &strings.Builder{}, dev, "loop")
-		if err == nil || exitCode(err) != ExitUsage {
+		if err == nil || exitCode(err) != contract.ExitUsage {
 			t.Errorf("typed %q: %v, want a usage error", typed, err)
 		}
 	}
@@ -162,7 +163,7 @@ func TestDevicesAllowLoop(t *testing.T) {
 	verdict := func(args ...string) diskJSON {
 		t.Helper()
 		code, stdout, stderr := cliRun(t, append([]string{"devices", "--json"}, args...)...)
-		if code != ExitOK {
+		if code != contract.ExitOK {
 			t.Fatalf("devices %v: exit %d: %s", args, code, stderr)
 		}
 		var list []diskJSON
@@ -184,7 +185,7 @@ func TestDevicesAllowLoop(t *testing.T) {
 		t.Fatalf("with --allow-loop: safe %v, refusal %+v", d.Safe, d.Refusal)
 	}
 	code, stdout, _ := cliRun(t, "devices", "--allow-loop")
-	if code != ExitOK || !strings.Contains(stdout, loop) {
+	if code != contract.ExitOK || !strings.Contains(stdout, loop) {
 		t.Fatalf("devices --allow-loop: exit %d\n%s", code, stdout)
 	}
 	for _, line := range strings.Split(stdout, "\n") {

@@ -142,6 +142,22 @@ type ResultEvent struct {
 	Notes []string `json:"notes,omitempty"`
 }
 
+// NewResultEvent is a written card's result as its "result" line (Device:
+// c.Target). The image's Schematic and Version and the Node written onto
+// the card are the caller's to add; c.Err is not part of it (a failed card
+// is an "error" line with its device).
+func NewResultEvent(c imaging.CardResult) ResultEvent {
+	return ResultEvent{Envelope: envelope(TypeResult), Device: c.Target, Bytes: c.Bytes, SHA256: c.SHA256, Verified: c.Verified,
+		VerifyMode: c.VerifyMode, Written: c.Written, Skipped: c.Skipped, Notes: c.Notes}
+}
+
+// Card is the line read back as the card's result (the elevated child's
+// parent), NewResultEvent's inverse.
+func (e ResultEvent) Card() imaging.CardResult {
+	return imaging.CardResult{Target: e.Device, Bytes: e.Bytes, SHA256: e.SHA256, Verified: e.Verified,
+		VerifyMode: e.VerifyMode, Written: e.Written, Skipped: e.Skipped, Notes: e.Notes}
+}
+
 // Finding is one incident-check finding (apply's "findings").
 type Finding struct {
 	Severity string `json:"severity"`

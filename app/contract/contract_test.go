@@ -126,3 +126,26 @@ func TestDecodeTolerates(t *testing.T) {
 		}
 	}
 }
+
+// A card's result goes out as its "result" line and comes back the same
+// (the elevated child and its parent): every field of the card but its
+// error (a failed card is an "error" line).
+func TestCardResultRoundTrip(t *testing.T) {
+	card := imaging.CardResult{Target: "/dev/sdz", Bytes: 9 << 20, SHA256: "ab12", Written: 2 << 20, Skipped: 7 << 20,
+		Verified: true, VerifyMode: "O_DIRECT", Notes: []string{"unmounted /media/u/boot before writing"}}
+	rv := reflect.ValueOf(card)
+	for f := 0; f < rv.NumField(); f++ {
+		if name := rv.Type().Field(f).Name; rv.Field(f).IsZero() && name != "Err" {
+			t.Fatalf("card field %s not exercised: a new field must be carried by the result line", name)
+		}
+	}
+	var buf bytes.Buffer
+	NewWriter(&buf).Result(NewResultEvent(card))
+	got := decodeAll(t, buf.Bytes())
+	if len(got) != 1 || got[0].Result == nil {
+		t.Fatalf("decoded %+v from %q", got, buf.String())
+	}
+	if back := got[0].Result.Card(); !reflect.DeepEqual(back, card) {
+		t.Fatalf("card %+v came back as %+v", card, back)
+	}
+}

@@ -84,24 +84,26 @@ func (e *Error) Is(target error) bool {
 // with the start of its stderr; an exit 0 without a "result" line too. A
 // child that cannot start is ErrStart. cmd.Stderr is captured unless the
 // caller set it; cmd.Stdout must be unset.
-func Run(ctx context.Context, cmd *exec.Cmd, on func(Event)) error { return RunFed(ctx, cmd, on, nil) }
+func Run(ctx context.Context, cmd *exec.Cmd, on func(contract.Event)) error {
+	return RunFed(ctx, cmd, on, nil)
+}
 
 // RunFed is Run with feed writing to the child's stdin while it runs (the
 // sizes of a download it follows); closing stdin still cancels it.
-func RunFed(ctx context.Context, cmd *exec.Cmd, on func(Event), feed func(io.Writer)) error {
+func RunFed(ctx context.Context, cmd *exec.Cmd, on func(contract.Event), feed func(io.Writer)) error {
 	var childErr *Error
 	sawResult := false
 	lines := &lineWriter{max: 1 << 20, on: func(line []byte) {
-		ev, ok := Decode(line)
+		ev, ok := contract.Decode(line)
 		if !ok {
 			return // not ours (e.g. a stray log line)
 		}
 		switch ev.Type {
-		case TypeError:
+		case contract.TypeError:
 			if ev.Error.Device == "" { // a card's own failure is for on
 				childErr = &Error{Code: ev.Error.Code, Message: ev.Error.Message, Reported: true}
 			}
-		case TypeResult:
+		case contract.TypeResult:
 			sawResult = true
 		}
 		if on != nil {

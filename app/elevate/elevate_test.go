@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/imaging"
 )
 
@@ -19,11 +20,11 @@ func TestRunParsesLines(t *testing.T) {
 echo 'a stray log line'
 echo '{"event":"info","message":"hello"}'
 printf '{"event":"result","bytes":1024,"sha256":"abc","verified":true,"verify_mode":"O_DIRECT"}'`
-	var got []Event
-	if err := Run(context.Background(), sh(script), func(ev Event) { got = append(got, ev) }); err != nil {
+	var got []contract.Event
+	if err := Run(context.Background(), sh(script), func(ev contract.Event) { got = append(got, ev) }); err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 3 || got[0].Type != TypeProgress || got[1].Message.Message != "hello" || got[2].Type != TypeResult {
+	if len(got) != 3 || got[0].Type != contract.TypeProgress || got[1].Message.Message != "hello" || got[2].Type != contract.TypeResult {
 		t.Fatalf("events %+v", got)
 	}
 	p := got[0].Progress.Progress()
@@ -107,8 +108,8 @@ func TestRunCancel(t *testing.T) {
 	start := time.Now()
 	// Like the real child, the script stops on SIGINT (a plain `sh -c
 	// 'sleep 5'` waits for sleep before acting on it).
-	err := Run(ctx, sh(`trap 'exit 130' INT; sleep 5 & echo '{"event":"info","message":"started"}'; wait`), func(ev Event) {
-		if ev.Type == TypeInfo {
+	err := Run(ctx, sh(`trap 'exit 130' INT; sleep 5 & echo '{"event":"info","message":"started"}'; wait`), func(ev contract.Event) {
+		if ev.Type == contract.TypeInfo {
 			cancel()
 		}
 	})
@@ -170,11 +171,11 @@ func TestRunSeveralCards(t *testing.T) {
 		t.Fatalf("args %q, want %q", got, want)
 	}
 	var cards []string
-	on := func(ev Event) {
+	on := func(ev contract.Event) {
 		switch {
-		case ev.Type == TypeResult:
+		case ev.Type == contract.TypeResult:
 			cards = append(cards, "ok "+ev.Result.Device)
-		case ev.Type == TypeError && ev.Error.Device != "":
+		case ev.Type == contract.TypeError && ev.Error.Device != "":
 			cards = append(cards, "failed "+ev.Error.Device)
 		}
 	}

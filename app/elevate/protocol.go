@@ -1,9 +1,5 @@
 package elevate
 
-import (
-	"github.com/talosflash/talosflash/app/contract"
-)
-
 // Args is what the elevated child is told: write the already downloaded
 // image Image to Devices (one card is a list of one; one --device each).
 // The child gets everything through its arguments (pkexec clears the
@@ -75,25 +71,3 @@ func (a Args) Human() []string {
 	}
 	return args
 }
-
-// The child's stdout is the public JSON contract (app/contract): these
-// names are its types, kept for the parent's callers.
-const (
-	TypeProgress = contract.TypeProgress
-	TypeInfo     = contract.TypeInfo
-	TypeWarning  = contract.TypeWarning
-	TypeResult   = contract.TypeResult
-	TypeError    = contract.TypeError
-)
-
-type (
-	ProgressEvent = contract.ProgressEvent
-	MessageEvent  = contract.MessageEvent
-	ResultEvent   = contract.ResultEvent
-	ErrorEvent    = contract.ErrorEvent
-	Event         = contract.Event
-	Writer        = contract.Writer
-)
-
-// Decode parses one line of the child's output (contract.Decode).
-func Decode(line []byte) (Event, bool) { return contract.Decode(line) }

@@ -12,6 +12,7 @@ import (
 	"fyne.io/fyne/v2/widget"
 
 	"github.com/talosflash/talosflash/app/plan"
+	"github.com/talosflash/talosflash/internal/testkit"
 	"github.com/talosflash/talosflash/node"
 	"github.com/talosflash/talosflash/node/nodetest"
 )
@@ -164,7 +165,7 @@ func TestNodesWorkerNotOfferedBootstrapAfterRescan(t *testing.T) {
 func TestNodesRowAfterApplyIsCurrent(t *testing.T) {
 	h := newHarness(t, nil)
 	srv := nodetest.Start(t, nodetest.Options{Schematic: builtin(t, "controlplane").Schematic(), Warnings: []string{"installer.image is not set"}})
-	file, _ := filepath.Abs("../../node/testdata/talos114/valid/controlplane.yaml")
+	file := testkit.TestdataPath(t, "talos114/valid/controlplane.yaml")
 	row, p := h.dropOnProbedNode(srv, file)
 	h.onUI(func() {
 		if !strings.Contains(row.badge.Text, "needs an ExtensionServiceConfig newt") {

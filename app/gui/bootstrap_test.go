@@ -1,7 +1,6 @@
 package gui
 
 import (
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"fyne.io/fyne/v2/test"
 	"fyne.io/fyne/v2/widget"
 
+	"github.com/talosflash/talosflash/internal/testkit"
 	"github.com/talosflash/talosflash/node"
 	"github.com/talosflash/talosflash/node/nodetest"
 )
@@ -270,12 +270,7 @@ func TestBootstrapAlreadyBootstrappedRefused(t *testing.T) {
 // button comes back; Esc in the dialog sends nothing either.
 func TestBootstrapCancel(t *testing.T) {
 	f := newBootFixture(t)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close() // nothing listens: the node is "still rebooting"
+	addr := testkit.ClosedAddr(t) // nothing listens: the node is "still rebooting"
 	r := f.row(addr, true)
 
 	f.onUI(func() { test.Tap(r.bootBtn) })
@@ -322,12 +317,7 @@ func TestBootstrapCancel(t *testing.T) {
 // bootstrapped once.
 func TestBootstrapWaitsForTheNodeToComeBack(t *testing.T) {
 	f := newBootFixture(t)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := testkit.ClosedAddr(t)
 	r := f.row(addr, true)
 	tc, err := node.LoadTalosconfig(f.tc, "")
 	if err != nil {

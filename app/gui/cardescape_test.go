@@ -3,7 +3,6 @@ package gui
 import (
 	"context"
 	"encoding/json"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,8 +14,8 @@ import (
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/imaging"
 	"github.com/talosflash/talosflash/imaging/devices"
-	"github.com/talosflash/talosflash/imaging/imagetest"
 	"github.com/talosflash/talosflash/imaging/meta"
+	"github.com/talosflash/talosflash/internal/testkit"
 	"github.com/talosflash/talosflash/inventory"
 )
 
@@ -26,10 +25,7 @@ const evilText = "\x1b[2J\x1b[HNode: evil\u202e"
 // says escaped: the default ReadCard on a real card image whose node and
 // record strings are hostile.
 func TestCardRowEscapesWhatTheCardSays(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "evil.img")
-	if _, err := imagetest.WriteGPTDisk(path, 16<<20, imagetest.TalosParts()); err != nil {
-		t.Fatal(err)
-	}
+	path := testkit.TalosCard(t, "evil.img")
 	network, _ := json.Marshal(map[string]any{
 		"hostnames": []map[string]string{{"hostname": evilText}},
 		"addresses": []map[string]string{{"address": "192.168.1.21/24", "linkName": evilText}},

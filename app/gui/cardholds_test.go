@@ -68,7 +68,7 @@ func TestCardListShowsWhatACardHolds(t *testing.T) {
 		t.Fatalf("the card was read %d times while it stayed listed, want 1", n)
 	}
 	ui.uiMu.Lock()
-	ui.session.AddFlashed(Flashed{Card: imaging.Card{Target: card.Path}})
+	ui.session.AddFlashed(Flashed{Card: imaging.CardResult{Target: card.Path}})
 	ui.uiMu.Unlock()
 	events <- struct{}{}
 	waitCount(t, &reads, 2) // after a flash: read again
@@ -98,7 +98,7 @@ func TestCardListReadsAgainAfterAFlashWithoutAnEvent(t *testing.T) {
 	t.Cleanup(ui.Close)
 	waitCount(t, &reads, 1)
 	ui.uiMu.Lock()
-	ui.session.AddFlashed(Flashed{Card: imaging.Card{Target: card.Path}})
+	ui.session.AddFlashed(Flashed{Card: imaging.CardResult{Target: card.Path}})
 	ui.uiMu.Unlock()
 	waitCount(t, &reads, 2) // no event: the flash itself has the card read again
 }

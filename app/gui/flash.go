@@ -609,18 +609,18 @@ func (s *flashStep) finish(c imageChoice, disks []devices.Disk, out *plan.Outcom
 
 // cardOutcomes is each card's result: the job's cards, or, when it failed
 // as a whole (cancelled, the download failed), its error on every card.
-func cardOutcomes(disks []devices.Disk, out *plan.Outcome, err error) []imaging.Card {
+func cardOutcomes(disks []devices.Disk, out *plan.Outcome, err error) []imaging.CardResult {
 	if out != nil && len(out.Cards) == len(disks) {
 		return out.Cards
 	}
-	cards := make([]imaging.Card, len(disks))
+	cards := make([]imaging.CardResult, len(disks))
 	for i, d := range disks {
-		cards[i] = imaging.Card{Target: d.Path, Err: err}
+		cards[i] = imaging.CardResult{Target: d.Path, Err: err}
 	}
 	return cards
 }
 
-func verifiedText(r imaging.Card) string {
+func verifiedText(r imaging.CardResult) string {
 	if r.Verified {
 		return "written and verified"
 	}
@@ -628,7 +628,7 @@ func verifiedText(r imaging.Card) string {
 }
 
 // stateLines is what each failed card was left as.
-func stateLines(s *flashStep, results []imaging.Card) string {
+func stateLines(s *flashStep, results []imaging.CardResult) string {
 	var lines []string
 	for _, r := range results {
 		if cp := s.card(r.Target); cp != nil && r.Err != nil {

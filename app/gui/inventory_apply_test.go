@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -17,69 +16,31 @@ import (
 	"fyne.io/fyne/v2/test"
 
 	"github.com/talosflash/talosflash/imaging/devices"
+	"github.com/talosflash/talosflash/internal/testkit"
 	"github.com/talosflash/talosflash/inventory"
 	"github.com/talosflash/talosflash/node"
 	"github.com/talosflash/talosflash/node/nodetest"
 )
 
-// invHarness is the app with an inventory of cp-1 (127.0.0.21), worker-1
-// (.22) and worker-2 (.23), each with its config in the inventory's
-// folder, waited for on one free port.
+// invHarness is the app with the test kit's inventory: cp-1 (127.0.0.21),
+// worker-1 (.22) and worker-2 (.23), each with its config in the
+// inventory's folder, waited for on one free port.
 type invHarness struct {
 	*harness
 	port int
 	dir  string
 }
 
-const testInventory = `gateway: 127.0.0.1
-nodes:
-  - hostname: cp-1
-    role: controlplane
-    address: 127.0.0.21/8
-    config: talos/controlplane.yaml
-  - hostname: worker-1
-    role: worker
-    address: 127.0.0.22/8
-    config: talos/worker.yaml
-  - hostname: worker-2
-    role: worker
-    address: 127.0.0.23/8
-    config: talos/worker-2.yaml
-`
-
 func newInvHarness(t *testing.T) *invHarness {
 	t.Helper()
 	dir := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(dir, "talos"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range []string{"worker.yaml", "controlplane.yaml"} {
-		data, err := os.ReadFile("../../node/testdata/" + f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// The endpoint is cp-1's here (the inventory's checks cross-check it).
-		data = bytes.ReplaceAll(data, []byte("https://192.168.1.10:6443"), []byte("https://127.0.0.21:6443"))
-		if err := os.WriteFile(filepath.Join(dir, "talos", f), data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if f == "worker.yaml" {
-			w2 := bytes.Replace(data, []byte("hostname: worker-1"), []byte("hostname: worker-2"), 1)
-			if err := os.WriteFile(filepath.Join(dir, "talos", "worker-2.yaml"), w2, 0o600); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	inv, err := inventory.Parse([]byte(testInventory), filepath.Join(dir, "talosflash.yaml"), dir, inventory.Options{})
+	kit := testkit.Inventory{Configs: true}
+	inv, err := inventory.Load(kit.Write(t, dir), inventory.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.22:0")
-	if err != nil {
-		t.Skipf("127.0.0.22: %v", err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
+	ips := kit.IPs()
+	port := testkit.FreePort(t, ips[:]...)
 	deps := Deps{
 		ListDevices:    func() ([]devices.Disk, error) { return nil, nil },
 		NeedsElevation: func(string) bool { return false },

@@ -2,7 +2,6 @@ package gui
 
 import (
 	"context"
-	"net"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	"fyne.io/fyne/v2/test"
 
 	"github.com/talosflash/talosflash/imaging/devices"
+	"github.com/talosflash/talosflash/internal/testkit"
 	"github.com/talosflash/talosflash/inventory"
 	"github.com/talosflash/talosflash/node/nodetest"
 )
@@ -21,26 +21,13 @@ import (
 // the config it is ready for, and gets its node row; one at a node's
 // address that is another node (a swapped card) is said so.
 func TestNodesStepInventoryRows(t *testing.T) {
-	inv, err := inventory.Parse([]byte(`gateway: 127.0.0.1
-nodes:
-  - hostname: cp-1
-    role: controlplane
-    address: 127.0.0.21/8
-    config: talos/controlplane.yaml
-  - hostname: worker-1
-    role: worker
-    address: 127.0.0.22/8
-    config: talos/worker.yaml
-`), "talosflash.yaml", t.TempDir(), inventory.Options{SkipFiles: true})
+	kit := testkit.Inventory{Configs: true}
+	inv, err := inventory.Parse([]byte(kit.YAML()), "talosflash.yaml", t.TempDir(), inventory.Options{SkipFiles: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.22:0")
-	if err != nil {
-		t.Skipf("127.0.0.22: %v", err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
+	ips := kit.IPs()
+	port := testkit.FreePort(t, ips[:]...)
 
 	deps := Deps{
 		ListDevices:    func() ([]devices.Disk, error) { return nil, nil },
@@ -65,7 +52,7 @@ nodes:
 	}
 	h.onUI(func() {
 		got := texts()
-		if len(got) != 2 || got[0] != "cp-1 · waiting at 127.0.0.21 …" || got[1] != "worker-1 · waiting at 127.0.0.22 …" || len(ui.nodes.rows) != 0 {
+		if len(got) != 3 || got[0] != "cp-1 · waiting at 127.0.0.21 …" || got[1] != "worker-1 · waiting at 127.0.0.22 …" || got[2] != "worker-2 · waiting at 127.0.0.23 …" || len(ui.nodes.rows) != 0 {
 			t.Fatalf("at start: %q, %d node rows", got, len(ui.nodes.rows))
 		}
 	})

@@ -109,7 +109,7 @@ func (s *flashStep) nodeSummary(cards int) (line, blocked string) {
 // cardsReady is the finish screen's title for cards written for their
 // node ("" when none was): "Card ready: worker-1, 192.168.1.21/24 (label
 // it worker-1)", the CLI's words.
-func cardsReady(cards []imaging.Card, metas []*plan.CardMeta) string {
+func cardsReady(cards []imaging.CardResult, metas []*plan.CardMeta) string {
 	var lines []string
 	for i, c := range cards {
 		if i < len(metas) && metas[i] != nil && c.OK() {

@@ -129,7 +129,7 @@ func TestImageStepNodePick(t *testing.T) {
 			t.Fatalf("finish title %q (status %q)", got, h.ui.flash.status.Text)
 		}
 	})
-	card, err := meta.ReadCardPath(paths[0])
+	card, err := meta.ReadStorePath(paths[0])
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/imaging"
+	"github.com/talosflash/talosflash/internal/testkit"
 	"github.com/talosflash/talosflash/node"
 	"github.com/talosflash/talosflash/node/nodetest"
 )
@@ -126,7 +127,7 @@ func TestNodesWorkerImageApplies(t *testing.T) {
 func TestNodesControlplaneApplyShowsBootstrap(t *testing.T) {
 	h := newHarness(t, nil)
 	srv := nodetest.Start(t, nodetest.Options{Schematic: builtin(t, "worker").Schematic()})
-	file, _ := filepath.Abs("../../node/testdata/controlplane.yaml")
+	file := testkit.TestdataPath(t, "controlplane.yaml")
 	row, p := h.dropOnProbedNode(srv, file)
 	h.onUI(func() {
 		if p.override != nil {
@@ -157,7 +158,7 @@ func TestNodesObserveFlashedCards(t *testing.T) {
 		}
 		h.ui.image.selectProfile("worker")
 		c := h.ui.session.Choice()
-		h.ui.session.AddFlashed(Flashed{Image: *c, Card: imaging.Card{Target: h.target}})
+		h.ui.session.AddFlashed(Flashed{Image: *c, Card: imaging.CardResult{Target: h.target}})
 		if r.flashed.Selected != "worker" {
 			t.Fatalf("after a worker flash the row says %q", r.flashed.Selected)
 		}

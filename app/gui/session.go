@@ -50,9 +50,9 @@ func (a *Attempt) about(c *plan.Image, cards []devices.Disk) bool {
 
 // Flashed is a card written in this session.
 type Flashed struct {
-	Image     plan.Image   // role, schematic (ID), version, installer of what was written
-	Card      imaging.Card // the card and how it was written (Target: its device)
-	CachePath string       // the cached image, "" when none
+	Image     plan.Image         // role, schematic (ID), version, installer of what was written
+	Card      imaging.CardResult // the card and how it was written (Target: its device)
+	CachePath string             // the cached image, "" when none
 	At        time.Time
 }
 

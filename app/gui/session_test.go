@@ -23,7 +23,7 @@ func TestSessionNotifiesAndKeepsSizeForItsChoice(t *testing.T) {
 	s.SetImageSize("other/v1/metal-arm64.raw.xz", 99) // a stale lookup for an earlier choice
 	s.SetImageSize(im.CacheKey(), 1<<30)
 	s.SetDisk(&devices.Disk{Path: "/dev/sdz"})
-	s.AddFlashed(Flashed{Image: *im, Card: imaging.Card{Target: "/dev/sdz"}})
+	s.AddFlashed(Flashed{Image: *im, Card: imaging.CardResult{Target: "/dev/sdz"}})
 	s.SetChoice(nil)
 
 	want := []Change{ChangeChoice, ChangeImageSize, ChangeDisk, ChangeFlashed, ChangeChoice}

@@ -178,15 +178,12 @@ func (e *InputError) Error() string {
 }
 func (e *InputError) Unwrap() error { return e.Err }
 
-// InterruptedError is ctx ending the job, saying what was and was not
-// sent; it unwraps to ctx's error (context.Canceled: exit 130 in the CLI).
-type InterruptedError struct {
-	What string
-	Err  error
+// interrupted is ctx ending an apply to endpoint: a node.InterruptedError
+// whose state says what was and was not sent; it unwraps to ctx's error
+// (context.Canceled: exit 130 in the CLI).
+func interrupted(ctx context.Context, endpoint, state string) error {
+	return &node.InterruptedError{Op: "apply", Endpoint: endpoint, State: state, Err: ctx.Err()}
 }
-
-func (e *InterruptedError) Error() string { return "interrupted: " + e.What }
-func (e *InterruptedError) Unwrap() error { return e.Err }
 
 // Apply runs the whole sequence: CheckApply, then Send with job.Force.
 // The outcome's review and findings are returned with a check failure too.
@@ -249,7 +246,7 @@ func CheckApply(ctx context.Context, job ApplyJob) (*ApplyReview, error) {
 	cancel()
 	if err != nil {
 		if ctx.Err() != nil {
-			return rv, &InterruptedError{What: "while reading what " + endpoint + " booted; nothing was sent", Err: ctx.Err()}
+			return rv, interrupted(ctx, endpoint, "while reading what it booted; nothing was sent")
 		}
 		return rv, err
 	}
@@ -322,20 +319,20 @@ func (rv *ApplyReview) Send(ctx context.Context, force bool) (*ApplyOutcome, err
 
 	// A Ctrl-C that came before a call: that call is not made.
 	notSent := func(before string) error {
-		return &InterruptedError{What: "before " + before + " " + rv.Endpoint + ": " + job.Name + " was not sent, nothing was applied: the node still waits for a config", Err: ctx.Err()}
+		return interrupted(ctx, rv.Endpoint, "before "+before+": "+job.Name+" was not sent, nothing was applied: the node still waits for a config")
 	}
 	// Talos >= 1.13 validates in maintenance mode: ask it first and show its verdict.
 	if n.Unified() && !job.DryRun {
 		job.phase(PhaseDryRun)
 		if ctx.Err() != nil {
-			return out, notSent("the dry run on")
+			return out, notSent("the dry run")
 		}
 		check := opts
 		check.DryRun = true
 		res, err := send(ctx, check)
 		if err != nil {
 			if ctx.Err() != nil {
-				return out, &InterruptedError{What: "during the node's dry run of " + job.Name + "; nothing was applied", Err: ctx.Err()}
+				return out, interrupted(ctx, rv.Endpoint, "during the node's dry run of "+job.Name+"; nothing was applied")
 			}
 			return out, fmt.Errorf("the node's dry run refused %s, nothing was applied: %w", job.Name, err)
 		}
@@ -348,15 +345,15 @@ func (rv *ApplyReview) Send(ctx context.Context, force bool) (*ApplyOutcome, err
 	}
 	opts.DryRun = job.DryRun
 	if ctx.Err() != nil {
-		return out, notSent("sending to")
+		return out, notSent("sending it")
 	}
 	res, err := send(ctx, opts)
 	if err != nil {
 		if ctx.Err() != nil {
 			if job.DryRun {
-				return out, &InterruptedError{What: "during the node's dry run of " + job.Name + "; nothing was applied", Err: ctx.Err()}
+				return out, interrupted(ctx, rv.Endpoint, "during the node's dry run of "+job.Name+"; nothing was applied")
 			}
-			return out, &InterruptedError{What: "while waiting for the node's answer: " + job.Name + " was sent and the node may have applied it (scan for it again: a configured node asks for a client certificate)", Err: ctx.Err()}
+			return out, interrupted(ctx, rv.Endpoint, "while waiting for the node's answer: "+job.Name+" was sent and the node may have applied it (scan for it again: a configured node asks for a client certificate)")
 		}
 		return out, err
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/talosflash/talosflash/internal/testkit"
 	"github.com/talosflash/talosflash/inventory"
 	"github.com/talosflash/talosflash/node"
 	"github.com/talosflash/talosflash/node/nodetest"
@@ -20,7 +21,7 @@ func TestCheckApplyExpectRefusesAnotherNode(t *testing.T) {
 	opts := imageOf(t, "worker")
 	opts.Hostname = "worker-2"
 	srv := nodetest.Start(t, opts)
-	data := nodeConfig(t, "controlplane.yaml")
+	data := testkit.Testdata(t, "controlplane.yaml")
 	want := inventory.Node{Hostname: "cp-1", Role: "controlplane", Profile: "controlplane", Address: netip.MustParsePrefix("127.0.0.1/8")}
 
 	var rec recorder
@@ -44,7 +45,7 @@ func TestCheckApplyExpectRefusesAnotherNode(t *testing.T) {
 	opts.Hostname = "worker-1"
 	ok := nodetest.Start(t, opts)
 	w := inventory.Node{Hostname: "worker-1", Role: "worker", Profile: "worker", Address: want.Address}
-	job = applyJob(ok, "worker.yaml", nodeConfig(t, "worker.yaml"), &rec)
+	job = applyJob(ok, "worker.yaml", testkit.Testdata(t, "worker.yaml"), &rec)
 	job.Expect = &w
 	if rv, err := CheckApply(context.Background(), job); err != nil {
 		t.Fatal(err)

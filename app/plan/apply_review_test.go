@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/talosflash/talosflash/internal/testkit"
+	"github.com/talosflash/talosflash/node"
 	"github.com/talosflash/talosflash/node/nodetest"
 )
 
@@ -21,7 +23,7 @@ func TestApplyInterruptedBeforeSendSaysNothingSent(t *testing.T) {
 		t.Run(gen.name, func(t *testing.T) {
 			srv := nodetest.Start(t, gen.opts)
 			var rec recorder
-			job := applyJob(srv, "worker.yaml", nodeConfig(t, "worker.yaml"), &rec)
+			job := applyJob(srv, "worker.yaml", testkit.Testdata(t, "worker.yaml"), &rec)
 			job.Check.Declared = "worker"
 			ctx, cancel := context.WithCancel(context.Background())
 			job.Event = func(ev ApplyEvent) {
@@ -30,7 +32,7 @@ func TestApplyInterruptedBeforeSendSaysNothingSent(t *testing.T) {
 				}
 			}
 			_, err := Apply(ctx, job)
-			var ie *InterruptedError
+			var ie *node.InterruptedError
 			if !errors.As(err, &ie) || !errors.Is(err, context.Canceled) {
 				t.Fatalf("err %v", err)
 			}

@@ -10,18 +10,10 @@ import (
 	"testing"
 
 	"github.com/talosflash/talosflash/factory"
+	"github.com/talosflash/talosflash/internal/testkit"
 	"github.com/talosflash/talosflash/node"
 	"github.com/talosflash/talosflash/node/nodetest"
 )
-
-func nodeConfig(t *testing.T, name string) []byte {
-	t.Helper()
-	data, err := os.ReadFile("../../node/testdata/" + name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
-}
 
 func imageOf(t *testing.T, role string) nodetest.Options {
 	t.Helper()
@@ -78,7 +70,7 @@ func TestApplySendsByteForBytePerGeneration(t *testing.T) {
 	} {
 		t.Run(gen.name, func(t *testing.T) {
 			srv := nodetest.Start(t, gen.opts)
-			data := nodeConfig(t, "worker.yaml")
+			data := testkit.Testdata(t, "worker.yaml")
 			var rec recorder
 			job := applyJob(srv, "worker.yaml", data, &rec)
 			if gen.opts.Legacy {
@@ -128,7 +120,7 @@ func TestApplySendsByteForBytePerGeneration(t *testing.T) {
 func TestApplyRefusesConfiguredNode(t *testing.T) {
 	srv := nodetest.Start(t, nodetest.Options{Configured: true})
 	var rec recorder
-	out, err := Apply(context.Background(), applyJob(srv, "worker.yaml", nodeConfig(t, "worker.yaml"), &rec))
+	out, err := Apply(context.Background(), applyJob(srv, "worker.yaml", testkit.Testdata(t, "worker.yaml"), &rec))
 	var ce *ConfiguredError
 	if !errors.As(err, &ce) || !errors.Is(err, ErrConfigured) || !errors.Is(err, node.ErrRefused) {
 		t.Fatalf("err %v", err)
@@ -142,7 +134,7 @@ func TestApplyRefusesConfiguredNode(t *testing.T) {
 // Blocked with nothing sent; Force (the CLI's --force, the GUI's tick) sends.
 func TestApplyBlockingFindingSendsNothing(t *testing.T) {
 	srv := nodetest.Start(t, imageOf(t, "controlplane"))
-	data := nodeConfig(t, "worker.yaml")
+	data := testkit.Testdata(t, "worker.yaml")
 	var rec recorder
 	out, err := Apply(context.Background(), applyJob(srv, "worker.yaml", data, &rec))
 	var blocked *BlockedError
@@ -187,7 +179,7 @@ func TestApplyRefusesEmptyFingerprint(t *testing.T) {
 	for _, opts := range []nodetest.Options{imageOf(t, "worker"), {Legacy: true}} {
 		srv := nodetest.Start(t, opts)
 		var rec recorder
-		job := applyJob(srv, "worker.yaml", nodeConfig(t, "worker.yaml"), &rec)
+		job := applyJob(srv, "worker.yaml", testkit.Testdata(t, "worker.yaml"), &rec)
 		job.Check.Declared = "worker"
 		job.Probe = func(ctx context.Context, addr string) (*node.Node, error) {
 			n, err := node.Probe(ctx, addr)
@@ -214,7 +206,7 @@ func TestApplyRefusesEmptyFingerprint(t *testing.T) {
 func TestApplyPinnedToProbedCertificate(t *testing.T) {
 	srv := nodetest.Start(t, imageOf(t, "worker"))
 	var rec recorder
-	job := applyJob(srv, "worker.yaml", nodeConfig(t, "worker.yaml"), &rec)
+	job := applyJob(srv, "worker.yaml", testkit.Testdata(t, "worker.yaml"), &rec)
 	job.Probe = func(ctx context.Context, addr string) (*node.Node, error) {
 		n, err := node.Probe(ctx, addr)
 		if n != nil {
@@ -235,7 +227,7 @@ func TestApplyPinnedToProbedCertificate(t *testing.T) {
 func TestApplyDryRunAndModes(t *testing.T) {
 	srv := nodetest.Start(t, imageOf(t, "worker"))
 	var rec recorder
-	job := applyJob(srv, "worker.yaml", nodeConfig(t, "worker.yaml"), &rec)
+	job := applyJob(srv, "worker.yaml", testkit.Testdata(t, "worker.yaml"), &rec)
 	job.DryRun = true
 	out, err := Apply(context.Background(), job)
 	if err != nil {
@@ -246,7 +238,7 @@ func TestApplyDryRunAndModes(t *testing.T) {
 	}
 
 	legacy := nodetest.Start(t, nodetest.Options{Legacy: true})
-	job = applyJob(legacy, "worker.yaml", nodeConfig(t, "worker.yaml"), &rec)
+	job = applyJob(legacy, "worker.yaml", testkit.Testdata(t, "worker.yaml"), &rec)
 	job.Mode = node.ModeStaged
 	_, err = Apply(context.Background(), job)
 	var input *InputError
@@ -315,9 +307,9 @@ func TestApplyInterrupted(t *testing.T) {
 	}
 	srv := nodetest.Start(t, opts)
 	var rec recorder
-	job := applyJob(srv, "worker.yaml", nodeConfig(t, "worker.yaml"), &rec)
+	job := applyJob(srv, "worker.yaml", testkit.Testdata(t, "worker.yaml"), &rec)
 	_, err := Apply(ctx, job)
-	var ie *InterruptedError
+	var ie *node.InterruptedError
 	if !errors.As(err, &ie) || !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "nothing was applied") || !strings.Contains(err.Error(), "during the node's dry run") {
 		t.Fatalf("err %v", err)
 	}
@@ -332,7 +324,7 @@ func TestApplyInterrupted(t *testing.T) {
 // named by the installer fixes (node.FindInstallerPatch was never called).
 func TestCheckApplyNamesTheInstallerPatch(t *testing.T) {
 	dir := t.TempDir()
-	data := nodeConfig(t, "talos114/user/worker.yaml")
+	data := testkit.Testdata(t, "talos114/user/worker.yaml")
 	cfgPath := dir + "/worker.yaml"
 	if err := os.WriteFile(cfgPath, data, 0o600); err != nil {
 		t.Fatal(err)

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/talosflash/talosflash/app/elevate"
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/imaging"
 	"github.com/talosflash/talosflash/imaging/devices"
 	"github.com/talosflash/talosflash/imaging/meta"
@@ -178,7 +178,7 @@ func (job *Job) writeCardMeta(path string, imageSize int64, m *CardMeta) (*meta.
 		return job.writeCardMetaFile(path, imageSize, m, tags)
 	}
 
-	if card, err := meta.ReadCardPath(path); err == nil {
+	if card, err := meta.ReadStorePath(path); err == nil {
 		tags, notes = keepImageRecord(card, m.Tags)
 	}
 
@@ -195,7 +195,7 @@ func (job *Job) writeCardMeta(path string, imageSize int64, m *CardMeta) (*meta.
 
 // keepImageRecord leaves talosflash's record out of tags when the card's
 // RecordKey holds a value that is not one (the image's own), with a note.
-func keepImageRecord(card *meta.Card, tags []meta.Tag) ([]meta.Tag, []string) {
+func keepImageRecord(card *meta.Store, tags []meta.Tag) ([]meta.Tag, []string) {
 	v, ok := card.ADV.Get(inventory.RecordKey)
 	if !ok {
 		return tags, nil
@@ -225,7 +225,7 @@ func (job *Job) writeCardMetaFile(path string, imageSize int64, m *CardMeta, tag
 		return nil, nil, fmt.Errorf("write node %s onto the card: size of %s: %w", m.Node, path, err)
 	}
 	var notes []string
-	if card, err := meta.ReadCard(f, size); err == nil {
+	if card, err := meta.ReadStore(f, size); err == nil {
 		tags, notes = keepImageRecord(card, tags)
 	}
 	w, err := meta.WriteTagsWithin(f, size, imageSize, tags)
@@ -243,7 +243,7 @@ func (job *Job) writeCardMetaFile(path string, imageSize int64, m *CardMeta, tag
 
 // writeMetas writes each verified card's META (in process, after
 // imaging.FlashAll): a card whose write fails is failed, the others go on.
-func (job *Job) writeMetas(cards []imaging.Card) {
+func (job *Job) writeMetas(cards []imaging.CardResult) {
 	for i := range cards {
 		m := job.CardMeta(i)
 		if m == nil || !cards[i].OK() {
@@ -279,7 +279,7 @@ func (job *Job) encodedMeta() []string {
 
 // childNode checks the node the elevated child says it wrote onto card i:
 // a card that should carry one and does not is failed.
-func (job *Job) childNode(i int, r *elevate.ResultEvent) error {
+func (job *Job) childNode(i int, r *contract.ResultEvent) error {
 	m := job.CardMeta(i)
 	if m == nil {
 		return nil

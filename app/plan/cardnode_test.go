@@ -81,7 +81,7 @@ func TestFlashKeepsTheImagesOwnRecordValueAndSaysSo(t *testing.T) {
 	if err != nil || !out.Cards[0].OK() {
 		t.Fatalf("%+v %v", out, err)
 	}
-	got, err := meta.ReadCardPath(card)
+	got, err := meta.ReadStorePath(card)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/app/elevate"
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/imaging"
@@ -75,9 +76,9 @@ type Job struct {
 const DefaultFormat = "zst"
 
 // Outcome is a finished flash: every card of the job, in order, each with
-// its own result (imaging.Card, the one form of a card's result).
+// its own result (imaging.CardResult, the one form of a card's result).
 type Outcome struct {
-	Cards     []imaging.Card
+	Cards     []imaging.CardResult
 	Elevated  bool
 	UDisks    bool   // the cards were opened through UDisks2
 	CachePath string // the cached image it came from, "" when none
@@ -102,7 +103,7 @@ func (o *Outcome) Notes() []string {
 // failure (errors.Is/As see them all). With one card it reads as that
 // card's error.
 type CardsError struct {
-	Failed []imaging.Card
+	Failed []imaging.CardResult
 	Total  int
 }
 
@@ -126,9 +127,9 @@ func (e *CardsError) Unwrap() []error {
 }
 
 // outcome collects the cards: a CardsError when any failed.
-func outcome(out *Outcome, cards []imaging.Card) (*Outcome, error) {
+func outcome(out *Outcome, cards []imaging.CardResult) (*Outcome, error) {
 	out.Cards = cards
-	var failed []imaging.Card
+	var failed []imaging.CardResult
 	for _, c := range cards {
 		if c.Err != nil {
 			failed = append(failed, c)
@@ -300,7 +301,7 @@ func (job *Job) flashInProcess(ctx context.Context, src imaging.Source, opened m
 		}
 	}
 	out := &Outcome{UDisks: opened != nil}
-	if src.Path == "" && !src.NoCache && slices.ContainsFunc(cards, func(c imaging.Card) bool { return c.SHA256 != "" }) {
+	if src.Path == "" && !src.NoCache && slices.ContainsFunc(cards, func(c imaging.CardResult) bool { return c.SHA256 != "" }) {
 		out.CachePath, _ = src.Cache.Path(src.Key) // the entry the cards were written from
 	}
 	job.writeMetas(cards)
@@ -372,7 +373,7 @@ func (job *Job) flashElevated(ctx context.Context, src imaging.Source) (*Outcome
 	if src.Path == "" && !src.NoCache {
 		out.CachePath, _ = src.Cache.Path(src.Key) // the entry, once the partial is in place
 	}
-	results := map[string]*elevate.ResultEvent{}
+	results := map[string]*contract.ResultEvent{}
 	cardErrs := map[string]error{}
 	var feed func(io.Writer)
 	if follow {
@@ -386,17 +387,17 @@ func (job *Job) flashElevated(ctx context.Context, src imaging.Source) (*Outcome
 		}
 		return dev
 	}
-	err = elevate.RunFed(ctx, cmd, func(ev elevate.Event) {
+	err = elevate.RunFed(ctx, cmd, func(ev contract.Event) {
 		switch ev.Type {
-		case elevate.TypeProgress:
+		case contract.TypeProgress:
 			if job.Progress != nil {
 				job.Progress(ev.Progress.Progress())
 			}
-		case elevate.TypeInfo, elevate.TypeWarning:
+		case contract.TypeInfo, contract.TypeWarning:
 			job.status(ev.Message.Message)
-		case elevate.TypeResult:
+		case contract.TypeResult:
 			results[card(ev.Result.Device)] = ev.Result
-		case elevate.TypeError:
+		case contract.TypeError:
 			if ev.Error.Device != "" {
 				cardErrs[card(ev.Error.Device)] = &elevate.Error{Code: ev.Error.Code, Message: ev.Error.Message, Reported: true}
 			}
@@ -418,14 +419,15 @@ func (job *Job) flashElevated(ctx context.Context, src imaging.Source) (*Outcome
 		// cancelled, or the download.
 		return nil, err
 	}
-	cards := make([]imaging.Card, len(devs))
+	cards := make([]imaging.CardResult, len(devs))
 	for i, d := range devs {
 		cards[i].Target = d
 		switch r, e := results[d], cardErrs[d]; {
 		case e != nil:
 			cards[i].Err = e
 		case r != nil:
-			cards[i] = imaging.Card{Target: d, Bytes: r.Bytes, SHA256: r.SHA256, Verified: r.Verified, VerifyMode: r.VerifyMode, Written: r.Written, Skipped: r.Skipped, Notes: r.Notes}
+			cards[i] = r.Card()
+			cards[i].Target = d
 			cards[i].Err = job.childNode(i, r)
 		case err != nil:
 			cards[i].Err = err // the child failed after reporting other cards

@@ -164,7 +164,7 @@ func (j *NodeApplyJob) wait(ctx context.Context, endpoint string) error {
 		}
 
 		if ctx.Err() != nil {
-			return &InterruptedError{What: "while waiting for " + j.Node.Hostname + " at " + endpoint + "; nothing was sent", Err: ctx.Err()}
+			return interrupted(ctx, endpoint, "while waiting for "+j.Node.Hostname+" to answer; nothing was sent")
 		}
 
 		if time.Now().After(deadline) {

@@ -161,11 +161,11 @@ func TestFlashOneDeviceIsAListOfOne(t *testing.T) {
 
 // Outcome.Notes names the card of each note only when there are several.
 func TestOutcomeNotes(t *testing.T) {
-	one := Outcome{Cards: []imaging.Card{{Target: "/dev/sdb", Notes: []string{"unmounted /media/u/boot before writing"}}}}
+	one := Outcome{Cards: []imaging.CardResult{{Target: "/dev/sdb", Notes: []string{"unmounted /media/u/boot before writing"}}}}
 	if got := one.Notes(); !slices.Equal(got, []string{"unmounted /media/u/boot before writing"}) {
 		t.Fatalf("one card: %q", got)
 	}
-	two := Outcome{Cards: []imaging.Card{{Target: "/dev/sdb", Notes: []string{"a"}}, {Target: "/dev/sdc"}, {Target: "/dev/sdd", Notes: []string{"b"}}}}
+	two := Outcome{Cards: []imaging.CardResult{{Target: "/dev/sdb", Notes: []string{"a"}}, {Target: "/dev/sdc"}, {Target: "/dev/sdd", Notes: []string{"b"}}}}
 	if got := two.Notes(); !slices.Equal(got, []string{"/dev/sdb: a", "/dev/sdd: b"}) {
 		t.Fatalf("several cards: %q", got)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/imaging"
+	"github.com/talosflash/talosflash/internal/testkit"
 	"github.com/talosflash/talosflash/node"
 	"github.com/talosflash/talosflash/node/nodetest"
 )
@@ -79,7 +80,7 @@ func TestNodeCheckCustomProfileRole(t *testing.T) {
 	if opts.Role != "" || opts.Flashed == nil || !strings.Contains(opts.Fallback, "storage") {
 		t.Fatalf("opts = %+v", opts)
 	}
-	cfg, err := node.LoadConfig(mustRead(t, "../../node/testdata/worker.yaml"))
+	cfg, err := node.LoadConfig(testkit.Testdata(t, "worker.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,22 +141,13 @@ func TestCachedSchematicIDs(t *testing.T) {
 	}
 }
 
-func mustRead(t *testing.T, p string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 // A node that names its schematic but not its extensions (its statuses
 // hold only the factory's schematic entry, without the YAML; or only
 // ImageFactorySchematics): the known schematic is evidence, so a worker
 // config (no ExtensionServiceConfig for newt) to the control plane's Newt
 // image is caught. Before, "no extensions" let it through.
 func TestNodeCheckKnownSchematicIsEvidence(t *testing.T) {
-	worker, err := node.LoadConfig(nodeConfig(t, "worker.yaml"))
+	worker, err := node.LoadConfig(testkit.Testdata(t, "worker.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +180,7 @@ func TestNodeCheckKnownSchematicIsEvidence(t *testing.T) {
 func TestApplyKnownSchematicBlocksWorkerConfig(t *testing.T) {
 	srv := nodetest.Start(t, nodetest.Options{ExtensionStatuses: []extensions.Metadata{{Name: "schematic", Version: cpID, Author: "Image Factory"}}})
 	var rec recorder
-	_, err := Apply(context.Background(), applyJob(srv, "worker.yaml", nodeConfig(t, "worker.yaml"), &rec))
+	_, err := Apply(context.Background(), applyJob(srv, "worker.yaml", testkit.Testdata(t, "worker.yaml"), &rec))
 	var blocked *BlockedError
 	if !errors.As(err, &blocked) || blocked.Findings[0].Code != node.CodeExtensionConfigMissing {
 		t.Fatalf("err %v, want blocked: newt's ExtensionServiceConfig missing", err)

@@ -14,11 +14,12 @@ import (
 	"time"
 
 	"github.com/godbus/dbus/v5"
+	"golang.org/x/sys/unix"
+
 	"github.com/talosflash/talosflash/imaging"
 	"github.com/talosflash/talosflash/imaging/devices"
 	"github.com/talosflash/talosflash/imaging/devices/udiskstest"
 	"github.com/talosflash/talosflash/imaging/imagetest"
-	"golang.org/x/sys/unix"
 )
 
 const udisksCard = dbus.ObjectPath("/org/freedesktop/UDisks2/block_devices/card")

@@ -22,7 +22,10 @@ func Check(path string, imageSize int64, opts Options) (*Disk, error) {
 // applies the safety rules. It returns the disk it assessed (also with a
 // refusal, when there is one, so callers can show it) and a *RefusedError
 // when the target is refused; other errors mean the check itself failed.
-// A regular file outside DevRoot is accepted as an image-file target.
+// A regular file outside DevRoot is accepted as an image-file target; a
+// path that does not exist only with Options.CreateFile, and never when it
+// names a disk under DevRoot the way `sdb` names /dev/sdb (refused with
+// that disk as the Suggestion; "./sdb" is the file).
 func (l *Lister) Check(path string, imageSize int64, opts Options) (*Disk, error) {
 	p := l.paths()
 	refuse := func(dev string, code Code, format string, args ...any) *RefusedError {
@@ -38,6 +41,15 @@ func (l *Lister) Check(path string, imageSize int64, opts Options) (*Disk, error
 	}
 	resolved, err := filepath.EvalSymlinks(path)
 	if errors.Is(err, fs.ErrNotExist) {
+		// `--device sdb` for /dev/sdb: never a new ./sdb. A path written
+		// with a directory ("./sdb") may still be created as a file.
+		if disk := p.diskNamed(path); disk != "" && (isBareName(path) || !opts.CreateFile) {
+			msg := fmt.Sprintf("%s does not exist", path)
+			if isBareName(path) && opts.CreateFile {
+				msg += "; a new image file of that name is written as ./" + path
+			}
+			return nil, &RefusedError{Device: path, Reason: CodeNotFound, Msg: msg, Suggestion: disk}
+		}
 		abs, aerr := filepath.Abs(path)
 		// Where the new file would really be created: through a symlinked
 		// parent directory, never through a dangling symlink (both could
@@ -62,6 +74,9 @@ func (l *Lister) Check(path string, imageSize int64, opts Options) (*Disk, error
 		}
 		if aerr == nil && inDir(abs, p.DevRoot) {
 			return nil, refuse(path, CodeNotFound, "%s does not exist (is the card inserted? `talosflash devices` lists the disks)", path)
+		}
+		if !opts.CreateFile {
+			return nil, refuse(path, CodeNotFound, "%s does not exist; an image is written onto an existing disk or file, and into a new file only when asked (flash --create-file)", path)
 		}
 		return nil, refuse(path, CodeNotFound, "%s does not exist", path)
 	}
@@ -117,6 +132,10 @@ func (l *Lister) Check(path string, imageSize int64, opts Options) (*Disk, error
 	}
 
 	if fi.Mode().IsRegular() {
+		if disk := p.diskNamed(path); disk != "" && isBareName(path) {
+			return nil, &RefusedError{Device: path, Reason: CodeAmbiguous, Suggestion: disk,
+				Msg: fmt.Sprintf("%s names both the file ./%s here and the disk %s: give the disk's path for the card, or ./%s for the file", path, path, disk, path)}
+		}
 		if inDir(resolved, p.DevRoot) {
 			return nil, refuse(resolved, CodeNotBlockDevice, "%s is a regular file inside %s, not a device (is the card inserted?)", resolved, p.DevRoot)
 		}
@@ -127,6 +146,29 @@ func (l *Lister) Check(path string, imageSize int64, opts Options) (*Disk, error
 			Model: "image file", Transport: TransportFile, Safe: true, checked: fi}, nil
 	}
 	return nil, refuse(resolved, CodeNotBlockDevice, "%s is not a block device or a regular file", resolved)
+}
+
+// isBareName reports whether path is a name without any directory, the way
+// a disk is named under /dev ("sdb", "loop2", "mmcblk0").
+func isBareName(path string) bool {
+	return path != "" && path != "." && path != ".." && !strings.ContainsRune(path, '/') && !strings.ContainsRune(path, filepath.Separator)
+}
+
+// diskNamed is the path under DevRoot that a relative target path names
+// ("sdb" -> /dev/sdb, "disk/by-id/usb-..." -> /dev/disk/by-id/usb-...),
+// when something other than a directory is there; "" otherwise.
+func (p Lister) diskNamed(path string) string {
+	if path == "" || filepath.IsAbs(path) || filepath.VolumeName(path) != "" {
+		return ""
+	}
+	dev := filepath.Join(p.DevRoot, path)
+	if dev == filepath.Clean(p.DevRoot) || !inDir(dev, p.DevRoot) {
+		return ""
+	}
+	if fi, err := os.Stat(dev); err != nil || fi.IsDir() {
+		return ""
+	}
+	return dev
 }
 
 // isImageFileName reports whether a file target's name says it is a disk

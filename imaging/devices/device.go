@@ -74,7 +74,7 @@ func (d *Device) Warnings() []string {
 }
 
 // Notes are what the user should know about the device after a flash:
-// the mount points Open unmounted, then the warnings (imaging.Card.Notes).
+// the mount points Open unmounted, then the warnings (imaging.CardResult.Notes).
 func (d *Device) Notes() []string {
 	var notes []string
 	for _, m := range d.Unmounted {

@@ -21,6 +21,7 @@ const (
 	CodeVirtual        Code = "virtual"          // loop/dm/md/ram/zram
 	CodePartition      Code = "partition"        // a partition, not the whole disk
 	CodeNotFound       Code = "not-found"        // path does not exist
+	CodeAmbiguous      Code = "ambiguous"        // a bare name that is both a file here and a disk under /dev
 	CodeDirectory      Code = "directory"        // path is a directory
 	CodeNotBlockDevice Code = "not-block-device" // char device, socket, file in /dev
 	CodeNotImageFile   Code = "not-image-file"   // an existing non-empty file not named like an image

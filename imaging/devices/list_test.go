@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/talosflash/talosflash/internal/testkit"
 )
 
 func listByName(t *testing.T, l *Lister) map[string]Disk {
@@ -221,9 +223,9 @@ func TestCheckPaths(t *testing.T) {
 		{path: "/dev/null", code: CodeNotBlockDevice, msg: "/dev/null is not a block device or a regular file"},
 		{path: imageFile, disk: "talos.raw"},
 		// An existing file with data is overwritten only if named like an image.
-		{path: writeFileT(t, outside, "fstab", "proc /proc proc defaults 0 0\n"), code: CodeNotImageFile, msg: "does not look like a disk image"},
-		{path: writeFileT(t, outside, "old-card.IMG", "x"), disk: "old-card.IMG"},
-		{path: writeFileT(t, outside, "empty.txt", ""), disk: "empty.txt"},
+		{path: testkit.WriteFile(t, outside, "fstab", "proc /proc proc defaults 0 0\n"), code: CodeNotImageFile, msg: "does not look like a disk image"},
+		{path: testkit.WriteFile(t, outside, "old-card.IMG", "x"), disk: "old-card.IMG"},
+		{path: testkit.WriteFile(t, outside, "empty.txt", ""), disk: "empty.txt"},
 		{path: "", code: CodeNotFound, msg: "no target given"},
 	}
 	for _, c := range cases {
@@ -367,13 +369,4 @@ func TestCheckCreateFileNotIntoDev(t *testing.T) {
 	if err != nil || d.Path != filepath.Join(realDir, "new.raw") {
 		t.Errorf("Check through symlinked dir: %+v %v", d, err)
 	}
-}
-
-func writeFileT(t *testing.T, dir, name, data string) string {
-	t.Helper()
-	p := filepath.Join(dir, name)
-	if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
 }

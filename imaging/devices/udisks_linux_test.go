@@ -12,9 +12,10 @@ import (
 	"time"
 
 	"github.com/godbus/dbus/v5"
+	"golang.org/x/sys/unix"
+
 	"github.com/talosflash/talosflash/imaging/devices"
 	"github.com/talosflash/talosflash/imaging/devices/udiskstest"
-	"golang.org/x/sys/unix"
 )
 
 const cardObj = dbus.ObjectPath("/org/freedesktop/UDisks2/block_devices/sdz")

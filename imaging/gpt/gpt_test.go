@@ -11,20 +11,8 @@ import (
 	"testing"
 
 	"github.com/talosflash/talosflash/imaging/imagetest"
+	"github.com/talosflash/talosflash/internal/testkit"
 )
-
-func writeDisk(t *testing.T, size int64) (string, []int64) {
-	t.Helper()
-
-	path := filepath.Join(t.TempDir(), "disk.img")
-
-	offs, err := imagetest.WriteGPTDisk(path, size, imagetest.TalosParts())
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	return path, offs
-}
 
 func readFile(t *testing.T, path string) (*Table, error) {
 	t.Helper()
@@ -44,7 +32,7 @@ func readFile(t *testing.T, path string) (*Table, error) {
 }
 
 func TestReadBuiltDisk(t *testing.T) {
-	path, offs := writeDisk(t, 16<<20)
+	path, offs := testkit.Disk(t, "disk.img", 16<<20, imagetest.TalosParts())
 
 	tab, err := readFile(t, path)
 	if err != nil {
@@ -99,7 +87,7 @@ func TestBackupUsedWhenPrimaryDamaged(t *testing.T) {
 		"entries": 1024 + 57, // a name byte: entry CRC fails
 	} {
 		t.Run(name, func(t *testing.T) {
-			path, _ := writeDisk(t, 16<<20)
+			path, _ := testkit.Disk(t, "disk.img", 16<<20, imagetest.TalosParts())
 			corrupt(t, path, off)
 
 			tab, err := readFile(t, path)
@@ -119,7 +107,7 @@ func TestBackupUsedWhenPrimaryDamaged(t *testing.T) {
 }
 
 func TestBothDamagedIsNoGPT(t *testing.T) {
-	path, _ := writeDisk(t, 16<<20)
+	path, _ := testkit.Disk(t, "disk.img", 16<<20, imagetest.TalosParts())
 	corrupt(t, path, 512+40)
 	corrupt(t, path, 16<<20-512+40)
 
@@ -156,7 +144,7 @@ func TestMBROnlyAndEmpty(t *testing.T) {
 // An image written onto a larger card: the backup sits where the image
 // ended, not at the card's last LBA.
 func TestImageOnLargerCard(t *testing.T) {
-	path, _ := writeDisk(t, 16<<20)
+	path, _ := testkit.Disk(t, "disk.img", 16<<20, imagetest.TalosParts())
 	if err := os.Truncate(path, 64<<20); err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +190,7 @@ func TestPartxAgrees(t *testing.T) {
 		t.Skip("partx (util-linux) not installed")
 	}
 
-	path, _ := writeDisk(t, 16<<20)
+	path, _ := testkit.Disk(t, "disk.img", 16<<20, imagetest.TalosParts())
 
 	out, err := exec.Command(partx, "--raw", "--noheadings", "-o", "NR,START,SECTORS,NAME,UUID", path).Output()
 	if err != nil {

@@ -141,14 +141,6 @@ func (a *ADV) Set(key uint8, value []byte) error {
 	return nil
 }
 
-// Delete removes key; it reports whether it was there.
-func (a *ADV) Delete(key uint8) bool {
-	n := len(a.tags)
-	a.tags = slices.DeleteFunc(a.tags, func(t Tag) bool { return t.Key == key })
-
-	return len(a.tags) != n
-}
-
 // Copy returns one serialized copy (CopySize bytes).
 func (a *ADV) Copy() ([]byte, error) {
 	buf := make([]byte, CopySize)

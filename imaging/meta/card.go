@@ -27,8 +27,10 @@ var (
 	ErrReadBack = errors.New("META read back differs from what was written")
 )
 
-// Card is what ReadCard found on a disk or image.
-type Card struct {
+// Store is a disk's or image's META store as ReadStore found it: the
+// partition table, the META partition, the ADV it holds and which copy
+// was valid (Status).
+type Store struct {
 	Table     *gpt.Table
 	Partition gpt.Partition // the META partition
 	ADV       *ADV
@@ -58,11 +60,11 @@ func Locate(r io.ReaderAt, size int64) (*gpt.Table, gpt.Partition, error) {
 	return tab, p, nil
 }
 
-// ReadCard reads the partition table and the META ADV: Size bytes, nothing else.
-func ReadCard(r io.ReaderAt, size int64) (*Card, error) {
+// ReadStore reads the partition table and the META ADV: Size bytes, nothing else.
+func ReadStore(r io.ReaderAt, size int64) (*Store, error) {
 	tab, p, err := Locate(r, size)
 	if err != nil {
-		return &Card{Table: tab, Partition: p}, err
+		return &Store{Table: tab, Partition: p}, err
 	}
 
 	buf := make([]byte, Size)
@@ -75,7 +77,7 @@ func ReadCard(r io.ReaderAt, size int64) (*Card, error) {
 		return nil, err
 	}
 
-	return &Card{Table: tab, Partition: p, ADV: a, Status: st}, nil
+	return &Store{Table: tab, Partition: p, ADV: a, Status: st}, nil
 }
 
 // Disk is what WriteTag writes through: an open card or image.
@@ -114,7 +116,7 @@ func WriteTags(d Disk, size int64, tags []Tag) (*Written, error) {
 // the image's own layout (CheckPlace) and end inside those bytes, else the
 // card is refused before anything is written.
 func WriteTagsWithin(d Disk, size, imageSize int64, tags []Tag) (*Written, error) {
-	card, err := ReadCard(d, size)
+	card, err := ReadStore(d, size)
 	if err != nil {
 		return nil, err
 	}
@@ -223,8 +225,8 @@ func WriteTagsPathWithin(path string, imageSize int64, tags []Tag) (*Written, er
 	return w, nil
 }
 
-// ReadCardPath opens path read-only and reads its table and META.
-func ReadCardPath(path string) (*Card, error) {
+// ReadStorePath opens path read-only and reads its table and META.
+func ReadStorePath(path string) (*Store, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -236,7 +238,7 @@ func ReadCardPath(path string) (*Card, error) {
 		return nil, fmt.Errorf("size of %s: %w", path, err)
 	}
 
-	return ReadCard(f, size)
+	return ReadStore(f, size)
 }
 
 // HeadSize is how much of the start of a disk image CheckHead needs: the

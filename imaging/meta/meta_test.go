@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/talosflash/talosflash/imaging/imagetest"
+	"github.com/talosflash/talosflash/internal/testkit"
 )
 
 // --- an independent reader/writer, from the format description only ---
@@ -84,19 +85,6 @@ func tagMap(tags []indepTag) map[uint32]string {
 
 // --- helpers ---
 
-func disk(t *testing.T, parts []imagetest.Part) (string, []int64) {
-	t.Helper()
-
-	path := filepath.Join(t.TempDir(), "card.img")
-
-	offs, err := imagetest.WriteGPTDisk(path, 16<<20, parts)
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	return path, offs
-}
-
 func fileBytes(t *testing.T, path string) []byte {
 	t.Helper()
 
@@ -111,7 +99,7 @@ func fileBytes(t *testing.T, path string) []byte {
 const metaIdx = 2 // in imagetest.TalosParts
 
 func TestWriteBlankMETA(t *testing.T) {
-	path, offs := disk(t, imagetest.TalosParts())
+	path, offs := testkit.Disk(t, "card.img", testkit.CardSize, imagetest.TalosParts())
 	before := fileBytes(t, path)
 	value := []byte("hostnames:\n  - hostname: worker-1\n    layer: platform\n")
 
@@ -153,7 +141,7 @@ func TestExistingTagsKept(t *testing.T) {
 	})
 	parts := imagetest.TalosParts()
 	parts[metaIdx].Data = append(append([]byte{}, c...), c...)
-	path, offs := disk(t, parts)
+	path, offs := testkit.Disk(t, "card.img", testkit.CardSize, parts)
 
 	w, err := WriteTagPath(path, MetalNetworkPlatformConfig, []byte("new: network"))
 	if err != nil {
@@ -212,7 +200,7 @@ func TestCorruptedCopyFallsBack(t *testing.T) {
 			// Writing over it keeps the good copy's tags and repairs both.
 			parts := imagetest.TalosParts()
 			parts[metaIdx].Data = area
-			path, offs := disk(t, parts)
+			path, offs := testkit.Disk(t, "card.img", testkit.CardSize, parts)
 
 			if _, err := WriteTagPath(path, MetalNetworkPlatformConfig, []byte("new")); err != nil {
 				t.Fatal(err)
@@ -252,12 +240,12 @@ func TestRefusedBeforeWriting(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	noMeta, _ := disk(t, []imagetest.Part{{Name: "EFI", Size: 1 << 20}, {Name: "STATE", Size: 1 << 20}})
-	small, _ := disk(t, []imagetest.Part{{Name: "EFI", Size: 1 << 20}, {Name: "META", Size: 512 << 10}})
+	noMeta, _ := testkit.Disk(t, "card.img", testkit.CardSize, []imagetest.Part{{Name: "EFI", Size: 1 << 20}, {Name: "STATE", Size: 1 << 20}})
+	small, _ := testkit.Disk(t, "card.img", testkit.CardSize, []imagetest.Part{{Name: "EFI", Size: 1 << 20}, {Name: "META", Size: 512 << 10}})
 
 	foreignParts := imagetest.TalosParts()
 	foreignParts[metaIdx].Data = []byte("an ext4 superblock, say")
-	foreign, _ := disk(t, foreignParts)
+	foreign, _ := testkit.Disk(t, "card.img", testkit.CardSize, foreignParts)
 
 	cases := []struct {
 		path string
@@ -309,7 +297,7 @@ func TestWriteLoopDevice(t *testing.T) {
 		t.Skip("needs root for a loop device")
 	}
 
-	path, offs := disk(t, imagetest.TalosParts())
+	path, offs := testkit.Disk(t, "card.img", testkit.CardSize, imagetest.TalosParts())
 
 	out, err := exec.Command("losetup", "-f", "--show", path).Output()
 	if err != nil {
@@ -323,7 +311,7 @@ func TestWriteLoopDevice(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	card, err := ReadCardPath(dev)
+	card, err := ReadStorePath(dev)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -382,9 +370,9 @@ func FuzzParse(f *testing.F) {
 }
 
 func TestCheckHead(t *testing.T) {
-	good, offs := disk(t, imagetest.TalosParts())
-	noMeta, _ := disk(t, []imagetest.Part{{Name: "EFI", Size: 1 << 20}})
-	small, _ := disk(t, []imagetest.Part{{Name: "META", Size: 512 << 10}})
+	good, offs := testkit.Disk(t, "card.img", testkit.CardSize, imagetest.TalosParts())
+	noMeta, _ := testkit.Disk(t, "card.img", testkit.CardSize, []imagetest.Part{{Name: "EFI", Size: 1 << 20}})
+	small, _ := testkit.Disk(t, "card.img", testkit.CardSize, []imagetest.Part{{Name: "META", Size: 512 << 10}})
 
 	head := func(path string) []byte { return fileBytes(t, path)[:HeadSize] }
 
@@ -448,7 +436,7 @@ func TestInterruptedWriteLeavesOneCopy(t *testing.T) {
 	for _, cut := range []int{0, 1000, CopySize - 1, CopySize, CopySize + 5000, 2*CopySize - 1} {
 		parts := imagetest.TalosParts()
 		parts[metaIdx].Data = append(append([]byte{}, old...), old...)
-		path, _ := disk(t, parts)
+		path, _ := testkit.Disk(t, "card.img", testkit.CardSize, parts)
 
 		f, err := os.OpenFile(path, os.O_RDWR, 0)
 		if err != nil {
@@ -462,7 +450,7 @@ func TestInterruptedWriteLeavesOneCopy(t *testing.T) {
 			t.Fatalf("cut at %d: no error", cut)
 		}
 
-		card, err := ReadCardPath(path)
+		card, err := ReadStorePath(path)
 		if err != nil || card.Status.Used == 0 {
 			t.Fatalf("cut at %d: no valid copy left: %v %+v", cut, err, card.Status)
 		}
@@ -493,7 +481,7 @@ func TestTalosRawFixture(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	card, err := ReadCardPath(path)
+	card, err := ReadStorePath(path)
 	if err != nil || !card.Table.Primary || !card.Table.Backup || !card.Status.Blank {
 		t.Fatalf("%+v %v", card, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/talosflash/talosflash/imaging/imagetest"
+	"github.com/talosflash/talosflash/internal/testkit"
 )
 
 func layoutImage(t testing.TB, l imagetest.Layout) []byte {
@@ -78,7 +79,7 @@ func TestGoodLayoutAccepted(t *testing.T) {
 // stream whose table names a larger disk) is refused: the ADV would land
 // outside the image, as would the table's usable LBAs.
 func TestMETAPastTheImagesEndRefused(t *testing.T) {
-	path, offs := disk(t, imagetest.TalosParts())
+	path, offs := testkit.Disk(t, "card.img", testkit.CardSize, imagetest.TalosParts())
 	before := fileBytes(t, path)
 
 	_, err := WriteTagsPathWithin(path, offs[metaIdx]+512<<10, []Tag{{Key: MetalNetworkPlatformConfig, Value: []byte("x: y")}})

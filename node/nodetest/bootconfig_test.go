@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -15,18 +14,10 @@ import (
 	clientconfig "github.com/siderolabs/talos/pkg/machinery/client/config"
 	"github.com/siderolabs/talos/pkg/machinery/resources/network"
 
+	"github.com/talosflash/talosflash/internal/testkit"
 	"github.com/talosflash/talosflash/node"
 	"github.com/talosflash/talosflash/node/nodetest"
 )
-
-func validFixture(t *testing.T, name string) []byte {
-	t.Helper()
-	data, err := os.ReadFile("../testdata/talos114/valid/" + name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
-}
 
 // logs collects a fake's Logf lines.
 type logs struct {
@@ -90,7 +81,7 @@ func fastBootstrap(t *testing.T, addr string, tc []byte) (*node.BootstrapResult,
 // The generated talosconfig belongs to the generated configs: its CA is
 // machine.ca of both, so the fake's server certificate verifies.
 func TestFixtureTalosconfigMatchesMachineCA(t *testing.T) {
-	tc, cp := string(validFixture(t, "talosconfig")), string(validFixture(t, "controlplane.yaml"))
+	tc, cp := string(testkit.Testdata(t, "talos114/valid/talosconfig")), string(testkit.Testdata(t, "talos114/valid/controlplane.yaml"))
 	field := func(text, key string) string {
 		i := strings.Index(text, key)
 		if i < 0 {
@@ -111,7 +102,7 @@ func TestFixtureTalosconfigMatchesMachineCA(t *testing.T) {
 // once; its version and hostname are kept. The worker config makes a worker
 // (certificate from the control plane's CA): Bootstrap refused.
 func TestBootConfigComesUpConfigured(t *testing.T) {
-	cpCfg, workerCfg, tc := validFixture(t, "controlplane.yaml"), validFixture(t, "worker.yaml"), validFixture(t, "talosconfig")
+	cpCfg, workerCfg, tc := testkit.Testdata(t, "talos114/valid/controlplane.yaml"), testkit.Testdata(t, "talos114/valid/worker.yaml"), testkit.Testdata(t, "talos114/valid/talosconfig")
 	var lg logs
 	cp := nodetest.Start(t, nodetest.Options{BootConfig: true, Hostname: "cp-1", Logf: lg.logf})
 	worker := nodetest.Start(t, nodetest.Options{BootConfig: true, Hostname: "worker-1", Logf: lg.logf})
@@ -188,7 +179,7 @@ func TestBootConfigComesUpConfigured(t *testing.T) {
 // Dry runs, staged and try applies leave the node in maintenance; so does
 // a fake without BootConfig.
 func TestBootConfigOnlyForAppliesThatApply(t *testing.T) {
-	cpCfg := validFixture(t, "controlplane.yaml")
+	cpCfg := testkit.Testdata(t, "talos114/valid/controlplane.yaml")
 	for _, c := range []struct {
 		name   string
 		boot   bool
@@ -236,7 +227,7 @@ func TestBootConfigUnbootable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	apply(t, worker, validFixture(t, "worker.yaml"), "auto", false)
+	apply(t, worker, testkit.Testdata(t, "talos114/valid/worker.yaml"), "auto", false)
 	closed := make(chan struct{})
 	go func() { worker.Close(); close(closed) }()
 	select {

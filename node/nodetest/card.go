@@ -15,10 +15,10 @@ import (
 	"github.com/talosflash/talosflash/imaging/gpt"
 )
 
-// Card is what a Talos node would take from a card at boot, before any
+// CardAtBoot is what a Talos node would take from a card at boot, before any
 // machine config: the network config its metal platform reads from META
 // key 0x0a.
-type Card struct {
+type CardAtBoot struct {
 	Hostname string       // "" if META sets none (Talos would make one up)
 	Address  netip.Prefix // invalid if META sets none (Talos would use DHCP)
 	Link     string       // the address's link
@@ -33,14 +33,14 @@ type Card struct {
 	Record *CardRecord
 }
 
-// ReadCard reads a card image or device the way Talos does at boot: the
+// ReadCardAtBoot reads a card image or device the way Talos does at boot: the
 // GPT partition labelled META, its "talos" ADV (copy 1, else copy 2, each
 // checked by its magics and SHA-256), and key 0x0a decoded into Talos's
 // own PlatformConfigSpec with the YAML library its metal platform uses.
 // The ADV reader here is its own, not imaging/meta's, so a fake node booted
 // from a card checks what talosflash wrote. Reads are bounded: the table
 // and the 512 KiB ADV.
-func ReadCard(path string) (*Card, error) {
+func ReadCardAtBoot(path string) (*CardAtBoot, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -72,7 +72,7 @@ func ReadCard(path string) (*Card, error) {
 		return nil, fmt.Errorf("card %s: read META: %w", path, err)
 	}
 
-	card := &Card{}
+	card := &CardAtBoot{}
 
 	var value []byte
 

@@ -7,18 +7,14 @@ import (
 
 	"github.com/talosflash/talosflash/imaging/imagetest"
 	"github.com/talosflash/talosflash/imaging/meta"
+	"github.com/talosflash/talosflash/internal/testkit"
 )
 
 func TestReadCardFallsBackAndBlank(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "card.img")
-
-	offs, err := imagetest.WriteGPTDisk(path, 16<<20, imagetest.TalosParts())
-	if err != nil {
-		t.Fatal(err)
-	}
+	path, offs := testkit.Disk(t, "card.img", testkit.CardSize, imagetest.TalosParts())
 
 	// A fresh image: META zeroed, no network config: Talos would use DHCP.
-	c, err := ReadCard(path)
+	c, err := ReadCardAtBoot(path)
 	if err != nil || c.Network != nil || c.Address.IsValid() || c.METACopy != 0 {
 		t.Fatalf("blank: %+v %v", c, err)
 	}
@@ -40,7 +36,7 @@ func TestReadCardFallsBackAndBlank(t *testing.T) {
 
 	f.Close()
 
-	c, err = ReadCard(path)
+	c, err = ReadCardAtBoot(path)
 	if err != nil || c.METACopy != 2 || c.Hostname != "cp-1.lab" || c.Address.String() != "127.0.0.31/8" || c.Link != "end0" {
 		t.Fatalf("copy 2: %+v %v", c, err)
 	}
@@ -52,7 +48,7 @@ func TestReadCardNotADisk(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if _, err := ReadCard(path); err == nil {
+	if _, err := ReadCardAtBoot(path); err == nil {
 		t.Fatal("a blank file read as a card")
 	}
 }

@@ -24,8 +24,8 @@ const CardPort = 50000
 // holds a made-up image, so the fake takes the schematic ID talosflash
 // recorded under META 0x0e (CardRecord). Options.Schematic, if set, must be
 // that schematic (the fake then also serves its extensions and YAML).
-func bootFromCard(opts *Options) (*Card, error) {
-	card, err := ReadCard(opts.Card)
+func bootFromCard(opts *Options) (*CardAtBoot, error) {
+	card, err := ReadCardAtBoot(opts.Card)
 	if err != nil {
 		return nil, err
 	}

@@ -3,14 +3,13 @@ package nodetest_test
 import (
 	"context"
 	"net/netip"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/talosflash/talosflash/factory"
-	"github.com/talosflash/talosflash/imaging/imagetest"
 	"github.com/talosflash/talosflash/imaging/meta"
+	"github.com/talosflash/talosflash/internal/testkit"
 	"github.com/talosflash/talosflash/inventory"
 	"github.com/talosflash/talosflash/node"
 	"github.com/talosflash/talosflash/node/nodetest"
@@ -20,10 +19,7 @@ import (
 // writes it.
 func nodeCard(t *testing.T, n inventory.Node, schematic string) string {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), n.Hostname+".img")
-	if _, err := imagetest.WriteGPTDisk(path, 16<<20, imagetest.TalosParts()); err != nil {
-		t.Fatal(err)
-	}
+	path := testkit.TalosCard(t, n.Hostname+".img")
 	tags, err := n.CardTags(inventory.Record{Schematic: schematic, TalosVersion: "v1.14.5"})
 	if err != nil {
 		t.Fatal(err)
@@ -63,10 +59,7 @@ func TestBootFromCard(t *testing.T) {
 	}
 
 	// A plain image (no META node): refused, it would not have an address.
-	plain := filepath.Join(t.TempDir(), "plain.img")
-	if _, err := imagetest.WriteGPTDisk(plain, 16<<20, imagetest.TalosParts()); err != nil {
-		t.Fatal(err)
-	}
+	plain := testkit.TalosCard(t, "plain.img")
 	if _, err := nodetest.New(nodetest.Options{Card: plain}); err == nil || !strings.Contains(err.Error(), "DHCP") {
 		t.Fatalf("plain card: %v", err)
 	}

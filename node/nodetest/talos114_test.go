@@ -19,17 +19,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/talosflash/talosflash/internal/testkit"
 	"github.com/talosflash/talosflash/node/internal/talos114"
 )
-
-func fixture(t testing.TB, name string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "testdata", "talos114", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
 
 // withInstall adds a .machine.install section to a 1.14 config.
 func withInstall(t testing.TB, cfg []byte) []byte {
@@ -55,12 +47,12 @@ func verdicts114(t testing.TB) []struct {
 		cfg  []byte
 		want string
 	}{
-		{"valid/controlplane", fixture(t, "valid/controlplane.yaml"), "valid"},
-		{"valid/worker", fixture(t, "valid/worker.yaml"), "valid"},
-		{"user/controlplane", fixture(t, "user/controlplane.yaml"), "invalid: 1 error occurred:\n\t* UnattendedInstallConfig: provisioning.volumeSelector.match is required\n\n"},
-		{"user/worker", fixture(t, "user/worker.yaml"), "invalid: 2 errors occurred:\n\t* UnattendedInstallConfig: provisioning.volumeSelector.match is required\n\t* the following document kinds are only allowed on control plane machines: [KubeProxyConfig]\n\n"},
-		{"valid/worker+machine.install", withInstall(t, fixture(t, "valid/worker.yaml")), "invalid: 1 error occurred:\n\t* UnattendedInstallConfig config is incompatible with v1alpha1 config (.machine.install)\n\n"},
-		{"valid/worker+unknown kind", append(fixture(t, "valid/worker.yaml"), "---\napiVersion: v1alpha1\nkind: NoSuchConfig\nfoo: 1\n"...),
+		{"valid/controlplane", testkit.Testdata(t, "talos114/valid/controlplane.yaml"), "valid"},
+		{"valid/worker", testkit.Testdata(t, "talos114/valid/worker.yaml"), "valid"},
+		{"user/controlplane", testkit.Testdata(t, "talos114/user/controlplane.yaml"), "invalid: 1 error occurred:\n\t* UnattendedInstallConfig: provisioning.volumeSelector.match is required\n\n"},
+		{"user/worker", testkit.Testdata(t, "talos114/user/worker.yaml"), "invalid: 2 errors occurred:\n\t* UnattendedInstallConfig: provisioning.volumeSelector.match is required\n\t* the following document kinds are only allowed on control plane machines: [KubeProxyConfig]\n\n"},
+		{"valid/worker+machine.install", withInstall(t, testkit.Testdata(t, "talos114/valid/worker.yaml")), "invalid: 1 error occurred:\n\t* UnattendedInstallConfig config is incompatible with v1alpha1 config (.machine.install)\n\n"},
+		{"valid/worker+unknown kind", append(testkit.Testdata(t, "talos114/valid/worker.yaml"), "---\napiVersion: v1alpha1\nkind: NoSuchConfig\nfoo: 1\n"...),
 			"invalid: error decoding document v1alpha1/NoSuchConfig/ (line 232): \"NoSuchConfig\" \"v1alpha1\": not registered"},
 	}
 }
@@ -97,7 +89,7 @@ func TestRules114DefaultOffRC1Only(t *testing.T) {
 			t.Errorf("%s: fake says %q, want %q", c.name, got, want)
 		}
 	}
-	_, w := fakeVerdict(fixture(t, "valid/worker.yaml"), false)
+	_, w := fakeVerdict(testkit.Testdata(t, "talos114/valid/worker.yaml"), false)
 	if !strings.Contains(strings.Join(w, "\n"), msgUICNoImage) {
 		t.Errorf("no warning for the empty installer.image: %q", w)
 	}
@@ -164,13 +156,13 @@ func TestServer114AcceptsGeneratedByteForByte(t *testing.T) {
 	defer cancel()
 	var sent [][]byte
 	for _, name := range []string{"valid/controlplane.yaml", "valid/worker.yaml", "user/controlplane.yaml", "user/worker.yaml"} {
-		cfg := fixture(t, name)
+		cfg := testkit.Testdata(t, "talos114/"+name)
 		if _, err := c.ApplyConfiguration(ctx, &machine.ApplyConfigurationRequest{Data: cfg, Mode: machine.ApplyConfigurationRequest_AUTO}); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 		sent = append(sent, cfg)
 	}
-	_, err := c.ApplyConfiguration(ctx, &machine.ApplyConfigurationRequest{Data: withInstall(t, fixture(t, "valid/worker.yaml"))})
+	_, err := c.ApplyConfiguration(ctx, &machine.ApplyConfigurationRequest{Data: withInstall(t, testkit.Testdata(t, "talos114/valid/worker.yaml"))})
 	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), msgUICConflict) {
 		t.Fatalf("conflict: %v", err)
 	}
@@ -182,7 +174,7 @@ func TestServer114AcceptsGeneratedByteForByte(t *testing.T) {
 	}
 
 	rc1 := Start(t, Options{RC1Rules: true})
-	_, err = insecureClient(t, rc1.Addr()).ApplyConfiguration(ctx, &machine.ApplyConfigurationRequest{Data: fixture(t, "user/worker.yaml")})
+	_, err = insecureClient(t, rc1.Addr()).ApplyConfiguration(ctx, &machine.ApplyConfigurationRequest{Data: testkit.Testdata(t, "talos114/user/worker.yaml")})
 	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), msgUICSelector) || !strings.Contains(err.Error(), "[KubeProxyConfig]") {
 		t.Fatalf("rc.1 node on the user's worker.yaml: %v", err)
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/talosflash/talosflash/factory/factorytest"
 	"github.com/talosflash/talosflash/imaging"
 	"github.com/talosflash/talosflash/imaging/imagetest"
+	"github.com/talosflash/talosflash/internal/testkit"
 	"github.com/talosflash/talosflash/internal/xvfbtest"
 	"github.com/talosflash/talosflash/node/nodetest"
 )
@@ -109,7 +110,7 @@ func TestRealWindowFlashesLoopDevice(t *testing.T) {
 	startXvfb(t)
 
 	home := filepath.Join(dir, "home")
-	cpConfig, err := os.ReadFile("../../../node/testdata/talos114/valid/controlplane.yaml") // as talosctl gen config v1.14 writes it, with the Newt ExtensionServiceConfig
+	cpConfig, err := os.ReadFile(testkit.TestdataPath(t, "talos114/valid/controlplane.yaml")) // as talosctl gen config v1.14 writes it, with the Newt ExtensionServiceConfig
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,9 @@
 package talos114
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
+
+	"github.com/talosflash/talosflash/internal/testkit"
 )
 
 // The generated 1.14 configs load with every 1.14-only kind and the
@@ -12,10 +12,7 @@ import (
 func TestLoadGenerated(t *testing.T) {
 	for _, name := range []string{"valid/controlplane.yaml", "valid/worker.yaml", "user/controlplane.yaml", "user/worker.yaml"} {
 		t.Run(name, func(t *testing.T) {
-			data, err := os.ReadFile(filepath.Join("..", "..", "testdata", "talos114", name))
-			if err != nil {
-				t.Fatal(err)
-			}
+			data := testkit.Testdata(t, "talos114/"+name)
 			res, err := Load(data)
 			if err != nil {
 				t.Fatalf("Load: %v", err)

@@ -21,14 +21,14 @@ func cardSpecs(v string) []spec {
 	return specs
 }
 
-// cardOptions boots a node from a card as Talos would (nodetest.ReadCard:
+// cardOptions boots a node from a card as Talos would (nodetest.ReadCardAtBoot:
 // GPT, META, key 0x0a): at its address (127.0.0.0/8 only, checked by
 // nodetest), with its hostname; --listen's port if one was given, else
 // 50000. The image is the one talosflash recorded on the card (META 0x0e;
 // a real node knows it from its initramfs): served with the profile's full
 // schematic when a known profile has that ID.
 func cardOptions(sp spec, profiles []factory.Profile, i int) (nodetest.Options, error) {
-	card, err := nodetest.ReadCard(sp.card)
+	card, err := nodetest.ReadCardAtBoot(sp.card)
 	if err != nil {
 		return nodetest.Options{}, err
 	}

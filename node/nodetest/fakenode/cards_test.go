@@ -3,14 +3,13 @@ package main
 import (
 	"context"
 	"net/netip"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/talosflash/talosflash/factory"
-	"github.com/talosflash/talosflash/imaging/imagetest"
 	"github.com/talosflash/talosflash/imaging/meta"
+	"github.com/talosflash/talosflash/internal/testkit"
 	"github.com/talosflash/talosflash/inventory"
 	"github.com/talosflash/talosflash/node"
 	"github.com/talosflash/talosflash/node/nodetest"
@@ -20,14 +19,10 @@ import (
 // each boots at its card's address with its hostname and the profile's
 // whole schematic (extensions too) when the recorded ID is a known one.
 func TestCardNodes(t *testing.T) {
-	dir := t.TempDir()
 	cp, _ := factory.BuiltinProfiles()[0].SchematicID()
 	var cards []string
 	for i, h := range []string{"cp-1", "worker-1"} {
-		path := filepath.Join(dir, h+".img")
-		if _, err := imagetest.WriteGPTDisk(path, 16<<20, imagetest.TalosParts()); err != nil {
-			t.Fatal(err)
-		}
+		path := testkit.TalosCard(t, h+".img")
 		n := inventory.Node{Hostname: h, Profile: "controlplane", Address: netip.MustParsePrefix("127.0.0." + []string{"31", "32"}[i] + "/8"), Interface: "end0"}
 		tags, _ := n.CardTags(inventory.Record{Schematic: cp, TalosVersion: "v1.14.5"})
 		if _, err := meta.WriteTagsPath(path, tags); err != nil {
