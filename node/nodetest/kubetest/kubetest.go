@@ -219,7 +219,11 @@ func (s *Server) Close() {
 }
 
 // Requests lists the API requests received ("GET /api/v1/nodes?watch=true"...).
-func (s *Server) Requests() []string { s.mu.Lock(); defer s.mu.Unlock(); return slices.Clone(s.requests) }
+func (s *Server) Requests() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.requests)
+}
 
 // RegisterNode is a kubelet registering its node (idempotent): Ready as
 // the CNI allows.
