@@ -162,4 +162,3 @@ func kubeconfigNext(w io.Writer, inf *applyInventoryFlags) {
 	fmt.Fprintf(w, "next: talosflash kubeconfig --inventory %s --talosconfig %s (merges the cluster's admin kubeconfig into your kubeconfig), then `talosflash status --inventory %s --talosconfig %s` shows the Kubernetes nodes\n",
 		devices.ShellJoin([]string{inf.inventory}), devices.ShellJoin([]string{tc}), devices.ShellJoin([]string{inf.inventory}), devices.ShellJoin([]string{tc}))
 }
-
