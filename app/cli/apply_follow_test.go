@@ -16,6 +16,13 @@ import (
 // and the secret fragments of both.
 func followInventory(t *testing.T, workerProfile string) (inv, tc string, frags []string) {
 	t.Helper()
+	return clusterInventory(t, "127.0.0.51", "127.0.0.52", "https://127.0.0.51:6443", workerProfile)
+}
+
+// clusterInventory is followInventory at other addresses, with the
+// configs' cluster endpoint replaced by endpoint.
+func clusterInventory(t *testing.T, cpIP, workerIP, endpoint, workerProfile string) (inv, tc string, frags []string) {
+	t.Helper()
 	dir := t.TempDir()
 	read := func(name string) []byte {
 		b, err := os.ReadFile(filepath.Join("..", "..", "node", "testdata", "talos114", "valid", name))
@@ -24,13 +31,13 @@ func followInventory(t *testing.T, workerProfile string) (inv, tc string, frags 
 		}
 		return b
 	}
-	worker := []byte(strings.ReplaceAll(string(read("worker.yaml")), "https://192.168.1.20:6443", "https://127.0.0.51:6443"))
-	cp := []byte(strings.ReplaceAll(string(read("controlplane.yaml")), "https://192.168.1.20:6443", "https://127.0.0.51:6443"))
+	worker := []byte(strings.ReplaceAll(string(read("worker.yaml")), "https://192.168.1.20:6443", endpoint))
+	cp := []byte(strings.ReplaceAll(string(read("controlplane.yaml")), "https://192.168.1.20:6443", endpoint))
 	tcData := read("talosconfig")
 	files := map[string][]byte{"talos/worker.yaml": worker, "talos/controlplane.yaml": cp, "talosconfig": tcData,
 		"talosflash.yaml": []byte("cluster: home\ngateway: 127.0.0.1\nnodes:\n" +
-			"  - hostname: cp-1\n    role: controlplane\n    address: 127.0.0.51/8\n    config: talos/controlplane.yaml\n" +
-			"  - hostname: worker-1\n    role: worker\n    profile: " + workerProfile + "\n    address: 127.0.0.52/8\n    config: talos/worker.yaml\n")}
+			"  - hostname: cp-1\n    role: controlplane\n    address: " + cpIP + "/8\n    config: talos/controlplane.yaml\n" +
+			"  - hostname: worker-1\n    role: worker\n    profile: " + workerProfile + "\n    address: " + workerIP + "/8\n    config: talos/worker.yaml\n")}
 	for name, b := range files {
 		p := filepath.Join(dir, name)
 		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {

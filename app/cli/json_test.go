@@ -271,7 +271,8 @@ var jsonCommands = map[string]string{
 	"outdated":  "TestOutdatedCommand",
 	"card":      "TestCardReadsNode",
 	"inventory": "TestInventoryInitThenCheck, TestInventoryCheckProblems",
-	"status":    "TestStatusHealthyControlPlane, TestStatusIncidentWaitingExtension",
+	"status":    "TestStatusHealthyControlPlane, TestStatusIncidentWaitingExtension, TestStatusKubernetesView",
+	"kubeconfig": "TestKubeconfigCommand",
 }
 
 // Every command that takes --json writes the contract's envelope: a new
