@@ -88,9 +88,9 @@ func TestWriteFile(t *testing.T) {
 
 func TestNoCNI(t *testing.T) {
 	for msg, want := range map[string]bool{
-		"container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady message:Network plugin returns error: cni plugin not initialized": true,
+		"container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady message:Network plugin returns error: cni plugin not initialized":      true,
 		"container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady message:docker: network plugin is not ready: cni config uninitialized": true,
-		"kubelet is posting ready status": false,
+		"kubelet is posting ready status":                          false,
 		"container runtime not ready: RuntimeReady=false reason:x": false,
 	} {
 		if NoCNI(msg) != want {
