@@ -334,6 +334,9 @@ type WatchOptions struct {
 	// Until, if set, ends the reads of a node once it returns true for its
 	// status (Follow); Watch returns when every node is done.
 	Until func(NodeStatus) bool
+	// Round, if set, is called after each round of reads (status reads
+	// the Kubernetes view there).
+	Round func(ctx context.Context)
 }
 
 // Watch reads every target once (and, with Watch, again every Interval)
@@ -393,6 +396,9 @@ func Watch(ctx context.Context, targets []StatusTarget, opts WatchOptions, emit 
 			}
 			last[i] = &ns
 			done[i] = opts.Until != nil && opts.Until(ns)
+		}
+		if opts.Round != nil {
+			opts.Round(ctx)
 		}
 		if !opts.Watch || !slices.Contains(done, false) {
 			return collect(last), nil
