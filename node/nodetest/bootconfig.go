@@ -229,7 +229,8 @@ func (s *Server) boot(bc *bootConfig) {
 		Addr: s.Addr(), PKI: pki, TalosVersion: s.opts.TalosVersion, Schematic: s.opts.Schematic,
 		Worker: bc.machineType == "worker", Bootstrapped: bc.machineType == "init", // init starts etcd by itself
 		Hostname: s.opts.Hostname, MAC: s.opts.MAC, Logf: s.opts.Logf, Cluster: bc.cluster,
-		WaitingExtensions: waitingExtensions(s.opts.Schematic, bc.extensionConfigs), Clock: s.opts.Clock, BootTimeout: s.opts.BootTimeout,
+		WaitingExtensions: waitingExtensions(s.opts.Schematic, bc.extensionConfigs, false),
+		RunningExtensions: waitingExtensions(s.opts.Schematic, bc.extensionConfigs, true), Clock: s.opts.Clock, BootTimeout: s.opts.BootTimeout,
 	}, schematicID)
 	if err != nil {
 		s.opts.Logf("boot: %v", err)
@@ -257,14 +258,14 @@ var configuredExtensions = map[string]string{
 }
 
 // waitingExtensions are the services of the booted image that wait for a
-// document the config lacks.
-func waitingExtensions(sc *schematic.Schematic, configured []string) []string {
+// document the config lacks (configured: those that have it, and run).
+func waitingExtensions(sc *schematic.Schematic, names []string, configured bool) []string {
 	if sc == nil {
 		return nil
 	}
 	var out []string
 	for _, e := range sc.Customization.SystemExtensions.OfficialExtensions {
-		if svc, ok := configuredExtensions[e]; ok && !slices.Contains(configured, svc) {
+		if svc, ok := configuredExtensions[e]; ok && slices.Contains(names, svc) == configured {
 			out = append(out, svc)
 		}
 	}

@@ -175,6 +175,8 @@ type NodeOptions struct {
 	Stage             string
 	Unmet             []runtime.UnmetCondition
 	WaitingExtensions []string
+	// RunningExtensions are extension services with their config: Running.
+	RunningExtensions []string
 	BootTimeout       time.Duration
 	Clock             *Clock
 
