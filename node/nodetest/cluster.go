@@ -16,7 +16,6 @@ import (
 
 	"github.com/cosi-project/runtime/pkg/state"
 	"github.com/siderolabs/talos/pkg/machinery/api/common"
-	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -370,5 +369,3 @@ func (n *Node) Kubeconfig(_ *emptypb.Empty, srv grpc.ServerStreamingServer[commo
 
 // KubeconfigCalls counts Kubeconfig calls answered.
 func (n *Node) KubeconfigCalls() int { n.mu.Lock(); defer n.mu.Unlock(); return n.kubeconfigs }
-
-var _ = machine.MachineServiceServer(nil)
