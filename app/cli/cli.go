@@ -46,6 +46,7 @@ Commands:
   apply       check a machine config and send it to a node in maintenance mode
   bootstrap   wait for the configured control plane node, then bootstrap etcd once
   status      how each configured node is: stage, services, etcd; why it is stuck (--watch)
+  kubeconfig  fetch the cluster's admin kubeconfig and merge it into ~/.kube/config
   upgrade     upgrade nodes one by one with their own schematic's installer
   outdated    list newer Talos/extension versions for installer files (--write)
   inventory   init or check the cluster inventory (talosflash.yaml)
@@ -140,6 +141,8 @@ func run(ctx context.Context, args []string, env Env) error {
 		return runBootstrap(ctx, rest, env)
 	case "status":
 		return runStatus(ctx, rest, env)
+	case "kubeconfig":
+		return runKubeconfig(ctx, rest, env)
 	case "upgrade":
 		return runUpgrade(ctx, rest, env)
 	case "outdated":

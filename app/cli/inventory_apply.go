@@ -38,6 +38,7 @@ type applyInventoryFlags struct {
 	port      int
 	bootstrap bool
 	tc        talosconfigFlags
+	follow    followFlags // with --talosconfig (apply_follow.go)
 }
 
 func (f *applyInventoryFlags) register(fs *flag.FlagSet) {
@@ -47,6 +48,7 @@ func (f *applyInventoryFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.port, "port", node.DefaultPort, "with --inventory: the nodes' Talos API port")
 	fs.BoolVar(&f.bootstrap, "bootstrap", false, "with --inventory: bootstrap etcd on the first control plane after its config (needs --talosconfig)")
 	f.tc.register(fs)
+	f.follow.register(fs)
 }
 
 // nodeResultJSON is one node of `apply --inventory --json` (a line each,
@@ -82,7 +84,7 @@ func applyInventory(ctx context.Context, f *applyFlags, inf *applyInventoryFlags
 		return withCode(contract.ExitUsage, err)
 	}
 	var tc *node.Talosconfig
-	if inf.bootstrap {
+	if inf.bootstrap || inf.tc.path != "" && !f.dryRun { // --talosconfig: follow the nodes (apply_follow.go)
 		var err error
 		if tc, err = inf.tc.load("apply --bootstrap"); err != nil {
 			return err
@@ -121,6 +123,7 @@ func applyInventory(ctx context.Context, f *applyFlags, inf *applyInventoryFlags
 	var (
 		firstErr error
 		cpOut    *plan.NodeApplyOutcome
+		applied  []inventory.Node // configured by this run: followed with --talosconfig
 	)
 	say := func(format string, args ...any) { fmt.Fprintf(env.Stderr, format+"\n", args...) }
 	for _, n := range nodes {
@@ -165,12 +168,31 @@ func applyInventory(ctx context.Context, f *applyFlags, inf *applyInventoryFlags
 		if err == nil && n.Hostname == first {
 			cpOut = out
 		}
+		if err == nil && !out.Configured && !f.dryRun {
+			applied = append(applied, n)
+		}
+	}
+	if tc != nil && !f.dryRun {
+		if err := followStep(ctx, env, f, inf, tc, all, applied, false); err != nil && firstErr == nil {
+			firstErr = err
+		}
 	}
 	if cpOut == nil || f.dryRun {
 		return firstErr
 	}
 	if err := bootstrapStep(ctx, env, cpOut, inf, tc, f.jsonOut); err != nil && firstErr == nil {
 		firstErr = err
+	} else if err == nil && inf.bootstrap {
+		var cps []inventory.Node
+		for _, n := range applied {
+			if n.Role == "controlplane" {
+				cps = append(cps, n)
+			}
+		}
+		if err := followStep(ctx, env, f, inf, tc, all, cps, true); err != nil && firstErr == nil {
+			firstErr = err
+		}
+		kubeconfigNext(env.Stderr, inf)
 	}
 	return firstErr
 }
@@ -271,7 +293,7 @@ func bootstrapStep(ctx context.Context, env Env, cp *plan.NodeApplyOutcome, inf 
 	if err != nil {
 		return waitExit(ctx, fmt.Errorf("bootstrap %s: %w", cp.Node.Hostname, err))
 	}
-	line := fmt.Sprintf("%s: bootstrapped etcd (Talos %s). Next: talosctl --talosconfig %s kubeconfig -n %s", cp.Node.Hostname, res.TalosVersion, inf.tc.path, host)
+	line := fmt.Sprintf("%s: bootstrapped etcd (Talos %s) at %s", cp.Node.Hostname, res.TalosVersion, host)
 	if jsonOut {
 		fmt.Fprintln(env.Stderr, line)
 		return contract.WriteAnswer(env.Stdout, contract.TypeBootstrap, map[string]any{

@@ -259,17 +259,18 @@ func TestElevatedChildRelaysInfo(t *testing.T) {
 // jsonCommands are the commands with --json and the tests that decode their
 // output with the contract's decoder (answer, jsonLines).
 var jsonCommands = map[string]string{
-	"flash":     "TestFlashJSONStdoutIsOnlyJSON",
-	"schematic": "TestSchematicNodesApplyJSONKeys",
-	"devices":   "TestDevicesJSONKeys",
-	"nodes":     "TestSchematicNodesApplyJSONKeys",
-	"apply":     "TestSchematicNodesApplyJSONKeys, TestApplyJSONBlocked",
-	"bootstrap": "TestBootstrapCommand",
-	"upgrade":   "TestUpgradeCommandUpgradesInOrder",
-	"outdated":  "TestOutdatedCommand",
-	"card":      "TestCardReadsNode",
-	"inventory": "TestInventoryInitThenCheck, TestInventoryCheckProblems",
-	"status":    "TestStatusHealthyControlPlane, TestStatusIncidentWaitingExtension",
+	"flash":      "TestFlashJSONStdoutIsOnlyJSON",
+	"schematic":  "TestSchematicNodesApplyJSONKeys",
+	"devices":    "TestDevicesJSONKeys",
+	"nodes":      "TestSchematicNodesApplyJSONKeys",
+	"apply":      "TestSchematicNodesApplyJSONKeys, TestApplyJSONBlocked",
+	"bootstrap":  "TestBootstrapCommand",
+	"upgrade":    "TestUpgradeCommandUpgradesInOrder",
+	"outdated":   "TestOutdatedCommand",
+	"card":       "TestCardReadsNode",
+	"inventory":  "TestInventoryInitThenCheck, TestInventoryCheckProblems",
+	"status":     "TestStatusHealthyControlPlane, TestStatusIncidentWaitingExtension, TestStatusKubernetesView",
+	"kubeconfig": "TestKubeconfigCommand",
 }
 
 // Every command that takes --json writes the contract's envelope: a new

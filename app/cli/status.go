@@ -43,6 +43,7 @@ type statusFlags struct {
 	watch, jsonOut      bool
 	interval, dur       time.Duration
 	callTimeout         time.Duration
+	kube                kubeFlags // the Kubernetes view (status_kube.go)
 }
 
 func runStatus(ctx context.Context, args []string, env Env) error {
@@ -60,6 +61,7 @@ func runStatus(ctx context.Context, args []string, env Env) error {
 	fs.DurationVar(&f.dur, "for", 0, "with --watch: stop after this long (default: until interrupted)")
 	fs.DurationVar(&f.callTimeout, "timeout", node.DefaultCallTimeout, "bound of each read of a node")
 	fs.BoolVar(&f.jsonOut, "json", false, "one JSON line per node (per change with --watch) on stdout")
+	f.kube.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -95,9 +97,13 @@ func runStatus(ctx context.Context, args []string, env Env) error {
 		}
 		renderNodeStatus(env.Stdout, ns, time.Now(), f.watch)
 	}
+	round, err := startKubeView(&f, env, targets)
+	if err != nil {
+		return err
+	}
 	last, err := plan.Watch(ctx, targets, plan.WatchOptions{
 		Check: plan.StatusCheck{Profiles: profiles}, Watch: f.watch, Interval: f.interval, For: f.dur,
-		CallTimeout: f.callTimeout, Talosconfig: tc,
+		CallTimeout: f.callTimeout, Talosconfig: tc, Round: round,
 	}, emit)
 	if err != nil {
 		return err

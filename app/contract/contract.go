@@ -67,6 +67,14 @@ const (
 	// Streamed by status --json: one line per node, then (--watch) one per
 	// node each time it changes.
 	TypeNodeStatus = "node_status"
+	// Streamed by apply --inventory --talosconfig --json: one line per
+	// node when following it ends.
+	TypeFollow = "follow"
+	// Streamed by status --json when a kubeconfig reaches the cluster: one
+	// line per read (with --watch, per change) with every Kubernetes node.
+	TypeKubernetes = "kubernetes"
+	// kubeconfig --json (object).
+	TypeKubeconfig = "kubeconfig"
 )
 
 // Known reports whether t is an event type of this Version.
@@ -74,7 +82,7 @@ func Known(t string) bool {
 	switch t {
 	case TypeProgress, TypeInfo, TypeWarning, TypeResult, TypeError,
 		TypeSchematic, TypeDevices, TypeNodes, TypeApply, TypeBootstrap, TypeUpgrade, TypeOutdated,
-		TypeCard, TypeInventory, TypeApplyNode, TypeNodeStatus:
+		TypeCard, TypeInventory, TypeApplyNode, TypeNodeStatus, TypeFollow, TypeKubernetes, TypeKubeconfig:
 		return true
 	}
 	return false

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
@@ -330,6 +331,12 @@ type WatchOptions struct {
 	Now         func() time.Time // default time.Now
 	// Open connects to a node (default node.OpenStatus with the talosconfig).
 	Talosconfig *node.Talosconfig
+	// Until, if set, ends the reads of a node once it returns true for its
+	// status (Follow); Watch returns when every node is done.
+	Until func(NodeStatus) bool
+	// Round, if set, is called after each round of reads (status reads
+	// the Kubernetes view there).
+	Round func(ctx context.Context)
 }
 
 // Watch reads every target once (and, with Watch, again every Interval)
@@ -366,8 +373,12 @@ func Watch(ctx context.Context, targets []StatusTarget, opts WatchOptions, emit 
 	}
 	last := make([]*NodeStatus, len(targets))
 	keys := make([]string, len(targets))
+	done := make([]bool, len(targets))
 	for {
 		for i, t := range targets {
+			if done[i] {
+				continue
+			}
 			st, err := readers[i].Read(ctx, opts.CallTimeout)
 			if ctx.Err() != nil {
 				return collect(last), watchEnd(ctx, opts)
@@ -384,8 +395,12 @@ func Watch(ctx context.Context, targets []StatusTarget, opts WatchOptions, emit 
 				keys[i] = k
 			}
 			last[i] = &ns
+			done[i] = opts.Until != nil && opts.Until(ns)
 		}
-		if !opts.Watch {
+		if opts.Round != nil {
+			opts.Round(ctx)
+		}
+		if !opts.Watch || !slices.Contains(done, false) {
 			return collect(last), nil
 		}
 		t := time.NewTimer(opts.Interval)

@@ -9,10 +9,14 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
+	"github.com/siderolabs/image-factory/pkg/schematic"
 	"gopkg.in/yaml.v3"
+
+	"github.com/talosflash/talosflash/node/nodetest/kubetest"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 )
@@ -24,9 +28,11 @@ const DefaultBootDelay = 100 * time.Millisecond
 // bootConfig is what a node takes from an applied config to come up
 // configured: its machine type and the cluster's OS CA (machine.ca).
 type bootConfig struct {
-	machineType string // controlplane, init, worker
-	caCrt       []byte // PEM
-	caKey       []byte // PEM; empty on a worker (trustd of a control plane signs for it)
+	cluster          *ClusterConfig // the Kubernetes side (parseCluster); nil when the config has none
+	extensionConfigs []string       // names of its ExtensionServiceConfig documents
+	machineType      string         // controlplane, init, worker
+	caCrt            []byte         // PEM
+	caKey            []byte         // PEM; empty on a worker (trustd of a control plane signs for it)
 }
 
 // parseBootConfig reads machine.type and machine.ca of the v1alpha1
@@ -71,6 +77,10 @@ func parseBootConfig(data []byte) (*bootConfig, error) {
 		if bc.machineType != "worker" && len(bc.caKey) == 0 {
 			return nil, fmt.Errorf("a %s config without machine.ca.key", bc.machineType)
 		}
+		if bc.cluster, err = parseCluster(data); err != nil {
+			return nil, err
+		}
+		bc.extensionConfigs = extensionConfigNames(data)
 		return bc, nil
 	}
 }
@@ -96,7 +106,8 @@ func bootsConfig(in *machine.ApplyConfigurationRequest) bool {
 var trustd = struct {
 	mu      sync.Mutex
 	cas     map[[32]byte]*trustdEntry
-	changed chan struct{} // closed and replaced on each registration
+	kube    map[[32]byte]*kubetest.Server // the cluster's Kubernetes API, once a control plane runs one
+	changed chan struct{}                 // closed and replaced on each registration
 }{cas: map[[32]byte]*trustdEntry{}, changed: make(chan struct{})}
 
 type trustdEntry struct {
@@ -217,7 +228,9 @@ func (s *Server) boot(bc *bootConfig) {
 	n, err := newNode(NodeOptions{
 		Addr: s.Addr(), PKI: pki, TalosVersion: s.opts.TalosVersion, Schematic: s.opts.Schematic,
 		Worker: bc.machineType == "worker", Bootstrapped: bc.machineType == "init", // init starts etcd by itself
-		Hostname: s.opts.Hostname, MAC: s.opts.MAC, Logf: s.opts.Logf,
+		Hostname: s.opts.Hostname, MAC: s.opts.MAC, Logf: s.opts.Logf, Cluster: bc.cluster,
+		WaitingExtensions: waitingExtensions(s.opts.Schematic, bc.extensionConfigs, false),
+		RunningExtensions: waitingExtensions(s.opts.Schematic, bc.extensionConfigs, true), Clock: s.opts.Clock, BootTimeout: s.opts.BootTimeout,
 	}, schematicID)
 	if err != nil {
 		s.opts.Logf("boot: %v", err)
@@ -233,4 +246,46 @@ func (s *Server) boot(bc *bootConfig) {
 		hint = "; try: talosflash bootstrap --node " + host + " --talosconfig FILE"
 	}
 	s.opts.Logf("booted with the applied config: a configured %s node (client certificate required)%s", bc.machineType, hint)
+}
+
+// configuredExtensions are the extensions whose service waits for an
+// ExtensionServiceConfig (`depends: - configuration: true` in their service
+// definition in siderolabs/extensions: network/newt/newt.yaml,
+// network/cloudflared/cloudflared.yaml, network/tailscale/tailscale.yaml),
+// by official name, with the service (and document) name.
+var configuredExtensions = map[string]string{
+	"siderolabs/newt": "newt", "siderolabs/cloudflared": "cloudflared", "siderolabs/tailscale": "tailscale",
+}
+
+// waitingExtensions are the services of the booted image that wait for a
+// document the config lacks (configured: those that have it, and run).
+func waitingExtensions(sc *schematic.Schematic, names []string, configured bool) []string {
+	if sc == nil {
+		return nil
+	}
+	var out []string
+	for _, e := range sc.Customization.SystemExtensions.OfficialExtensions {
+		if svc, ok := configuredExtensions[e]; ok && slices.Contains(names, svc) == configured {
+			out = append(out, svc)
+		}
+	}
+	return out
+}
+
+// extensionConfigNames are the names of a config's ExtensionServiceConfig documents.
+func extensionConfigNames(data []byte) []string {
+	var names []string
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for {
+		var doc struct {
+			Kind string `yaml:"kind"`
+			Name string `yaml:"name"`
+		}
+		if err := dec.Decode(&doc); err != nil {
+			return names
+		}
+		if doc.Kind == "ExtensionServiceConfig" && doc.Name != "" {
+			names = append(names, doc.Name)
+		}
+	}
 }

@@ -167,6 +167,16 @@ func (n *Node) extensionServices(bootedAt time.Time) []*machine.ServiceInfo {
 			}},
 		})
 	}
+	for _, name := range n.opts.RunningExtensions {
+		out = append(out, &machine.ServiceInfo{
+			Id: "ext-" + name, State: "Running",
+			Health: &machine.ServiceHealth{Unknown: true},
+			Events: &machine.ServiceEvents{Events: []*machine.ServiceEvent{
+				{Msg: "Starting service", State: "Starting", Ts: timestamppb.New(bootedAt)},
+				{Msg: "Started task ext-" + name + " (PID 2041) for container ext-" + name, State: "Running", Ts: timestamppb.New(bootedAt.Add(2 * time.Second))},
+			}},
+		})
+	}
 	return out
 }
 

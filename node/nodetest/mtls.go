@@ -36,6 +36,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/talosflash/talosflash/node/nodetest/kubetest"
 )
 
 // PKI is a throw-away Talos cluster PKI made in the test the way
@@ -173,8 +175,18 @@ type NodeOptions struct {
 	Stage             string
 	Unmet             []runtime.UnmetCondition
 	WaitingExtensions []string
+	// RunningExtensions are extension services with their config: Running.
+	RunningExtensions []string
 	BootTimeout       time.Duration
 	Clock             *Clock
+
+	// Cluster, when set, is the Kubernetes side of the node's config
+	// (cluster.go): the node lives it. Its stage and MachineStatus follow
+	// its state (a control plane boots until its bootstrap, nodeReady
+	// waits for its Kubernetes node), a control plane serves Kubeconfig
+	// and starts a fake Kubernetes API (kubetest) at its bootstrap, and the
+	// node's kubelet registers in it. Stage and Unmet, when set, still win.
+	Cluster *ClusterConfig
 }
 
 // Node is a running configured fake node.
@@ -210,6 +222,12 @@ type Node struct {
 	timeoutFire  func()      // this boot's BootTimeout reboot (with a Clock)
 	clockOnce    sync.Once
 	serviceCalls int
+
+	kube        *kubetest.Server // the control plane's Kubernetes API, after bootstrap
+	kubeconfigs int
+	stop        chan struct{} // closed by Close
+	refreshMu   sync.Mutex    // MachineStatus updates of a living node
+	rebooted    chan struct{} // closed and replaced at each new boot
 }
 
 // StartNode runs a configured fake node until the test ends.
@@ -262,7 +280,7 @@ func newNode(opts NodeOptions, schematicID string) (*Node, error) {
 	}
 	n := &Node{opts: opts, addr: lis.Addr().String(), cert: cert, version: opts.TalosVersion,
 		schematic: opts.Schematic, schematicID: schematicID, bootstrapped: opts.Bootstrapped, notReady: opts.NotReady, bootID: 1,
-		bootStart: time.Now()}
+		bootStart: time.Now(), stop: make(chan struct{}), rebooted: make(chan struct{})}
 	if _, err := n.stage(); err != nil {
 		lis.Close()
 		return nil, err
@@ -272,6 +290,10 @@ func newNode(opts NodeOptions, schematicID string) (*Node, error) {
 		return nil, err
 	}
 	n.armBootTimeout()
+	n.startKubelet()
+	if opts.Bootstrapped && n.living() {
+		n.startKubeAPI()
+	}
 	return n, nil
 }
 
@@ -306,7 +328,7 @@ func (n *Node) serve(lis net.Listener) error {
 	if !n.legacy() {
 		machine.RegisterLifecycleServiceServer(g, lifecycleService{n: n})
 	}
-	cosiv1alpha1.RegisterStateServer(g, cosiserver.NewState(state.WrapCore(state.Filter(st, accessPolicy))))
+	cosiv1alpha1.RegisterStateServer(g, cosiserver.NewState(state.WrapCore(state.Filter(st, n.cosiAccess(st)))))
 	done := make(chan struct{})
 	n.mu.Lock()
 	n.grpc, n.done = g, done
@@ -362,12 +384,13 @@ func (n *Node) buildState() (state.State, error) {
 // adminMethods need the os:admin role (Talos' apid authorizer); reads
 // (Version, ServiceList, COSI) are allowed to os:reader too.
 var adminMethods = map[string]bool{
-	"/machine.MachineService/Bootstrap": true,
-	"/machine.MachineService/Upgrade":   true,
-	"/machine.MachineService/Reboot":    true,
-	"/machine.MachineService/Read":      true,
-	"/machine.ImageService/Pull":        true,
-	"/machine.LifecycleService/Upgrade": true,
+	"/machine.MachineService/Bootstrap":  true,
+	"/machine.MachineService/Upgrade":    true,
+	"/machine.MachineService/Reboot":     true,
+	"/machine.MachineService/Read":       true,
+	"/machine.MachineService/Kubeconfig": true,
+	"/machine.ImageService/Pull":         true,
+	"/machine.LifecycleService/Upgrade":  true,
 }
 
 func authorize(ctx context.Context, method string) error {
@@ -408,12 +431,17 @@ func (n *Node) Addr() string { return n.addr }
 // Close stops the node.
 func (n *Node) Close() {
 	n.mu.Lock()
+	first := !n.closed
 	n.closed = true
 	g, done := n.grpc, n.done
 	if n.bootTimer != nil {
 		n.bootTimer.Stop()
 	}
 	n.mu.Unlock()
+	if first {
+		close(n.stop)
+	}
+	n.stopKubeAPI()
 	g.Stop()
 	<-done
 }
@@ -427,7 +455,15 @@ func (n *Node) Version(context.Context, *emptypb.Empty) (*machine.VersionRespons
 
 // Bootstrap is v1alpha1_server.go's: FailedPrecondition while not
 // allowed yet, Unimplemented on a worker, AlreadyExists once etcd has data.
-func (n *Node) Bootstrap(context.Context, *machine.BootstrapRequest) (*machine.BootstrapResponse, error) {
+func (n *Node) Bootstrap(ctx context.Context, in *machine.BootstrapRequest) (*machine.BootstrapResponse, error) {
+	resp, err := n.bootstrap()
+	if n.Bootstrapped() {
+		n.startKubeAPI() // etcd up: the control plane's static pods follow
+	}
+	return resp, err
+}
+
+func (n *Node) bootstrap() (*machine.BootstrapResponse, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.bootstraps++
@@ -483,7 +519,12 @@ func (n *Node) ServiceList(context.Context, *emptypb.Empty) (*machine.ServiceLis
 	if !n.opts.Worker {
 		switch {
 		case !n.bootstrapped:
-			list = append(list, svc("etcd", "Preparing", false, true))
+			// etcd's PreFunc waits to join the cluster (etcd.go buildInitialCluster).
+			list = append(list, &machine.ServiceInfo{Id: "etcd", State: "Preparing", Health: &machine.ServiceHealth{Unknown: true},
+				Events: &machine.ServiceEvents{Events: []*machine.ServiceEvent{
+					{Msg: "Waiting for service \"cri\" to be \"up\", time sync, network, etcd spec", State: "Waiting", Ts: timestamppb.New(bootedAt)},
+					{Msg: "Running pre state", State: "Preparing", Ts: timestamppb.New(bootedAt.Add(3 * time.Second))},
+				}}})
 		case warming:
 			list = append(list, svc("etcd", "Running", false, false))
 		default:
@@ -580,6 +621,8 @@ func (n *Node) reboot() {
 	n.bootID++
 	n.polls = 0
 	n.newBootLocked()
+	close(n.rebooted)
+	n.rebooted = make(chan struct{})
 	n.mu.Unlock()
 	time.Sleep(n.opts.RebootDowntime)
 	n.mu.Lock()
@@ -618,6 +661,24 @@ func (n *Node) Upgrades() []string { n.mu.Lock(); defer n.mu.Unlock(); return sl
 
 // LegacyUpgrades counts MachineService.Upgrade calls.
 func (n *Node) LegacyUpgrades() int { n.mu.Lock(); defer n.mu.Unlock(); return n.legacyCalls }
+
+// WaitReboots waits until the node has rebooted count times (its new boot
+// ID set) or ctx ends.
+func (n *Node) WaitReboots(ctx context.Context, count int) error {
+	for {
+		n.mu.Lock()
+		done, ch := n.reboots >= count && n.bootID > count, n.rebooted
+		n.mu.Unlock()
+		if done {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
 
 // Reboots counts reboots.
 func (n *Node) Reboots() int { n.mu.Lock(); defer n.mu.Unlock(); return n.reboots }

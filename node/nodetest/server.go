@@ -140,6 +140,10 @@ type Options struct {
 	// BootDelay is how long the address is silent in between; default
 	// DefaultBootDelay.
 	BootDelay time.Duration
+	// Clock and BootTimeout are the configured node's (NodeOptions): its
+	// time since boot and when a boot that cannot finish reboots.
+	Clock       *Clock
+	BootTimeout time.Duration
 }
 
 // Talos versions the fake reports by default.

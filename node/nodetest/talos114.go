@@ -88,6 +88,30 @@ var rules114 = []rule114{
 		source: "internal/app/machined/pkg/system/services/machined.go (rules), internal/app/machined/internal/server/v1alpha1/v1alpha1_server.go (Read)",
 	},
 	{
+		name: "a configured control plane stays booting until its bootstrap: StartAllServices waits for etcd, whose PreFunc waits to join (etcd Preparing, last event \"Running pre state\"); MachineStatus unmet services \"etcd not running\"", served: true,
+		source: "internal/app/machined/pkg/runtime/v1alpha1/v1alpha1_sequencer_tasks.go (StartAllServices), internal/app/machined/pkg/system/services/etcd.go (PreFunc, buildInitialCluster), internal/app/machined/pkg/system/service_runner.go, controllers/runtime/machine_status.go (servicesCheck)",
+	},
+	{
+		name: "MachineStatus nodeReady: node \"<nodename>\" status is not available yet (not registered), node \"<nodename>\" is not ready (Kubernetes Ready false); the nodename is the short hostname, lower case", served: true,
+		source: "internal/app/machined/pkg/controllers/runtime/machine_status.go (nodeReadyCheck), internal/app/machined/pkg/controllers/k8s/nodename.go",
+	},
+	{
+		name: "services whose extension needs its ExtensionServiceConfig (newt, cloudflared, tailscale) wait when the applied config lacks the document named after the service", served: true,
+		source: "siderolabs/extensions network/newt/newt.yaml, network/cloudflared/cloudflared.yaml, network/tailscale/tailscale.yaml (depends: configuration: true), internal/app/machined/pkg/system/services/extension.go",
+	},
+	{
+		name: "Kubeconfig (os:admin, control planes only: Unimplemented \"kubeconfig is only available on control plane nodes\"): one message of a .tar.gz holding kubeconfig (0600, tar writer not closed), generated from the config: cluster <clusterName> at the cluster endpoint with the accepted CAs, user and context admin@<clusterName>, namespace default, client certificate CN admin O system:masters", served: true,
+		source: "internal/app/machined/internal/server/v1alpha1/v1alpha1_server.go (Kubeconfig), internal/app/internal/machinehelper/machinehelper.go (CheckControlplane), pkg/kubeconfig/generate.go (GenerateAdmin, Generate), internal/app/machined/pkg/system/services/machined.go (rules)",
+	},
+	{
+		name: "after the bootstrap the control plane serves the Kubernetes API on its address at the endpoint's port with the config's Kubernetes CA (KubeAPIServerCAConfig issuingCA / cluster.ca); every node's kubelet registers in it (node/nodetest/kubetest models the API)", served: true,
+		source: "internal/app/machined/pkg/controllers/k8s/control_plane_static_pod.go, pkg/machinery/config/types/k8s/apiserver_ca.go",
+	},
+	{
+		name: "Flannel is deployed when the control plane's config has a KubeFlannelCNIConfig document, or (without one) a v1alpha1 cluster.network section whose cni is flannel or unset", served: true,
+		source: "pkg/machinery/config/container/container.go (K8sFlannelCNIConfig), pkg/machinery/config/types/v1alpha1/v1alpha1_k8s_bridge.go, v1alpha1_clusterconfig.go (CNI), internal/app/machined/pkg/controllers/k8s/control_plane.go",
+	},
+	{
 		name: ".machine.install is optional (required by v1.13 in metal mode)", adjust: true,
 		source: "pkg/machinery/config/types/v1alpha1/v1alpha1_validation.go",
 	},
