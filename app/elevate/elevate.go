@@ -127,6 +127,7 @@ func RunFed(ctx context.Context, cmd *exec.Cmd, on func(Event), feed func(contex
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrStart, err)
 	}
+	setPipeSize(stdin) // the image goes through it
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("%w: %w", ErrStart, err)
 	}

@@ -60,32 +60,60 @@ type Sent struct {
 // is r's: the image failed (a download, a corrupt image), and the caller
 // should close w so the child stops. A write error means the child stopped
 // reading (it failed, or exited): the sending ends without an error and
-// Sent.Complete stays false; the child's own report says why.
+// Sent.Complete stays false; the child's own report says why. r is read on
+// a goroutine of its own (the decoder's next frame while this one is
+// hashed and written), never after SendImage returned.
 func SendImage(w io.Writer, r io.Reader, size int64) (Sent, error) {
 	var sent Sent
-	h := sha256.New()
-	buf := make([]byte, 4+FrameSize)
 	hdr := make([]byte, headerLen)
 	copy(hdr, streamMagic)
 	binary.BigEndian.PutUint64(hdr[len(streamMagic):], uint64(size))
 	if _, err := w.Write(hdr); err != nil {
 		return sent, nil
 	}
-	for {
-		n, rerr := fill(r, buf[4:])
-		if n > 0 {
-			h.Write(buf[4 : 4+n])
+	type frame struct {
+		buf []byte // the length, then the bytes
+		err error
+	}
+	const bufs = 3
+	free, full := make(chan []byte, bufs), make(chan frame, bufs)
+	stop, readerDone := make(chan struct{}), make(chan struct{})
+	for range bufs {
+		free <- make([]byte, 4+FrameSize)
+	}
+	go func() {
+		defer close(readerDone)
+		for {
+			var buf []byte
+			select {
+			case buf = <-free:
+			case <-stop:
+				return
+			}
+			n, err := fill(r, buf[4:])
 			binary.BigEndian.PutUint32(buf, uint32(n))
-			if _, err := w.Write(buf[:4+n]); err != nil {
+			full <- frame{buf[:4+n], err} // never blocks: there are bufs buffers
+			if err != nil {
+				return
+			}
+		}
+	}()
+	defer func() { close(stop); <-readerDone }()
+	h := sha256.New()
+	for f := range full {
+		if len(f.buf) > 4 {
+			h.Write(f.buf[4:])
+			if _, err := w.Write(f.buf); err != nil {
 				return sent, nil
 			}
-			sent.Bytes += int64(n)
+			sent.Bytes += int64(len(f.buf) - 4)
 		}
-		if rerr == io.EOF {
+		free <- f.buf[:cap(f.buf)]
+		if f.err == io.EOF {
 			break
 		}
-		if rerr != nil {
-			return sent, rerr
+		if f.err != nil {
+			return sent, f.err
 		}
 	}
 	sum := h.Sum(nil)
