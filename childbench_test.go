@@ -90,10 +90,6 @@ func BenchmarkElevatedChildFlash(b *testing.B) {
 		}
 	}
 	b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/op")
-	var kids syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_CHILDREN, &kids) == nil {
-		b.ReportMetric(float64(kids.Maxrss)/1024, "child-maxrss-MiB") // the largest child: the elevated one
-	}
 }
 
 // cpuTime is the user+sys time of this process and of its children that
