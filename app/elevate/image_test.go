@@ -217,10 +217,10 @@ func TestImageStreamThroughAProcess(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	sent, err := SendImage(stdin, bytes.NewReader(data), int64(len(data)))
+	sent, serr := SendImage(stdin, bytes.NewReader(data), int64(len(data)))
 	stdin.Close()
-	if err := cmd.Wait(); err != nil || !sent.Complete {
-		t.Fatalf("%v %+v", err, sent)
+	if err := cmd.Wait(); err != nil || serr != nil || !sent.Complete {
+		t.Fatalf("%v %v %+v", err, serr, sent)
 	}
 	wire := sha256.Sum256(stream(t, data, int64(len(data))))
 	if got := strings.Fields(out.String())[0]; got != hex.EncodeToString(wire[:]) {
