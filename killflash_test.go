@@ -73,7 +73,7 @@ func TestKilledFlashLeavesNoPartitionTable(t *testing.T) {
 	for attempt := range 3 {
 		card := filepath.Join(dir, "card.img")
 		os.Remove(card)
-		cmd := exec.Command(os.Args[0], elevate.Args{Image: img, Devices: []string{card}}.List()...)
+		cmd := exec.Command(os.Args[0], elevate.Args{Devices: []string{card}}.List()...)
 		cmd.Env = append(baseEnv(), "TALOSFLASH_TEST_RUN_MAIN=1")
 		stdin, err := cmd.StdinPipe() // open: closing it would cancel the child
 		if err != nil {
@@ -86,6 +86,14 @@ func TestKilledFlashLeavesNoPartitionTable(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
+		go func() { // the image, on its stdin (open after it: closing it would cancel)
+			f, err := os.Open(img)
+			if err != nil {
+				return
+			}
+			defer f.Close()
+			elevate.SendImage(stdin, bufio.NewReaderSize(f, 1<<20), size)
+		}()
 		sc := bufio.NewScanner(stdout)
 		stopped := false
 		for sc.Scan() {

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -26,10 +27,16 @@ type Source struct {
 	Cache      *Cache       // nil -> DefaultCache(); with NoCache only its download tuning is used
 	NoCache    bool         // stream from HTTP straight into the decompressor
 	HTTPClient *http.Client // nil -> http.DefaultClient
-	// Growing, with Path, reads a file another process is still
-	// downloading, as it grows (the elevated child: Download.WriteFeed in
-	// the user's process, Growing.ReadFeed here).
-	Growing *Growing
+	// Stream, when set, is the image itself, decoded, as another process
+	// sends it (the elevated child's stdin: app/elevate, OpenDecoded in
+	// the sender): raw bytes that must start like a disk; Path and URL are
+	// ignored. StreamSize is its size as the sender declared it (-1
+	// unknown). StreamSum, asked once the stream ended, is the SHA-256 the
+	// sender computed of what it sent: a card whose bytes hash otherwise
+	// fails before its first MiB (the partition table) is written.
+	Stream     io.Reader
+	StreamSize int64
+	StreamSum  func() []byte
 }
 
 // FlashOptions configures FlashAll.

@@ -535,6 +535,13 @@ func (p *pipeline) finish() (*written, error) {
 	if p.src.size >= 0 && p.readN != p.src.size {
 		return nil, p.src.corrupt(fmt.Errorf("write stage: %w: decompressed %d bytes, the %s image should give %d (%w)", ErrCorruptImage, p.readN, p.src.format, p.src.size, ErrIncomplete))
 	}
+	if p.src.streamSum != nil {
+		// Sent by another process: what came is what it sent, or no card
+		// gets its partition table.
+		if want := p.src.streamSum(); !bytes.Equal(want, p.sum) {
+			return nil, fmt.Errorf("%w: the image received (sha256 %x) is not the one sent (sha256 %x): the partition table was not written (%w)", ErrVerifyMismatch, p.sum, want, ErrIncomplete)
+		}
+	}
 	var wg sync.WaitGroup
 	for _, c := range p.cards {
 		if c.err == nil && c.wrote.Load() != p.readN {

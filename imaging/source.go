@@ -13,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -56,8 +55,11 @@ type openedSource struct {
 	// growingEntry is the cache entry a download read as it arrives will
 	// be (its partial is read now): neither name may be a target.
 	growingEntry string
-	err          error // last error from the underlying source (not the decoder)
-	mu           sync.Mutex
+	// streamSum, for a stream another process sends, is the SHA-256 the
+	// sender computed, known once the stream ended (nil: not sent).
+	streamSum func() []byte
+	err       error // last error from the underlying source (not the decoder)
+	mu        sync.Mutex
 }
 
 func (s *openedSource) Read(p []byte) (int, error) {
@@ -79,6 +81,9 @@ func (s *openedSource) sourceErr() error {
 
 func openSource(ctx context.Context, src Source, progress ProgressFunc) (*openedSource, error) {
 	s := &openedSource{size: -1, compressed: -1, consumed: new(atomic.Int64)}
+	if src.Stream != nil {
+		return s.openStream(src)
+	}
 	path := src.Path
 	if path == "" {
 		if src.URL == "" {
@@ -135,11 +140,6 @@ func openSource(ctx context.Context, src Source, progress ProgressFunc) (*opened
 		open = func(string) (*os.File, error) { return s.cache.Open(s.cacheKey) }
 	}
 	f, err := open(path)
-	if src.Growing != nil && errors.Is(err, os.ErrNotExist) {
-		// Renamed into place since the path was handed over: the same file.
-		path = FollowedPath(path)
-		f, err = open(path)
-	}
 	if err != nil {
 		return nil, fmt.Errorf("open image: %w", err)
 	}
@@ -151,9 +151,6 @@ func openSource(ctx context.Context, src Source, progress ProgressFunc) (*opened
 	if !st.Mode().IsRegular() {
 		f.Close()
 		return nil, fmt.Errorf("image %s: %w: it is not a regular file (%v)", path, ErrUnsupportedImage, st.Mode().Type())
-	}
-	if src.Growing != nil {
-		return s.openGrowing(ctx, f, path, src.Growing)
 	}
 	head := make([]byte, sniffHeadSize)
 	n, err := f.ReadAt(head, 0)
@@ -217,24 +214,22 @@ func (s *openedSource) openDownload(ctx context.Context, cache *Cache, src Sourc
 	return s, nil
 }
 
-// openGrowing reads a file another process is still downloading (the
-// elevated child): as it grows, to the end the feed says is whole.
-func (s *openedSource) openGrowing(ctx context.Context, f *os.File, path string, g *Growing) (*openedSource, error) {
-	g.g.attach(f)
-	wait := make(chan struct{})
-	close(wait)
-	fr := &follower{g: g.g, cancel: func() {}, wait: wait, ctx: ctx}
-	br := bufio.NewReaderSize(fr, 1<<20)
-	s.path, s.r, s.closer = path, br, fr
-	s.growingEntry = strings.TrimSuffix(path, partialSuffix) // the parent's download of it
+// openStream is the decoded image another process sends (the elevated
+// child's stdin): raw bytes of the size the sender declared, which must
+// start like a disk as any image does (decode). Compressed data is refused:
+// the decoders run in the sender, with the user's rights.
+func (s *openedSource) openStream(src Source) (*openedSource, error) {
+	br := bufio.NewReaderSize(src.Stream, sniffHeadSize)
+	s.r, s.closer, s.streamSum = br, io.NopCloser(nil), src.StreamSum
 	head, err := br.Peek(sniffHeadSize)
 	if err != nil && err != io.EOF {
-		fr.Close()
+		return nil, fmt.Errorf("read image: %w", err)
+	}
+	if err := s.setFormat(head, src.StreamSize); err != nil {
 		return nil, err
 	}
-	if err := s.setFormat(head, -1); err != nil {
-		fr.Close()
-		return nil, fmt.Errorf("image %s: %w", path, err)
+	if s.format != FormatRaw {
+		return nil, fmt.Errorf("%w: the image sent is %s, not the decoded disk image", ErrUnsupportedImage, s.format)
 	}
 	return s, nil
 }
@@ -395,19 +390,4 @@ func (s *openedSource) name() string {
 		return "downloaded stream"
 	}
 	return s.path
-}
-
-// FollowedPath is the file a followed download (Source.Growing) is in now:
-// its partial file while it downloads, the cache entry once it is whole (a
-// rename, so the same file; the child may start after it). A path that is
-// not a partial, or a partial still there, is returned as it is.
-func FollowedPath(partial string) string {
-	whole, ok := strings.CutSuffix(partial, partialSuffix)
-	if !ok {
-		return partial
-	}
-	if _, err := os.Stat(partial); errors.Is(err, os.ErrNotExist) {
-		return whole
-	}
-	return partial
 }

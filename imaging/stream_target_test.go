@@ -43,38 +43,39 @@ func TestStreamedSourceIsNotATarget(t *testing.T) {
 	}
 }
 
-// The same in the elevated child, which follows the parent's download: the
-// entry it will become is not a target either.
-func TestFollowedSourceIsNotATarget(t *testing.T) {
+// The same when the image is decoded here for the elevated child
+// (OpenDecoded): neither the download's partial nor the entry it becomes
+// may be one of the child's cards.
+func TestDecodedSourceIsNotATarget(t *testing.T) {
 	raw := skipRaw(t)
 	data := zstdBytes(t, raw)
-	gate := make(chan struct{})
-	srv := gatedServer(t, data, gate, false)
-	c := &Cache{Dir: t.TempDir(), Retries: 1, RetryDelay: time.Millisecond, IdleTimeout: 20 * time.Second}
-	key := CacheKey(testSchematic, testVersion, "metal-arm64.raw.zst")
-	dl := c.StartDownload(context.Background(), srv.Client(), srv.URL+"/img", key, nil)
-	defer dl.Cancel()
-	partial, growing, err := dl.Partial()
-	if err != nil || !growing {
-		t.Fatalf("partial %q %v %v", partial, growing, err)
-	}
-	entry, _ := c.Path(key)
-	g := NewGrowing()
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) { // the first half is there
-		if st, err := os.Stat(partial); err == nil && st.Size() >= int64(len(data)/2) {
-			g.g.advance(st.Size(), -1)
-			break
+	for _, which := range []string{"entry", "partial"} {
+		gate := make(chan struct{})
+		close(gate)
+		srv := gatedServer(t, data, gate, false)
+		c := &Cache{Dir: t.TempDir(), Retries: 1, RetryDelay: time.Millisecond, IdleTimeout: 20 * time.Second}
+		key := CacheKey(testSchematic, testVersion, "metal-arm64.raw.zst")
+		dst, _ := c.Path(key)
+		if which == "partial" {
+			dst += partialSuffix
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the download's first half never came")
+		d, err := OpenDecoded(context.Background(), Source{URL: srv.URL + "/img", Key: key, Cache: c, HTTPClient: srv.Client()}, []string{dst}, false, nil)
+		if !errors.Is(err, ErrTargetIsSource) {
+			if d != nil {
+				d.Close()
+			}
+			t.Errorf("target %s (the cache's %s): got %v, want ErrTargetIsSource", dst, which, err)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second) // backstop: the old code wrote the entry and waited for the rest
-	defer cancel()
-	_, err = flashOne(ctx, FlashOptions{Source: Source{Path: partial, Growing: g}, Targets: []string{entry}, Verify: true})
-	if !errors.Is(err, ErrTargetIsSource) {
-		t.Errorf("target %s (the entry the followed download becomes): got %v, want ErrTargetIsSource", entry, err)
+	// A local file, and a hard link to it.
+	img := writeTemp(t, "img.raw.zst", data)
+	link := img + ".link"
+	if err := os.Link(img, link); err != nil {
+		t.Fatal(err)
 	}
-	g.g.finish(errors.New("test over"))
-	close(gate)
+	for _, dst := range []string{img, link} {
+		if _, err := OpenDecoded(context.Background(), Source{Path: img}, []string{"/dev/null", dst}, false, nil); !errors.Is(err, ErrTargetIsSource) {
+			t.Errorf("target %s: got %v, want ErrTargetIsSource", dst, err)
+		}
+	}
 }

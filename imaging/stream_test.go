@@ -144,10 +144,10 @@ func TestFirstFlashDownloadCut(t *testing.T) {
 	}
 }
 
-// The elevated child's side: a file another process downloads (Download
-// there, its sizes fed through a pipe to Growing here) is written to the
-// card as it grows, and the flash ends only once the download is whole.
-func TestFollowAnotherProcessDownload(t *testing.T) {
+// The elevated child's parent decodes a first download as it arrives
+// (OpenDecoded): the decoded bytes end (io.EOF) only once the download is
+// whole and in the cache; a cut download is an error, never an end.
+func TestDecodedDownloadEndsWhole(t *testing.T) {
 	raw := skipRaw(t)
 	data := zstdBytes(t, raw)
 	for _, cut := range []bool{false, true} {
@@ -155,21 +155,22 @@ func TestFollowAnotherProcessDownload(t *testing.T) {
 		srv := gatedServer(t, data, gate, cut)
 		c := &Cache{Dir: t.TempDir(), Retries: 1, RetryDelay: time.Millisecond, IdleTimeout: 20 * time.Second}
 		key := CacheKey(testSchematic, testVersion, "metal-arm64.raw.zst")
-		dl := c.StartDownload(context.Background(), srv.Client(), srv.URL+"/img", key, nil)
-		partial, growing, err := dl.Partial()
-		if err != nil || !growing {
-			t.Fatalf("partial %q %v %v", partial, growing, err)
+		d, err := OpenDecoded(context.Background(), Source{URL: srv.URL + "/img", Key: key, Cache: c, HTTPClient: srv.Client()}, nil, false, nil)
+		if err != nil {
+			t.Fatal(err)
 		}
-		pr, pw := io.Pipe()
-		go func() { dl.WriteFeed(pw); pw.Close() }()
-		g := NewGrowing()
-		go g.ReadFeed(pr)
-		var once sync.Once
-		dst := filepath.Join(t.TempDir(), "card.img")
-		res, err := flashOne(context.Background(), FlashOptions{Source: Source{Path: partial, Growing: g}, Targets: []string{dst}, Verify: true,
-			Open: onFirstData(dst, func() { once.Do(func() { close(gate) }) })})
+		first := make([]byte, 1<<20)
+		if _, err := io.ReadFull(d, first); err != nil { // from the first half, before the rest is sent
+			t.Fatal(err)
+		}
+		if ok, _ := c.Lookup(key); ok {
+			t.Fatal("in the cache before the download is whole")
+		}
+		close(gate)
+		rest, err := io.ReadAll(d)
+		d.Close()
 		if cut {
-			if !errors.Is(err, ErrDownload) || !errors.Is(err, ErrIncomplete) {
+			if !errors.Is(err, ErrDownload) {
 				t.Fatalf("cut download: got %v", err)
 			}
 			if ok, _ := c.Lookup(key); ok {
@@ -177,50 +178,11 @@ func TestFollowAnotherProcessDownload(t *testing.T) {
 			}
 			continue
 		}
-		if err != nil || !res.Verified {
-			t.Fatalf("%+v %v", res, err)
+		if err != nil || !bytes.Equal(append(first, rest...), raw) {
+			t.Fatalf("decoded %d bytes: %v", len(first)+len(rest), err)
 		}
-		if got, _ := os.ReadFile(dst); !bytes.Equal(got, raw) {
-			t.Fatal("the card is not the image")
+		if ok, _ := c.Lookup(key); !ok {
+			t.Fatal("the decoded stream ended before the entry was in the cache")
 		}
-		if p, err := dl.Wait(); err != nil || p == "" {
-			t.Fatalf("download: %q %v", p, err)
-		}
-	}
-}
-
-// The child may start after the download it follows completed: the partial
-// has been renamed into place, and the child reads the whole entry (it
-// failed "no such file" before; a real child hit this on a fast loopback).
-func TestFollowDownloadFinishedBeforeTheChildOpens(t *testing.T) {
-	raw := skipRaw(t)
-	data := zstdBytes(t, raw)
-	gate := make(chan struct{})
-	close(gate)
-	srv := gatedServer(t, data, gate, false)
-	c := &Cache{Dir: t.TempDir(), Retries: 1, RetryDelay: time.Millisecond, IdleTimeout: 20 * time.Second}
-	key := CacheKey(testSchematic, testVersion, "metal-arm64.raw.zst")
-	dl := c.StartDownload(context.Background(), srv.Client(), srv.URL+"/img", key, nil)
-	partial, _, err := dl.Partial()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var feed bytes.Buffer
-	dl.WriteFeed(&feed) // to the end: the entry is whole and in place
-	if whole, err := dl.Wait(); err != nil || FollowedPath(partial) != whole {
-		t.Fatalf("FollowedPath(%s) = %s, want the entry %s (%v)", partial, FollowedPath(partial), whole, err)
-	}
-	if _, err := os.Stat(partial); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("the partial is still there: %v", err)
-	}
-	g := NewGrowing()
-	go g.ReadFeed(&feed)
-	dst := filepath.Join(t.TempDir(), "card.img")
-	res, err := flashOne(context.Background(), FlashOptions{Source: Source{Path: partial, Growing: g}, Targets: []string{dst}, Verify: true})
-	if err != nil || !res.Verified {
-		t.Fatalf("%+v %v", res, err)
-	}
-	if got, _ := os.ReadFile(dst); !bytes.Equal(got, raw) {
-		t.Fatal("the card is not the image")
 	}
 }

@@ -56,11 +56,11 @@ func TestElevatedChildCancelsOnStdinClose(t *testing.T) {
 	dir := t.TempDir()
 	img := bigSparseImage(t, dir)
 	pr, pw := io.Pipe()
+	go sendImage(t, pw, img)                              // fails once pw is closed
 	out := &killOnEvent{stage: "write", atLeast: 1 << 62} // never signals; we only watch the output
 	var errOut bytes.Buffer
 	time.AfterFunc(300*time.Millisecond, func() { pw.Close() })
 	start := time.Now()
-	code := Main([]string{"--flash", "--elevated", "--image", img, "--device", filepath.Join(dir, "card.img"), "--yes", "--json"},
-		Env{Stdin: pr, Stdout: out, Stderr: &errOut})
+	code := Main(elevate.Args{Devices: []string{filepath.Join(dir, "card.img")}}.List(), Env{Stdin: pr, Stdout: out, Stderr: &errOut})
 	assertInterruptedWrite(t, code, start, errOut.String())
 }

@@ -5,16 +5,15 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"runtime"
 	"runtime/debug"
-	"slices"
 	"strings"
 
 	"github.com/dustin/go-humanize"
 
 	"github.com/talosflash/talosflash/app/contract"
+	"github.com/talosflash/talosflash/app/elevate"
 	"github.com/talosflash/talosflash/app/plan"
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/imaging"
@@ -153,14 +152,10 @@ type flashFlags struct {
 	forceRaw          bool
 	cacheDir          string
 	elevated          bool
-	follow            bool
-	growing           *imaging.Growing // --follow: the image as the parent downloads it
-	// The elevated child's image, opened once as the invoking user
-	// (checkElevated); image is then its descriptor's path, imageName the
-	// path the parent gave.
-	imageFile *os.File
-	imageName string
-	nodes     nodeFlags // --inventory --hostname (inventory_flash.go)
+	// received is the elevated child's image, as its parent sends it on
+	// stdin (never a path the child opens).
+	received *elevate.Received
+	nodes    nodeFlags // --inventory --hostname (inventory_flash.go)
 }
 
 func runFlash(ctx context.Context, args []string, env Env) error {
@@ -180,7 +175,6 @@ func runFlash(ctx context.Context, args []string, env Env) error {
 	fs.BoolVar(&f.forceRaw, "force-raw", false, "write an image that does not start like a disk (no MBR/GPT)")
 	fs.StringVar(&f.cacheDir, "cache-dir", "", "image cache directory (default: user cache dir)")
 	fs.BoolVar(&f.elevated, "elevated", false, "internal: this process is the privileged write step")
-	fs.BoolVar(&f.follow, "follow", false, "internal: the image is still downloading, its sizes come on stdin")
 	f.nodes.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -198,9 +192,6 @@ func runFlash(ctx context.Context, args []string, env Env) error {
 		if err := checkElevated(fs, &f); err != nil {
 			return err
 		}
-		defer f.imageFile.Close()
-	} else if f.follow {
-		f.image = imaging.FollowedPath(f.image) // the download may have completed before we started
 	}
 	// The pipeline's live heap is ~30 MiB and Go's default GC lets the heap
 	// grow to twice that: a 40 MiB soft limit keeps the whole process under
@@ -210,21 +201,12 @@ func runFlash(ctx context.Context, args []string, env Env) error {
 		defer setMemoryLimit(setMemoryLimit(flashMemoryLimit))
 	}
 	if f.elevated {
-		// The unprivileged parent cannot signal us (we run as root under
-		// pkexec); it cancels by closing our stdin.
+		// The image comes on stdin. The unprivileged parent cannot signal
+		// us (we run as root under pkexec); it cancels by closing stdin.
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithCancel(ctx)
 		defer cancel()
-		if f.follow {
-			f.growing = imaging.NewGrowing()
-		}
-		go func() {
-			if f.growing != nil {
-				f.growing.ReadFeed(env.Stdin) // the download's sizes, then "done"
-			}
-			_, _ = io.Copy(io.Discard, env.Stdin)
-			cancel()
-		}()
+		f.received = elevate.ReceiveImage(ctx, env.Stdin, cancel)
 	}
 
 	var rep reporter
@@ -285,12 +267,15 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 	if err := f.nodes.chooseImage(&f.imageFlags, len(disks)); err != nil {
 		return err
 	}
-	im, obl, err := f.resolve(ctx, false) // plan.Flash registers when it downloads
-	if err != nil {
+	var (
+		im  *plan.Image
+		obl plan.Obligations
+		err error
+	)
+	if f.elevated {
+		im = &plan.Image{Label: "the image talosflash sends on stdin"}
+	} else if im, obl, err = f.resolve(ctx, false); err != nil { // plan.Flash registers when it downloads
 		return err
-	}
-	if f.imageName != "" {
-		im.Label = f.imageName // not the descriptor's /proc path
 	}
 	rep.Info("image: %s", im.Label)
 	if im.SchematicID != "" {
@@ -316,7 +301,7 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 	}
 	job := plan.Job{
 		Image: im, Cache: cache, Factory: f.client(),
-		NoCache: f.noCache, NoVerify: f.noVerify, ForceRaw: f.forceRaw, Safety: opts, Growing: f.growing,
+		NoCache: f.noCache, NoVerify: f.noVerify, ForceRaw: f.forceRaw, Safety: opts, Stream: f.received,
 		Progress: rep.Progress,
 		Status:   func(msg string) { rep.Info("%s", msg) },
 	}
@@ -328,10 +313,6 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 		job.Devices = append(job.Devices, d.Path)
 		needRoot = needRoot || d.Transport != devices.TransportFile
 	}
-	if !f.elevated && needRoot && f.forceRaw && slices.ContainsFunc(job.Devices, devices.NeedsElevation) {
-		// The child refuses it: --force-raw as root writes any file onto a disk.
-		return usageErrorf("flash: --force-raw is not passed to the elevated write; run the whole flash as root instead (sudo talosflash --flash ... --force-raw)")
-	}
 	if !f.elevated && needRoot {
 		// Only the write step runs as root, on the downloaded file.
 		job.Elevate, job.NeedsElevation = devices.ElevatedCommandFor(Version), devices.NeedsElevation
@@ -340,6 +321,11 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 		}
 	}
 	out, err := plan.Flash(ctx, job)
+	if errors.Is(err, plan.ErrForceRawElevated) {
+		// UDisks2 could not open the card, and the child refuses
+		// --force-raw: as root it writes any bytes onto a disk.
+		return usageErrorf("flash: %v (sudo talosflash --flash ... --force-raw)", err)
+	}
 	if out == nil {
 		return err // nothing written: the image, or the elevated child itself
 	}

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/netip"
 	"os"
@@ -235,7 +236,7 @@ func TestFlashInventoryElevatedRoundTrip(t *testing.T) {
 	job := plan.Job{
 		Image: im, Devices: devs, Meta: []*plan.CardMeta{m1, m2},
 		NeedsElevation: func(string) bool { return true },
-		Elevate:        replayedChild(t, dir, &childArgs),
+		Elevate:        realChild(&childArgs),
 	}
 	res, err := plan.Flash(context.Background(), job)
 	if err != nil {
@@ -256,16 +257,16 @@ func TestFlashInventoryElevatedRoundTrip(t *testing.T) {
 
 	// A child that wrote only the image (its output without node fields).
 	plain := filepath.Join(dir, "plain.out")
-	var out strings.Builder
-	pr, pw := io.Pipe()
-	defer pw.Close()
-	if code := Main((elevate.Args{Image: img, Devices: devs}).List(), Env{Stdin: pr, Stdout: &out, Stderr: io.Discard}); code != contract.ExitOK {
+	code, out, _ := childRun(t, elevate.Args{Devices: devs}, img)
+	if code != contract.ExitOK {
 		t.Fatal(code)
 	}
-	if err := os.WriteFile(plain, []byte(out.String()), 0o600); err != nil {
+	if err := os.WriteFile(plain, []byte(out), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	job.Elevate = func([]string) (*exec.Cmd, error) { return exec.Command("cat", plain), nil }
+	job.Elevate = func([]string) (*exec.Cmd, error) { // reads the image it is sent, then says what that child said
+		return exec.Command("sh", "-c", fmt.Sprintf("head -c %d >/dev/null; cat %s", elevate.StreamLength(fx.Size), plain)), nil
+	}
 	res, err = plan.Flash(context.Background(), job)
 	if err == nil || res == nil || res.Cards[0].Err == nil || !strings.Contains(res.Cards[0].Err.Error(), "not written onto the card") {
 		t.Fatalf("plain child accepted: %+v %v", res, err)

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"encoding/json"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -11,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/talosflash/talosflash/app/contract"
+	"github.com/talosflash/talosflash/app/elevate"
 	"github.com/talosflash/talosflash/imaging/devices"
 	"github.com/talosflash/talosflash/imaging/imagetest"
 	"github.com/talosflash/talosflash/internal/testkit"
@@ -234,16 +234,12 @@ func TestElevatedChildRelaysInfo(t *testing.T) {
 	if err := os.WriteFile(img, fx.XZ, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	pr, pw := io.Pipe() // stdin stays open: closing it cancels the child
-	defer pw.Close()
-	var out, errOut strings.Builder
-	code := Main([]string{"--flash", "--elevated", "--image", img, "--device", filepath.Join(dir, "card.img"), "--yes", "--json"},
-		Env{Stdin: pr, Stdout: &out, Stderr: &errOut})
+	code, out, errOut := childRun(t, elevate.Args{Devices: []string{filepath.Join(dir, "card.img")}}, img)
 	if code != contract.ExitOK {
-		t.Fatalf("exit %d: %s", code, errOut.String())
+		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	infos := 0
-	for _, ev := range jsonLines(t, "elevated child", out.String()) {
+	for _, ev := range jsonLines(t, "elevated child", out) {
 		if ev["event"] == "info" {
 			infos++
 		}
@@ -251,8 +247,8 @@ func TestElevatedChildRelaysInfo(t *testing.T) {
 	if imagetest.FileSHA256(t, filepath.Join(dir, "card.img"), imageSize) != fx.SHA256 {
 		t.Fatal("card does not hold the image")
 	}
-	if infos == 0 || errOut.Len() != 0 {
-		t.Fatalf("child: %d info events, stderr %q", infos, errOut.String())
+	if infos == 0 || errOut != "" {
+		t.Fatalf("child: %d info events, stderr %q", infos, errOut)
 	}
 }
 

@@ -89,8 +89,12 @@ func Run(ctx context.Context, cmd *exec.Cmd, on func(contract.Event)) error {
 }
 
 // RunFed is Run with feed writing to the child's stdin while it runs (the
-// sizes of a download it follows); closing stdin still cancels it.
-func RunFed(ctx context.Context, cmd *exec.Cmd, on func(contract.Event), feed func(io.Writer)) error {
+// image, SendImage); closing stdin still cancels the child. feed's context
+// ends once the child has exited (or ctx ended): a feed waiting on its own
+// source returns then. A feed that fails closes the child's stdin, so the
+// child stops, and its error is the run's (what the child says then is a
+// consequence). RunFed returns after feed has.
+func RunFed(ctx context.Context, cmd *exec.Cmd, on func(contract.Event), feed func(context.Context, io.Writer) error) error {
 	var childErr *Error
 	sawResult := false
 	lines := &lineWriter{max: 1 << 20, on: func(line []byte) {
@@ -125,11 +129,23 @@ func RunFed(ctx context.Context, cmd *exec.Cmd, on func(contract.Event), feed fu
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrStart, err)
 	}
+	setPipeSize(stdin) // the image goes through it
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("%w: %w", ErrStart, err)
 	}
+	feedCtx, stopFeed := context.WithCancel(ctx)
+	defer stopFeed()
+	feedDone := make(chan error, 1)
 	if feed != nil {
-		go feed(stdin) // ends when the child's stdin closes
+		go func() {
+			err := feed(feedCtx, stdin)
+			if err != nil {
+				_ = stdin.Close() // the child stops: its image failed
+			}
+			feedDone <- err
+		}()
+	} else {
+		feedDone <- nil
 	}
 
 	stopWatch := make(chan struct{})
@@ -154,6 +170,14 @@ func RunFed(ctx context.Context, cmd *exec.Cmd, on func(contract.Event), feed fu
 		waitErr = nil // exited cleanly; something it left behind held the output open
 	}
 	lines.flush()
+	var feedErr error
+	select {
+	case feedErr = <-feedDone: // ended (or failed) while the child ran
+	default:
+		stopFeed() // the child exited first: what the feed says now is that
+		_ = stdin.Close()
+		<-feedDone
+	}
 	_ = stdin.Close()
 	close(stopWatch)
 	<-watched
@@ -165,6 +189,8 @@ func RunFed(ctx context.Context, cmd *exec.Cmd, on func(contract.Event), feed fu
 		return fmt.Errorf("%w (%w)", childErr, ctx.Err())
 	case ctx.Err() != nil:
 		return fmt.Errorf("elevated write interrupted (%w): the card may hold part of the image: %w", ctx.Err(), imaging.ErrIncomplete)
+	case feedErr != nil:
+		return feedErr
 	case childErr != nil:
 		return childErr
 	case waitErr != nil:

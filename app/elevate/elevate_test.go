@@ -38,10 +38,16 @@ printf '{"event":"result","bytes":1024,"sha256":"abc","verified":true,"verify_mo
 }
 
 func TestArgs(t *testing.T) {
-	got := Args{Image: "/c/img.raw.xz", Devices: []string{"/dev/sdz"}, NoVerify: true, AllowLoop: true}.List()
-	want := []string{"--flash", "--elevated", "--image", "/c/img.raw.xz", "--device", "/dev/sdz", "--yes", "--json", "--no-verify", "--allow-loop"}
+	a := Args{Devices: []string{"/dev/sdz"}, NoVerify: true, AllowLoop: true}
+	got := a.List()
+	want := []string{"--flash", "--elevated", "--device", "/dev/sdz", "--yes", "--json", "--no-verify", "--allow-loop"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("args %q, want %q", got, want)
+	}
+	// A person runs the whole flash as root, on the image file.
+	human := []string{"--flash", "--image", "/c/img.raw.xz", "--device", "/dev/sdz", "--no-verify", "--allow-loop"}
+	if got := a.Human("/c/img.raw.xz"); !slices.Equal(got, human) {
+		t.Fatalf("human %q, want %q", got, human)
 	}
 }
 
@@ -165,8 +171,8 @@ func TestErrorIs(t *testing.T) {
 // Several cards: one --device each; a card's own "error" line (with a
 // device) is relayed to on and is not the run's failure, the final one is.
 func TestRunSeveralCards(t *testing.T) {
-	got := Args{Image: "/c/i.raw.zst", Devices: []string{"/dev/sdy", "/dev/sdz"}}.List()
-	want := []string{"--flash", "--elevated", "--image", "/c/i.raw.zst", "--device", "/dev/sdy", "--device", "/dev/sdz", "--yes", "--json"}
+	got := Args{Devices: []string{"/dev/sdy", "/dev/sdz"}}.List()
+	want := []string{"--flash", "--elevated", "--device", "/dev/sdy", "--device", "/dev/sdz", "--yes", "--json"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("args %q, want %q", got, want)
 	}
@@ -197,8 +203,8 @@ func TestRunSeveralCards(t *testing.T) {
 // A card's node META goes to the child as a value paired with its device,
 // and only for the cards that have one.
 func TestArgsNodeMeta(t *testing.T) {
-	got := Args{Image: "/c/i.raw.zst", Devices: []string{"/dev/sdy", "/dev/sdz"}, Meta: []string{"", "QUJD"}}.List()
-	want := []string{"--flash", "--elevated", "--image", "/c/i.raw.zst", "--device", "/dev/sdy", "--device", "/dev/sdz", "--node-meta", "/dev/sdz=QUJD", "--yes", "--json"}
+	got := Args{Devices: []string{"/dev/sdy", "/dev/sdz"}, Meta: []string{"", "QUJD"}}.List()
+	want := []string{"--flash", "--elevated", "--device", "/dev/sdy", "--device", "/dev/sdz", "--node-meta", "/dev/sdz=QUJD", "--yes", "--json"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("args %q, want %q", got, want)
 	}
@@ -207,8 +213,8 @@ func TestArgsNodeMeta(t *testing.T) {
 // The child accepts only what List emits (ChildFlags), and List emits
 // every one of them for a job that uses them all, the required ones always.
 func TestChildFlagsAreWhatListEmits(t *testing.T) {
-	all := Args{Image: "/img", Devices: []string{"/dev/a", "/dev/b"}, Meta: []string{"m", ""}, NoVerify: true,
-		ForceNonRemovable: true, AllowLoop: true, Follow: true}
+	all := Args{Devices: []string{"/dev/a", "/dev/b"}, Meta: []string{"m", ""}, NoVerify: true,
+		ForceNonRemovable: true, AllowLoop: true}
 	seen := map[string]bool{}
 	list := all.List()
 	if list[0] != "--flash" {
@@ -223,7 +229,7 @@ func TestChildFlagsAreWhatListEmits(t *testing.T) {
 		}
 	}
 	minimal := map[string]bool{}
-	for _, a := range (Args{Image: "/img", Devices: []string{"/dev/a"}}).List() {
+	for _, a := range (Args{Devices: []string{"/dev/a"}}).List() {
 		minimal[strings.TrimPrefix(a, "--")] = true
 	}
 	for name, required := range ChildFlags {

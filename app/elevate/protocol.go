@@ -1,20 +1,18 @@
 package elevate
 
-// Args is what the elevated child is told: write the already downloaded
-// image Image to Devices (one card is a list of one; one --device each).
-// The child gets everything through its arguments (pkexec clears the
-// environment). It runs as root on whatever it is told, so it is told
-// only this: no --force-raw (a root copy of any file onto a disk), nothing
-// it would read for the parent (profiles, inventory, cache, factory).
+// Args is what the elevated child is told: write the image it receives
+// on its stdin (SendImage, ReceiveImage) to Devices (one card is a list of
+// one; one --device each). The child gets everything else through its
+// arguments (pkexec clears the environment). It runs as root on whatever
+// it is told, so it is told only this: no path to read (not even the
+// image's), no --force-raw (a root copy of any bytes onto a disk that is
+// not a disk image), nothing it would read for the parent (profiles,
+// inventory, cache, factory).
 type Args struct {
-	Image             string
 	Devices           []string
 	NoVerify          bool
 	ForceNonRemovable bool
 	AllowLoop         bool
-	// Follow: Image is still being downloaded by the parent, which feeds
-	// its sizes on the child's stdin (RunFed, imaging.Download.WriteFeed).
-	Follow bool
 	// Meta, per device in order, is the node META to write after the
 	// verify (app/plan's encoded CardMeta; "" for none): the values, never
 	// the inventory's path.
@@ -23,7 +21,7 @@ type Args struct {
 
 // List is the child's command line after the program name.
 func (a Args) List() []string {
-	args := []string{"--flash", "--elevated", "--image", a.Image}
+	args := []string{"--flash", "--elevated"}
 	devs := a.Devices
 	for _, d := range devs {
 		args = append(args, "--device", d)
@@ -43,9 +41,6 @@ func (a Args) List() []string {
 	if a.AllowLoop {
 		args = append(args, "--allow-loop")
 	}
-	if a.Follow {
-		args = append(args, "--follow")
-	}
 	return args
 }
 
@@ -53,16 +48,16 @@ func (a Args) List() []string {
 // List emits (after "--flash"), each true when List always emits it. The
 // child refuses any other before it opens anything.
 var ChildFlags = map[string]bool{
-	"elevated": true, "image": true, "device": true, "yes": true, "json": true,
-	"node-meta": false, "no-verify": false, "force-non-removable": false, "allow-loop": false, "follow": false,
+	"elevated": true, "device": true, "yes": true, "json": true,
+	"node-meta": false, "no-verify": false, "force-non-removable": false, "allow-loop": false,
 }
 
-// Human is the same write as a command for a person to run as root: the
-// public flags only, without the child protocol (--elevated, --json, --yes),
-// so it asks for confirmation and draws its progress.
-func (a Args) Human() []string {
-	var args []string
-	for _, f := range a.List() {
+// Human is the same write as a command for a person to run as root, on
+// the image file image: without the child protocol (--elevated, --json,
+// --yes), so it asks for confirmation and draws its progress.
+func (a Args) Human(image string) []string {
+	args := []string{"--flash", "--image", image}
+	for _, f := range a.List()[1:] {
 		switch f {
 		case "--elevated", "--json", "--yes":
 			continue

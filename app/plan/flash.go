@@ -45,9 +45,10 @@ type Job struct {
 	ForceRaw bool
 	// Safety rules for Open and for the elevated child.
 	Safety devices.Options
-	// Growing: Image.LocalPath is still being downloaded by another
-	// process (the elevated child reading what its parent downloads).
-	Growing *imaging.Growing
+	// Stream, in the elevated child, is the image its parent sends on its
+	// stdin (elevate.ReceiveImage): the decoded image, written as it
+	// comes; Image then only names it.
+	Stream *elevate.Received
 
 	// Open opens the target (nil: devices.Open with Safety).
 	Open func(path string, size int64) (imaging.Target, error)
@@ -154,8 +155,14 @@ func outcome(out *Outcome, cards []imaging.CardResult) (*Outcome, error) {
 //     flashed it as a plain file and leaves it alone).
 func Flash(ctx context.Context, job Job) (*Outcome, error) {
 	im := job.Image
-	src := imaging.Source{Path: im.LocalPath, Growing: job.Growing}
-	if im.LocalPath == "" {
+	src := imaging.Source{Path: im.LocalPath}
+	if job.Stream != nil {
+		size, err := job.Stream.Size()
+		if err != nil {
+			return nil, err
+		}
+		src = imaging.Source{Stream: job.Stream, StreamSize: size, StreamSum: job.Stream.SHA256}
+	} else if im.LocalPath == "" {
 		if job.Cache == nil || job.Factory == nil {
 			return nil, errors.New("flash: a download needs a cache and a factory client")
 		}
@@ -175,6 +182,9 @@ func Flash(ctx context.Context, job Job) (*Outcome, error) {
 		}
 	}
 	if job.Elevate != nil && job.NeedsElevation != nil && slices.ContainsFunc(job.Devices, job.NeedsElevation) {
+		if job.ForceRaw && job.UDisks == nil {
+			return nil, fmt.Errorf("%w; run the whole flash as root instead", ErrForceRawElevated)
+		}
 		opened, err := job.openUDisks(ctx)
 		if err != nil {
 			return nil, err
@@ -219,6 +229,10 @@ func (job *Job) openUDisks(ctx context.Context) (map[string]imaging.Target, erro
 		switch {
 		case errors.Is(err, devices.ErrUDisksDismissed):
 			return nil, fmt.Errorf("flash cancelled at the password prompt of UDisks2, nothing was written (not asking again through pkexec): %w", err)
+		case errors.Is(err, devices.ErrNoUDisks) && job.ForceRaw:
+			return nil, fmt.Errorf("UDisks2 is not running, and %w; run the whole flash as root instead", ErrForceRawElevated)
+		case errors.As(err, &ue) && job.ForceRaw:
+			return nil, fmt.Errorf("UDisks2 refused (%s), and %w; run the whole flash as root instead", ue.Error(), ErrForceRawElevated)
 		case errors.Is(err, devices.ErrNoUDisks):
 			job.status("UDisks2 is not running: asking for the administrator password (pkexec) instead")
 			return nil, nil
@@ -308,76 +322,73 @@ func (job *Job) flashInProcess(ctx context.Context, src imaging.Source, opened m
 	return outcome(out, cards)
 }
 
-// flashElevated downloads as the user, then re-runs only the write step
-// as root on the cached file and relays its events. Several devices go to
-// one child (one password prompt), which reports each card on its own.
+// ErrForceRawElevated: --force-raw is never passed to the elevated child
+// (as root it would copy any bytes onto a disk); a flash that needs it
+// through UDisks2 (which opens the card for the user) or as root.
+var ErrForceRawElevated = errors.New("--force-raw is not passed to the elevated write (pkexec)")
+
+// flashElevated re-runs only the write step as root: the child (one for
+// every card: one password prompt) gets no path to read, the image comes
+// on its stdin. This process opens, downloads and decodes the image as
+// the user (imaging.OpenDecoded: a first download is decoded as it
+// arrives, read once from the network) and sends the decoded bytes
+// (elevate.SendImage); a card's result counts only when it names exactly
+// the bytes sent (their count and SHA-256), so a stream damaged on the way
+// fails the card.
 func (job *Job) flashElevated(ctx context.Context, src imaging.Source) (*Outcome, error) {
 	if job.ForceRaw {
-		// The child refuses it: as root it would copy any file onto a disk.
-		return nil, errors.New("flash: --force-raw is not passed to the elevated write; run the whole flash as root instead")
-	}
-	local := src.Path
-	var dl *imaging.Download
-	follow := false
-	if local == "" {
-		// The child reads a file, so even --no-cache downloads one; it is
-		// removed afterwards unless it was cached before.
-		if src.NoCache && !src.Cache.Has(src.Key) {
-			defer func() { _ = src.Cache.Remove(src.Key) }()
-		}
-		// The child writes the card while we download: it follows the
-		// partial file, its sizes fed on its stdin, to the "done" that
-		// comes once the entry is whole, checked and in place.
-		dl = src.Cache.StartDownload(ctx, src.HTTPClient, src.URL, src.Key, job.Progress)
-		defer dl.Cancel() // a child that failed early: the partial stays, resumable
-		p, growing, err := dl.Partial()
-		if err != nil {
-			return nil, err
-		}
-		local, follow = p, growing
-	}
-	// pkexec starts the child in root's home: relative paths would name
-	// other files there.
-	local, err := filepath.Abs(local)
-	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w; run the whole flash as root instead", ErrForceRawElevated)
 	}
 	devs := slices.Clone(job.Devices)
+	var err error
 	for i, d := range devs {
+		// pkexec starts the child in root's home: relative paths would
+		// name other files there.
 		if devs[i], err = filepath.Abs(d); err != nil {
 			return nil, err
 		}
 	}
-	args := elevate.Args{Image: local, Devices: devs, NoVerify: job.NoVerify, Follow: follow,
+	args := elevate.Args{Devices: devs, NoVerify: job.NoVerify,
 		ForceNonRemovable: job.Safety.ForceNonRemovable, AllowLoop: job.Safety.AllowLoop}
 	args.Meta = job.encodedMeta()
 	cmd, err := job.Elevate(args.List())
 	var manual *devices.ElevationError
 	if errors.As(err, &manual) && strings.HasPrefix(manual.Command, "sudo ") {
-		// Suggest what a person runs, not the child protocol: on the
-		// cached file, once the download is whole.
-		if follow {
-			if p, derr := dl.Wait(); derr == nil {
-				args.Image = p
+		// Suggest what a person runs, not the child protocol: the whole
+		// flash as root, on the image file (downloaded into the cache
+		// first, and kept there, so the command has it).
+		if image, ierr := job.imageFile(ctx, src); ierr == nil {
+			if exe, exeErr := os.Executable(); exeErr == nil {
+				manual.Command = devices.ShellJoin(append([]string{"sudo", exe}, args.Human(image)...))
 			}
-		}
-		if exe, exeErr := os.Executable(); exeErr == nil {
-			manual.Command = devices.ShellJoin(append([]string{"sudo", exe}, args.Human()...))
 		}
 	}
 	if err != nil {
 		return nil, err
 	}
+	srcCtx, stopSource := context.WithCancel(ctx)
+	defer stopSource()
+	img, err := imaging.OpenDecoded(srcCtx, src, devs, false, job.Progress)
+	if err != nil {
+		return nil, err // nothing asked, nothing written
+	}
+	defer img.Close()
 	job.status("writing " + strings.Join(devs, ", ") + " needs administrator rights: asking for permission (" + cmd.Path + ")")
 	out := &Outcome{Elevated: true}
 	if src.Path == "" && !src.NoCache {
-		out.CachePath, _ = src.Cache.Path(src.Key) // the entry, once the partial is in place
+		out.CachePath, _ = src.Cache.Path(src.Key) // the entry, once the download is in place
 	}
 	results := map[string]*contract.ResultEvent{}
 	cardErrs := map[string]error{}
-	var feed func(io.Writer)
-	if follow {
-		feed = func(w io.Writer) { _, _ = dl.WriteFeed(w) }
+	var (
+		sent    elevate.Sent
+		sendErr error
+	)
+	feed := func(fctx context.Context, w io.Writer) error {
+		stop := context.AfterFunc(fctx, stopSource) // the child is gone: stop decoding
+		defer stop()
+		sent, sendErr = elevate.SendImage(w, img, img.Size())
+		return sendErr
 	}
 	// card is the job's device a child event names: with one card, that
 	// card, whatever path the child printed (it may resolve a symlink).
@@ -403,20 +414,20 @@ func (job *Job) flashElevated(ctx context.Context, src imaging.Source) (*Outcome
 			}
 		}
 	}, feed)
-	downloadFailed := false
-	if err == nil && dl != nil {
-		// The child verified its cards from the whole download: the entry
-		// is in place (or the download's own failure is the flash's).
-		if _, derr := dl.Wait(); derr != nil {
-			err, downloadFailed = derr, true
-		}
+	sourceFailed := sendErr != nil && err == sendErr // the image failed here, not in the child
+	if sourceFailed && sent.Bytes > 0 {
+		// The child stopped on it, its cards written part of the way.
+		err = fmt.Errorf("%w (after %d bytes were sent to the elevated write: %w)", err, sent.Bytes, imaging.ErrIncomplete)
 	}
-	if errors.Is(err, imaging.ErrCorruptImage) && src.Path == "" {
-		_ = src.Cache.Remove(src.Key) // we own the cache: the next run downloads again
+	if errors.Is(err, imaging.ErrCorruptImage) && !sourceFailed && src.Path == "" && src.Stream == nil {
+		// The child found the image corrupt (its disk layout): we own the
+		// cache, the next run downloads again. (Corrupt data found here
+		// was dropped by the decoder already.)
+		_ = src.Cache.Remove(src.Key)
 	}
-	if err != nil && (len(cardErrs)+len(results) == 0 || ctx.Err() != nil || downloadFailed) {
+	if err != nil && (len(cardErrs)+len(results) == 0 || ctx.Err() != nil || sourceFailed) {
 		// The job failed as a whole: the child itself (it started no card),
-		// cancelled, or the download.
+		// cancelled, or the image.
 		return nil, err
 	}
 	cards := make([]imaging.CardResult, len(devs))
@@ -428,7 +439,9 @@ func (job *Job) flashElevated(ctx context.Context, src imaging.Source) (*Outcome
 		case r != nil:
 			cards[i] = r.Card()
 			cards[i].Target = d
-			cards[i].Err = job.childNode(i, r)
+			if cards[i].Err = sentCard(sent, r); cards[i].Err == nil {
+				cards[i].Err = job.childNode(i, r)
+			}
 		case err != nil:
 			cards[i].Err = err // the child failed after reporting other cards
 		default:
@@ -436,6 +449,27 @@ func (job *Job) flashElevated(ctx context.Context, src imaging.Source) (*Outcome
 		}
 	}
 	return outcome(out, cards)
+}
+
+// sentCard checks a card the child reports written against what was sent
+// to it: all of the image, and a card holding exactly those bytes.
+func sentCard(sent elevate.Sent, r *contract.ResultEvent) error {
+	switch {
+	case !sent.Complete:
+		return fmt.Errorf("%w: the elevated write reported the card written before it was sent the whole image (%d bytes sent)", imaging.ErrIncomplete, sent.Bytes)
+	case r.Bytes != sent.Bytes || r.SHA256 != sent.SHA256:
+		return fmt.Errorf("%w: the card holds %d bytes with sha256 %s, the image sent was %d bytes with sha256 %s", imaging.ErrVerifyMismatch, r.Bytes, r.SHA256, sent.Bytes, sent.SHA256)
+	}
+	return nil
+}
+
+// imageFile is the image as a file a person can name in a command: the
+// local file, else the cache entry (downloaded first if need be).
+func (job *Job) imageFile(ctx context.Context, src imaging.Source) (string, error) {
+	if src.Path != "" {
+		return filepath.Abs(src.Path)
+	}
+	return src.Cache.Fetch(ctx, src.HTTPClient, src.URL, src.Key, job.Progress)
 }
 
 // DeviceOpener is devices.Opener as the pipeline's Open.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,9 +22,11 @@ import (
 	"github.com/talosflash/talosflash/imaging/imagetest"
 )
 
-// elevatedJob is a job for the worker image whose write step "needs root"
-// and runs script as the child; args records what the child was told.
+// elevatedJob is a job for the worker image (workerImage) whose write
+// step "needs root" and runs script as the child (standIn, after it read
+// the image); args records what the child was told.
 func elevatedJob(t *testing.T, srv *factorytest.Server, cache *imaging.Cache, script string, args *[]string) (Job, *[]string) {
+	fx := workerImage(t)
 	c := factory.NewClient(srv.URL, srv.Client())
 	im, err := FromProfile(context.Background(), c, profile(t, "worker"), false)
 	if err != nil {
@@ -35,24 +38,23 @@ func elevatedJob(t *testing.T, srv *factorytest.Server, cache *imaging.Cache, sc
 		NeedsElevation: func(p string) bool { return p == "/dev/sdz" },
 		Elevate: func(a []string) (*exec.Cmd, error) {
 			*args = a
-			return exec.Command("sh", "-c", script), nil
+			return standIn(fx, script), nil
 		},
 		Status: func(m string) { status = append(status, m) },
 	}, &status
 }
 
 func TestFlashElevatedThenCorruptDropsCacheEntry(t *testing.T) {
-	srv := factorytest.New(t)
-	fx := imagetest.New(t, 1<<20, 3, 1<<20)
+	srv := workerFactory(t)
+	fx := workerImage(t)
 	id, _ := profile(t, "worker").SchematicID()
-	srv.AddImage(id, factory.DefaultTalosVersion, "metal-arm64.raw.xz", fx.XZ)
 	cache := &imaging.Cache{Dir: t.TempDir()}
 
 	var args []string
 	var progress []imaging.Progress
 	ok := `echo '{"event":"progress","stage":"write","done":5,"total":10,"rate":1,"eta_seconds":5,"compressed":true}'
 echo '{"event":"info","message":"unmounted /media/card before writing"}'
-echo '{"event":"result","device":"/dev/sdz","bytes":10,"sha256":"ab","verified":true,"verify_mode":"O_DIRECT"}'`
+echo '{"event":"result","device":"/dev/sdz","bytes":@BYTES@,"sha256":"@SHA@","verified":true,"verify_mode":"O_DIRECT"}'`
 	job, status := elevatedJob(t, srv, cache, ok, &args)
 	job.Progress = func(p imaging.Progress) { progress = append(progress, p) }
 	out, err := Flash(context.Background(), job)
@@ -61,9 +63,9 @@ echo '{"event":"result","device":"/dev/sdz","bytes":10,"sha256":"ab","verified":
 	}
 	key := job.Image.CacheKey()
 	cached, _ := cache.Path(key)
-	// Not cached yet: the child follows the download (the partial, its sizes
-	// fed on stdin).
-	if want := (elevate.Args{Image: cached + ".partial", Devices: []string{"/dev/sdz"}, Follow: true}).List(); !slices.Equal(args, want) {
+	// Not cached yet: the parent decodes the download as it arrives and
+	// sends it on the child's stdin; the child is given no path to read.
+	if want := (elevate.Args{Devices: []string{"/dev/sdz"}}).List(); !slices.Equal(args, want) {
 		t.Fatalf("child args %q, want %q", args, want)
 	}
 	if got := srv.Schematics(); len(got) != 1 || got[0] != id {
@@ -84,7 +86,7 @@ echo '{"event":"result","device":"/dev/sdz","bytes":10,"sha256":"ab","verified":
 	if !slices.Contains(*status, "unmounted /media/card before writing") {
 		t.Fatalf("child's info not relayed: %q", *status)
 	}
-	if !out.Elevated || out.CachePath != cached || out.Cards[0].Bytes != 10 || out.Cards[0].SHA256 != "ab" || !out.Cards[0].Verified || out.Cards[0].VerifyMode != "O_DIRECT" {
+	if !out.Elevated || out.CachePath != cached || out.Cards[0].Bytes != int64(len(fx.Raw)) || out.Cards[0].SHA256 != fx.SHA256 || !out.Cards[0].Verified || out.Cards[0].VerifyMode != "O_DIRECT" {
 		t.Fatalf("outcome %+v", out)
 	}
 
@@ -172,47 +174,120 @@ func TestFlashDamagedCacheEntryRegistersFirst(t *testing.T) {
 	}
 }
 
-// pkexec starts the child in root's home: a relative image path must reach
-// it absolute, or it names another file there.
-func TestFlashElevatedRelativeImagePathIsAbsolute(t *testing.T) {
+// The child is told no path to read: the image comes on its stdin, the
+// decoded image as the parent (the user's process) reads it; a relative
+// device path reaches it absolute (pkexec starts it in root's home).
+func TestFlashElevatedImageComesOnStdin(t *testing.T) {
 	dir := t.TempDir()
 	t.Chdir(dir)
-	if err := os.WriteFile("disk.raw", []byte("not read by the fake child"), 0o600); err != nil {
+	fx := workerImage(t)
+	if err := os.WriteFile("disk.raw.xz", fx.XZ, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	var args []string
+	wire := filepath.Join(dir, "stdin")
 	job := Job{
-		Image: FromFile("disk.raw"), Devices: []string{"/dev/sdz"},
+		Image: FromFile("disk.raw.xz"), Devices: []string{"card.img"},
 		NeedsElevation: func(string) bool { return true },
 		Elevate: func(a []string) (*exec.Cmd, error) {
 			args = a
-			return exec.Command("sh", "-c", `echo '{"event":"result","device":"/dev/sdz","bytes":1,"sha256":"ab","verified":true}'`), nil
+			return exec.Command("sh", "-c", fmt.Sprintf(`head -c %d >%s
+echo '{"event":"result","device":"x","bytes":%d,"sha256":"%s","verified":true}'`, elevate.StreamLength(int64(len(fx.Raw))), wire, len(fx.Raw), fx.SHA256)), nil
 		},
 	}
-	if _, err := Flash(context.Background(), job); err != nil {
-		t.Fatal(err)
+	out, err := Flash(context.Background(), job)
+	if err != nil || !out.Cards[0].OK() {
+		t.Fatalf("%+v %v", out, err)
 	}
-	want := (elevate.Args{Image: filepath.Join(dir, "disk.raw"), Devices: []string{"/dev/sdz"}}).List()
+	want := (elevate.Args{Devices: []string{filepath.Join(dir, "card.img")}}).List()
 	if !slices.Equal(args, want) {
 		t.Fatalf("child args %q, want %q", args, want)
 	}
+	for _, a := range args {
+		if strings.Contains(a, "disk.raw") {
+			t.Fatalf("the child is told the image's path: %q", args)
+		}
+	}
+	f, err := os.Open(wire)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	got, err := io.ReadAll(elevate.ReceiveImage(ctx, f, cancel))
+	if err != nil || !bytes.Equal(got, fx.Raw) {
+		t.Fatalf("the child's stdin carried %d bytes (%v), want the decoded image", len(got), err)
+	}
 }
 
-// --no-cache through the elevated child: the child needs a file, but
-// nothing new stays in the cache afterwards.
-func TestFlashElevatedNoCacheKeepsNothing(t *testing.T) {
+// A card counts only when the child names exactly the bytes sent: another
+// hash (a stream damaged on the way) or another size fails it as a verify
+// mismatch, and a result for an image not wholly sent as incomplete.
+func TestFlashElevatedResultMustBeWhatWasSent(t *testing.T) {
+	srv := workerFactory(t)
+	fx := workerImage(t)
+	for name, script := range map[string]string{
+		"other sha256": `echo '{"event":"result","device":"/dev/sdz","bytes":@BYTES@,"sha256":"0000","verified":true}'`,
+		"other size":   `echo '{"event":"result","device":"/dev/sdz","bytes":4096,"sha256":"@SHA@","verified":true}'`,
+	} {
+		var args []string
+		job, _ := elevatedJob(t, srv, &imaging.Cache{Dir: t.TempDir()}, script, &args)
+		out, err := Flash(context.Background(), job)
+		if out == nil || !errors.Is(err, imaging.ErrVerifyMismatch) || out.Cards[0].OK() {
+			t.Errorf("%s: %+v %v", name, out, err)
+		}
+	}
+	// A child that answers without reading: the parent never sent it all.
+	job, _ := elevatedJob(t, srv, &imaging.Cache{Dir: t.TempDir()}, "", new([]string))
+	job.Elevate = func([]string) (*exec.Cmd, error) {
+		return exec.Command("sh", "-c", fmt.Sprintf(`echo '{"event":"result","device":"/dev/sdz","bytes":%d,"sha256":"%s","verified":true}'`, len(fx.Raw), fx.SHA256)), nil
+	}
+	out, err := Flash(context.Background(), job)
+	if out == nil || !errors.Is(err, imaging.ErrIncomplete) || out.Cards[0].OK() {
+		t.Errorf("unread: %+v %v", out, err)
+	}
+}
+
+// The image failing here (a corrupt download, decoded by the parent) is
+// the job's failure: the child's stdin closes, the child stops, and the
+// cache entry is dropped.
+func TestFlashElevatedImageFailsInTheParent(t *testing.T) {
 	srv := factorytest.New(t)
-	fx := imagetest.New(t, 1<<20, 3, 1<<20)
+	fx := workerImage(t)
 	id, _ := profile(t, "worker").SchematicID()
-	srv.AddImage(id, factory.DefaultTalosVersion, "metal-arm64.raw.xz", fx.XZ)
+	bad := bytes.Clone(fx.XZ)
+	bad[len(bad)/2] ^= 0xff
+	srv.AddImage(id, factory.DefaultTalosVersion, "metal-arm64.raw.xz", bad)
 	cache := &imaging.Cache{Dir: t.TempDir()}
 	var args []string
-	ok := `echo '{"event":"result","device":"/dev/sdz","bytes":10,"sha256":"ab","verified":true}'`
+	job, _ := elevatedJob(t, srv, cache, "", &args)
+	job.Elevate = func([]string) (*exec.Cmd, error) {
+		// Reads to its stdin's end, as the real child stops on it.
+		return exec.Command("sh", "-c", `cat >/dev/null; echo '{"event":"error","code":130,"message":"flash interrupted"}'; exit 130`), nil
+	}
+	out, err := Flash(context.Background(), job)
+	if out != nil || !errors.Is(err, imaging.ErrCorruptImage) {
+		t.Fatalf("%+v %v, want the image's corruption as the job's failure", out, err)
+	}
+	if cache.Has(job.Image.CacheKey()) {
+		t.Fatal("the corrupt image stayed in the cache")
+	}
+}
+
+// --no-cache through the elevated child: the download streams through
+// the parent into the child; nothing stays in the cache.
+func TestFlashElevatedNoCacheKeepsNothing(t *testing.T) {
+	srv := workerFactory(t)
+	id, _ := profile(t, "worker").SchematicID()
+	cache := &imaging.Cache{Dir: t.TempDir()}
+	var args []string
+	ok := `echo '{"event":"result","device":"/dev/sdz","bytes":@BYTES@,"sha256":"@SHA@","verified":true}'`
 	job, _ := elevatedJob(t, srv, cache, ok, &args)
 	job.NoCache = true
 	out, err := Flash(context.Background(), job)
-	if err != nil {
-		t.Fatal(err)
+	if err != nil || !out.Cards[0].OK() {
+		t.Fatal(out, err)
 	}
 	if len(srv.RequestsTo(factorytest.ImagePath(id, factory.DefaultTalosVersion, "metal-arm64.raw.xz"))) == 0 {
 		t.Fatal("the image was not downloaded")

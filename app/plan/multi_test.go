@@ -72,11 +72,14 @@ func TestFlashSeveralDevicesInProcess(t *testing.T) {
 	}
 }
 
+// workerImage is the worker's image of workerFactory (1 MiB).
+func workerImage(t *testing.T) *imagetest.Fixture { return imagetest.New(t, 1<<20, 3, 1<<20) }
+
 // workerFactory is a fake factory serving the worker's image (the elevated
 // tests' children are scripts: only the download is real).
 func workerFactory(t *testing.T) *factorytest.Server {
 	srv := factorytest.New(t)
-	fx := imagetest.New(t, 1<<20, 3, 1<<20)
+	fx := workerImage(t)
 	id, _ := profile(t, "worker").SchematicID()
 	srv.AddImage(id, factory.DefaultTalosVersion, "metal-arm64.raw.xz", fx.XZ)
 	return srv
@@ -89,7 +92,7 @@ func TestFlashSeveralDevicesElevated(t *testing.T) {
 	cache := &imaging.Cache{Dir: t.TempDir()}
 	var args []string
 	child := `echo '{"event":"progress","stage":"write","done":5,"total":10,"device":"/dev/sdy"}'
-echo '{"event":"result","device":"/dev/sdy","bytes":10,"sha256":"ab","verified":true,"verify_mode":"O_DIRECT"}'
+echo '{"event":"result","device":"/dev/sdy","bytes":@BYTES@,"sha256":"@SHA@","verified":true,"verify_mode":"O_DIRECT"}'
 echo '{"event":"error","device":"/dev/sdz","code":6,"message":"write to target failed after 0 bytes: EIO"}'
 echo '{"event":"error","code":6,"message":"1 of 2 cards failed"}'; exit 6`
 	job, _ := elevatedJob(t, srv, cache, child, &args)
@@ -97,15 +100,14 @@ echo '{"event":"error","code":6,"message":"1 of 2 cards failed"}'; exit 6`
 	var progress []imaging.Progress
 	job.Progress = func(p imaging.Progress) { progress = append(progress, p) }
 	out, err := Flash(context.Background(), job)
-	cached, _ := cache.Path(job.Image.CacheKey())
-	if want := (elevate.Args{Image: cached + ".partial", Devices: []string{"/dev/sdy", "/dev/sdz"}, Follow: true}).List(); !slices.Equal(args, want) {
+	if want := (elevate.Args{Devices: []string{"/dev/sdy", "/dev/sdz"}}).List(); !slices.Equal(args, want) {
 		t.Fatalf("child args %q, want %q", args, want)
 	}
 	var ce *CardsError
 	if !errors.As(err, &ce) || len(ce.Failed) != 1 || ce.Failed[0].Target != "/dev/sdz" || !errors.Is(err, imaging.ErrIncomplete) {
 		t.Fatalf("err %v", err)
 	}
-	if out == nil || !out.Elevated || out.Cards[0].Err != nil || out.Cards[0].SHA256 != "ab" {
+	if out == nil || !out.Elevated || out.Cards[0].Err != nil || out.Cards[0].SHA256 != workerImage(t).SHA256 {
 		t.Fatalf("outcome %+v", out)
 	}
 	if last := progress[len(progress)-1]; last.Target != "/dev/sdy" || last.Stage != imaging.StageWrite {
@@ -118,9 +120,9 @@ echo '{"event":"error","code":6,"message":"1 of 2 cards failed"}'; exit 6`
 func TestFlashElevatedOneCardAnyDevicePath(t *testing.T) {
 	srv := workerFactory(t)
 	var args []string
-	job, _ := elevatedJob(t, srv, &imaging.Cache{Dir: t.TempDir()}, `echo '{"event":"result","device":"/dev/disk/by-id/usb-x","bytes":10,"sha256":"cd","verified":true}'`, &args)
+	job, _ := elevatedJob(t, srv, &imaging.Cache{Dir: t.TempDir()}, `echo '{"event":"result","device":"/dev/disk/by-id/usb-x","bytes":@BYTES@,"sha256":"@SHA@","verified":true}'`, &args)
 	out, err := Flash(context.Background(), job)
-	if err != nil || out.Cards[0].SHA256 != "cd" || len(out.Cards) != 1 || out.Cards[0].Target != "/dev/sdz" {
+	if err != nil || out.Cards[0].SHA256 != workerImage(t).SHA256 || len(out.Cards) != 1 || out.Cards[0].Target != "/dev/sdz" {
 		t.Fatalf("%+v, %v", out, err)
 	}
 }
@@ -201,7 +203,7 @@ echo '{"event":"error","code":4,"message":"verify: mismatch at offset 4096"}'; e
 func TestFlashElevatedChildDiesAfterOneResult(t *testing.T) {
 	srv := workerFactory(t)
 	var args []string
-	job, _ := elevatedJob(t, srv, &imaging.Cache{Dir: t.TempDir()}, `echo '{"event":"result","device":"/dev/sdy","bytes":10,"sha256":"ab","verified":true,"verify_mode":"O_DIRECT","notes":["unmounted /media/u/boot before writing"]}'; exit 1`, &args)
+	job, _ := elevatedJob(t, srv, &imaging.Cache{Dir: t.TempDir()}, `echo '{"event":"result","device":"/dev/sdy","bytes":@BYTES@,"sha256":"@SHA@","verified":true,"verify_mode":"O_DIRECT","notes":["unmounted /media/u/boot before writing"]}'; exit 1`, &args)
 	job.Devices = []string{"/dev/sdy", "/dev/sdz"}
 	job.NeedsElevation = func(string) bool { return true }
 	out, err := Flash(context.Background(), job)
@@ -209,7 +211,7 @@ func TestFlashElevatedChildDiesAfterOneResult(t *testing.T) {
 	if out == nil || !errors.As(err, &ce) || len(ce.Failed) != 1 || ce.Failed[0].Target != "/dev/sdz" {
 		t.Fatalf("outcome %+v, err %v", out, err)
 	}
-	if c := out.Cards[0]; !c.OK() || c.SHA256 != "ab" || !c.Verified || !slices.Equal(c.Notes, []string{"unmounted /media/u/boot before writing"}) {
+	if c := out.Cards[0]; !c.OK() || c.SHA256 != workerImage(t).SHA256 || !c.Verified || !slices.Equal(c.Notes, []string{"unmounted /media/u/boot before writing"}) {
 		t.Fatalf("the verified card %+v", c)
 	}
 }

@@ -27,15 +27,15 @@ const udisksCard = dbus.ObjectPath("/org/freedesktop/UDisks2/block_devices/card"
 // udisksJob flashes a local image onto dev, which "needs root"; the
 // elevated child, if it is started, reports a result for dev and is
 // recorded in *child.
-func udisksJob(t *testing.T, img, dev string, u *devices.UDisks, child *bool) (Job, *[]string) {
+func udisksJob(t *testing.T, fx *imagetest.Fixture, img, dev string, u *devices.UDisks, child *bool) (Job, *[]string) {
 	var status []string
-	result := `echo '{"event":"result","device":"` + dev + `","bytes":10,"sha256":"ab","verified":true,"verify_mode":"O_DIRECT"}'`
+	result := `echo '{"event":"result","device":"` + dev + `","bytes":@BYTES@,"sha256":"@SHA@","verified":true,"verify_mode":"O_DIRECT"}'`
 	return Job{
 		Image: &Image{Label: img, LocalPath: img}, Devices: []string{dev}, UDisks: u,
 		NeedsElevation: func(string) bool { return true },
 		Elevate: func([]string) (*exec.Cmd, error) {
 			*child = true
-			return exec.Command("sh", "-c", result), nil
+			return standIn(fx, result), nil
 		},
 		Status: func(m string) { status = append(status, m) },
 	}, &status
@@ -75,7 +75,7 @@ func TestFlashThroughUDisks(t *testing.T) {
 			return f, nil
 		}})
 	child := false
-	job, status := udisksJob(t, writeImage(t, fx), loop, &devices.UDisks{Address: addr}, &child)
+	job, status := udisksJob(t, fx, writeImage(t, fx), loop, &devices.UDisks{Address: addr}, &child)
 	job.Safety = devices.Options{AllowLoop: true}
 	job.Open = func(path string, _ int64) (imaging.Target, error) { // as root it could: it must not
 		return nil, errors.New("opened " + path + " by path, not through the UDisks2 descriptor")
@@ -122,7 +122,7 @@ func TestFlashUDisksFallsBack(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			child := false
-			job, status := udisksJob(t, img, card, &devices.UDisks{Address: tc.addr, Lister: lister}, &child)
+			job, status := udisksJob(t, fx, img, card, &devices.UDisks{Address: tc.addr, Lister: lister}, &child)
 			out, err := Flash(flashCtx(t), job)
 			if err != nil || !child || !out.Elevated || out.UDisks {
 				t.Fatalf("err %v, child %v, outcome %+v: want the elevated child", err, child, out)
@@ -179,7 +179,7 @@ func TestFlashUDisksStops(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			child := false
-			job, _ := udisksJob(t, img, card, &devices.UDisks{Address: tc.addr, Lister: lister}, &child)
+			job, _ := udisksJob(t, fx, img, card, &devices.UDisks{Address: tc.addr, Lister: lister}, &child)
 			out, err := Flash(flashCtx(t), job)
 			if !tc.ok(err) || child || out != nil {
 				t.Fatalf("err %v, child %v, outcome %+v", err, child, out)
@@ -188,5 +188,89 @@ func TestFlashUDisksStops(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(other); !bytes.Equal(b, []byte("untouched")) {
 		t.Fatalf("the foreign descriptor was written: %q", b)
+	}
+}
+
+// --force-raw as a user goes through UDisks2 (the card opened for the
+// user, the write in this process): the elevated child, which refuses it,
+// is not needed. Issue 27 #2: it used to be refused before UDisks2 was
+// tried.
+func TestForceRawThroughUDisks(t *testing.T) {
+	blob := make([]byte, 3<<20+512)
+	for i := range blob {
+		blob[i] = byte(i*31 + i>>9) // not a disk: no MBR signature, no GPT
+	}
+	img := filepath.Join(t.TempDir(), "blob.bin")
+	if err := os.WriteFile(img, blob, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	loop := imagetest.LoopDevice(t, 8<<20, false) // skips unless root
+	var st unix.Stat_t
+	if err := unix.Stat(loop, &st); err != nil {
+		t.Fatal(err)
+	}
+	addr := udiskstest.Bus(t)
+	udiskstest.Start(t, addr, &udiskstest.Block{Object: udisksCard, Device: loop, Number: st.Rdev, Size: 8 << 20,
+		Open: func(mode string, flags int32) (*os.File, *dbus.Error) {
+			f, err := os.OpenFile(loop, os.O_RDWR|int(flags), 0)
+			if err != nil {
+				return nil, dbus.MakeFailedError(err)
+			}
+			return f, nil
+		}})
+	child := false
+	job := Job{
+		Image: FromFile(img), Devices: []string{loop}, ForceRaw: true, UDisks: &devices.UDisks{Address: addr},
+		Safety:         devices.Options{AllowLoop: true},
+		NeedsElevation: func(string) bool { return true },
+		Elevate:        func([]string) (*exec.Cmd, error) { child = true; return exec.Command("false"), nil },
+		Open: func(path string, _ int64) (imaging.Target, error) {
+			return nil, errors.New("opened " + path + " by path, not through the UDisks2 descriptor")
+		},
+	}
+	out, err := Flash(flashCtx(t), job)
+	if err != nil || child || !out.UDisks || !out.Cards[0].Verified {
+		t.Fatalf("%+v %v (child %v): want a write through UDisks2", out, err, child)
+	}
+	got := make([]byte, len(blob))
+	f, err := os.Open(loop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.ReadAt(got, 0); err != nil || !bytes.Equal(got, blob) {
+		t.Fatalf("the loop device does not hold the blob (%v)", err)
+	}
+}
+
+// UDisks2 refusing or absent, --force-raw is refused before any child is
+// started and before anything is written, saying why: the child refuses
+// it (as root it would copy any bytes onto a disk).
+func TestForceRawUDisksRefusedIsNotElevated(t *testing.T) {
+	img := filepath.Join(t.TempDir(), "blob.bin")
+	if err := os.WriteFile(img, []byte("not a disk"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lister, card, num := udiskstest.FakeCard(t, 64<<20)
+	refusing := udiskstest.Bus(t)
+	udiskstest.Start(t, refusing, &udiskstest.Block{Object: udisksCard, Device: "/dev/sdz", Number: num,
+		Open: func(string, int32) (*os.File, *dbus.Error) { return nil, udiskstest.NotAuthorized() }})
+	for name, tc := range map[string]struct{ addr, want string }{
+		"refused": {refusing, "UDisks2 refused"},
+		"absent":  {"unix:path=" + filepath.Join(t.TempDir(), "none"), "UDisks2 is not running"},
+	} {
+		child := false
+		_, err := Flash(flashCtx(t), Job{
+			Image: FromFile(img), Devices: []string{card}, ForceRaw: true,
+			UDisks:         &devices.UDisks{Address: tc.addr, Lister: lister},
+			NeedsElevation: func(string) bool { return true },
+			Elevate:        func([]string) (*exec.Cmd, error) { child = true; return exec.Command("false"), nil },
+		})
+		if !errors.Is(err, ErrForceRawElevated) || !strings.Contains(err.Error(), tc.want) || child {
+			t.Errorf("%s: err %v, child %v", name, err, child)
+		}
+		if b, _ := os.ReadFile(card); bytes.Contains(b, []byte("not a disk")) {
+			t.Errorf("%s: the card was written", name)
+		}
 	}
 }

@@ -26,9 +26,10 @@ func (e *ElevationError) Error() string {
 // ElevatedCommand returns a command that re-runs this executable with args as
 // root: through pkexec (polkit, asks for the password in the desktop session)
 // when it is installed, directly when already root. pkexec clears the
-// environment, so everything the child needs must be in args (the CLI
-// passes the cached image with --image, so download and cache stay with the
-// normal user and only the write step runs elevated). Without pkexec the
+// environment and closes every descriptor above 2, so everything the
+// child needs is in args and on its stdin (app/elevate: the image comes
+// decoded on stdin, so download, cache and decoders stay with the normal
+// user and only the write step runs elevated). Without pkexec the
 // error (an *ElevationError) gives the sudo command line to run by hand.
 // ElevatedCommandFor(version) may run the cgo-free CLI instead.
 func ElevatedCommand(args []string) (*exec.Cmd, error) {

@@ -313,7 +313,7 @@ func HostileMETA() []Layout {
 		{"META inside an EPHEMERAL that runs past the image's end", []Entry{efi, meta(6144, 8191), {Name: "EPHEMERAL", First: 6000, Last: 30000}}, 34, 16350, `"EPHEMERAL"`},
 		{"two META partitions", []Entry{efi, meta(4096, 6143), meta(8192, 10239)}, 34, 16350, "2 partitions labelled META"},
 		{"META too small", []Entry{efi, meta(4096, 4096+1024), eph}, 34, 16350, "at least"},
-		{"no META", []Entry{efi, eph}, 34, 16350, "EFI EPHEMERAL"},
+		{"no META", []Entry{efi, eph}, 34, 16350, `"EFI", "EPHEMERAL"`},
 	}
 }
 

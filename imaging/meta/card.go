@@ -7,8 +7,10 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strings"
 
 	"github.com/talosflash/talosflash/imaging/gpt"
+	"github.com/talosflash/talosflash/internal/printable"
 )
 
 // PartitionLabel is the GPT label of the META partition
@@ -26,6 +28,22 @@ var (
 	// ErrReadBack: what was read after the write is not what was written.
 	ErrReadBack = errors.New("META read back differs from what was written")
 )
+
+// PartitionNames lists tab's partition names as text shows them: each
+// escaped (printable.String: a card's names are the card's text, and a
+// crafted one would clear a screen or forge a line) and quoted. Data (JSON)
+// takes the names from tab as they are.
+func PartitionNames(tab *gpt.Table) string {
+	names := make([]string, len(tab.Partitions))
+	for i, p := range tab.Partitions {
+		names[i] = partitionName(p.Name)
+	}
+
+	return strings.Join(names, ", ")
+}
+
+// partitionName is one partition's name as text shows it.
+func partitionName(name string) string { return `"` + printable.String(name) + `"` }
 
 // Store is a disk's or image's META store as ReadStore found it: the
 // partition table, the META partition, the ADV it holds and which copy
@@ -46,7 +64,7 @@ func Locate(r io.ReaderAt, size int64) (*gpt.Table, gpt.Partition, error) {
 
 	p, ok := tab.Find(PartitionLabel)
 	if !ok {
-		return tab, gpt.Partition{}, fmt.Errorf("%w (partitions: %v): not a Talos metal image", ErrNoMETA, tab.Labels())
+		return tab, gpt.Partition{}, fmt.Errorf("%w (partitions: %s): not a Talos metal image", ErrNoMETA, PartitionNames(tab))
 	}
 
 	if p.Size < MinPartition {

@@ -253,7 +253,7 @@ func TestRefusedBeforeWriting(t *testing.T) {
 		msg  string
 	}{
 		{mbrPath, ErrNoGPT, "GPT"},
-		{noMeta, ErrNoMETA, "EFI STATE"},
+		{noMeta, ErrNoMETA, `"EFI", "STATE"`},
 		{small, ErrTooSmall, "524288 bytes"},
 		{foreign, ErrForeign, "not a Talos ADV"},
 	}

@@ -59,7 +59,7 @@ func CheckPlace(tab *gpt.Table, imageSize int64) (gpt.Partition, error) {
 
 	switch {
 	case n == 0:
-		return p, fmt.Errorf("%w (partitions: %v): not a Talos metal image", ErrNoMETA, tab.Labels())
+		return p, fmt.Errorf("%w (partitions: %s): not a Talos metal image", ErrNoMETA, PartitionNames(tab))
 	case n > 1:
 		// Talos uses the first, a tool another: which one a node reads is not ours to guess.
 		return p, fmt.Errorf("%w: %d partitions labelled META", ErrPlace, n)
@@ -104,7 +104,7 @@ func CheckPlace(tab *gpt.Table, imageSize int64) (gpt.Partition, error) {
 
 	for _, q := range tab.Partitions {
 		if q.Index != p.Index && (lbaRange{first: q.FirstLBA, last: q.LastLBA}).overlaps(p.FirstLBA, p.LastLBA) {
-			return p, fmt.Errorf("%w: META at LBA %d-%d overlaps partition %d %q (LBA %d-%d)", ErrPlace, p.FirstLBA, p.LastLBA, q.Index, q.Name, q.FirstLBA, q.LastLBA)
+			return p, fmt.Errorf("%w: META at LBA %d-%d overlaps partition %d %s (LBA %d-%d)", ErrPlace, p.FirstLBA, p.LastLBA, q.Index, partitionName(q.Name), q.FirstLBA, q.LastLBA)
 		}
 	}
 

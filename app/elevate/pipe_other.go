@@ -1,0 +1,6 @@
+//go:build !linux
+
+package elevate
+
+// setPipeSize keeps the system's pipe size elsewhere.
+func setPipeSize(any) {}
