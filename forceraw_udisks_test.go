@@ -6,10 +6,8 @@ import (
 	"bytes"
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -31,27 +29,13 @@ func TestForceRawAsUserThroughUDisks(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	dir := t.TempDir()
-	for _, d := range []string{filepath.Dir(dir), dir} { // nobody runs the binary in it
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	w := newAsNobody(t)
 	blob := make([]byte, 3<<20)
 	for i := range blob {
 		blob[i] = byte(i*31 + i>>9) // not a disk: no MBR signature, no GPT
 	}
-	img := filepath.Join(dir, "blob.bin")
+	img := filepath.Join(w.Dir, "blob.bin")
 	if err := os.WriteFile(img, blob, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "talosflash")
-	copyFile(t, os.Args[0], bin, 0o755)
-	cacheDir := filepath.Join(dir, "cache")
-	if err := os.Mkdir(cacheDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chown(cacheDir, 65534, 65534); err != nil {
 		t.Fatal(err)
 	}
 	loop := imagetest.LoopDevice(t, 8<<20, false)
@@ -71,20 +55,7 @@ func TestForceRawAsUserThroughUDisks(t *testing.T) {
 	flash := func(open func(string, int32) (*os.File, *dbus.Error)) (int, string) {
 		addr := udiskstest.Bus(t)
 		udiskstest.Start(t, addr, &udiskstest.Block{Object: obj, Device: loop, Number: st.Rdev, Size: 8 << 20, Open: open})
-		cmd := exec.CommandContext(ctx, bin, "flash", "--image", img, "--force-raw", "--device", loop, "--allow-loop", "--yes", "--cache-dir", cacheDir)
-		// No pkexec on the path: a fallback fails instead of prompting.
-		cmd.Env = []string{"TALOSFLASH_TEST_RUN_MAIN=1", "HOME=" + cacheDir, "DBUS_SYSTEM_BUS_ADDRESS=" + addr, "PATH=" + t.TempDir()}
-		cmd.Dir = dir
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		err := cmd.Run()
-		if ee, ok := err.(*exec.ExitError); ok {
-			return ee.ExitCode(), out.String()
-		} else if err != nil {
-			t.Fatalf("run the flash as nobody: %v", err)
-		}
-		return 0, out.String()
+		return w.Run(t, ctx, addr, "flash", "--image", img, "--force-raw", "--device", loop, "--allow-loop", "--yes", "--cache-dir", w.CacheDir)
 	}
 	holds := func() bool {
 		got := make([]byte, len(blob))

@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -64,23 +63,9 @@ func TestFlashAsUserThroughRealUDisks(t *testing.T) {
 	defer cancel()
 
 	fx := imagetest.New(t, 4<<20, 27, 1<<20)
-	dir := t.TempDir()
-	for _, d := range []string{filepath.Dir(dir), dir} { // nobody runs the binary in it
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	img := filepath.Join(dir, "talos.raw.xz")
-	bin := filepath.Join(dir, "talosflash")
-	cacheDir := filepath.Join(dir, "cache")
+	w := newAsNobody(t)
+	img := filepath.Join(w.Dir, "talos.raw.xz")
 	if err := os.WriteFile(img, fx.XZ, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	copyFile(t, os.Args[0], bin, 0o755)
-	if err := os.Mkdir(cacheDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chown(cacheDir, 65534, 65534); err != nil {
 		t.Fatal(err)
 	}
 
@@ -106,20 +91,7 @@ func TestFlashAsUserThroughRealUDisks(t *testing.T) {
 	run(t, "udevadm", "settle", "--timeout=20")
 
 	flash := func() (int, string) {
-		cmd := exec.CommandContext(ctx, bin, "flash", "--image", img, "--device", loop, "--allow-loop", "--yes", "--cache-dir", cacheDir)
-		// No pkexec on the path: a fallback fails instead of prompting.
-		cmd.Env = []string{"TALOSFLASH_TEST_RUN_MAIN=1", "HOME=" + cacheDir, "DBUS_SYSTEM_BUS_ADDRESS=" + addr, "PATH=" + t.TempDir()}
-		cmd.Dir = dir
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		err := cmd.Run()
-		if ee, ok := err.(*exec.ExitError); ok {
-			return ee.ExitCode(), out.String()
-		} else if err != nil {
-			t.Fatalf("run the flash as nobody: %v", err)
-		}
-		return 0, out.String()
+		return w.Run(t, ctx, addr, "flash", "--image", img, "--device", loop, "--allow-loop", "--yes", "--cache-dir", w.CacheDir)
 	}
 
 	// Without a polkit authority UDisks2 refuses a non-root caller.
