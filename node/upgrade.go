@@ -70,9 +70,17 @@ type UpgradeResult struct {
 	unanswered      string // a request sent without an answer (cut by ctx)
 }
 
-// lifecycleFrom is the first Talos with LifecycleService.Upgrade; talosctl
-// v1.14 uses it from ">1.13.0-alpha.2" and MachineService.Upgrade below.
-var lifecycleFrom = semver.MustParse("1.13.0")
+// lifecycleRange is where talosctl v1.14 uses LifecycleService.Upgrade
+// (cmd/talosctl/cmd/talos/upgrade.go talosUpgradeAPIVersionRange); below
+// it, MachineService.Upgrade. A pre-release such as v1.13.0-beta.1 is in it.
+var lifecycleRange = semver.MustParseRange(">1.13.0-alpha.2 <2.0.0")
+
+// UsesLifecycleService reports whether talosctl v1.14 upgrades a node
+// running version with LifecycleService.Upgrade.
+func UsesLifecycleService(version string) bool {
+	v, err := parseTalosVersion(version)
+	return err == nil && lifecycleRange(v)
+}
 
 func parseTalosVersion(v string) (semver.Version, error) {
 	if !strings.HasPrefix(v, "v") {
@@ -129,7 +137,7 @@ func planUpgrade(ctx context.Context, endpoint string, tc *Talosconfig, opts Upg
 		return res, s, fmt.Errorf("upgrade: the node reports %w", err)
 	}
 	res.API = "LifecycleService"
-	if from.LT(lifecycleFrom) {
+	if !lifecycleRange(from) {
 		res.API = "MachineService.Upgrade"
 	}
 	res.Booted, err = readBooted(cctx, s.c)

@@ -22,6 +22,7 @@ import (
 	"github.com/cosi-project/runtime/pkg/state"
 	cosiserver "github.com/cosi-project/runtime/pkg/state/protobuf/server"
 	sidx509 "github.com/siderolabs/crypto/x509"
+	"github.com/blang/semver/v4"
 	"github.com/siderolabs/image-factory/pkg/schematic"
 	"github.com/siderolabs/talos/pkg/machinery/api/common"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
@@ -297,14 +298,12 @@ func newNode(opts NodeOptions, schematicID string) (*Node, error) {
 	return n, nil
 }
 
-func (n *Node) legacy() bool { return versionLessThan(n.version, "v1.13.0") }
-
-// versionLessThan compares vX.Y.Z tags numerically.
-func versionLessThan(a, b string) bool {
-	var pa, pb [3]int
-	fmt.Sscanf(strings.TrimPrefix(a, "v"), "%d.%d.%d", &pa[0], &pa[1], &pa[2]) //nolint:errcheck
-	fmt.Sscanf(strings.TrimPrefix(b, "v"), "%d.%d.%d", &pb[0], &pb[1], &pb[2]) //nolint:errcheck
-	return slices.Compare(pa[:], pb[:]) < 0
+// legacy: no LifecycleService, which Talos serves from v1.13.0-alpha.3
+// (talosctl v1.14's cmd/talosctl/cmd/talos/upgrade.go
+// talosUpgradeAPIVersionRange ">1.13.0-alpha.2").
+func (n *Node) legacy() bool {
+	v, err := semver.ParseTolerant(n.version)
+	return err != nil || !v.GT(semver.MustParse("1.13.0-alpha.2"))
 }
 
 // serve starts a gRPC server for the current boot on lis. Caller holds no lock.
