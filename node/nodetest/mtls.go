@@ -18,11 +18,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blang/semver/v4"
 	cosiv1alpha1 "github.com/cosi-project/runtime/api/v1alpha1"
 	"github.com/cosi-project/runtime/pkg/state"
 	cosiserver "github.com/cosi-project/runtime/pkg/state/protobuf/server"
 	sidx509 "github.com/siderolabs/crypto/x509"
-	"github.com/blang/semver/v4"
 	"github.com/siderolabs/image-factory/pkg/schematic"
 	"github.com/siderolabs/talos/pkg/machinery/api/common"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
