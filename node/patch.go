@@ -604,5 +604,3 @@ func splitLines(s string) []string {
 	}
 	return strings.Split(s, "\n")
 }
-
-

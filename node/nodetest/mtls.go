@@ -235,12 +235,12 @@ type Node struct {
 	config, stagedConfig []byte
 	applies              []Request
 	configReads          int
-	applying             sync.Mutex      // one ApplyConfiguration at a time
-	st                   state.State     // this boot's COSI state
-	waitingExt           []string        // extension services waiting for their config
-	runningExt           []string        // extension services running with it
-	bootStuck            bool            // this boot's StartAllServices cannot finish (a service waits)
-	upgradeExit          *int32          // SetUpgradeExitCode: overrides UpgradeExitCode
+	applying             sync.Mutex  // one ApplyConfiguration at a time
+	st                   state.State // this boot's COSI state
+	waitingExt           []string    // extension services waiting for their config
+	runningExt           []string    // extension services running with it
+	bootStuck            bool        // this boot's StartAllServices cannot finish (a service waits)
+	upgradeExit          *int32      // SetUpgradeExitCode: overrides UpgradeExitCode
 
 	kube        *kubetest.Server // the control plane's Kubernetes API, after bootstrap
 	kubeconfigs int
@@ -410,15 +410,15 @@ func (n *Node) buildState() (state.State, error) {
 // adminMethods need the os:admin role (Talos' apid authorizer); reads
 // (Version, ServiceList, COSI) are allowed to os:reader too.
 var adminMethods = map[string]bool{
-	"/machine.MachineService/Bootstrap":  true,
+	"/machine.MachineService/Bootstrap": true,
 	// os:admin outside maintenance (v1alpha1_server.go ApplyConfiguration).
 	"/machine.MachineService/ApplyConfiguration": true,
-	"/machine.MachineService/Upgrade":    true,
-	"/machine.MachineService/Reboot":     true,
-	"/machine.MachineService/Read":       true,
-	"/machine.MachineService/Kubeconfig": true,
-	"/machine.ImageService/Pull":         true,
-	"/machine.LifecycleService/Upgrade":  true,
+	"/machine.MachineService/Upgrade":            true,
+	"/machine.MachineService/Reboot":             true,
+	"/machine.MachineService/Read":               true,
+	"/machine.MachineService/Kubeconfig":         true,
+	"/machine.ImageService/Pull":                 true,
+	"/machine.LifecycleService/Upgrade":          true,
 }
 
 func authorize(ctx context.Context, method string) error {
