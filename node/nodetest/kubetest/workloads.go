@@ -110,7 +110,11 @@ func (s *Server) AddDaemonSet(namespace, name string) {
 }
 
 // Evictions lists the pods evicted, as "namespace/name@node", in order.
-func (s *Server) Evictions() []string { s.mu.Lock(); defer s.mu.Unlock(); return slices.Clone(s.w().evictions) }
+func (s *Server) Evictions() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.w().evictions)
+}
 
 // RefusedEvictions lists the evictions a budget refused, as Evictions.
 func (s *Server) RefusedEvictions() []string {
