@@ -32,13 +32,21 @@ import (
 // delete one, add one, or replace one (ReplaceDocument), never merge into
 // one (ErrPatchUnsupported says what to do instead).
 
-// ErrPatchUnsupported: the patch merges into a document machinery v1.13
-// cannot decode; nothing is sent.
-var ErrPatchUnsupported = errors.New("cannot merge this patch with Talos machinery " + MachineryVersion)
+// Patch errors; both match ErrInvalidConfig (exit 7): nothing is sent.
+var (
+	// ErrPatchUnsupported: the patch merges into a document machinery
+	// v1.13 cannot decode.
+	ErrPatchUnsupported error = invalidConfig("cannot merge this patch with Talos machinery " + MachineryVersion)
+	// ErrPatch: a patch that does not load or apply (the patcher's reason
+	// follows, scrubbed of the config's values).
+	ErrPatch error = invalidConfig("patch")
+)
 
-// ErrPatch marks a patch that does not load or apply (the patcher's
-// reason follows, scrubbed of the config's values).
-var ErrPatch = errors.New("patch")
+// invalidConfig is a sentinel that also matches ErrInvalidConfig.
+type invalidConfig string
+
+func (e invalidConfig) Error() string        { return string(e) }
+func (e invalidConfig) Is(target error) bool { return target == ErrInvalidConfig }
 
 // Replacement is one whole document to put in place of the node's
 // document of the same kind and name (talosflash patch

@@ -429,6 +429,7 @@ func (s *session) lifecycleUpgrade(ctx context.Context, res *UpgradeResult, prog
 	case -1:
 		return fmt.Errorf("%w: %s: the installer stream ended without an exit code", ErrUpgradeFailed, s.endpoint)
 	}
+	res.Phase = PhaseInstallFailed
 	return fmt.Errorf("%w: %s: the installer exited with code %d (last message: %s); the node was not rebooted", ErrUpgradeFailed, s.endpoint, exit, last)
 }
 
