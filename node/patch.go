@@ -2,7 +2,6 @@ package node
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"strings"
 

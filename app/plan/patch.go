@@ -192,5 +192,3 @@ func Patch(ctx context.Context, job PatchJob) (*PatchOutcome, error) {
 func AppendSummary(a node.ListAppend) string {
 	return fmt.Sprintf("%s: %s grows from %d to %d items: a patch APPENDS to an existing list (Talos' strategic merge), it does not replace it", a.Document(), a.Path, a.Before, a.After)
 }
-
-
