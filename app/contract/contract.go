@@ -75,6 +75,11 @@ const (
 	TypeKubernetes = "kubernetes"
 	// kubeconfig --json (object).
 	TypeKubeconfig = "kubeconfig"
+	// patch --json (object), one line per node patched.
+	TypePatch = "patch"
+	// Streamed by upgrade --inventory --json: one line per node when its
+	// part of the rolling upgrade ends, then one per node not reached.
+	TypeRolloutNode = "rollout_node"
 )
 
 // Known reports whether t is an event type of this Version.
@@ -82,7 +87,8 @@ func Known(t string) bool {
 	switch t {
 	case TypeProgress, TypeInfo, TypeWarning, TypeResult, TypeError,
 		TypeSchematic, TypeDevices, TypeNodes, TypeApply, TypeBootstrap, TypeUpgrade, TypeOutdated,
-		TypeCard, TypeInventory, TypeApplyNode, TypeNodeStatus, TypeFollow, TypeKubernetes, TypeKubeconfig:
+		TypeCard, TypeInventory, TypeApplyNode, TypeNodeStatus, TypeFollow, TypeKubernetes, TypeKubeconfig,
+		TypePatch, TypeRolloutNode:
 		return true
 	}
 	return false

@@ -23,6 +23,9 @@ type PatchJob struct {
 	Replace     []node.Replacement
 	Mode        string // apply mode; "" auto (a configured 1.14 node answers no-reboot)
 	DryRun      bool   // the node's dry run only: nothing is applied
+	// AllowAppend sends a patch that grows existing lists (the user means
+	// it); without it such a patch is refused with an *AppendError.
+	AllowAppend bool
 	Wait        node.WaitOptions
 	// Event gets what happens, in order (may be nil).
 	Event func(PatchEvent)
@@ -88,6 +91,23 @@ func (e *ObligationError) Error() string {
 }
 
 func (e *ObligationError) Is(target error) bool { return target == node.ErrInvalidConfig }
+
+// AppendError is a patch that grows existing lists, sent without
+// AllowAppend: nothing was sent. errors.Is(err, node.ErrInvalidConfig).
+type AppendError struct {
+	Name    string
+	Appends []node.ListAppend
+}
+
+func (e *AppendError) Error() string {
+	var what []string
+	for _, a := range e.Appends {
+		what = append(what, a.Document()+" "+a.Path)
+	}
+	return fmt.Sprintf("%s: not sent: the patch appends to %s (see the replace form above; --append if appending is what you mean)", e.Name, strings.Join(what, ", "))
+}
+
+func (e *AppendError) Is(target error) bool { return target == node.ErrInvalidConfig }
 
 // Patch runs the job (see PatchJob).
 func Patch(ctx context.Context, job PatchJob) (*PatchOutcome, error) {
@@ -157,6 +177,10 @@ func Patch(ctx context.Context, job PatchJob) (*PatchOutcome, error) {
 	}
 	if len(lost) > 0 {
 		return out, &ObligationError{Name: out.Name, Findings: lost}
+	}
+
+	if len(p.Appends) > 0 && !job.AllowAppend && !job.DryRun {
+		return out, &AppendError{Name: out.Name, Appends: p.Appends}
 	}
 
 	send := node.ApplyOptions{Endpoint: endpoint, Config: p.Config, Mode: job.Mode, Talosconfig: job.Talosconfig, Timeout: job.Wait.Timeout}
