@@ -66,7 +66,7 @@ func runRollout(ctx context.Context, args []string, env Env) error {
 	kf.register(fs)
 	fs.DurationVar(&timeout, "timeout", node.DefaultWaitTimeout, "how long to wait for each node to come back")
 	fs.DurationVar(&drainTimeout, "drain-timeout", kube.DefaultDrainTimeout, "how long each drain may take (a PodDisruptionBudget can hold it)")
-	fs.DurationVar(&every, "interval", 5*time.Second, "between reads of a node that is coming back")
+	fs.DurationVar(&every, "interval", node.DefaultPollEvery, "between reads of a node that is coming back")
 	fs.BoolVar(&dryRun, "dry-run", false, "print the plan, checking each installer on the registry; send nothing")
 	fs.BoolVar(&jsonOut, "json", false, "one rollout_node JSON line per node on stdout (progress on stderr)")
 	if err := parseFlags(fs, args); err != nil {
@@ -116,7 +116,7 @@ func runRollout(ctx context.Context, args []string, env Env) error {
 		out = env.Stderr
 	}
 	job := plan.RolloutJob{Nodes: nodes, To: to, Talosconfig: tc, Factory: factory.NewClient(factoryURL, nil), DryRun: dryRun,
-		Wait:   node.WaitOptions{Timeout: timeout},
+		Wait:   node.WaitOptions{Timeout: timeout, Every: every},
 		Drain:  kube.DrainOptions{Timeout: drainTimeout},
 		Follow: plan.FollowOptions{Wait: timeout, WatchOptions: plan.WatchOptions{Interval: every}},
 	}
@@ -139,7 +139,7 @@ func runRollout(ctx context.Context, args []string, env Env) error {
 		}
 	}
 	res, err := plan.Rollout(ctx, job)
-	if err != nil && res != nil {
+	if err != nil && res != nil && !dryRun {
 		fmt.Fprintln(out, "the rolling upgrade stopped; every node's state:")
 		for _, n := range res.Nodes {
 			fmt.Fprintf(out, "  %s (%s): %s\n", n.Hostname, n.Role, n.State)

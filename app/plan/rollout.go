@@ -163,15 +163,24 @@ func Rollout(ctx context.Context, job RolloutJob) (*RolloutResult, error) {
 			controlPlanes = append(controlPlanes, n.target())
 		}
 	}
+	var first error
 	for _, nr := range res.Nodes {
 		err := job.one(ctx, nr, controlPlanes, emit)
-		emit(RolloutEvent{Hostname: nr.Hostname, Step: nr.Step, Text: nr.State, Node: nr})
 		if err != nil {
-			nr.Err, res.Failed = err, nr
-			return res, &RolloutError{Hostname: nr.Hostname, Step: nr.Step, Err: err}
+			nr.Err = err
+		}
+		emit(RolloutEvent{Hostname: nr.Hostname, Step: nr.Step, Text: nr.State, Node: nr})
+		if err != nil && first == nil {
+			res.Failed = nr
+			first = &RolloutError{Hostname: nr.Hostname, Step: nr.Step, Err: err}
+		}
+		// A dry run plans every node: it fails where the real run would,
+		// and says so for each.
+		if first != nil && (!job.DryRun || ctx.Err() != nil) {
+			return res, first
 		}
 	}
-	return res, nil
+	return res, first
 }
 
 func (n RolloutNode) target() StatusTarget {
@@ -211,10 +220,12 @@ func (job RolloutJob) one(ctx context.Context, nr *NodeRollout, controlPlanes []
 	if nr.Role == "controlplane" {
 		nr.Step = StepGate
 		say(StepGate, "checking etcd is healthy with all members")
-		if err := etcdGate(ctx, job, controlPlanes); err != nil {
+		n, err := etcdGate(ctx, job, controlPlanes)
+		if err != nil {
 			nr.State = "not upgraded: " + err.Error() + "; nothing was sent"
 			return err
 		}
+		say(StepGate, "etcd is healthy with its %d member(s)", n)
 	}
 	nr.Step = StepInstall
 	opts.OnPlan = func(r *node.UpgradeResult) {
@@ -319,7 +330,12 @@ func (job RolloutJob) ready(ctx context.Context, nr *NodeRollout, up *node.Upgra
 // etcdGate reads every control plane once (status' reads) and refuses to
 // take one down unless etcd is healthy with every member (Talos'
 // ValidateForUpgrade, see the top of this file).
-func etcdGate(ctx context.Context, job RolloutJob, controlPlanes []StatusTarget) error {
+func etcdGate(ctx context.Context, job RolloutJob, controlPlanes []StatusTarget) (int, error) {
+	members, err := etcdMembers(ctx, job, controlPlanes)
+	return len(members), err
+}
+
+func etcdMembers(ctx context.Context, job RolloutJob, controlPlanes []StatusTarget) ([]node.EtcdMember, error) {
 	w := WatchOptions{Talosconfig: job.Talosconfig, CallTimeout: job.Wait.CallTimeout}
 	if w.CallTimeout <= 0 {
 		w.CallTimeout = node.DefaultCallTimeout
@@ -328,13 +344,13 @@ func etcdGate(ctx context.Context, job RolloutJob, controlPlanes []StatusTarget)
 	defer cancel()
 	list, err := Watch(cctx, controlPlanes, w, func(NodeStatus) {})
 	if err != nil {
-		return fmt.Errorf("etcd gate: %w", err)
+		return nil, fmt.Errorf("etcd gate: %w", err)
 	}
 	var members []node.EtcdMember
 	for _, ns := range list {
 		name := ns.Target.Name()
 		if ns.Status == nil {
-			return fmt.Errorf("%w: etcd not checked: %s does not answer", errEtcdGate, name)
+			return nil, fmt.Errorf("%w: etcd not checked: %s does not answer", errEtcdGate, name)
 		}
 		etcd := ns.Status.Service("etcd")
 		if etcd == nil || etcd.State != "Running" || etcd.Health != "healthy" {
@@ -342,10 +358,10 @@ func etcdGate(ctx context.Context, job RolloutJob, controlPlanes []StatusTarget)
 			if etcd != nil {
 				state = etcd.State + ", " + etcd.Health
 			}
-			return fmt.Errorf("%w: etcd on %s is %s", errEtcdGate, name, state)
+			return nil, fmt.Errorf("%w: etcd on %s is %s", errEtcdGate, name, state)
 		}
 		if ns.Status.EtcdError != "" {
-			return fmt.Errorf("%w: %s's etcd member list: %s", errEtcdGate, name, ns.Status.EtcdError)
+			return nil, fmt.Errorf("%w: %s's etcd member list: %s", errEtcdGate, name, ns.Status.EtcdError)
 		}
 		if members == nil {
 			members = ns.Status.EtcdMembers
@@ -353,19 +369,19 @@ func etcdGate(ctx context.Context, job RolloutJob, controlPlanes []StatusTarget)
 	}
 	switch {
 	case len(members) == 2:
-		return fmt.Errorf("%w: etcd has 2 members: upgrading one loses quorum (Talos refuses it too)", errEtcdGate)
+		return nil, fmt.Errorf("%w: etcd has 2 members: upgrading one loses quorum (Talos refuses it too)", errEtcdGate)
 	case len(members) < len(controlPlanes):
-		return fmt.Errorf("%w: etcd has %d members for %d control planes", errEtcdGate, len(members), len(controlPlanes))
+		return nil, fmt.Errorf("%w: etcd has %d members for %d control planes", errEtcdGate, len(members), len(controlPlanes))
 	}
 	for _, m := range members {
 		if m.Hostname == "" {
-			return fmt.Errorf("%w: etcd member %s is not started", errEtcdGate, m.ID)
+			return nil, fmt.Errorf("%w: etcd member %s is not started", errEtcdGate, m.ID)
 		}
 		if m.Learner {
-			return fmt.Errorf("%w: etcd member %s (%s) is still a learner", errEtcdGate, m.ID, m.Hostname)
+			return nil, fmt.Errorf("%w: etcd member %s (%s) is still a learner", errEtcdGate, m.ID, m.Hostname)
 		}
 	}
-	return nil
+	return members, nil
 }
 
 var errEtcdGate error = gateRefusal("etcd is not healthy with all its members")
