@@ -80,6 +80,9 @@ const (
 	// Streamed by upgrade --inventory --json: one line per node when its
 	// part of the rolling upgrade ends, then one per node not reached.
 	TypeRolloutNode = "rollout_node"
+	// outdated --json, before its answer: the Kubernetes versions of the
+	// configs and the extensions' versions for the target Talos (object).
+	TypeVersions = "versions"
 )
 
 // Known reports whether t is an event type of this Version.
@@ -88,7 +91,7 @@ func Known(t string) bool {
 	case TypeProgress, TypeInfo, TypeWarning, TypeResult, TypeError,
 		TypeSchematic, TypeDevices, TypeNodes, TypeApply, TypeBootstrap, TypeUpgrade, TypeOutdated,
 		TypeCard, TypeInventory, TypeApplyNode, TypeNodeStatus, TypeFollow, TypeKubernetes, TypeKubeconfig,
-		TypePatch, TypeRolloutNode:
+		TypePatch, TypeRolloutNode, TypeVersions:
 		return true
 	}
 	return false
