@@ -210,6 +210,7 @@ func TestUserStoryPatchNewt(t *testing.T) {
 		t.Fatalf("replace: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 	a := answerMap(t, stdout, "patch")
+	docRowHas(t, "| `patch --json` |", a)
 	if a["applied"] != true || a["changed"] != true || len(a["appends"].([]any)) != 0 || a["hostname"] != "cp-1" {
 		t.Fatalf("patch --json: %v", a)
 	}
@@ -305,6 +306,9 @@ func TestUserStoryRollingUpgrade(t *testing.T) {
 			lines = append(lines, ev)
 		}
 	}
+	for _, l := range lines {
+		docRowHas(t, "| `upgrade --inventory --json` |", l)
+	}
 	want := []struct{ host, step string }{{"cp-1", "upgraded"}, {"worker-1", "install"}, {"worker-2", "untouched"}}
 	if len(lines) != len(want) {
 		t.Fatalf("%d rollout_node lines:\n%s\n%s", len(lines), stdout, stderr)
@@ -355,4 +359,27 @@ func TestUserStoryRollingUpgrade(t *testing.T) {
 	}
 	assertNoFragments(t, c.secrets, outputs...)
 	assertNoPEM(t, outputs...)
+}
+
+// docRowHas: every top-level key of a JSON line is named in its docs/JSON.md row.
+func docRowHas(t *testing.T, marker string, line map[string]any) {
+	t.Helper()
+	doc, err := os.ReadFile("../../docs/JSON.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := ""
+	for _, l := range strings.Split(string(doc), "\n") {
+		if strings.HasPrefix(l, marker) {
+			row = l
+		}
+	}
+	if row == "" {
+		t.Fatalf("docs/JSON.md has no row %s", marker)
+	}
+	for k := range line {
+		if k != "event" && k != "contract" && !strings.Contains(row, "`"+k+"`") {
+			t.Errorf("docs/JSON.md's row %s lacks `%s`", marker, k)
+		}
+	}
 }

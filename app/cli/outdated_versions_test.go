@@ -50,6 +50,7 @@ func TestOutdatedKubernetesAndNewtVersions(t *testing.T) {
 	}
 	code, stdout, _ = cliRun(t, "outdated", dir, "--factory", fac.URL, "--json")
 	v := answerMap(t, stdout, "versions")
+	docRowHas(t, "| `outdated --json` (versions) |", v)
 	if code != contract.ExitOK || v["talos"] != "v1.14.6" || len(v["kubernetes"].([]any)) != 2 || len(v["extensions"].([]any)) != 1 {
 		t.Fatalf("versions line: %v", v)
 	}
