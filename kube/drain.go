@@ -181,7 +181,7 @@ func (a *Access) WaitReady(ctx context.Context, name string, every time.Duration
 			if err != nil {
 				why = apiError(err)
 			}
-			return fmt.Errorf("Kubernetes node %s: %s: %w", printable.String(name), why, ctx.Err())
+			return fmt.Errorf("the Kubernetes node %s: %s: %w", printable.String(name), why, ctx.Err())
 		case <-time.After(every):
 		}
 	}
