@@ -20,7 +20,7 @@ func init() {
 	h := commandHelp["upgrade"] // upgrade.go's (this file's init runs after it)
 	h.about = strings.Replace(h.about, "Kubernetes workloads are not drained (talosctl upgrade --drain does).",
 		"Kubernetes workloads are drained only with --inventory (below).", 1)
-	h.synopsis += "\n       talosflash upgrade --inventory FILE --talosconfig FILE [--to VERSION] [--dry-run] [flags]"
+	h.synopsis += "\n       talosflash upgrade --inventory FILE --talosconfig FILE [--to V] [flags]"
 	h.about += "\n\nWith --inventory: a rolling upgrade of the cluster, one node at a time, control\n" +
 		"planes first, then workers, each with its role's installer: etcd healthy with\n" +
 		"every member before a control plane goes down; the installer pulled and run;\n" +
