@@ -27,6 +27,7 @@ const (
 	PhasePullSent        = "pull-sent"        // ImageService.Pull sent: the node may be pulling the installer
 	PhasePulled          = "installer-pulled" // the installer image is on the node
 	PhaseInstallerSent   = "installer-sent"   // LifecycleService.Upgrade (or MachineService.Upgrade) sent: the installer may be running
+	PhaseInstallFailed   = "installer-failed" // the installer ran and failed: nothing installed, not rebooted
 	PhaseInstalled       = "installer-run"    // the installer ran (exit 0): the new version is installed, not booted
 	PhaseRebootRequested = "reboot-requested" // the reboot was asked for (or MachineService.Upgrade accepted)
 	PhaseRebooted        = "rebooted"         // a new boot ID: waiting for the node to be ready and healthy
@@ -52,6 +53,8 @@ func (r *UpgradeResult) State() string {
 			return fmt.Sprintf("MachineService.Upgrade with %s was sent and not answered: the node may be installing %s and then reboots by itself; check it (talosctl version) before anything else", r.Image, r.To)
 		}
 		return fmt.Sprintf("LifecycleService.Upgrade with %s was sent: the installer may still be running on the node (it does not reboot it); the node was not rebooted and runs %s until its next reboot", r.Image, r.From)
+	case PhaseInstallFailed:
+		return fmt.Sprintf("the installer %s ran and failed: %s is not installed and the node was not rebooted: it still runs %s", r.Image, r.To, r.From)
 	case PhaseInstalled:
 		return fmt.Sprintf("%sthe installer ran (exit 0): %s is installed; the node was not rebooted: it runs %s until its next reboot, which boots %s (talosctl reboot, or run the upgrade again)", unanswered, r.To, r.From, r.To)
 	case PhaseRebootRequested:

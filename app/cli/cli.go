@@ -47,7 +47,8 @@ Commands:
   bootstrap   wait for the configured control plane node, then bootstrap etcd once
   status      how each configured node is: stage, services, etcd; why it is stuck (--watch)
   kubeconfig  fetch the cluster's admin kubeconfig and merge it into ~/.kube/config
-  upgrade     upgrade nodes one by one with their own schematic's installer
+  patch       patch a running node's config: diff, appended lists flagged, its dry run, apply
+  upgrade     upgrade nodes one by one with their own schematic's installer (--inventory: the cluster, drained)
   outdated    list newer Talos/extension versions for installer files (--write)
   inventory   init or check the cluster inventory (talosflash.yaml)
   card        read a card back: Talos image, META keys, the node written on it
@@ -145,6 +146,8 @@ func run(ctx context.Context, args []string, env Env) error {
 		return runKubeconfig(ctx, rest, env)
 	case "upgrade":
 		return runUpgrade(ctx, rest, env)
+	case "patch":
+		return runPatch(ctx, rest, env)
 	case "outdated":
 		return runOutdated(ctx, rest, env)
 	case "inventory":

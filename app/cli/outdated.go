@@ -76,8 +76,12 @@ func runOutdated(ctx context.Context, args []string, env Env) error {
 		fmt.Fprintf(env.Stdout, "no Image Factory installer references under %s\n", dir)
 		return nil
 	}
-	ups, err := factory.NewClient(factoryURL, nil).CheckUpdates(ctx, uses, factory.Policy(to))
+	fc := factory.NewClient(factoryURL, nil)
+	ups, err := fc.CheckUpdates(ctx, uses, factory.Policy(to))
 	if err != nil {
+		return err
+	}
+	if err := reportVersions(ctx, env, dir, ups, fc, jsonOut); err != nil { // outdated_versions.go
 		return err
 	}
 	var (

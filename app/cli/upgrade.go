@@ -43,6 +43,9 @@ func (n *nodeList) Set(v string) error {
 }
 
 func runUpgrade(ctx context.Context, args []string, env Env) error {
+	if upgradeHasInventory(args) {
+		return runRollout(ctx, args, env) // the rolling upgrade (rollout.go)
+	}
 	var (
 		nodes           nodeList
 		to, factoryURL  string

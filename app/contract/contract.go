@@ -75,6 +75,14 @@ const (
 	TypeKubernetes = "kubernetes"
 	// kubeconfig --json (object).
 	TypeKubeconfig = "kubeconfig"
+	// patch --json (object), one line per node patched.
+	TypePatch = "patch"
+	// Streamed by upgrade --inventory --json: one line per node when its
+	// part of the rolling upgrade ends, then one per node not reached.
+	TypeRolloutNode = "rollout_node"
+	// outdated --json, before its answer: the Kubernetes versions of the
+	// configs and the extensions' versions for the target Talos (object).
+	TypeVersions = "versions"
 )
 
 // Known reports whether t is an event type of this Version.
@@ -82,7 +90,8 @@ func Known(t string) bool {
 	switch t {
 	case TypeProgress, TypeInfo, TypeWarning, TypeResult, TypeError,
 		TypeSchematic, TypeDevices, TypeNodes, TypeApply, TypeBootstrap, TypeUpgrade, TypeOutdated,
-		TypeCard, TypeInventory, TypeApplyNode, TypeNodeStatus, TypeFollow, TypeKubernetes, TypeKubeconfig:
+		TypeCard, TypeInventory, TypeApplyNode, TypeNodeStatus, TypeFollow, TypeKubernetes, TypeKubeconfig,
+		TypePatch, TypeRolloutNode, TypeVersions:
 		return true
 	}
 	return false
