@@ -110,10 +110,10 @@ func (s *nodesStep) inventoryNodeFound(r *inventoryRow, n *node.Node) {
 	s.refreshApplyAll()
 }
 
-// isNode: what answered is the inventory's node (the label's test; the
-// apply itself is gated by plan.CheckApply with ApplyJob.Expect).
+// isNode: what answered is the inventory's node (plan.Identify, the rule
+// plan.CheckApply gates the apply with: ApplyJob.Expect).
 func isNode(want inventory.Node, n *node.Node, m plan.Match) bool {
-	return (m.Profile == "" || strings.EqualFold(m.Profile, want.Profile)) && strings.EqualFold(n.Hostname, want.Hostname)
+	return plan.Identify(want, n, m) == nil
 }
 
 // inventoryNodeText is the inventory row once the node answered.
@@ -122,14 +122,14 @@ func inventoryNodeText(want inventory.Node, n *node.Node, m plan.Match) string {
 	if n.Configured {
 		return fmt.Sprintf("%s · at %s, already configured", want.Hostname, addr)
 	}
-	var wrong []string
-	if m.Profile != "" && !strings.EqualFold(m.Profile, want.Profile) {
-		wrong = append(wrong, "booted the "+m.Profile+" image")
-	}
-	if !strings.EqualFold(n.Hostname, want.Hostname) {
-		wrong = append(wrong, fmt.Sprintf("says it is %q", n.Hostname))
-	}
-	if len(wrong) > 0 {
+	if id := plan.Identify(want, n, m); id != nil {
+		var wrong []string
+		if id.OtherImage() {
+			wrong = append(wrong, "booted the "+m.Profile+" image")
+		}
+		if id.OtherHost() {
+			wrong = append(wrong, fmt.Sprintf("says it is %q", id.Hostname))
+		}
 		return fmt.Sprintf("%s · the node at %s %s: not %s's card (cards swapped?)", want.Hostname, addr, strings.Join(wrong, " and "), want.Hostname)
 	}
 	booted := m.Profile

@@ -58,11 +58,11 @@ type IdentityError struct {
 
 func (e *IdentityError) Error() string {
 	var said []string
-	if e.BootedProfile != "" && e.BootedProfile != e.Want.Profile {
+	if e.OtherImage() {
 		said = append(said, "booted the "+e.BootedProfile+" image (the inventory says "+e.Want.Profile+")")
 	}
 
-	if !e.hostOK {
+	if e.OtherHost() {
 		said = append(said, fmt.Sprintf("says it is %q", e.Hostname))
 	}
 
@@ -118,16 +118,36 @@ func ApplyNode(ctx context.Context, j NodeApplyJob, config []byte) (*NodeApplyOu
 
 // checkIdentity: the node at the address is the inventory's node.
 func checkIdentity(want inventory.Node, rv *ApplyReview) error {
-	n := rv.Node
-	profileOK := rv.Match.Profile == "" || strings.EqualFold(rv.Match.Profile, want.Profile)
+	if id := Identify(want, rv.Node, rv.Match); id != nil {
+		return id
+	}
+
+	return nil
+}
+
+// Identify is the one identity rule of an inventory node: what answered
+// at its address (n, which booted m) is want when its hostname, compared
+// as Talos splits it (node.Node.IsHost), and the profile it booted (when
+// known) are the inventory's. nil: it is; else why not. CheckApply's gate
+// (ApplyJob.Expect) and the app's inventory rows both ask it.
+func Identify(want inventory.Node, n *node.Node, m Match) *IdentityError {
+	profileOK := m.Profile == "" || strings.EqualFold(m.Profile, want.Profile)
 	hostOK := n.IsHost(want.Hostname)
 
 	if profileOK && hostOK {
 		return nil
 	}
 
-	return &IdentityError{Want: want, Addr: n.Addr, Hostname: n.FQDN(), BootedProfile: rv.Match.Profile, hostOK: hostOK}
+	return &IdentityError{Want: want, Addr: n.Addr, Hostname: n.FQDN(), BootedProfile: m.Profile, hostOK: hostOK}
 }
+
+// OtherImage: the node booted another profile's image than the inventory's.
+func (e *IdentityError) OtherImage() bool {
+	return e.BootedProfile != "" && !strings.EqualFold(e.BootedProfile, e.Want.Profile)
+}
+
+// OtherHost: the node says another name than the inventory's.
+func (e *IdentityError) OtherHost() bool { return !e.hostOK }
 
 // wait probes the endpoint until something answers or Wait runs out.
 func (j *NodeApplyJob) wait(ctx context.Context, endpoint string) error {
