@@ -84,7 +84,8 @@ func runNodes(ctx context.Context, args []string, env Env) error {
 	found, err := node.Discover(ctx, scan)
 	if err != nil {
 		if ctx.Err() != nil {
-			return interrupted("the scan stopped; nothing was sent to any node")
+			// The one interruption type (exit 130), saying what was sent.
+			return &node.InterruptedError{Op: "scan", Endpoint: subnets.String(), State: "the scan stopped; nothing was sent to any node", Err: ctx.Err()}
 		}
 		return withCode(contract.ExitUsage, err)
 	}
@@ -175,15 +176,6 @@ func cachedIDs(dir string) []string {
 	}
 	return plan.CachedSchematicIDs(c)
 }
-
-// interruptedError is Ctrl-C (or SIGTERM/SIGHUP) while talking to a node,
-// saying what was and was not sent. It is a context.Canceled (exit 130).
-type interruptedError struct{ what string }
-
-func (e *interruptedError) Error() string { return "interrupted: " + e.what }
-func (e *interruptedError) Unwrap() error { return context.Canceled }
-
-func interrupted(what string) error { return &interruptedError{what: what} }
 
 // applyFlags are the flags of `talosflash apply`.
 type applyFlags struct {
