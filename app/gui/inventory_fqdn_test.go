@@ -47,7 +47,9 @@ func TestNodesStepInventoryFQDN(t *testing.T) {
 
 	nodetest.Start(t, nodetest.Options{Addr: addr(ips[1]), Hostname: "worker-1.lan", Schematic: builtin(t, "worker").Schematic()})
 	nodetest.Start(t, nodetest.Options{Addr: addr(ips[2]), Hostname: "worker-2.example", Schematic: builtin(t, "worker").Schematic()})
-	h.waitFor("both answered", func() bool { return !strings.Contains(text(1), "waiting at") && !strings.Contains(text(2), "waiting at") })
+	h.waitFor("both answered", func() bool {
+		return !strings.Contains(text(1), "waiting at") && !strings.Contains(text(2), "waiting at")
+	})
 	h.onUI(func() {
 		if got := text(1); got != "worker-1.lan · booted worker · ready for its config" {
 			t.Errorf("worker-1.lan: %q", got)
