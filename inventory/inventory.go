@@ -63,7 +63,10 @@ type Inventory struct {
 	Factory      string // "" = talosflash's default
 	TalosVersion string // "" = the profile's default
 	Profiles     string // resolved path of a profiles file, "" if none
-	Nodes        []Node
+	// Known are the profiles its nodes were checked against:
+	// Options.Profiles, else the built-ins merged with its profiles: file.
+	Known []factory.Profile
+	Nodes []Node
 	// Notes are what the checks could not decide (a control-plane
 	// endpoint that is a DNS name or a VIP): said, not problems.
 	Notes []Problem
@@ -310,6 +313,8 @@ func (p *parser) parse(data []byte) *Inventory {
 			}
 		}
 	}
+
+	inv.Known = profiles
 
 	if nodesNode == nil || isNull(nodesNode) {
 		p.add(root.Line, "add nodes: with one entry per machine (see `talosflash inventory init`)", "no nodes")

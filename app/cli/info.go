@@ -30,10 +30,11 @@ func runSchematic(ctx context.Context, args []string, env Env) error {
 		if f.role == "" {
 			return usageErrorf("schematic --installer-yaml: give --role (controlplane, worker or a profile)")
 		}
-		p, err := f.profile()
+		im, _, err := f.resolve(ctx, false) // a role: its profile, version and arch applied
 		if err != nil {
 			return err
 		}
+		p := *im.Profile
 		patch, err := factory.InstallerPatch(p, f.client().RegistryHost())
 		if err != nil {
 			return fmt.Errorf("installer patch for %s: %w", p.Name, err)

@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/talosflash/talosflash/app/contract"
+	"github.com/talosflash/talosflash/app/plan"
 	"github.com/talosflash/talosflash/internal/printable"
 	"github.com/talosflash/talosflash/inventory"
 )
@@ -171,19 +172,25 @@ func runInventoryCheck(args []string, env Env) error {
 		return err
 	}
 
-	var opts inventory.Options
-	if profiles != "" {
-		all, err := loadProfiles(profiles)
-		if err != nil {
-			return err
-		}
+	// The settings a command would use: --profiles, else the inventory's.
+	s, err := plan.LoadSettings(plan.Defaults{Inventory: file, ProfilesFile: profiles})
 
-		opts.Profiles = all
+	var (
+		bad      *plan.ProfilesError
+		unusable *plan.InventoryError
+		problems inventory.Problems
+		inv      *inventory.Inventory
+	)
+
+	switch {
+	case errors.As(err, &bad):
+		return withCode(contract.ExitUsage, err)
+	case err == nil:
+		inv = s.Inventory
+	case errors.As(err, &unusable):
+		inv = unusable.Inventory // what could be read, for the listing
 	}
 
-	inv, err := inventory.Load(file, opts)
-
-	var problems inventory.Problems
 	if err != nil && !errors.As(err, &problems) {
 		if errors.Is(err, os.ErrNotExist) {
 			return withCode(contract.ExitUsage, fmt.Errorf("%w (start one with: talosflash inventory init %s)", err, file)) // a missing file is bad input (docs/JSON.md)

@@ -9,7 +9,6 @@ import (
 
 	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/app/plan"
-	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/imaging/devices"
 	"github.com/talosflash/talosflash/inventory"
 	"github.com/talosflash/talosflash/node"
@@ -90,10 +89,11 @@ func applyInventory(ctx context.Context, f *applyFlags, inf *applyInventoryFlags
 			return err
 		}
 	}
-	inv, err := loadInventory(inf.inventory, f.profiles)
+	s, err := loadSettings(plan.Defaults{Inventory: inf.inventory, ProfilesFile: f.profiles, FactoryURL: f.factoryURL})
 	if err != nil {
 		return err
 	}
+	inv := s.Inventory
 	nodes := inv.Nodes
 	if len(inf.hostnames) > 0 {
 		if nodes, err = inv.Select(inf.hostnames); err != nil { // each node once, names ignoring case
@@ -105,19 +105,8 @@ func applyInventory(ctx context.Context, f *applyFlags, inf *applyInventoryFlags
 			return withCode(contract.ExitConfig, fmt.Errorf("%s: node %s has no config: (add config: talos/%s.yaml)", inv.Path, n.Hostname, n.Role))
 		}
 	}
-	profiles := f.profiles
-	if profiles == "" {
-		profiles = inv.Profiles
-	}
-	all, err := loadProfiles(profiles)
-	if err != nil {
-		return err
-	}
-	factoryURL := f.factoryURL
-	if inv.Factory != "" && factoryURL == factory.DefaultBaseURL {
-		factoryURL = inv.Factory
-	}
-	check := plan.NodeCheck{Profiles: all, Factory: factory.NewClient(factoryURL, nil), CachedIDs: cachedIDs(f.cacheDir)}
+	all := s.Profiles
+	check := plan.NodeCheck{Profiles: all, Factory: s.Factory, CachedIDs: cachedIDs(f.cacheDir)}
 	first := firstControlPlane(inv)
 
 	var (

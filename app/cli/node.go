@@ -62,7 +62,7 @@ func runNodes(ctx context.Context, args []string, env Env) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	all, err := loadProfiles(profilesFile)
+	settings, err := loadSettings(plan.Defaults{ProfilesFile: profilesFile, FactoryURL: factoryURL})
 	if err != nil {
 		return err
 	}
@@ -92,7 +92,7 @@ func runNodes(ctx context.Context, args []string, env Env) error {
 	cached := cachedIDs(cacheDir)
 	rows := make([]nodeRow, len(found))
 	for i := range found {
-		nc := plan.NodeCheck{Profiles: all, Factory: factory.NewClient(factoryURL, nil), CachedIDs: cached, Node: &found[i]}
+		nc := plan.NodeCheck{Profiles: settings.Profiles, Factory: settings.Factory, CachedIDs: cached, Node: &found[i]}
 		rows[i] = nodeRow{Node: found[i], Match: nc.MatchBooted()}
 	}
 	if jsonOut {
@@ -250,13 +250,13 @@ func apply(ctx context.Context, f *applyFlags, env Env) (*plan.ApplyOutcome, err
 	if err != nil {
 		return nil, err
 	}
-	all, err := loadProfiles(f.profiles)
+	settings, err := loadSettings(plan.Defaults{ProfilesFile: f.profiles, FactoryURL: f.factoryURL})
 	if err != nil {
 		return nil, err
 	}
 	job := plan.ApplyJob{
 		Endpoint: endpoint, Name: file, ConfigPath: file, Config: data, Mode: f.mode, DryRun: f.dryRun, Force: f.force, Timeout: f.timeout,
-		Check: plan.NodeCheck{Profiles: all, Factory: factory.NewClient(f.factoryURL, nil), CachedIDs: cachedIDs(f.cacheDir), Declared: f.role, FlashedInstaller: f.installer},
+		Check: plan.NodeCheck{Profiles: settings.Profiles, Factory: settings.Factory, CachedIDs: cachedIDs(f.cacheDir), Declared: f.role, FlashedInstaller: f.installer},
 		Event: func(ev plan.ApplyEvent) { renderApplyEvent(env, file, ev) },
 	}
 	out, err := plan.Apply(ctx, job)

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/talosflash/talosflash/app/contract"
+	"github.com/talosflash/talosflash/app/plan"
 	"github.com/talosflash/talosflash/factory"
 )
 
@@ -76,7 +77,11 @@ func runOutdated(ctx context.Context, args []string, env Env) error {
 		fmt.Fprintf(env.Stdout, "no Image Factory installer references under %s\n", dir)
 		return nil
 	}
-	ups, err := factory.NewClient(factoryURL, nil).CheckUpdates(ctx, uses, factory.Policy(to))
+	settings, err := loadSettings(plan.Defaults{FactoryURL: factoryURL})
+	if err != nil {
+		return err
+	}
+	ups, err := settings.Factory.CheckUpdates(ctx, uses, factory.Policy(to))
 	if err != nil {
 		return err
 	}

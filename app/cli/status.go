@@ -11,6 +11,7 @@ import (
 
 	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/app/plan"
+	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/node"
 )
 
@@ -44,6 +45,8 @@ type statusFlags struct {
 	interval, dur       time.Duration
 	callTimeout         time.Duration
 	kube                kubeFlags // the Kubernetes view (status_kube.go)
+
+	settings *plan.Settings // the inventory and profiles (statusTargets)
 }
 
 func runStatus(ctx context.Context, args []string, env Env) error {
@@ -81,11 +84,7 @@ func runStatus(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	targets, profilesPath, err := statusTargets(&f)
-	if err != nil {
-		return err
-	}
-	profiles, err := loadProfiles(profilesPath)
+	targets, profiles, err := statusTargets(&f)
 	if err != nil {
 		return err
 	}
@@ -117,27 +116,30 @@ func runStatus(ctx context.Context, args []string, env Env) error {
 }
 
 // statusTargets are the nodes to ask: the inventory's (or those named),
-// else the --node addresses.
-func statusTargets(f *statusFlags) ([]plan.StatusTarget, string, error) {
+// else the --node addresses; and the profiles to recognise their images
+// (--profiles, else the inventory's).
+func statusTargets(f *statusFlags) ([]plan.StatusTarget, []factory.Profile, error) {
+	s, err := loadSettings(plan.Defaults{Inventory: f.inventory, ProfilesFile: f.profiles})
+	if err != nil {
+		return nil, nil, err
+	}
+	f.settings = s
 	if f.inventory == "" {
 		var ts []plan.StatusTarget
 		for _, a := range f.nodes {
 			ep, err := node.NormalizeEndpoint(a)
 			if err != nil {
-				return nil, "", withCode(contract.ExitUsage, err)
+				return nil, nil, withCode(contract.ExitUsage, err)
 			}
 			ts = append(ts, plan.StatusTarget{Endpoint: ep})
 		}
-		return ts, f.profiles, nil
+		return ts, s.Profiles, nil
 	}
-	inv, err := loadInventory(f.inventory, f.profiles)
-	if err != nil {
-		return nil, "", err
-	}
+	inv := s.Inventory
 	nodes := inv.Nodes
 	if len(f.hostnames) > 0 {
 		if nodes, err = inv.Select(f.hostnames); err != nil {
-			return nil, "", withCode(contract.ExitUsage, err)
+			return nil, nil, withCode(contract.ExitUsage, err)
 		}
 	}
 	var ts []plan.StatusTarget
@@ -145,11 +147,7 @@ func statusTargets(f *statusFlags) ([]plan.StatusTarget, string, error) {
 		ts = append(ts, plan.StatusTarget{Hostname: n.Hostname, Role: n.Role, Profile: n.Profile,
 			Endpoint: net.JoinHostPort(n.Address.Addr().String(), strconv.Itoa(f.port))})
 	}
-	profiles := f.profiles
-	if profiles == "" {
-		profiles = inv.Profiles
-	}
-	return ts, profiles, nil
+	return ts, s.Profiles, nil
 }
 
 // renderNodeStatus is the text printer: a headline, the image, services,

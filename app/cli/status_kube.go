@@ -242,14 +242,10 @@ func controlPlaneCNI(configPath string) *node.CNI {
 // inventoryControlPlaneConfig is the config file of the inventory's first
 // control plane ("" without an inventory or one).
 func inventoryControlPlaneConfig(f *statusFlags) string {
-	if f.inventory == "" {
+	if f.settings == nil || f.settings.Inventory == nil {
 		return ""
 	}
-	inv, err := loadInventory(f.inventory, f.profiles)
-	if err != nil {
-		return ""
-	}
-	for _, n := range inv.Nodes {
+	for _, n := range f.settings.Inventory.Nodes {
 		if n.Role == "controlplane" {
 			return n.Config
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/talosflash/talosflash/app/contract"
+	"github.com/talosflash/talosflash/app/plan"
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/node"
 )
@@ -72,13 +73,17 @@ func runUpgrade(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
+	settings, err := loadSettings(plan.Defaults{FactoryURL: factoryURL})
+	if err != nil {
+		return err
+	}
 	warnNotAdmin(env, tc)
 	out := env.Stdout
 	if jsonOut {
 		out = env.Stderr
 	}
 	opts := node.UpgradeOptions{
-		To: to, Factory: factory.NewClient(factoryURL, nil), DryRun: dryRun,
+		To: to, Factory: settings.Factory, DryRun: dryRun,
 		Wait: node.WaitOptions{Timeout: timeout, Progress: func(s string) { fmt.Fprintf(out, "%s %s\n", time.Now().Format("15:04:05"), s) }},
 	}
 	var results []*node.UpgradeResult

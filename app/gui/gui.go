@@ -117,17 +117,15 @@ type Deps struct {
 
 // DefaultDeps builds the real dependencies from opts.
 func DefaultDeps(opts Options) (Deps, error) {
-	base := opts.FactoryURL
-	if base == "" {
-		base = factory.DefaultBaseURL
-	}
-	profiles := factory.BuiltinProfiles()
-	if opts.ProfilesFile != "" {
-		user, err := factory.LoadProfiles(opts.ProfilesFile)
-		if err != nil {
-			return Deps{}, err
-		}
-		profiles = factory.MergeProfiles(profiles, user)
+	// The inventory's defaults (factory:, profiles:) as the CLI takes them.
+	settings, err := plan.LoadSettings(plan.Defaults{Inventory: opts.Inventory, ProfilesFile: opts.ProfilesFile,
+		FactoryURL: opts.FactoryURL, HTTPClient: factory.NewHTTPClient()})
+	var unusable *plan.InventoryError
+	switch {
+	case errors.As(err, &unusable):
+		return Deps{}, fmt.Errorf("inventory: %w", err)
+	case err != nil:
+		return Deps{}, err
 	}
 	cache := opts.Cache
 	if cache == nil {
@@ -137,18 +135,11 @@ func DefaultDeps(opts Options) (Deps, error) {
 		}
 		cache = c
 	}
-	d := Deps{Factory: factory.NewClient(base, factory.NewHTTPClient()), Cache: cache, Profiles: profiles,
+	d := Deps{Factory: settings.Factory, Cache: cache, Profiles: settings.Profiles, Inventory: settings.Inventory,
 		Safety: devices.Options{AllowLoop: opts.AllowLoop}, Preselect: opts.Devices,
 		ElevatedCommand: devices.ElevatedCommandFor(opts.Version)}
 	if runtime.GOOS == "linux" {
 		d.UDisks = &devices.UDisks{}
-	}
-	if opts.Inventory != "" {
-		inv, err := inventory.Load(opts.Inventory, inventory.Options{Profiles: profiles})
-		if err != nil {
-			return Deps{}, fmt.Errorf("inventory: %w", err)
-		}
-		d.Inventory = inv
 	}
 	if len(opts.Subnets) > 0 {
 		subnets := opts.Subnets
@@ -161,7 +152,8 @@ func DefaultDeps(opts Options) (Deps, error) {
 // fill sets the real implementation for every nil field.
 func (d *Deps) fill() {
 	if d.Factory == nil {
-		d.Factory = factory.NewClient(factory.DefaultBaseURL, factory.NewHTTPClient())
+		s, _ := plan.LoadSettings(plan.Defaults{HTTPClient: factory.NewHTTPClient()}) // no file named: no error
+		d.Factory = s.Factory
 	}
 	if len(d.Profiles) == 0 {
 		d.Profiles = factory.BuiltinProfiles()
