@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"runtime"
 	"runtime/debug"
 	"strings"
 
@@ -231,18 +230,13 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 	opts := devices.Options{ForceNonRemovable: f.forceNonRemovable, AllowLoop: f.allowLoop, CreateFile: f.createFile || f.elevated && ElevatedFileTargets}
 
 	// Safety first, before any download: a refused device costs nothing.
-	var disks []devices.Disk
-	seen := map[string]bool{}
-	for _, d := range f.devices {
-		disk, err := devices.Check(d, 0, opts)
-		if err != nil {
-			return err
-		}
-		if seen[disk.Path] {
-			return usageErrorf("flash: %s is named twice in --device", disk.Path)
-		}
-		seen[disk.Path] = true
-		disks = append(disks, *disk)
+	disks, err := plan.CheckCards(f.devices, opts)
+	var twice *plan.CardTwiceError
+	switch {
+	case errors.As(err, &twice):
+		return usageErrorf("flash: %s is named twice in --device", twice.Path)
+	case err != nil:
+		return err
 	}
 
 	if err := f.nodes.chooseImage(&f.imageFlags, len(disks)); err != nil {
@@ -251,7 +245,6 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 	var (
 		im  *plan.Image
 		obl plan.Obligations
-		err error
 	)
 	if f.elevated {
 		if _, err := f.load(""); err != nil { // the factory client's defaults; the child reads no file
@@ -292,17 +285,13 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 	if job.Meta, err = f.nodes.metas(im, f.devices); err != nil {
 		return err
 	}
-	needRoot := false
 	for _, d := range disks {
 		job.Devices = append(job.Devices, d.Path)
-		needRoot = needRoot || d.Transport != devices.TransportFile
 	}
-	if !f.elevated && needRoot {
-		// Only the write step runs as root, on the downloaded file.
-		job.Elevate, job.NeedsElevation = devices.ElevatedCommandFor(Version), devices.NeedsElevation
-		if runtime.GOOS == "linux" {
-			job.UDisks = &devices.UDisks{} // tried first: no root process (plan.Flash)
-		}
+	if !f.elevated {
+		// Only the write step of a card the user cannot open needs more:
+		// UDisks2, else the elevated child (plan decides per card).
+		job.SetElevation(plan.DefaultElevation(Version))
 	}
 	out, err := plan.Flash(ctx, job)
 	if errors.Is(err, plan.ErrForceRawElevated) {

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os/exec"
-	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -135,12 +134,10 @@ func DefaultDeps(opts Options) (Deps, error) {
 		}
 		cache = c
 	}
+	elevation := plan.DefaultElevation(opts.Version) // the root decision, the CLI's
 	d := Deps{Factory: settings.Factory, Cache: cache, Profiles: settings.Profiles, Inventory: settings.Inventory,
 		Safety: devices.Options{AllowLoop: opts.AllowLoop}, Preselect: opts.Devices,
-		ElevatedCommand: devices.ElevatedCommandFor(opts.Version)}
-	if runtime.GOOS == "linux" {
-		d.UDisks = &devices.UDisks{}
-	}
+		NeedsElevation: elevation.Needs, ElevatedCommand: elevation.Command, UDisks: elevation.UDisks}
 	if len(opts.Subnets) > 0 {
 		subnets := opts.Subnets
 		d.LocalPrefixes = func() ([]netip.Prefix, error) { return subnets, nil }
@@ -167,11 +164,12 @@ func (d *Deps) fill() {
 	if d.Open == nil {
 		d.Open = plan.DeviceOpener(d.Safety)
 	}
+	elevation := plan.DefaultElevation("")
 	if d.NeedsElevation == nil {
-		d.NeedsElevation = devices.NeedsElevation
+		d.NeedsElevation = elevation.Needs
 	}
 	if d.ElevatedCommand == nil {
-		d.ElevatedCommand = devices.ElevatedCommand
+		d.ElevatedCommand = elevation.Command
 	}
 	if d.Eject == nil {
 		d.Eject = devices.Eject
