@@ -382,7 +382,7 @@ func (s *flashStep) run(ctx context.Context, c imageChoice, disks []devices.Disk
 	deps := s.ui.deps
 	job := plan.Job{
 		Image: &c, Cache: deps.Cache, Factory: deps.Factory, Safety: deps.Safety,
-		Open: deps.Open,
+		Open:     deps.Open,
 		Progress: func(p imaging.Progress) { s.ui.do(func() { s.showProgress(p) }) },
 		Status:   func(msg string) { s.setStatus(sentence(msg)) },
 		Meta:     s.meta, // the node picked in step 1 (set before this goroutine)
