@@ -496,7 +496,7 @@ func (p *parser) checkConfig(n Node, what string, line int) {
 
 	cfg, ok := p.configs[n.Config]
 	if !ok {
-		data, err := userfile.Read(n.Config, node.MaxConfigSize)
+		data, err := node.ReadConfigFile(n.Config)
 		if err == nil {
 			cfg, err = node.LoadConfig(data)
 		}

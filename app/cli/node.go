@@ -12,7 +12,6 @@ import (
 	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/app/plan"
 	"github.com/talosflash/talosflash/factory"
-	"github.com/talosflash/talosflash/internal/userfile"
 	"github.com/talosflash/talosflash/node"
 )
 
@@ -238,28 +237,20 @@ func apply(ctx context.Context, f *applyFlags, env Env) (*plan.ApplyOutcome, err
 	if f.endpoint == "" || f.file == "" {
 		return nil, usageErrorf("apply: --node and --file are required")
 	}
-	endpoint, err := node.NormalizeEndpoint(f.endpoint)
-	if err != nil {
-		return nil, withCode(contract.ExitUsage, fmt.Errorf("--node: %w", err))
-	}
-	if _, err := node.ParseMode(f.mode); err != nil {
-		return nil, withCode(contract.ExitUsage, err)
-	}
 	file := f.file
-	data, err := readConfigFile(file)
-	if err != nil {
-		return nil, err
+	job := plan.ApplyJob{
+		Endpoint: f.endpoint, Name: file, ConfigPath: file, Mode: f.mode, DryRun: f.dryRun, Force: f.force, Timeout: f.timeout,
+		Event: func(ev plan.ApplyEvent) { renderApplyEvent(env, file, ev) },
+	}
+	if err := job.CheckInput(); err != nil { // a typo is said before anything is read
+		return nil, applyError(err, file)
 	}
 	settings, err := loadSettings(plan.Defaults{ProfilesFile: f.profiles, FactoryURL: f.factoryURL})
 	if err != nil {
 		return nil, err
 	}
-	job := plan.ApplyJob{
-		Endpoint: endpoint, Name: file, ConfigPath: file, Config: data, Mode: f.mode, DryRun: f.dryRun, Force: f.force, Timeout: f.timeout,
-		Check: plan.NodeCheck{Profiles: settings.Profiles, Factory: settings.Factory, CachedIDs: cachedIDs(f.cacheDir), Declared: f.role, FlashedInstaller: f.installer},
-		Event: func(ev plan.ApplyEvent) { renderApplyEvent(env, file, ev) },
-	}
-	out, err := plan.Apply(ctx, job)
+	job.Check = plan.NodeCheck{Profiles: settings.Profiles, Factory: settings.Factory, CachedIDs: cachedIDs(f.cacheDir), Declared: f.role, FlashedInstaller: f.installer}
+	out, err := plan.Apply(ctx, job) // reads the config (bounded), checks it against the node, sends it
 	if err != nil {
 		return out, applyError(err, file)
 	}
@@ -316,14 +307,22 @@ func applyError(err error, file string) error {
 	var (
 		input       *plan.InputError
 		interrupted *node.InterruptedError
+		unreadable  *node.ConfigFileError
 	)
 	switch {
 	case errors.As(err, &interrupted):
 		return err // context.Canceled: exit 130
 	case errors.As(err, &input):
-		if input.Setting != "" { // the job's settings are the flags
-			return withCode(contract.ExitUsage, fmt.Errorf("--%s %s: %w", input.Setting, input.Value, input.Err))
+		switch flag := applyFlag[input.Setting]; {
+		case flag != "" && input.Value != "": // the job's settings are the flags
+			return withCode(contract.ExitUsage, fmt.Errorf("%s %s: %w", flag, input.Value, input.Err))
+		case flag != "":
+			return withCode(contract.ExitUsage, fmt.Errorf("%s: %w", flag, input.Err))
 		}
+		return withCode(contract.ExitUsage, err)
+	case errors.As(err, &unreadable) && unreadable.TooLarge:
+		return withCode(contract.ExitConfig, err)
+	case errors.As(err, &unreadable):
 		return withCode(contract.ExitUsage, err)
 	case errors.Is(err, plan.ErrConfigured):
 		return withCode(contract.ExitApply, err)
@@ -337,6 +336,9 @@ func applyError(err error, file string) error {
 	return err
 }
 
+// applyFlag names plan.ApplyJob's settings as apply's flags.
+var applyFlag = map[string]string{"endpoint": "--node", "mode": "--mode"}
+
 func describeBooted(n *node.Node, m plan.Match) string {
 	if n.Booted == nil {
 		return "unknown (no extension statuses: Talos <= 1.12 or an image not from the Image Factory)"
@@ -347,14 +349,12 @@ func describeBooted(n *node.Node, m plan.Match) string {
 	return n.Booted.String()
 }
 
+// readConfigFile reads a machine config file (node.ReadConfigFile, the
+// one bounded read) with apply's exit codes.
 func readConfigFile(path string) ([]byte, error) {
-	data, err := userfile.Read(path, node.MaxConfigSize)
-	var tooLarge *userfile.TooLargeError
-	switch {
-	case errors.As(err, &tooLarge):
-		return nil, withCode(contract.ExitConfig, fmt.Errorf("config file %s is too large for a machine config (max %d bytes)", path, node.MaxConfigSize))
-	case err != nil:
-		return nil, withCode(contract.ExitUsage, fmt.Errorf("config file: %w", err))
+	data, err := node.ReadConfigFile(path)
+	if err != nil {
+		return nil, applyError(err, path)
 	}
 	return data, nil
 }

@@ -18,7 +18,6 @@ import (
 
 	"github.com/talosflash/talosflash/app/plan"
 	"github.com/talosflash/talosflash/internal/printable"
-	"github.com/talosflash/talosflash/internal/userfile"
 	"github.com/talosflash/talosflash/inventory"
 	"github.com/talosflash/talosflash/node"
 )
@@ -275,12 +274,7 @@ func (s *nodesStep) ApplyAll() {
 // applyInventoryNode checks and sends one node's config (background):
 // the row's text, its importance, and whether it was applied.
 func (s *nodesStep) applyInventoryNode(ctx context.Context, ir *inventoryRow, job plan.ApplyJob) (string, widget.Importance, bool) {
-	data, err := userfile.Read(job.ConfigPath, node.MaxConfigSize)
-	if err != nil {
-		return "not applied: " + err.Error(), widget.DangerImportance, false
-	}
-	job.Config = data
-	rv, err := plan.CheckApply(ctx, job)
+	rv, err := plan.CheckApply(ctx, job) // reads job.ConfigPath, bounded
 	var id *plan.IdentityError
 	switch {
 	case errors.Is(err, plan.ErrConfigured):

@@ -6,6 +6,7 @@ package plan
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"path"
 	"strings"
@@ -139,11 +140,35 @@ const MaxInstallerFile = 1 << 20
 // FromInstallerFile is FromInstallerData for a file on disk (a regular
 // file of at most MaxInstallerFile bytes).
 func FromInstallerFile(c *factory.Client, file string, arch string) (*Image, error) {
+	data, err := ReadInstallerFile(file)
+	if err != nil {
+		return nil, err
+	}
+	return FromInstallerData(c, file, data, arch)
+}
+
+// ReadInstallerFile reads an installer file the user named: a regular
+// file of at most MaxInstallerFile bytes (a FIFO or a device is refused,
+// never read endlessly).
+func ReadInstallerFile(file string) ([]byte, error) {
 	data, err := userfile.Read(file, MaxInstallerFile)
 	if err != nil {
 		return nil, fmt.Errorf("read installer file: %w", err)
 	}
-	return FromInstallerData(c, file, data, arch)
+	return data, nil
+}
+
+// ReadInstaller is ReadInstallerFile for one that is no local file (r,
+// called name): at most MaxInstallerFile bytes are read.
+func ReadInstaller(r io.Reader, name string) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, MaxInstallerFile+1))
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("read installer file: %w", err)
+	case len(data) > MaxInstallerFile:
+		return nil, fmt.Errorf("read installer file: %w", &userfile.TooLargeError{Path: name, Max: MaxInstallerFile})
+	}
+	return data, nil
 }
 
 // FromFile flashes a local image file as is.
