@@ -209,38 +209,25 @@ func runApply(ctx context.Context, args []string, env Env) error {
 	if inf.inventory != "" || len(inf.hostnames) > 0 {
 		return inf.run(ctx, &f, env)
 	}
-	res, err := apply(ctx, &f, env)
-	if !f.jsonOut {
-		return err
-	}
-	var findings []node.Finding
-	if res != nil {
-		findings = res.Findings
-	}
+	p := newApplyPrinter(&f, env)
+	out, err := apply(ctx, &f, p)
 	if err != nil {
-		// Scripts get one JSON object either way; the message also goes to stderr.
-		_ = contract.WriteAnswer(env.Stdout, contract.TypeError, applyErrorJSON{Code: exitCode(err), Message: oneLine(err.Error()), Findings: findingsJSON(findings)})
-		return reported(err)
+		return p.Failed(out, err)
 	}
-	out := applyResultJSON(res.Result)
-	out.Findings = findingsJSON(findings)
-	if !res.Result.DryRun {
-		out.Next = &applyNextJSON{Node: res.Next.Node, LeavesMaintenance: res.Next.LeavesMaintenance, Bootstrap: res.Next.Bootstrap, Then: res.Next.Then}
-	}
-	return contract.WriteAnswer(env.Stdout, contract.TypeApply, out)
+	return p.Applied(out)
 }
 
-// apply fills in the apply job from the flags, runs it (app/plan) and
-// renders what happens. It returns the outcome (with the incident-check
+// apply fills in the apply job from the flags and runs it (app/plan); p
+// shows what happens. It returns the outcome (with the incident-check
 // findings also on error, once the node was checked).
-func apply(ctx context.Context, f *applyFlags, env Env) (*plan.ApplyOutcome, error) {
+func apply(ctx context.Context, f *applyFlags, p applyPrinter) (*plan.ApplyOutcome, error) {
 	if f.endpoint == "" || f.file == "" {
 		return nil, usageErrorf("apply: --node and --file are required")
 	}
 	file := f.file
 	job := plan.ApplyJob{
 		Endpoint: f.endpoint, Name: file, ConfigPath: file, Mode: f.mode, DryRun: f.dryRun, Force: f.force, Timeout: f.timeout,
-		Event: func(ev plan.ApplyEvent) { renderApplyEvent(env, file, ev) },
+		Event: p.Event,
 	}
 	if err := job.CheckInput(); err != nil { // a typo is said before anything is read
 		return nil, applyError(err, file)
@@ -254,56 +241,15 @@ func apply(ctx context.Context, f *applyFlags, env Env) (*plan.ApplyOutcome, err
 	if err != nil {
 		return out, applyError(err, file)
 	}
-	res := out.Result
-	if f.jsonOut {
-		return out, nil
-	}
-	verb := "applied"
-	if f.dryRun {
-		verb = "validated (dry run, nothing applied)"
-	}
-	fmt.Fprintf(env.Stdout, "%s %s to %s (mode %s requested; node answered %s)\n", verb, file, res.Endpoint, res.Mode, plan.ReplyModes(res))
-	if res.ModeDetails != "" {
-		fmt.Fprintln(env.Stdout, res.ModeDetails)
-	}
-	for _, w := range res.Warnings {
-		fmt.Fprintf(env.Stdout, "warning: %s\n", w)
-	}
-	if !f.dryRun {
-		fmt.Fprintln(env.Stdout, out.Next.Node)
-	}
-	switch {
-	case out.Next.Bootstrap:
-		fmt.Fprintf(env.Stderr, "next: %s: `talosflash bootstrap --node %s --talosconfig ./talosconfig`\n", out.Next.Then, plan.BootstrapHost(res.Endpoint))
-	case out.Next.Then != "":
-		fmt.Fprintf(env.Stderr, "next: %s\n", out.Next.Then)
-	}
 	return out, nil
 }
 
-// renderApplyEvent prints what the apply job reports, on stderr.
-func renderApplyEvent(env Env, file string, ev plan.ApplyEvent) {
-	switch ev.Kind {
-	case plan.EventNote:
-		word := "note"
-		if ev.Severity == node.SeverityWarning {
-			word = "warning"
-		}
-		fmt.Fprintf(env.Stderr, "%s: %s\n", word, ev.Text)
-	case plan.EventNode:
-		fmt.Fprintf(env.Stderr, "node %s: Talos %s, booted %s\n", ev.Node.Addr, talosLabel(ev.Node), describeBooted(ev.Node, ev.Match))
-	case plan.EventFinding:
-		fmt.Fprintf(env.Stderr, "%s: %s\n", ev.Finding.Severity, ev.Finding.Message)
-		if ev.Finding.Fix != "" {
-			fmt.Fprintf(env.Stderr, "  fix: %s\n", ev.Finding.Fix)
-		}
-	case plan.EventVerdict:
-		fmt.Fprintf(env.Stderr, "node's dry run: %s accepted\n", file)
-	}
-}
-
-// applyError gives the job's failures their exit codes and the CLI's words.
+// applyError gives the job's failures their exit codes and the CLI's words
+// (file: the config, "" the one the job names).
 func applyError(err error, file string) error {
+	if err == nil {
+		return nil
+	}
 	var (
 		input       *plan.InputError
 		interrupted *node.InterruptedError
@@ -331,6 +277,9 @@ func applyError(err error, file string) error {
 	}
 	var blocked *plan.BlockedError
 	if errors.As(err, &blocked) {
+		if file == "" {
+			file = blocked.Name
+		}
 		return withCode(contract.ExitConfig, fmt.Errorf("%s fails the checks above; nothing was sent. Fix the config or pass --force to send it anyway", file))
 	}
 	return err
@@ -347,14 +296,4 @@ func describeBooted(n *node.Node, m plan.Match) string {
 		return l + ": " + n.Booted.String()
 	}
 	return n.Booted.String()
-}
-
-// readConfigFile reads a machine config file (node.ReadConfigFile, the
-// one bounded read) with apply's exit codes.
-func readConfigFile(path string) ([]byte, error) {
-	data, err := node.ReadConfigFile(path)
-	if err != nil {
-		return nil, applyError(err, path)
-	}
-	return data, nil
 }

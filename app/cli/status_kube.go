@@ -228,7 +228,7 @@ func controlPlaneCNI(configPath string) *node.CNI {
 	if configPath == "" {
 		return nil
 	}
-	data, err := readConfigFile(configPath)
+	data, err := node.ReadConfigFile(configPath)
 	if err != nil {
 		return nil
 	}

@@ -205,16 +205,14 @@ func (s *nodesStep) refreshApplyAll() {
 }
 
 // ApplyAll sends each waiting inventory node its own config (the
-// inventory's config: path), one after the other, each through the same
-// checks as a drop (plan.CheckApply with the node expected, then Send): a
+// inventory's config: path), one after the other, through plan.ApplyAll,
+// the CLI's apply --inventory loop: the same checks as a drop (the node
+// expected at its address, its config checked against what it booted); a
 // node that fails a check or is another node's card is blocked alone and
 // said so on its row; configured nodes are skipped and said so.
 func (s *nodesStep) ApplyAll() {
-	type item struct {
-		ir  *inventoryRow
-		job plan.ApplyJob
-	}
-	var todo []item
+	rows := map[string]*inventoryRow{}
+	var nodes []inventory.Node
 	for _, ir := range s.invRows {
 		h := ir.node.Hostname
 		switch {
@@ -233,22 +231,37 @@ func (s *nodesStep) ApplyAll() {
 		}
 		ir.label.Importance = widget.MediumImportance
 		ir.label.SetText(printable.String(h + " · waiting for its turn …"))
-		todo = append(todo, item{ir: ir, job: s.applyJob(ir.row, filepath.Base(ir.node.Config), ir.node.Config, nil)})
+		rows[h] = ir
+		nodes = append(nodes, ir.node)
 	}
-	if len(todo) == 0 {
+	if len(nodes) == 0 {
 		return
 	}
 	s.applyingAll = true
 	s.refreshApplyAll()
-	s.applyAllNote.SetText(fmt.Sprintf("Applying %d node(s)…", len(todo)))
-	ctx := s.ui.ctx
-	go func() {
-		applied, blocked := 0, 0
-		for _, it := range todo {
-			ir, job := it.ir, it.job
-			h := ir.node.Hostname
-			s.ui.do(func() { ir.label.SetText(printable.String(h + " · checking " + job.Name + " …")) })
-			text, imp, ok := s.applyInventoryNode(ctx, ir, job)
+	s.applyAllNote.SetText(fmt.Sprintf("Applying %d node(s)…", len(nodes)))
+	port := s.ui.deps.InventoryPort
+	if port == 0 {
+		port = node.DefaultPort
+	}
+	check := plan.NodeCheck{Profiles: s.ui.deps.Profiles, Factory: s.ui.deps.Factory, CachedIDs: plan.CachedSchematicIDs(s.ui.deps.Cache)}
+	job := plan.ApplyAllJob{
+		Nodes: nodes,
+		Node: plan.NodeApplyJob{Port: port, Wait: inventoryApplyWait, Every: s.ui.deps.InventoryEvery,
+			Apply: plan.ApplyJob{Mode: node.ModeAuto, Check: check, Probe: s.ui.deps.Probe, ApplyConfig: s.ui.deps.Apply}},
+	}
+	applied, blocked := 0, 0
+	job.Event = func(ev plan.AllEvent) {
+		ir := rows[ev.Node.Hostname]
+		if ir == nil {
+			return
+		}
+		h, name := ir.node.Hostname, filepath.Base(ir.node.Config)
+		switch ev.Kind {
+		case plan.AllNode:
+			s.ui.do(func() { ir.label.SetText(printable.String(h + " · checking " + name + " …")) })
+		case plan.AllResult:
+			text, imp, ok := s.inventoryResult(ir, name, ev.Result, ev.Err)
 			if ok {
 				applied++
 			} else {
@@ -262,6 +275,10 @@ func (s *nodesStep) ApplyAll() {
 				}
 			})
 		}
+	}
+	ctx := s.ui.ctx
+	go func() {
+		_, _ = plan.ApplyAll(ctx, job) // each row says its node's outcome
 		s.ui.do(func() {
 			s.applyingAll = false
 			s.refreshApplyAll()
@@ -271,29 +288,31 @@ func (s *nodesStep) ApplyAll() {
 	}()
 }
 
-// applyInventoryNode checks and sends one node's config (background):
-// the row's text, its importance, and whether it was applied.
-func (s *nodesStep) applyInventoryNode(ctx context.Context, ir *inventoryRow, job plan.ApplyJob) (string, widget.Importance, bool) {
-	rv, err := plan.CheckApply(ctx, job) // reads job.ConfigPath, bounded
-	var id *plan.IdentityError
+// inventoryApplyWait bounds how long Apply all waits for a node that
+// answered before (its row is there) and does not now.
+const inventoryApplyWait = 15 * time.Second
+
+// inventoryResult is one node's outcome of Apply all (background): the
+// row's text, its importance, and whether it was applied.
+func (s *nodesStep) inventoryResult(ir *inventoryRow, name string, res *plan.NodeApplyOutcome, err error) (string, widget.Importance, bool) {
+	var (
+		id      *plan.IdentityError
+		blocked *plan.BlockedError
+	)
 	switch {
-	case errors.Is(err, plan.ErrConfigured):
+	case err == nil && res.Configured:
 		return "already configured: skipped", widget.MediumImportance, false
 	case errors.As(err, &id):
 		return "blocked: " + id.Error(), widget.DangerImportance, false
+	case errors.As(err, &blocked):
+		return fmt.Sprintf("blocked: %s fails %d incident check(s), nothing was sent (drop it on its row to see them)", name, len(blocked.Findings)), widget.DangerImportance, false
 	case err != nil:
 		return "not applied: " + err.Error(), widget.DangerImportance, false
-	case rv.Blocking() > 0:
-		return fmt.Sprintf("blocked: %s fails %d incident check(s), nothing was sent (drop it on its row to see them)", job.Name, rv.Blocking()), widget.DangerImportance, false
 	}
-	out, err := rv.Send(ctx, false)
-	if err != nil {
-		return "not applied: " + err.Error(), widget.DangerImportance, false
-	}
-	r := ir.row
+	out, r := res.ApplyOutcome, ir.row
 	s.ui.do(func() {
 		r.reply.Importance = widget.SuccessImportance
-		r.reply.SetText(printable.Lines(applyText(job.Name, out)))
+		r.reply.SetText(printable.Lines(applyText(name, out)))
 		r.worker = out.Config.MachineType == "worker"
 		ir.ready = false
 		if out.Next.LeavesMaintenance {
@@ -303,7 +322,7 @@ func (s *nodesStep) applyInventoryNode(ctx context.Context, ir *inventoryRow, jo
 			s.showBootstrap(r)
 		}
 	})
-	return "applied " + job.Name + ": " + out.Next.Node, widget.SuccessImportance, true
+	return "applied " + name + ": " + out.Next.Node, widget.SuccessImportance, true
 }
 
 // inventoryApplied marks r's inventory node as given its config (a drop

@@ -41,6 +41,9 @@ type NodeApplyOutcome struct {
 	*ApplyOutcome
 }
 
+// defaultNodeWait is NodeApplyJob.Wait's default.
+const defaultNodeWait = 5 * time.Minute
+
 // ErrNotThere: nothing answered at the node's address in time.
 var ErrNotThere = errors.New("no Talos node answered at the node's address")
 
@@ -94,7 +97,7 @@ func ApplyNode(ctx context.Context, j NodeApplyJob, config []byte) (*NodeApplyOu
 	}
 
 	job := j.Apply
-	job.Endpoint, job.Name, job.Config = out.Endpoint, j.Node.Config, config
+	job.Endpoint, job.Name, job.ConfigPath, job.Config = out.Endpoint, j.Node.Config, j.Node.Config, config
 	job.Check.Declared = j.Node.Profile // only a fallback when the node does not say
 	want := j.Node
 	job.Expect = &want // CheckApply refuses another node at the address
@@ -153,7 +156,7 @@ func (e *IdentityError) OtherHost() bool { return !e.hostOK }
 func (j *NodeApplyJob) wait(ctx context.Context, endpoint string) error {
 	wait, every := j.Wait, j.Every
 	if wait <= 0 {
-		wait = 5 * time.Minute
+		wait = defaultNodeWait
 	}
 
 	if every <= 0 {
