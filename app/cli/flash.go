@@ -189,21 +189,12 @@ func runFlash(ctx context.Context, args []string, env Env) error {
 		f.received = elevate.ReceiveImage(ctx, env.Stdin, cancel)
 	}
 
-	var rep reporter
-	if f.jsonOut {
-		rep = newJSONReporter(env.Stdout, env.Stderr, f.elevated)
-	} else {
-		rep = newTermReporter(env.Stderr, isTerminal(env.Stderr))
-	}
+	rep := newFlashPrinter(&f, env)
 	defer rep.Finish()
-	err := flash(ctx, &f, env, rep)
-	if err != nil {
-		rep.Error(exitCode(err), oneLine(err.Error()))
-		if f.jsonOut {
-			return reported(err)
-		}
+	if err := flash(ctx, &f, env, rep); err != nil {
+		return rep.Failed(err)
 	}
-	return err
+	return nil
 }
 
 // flashMemoryLimit is the Go soft memory limit of a flash (see runFlash).
@@ -224,7 +215,7 @@ func (d *deviceList) Set(v string) error {
 
 // flash checks the devices, resolves the image, confirms, and runs the
 // shared flash job (app/plan.Flash).
-func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
+func flash(ctx context.Context, f *flashFlags, env Env, rep flashPrinter) error {
 	// A new file only when asked; the root child never creates one
 	// (elevated.go: --create-file is not a flag of it).
 	opts := devices.Options{ForceNonRemovable: f.forceNonRemovable, AllowLoop: f.allowLoop, CreateFile: f.createFile || f.elevated && ElevatedFileTargets}

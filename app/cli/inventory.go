@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -199,43 +200,43 @@ func runInventoryCheck(args []string, env Env) error {
 		return withCode(contract.ExitConfig, err)
 	}
 
-	if jsonOut {
-		out := inventoryJSON{File: file, OK: len(problems) == 0, Problems: []problemJSON{}, Nodes: []inventoryNode{}}
-		for _, p := range problems {
-			out.Problems = append(out.Problems, problemJSON(p))
+	out := inventoryJSON{File: file, OK: len(problems) == 0, Problems: []problemJSON{}, Nodes: []inventoryNode{}}
+	for _, p := range problems {
+		out.Problems = append(out.Problems, problemJSON(p))
+	}
+
+	if inv != nil {
+		for _, n := range inv.Notes {
+			out.Notes = append(out.Notes, problemJSON(n))
+		}
+
+		out.Cluster = inv.Cluster
+		for _, n := range inv.Nodes {
+			out.Nodes = append(out.Nodes, inventoryNodeOf(n))
+		}
+	}
+
+	if err := newAnswerPrinter(jsonOut, env).Answer(contract.TypeInventory, out, func(w io.Writer) error {
+		if len(problems) == 0 {
+			printInventory(w, inv)
 		}
 
 		if inv != nil {
 			for _, n := range inv.Notes {
-				out.Notes = append(out.Notes, problemJSON(n))
-			}
-
-			out.Cluster = inv.Cluster
-			for _, n := range inv.Nodes {
-				out.Nodes = append(out.Nodes, inventoryNodeOf(n))
+				fmt.Fprintln(env.Stderr, "note: "+printable.String(n.Error())) // what it could not check
 			}
 		}
 
-		if err := contract.WriteAnswer(env.Stdout, contract.TypeInventory, out); err != nil {
-			return err
+		for _, p := range problems {
+			fmt.Fprintln(env.Stderr, printable.String(p.Error())) // it quotes the file's values
 		}
-	} else if len(problems) == 0 {
-		printInventory(env, inv)
-	}
 
-	if !jsonOut && inv != nil {
-		for _, n := range inv.Notes {
-			fmt.Fprintln(env.Stderr, "note: "+printable.String(n.Error())) // what it could not check
-		}
+		return nil
+	}); err != nil {
+		return err
 	}
 
 	if len(problems) > 0 {
-		if !jsonOut {
-			for _, p := range problems {
-				fmt.Fprintln(env.Stderr, printable.String(p.Error())) // it quotes the file's values
-			}
-		}
-
 		s := "s"
 		if len(problems) == 1 {
 			s = ""
@@ -268,16 +269,16 @@ func inventoryNodeOf(n inventory.Node) inventoryNode {
 	return j
 }
 
-func printInventory(env Env, inv *inventory.Inventory) {
+func printInventory(w io.Writer, inv *inventory.Inventory) {
 	name := inv.Cluster
 	if name == "" {
 		name = "(no cluster name)"
 	}
 
 	p := printable.String // the file's values, shown escaped
-	fmt.Fprintf(env.Stdout, "%s: cluster %s, %d nodes, no problems\n", p(inv.Path), p(name), len(inv.Nodes))
+	fmt.Fprintf(w, "%s: cluster %s, %d nodes, no problems\n", p(inv.Path), p(name), len(inv.Nodes))
 
-	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "HOSTNAME\tROLE\tIMAGE\tADDRESS\tGATEWAY\tINTERFACE\tCONFIG")
 
 	for _, n := range inv.Nodes {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 	"strings"
 	"text/tabwriter"
@@ -94,14 +95,18 @@ func runNodes(ctx context.Context, args []string, env Env) error {
 		nc := plan.NodeCheck{Profiles: settings.Profiles, Factory: settings.Factory, CachedIDs: cached, Node: &found[i]}
 		rows[i] = nodeRow{Node: found[i], Match: nc.MatchBooted()}
 	}
-	if jsonOut {
-		return contract.WriteAnswer(env.Stdout, contract.TypeNodes, nodesJSON(rows))
-	}
-	if len(found) == 0 {
-		fmt.Fprintln(env.Stderr, "no Talos nodes found (is the Pi booted and on this network? a maintenance node shows its IP on HDMI)")
-		return nil
-	}
-	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+	return newAnswerPrinter(jsonOut, env).Answer(contract.TypeNodes, nodesJSON(rows), func(w io.Writer) error {
+		if len(found) == 0 {
+			fmt.Fprintln(env.Stderr, "no Talos nodes found (is the Pi booted and on this network? a maintenance node shows its IP on HDMI)")
+			return nil
+		}
+		return nodesTable(w, rows)
+	})
+}
+
+// nodesTable is `nodes` as text.
+func nodesTable(w io.Writer, rows []nodeRow) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ADDRESS\tSTATE\tTALOS\tBOOTED\tSCHEMATIC\tEXTENSIONS\tFACTORY\tHOSTNAME\tMAC")
 	for _, r := range rows {
 		n := r.Node

@@ -88,22 +88,15 @@ func runStatus(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	out := contract.NewWriter(env.Stdout)
-	emit := func(ns plan.NodeStatus) {
-		if f.jsonOut {
-			_ = out.Answer(contract.TypeNodeStatus, nodeStatusJSON(ns, time.Now())) // write errors are dropped (Writer)
-			return
-		}
-		renderNodeStatus(env.Stdout, ns, time.Now(), f.watch)
-	}
-	round, err := startKubeView(&f, env, targets)
+	p := newStatusPrinter(f.jsonOut, f.watch, env)
+	round, err := startKubeView(&f, targets, p)
 	if err != nil {
 		return err
 	}
 	last, err := plan.Watch(ctx, targets, plan.WatchOptions{
 		Check: plan.StatusCheck{Profiles: profiles}, Watch: f.watch, Interval: f.interval, For: f.dur,
 		CallTimeout: f.callTimeout, Talosconfig: tc, Round: round,
-	}, emit)
+	}, p.NodeStatus)
 	if err != nil {
 		return err
 	}
@@ -148,6 +141,41 @@ func statusTargets(f *statusFlags) ([]plan.StatusTarget, []factory.Profile, erro
 			Endpoint: net.JoinHostPort(n.Address.Addr().String(), strconv.Itoa(f.port))})
 	}
 	return ts, s.Profiles, nil
+}
+
+// statusPrinter shows status' job (plan.Watch): each node's status and
+// the Kubernetes view, as text or JSON lines on stdout.
+type statusPrinter interface {
+	NodeStatus(ns plan.NodeStatus)
+	Kube(v plan.KubeView)
+}
+
+func newStatusPrinter(jsonOut, watch bool, env Env) statusPrinter {
+	if jsonOut {
+		return statusJSON{out: contract.NewWriter(env.Stdout)}
+	}
+	return statusText{w: env.Stdout, watch: watch}
+}
+
+// statusText prints each read for people (times with --watch).
+type statusText struct {
+	w     io.Writer
+	watch bool
+}
+
+func (p statusText) NodeStatus(ns plan.NodeStatus) { renderNodeStatus(p.w, ns, time.Now(), p.watch) }
+func (p statusText) Kube(v plan.KubeView)          { renderKube(p.w, v, time.Now(), p.watch) }
+
+// statusJSON prints node_status and kubernetes lines (docs/JSON.md);
+// write errors are dropped (contract.Writer).
+type statusJSON struct{ out *contract.Writer }
+
+func (p statusJSON) NodeStatus(ns plan.NodeStatus) {
+	_ = p.out.Answer(contract.TypeNodeStatus, nodeStatusJSON(ns, time.Now()))
+}
+
+func (p statusJSON) Kube(v plan.KubeView) {
+	_ = p.out.Answer(contract.TypeKubernetes, kubernetesJSON(v, time.Now()))
 }
 
 // renderNodeStatus is the text printer: a headline, the image, services,
