@@ -83,6 +83,7 @@ type Deps struct {
 	// elevated child is tried (plan.Job.UDisks).
 	UDisks *devices.UDisks
 
+	// Apply sends a config (plan.ApplyJob.ApplyConfig; nil: plan's, node.Apply).
 	Apply         func(ctx context.Context, opts node.ApplyOptions) (*node.ApplyResult, error)
 	Discover      func(ctx context.Context, opts node.DiscoverOptions) ([]node.Node, error)
 	Probe         func(ctx context.Context, addr string) (*node.Node, error)
@@ -173,9 +174,6 @@ func (d *Deps) fill() {
 	}
 	if d.Eject == nil {
 		d.Eject = devices.Eject
-	}
-	if d.Apply == nil {
-		d.Apply = node.Apply
 	}
 	if d.Discover == nil {
 		d.Discover = node.Discover
