@@ -67,10 +67,10 @@ type Deps struct {
 
 	// ListDevices enumerates candidate targets (devices.List).
 	ListDevices func() ([]devices.Disk, error)
-	// ReadCard says in one line what a card already holds (the node and
+	// CardHolds says in one line what a card already holds (the node and
 	// image talosflash wrote on it; inventory.ReadCardPath), "" when it
 	// holds no Talos image or cannot be read (no permission).
-	ReadCard func(path string) string
+	CardHolds func(path string) string
 	// Open opens the target for writing with the safety checks
 	// (devices.Opener wrapped to imaging.Target).
 	Open func(path string, size int64) (imaging.Target, error)
@@ -159,8 +159,8 @@ func (d *Deps) fill() {
 	if d.ListDevices == nil {
 		d.ListDevices = devices.List
 	}
-	if d.ReadCard == nil {
-		d.ReadCard = readCardSummary
+	if d.CardHolds == nil {
+		d.CardHolds = readCardSummary
 	}
 	if d.Open == nil {
 		d.Open = plan.DeviceOpener(d.Safety)
