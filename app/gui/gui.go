@@ -1,6 +1,6 @@
 // Package gui is talosflash's Fyne desktop app: pick a role, pick a card,
 // flash it, then hand the booted node its machine config. Every decision is
-// made by the library packages (factory, imaging, imaging/devices, node);
+// made by app/plan (the CLI's too) and the library packages below it;
 // this package only wires widgets to them and keeps the UI responsive: all
 // work runs off the UI goroutine and every widget update goes through
 // fyne.Do.

@@ -1,6 +1,11 @@
-// Package plan decides what image to flash from what the user chose (a role
-// or profile, an installer reference, an installer file, a local image), so
-// the CLI and the GUI resolve choices the same way.
+// Package plan holds the policy both front ends share, so the CLI and the
+// GUI decide everything the same way and only fill jobs in and render
+// their events: the run's settings (LoadSettings: the inventory's
+// defaults), the one image decision (ChooseImage), the cards and the root
+// decision (CheckCards, Elevation), the flash job (Flash), the apply job
+// (CheckApply, Send), every inventory node in turn (ApplyAll, Bootstrap),
+// and the cluster's status (Watch, Follow, Kubeconfig). boundaries_test.go
+// keeps the front ends off the steps it owns.
 package plan
 
 import (
