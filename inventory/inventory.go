@@ -497,6 +497,11 @@ func (p *parser) checkConfig(n Node, what string, line int) {
 	cfg, ok := p.configs[n.Config]
 	if !ok {
 		data, err := node.ReadConfigFile(n.Config)
+		var unreadable *node.ConfigFileError
+		if errors.As(err, &unreadable) && unreadable.Err != nil {
+			err = unreadable.Err // the problem names the config already
+		}
+
 		if err == nil {
 			cfg, err = node.LoadConfig(data)
 		}
