@@ -1,13 +1,10 @@
 package gui
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -60,43 +57,24 @@ func (s *nodesStep) showInventory(box *fyne.Container) {
 }
 
 // waitInventoryNode probes the node's address until it answers (or the
-// app closes, or inventoryWait passes), then shows what it booted and
-// whether it is that node, and adds its row.
+// app closes, or inventoryWait passes: plan's wait, apply --inventory's),
+// then shows what it booted and whether it is that node, and adds its row.
 func (s *nodesStep) waitInventoryNode(r *inventoryRow) {
-	port := s.ui.deps.InventoryPort
-	if port == 0 {
-		port = node.DefaultPort
-	}
 	every := s.ui.deps.InventoryEvery
 	if every <= 0 {
 		every = 3 * time.Second
 	}
-	endpoint := net.JoinHostPort(r.node.Address.Addr().String(), strconv.Itoa(port))
-	deadline := time.Now().Add(inventoryWait)
-	for {
-		ctx, cancel := context.WithTimeout(s.ui.ctx, 5*time.Second)
-		n, err := s.ui.deps.Probe(ctx, endpoint)
-		cancel()
-		if err == nil {
-			s.ui.do(func() { s.inventoryNodeFound(r, n) })
-			return
-		}
-		if s.ui.ctx.Err() != nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			s.ui.do(func() {
-				r.label.SetText(printable.String(fmt.Sprintf("%s · nothing answered at %s for %s: is the Pi on and booted from its card? (Scan, or type its address)", r.node.Hostname, r.node.Address.Addr(), inventoryWait)))
-			})
-			return
-		}
-		t := time.NewTimer(every)
-		select {
-		case <-s.ui.ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
+	j := plan.NodeApplyJob{Node: r.node, Port: s.ui.deps.InventoryPort, Wait: inventoryWait, Every: every,
+		Apply: plan.ApplyJob{Probe: s.ui.deps.Probe}}
+	n, err := j.WaitFor(s.ui.ctx)
+	switch {
+	case err == nil:
+		s.ui.do(func() { s.inventoryNodeFound(r, n) })
+	case s.ui.ctx.Err() != nil: // the app closed
+	default:
+		s.ui.do(func() {
+			r.label.SetText(printable.String(fmt.Sprintf("%s · nothing answered at %s for %s: is the Pi on and booted from its card? (Scan, or type its address)", r.node.Hostname, r.node.Address.Addr(), inventoryWait)))
+		})
 	}
 }
 

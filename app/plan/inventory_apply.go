@@ -92,7 +92,7 @@ func (j *NodeApplyJob) Endpoint() string {
 func ApplyNode(ctx context.Context, j NodeApplyJob, config []byte) (*NodeApplyOutcome, error) {
 	out := &NodeApplyOutcome{Node: j.Node, Endpoint: j.Endpoint()}
 
-	if err := j.wait(ctx, out.Endpoint); err != nil {
+	if _, err := j.WaitFor(ctx); err != nil {
 		return out, err
 	}
 
@@ -152,8 +152,11 @@ func (e *IdentityError) OtherImage() bool {
 // OtherHost: the node says another name than the inventory's.
 func (e *IdentityError) OtherHost() bool { return !e.hostOK }
 
-// wait probes the endpoint until something answers or Wait runs out.
-func (j *NodeApplyJob) wait(ctx context.Context, endpoint string) error {
+// WaitFor probes the node's address until something answers (what
+// answered) or Wait runs out (ErrNotThere): ApplyNode's first step, and
+// the app's inventory rows, which show each node once it answers.
+func (j *NodeApplyJob) WaitFor(ctx context.Context) (*node.Node, error) {
+	endpoint := j.Endpoint()
 	wait, every := j.Wait, j.Every
 	if wait <= 0 {
 		wait = defaultNodeWait
@@ -179,19 +182,19 @@ func (j *NodeApplyJob) wait(ctx context.Context, endpoint string) error {
 		}
 
 		pctx, cancel := context.WithTimeout(ctx, callTimeout)
-		_, err := probe(pctx, endpoint)
+		n, err := probe(pctx, endpoint)
 		cancel()
 
 		if err == nil {
-			return nil
+			return n, nil
 		}
 
 		if ctx.Err() != nil {
-			return interrupted(ctx, endpoint, "while waiting for "+j.Node.Hostname+" to answer; nothing was sent")
+			return nil, interrupted(ctx, endpoint, "while waiting for "+j.Node.Hostname+" to answer; nothing was sent")
 		}
 
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%w: %s at %s, for %s (%v): is the Pi on, booted from its card and on the network?",
+			return nil, fmt.Errorf("%w: %s at %s, for %s (%v): is the Pi on, booted from its card and on the network?",
 				errors.Join(ErrNotThere, node.ErrNetwork), j.Node.Hostname, endpoint, wait.Round(time.Second), err)
 		}
 
