@@ -63,7 +63,10 @@ type Inventory struct {
 	Factory      string // "" = talosflash's default
 	TalosVersion string // "" = the profile's default
 	Profiles     string // resolved path of a profiles file, "" if none
-	Nodes        []Node
+	// Known are the profiles its nodes were checked against:
+	// Options.Profiles, else the built-ins merged with its profiles: file.
+	Known []factory.Profile
+	Nodes []Node
 	// Notes are what the checks could not decide (a control-plane
 	// endpoint that is a DNS name or a VIP): said, not problems.
 	Notes []Problem
@@ -311,6 +314,8 @@ func (p *parser) parse(data []byte) *Inventory {
 		}
 	}
 
+	inv.Known = profiles
+
 	if nodesNode == nil || isNull(nodesNode) {
 		p.add(root.Line, "add nodes: with one entry per machine (see `talosflash inventory init`)", "no nodes")
 		return inv
@@ -491,7 +496,12 @@ func (p *parser) checkConfig(n Node, what string, line int) {
 
 	cfg, ok := p.configs[n.Config]
 	if !ok {
-		data, err := userfile.Read(n.Config, node.MaxConfigSize)
+		data, err := node.ReadConfigFile(n.Config)
+		var unreadable *node.ConfigFileError
+		if errors.As(err, &unreadable) && unreadable.Err != nil {
+			err = unreadable.Err // the problem names the config already
+		}
+
 		if err == nil {
 			cfg, err = node.LoadConfig(data)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/dustin/go-humanize"
@@ -113,12 +114,11 @@ func runCard(_ context.Context, args []string, env Env) error {
 
 	out := describeCard(rep, path, size)
 
-	if jsonOut {
-		if err := contract.WriteAnswer(env.Stdout, contract.TypeCard, out); err != nil {
-			return err
-		}
-	} else {
-		printCard(env, out)
+	if err := newAnswerPrinter(jsonOut, env).Answer(contract.TypeCard, out, func(w io.Writer) error {
+		printCard(w, out)
+		return nil
+	}); err != nil {
+		return err
 	}
 
 	if out.Incomplete {
@@ -197,8 +197,7 @@ func copyState(err error) string {
 // printCard prints the card as text. Every string read from the card (its
 // partition names, what META holds) is shown escaped (printable.String): a
 // crafted card cannot clear the screen or forge a line.
-func printCard(env Env, c cardJSON) {
-	w := env.Stdout
+func printCard(w io.Writer, c cardJSON) {
 	p := printable.String
 	fmt.Fprintf(w, "%s: %s\n", p(c.Path), humanize.IBytes(uint64(c.Size)))
 

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"runtime"
 	"runtime/debug"
 	"strings"
 
@@ -33,7 +32,7 @@ type imageFlags struct {
 	nodes            []inventory.Node
 	inventoryVersion string
 
-	factory *factory.Client // one client (and HTTP client) per run
+	settings *plan.Settings // the run's profiles and factory client (load)
 }
 
 func (f *imageFlags) register(fs *flag.FlagSet) {
@@ -47,59 +46,40 @@ func (f *imageFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.format, "format", plan.DefaultFormat, "factory download format: zst or xz")
 }
 
-// client is the run's Image Factory client; its HTTP client also downloads.
-func (f *imageFlags) client() *factory.Client {
-	if f.factory == nil {
-		f.factory = factory.NewClient(f.factoryURL, nil)
+// load applies the run's defaults once (plan.LoadSettings): --profiles and
+// --factory, else those of the inventory (flash --inventory; "" none).
+func (f *imageFlags) load(inventoryFile string) (*plan.Settings, error) {
+	if f.settings == nil {
+		s, err := loadSettings(plan.Defaults{Inventory: inventoryFile, ProfilesFile: f.profiles, FactoryURL: f.factoryURL})
+		if err != nil {
+			return nil, err
+		}
+		f.settings = s
 	}
-	return f.factory
+	return f.settings, nil
 }
 
-// profile resolves --role/--profiles/--version/--arch into one profile.
-func (f *imageFlags) profile() (factory.Profile, error) {
-	all, err := loadProfiles(f.profiles)
-	if err != nil {
-		return factory.Profile{}, err
-	}
-	p, err := factory.FindProfile(all, f.role)
-	if err != nil {
-		return factory.Profile{}, withCode(contract.ExitUsage, err)
-	}
-	if f.version != "" {
-		if err := factory.ValidateVersion(f.version); err != nil {
-			return factory.Profile{}, withCode(contract.ExitUsage, err)
-		}
-		p.TalosVersion = f.version
-	}
-	if f.arch != "" {
-		p.Arch = f.arch
-	}
-	return p, nil
-}
+// client is the run's Image Factory client (one HTTP client per run,
+// which also downloads); the settings are loaded already.
+func (f *imageFlags) client() *factory.Client { return f.settings.Factory }
 
 // loadProfiles is the builtin roles, overridden and extended by the user's
-// profile file when one is given.
+// profile file when one is given (plan.LoadSettings).
 func loadProfiles(path string) ([]factory.Profile, error) {
-	if path == "" {
-		return factory.BuiltinProfiles(), nil
-	}
-	all, err := factory.LoadProfiles(path)
+	s, err := loadSettings(plan.Defaults{ProfilesFile: path})
 	if err != nil {
-		return nil, withCode(contract.ExitUsage, err)
+		return nil, err
 	}
-	return all, nil
+	return s.Profiles, nil
 }
 
 // resolve turns the flags into exactly one image choice: plan.ChooseImage
 // decides, with the inventory's nodes when flash names them; a choice that
 // contradicts them is bad usage (exit 2), refused before anything is touched.
 func (f *imageFlags) resolve(ctx context.Context, register bool) (*plan.Image, plan.Obligations, error) {
-	var all []factory.Profile
-	if f.profiles != "" { // the built-ins otherwise (plan's default)
-		var err error
-		if all, err = loadProfiles(f.profiles); err != nil {
-			return nil, plan.Obligations{}, err
-		}
+	s, err := f.load("")
+	if err != nil {
+		return nil, plan.Obligations{}, err
 	}
 	if f.image != "" {
 		if _, err := os.Stat(f.image); err != nil {
@@ -108,8 +88,8 @@ func (f *imageFlags) resolve(ctx context.Context, register bool) (*plan.Image, p
 	}
 	im, obl, err := plan.ChooseImage(ctx, plan.Choice{
 		Role: f.role, InstallerRef: f.installer, InstallerFile: f.installerFile, ImageFile: f.image,
-		Nodes: f.nodes, Profiles: all, Version: f.version, InventoryVersion: f.inventoryVersion,
-		Arch: f.arch, Format: f.format, Factory: f.client(), Register: register, Lookup: true,
+		Nodes: f.nodes, Profiles: s.Profiles, Version: f.version, InventoryVersion: f.inventoryVersion,
+		Arch: f.arch, Format: f.format, Factory: s.Factory, Register: register, Lookup: true,
 		AllowUnknown: f.allowUnknown,
 	})
 	return im, obl, choiceError(err)
@@ -209,21 +189,12 @@ func runFlash(ctx context.Context, args []string, env Env) error {
 		f.received = elevate.ReceiveImage(ctx, env.Stdin, cancel)
 	}
 
-	var rep reporter
-	if f.jsonOut {
-		rep = newJSONReporter(env.Stdout, env.Stderr, f.elevated)
-	} else {
-		rep = newTermReporter(env.Stderr, isTerminal(env.Stderr))
-	}
+	rep := newFlashPrinter(&f, env)
 	defer rep.Finish()
-	err := flash(ctx, &f, env, rep)
-	if err != nil {
-		rep.Error(exitCode(err), oneLine(err.Error()))
-		if f.jsonOut {
-			return reported(err)
-		}
+	if err := flash(ctx, &f, env, rep); err != nil {
+		return rep.Failed(err)
 	}
-	return err
+	return nil
 }
 
 // flashMemoryLimit is the Go soft memory limit of a flash (see runFlash).
@@ -244,24 +215,19 @@ func (d *deviceList) Set(v string) error {
 
 // flash checks the devices, resolves the image, confirms, and runs the
 // shared flash job (app/plan.Flash).
-func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
+func flash(ctx context.Context, f *flashFlags, env Env, rep flashPrinter) error {
 	// A new file only when asked; the root child never creates one
 	// (elevated.go: --create-file is not a flag of it).
 	opts := devices.Options{ForceNonRemovable: f.forceNonRemovable, AllowLoop: f.allowLoop, CreateFile: f.createFile || f.elevated && ElevatedFileTargets}
 
 	// Safety first, before any download: a refused device costs nothing.
-	var disks []devices.Disk
-	seen := map[string]bool{}
-	for _, d := range f.devices {
-		disk, err := devices.Check(d, 0, opts)
-		if err != nil {
-			return err
-		}
-		if seen[disk.Path] {
-			return usageErrorf("flash: %s is named twice in --device", disk.Path)
-		}
-		seen[disk.Path] = true
-		disks = append(disks, *disk)
+	disks, err := plan.CheckCards(f.devices, opts)
+	var twice *plan.CardTwiceError
+	switch {
+	case errors.As(err, &twice):
+		return usageErrorf("flash: %s is named twice in --device", twice.Path)
+	case err != nil:
+		return err
 	}
 
 	if err := f.nodes.chooseImage(&f.imageFlags, len(disks)); err != nil {
@@ -270,9 +236,11 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 	var (
 		im  *plan.Image
 		obl plan.Obligations
-		err error
 	)
 	if f.elevated {
+		if _, err := f.load(""); err != nil { // the factory client's defaults; the child reads no file
+			return err
+		}
 		im = &plan.Image{Label: "the image talosflash sends on stdin"}
 	} else if im, obl, err = f.resolve(ctx, false); err != nil { // plan.Flash registers when it downloads
 		return err
@@ -308,17 +276,13 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 	if job.Meta, err = f.nodes.metas(im, f.devices); err != nil {
 		return err
 	}
-	needRoot := false
 	for _, d := range disks {
 		job.Devices = append(job.Devices, d.Path)
-		needRoot = needRoot || d.Transport != devices.TransportFile
 	}
-	if !f.elevated && needRoot {
-		// Only the write step runs as root, on the downloaded file.
-		job.Elevate, job.NeedsElevation = devices.ElevatedCommandFor(Version), devices.NeedsElevation
-		if runtime.GOOS == "linux" {
-			job.UDisks = &devices.UDisks{} // tried first: no root process (plan.Flash)
-		}
+	if !f.elevated {
+		// Only the write step of a card the user cannot open needs more:
+		// UDisks2, else the elevated child (plan decides per card).
+		job.SetElevation(plan.DefaultElevation(Version))
 	}
 	out, err := plan.Flash(ctx, job)
 	if errors.Is(err, plan.ErrForceRawElevated) {

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"text/tabwriter"
 
@@ -30,10 +31,11 @@ func runSchematic(ctx context.Context, args []string, env Env) error {
 		if f.role == "" {
 			return usageErrorf("schematic --installer-yaml: give --role (controlplane, worker or a profile)")
 		}
-		p, err := f.profile()
+		im, _, err := f.resolve(ctx, false) // a role: its profile, version and arch applied
 		if err != nil {
 			return err
 		}
+		p := *im.Profile
 		patch, err := factory.InstallerPatch(p, f.client().RegistryHost())
 		if err != nil {
 			return fmt.Errorf("installer patch for %s: %w", p.Name, err)
@@ -53,19 +55,18 @@ func runSchematic(ctx context.Context, args []string, env Env) error {
 		}
 		yaml = string(b)
 	}
-	if jsonOut {
-		return contract.WriteAnswer(env.Stdout, contract.TypeSchematic, map[string]any{
-			"id": im.SchematicID, "version": im.Version, "arch": im.Arch, "schematic": yaml,
-			"image_url": im.URL, "installer": im.Installer.String(), "registered": register,
-		})
-	}
-	if yaml != "" {
-		fmt.Fprint(env.Stdout, yaml)
-	} else {
-		fmt.Fprintln(env.Stdout, "# schematic content unknown (this factory cannot return stored schematics)")
-	}
-	fmt.Fprintf(env.Stdout, "# id: %s\n# image: %s\n# installer: %s\n", im.SchematicID, im.URL, im.Installer)
-	return nil
+	return newAnswerPrinter(jsonOut, env).Answer(contract.TypeSchematic, map[string]any{
+		"id": im.SchematicID, "version": im.Version, "arch": im.Arch, "schematic": yaml,
+		"image_url": im.URL, "installer": im.Installer.String(), "registered": register,
+	}, func(w io.Writer) error {
+		if yaml != "" {
+			fmt.Fprint(w, yaml)
+		} else {
+			fmt.Fprintln(w, "# schematic content unknown (this factory cannot return stored schematics)")
+		}
+		fmt.Fprintf(w, "# id: %s\n# image: %s\n# installer: %s\n", im.SchematicID, im.URL, im.Installer)
+		return nil
+	})
 }
 
 func runProfiles(_ context.Context, args []string, env Env) error {
@@ -116,19 +117,18 @@ func runDevices(_ context.Context, args []string, env Env) error {
 			}
 		}
 	}
-	if jsonOut {
-		return contract.WriteAnswer(env.Stdout, contract.TypeDevices, devicesJSON(disks))
-	}
-	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "DEVICE\tSIZE\tMODEL\tTRANSPORT\tTARGET")
-	for _, d := range disks {
-		verdict := "ok"
-		if !d.Safe && d.Refusal != nil {
-			verdict = "refused: " + d.Refusal.Msg
+	return newAnswerPrinter(jsonOut, env).Answer(contract.TypeDevices, devicesJSON(disks), func(w io.Writer) error {
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "DEVICE\tSIZE\tMODEL\tTRANSPORT\tTARGET")
+		for _, d := range disks {
+			verdict := "ok"
+			if !d.Safe && d.Refusal != nil {
+				verdict = "refused: " + d.Refusal.Msg
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", d.Path, d.SizeHuman, d.Description(), d.Transport, verdict)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", d.Path, d.SizeHuman, d.Description(), d.Transport, verdict)
-	}
-	return tw.Flush()
+		return tw.Flush()
+	})
 }
 
 // JSON output. Every --json output of the CLI uses snake_case keys (as the

@@ -9,7 +9,6 @@ import (
 
 	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/app/plan"
-	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/imaging/devices"
 	"github.com/talosflash/talosflash/inventory"
 )
@@ -39,39 +38,48 @@ func (f *nodeFlags) register(fs *flag.FlagSet) {
 	fs.Var(&f.nodeMeta, "node-meta", "internal: the node META the privileged write puts on a card (DEVICE=VALUE)")
 }
 
-// loadInventory loads and checks an inventory for a command that uses it:
-// every problem at once, exit code 7, before any card or node is touched.
-func loadInventory(file, profiles string) (*inventory.Inventory, error) {
-	var opts inventory.Options
-	if profiles != "" {
-		all, err := loadProfiles(profiles)
-		if err != nil {
-			return nil, err
-		}
+// loadSettings applies the run's defaults (plan.LoadSettings: the user's
+// profiles and factory, else the inventory's) with the CLI's words and
+// exit codes: a profiles file that cannot be used is bad usage; an
+// inventory's problems, every one at once, exit 7, before any card or
+// node is touched.
+func loadSettings(d plan.Defaults) (*plan.Settings, error) {
+	s, err := plan.LoadSettings(d)
 
-		opts.Profiles = all
-	}
-
-	inv, err := inventory.Load(file, opts)
-
-	var problems inventory.Problems
+	var (
+		bad      *plan.ProfilesError
+		problems inventory.Problems
+	)
 
 	switch {
+	case err == nil:
+		return s, nil
+	case errors.As(err, &bad):
+		return nil, withCode(contract.ExitUsage, err)
 	case errors.As(err, &problems):
-		return nil, withCode(contract.ExitConfig, fmt.Errorf("%s: %d problem(s) (see talosflash inventory check %s): %w", file, len(problems), file, err))
+		return nil, withCode(contract.ExitConfig, fmt.Errorf("%s: %d problem(s) (see talosflash inventory check %s): %w", d.Inventory, len(problems), d.Inventory, err))
 	case errors.Is(err, os.ErrNotExist): // a missing file is bad input (docs/JSON.md)
-		return nil, withCode(contract.ExitUsage, fmt.Errorf("%w (start one with: talosflash inventory init %s)", err, file))
-	case err != nil:
-		return nil, withCode(contract.ExitConfig, err)
+		return nil, withCode(contract.ExitUsage, fmt.Errorf("%w (start one with: talosflash inventory init %s)", err, d.Inventory))
 	}
 
-	return inv, nil
+	return nil, withCode(contract.ExitConfig, err)
+}
+
+// loadInventory is loadSettings for a command that needs the inventory.
+func loadInventory(file, profiles string) (*inventory.Inventory, error) {
+	s, err := loadSettings(plan.Defaults{Inventory: file, ProfilesFile: profiles})
+	if err != nil {
+		return nil, err
+	}
+
+	return s.Inventory, nil
 }
 
 // chooseImage reads the inventory and gives the image flags the named
 // nodes (plan.ChooseImage decides their image: one run is one image, one
-// download and one decode, so the nodes must share it), the inventory's
-// Talos version, factory and profiles file.
+// download and one decode, so the nodes must share it) and the inventory's
+// Talos version; its factory and profiles come with the settings
+// (imageFlags.load).
 func (f *nodeFlags) chooseImage(im *imageFlags, devs int) error {
 	switch {
 	case f.inventory == "" && len(f.hostnames) > 0:
@@ -92,11 +100,12 @@ func (f *nodeFlags) chooseImage(im *imageFlags, devs int) error {
 		return usageErrorf("flash --inventory: %d --hostname for %d --device: give one node per card, in the same order", len(f.hostnames), devs)
 	}
 
-	inv, err := loadInventory(f.inventory, im.profiles)
+	s, err := im.load(f.inventory)
 	if err != nil {
 		return err
 	}
 
+	inv := s.Inventory
 	seen := map[string]bool{}
 	for _, h := range f.hostnames {
 		n, err := inv.Find(h)
@@ -115,14 +124,6 @@ func (f *nodeFlags) chooseImage(im *imageFlags, devs int) error {
 	// The nodes fix the image: plan.ChooseImage refuses a pick that
 	// contradicts them (resolve).
 	im.nodes, im.inventoryVersion = f.nodes, inv.TalosVersion
-
-	if im.profiles == "" {
-		im.profiles = inv.Profiles
-	}
-
-	if inv.Factory != "" && im.factoryURL == factory.DefaultBaseURL {
-		im.factoryURL = inv.Factory
-	}
 
 	return nil
 }

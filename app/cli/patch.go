@@ -12,7 +12,6 @@ import (
 
 	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/app/plan"
-	"github.com/talosflash/talosflash/internal/userfile"
 	"github.com/talosflash/talosflash/node"
 )
 
@@ -101,14 +100,14 @@ func runPatch(ctx context.Context, args []string, env Env) error {
 	case port <= 0 || port > 65535:
 		return usageErrorf("patch: --port %d: want 1-65535", port)
 	}
-	if _, err := node.ParseMode(mode); err != nil {
+	if err := plan.CheckMode(mode); err != nil {
 		return usageErrorf("patch: --mode: %v", err)
 	}
 	var data [][]byte
 	for _, p := range patches {
-		b, err := readPatch(p)
+		b, err := plan.ReadPatch(p)
 		if err != nil {
-			return err
+			return withCode(contract.ExitUsage, fmt.Errorf("patch: --patch %s: %w", strings.TrimPrefix(p, "@"), err))
 		}
 		data = append(data, b)
 	}
@@ -119,7 +118,7 @@ func runPatch(ctx context.Context, args []string, env Env) error {
 		if !ok || kind == "" || file == "" {
 			return usageErrorf("patch: --replace-document %q: want KIND/NAME FILE (e.g. ExtensionServiceConfig/newt newt.yaml)", r)
 		}
-		b, err := userfile.Read(file, node.MaxConfigSize)
+		b, err := plan.ReadPatch("@" + file)
 		if err != nil {
 			return withCode(contract.ExitUsage, fmt.Errorf("patch: --replace-document %s: %w", ref, err))
 		}
@@ -177,22 +176,6 @@ type nodeListRaw []string
 func (n *nodeListRaw) String() string     { return strings.Join(*n, ",") }
 func (n *nodeListRaw) Set(v string) error { *n = append(*n, v); return nil }
 
-// readPatch reads a --patch value as talosctl's LoadPatches does: @FILE,
-// a bare file name (no space, newline, [ or {), or the patch itself.
-func readPatch(v string) ([]byte, error) {
-	file, isFile := strings.CutPrefix(v, "@")
-	if !isFile && !strings.ContainsAny(v, "\n ") && !strings.HasPrefix(v, "[") && !strings.HasPrefix(v, "{") {
-		file, isFile = v, true
-	}
-	if !isFile {
-		return []byte(v), nil
-	}
-	b, err := userfile.Read(file, node.MaxConfigSize)
-	if err != nil {
-		return nil, withCode(contract.ExitUsage, fmt.Errorf("patch: --patch %s: %w", file, err))
-	}
-	return b, nil
-}
 
 func printPatchEvent(w io.Writer, ev plan.PatchEvent) {
 	switch ev.Kind {

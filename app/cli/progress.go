@@ -14,17 +14,31 @@ import (
 	"github.com/talosflash/talosflash/imaging"
 )
 
-// reporter turns pipeline progress into either a terminal bar or JSON lines.
-type reporter interface {
+// flashPrinter shows the flash job (plan.Flash): its progress as a
+// terminal bar (termReporter) or JSON lines (jsonReporter), restic's
+// ui/backup shape; the command's code never asks which.
+type flashPrinter interface {
 	Progress(p imaging.Progress)
 	Info(format string, args ...any)
 	Warning(msg string)
 	Result(r contract.ResultEvent) // machine-readable; the terminal view prints its own line
-	Error(code int, msg string)    // machine-readable; Main prints the error
 	// CardError is one card's failure when several are flashed
 	// (machine-readable; the terminal view prints its own line).
 	CardError(device string, code int, msg string)
+	// Failed is the flash's failure; it returns the command's error (the
+	// JSON view writes it as its "error" event, Main prints the text).
+	Failed(err error) error
 	Finish()
+}
+
+// newFlashPrinter chooses the printer: JSON lines with --json (in the
+// elevated child, human lines too, as events its parent relays), else the
+// terminal view on stderr.
+func newFlashPrinter(f *flashFlags, env Env) flashPrinter {
+	if f.jsonOut {
+		return newJSONReporter(env.Stdout, env.Stderr, f.elevated)
+	}
+	return newTermReporter(env.Stderr, isTerminal(env.Stderr))
 }
 
 // jsonReporter writes one JSON object per line to out (stdout): the typed
@@ -81,6 +95,12 @@ func (r *jsonReporter) Warning(msg string) {
 }
 
 func (r *jsonReporter) Finish() {}
+
+// Failed writes the "error" event; Main writes no second one.
+func (r *jsonReporter) Failed(err error) error {
+	r.Error(exitCode(err), oneLine(err.Error()))
+	return reported(err)
+}
 
 // termReporter draws a single-line bar on a terminal, or prints a line per
 // stage change and every few seconds when stderr is not a terminal.
@@ -206,7 +226,8 @@ func (r *termReporter) Warning(msg string) { r.Info("warning: %s", msg) }
 
 func (r *termReporter) Result(contract.ResultEvent) {}
 
-func (r *termReporter) Error(int, string) {}
+// Failed: Main prints the error.
+func (r *termReporter) Failed(err error) error { return err }
 
 func (r *termReporter) CardError(string, int, string) {}
 

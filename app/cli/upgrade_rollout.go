@@ -74,14 +74,11 @@ func runRollout(ctx context.Context, args []string, env Env) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	all, err := loadProfiles(profiles)
+	settings, err := loadSettings(plan.Defaults{Inventory: inv, ProfilesFile: profiles, FactoryURL: factoryURL})
 	if err != nil {
 		return err
 	}
-	in, err := loadInventory(inv, profiles)
-	if err != nil {
-		return err
-	}
+	all, in := settings.Profiles, settings.Inventory
 	if to == "" {
 		to = in.TalosVersion
 	}
@@ -93,9 +90,6 @@ func runRollout(ctx context.Context, args []string, env Env) error {
 	}
 	if !strings.HasPrefix(to, "v") {
 		to = "v" + to
-	}
-	if in.Factory != "" && factoryURL == factory.DefaultBaseURL {
-		factoryURL = in.Factory
 	}
 	tc, err := tcf.load("upgrade")
 	if err != nil {
@@ -117,7 +111,7 @@ func runRollout(ctx context.Context, args []string, env Env) error {
 	if jsonOut {
 		out = env.Stderr
 	}
-	job := plan.RolloutJob{Nodes: nodes, To: to, Talosconfig: tc, Factory: factory.NewClient(factoryURL, nil), DryRun: dryRun,
+	job := plan.RolloutJob{Nodes: nodes, To: to, Talosconfig: tc, Factory: settings.Factory, DryRun: dryRun,
 		Wait:   node.WaitOptions{Timeout: timeout, Every: every},
 		Drain:  kube.DrainOptions{Timeout: drainTimeout},
 		Follow: plan.FollowOptions{Wait: timeout, WatchOptions: plan.WatchOptions{Interval: every}},

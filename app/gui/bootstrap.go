@@ -16,6 +16,7 @@ import (
 	"fyne.io/fyne/v2/widget"
 	"gopkg.in/yaml.v3"
 
+	"github.com/talosflash/talosflash/app/plan"
 	"github.com/talosflash/talosflash/node"
 )
 
@@ -330,7 +331,8 @@ func (s *nodesStep) startBootstrap(r *nodeRow, tc *node.Talosconfig) {
 		})
 	}
 	go func() {
-		res, err := node.Bootstrap(ctx, endpoint, tc, opts)
+		out, err := plan.Bootstrap(ctx, plan.BootstrapJob{Endpoint: endpoint, Talosconfig: tc, Wait: opts})
+		res := out.BootstrapResult
 		cancelled := ctx.Err() != nil // before our own cancel below
 		cancel()
 		if s.ui.ctx.Err() != nil {

@@ -382,11 +382,12 @@ func (s *flashStep) run(ctx context.Context, c imageChoice, disks []devices.Disk
 	deps := s.ui.deps
 	job := plan.Job{
 		Image: &c, Cache: deps.Cache, Factory: deps.Factory, Safety: deps.Safety,
-		Open: deps.Open, Elevate: deps.ElevatedCommand, NeedsElevation: deps.NeedsElevation, UDisks: deps.UDisks,
+		Open:     deps.Open,
 		Progress: func(p imaging.Progress) { s.ui.do(func() { s.showProgress(p) }) },
 		Status:   func(msg string) { s.setStatus(sentence(msg)) },
 		Meta:     s.meta, // the node picked in step 1 (set before this goroutine)
 	}
+	job.SetElevation(plan.Elevation{Needs: deps.NeedsElevation, Command: deps.ElevatedCommand, UDisks: deps.UDisks})
 	for _, d := range disks {
 		job.Devices = append(job.Devices, d.Path)
 	}

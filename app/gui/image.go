@@ -13,6 +13,7 @@ import (
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/layout"
+	"fyne.io/fyne/v2/storage"
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
 	"github.com/dustin/go-humanize"
@@ -308,7 +309,7 @@ func (s *imageStep) openInstallerFile() {
 	s.ui.chooseFile(kindInstaller, FileRequest{Title: "Open an installer file", FilterName: "Installer files", Exts: []string{".yaml", ".yml"}},
 		func(u fyne.URI) {
 			go func() {
-				data, err := readURI(u, 1<<20)
+				data, err := readInstallerURI(u)
 				s.ui.do(func() {
 					if err != nil {
 						s.ui.showError("Cannot read the installer file", err)
@@ -331,6 +332,20 @@ func (s *imageStep) loadInstallerFile(name string, data []byte) {
 		s.ui.showError("Cannot use "+name, err)
 		return
 	}
+}
+
+// readInstallerURI reads an installer file bounded as plan reads one
+// (plan.ReadInstallerFile).
+func readInstallerURI(u fyne.URI) ([]byte, error) {
+	if u.Scheme() == "file" {
+		return plan.ReadInstallerFile(u.Path())
+	}
+	rc, err := storage.Reader(u)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	return plan.ReadInstaller(rc, u.Name())
 }
 
 // openImageFile picks a local image (Raspberry Pi Imager's "Use custom").
@@ -563,7 +578,7 @@ func (s *imageStep) dropInstallerFile(u fyne.URI) {
 		return
 	}
 	go func() {
-		data, err := readURI(u, 1<<20)
+		data, err := readInstallerURI(u)
 		s.ui.do(func() {
 			if err != nil {
 				s.ui.showError("Cannot read "+u.Name(), err)

@@ -1,13 +1,10 @@
 package gui
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -18,7 +15,6 @@ import (
 
 	"github.com/talosflash/talosflash/app/plan"
 	"github.com/talosflash/talosflash/internal/printable"
-	"github.com/talosflash/talosflash/internal/userfile"
 	"github.com/talosflash/talosflash/inventory"
 	"github.com/talosflash/talosflash/node"
 )
@@ -61,43 +57,24 @@ func (s *nodesStep) showInventory(box *fyne.Container) {
 }
 
 // waitInventoryNode probes the node's address until it answers (or the
-// app closes, or inventoryWait passes), then shows what it booted and
-// whether it is that node, and adds its row.
+// app closes, or inventoryWait passes: plan's wait, apply --inventory's),
+// then shows what it booted and whether it is that node, and adds its row.
 func (s *nodesStep) waitInventoryNode(r *inventoryRow) {
-	port := s.ui.deps.InventoryPort
-	if port == 0 {
-		port = node.DefaultPort
-	}
 	every := s.ui.deps.InventoryEvery
 	if every <= 0 {
 		every = 3 * time.Second
 	}
-	endpoint := net.JoinHostPort(r.node.Address.Addr().String(), strconv.Itoa(port))
-	deadline := time.Now().Add(inventoryWait)
-	for {
-		ctx, cancel := context.WithTimeout(s.ui.ctx, 5*time.Second)
-		n, err := s.ui.deps.Probe(ctx, endpoint)
-		cancel()
-		if err == nil {
-			s.ui.do(func() { s.inventoryNodeFound(r, n) })
-			return
-		}
-		if s.ui.ctx.Err() != nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			s.ui.do(func() {
-				r.label.SetText(printable.String(fmt.Sprintf("%s · nothing answered at %s for %s: is the Pi on and booted from its card? (Scan, or type its address)", r.node.Hostname, r.node.Address.Addr(), inventoryWait)))
-			})
-			return
-		}
-		t := time.NewTimer(every)
-		select {
-		case <-s.ui.ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
+	j := plan.NodeApplyJob{Node: r.node, Port: s.ui.deps.InventoryPort, Wait: inventoryWait, Every: every,
+		Apply: plan.ApplyJob{Probe: s.ui.deps.Probe}}
+	n, err := j.WaitFor(s.ui.ctx)
+	switch {
+	case err == nil:
+		s.ui.do(func() { s.inventoryNodeFound(r, n) })
+	case s.ui.ctx.Err() != nil: // the app closed
+	default:
+		s.ui.do(func() {
+			r.label.SetText(printable.String(fmt.Sprintf("%s · nothing answered at %s for %s: is the Pi on and booted from its card? (Scan, or type its address)", r.node.Hostname, r.node.Address.Addr(), inventoryWait)))
+		})
 	}
 }
 
@@ -110,10 +87,10 @@ func (s *nodesStep) inventoryNodeFound(r *inventoryRow, n *node.Node) {
 	s.refreshApplyAll()
 }
 
-// isNode: what answered is the inventory's node (the label's test; the
-// apply itself is gated by plan.CheckApply with ApplyJob.Expect).
+// isNode: what answered is the inventory's node (plan.Identify, the rule
+// plan.CheckApply gates the apply with: ApplyJob.Expect).
 func isNode(want inventory.Node, n *node.Node, m plan.Match) bool {
-	return (m.Profile == "" || strings.EqualFold(m.Profile, want.Profile)) && strings.EqualFold(n.Hostname, want.Hostname)
+	return plan.Identify(want, n, m) == nil
 }
 
 // inventoryNodeText is the inventory row once the node answered.
@@ -122,14 +99,14 @@ func inventoryNodeText(want inventory.Node, n *node.Node, m plan.Match) string {
 	if n.Configured {
 		return fmt.Sprintf("%s · at %s, already configured", want.Hostname, addr)
 	}
-	var wrong []string
-	if m.Profile != "" && !strings.EqualFold(m.Profile, want.Profile) {
-		wrong = append(wrong, "booted the "+m.Profile+" image")
-	}
-	if !strings.EqualFold(n.Hostname, want.Hostname) {
-		wrong = append(wrong, fmt.Sprintf("says it is %q", n.Hostname))
-	}
-	if len(wrong) > 0 {
+	if id := plan.Identify(want, n, m); id != nil {
+		var wrong []string
+		if id.OtherImage() {
+			wrong = append(wrong, "booted the "+m.Profile+" image")
+		}
+		if id.OtherHost() {
+			wrong = append(wrong, fmt.Sprintf("says it is %q", id.Hostname))
+		}
 		return fmt.Sprintf("%s · the node at %s %s: not %s's card (cards swapped?)", want.Hostname, addr, strings.Join(wrong, " and "), want.Hostname)
 	}
 	booted := m.Profile
@@ -206,16 +183,14 @@ func (s *nodesStep) refreshApplyAll() {
 }
 
 // ApplyAll sends each waiting inventory node its own config (the
-// inventory's config: path), one after the other, each through the same
-// checks as a drop (plan.CheckApply with the node expected, then Send): a
+// inventory's config: path), one after the other, through plan.ApplyAll,
+// the CLI's apply --inventory loop: the same checks as a drop (the node
+// expected at its address, its config checked against what it booted); a
 // node that fails a check or is another node's card is blocked alone and
 // said so on its row; configured nodes are skipped and said so.
 func (s *nodesStep) ApplyAll() {
-	type item struct {
-		ir  *inventoryRow
-		job plan.ApplyJob
-	}
-	var todo []item
+	rows := map[string]*inventoryRow{}
+	var nodes []inventory.Node
 	for _, ir := range s.invRows {
 		h := ir.node.Hostname
 		switch {
@@ -234,22 +209,37 @@ func (s *nodesStep) ApplyAll() {
 		}
 		ir.label.Importance = widget.MediumImportance
 		ir.label.SetText(printable.String(h + " · waiting for its turn …"))
-		todo = append(todo, item{ir: ir, job: s.applyJob(ir.row, filepath.Base(ir.node.Config), ir.node.Config, nil)})
+		rows[h] = ir
+		nodes = append(nodes, ir.node)
 	}
-	if len(todo) == 0 {
+	if len(nodes) == 0 {
 		return
 	}
 	s.applyingAll = true
 	s.refreshApplyAll()
-	s.applyAllNote.SetText(fmt.Sprintf("Applying %d node(s)…", len(todo)))
-	ctx := s.ui.ctx
-	go func() {
-		applied, blocked := 0, 0
-		for _, it := range todo {
-			ir, job := it.ir, it.job
-			h := ir.node.Hostname
-			s.ui.do(func() { ir.label.SetText(printable.String(h + " · checking " + job.Name + " …")) })
-			text, imp, ok := s.applyInventoryNode(ctx, ir, job)
+	s.applyAllNote.SetText(fmt.Sprintf("Applying %d node(s)…", len(nodes)))
+	port := s.ui.deps.InventoryPort
+	if port == 0 {
+		port = node.DefaultPort
+	}
+	check := plan.NodeCheck{Profiles: s.ui.deps.Profiles, Factory: s.ui.deps.Factory, CachedIDs: plan.CachedSchematicIDs(s.ui.deps.Cache)}
+	job := plan.ApplyAllJob{
+		Nodes: nodes,
+		Node: plan.NodeApplyJob{Port: port, Wait: inventoryApplyWait, Every: s.ui.deps.InventoryEvery,
+			Apply: plan.ApplyJob{Mode: node.ModeAuto, Check: check, Probe: s.ui.deps.Probe, ApplyConfig: s.ui.deps.Apply}},
+	}
+	applied, blocked := 0, 0
+	job.Event = func(ev plan.AllEvent) {
+		ir := rows[ev.Node.Hostname]
+		if ir == nil {
+			return
+		}
+		h, name := ir.node.Hostname, filepath.Base(ir.node.Config)
+		switch ev.Kind {
+		case plan.AllNode:
+			s.ui.do(func() { ir.label.SetText(printable.String(h + " · checking " + name + " …")) })
+		case plan.AllResult:
+			text, imp, ok := s.inventoryResult(ir, name, ev.Result, ev.Err)
 			if ok {
 				applied++
 			} else {
@@ -263,6 +253,10 @@ func (s *nodesStep) ApplyAll() {
 				}
 			})
 		}
+	}
+	ctx := s.ui.ctx
+	go func() {
+		_, _ = plan.ApplyAll(ctx, job) // each row says its node's outcome
 		s.ui.do(func() {
 			s.applyingAll = false
 			s.refreshApplyAll()
@@ -272,34 +266,31 @@ func (s *nodesStep) ApplyAll() {
 	}()
 }
 
-// applyInventoryNode checks and sends one node's config (background):
-// the row's text, its importance, and whether it was applied.
-func (s *nodesStep) applyInventoryNode(ctx context.Context, ir *inventoryRow, job plan.ApplyJob) (string, widget.Importance, bool) {
-	data, err := userfile.Read(job.ConfigPath, node.MaxConfigSize)
-	if err != nil {
-		return "not applied: " + err.Error(), widget.DangerImportance, false
-	}
-	job.Config = data
-	rv, err := plan.CheckApply(ctx, job)
-	var id *plan.IdentityError
+// inventoryApplyWait bounds how long Apply all waits for a node that
+// answered before (its row is there) and does not now.
+const inventoryApplyWait = 15 * time.Second
+
+// inventoryResult is one node's outcome of Apply all (background): the
+// row's text, its importance, and whether it was applied.
+func (s *nodesStep) inventoryResult(ir *inventoryRow, name string, res *plan.NodeApplyOutcome, err error) (string, widget.Importance, bool) {
+	var (
+		id      *plan.IdentityError
+		blocked *plan.BlockedError
+	)
 	switch {
-	case errors.Is(err, plan.ErrConfigured):
+	case err == nil && res.Configured:
 		return "already configured: skipped", widget.MediumImportance, false
 	case errors.As(err, &id):
 		return "blocked: " + id.Error(), widget.DangerImportance, false
+	case errors.As(err, &blocked):
+		return fmt.Sprintf("blocked: %s fails %d incident check(s), nothing was sent (drop it on its row to see them)", name, len(blocked.Findings)), widget.DangerImportance, false
 	case err != nil:
 		return "not applied: " + err.Error(), widget.DangerImportance, false
-	case rv.Blocking() > 0:
-		return fmt.Sprintf("blocked: %s fails %d incident check(s), nothing was sent (drop it on its row to see them)", job.Name, rv.Blocking()), widget.DangerImportance, false
 	}
-	out, err := rv.Send(ctx, false)
-	if err != nil {
-		return "not applied: " + err.Error(), widget.DangerImportance, false
-	}
-	r := ir.row
+	out, r := res.ApplyOutcome, ir.row
 	s.ui.do(func() {
 		r.reply.Importance = widget.SuccessImportance
-		r.reply.SetText(printable.Lines(applyText(job.Name, out)))
+		r.reply.SetText(printable.Lines(applyText(name, out)))
 		r.worker = out.Config.MachineType == "worker"
 		ir.ready = false
 		if out.Next.LeavesMaintenance {
@@ -309,7 +300,7 @@ func (s *nodesStep) applyInventoryNode(ctx context.Context, ir *inventoryRow, jo
 			s.showBootstrap(r)
 		}
 	})
-	return "applied " + job.Name + ": " + out.Next.Node, widget.SuccessImportance, true
+	return "applied " + name + ": " + out.Next.Node, widget.SuccessImportance, true
 }
 
 // inventoryApplied marks r's inventory node as given its config (a drop

@@ -36,7 +36,7 @@ type targetStep struct {
 	refresh chan struct{}
 	visible chan bool // step 2 shown or hidden: polling (without device events) only while shown
 	preset  []string  // Deps.Preselect until each was selected once
-	// holds says what each listed card holds (Deps.ReadCard); read is the
+	// holds says what each listed card holds (Deps.CardHolds); read is the
 	// lister's cache of it, dropped when cardsStale (a flash ended).
 	holds      map[string]string
 	read       map[string]string
@@ -361,7 +361,7 @@ func (s *targetStep) readCards(disks []devices.Disk) map[string]string {
 		key := fmt.Sprintf("%s|%s|%d|%s|%d", d.Path, d.Dev, d.Size, d.Model, len(d.Partitions))
 		h, ok := s.read[key]
 		if !ok {
-			h = readCardBounded(s.ui.deps.ReadCard, d.Path, cardReadTimeout)
+			h = readCardBounded(s.ui.deps.CardHolds, d.Path, cardReadTimeout)
 			s.read[key] = h // a card that did not answer is not asked again while listed
 		}
 		holds[d.Path] = h

@@ -21,7 +21,8 @@ type ApplyJob struct {
 	Name     string // the config's file name, for messages
 	// ConfigPath is where the config lies on disk ("" when it came from
 	// elsewhere): the user's talos/installer-<role>.yaml is looked for
-	// beside it, so installer fixes name the patch to change.
+	// beside it, so installer fixes name the patch to change. With no
+	// Config, CheckApply reads it (node.ReadConfigFile: bounded).
 	ConfigPath string
 	Config     []byte // the file, sent byte for byte
 	Mode       string // talosctl's apply mode; "" = auto
@@ -166,12 +167,14 @@ func (e *BlockedError) Is(target error) bool { return target == node.ErrInvalidC
 // InputError is a job the user must change (a bad address, mode or
 // declared role): nothing was sent (exit 2 in the CLI).
 type InputError struct {
-	Setting, Value string // the job's field at fault when the message does not name it ("mode", "staged")
+	// Setting is the job's field at fault ("mode", "endpoint"); Value its
+	// value when the message does not name it ("staged").
+	Setting, Value string
 	Err            error
 }
 
 func (e *InputError) Error() string {
-	if e.Setting != "" {
+	if e.Setting != "" && e.Value != "" {
 		return e.Setting + " " + e.Value + ": " + e.Err.Error()
 	}
 	return e.Err.Error()
@@ -202,26 +205,53 @@ func outcomeOf(rv *ApplyReview) *ApplyOutcome {
 	return &ApplyOutcome{ApplyReview: rv}
 }
 
-// CheckApply loads the config, probes the node, refuses a configured one
-// and runs the incident checks against what the node booted. Nothing is
-// sent. The review is returned with the error once the config is loaded.
-func CheckApply(ctx context.Context, job ApplyJob) (*ApplyReview, error) {
+// CheckMode parses an apply mode as every apply does ("" is auto): the
+// one parser of it, for a front end that checks it before anything else
+// (apply --inventory, before waiting for the first node).
+func CheckMode(mode string) error {
+	if _, err := node.ParseMode(mode); err != nil {
+		return &InputError{Err: err}
+	}
+	return nil
+}
+
+// CheckInput parses what the user typed, the node's address and the mode,
+// once: CheckApply starts with it, and a front end may call it first to
+// refuse a typo before it reads anything. It normalizes both in the job.
+func (job *ApplyJob) CheckInput() error {
 	endpoint, err := node.NormalizeEndpoint(job.Endpoint)
 	if err != nil {
-		return nil, &InputError{Err: err}
+		return &InputError{Setting: "endpoint", Err: err}
 	}
-	if _, err := node.ParseMode(job.Mode); err != nil {
-		return nil, &InputError{Err: err}
+	if err := CheckMode(job.Mode); err != nil {
+		return err
 	}
+	job.Endpoint = endpoint
 	job.Mode = strings.ToLower(strings.TrimSpace(job.Mode))
 	if job.Mode == "" {
 		job.Mode = node.ModeAuto
 	}
+	return nil
+}
+
+// CheckApply loads the config (reading ConfigPath when Config is not
+// given), probes the node, refuses a configured one and runs the incident
+// checks against what the node booted. Nothing is sent. The review is
+// returned with the error once the config is loaded.
+func CheckApply(ctx context.Context, job ApplyJob) (*ApplyReview, error) {
+	if err := job.CheckInput(); err != nil {
+		return nil, err
+	}
+	endpoint := job.Endpoint
 	if job.Name == "" {
 		job.Name = "the config"
 	}
-	if int64(len(job.Config)) > node.MaxConfigSize {
-		return nil, &node.ConfigError{Reason: fmt.Sprintf("%s is larger than %d bytes: not a machine config", job.Name, node.MaxConfigSize)}
+	if job.Config == nil && job.ConfigPath != "" {
+		data, err := node.ReadConfigFile(job.ConfigPath)
+		if err != nil {
+			return nil, err
+		}
+		job.Config = data
 	}
 	cfg, err := node.LoadConfig(job.Config)
 	if err != nil {

@@ -41,6 +41,9 @@ type NodeApplyOutcome struct {
 	*ApplyOutcome
 }
 
+// defaultNodeWait is NodeApplyJob.Wait's default.
+const defaultNodeWait = 5 * time.Minute
+
 // ErrNotThere: nothing answered at the node's address in time.
 var ErrNotThere = errors.New("no Talos node answered at the node's address")
 
@@ -58,11 +61,11 @@ type IdentityError struct {
 
 func (e *IdentityError) Error() string {
 	var said []string
-	if e.BootedProfile != "" && e.BootedProfile != e.Want.Profile {
+	if e.OtherImage() {
 		said = append(said, "booted the "+e.BootedProfile+" image (the inventory says "+e.Want.Profile+")")
 	}
 
-	if !e.hostOK {
+	if e.OtherHost() {
 		said = append(said, fmt.Sprintf("says it is %q", e.Hostname))
 	}
 
@@ -89,12 +92,12 @@ func (j *NodeApplyJob) Endpoint() string {
 func ApplyNode(ctx context.Context, j NodeApplyJob, config []byte) (*NodeApplyOutcome, error) {
 	out := &NodeApplyOutcome{Node: j.Node, Endpoint: j.Endpoint()}
 
-	if err := j.wait(ctx, out.Endpoint); err != nil {
+	if _, err := j.WaitFor(ctx); err != nil {
 		return out, err
 	}
 
 	job := j.Apply
-	job.Endpoint, job.Name, job.Config = out.Endpoint, j.Node.Config, config
+	job.Endpoint, job.Name, job.ConfigPath, job.Config = out.Endpoint, j.Node.Config, j.Node.Config, config
 	job.Check.Declared = j.Node.Profile // only a fallback when the node does not say
 	want := j.Node
 	job.Expect = &want // CheckApply refuses another node at the address
@@ -118,22 +121,45 @@ func ApplyNode(ctx context.Context, j NodeApplyJob, config []byte) (*NodeApplyOu
 
 // checkIdentity: the node at the address is the inventory's node.
 func checkIdentity(want inventory.Node, rv *ApplyReview) error {
-	n := rv.Node
-	profileOK := rv.Match.Profile == "" || strings.EqualFold(rv.Match.Profile, want.Profile)
+	if id := Identify(want, rv.Node, rv.Match); id != nil {
+		return id
+	}
+
+	return nil
+}
+
+// Identify is the one identity rule of an inventory node: what answered
+// at its address (n, which booted m) is want when its hostname, compared
+// as Talos splits it (node.Node.IsHost), and the profile it booted (when
+// known) are the inventory's. nil: it is; else why not. CheckApply's gate
+// (ApplyJob.Expect) and the app's inventory rows both ask it.
+func Identify(want inventory.Node, n *node.Node, m Match) *IdentityError {
+	profileOK := m.Profile == "" || strings.EqualFold(m.Profile, want.Profile)
 	hostOK := n.IsHost(want.Hostname)
 
 	if profileOK && hostOK {
 		return nil
 	}
 
-	return &IdentityError{Want: want, Addr: n.Addr, Hostname: n.FQDN(), BootedProfile: rv.Match.Profile, hostOK: hostOK}
+	return &IdentityError{Want: want, Addr: n.Addr, Hostname: n.FQDN(), BootedProfile: m.Profile, hostOK: hostOK}
 }
 
-// wait probes the endpoint until something answers or Wait runs out.
-func (j *NodeApplyJob) wait(ctx context.Context, endpoint string) error {
+// OtherImage: the node booted another profile's image than the inventory's.
+func (e *IdentityError) OtherImage() bool {
+	return e.BootedProfile != "" && !strings.EqualFold(e.BootedProfile, e.Want.Profile)
+}
+
+// OtherHost: the node says another name than the inventory's.
+func (e *IdentityError) OtherHost() bool { return !e.hostOK }
+
+// WaitFor probes the node's address until something answers (what
+// answered) or Wait runs out (ErrNotThere): ApplyNode's first step, and
+// the app's inventory rows, which show each node once it answers.
+func (j *NodeApplyJob) WaitFor(ctx context.Context) (*node.Node, error) {
+	endpoint := j.Endpoint()
 	wait, every := j.Wait, j.Every
 	if wait <= 0 {
-		wait = 5 * time.Minute
+		wait = defaultNodeWait
 	}
 
 	if every <= 0 {
@@ -156,19 +182,19 @@ func (j *NodeApplyJob) wait(ctx context.Context, endpoint string) error {
 		}
 
 		pctx, cancel := context.WithTimeout(ctx, callTimeout)
-		_, err := probe(pctx, endpoint)
+		n, err := probe(pctx, endpoint)
 		cancel()
 
 		if err == nil {
-			return nil
+			return n, nil
 		}
 
 		if ctx.Err() != nil {
-			return interrupted(ctx, endpoint, "while waiting for "+j.Node.Hostname+" to answer; nothing was sent")
+			return nil, interrupted(ctx, endpoint, "while waiting for "+j.Node.Hostname+" to answer; nothing was sent")
 		}
 
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%w: %s at %s, for %s (%v): is the Pi on, booted from its card and on the network?",
+			return nil, fmt.Errorf("%w: %s at %s, for %s (%v): is the Pi on, booted from its card and on the network?",
 				errors.Join(ErrNotThere, node.ErrNetwork), j.Node.Hostname, endpoint, wait.Round(time.Second), err)
 		}
 

@@ -216,3 +216,18 @@ func Patch(ctx context.Context, job PatchJob) (*PatchOutcome, error) {
 func AppendSummary(a node.ListAppend) string {
 	return fmt.Sprintf("%s: %s grows from %d to %d items: a patch APPENDS to an existing list (Talos' strategic merge), it does not replace it", a.Document(), a.Path, a.Before, a.After)
 }
+
+// ReadPatch reads a --patch value as talosctl's LoadPatches takes it:
+// @FILE, a bare file name (no space or newline, not starting with [ or {),
+// else the patch itself. A file is read as a machine config is: a regular
+// file, bounded (node.ReadConfigFile).
+func ReadPatch(v string) ([]byte, error) {
+	file, isFile := strings.CutPrefix(v, "@")
+	if !isFile && !strings.ContainsAny(v, "\n ") && !strings.HasPrefix(v, "[") && !strings.HasPrefix(v, "{") {
+		file, isFile = v, true
+	}
+	if !isFile {
+		return []byte(v), nil
+	}
+	return node.ReadConfigFile(file)
+}
