@@ -176,7 +176,6 @@ type nodeListRaw []string
 func (n *nodeListRaw) String() string     { return strings.Join(*n, ",") }
 func (n *nodeListRaw) Set(v string) error { *n = append(*n, v); return nil }
 
-
 func printPatchEvent(w io.Writer, ev plan.PatchEvent) {
 	switch ev.Kind {
 	case plan.PatchEventDiff:
