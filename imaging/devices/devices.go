@@ -152,6 +152,12 @@ type Options struct {
 	// CreateFile lets Check/Open accept a path that does not exist yet
 	// (outside /dev) and create it as an image-file target.
 	CreateFile bool
+	// BlockOnly accepts existing block devices only: no image file, no new
+	// file (CreateFile is ignored). The elevated child runs as root on a
+	// path its caller names: a file target would plant or overwrite any
+	// file. Open judges the path it opens, so a symlink swapped after the
+	// caller's own check still opens no file.
+	BlockOnly bool
 	// SyncEvery makes Device.Write fsync after this many bytes so that write
 	// errors surface close to where they happened (and dirty page cache stays
 	// bounded). 0 means DefaultSyncEvery; negative disables periodic syncs.

@@ -72,11 +72,20 @@ func adoptBlock(f *os.File, d *Disk, imageSize int64, opts Options) (*Device, er
 	}
 	// The path may now name another device than the one checked (card
 	// swapped, names reassigned): confirm identity and size on the open fd.
-	if fi, err := f.Stat(); err == nil && d.Dev != "" {
-		if num, ok := deviceNumber(fi); ok && num != d.Dev {
-			f.Close()
-			return nil, refuse(CodeBusy, "%s changed while it was being opened (device %s, expected %s); check the target again", d.Path, num, d.Dev)
-		}
+	// It must be a block device at all: a file put where the path was
+	// (a DevRoot that is not the kernel's) is never written as a disk.
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("open %s: %w", d.Path, err)
+	}
+	if fi.Mode()&fs.ModeDevice == 0 || fi.Mode()&fs.ModeCharDevice != 0 {
+		f.Close()
+		return nil, refuse(CodeNotBlockDevice, "%s is not a block device any more (%v); check the target again", d.Path, fi.Mode().Type())
+	}
+	if num, ok := deviceNumber(fi); ok && d.Dev != "" && num != d.Dev {
+		f.Close()
+		return nil, refuse(CodeBusy, "%s changed while it was being opened (device %s, expected %s); check the target again", d.Path, num, d.Dev)
 	}
 	// A write-protected card opens read-write on many readers; the kernel's
 	// read-only flag is the truth (sysfs may have been read before the
