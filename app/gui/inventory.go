@@ -181,7 +181,7 @@ func (s *nodesStep) identityRefused(r *nodeRow, id *plan.IdentityError) {
 	if ir := s.inventoryRowFor(r); ir != nil {
 		ir.ready = false
 		ir.label.Importance = widget.DangerImportance
-		ir.label.SetText(printable.String(ir.node.Hostname + " · blocked: " + id.Error()))
+		ir.label.SetText(printable.String(ir.node.Hostname + " · blocked: " + errString(id)))
 		s.refreshApplyAll()
 	}
 	s.ui.showError("Not "+id.Want.Hostname+"'s node: nothing was sent", id)
@@ -277,7 +277,7 @@ func (s *nodesStep) ApplyAll() {
 func (s *nodesStep) applyInventoryNode(ctx context.Context, ir *inventoryRow, job plan.ApplyJob) (string, widget.Importance, bool) {
 	data, err := userfile.Read(job.ConfigPath, node.MaxConfigSize)
 	if err != nil {
-		return "not applied: " + err.Error(), widget.DangerImportance, false
+		return "not applied: " + errString(err), widget.DangerImportance, false
 	}
 	job.Config = data
 	rv, err := plan.CheckApply(ctx, job)
@@ -286,15 +286,15 @@ func (s *nodesStep) applyInventoryNode(ctx context.Context, ir *inventoryRow, jo
 	case errors.Is(err, plan.ErrConfigured):
 		return "already configured: skipped", widget.MediumImportance, false
 	case errors.As(err, &id):
-		return "blocked: " + id.Error(), widget.DangerImportance, false
+		return "blocked: " + errString(id), widget.DangerImportance, false
 	case err != nil:
-		return "not applied: " + err.Error(), widget.DangerImportance, false
+		return "not applied: " + errString(err), widget.DangerImportance, false
 	case rv.Blocking() > 0:
 		return fmt.Sprintf("blocked: %s fails %d incident check(s), nothing was sent (drop it on its row to see them)", job.Name, rv.Blocking()), widget.DangerImportance, false
 	}
 	out, err := rv.Send(ctx, false)
 	if err != nil {
-		return "not applied: " + err.Error(), widget.DangerImportance, false
+		return "not applied: " + errString(err), widget.DangerImportance, false
 	}
 	r := ir.row
 	s.ui.do(func() {

@@ -29,7 +29,7 @@ func Check(path string, imageSize int64, opts Options) (*Disk, error) {
 func (l *Lister) Check(path string, imageSize int64, opts Options) (*Disk, error) {
 	p := l.paths()
 	refuse := func(dev string, code Code, format string, args ...any) *RefusedError {
-		return &RefusedError{Device: dev, Reason: code, Msg: fmt.Sprintf(format, args...)}
+		return refusal(dev, code, format, args...)
 	}
 	if path == "" {
 		return nil, refuse("", CodeNotFound, "no target given")

@@ -51,6 +51,8 @@ import (
 	"strings"
 
 	"github.com/dustin/go-humanize"
+
+	"github.com/talosflash/talosflash/internal/printable"
 )
 
 // Transport says how a disk is attached.
@@ -184,13 +186,16 @@ func (d *Disk) AllMounts() []Mount {
 	return all
 }
 
-// Description is vendor and model joined ("Generic SD/MMC").
+// Description is vendor and model joined ("Generic SD/MMC"), escaped
+// (printable.String): what a card reader reports (its SCSI INQUIRY strings
+// in sysfs, diskutil's media name) or a loop device's backing file name.
+// Vendor and Model keep the data as it is (JSON).
 func (d *Disk) Description() string {
 	desc := strings.TrimSpace(d.Vendor + " " + d.Model)
 	if desc == "" {
 		return "unknown model"
 	}
-	return desc
+	return printable.String(desc)
 }
 
 // String is a one-line summary: "sdb  29.7 GiB  Generic SD/MMC (usb, removable)".
@@ -253,7 +258,7 @@ func isRemovableMediaMount(point string) bool {
 // nil when the disk may be written.
 func (d *Disk) Assess(imageSize int64, opts Options) *RefusedError {
 	refuse := func(code Code, format string, args ...any) *RefusedError {
-		return &RefusedError{Device: d.Path, Reason: code, Msg: fmt.Sprintf(format, args...)}
+		return refusal(d.Path, code, format, args...)
 	}
 	if d.Transport == TransportFile {
 		return nil // a regular file: nothing to protect beyond what the user named

@@ -12,6 +12,8 @@ import (
 	"sort"
 	"syscall"
 
+	"github.com/talosflash/talosflash/internal/printable"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -29,7 +31,7 @@ func deviceNumber(fi fs.FileInfo) (string, bool) {
 
 func (p Lister) openBlock(d *Disk, imageSize int64, opts Options) (*Device, error) {
 	refuse := func(code Code, format string, args ...any) *RefusedError {
-		return &RefusedError{Device: d.Path, Reason: code, Msg: fmt.Sprintf(format, args...)}
+		return refusal(d.Path, code, format, args...)
 	}
 	unmounted, err := unmountRemovable(d)
 	if err != nil {
@@ -68,7 +70,7 @@ func (p Lister) openBlock(d *Disk, imageSize int64, opts Options) (*Device, erro
 // shares it: a descriptor from the daemon passes the same checks.)
 func adoptBlock(f *os.File, d *Disk, imageSize int64, opts Options) (*Device, error) {
 	refuse := func(code Code, format string, args ...any) *RefusedError {
-		return &RefusedError{Device: d.Path, Reason: code, Msg: fmt.Sprintf(format, args...)}
+		return refusal(d.Path, code, format, args...)
 	}
 	// The path may now name another device than the one checked (card
 	// swapped, names reassigned): confirm identity and size on the open fd.
@@ -121,7 +123,7 @@ func unmountRemovable(d *Disk) ([]string, error) {
 			// not mounted any more (someone else unmounted it)
 		case errors.Is(err, unix.EBUSY):
 			return done, &RefusedError{Device: d.Path, Reason: CodeBusy,
-				Msg: fmt.Sprintf("could not unmount %s: files on it are in use; close programs using the card and retry", pt)}
+				Msg: fmt.Sprintf("could not unmount %s: files on it are in use; close programs using the card and retry", printable.String(pt))}
 		default:
 			return done, fmt.Errorf("unmount %s: %w", pt, err)
 		}
