@@ -618,6 +618,15 @@ func (p *parser) addr(v *yaml.Node, field string) netip.Addr {
 		return netip.Addr{}
 	}
 
+	if a.Is4In6() {
+		fix := "write the IPv4 address " + a.Unmap().String()
+		if unicastProblem(a.Unmap()) != "" {
+			fix = "give the " + field + " server's or router's own unicast IPv4 address, e.g. 192.168.1.1"
+		}
+		p.add(v.Line, fix, "%s %s %s", field, a, mappedProblem)
+		return netip.Addr{}
+	}
+
 	if msg := unicastProblem(a); msg != "" {
 		p.add(v.Line, "give the "+field+" server's or router's own unicast address, e.g. 192.168.1.1", "%s %s %s", field, a, msg)
 		return netip.Addr{}
@@ -625,6 +634,12 @@ func (p *parser) addr(v *yaml.Node, field string) netip.Addr {
 
 	return a
 }
+
+// mappedProblem: an IPv4-mapped IPv6 address (::ffff:a.b.c.d) stands for
+// an IPv4 peer inside one host's sockets and is never an address on a
+// network (RFC 4291 2.5.5.2); the unspecified, multicast and broadcast
+// checks do not see through it.
+const mappedProblem = "is an IPv4-mapped IPv6 address (::ffff:a.b.c.d: never an address on a network)"
 
 // unicastProblem says why a cannot be a router's or DNS server's address
 // ("" when it can): unspecified, multicast, the IPv4 broadcast address, or
@@ -703,6 +718,11 @@ func (p *parser) prefix(v *yaml.Node) netip.Prefix {
 	}
 
 	a := pr.Addr()
+	if a.Is4In6() {
+		p.add(v.Line, fmt.Sprintf("write the IPv4 address %s with its prefix length, e.g. %s/24", a.Unmap(), a.Unmap()), "address %s %s", pr, mappedProblem)
+		return netip.Prefix{}
+	}
+
 	if pr.Bits() == 0 {
 		p.add(v.Line, "give the subnet's prefix length, e.g. /24", "address %s has the prefix length /0: every address would be on the node's link", pr)
 		return netip.Prefix{}

@@ -120,6 +120,9 @@ func signalContext() (ctx context.Context, caught func() os.Signal, stop func())
 }
 
 func run(ctx context.Context, args []string, env Env) error {
+	if err := pkexecGate(args); err != nil {
+		return err
+	}
 	if len(args) == 0 {
 		fmt.Fprint(env.Stderr, usageText)
 		return usageErrorf("no command given")
@@ -229,6 +232,12 @@ func newFlagSet(name string, env Env) *flag.FlagSet {
 }
 
 func parseFlags(fs *flag.FlagSet, args []string) error {
+	return parseFlagsGated(fs, args, nil)
+}
+
+// parseFlagsGated is parseFlags with gate (when not nil) run right after
+// parsing, before checkFlags reads or judges anything.
+func parseFlagsGated(fs *flag.FlagSet, args []string, gate func() error) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			if out, ok := fs.Output().(flagOutput); ok {
@@ -237,6 +246,11 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 			return err
 		}
 		return withCode(contract.ExitUsage, fmt.Errorf("%s: %w%s (see: talosflash %s -h)", fs.Name(), err, flagSuggestion(fs, err), fs.Name()))
+	}
+	if gate != nil {
+		if err := gate(); err != nil {
+			return err
+		}
 	}
 	if fs.NArg() > 0 {
 		return usageErrorf("%s: unexpected argument %q", fs.Name(), fs.Arg(0))

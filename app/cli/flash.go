@@ -138,8 +138,9 @@ type flashFlags struct {
 	nodes    nodeFlags // --inventory --hostname (inventory_flash.go)
 }
 
-func runFlash(ctx context.Context, args []string, env Env) error {
-	var f flashFlags
+// flashFlagSet is flash's FlagSet, every flag bound to f (the elevated
+// child's gate is tested against all of them).
+func flashFlagSet(env Env, f *flashFlags) *flag.FlagSet {
 	fs := newFlagSet("flash", env)
 	f.imageFlags.register(fs)
 	fs.StringVar(&f.image, "image", "", "local image file, .raw.xz, .raw.zst, .raw.gz or .raw (no download)")
@@ -156,22 +157,30 @@ func runFlash(ctx context.Context, args []string, env Env) error {
 	fs.StringVar(&f.cacheDir, "cache-dir", "", "image cache directory (default: user cache dir)")
 	fs.BoolVar(&f.elevated, "elevated", false, "internal: this process is the privileged write step")
 	f.nodes.register(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
+	return fs
+}
+
+func runFlash(ctx context.Context, args []string, env Env) error {
+	var f flashFlags
+	fs := flashFlagSet(env, &f)
+	// The root child's gate (elevated.go) runs right after parsing, before
+	// the flag checks every command shares: those read files (--profiles)
+	// and quote them.
+	gate := func() error {
+		if !f.elevated && underPkexec() {
+			// pkexec runs us as root on any arguments: only the child's.
+			return usageErrorf("flash: under pkexec talosflash runs only the elevated write of a flash started by talosflash itself")
+		}
+		if !f.elevated {
+			return nil
+		}
+		return checkElevated(fs, &f)
 	}
-	if !f.elevated && os.Geteuid() == 0 && os.Getenv("PKEXEC_UID") != "" {
-		// pkexec runs us as root on any arguments: only the child's.
-		return usageErrorf("flash: under pkexec talosflash runs only the elevated write of a flash started by talosflash itself")
+	if err := parseFlagsGated(fs, args, gate); err != nil {
+		return err
 	}
 	if len(f.devices) == 0 {
 		return usageErrorf("flash: --device is required (list candidates with: talosflash devices)")
-	}
-	if f.elevated {
-		// Before anything is opened, read or created: the gate of the
-		// root child (elevated.go).
-		if err := checkElevated(fs, &f); err != nil {
-			return err
-		}
 	}
 	// The pipeline's live heap is ~30 MiB and Go's default GC lets the heap
 	// grow to twice that: a 40 MiB soft limit keeps the whole process under
@@ -218,7 +227,11 @@ func (d *deviceList) Set(v string) error {
 func flash(ctx context.Context, f *flashFlags, env Env, rep flashPrinter) error {
 	// A new file only when asked; the root child never creates one
 	// (elevated.go: --create-file is not a flag of it).
-	opts := devices.Options{ForceNonRemovable: f.forceNonRemovable, AllowLoop: f.allowLoop, CreateFile: f.createFile || f.elevated && ElevatedFileTargets}
+	// The root child writes block devices only, judged where they are
+	// opened (devices.Options.BlockOnly): its gate's stat is advice, a
+	// symlink swapped after it names a file by the time of the open.
+	opts := devices.Options{ForceNonRemovable: f.forceNonRemovable, AllowLoop: f.allowLoop, CreateFile: f.createFile || f.elevated && ElevatedFileTargets,
+		BlockOnly: f.elevated && !ElevatedFileTargets}
 
 	// Safety first, before any download: a refused device costs nothing.
 	disks, err := plan.CheckCards(f.devices, opts)

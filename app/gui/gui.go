@@ -28,6 +28,7 @@ import (
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/imaging"
 	"github.com/talosflash/talosflash/imaging/devices"
+	"github.com/talosflash/talosflash/internal/printable"
 	"github.com/talosflash/talosflash/inventory"
 	"github.com/talosflash/talosflash/node"
 )
@@ -322,12 +323,20 @@ func (ui *UI) showError(title string, err error) {
 	ui.showModal(title, container.NewVScroll(wrapLabel(msg)), "Close", nil, fyne.NewSize(620, 260))
 }
 
-// errorText is the error with the first letter capitalized.
+// errorText is the error with the first letter capitalized, escaped.
 func errorText(err error) string {
-	if s := err.Error(); s != "" {
+	if s := errString(err); s != "" {
 		return sentence(s)
 	}
 	return "unknown error"
+}
+
+// errString is err's text for a label, escaped (printable.Lines): an error
+// may quote a file the user did not write (a YAML line), the factory's or
+// a node's answer, a card's partition names or a card reader's model.
+// Every error text the app shows goes through it (TestGUIShowsErrorsOnlyEscaped).
+func errString(err error) string {
+	return printable.Lines(err.Error())
 }
 
 // sentence capitalizes a library's lower-case message for display.

@@ -21,6 +21,7 @@ import (
 
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/imaging"
+	"github.com/talosflash/talosflash/internal/printable"
 	"github.com/talosflash/talosflash/inventory"
 )
 
@@ -444,9 +445,9 @@ func (s *imageStep) setChoice(c *imageChoice, problem error) {
 	case c.Schematic != nil:
 		y, err := c.Schematic.Marshal()
 		if err != nil {
-			y = []byte(err.Error())
+			y = []byte(errString(err))
 		}
-		s.yaml.SetText(strings.TrimSpace(string(y)))
+		s.yaml.SetText(printable.Lines(strings.TrimSpace(string(y)))) // the factory's or a file's names
 	default:
 		s.yaml.SetText("(only the schematic ID is known: the installer image does not include the schematic)")
 	}

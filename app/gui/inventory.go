@@ -158,7 +158,7 @@ func (s *nodesStep) identityRefused(r *nodeRow, id *plan.IdentityError) {
 	if ir := s.inventoryRowFor(r); ir != nil {
 		ir.ready = false
 		ir.label.Importance = widget.DangerImportance
-		ir.label.SetText(printable.String(ir.node.Hostname + " · blocked: " + id.Error()))
+		ir.label.SetText(printable.String(ir.node.Hostname + " · blocked: " + errString(id)))
 		s.refreshApplyAll()
 	}
 	s.ui.showError("Not "+id.Want.Hostname+"'s node: nothing was sent", id)
@@ -281,11 +281,11 @@ func (s *nodesStep) inventoryResult(ir *inventoryRow, name string, res *plan.Nod
 	case err == nil && res.Configured:
 		return "already configured: skipped", widget.MediumImportance, false
 	case errors.As(err, &id):
-		return "blocked: " + id.Error(), widget.DangerImportance, false
+		return "blocked: " + errString(id), widget.DangerImportance, false
 	case errors.As(err, &blocked):
 		return fmt.Sprintf("blocked: %s fails %d incident check(s), nothing was sent (drop it on its row to see them)", name, len(blocked.Findings)), widget.DangerImportance, false
 	case err != nil:
-		return "not applied: " + err.Error(), widget.DangerImportance, false
+		return "not applied: " + errString(err), widget.DangerImportance, false
 	}
 	out, r := res.ApplyOutcome, ir.row
 	s.ui.do(func() {

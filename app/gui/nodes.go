@@ -591,7 +591,7 @@ func (s *nodesStep) send(r *nodeRow, rv *plan.ApplyReview, force bool) {
 			if err != nil {
 				r.pick.Enable()
 				r.reply.Importance = widget.DangerImportance
-				r.reply.SetText("Not applied: " + err.Error())
+				r.reply.SetText("Not applied: " + errString(err))
 				s.ui.showError("The node did not take "+name, err)
 				return
 			}

@@ -121,7 +121,7 @@ func newTargetStep(ui *UI) *targetStep {
 		}
 		d := s.disks[i]
 		if r := s.refusal(d); r != nil {
-			s.status.SetText("Cannot use " + d.Path + ": " + r.Msg)
+			s.status.SetText(printable.String("Cannot use " + d.Path + ": " + r.Msg))
 			return
 		}
 		s.toggle(d.Path)
@@ -373,7 +373,7 @@ func (s *targetStep) readCards(disks []devices.Disk) map[string]string {
 func signature(disks []devices.Disk, err error) string {
 	var b strings.Builder
 	if err != nil {
-		b.WriteString(err.Error())
+		b.WriteString(errString(err))
 	}
 	for _, d := range disks {
 		fmt.Fprintf(&b, "%s|%d|%s|%v|%d\n", d.Path, d.Size, d.Model, d.Safe, len(d.AllMounts()))
@@ -412,9 +412,9 @@ func (s *targetStep) setDisks(disks []devices.Disk, err error) {
 	s.publish()
 	switch {
 	case errors.Is(err, devices.ErrUnsupported):
-		s.status.SetText(err.Error())
+		s.status.SetText(errString(err))
 	case err != nil:
-		s.status.SetText("Cannot list disks: " + err.Error())
+		s.status.SetText("Cannot list disks: " + errString(err))
 	case len(disks) == 0:
 		s.status.SetText("No disks found. Insert the SD card (a USB card reader works).")
 	case len(gone) > 0:

@@ -29,7 +29,7 @@ func Check(path string, imageSize int64, opts Options) (*Disk, error) {
 func (l *Lister) Check(path string, imageSize int64, opts Options) (*Disk, error) {
 	p := l.paths()
 	refuse := func(dev string, code Code, format string, args ...any) *RefusedError {
-		return &RefusedError{Device: dev, Reason: code, Msg: fmt.Sprintf(format, args...)}
+		return refusal(dev, code, format, args...)
 	}
 	if path == "" {
 		return nil, refuse("", CodeNotFound, "no target given")
@@ -40,6 +40,9 @@ func (l *Lister) Check(path string, imageSize int64, opts Options) (*Disk, error
 		return d, err
 	}
 	resolved, err := filepath.EvalSymlinks(path)
+	if errors.Is(err, fs.ErrNotExist) && opts.BlockOnly {
+		return nil, refuse(path, CodeNotFound, "%s does not exist (is the card inserted? `talosflash devices` lists the disks)", path)
+	}
 	if errors.Is(err, fs.ErrNotExist) {
 		// `--device sdb` for /dev/sdb: never a new ./sdb. A path written
 		// with a directory ("./sdb") may still be created as a file.
@@ -95,6 +98,9 @@ func (l *Lister) Check(path string, imageSize int64, opts Options) (*Disk, error
 	}
 
 	isBlock := fi.Mode()&fs.ModeDevice != 0 && fi.Mode()&fs.ModeCharDevice == 0
+	if opts.BlockOnly && !isBlock {
+		return nil, refuse(resolved, CodeNotBlockDevice, "%s is not a block device (%v): only a disk is written here", resolved, fi.Mode().Type())
+	}
 	if isBlock && !devicesSupported {
 		return nil, refuse(resolved, CodeUnsupported, "writing to raw devices is not supported on this operating system yet; write to an image file instead")
 	}
@@ -224,6 +230,9 @@ func (l *Lister) Open(path string, imageSize int64, opts Options) (*Device, erro
 		return nil, err
 	}
 	if d.Transport == TransportFile {
+		if opts.BlockOnly { // Check refused it already: never a file here
+			return nil, &RefusedError{Device: d.Path, Reason: CodeNotBlockDevice, Msg: fmt.Sprintf("%s is not a block device: only a disk is written here", d.Path)}
+		}
 		f, err := openImageFile(d, opts)
 		if err != nil {
 			return nil, err
