@@ -690,9 +690,18 @@ func (p *parser) addrs(v *yaml.Node, field string) []netip.Addr {
 	var out []netip.Addr
 
 	for _, it := range items {
-		if a := p.addr(it, field); a.IsValid() {
-			out = append(out, a)
+		a := p.addr(it, field)
+		if !a.IsValid() {
+			continue
 		}
+
+		// A server named twice takes one of the MaxDNS places for nothing.
+		if slices.Contains(out, a) {
+			p.add(it.Line, "list each server once", "%s: %s is listed twice", field, a)
+			continue
+		}
+
+		out = append(out, a)
 	}
 
 	return out

@@ -176,6 +176,7 @@ func TestProblems(t *testing.T) {
 		{"dns multicast", node("    dns: [224.0.0.251]\n"), "inv.yaml:6: dns 224.0.0.251 is a multicast address", "unicast"},
 		{"dns ipv6 multicast", node("    dns: ['ff02::fb']\n"), "inv.yaml:6: dns ff02::fb is a multicast address", "unicast"},
 		{"dns broadcast", node("    dns: [255.255.255.255]\n"), "inv.yaml:6: dns 255.255.255.255 is the broadcast address", "unicast"},
+		{"dns twice", node("    dns: [192.168.1.1, 192.168.1.1]\n"), "inv.yaml:6: dns: 192.168.1.1 is listed twice", "list each server once"},
 		{"dns zone", node("    dns: ['fe80::1%eth0']\n"), "inv.yaml:6: dns fe80::1%eth0 has a zone (%eth0)", "unicast"},
 		{"default dns zone", "dns: ['fe80::1%end0']\n" + node(""), "inv.yaml:1: dns fe80::1%end0 has a zone", "unicast"},
 		{"too many dns", node("    dns: [10.0.0.1, 10.0.0.2, 10.0.0.3, 10.0.0.4]\n"), "inv.yaml:6: dns: 4 servers, at most 3", "keep the first 3"},
