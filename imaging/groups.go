@@ -6,6 +6,7 @@ package imaging
 import (
 	"context"
 	"errors"
+	"io"
 	"sync"
 )
 
@@ -22,7 +23,9 @@ import (
 // format, its CheckHead) is each of its cards' Err, and its cards' own
 // failures are theirs, as in FlashAll. The results are per group, in
 // order, each in the order of its targets. The groups' Progress calls are
-// serialized together (one front end renders them all).
+// serialized together (one front end renders them all). A group's
+// Source.Stream that is an io.Closer is closed once its group is done
+// (several streams may share one channel: app/elevate).
 func FlashGroups(ctx context.Context, groups []FlashOptions) ([][]CardResult, error) {
 	if len(groups) == 0 {
 		return nil, errors.New("flash: no image")
@@ -62,6 +65,9 @@ func FlashGroups(ctx context.Context, groups []FlashOptions) ([][]CardResult, er
 		go func() {
 			defer wg.Done()
 			cards, err := FlashAll(ctx, g)
+			if c, ok := g.Source.Stream.(io.Closer); ok {
+				c.Close() // done with it: other images on the same channel go on
+			}
 			if err != nil { // nothing of this group was touched
 				cards = make([]CardResult, len(g.Targets))
 				for j, name := range g.Targets {
