@@ -90,10 +90,22 @@ func loadProfiles(path string) ([]factory.Profile, error) {
 	return all, nil
 }
 
-// resolve turns the flags into exactly one image choice: plan.ChooseImage
-// decides, with the inventory's nodes when flash names them; a choice that
-// contradicts them is bad usage (exit 2), refused before anything is touched.
+// resolve turns the flags into exactly one image choice (resolveCards, for
+// a choice without several nodes' images).
 func (f *imageFlags) resolve(ctx context.Context, register bool) (*plan.Image, plan.Obligations, error) {
+	ims, obl, err := f.resolveCards(ctx, register)
+	if err != nil {
+		return nil, obl, err
+	}
+	return ims[0], obl, nil
+}
+
+// resolveCards turns the flags into the image of each card: plan.ChooseImages
+// decides, with the inventory's nodes when flash names them (one image per
+// node, nodes of one profile sharing it; without nodes, one image); a
+// choice that contradicts them is bad usage (exit 2), refused before
+// anything is touched.
+func (f *imageFlags) resolveCards(ctx context.Context, register bool) ([]*plan.Image, plan.Obligations, error) {
 	var all []factory.Profile
 	if f.profiles != "" { // the built-ins otherwise (plan's default)
 		var err error
@@ -106,13 +118,13 @@ func (f *imageFlags) resolve(ctx context.Context, register bool) (*plan.Image, p
 			return nil, plan.Obligations{}, withCode(contract.ExitUsage, fmt.Errorf("image file: %w", err))
 		}
 	}
-	im, obl, err := plan.ChooseImage(ctx, plan.Choice{
+	ims, obl, err := plan.ChooseImages(ctx, plan.Choice{
 		Role: f.role, InstallerRef: f.installer, InstallerFile: f.installerFile, ImageFile: f.image,
 		Nodes: f.nodes, Profiles: all, Version: f.version, InventoryVersion: f.inventoryVersion,
 		Arch: f.arch, Format: f.format, Factory: f.client(), Register: register, Lookup: true,
 		AllowUnknown: f.allowUnknown,
 	})
-	return im, obl, choiceError(err)
+	return ims, obl, choiceError(err)
 }
 
 // doorFlags are the flags that choose an image, as the CLI names plan's doors.
@@ -155,7 +167,8 @@ type flashFlags struct {
 	// received is the elevated child's image, as its parent sends it on
 	// stdin (never a path the child opens).
 	received *elevate.Received
-	nodes    nodeFlags // --inventory --hostname (inventory_flash.go)
+	streams  []*elevate.Received // per card, with several images (--card-image)
+	nodes    nodeFlags           // --inventory --hostname (inventory_flash.go)
 }
 
 func runFlash(ctx context.Context, args []string, env Env) error {
@@ -206,7 +219,9 @@ func runFlash(ctx context.Context, args []string, env Env) error {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithCancel(ctx)
 		defer cancel()
-		f.received = elevate.ReceiveImage(ctx, env.Stdin, cancel)
+		if err := f.receive(ctx, env.Stdin, cancel); err != nil { // inventory_flash.go
+			return err
+		}
 	}
 
 	var rep reporter
@@ -269,17 +284,23 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 	}
 	var (
 		im  *plan.Image
+		ims []*plan.Image // each card's, with inventory nodes (inventory_flash.go)
 		obl plan.Obligations
 		err error
 	)
 	if f.elevated {
 		im = &plan.Image{Label: "the image talosflash sends on stdin"}
-	} else if im, obl, err = f.resolve(ctx, false); err != nil { // plan.Flash registers when it downloads
+	} else if ims, obl, err = f.resolveCards(ctx, false); err != nil { // plan.Flash registers when it downloads
 		return err
 	}
-	rep.Info("image: %s", im.Label)
-	if im.SchematicID != "" {
-		rep.Info("schematic %s, Talos %s, %s", im.SchematicID, im.Version, im.FileName())
+	if len(ims) > 0 {
+		im = ims[0]
+	}
+	for _, one := range distinctImages(im, ims) {
+		rep.Info("image: %s", one.Label)
+		if one.SchematicID != "" {
+			rep.Info("schematic %s, Talos %s, %s", one.SchematicID, one.Version, one.FileName())
+		}
 	}
 	for _, w := range obl.Warnings {
 		rep.Warning(w)
@@ -305,9 +326,10 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 		Progress: rep.Progress,
 		Status:   func(msg string) { rep.Info("%s", msg) },
 	}
-	if job.Meta, err = f.nodes.metas(im, f.devices); err != nil {
+	if job.Meta, err = f.nodes.metas(ims, f.devices); err != nil {
 		return err
 	}
+	f.cardImages(&job, ims)
 	needRoot := false
 	for _, d := range disks {
 		job.Devices = append(job.Devices, d.Path)
@@ -334,25 +356,25 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 	summary := !f.elevated
 	if len(out.Cards) == 1 && err != nil {
 		if f.elevated { // the card's failure, not the child's: its parent keeps the card
-			rep.CardError(out.Cards[0].Target, exitCode(err), oneLine(err.Error()))
+			rep.CardError(out.Cards[0].Target, nil, exitCode(err), oneLine(err.Error()))
 		}
 		return err // one card: its failure is the command's
 	}
 	rep.Finish()
 	var firstErr error
 	for i, c := range out.Cards {
+		node := job.CardMeta(i)
 		if c.Err != nil {
 			code := exitCode(c.Err)
-			rep.CardError(c.Target, code, oneLine(c.Err.Error()))
+			rep.CardError(c.Target, node, code, oneLine(c.Err.Error()))
 			if summary {
-				rep.Info("%s: FAILED: %s", c.Target, oneLine(c.Err.Error()))
+				rep.Info("%s: FAILED: %s", cardName(c.Target, node), oneLine(c.Err.Error()))
 			}
 			if firstErr == nil {
 				firstErr = withCode(code, err) // the exit code of the first failed card
 			}
 			continue
 		}
-		node := job.CardMeta(i)
 		if summary {
 			verified := "not verified (--no-verify)"
 			if c.Verified {
@@ -364,7 +386,10 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 				rep.Info("%s", cardReady(node))
 			}
 		}
-		rep.Result(resultEvent(c, node, im))
+		rep.Result(resultEvent(c, node, cardImage(im, ims, i)))
+	}
+	if summary && len(f.nodes.nodes) > 1 {
+		rep.Info("%s", nodesSummary(out.Cards, job.Meta))
 	}
 	if firstErr != nil {
 		return firstErr

@@ -50,7 +50,7 @@ const (
 	streamsMagic = "TFIMAGE2" // several images (SendImages)
 	frameFailed  = 0xFFFFFFFF // an image the sender could not go on with
 	headerLen    = len(streamMagic) + 8
-	trailerLen  = 4 + sha256.Size + 8
+	trailerLen   = 4 + sha256.Size + 8
 	// recvBuffers is how many frames the child holds: one read from
 	// stdin while one or two are copied into the pipeline.
 	recvBuffers = 3
