@@ -397,7 +397,7 @@ func (s *flashStep) run(ctx context.Context, c imageChoice, disks []devices.Disk
 		Open: deps.Open, Elevate: deps.ElevatedCommand, NeedsElevation: deps.NeedsElevation, UDisks: deps.UDisks,
 		Progress: func(p imaging.Progress) { s.ui.do(func() { s.showProgress(p) }) },
 		Status:   func(msg string) { s.setStatus(sentence(msg)) },
-		Meta:     s.meta, // the node picked in step 1 (set before this goroutine)
+		Meta:     s.meta,   // the node picked in step 1 (set before this goroutine)
 		Images:   s.images, // each node's image ("Flash all cards"), nil: c
 	}
 	for _, d := range disks {
