@@ -398,18 +398,25 @@ func BenchmarkCardsClusterVsAlone(b *testing.B) {
 	cpPath, cpSize := cardImage(b)
 	wPath, wSize := cardImage2(b)
 	w, r := cardMBps(), cardReadMBps()
-	var alone, cluster time.Duration
+	var alone, cluster, aloneCPU, clusterCPU time.Duration
 	var ratios []float64
 	for b.Loop() {
+		cpu := processCPU()
 		a := flashGroupsCards(b, []string{wPath}, []int64{wSize}, [][]groupCard{{{w, r}}})
+		cpu2 := processCPU()
 		c := flashGroupsCards(b, []string{cpPath, wPath}, []int64{cpSize, wSize},
 			[][]groupCard{{{1.2 * w, 1.2 * r}}, {{w, r}, {1.4 * w, 1.4 * r}}})
 		alone, cluster = alone+a, cluster+c
+		aloneCPU, clusterCPU = aloneCPU+cpu2-cpu, clusterCPU+processCPU()-cpu2
 		ratios = append(ratios, c.Seconds()/a.Seconds())
 	}
 	n := float64(b.N)
 	b.ReportMetric(alone.Seconds()/n, "alone-s")
 	b.ReportMetric(cluster.Seconds()/n, "cluster-s")
+	b.ReportMetric(aloneCPU.Seconds()/n, "alone-cpu-s")
+	b.ReportMetric(clusterCPU.Seconds()/n, "cluster-cpu-s")
+	slices.Sort(ratios)
+	b.ReportMetric(ratios[len(ratios)/2], "cluster/alone-median")
 	b.ReportMetric(slices.Max(ratios), "cluster/alone-max")
 	b.ReportMetric(cluster.Seconds()/alone.Seconds(), "cluster/alone")
 }
