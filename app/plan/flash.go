@@ -24,7 +24,7 @@ import (
 // Job is a list of cards to flash (one card is a list of one): the CLI
 // and the GUI fill it in and call Flash.
 type Job struct {
-	Image *Image
+	Image *Image // every card's image, unless Images says otherwise
 	// Devices are the target block devices or image files, already checked
 	// by the caller, written from one download and one decode; each is
 	// written, verified and reported on its own (Outcome.Cards) and one
@@ -160,15 +160,18 @@ func outcome(out *Outcome, cards []imaging.CardResult) (*Outcome, error) {
 	return out, nil
 }
 
-// Flash writes the job's image to its device:
+// Flash writes the job's image (each card's, Job.Images) to its devices:
 //
 //  1. a cached image is used as is, with no factory call (flashing a
 //     second card works offline); otherwise the schematic is validated and
 //     registered with the factory (it builds images only for schematics it
-//     knows) and the image is downloaded with the factory client's HTTP client;
-//  2. the image is written and verified in process (imaging.FlashAll), or,
-//     when the device needs root, downloaded as the user and written by the
-//     elevated child (app/elevate);
+//     knows) and the image is downloaded with the factory client's HTTP
+//     client; with several images, one that cannot be had fails its own
+//     cards only;
+//  2. the images are written and verified in process (imaging.FlashAll;
+//     several at once, imaging.FlashGroups), or, when a device needs root,
+//     downloaded and decoded as the user and written by one elevated child
+//     (app/elevate);
 //  3. a cache entry found corrupt by the child is dropped (the child
 //     flashed it as a plain file and leaves it alone).
 func Flash(ctx context.Context, job Job) (*Outcome, error) {
