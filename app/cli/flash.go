@@ -73,10 +73,22 @@ func loadProfiles(path string) ([]factory.Profile, error) {
 	return s.Profiles, nil
 }
 
-// resolve turns the flags into exactly one image choice: plan.ChooseImage
-// decides, with the inventory's nodes when flash names them; a choice that
-// contradicts them is bad usage (exit 2), refused before anything is touched.
+// resolve turns the flags into exactly one image choice (resolveCards, for
+// a choice without several nodes' images).
 func (f *imageFlags) resolve(ctx context.Context, register bool) (*plan.Image, plan.Obligations, error) {
+	ims, obl, err := f.resolveCards(ctx, register)
+	if err != nil {
+		return nil, obl, err
+	}
+	return ims[0], obl, nil
+}
+
+// resolveCards turns the flags into the image of each card: plan.ChooseImages
+// decides, with the inventory's nodes when flash names them (one image per
+// node, nodes of one profile sharing it; without nodes, one image); a
+// choice that contradicts them is bad usage (exit 2), refused before
+// anything is touched.
+func (f *imageFlags) resolveCards(ctx context.Context, register bool) ([]*plan.Image, plan.Obligations, error) {
 	s, err := f.load("")
 	if err != nil {
 		return nil, plan.Obligations{}, err
@@ -86,13 +98,13 @@ func (f *imageFlags) resolve(ctx context.Context, register bool) (*plan.Image, p
 			return nil, plan.Obligations{}, withCode(contract.ExitUsage, fmt.Errorf("image file: %w", err))
 		}
 	}
-	im, obl, err := plan.ChooseImage(ctx, plan.Choice{
+	ims, obl, err := plan.ChooseImages(ctx, plan.Choice{
 		Role: f.role, InstallerRef: f.installer, InstallerFile: f.installerFile, ImageFile: f.image,
 		Nodes: f.nodes, Profiles: s.Profiles, Version: f.version, InventoryVersion: f.inventoryVersion,
 		Arch: f.arch, Format: f.format, Factory: s.Factory, Register: register, Lookup: true,
 		AllowUnknown: f.allowUnknown,
 	})
-	return im, obl, choiceError(err)
+	return ims, obl, choiceError(err)
 }
 
 // doorFlags are the flags that choose an image, as the CLI names plan's doors.
@@ -135,7 +147,8 @@ type flashFlags struct {
 	// received is the elevated child's image, as its parent sends it on
 	// stdin (never a path the child opens).
 	received *elevate.Received
-	nodes    nodeFlags // --inventory --hostname (inventory_flash.go)
+	streams  []*elevate.Received // per card, with several images (--card-image)
+	nodes    nodeFlags           // --inventory --hostname (inventory_flash.go)
 }
 
 // flashFlagSet is flash's FlagSet, every flag bound to f (the elevated
@@ -195,7 +208,9 @@ func runFlash(ctx context.Context, args []string, env Env) error {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithCancel(ctx)
 		defer cancel()
-		f.received = elevate.ReceiveImage(ctx, env.Stdin, cancel)
+		if err := f.receive(ctx, env.Stdin, cancel); err != nil { // inventory_flash.go
+			return err
+		}
 	}
 
 	rep := newFlashPrinter(&f, env)
@@ -248,6 +263,7 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep flashPrinter) error 
 	}
 	var (
 		im  *plan.Image
+		ims []*plan.Image // each card's, with inventory nodes (inventory_flash.go)
 		obl plan.Obligations
 	)
 	if f.elevated {
@@ -255,12 +271,17 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep flashPrinter) error 
 			return err
 		}
 		im = &plan.Image{Label: "the image talosflash sends on stdin"}
-	} else if im, obl, err = f.resolve(ctx, false); err != nil { // plan.Flash registers when it downloads
+	} else if ims, obl, err = f.resolveCards(ctx, false); err != nil { // plan.Flash registers when it downloads
 		return err
 	}
-	rep.Info("image: %s", im.Label)
-	if im.SchematicID != "" {
-		rep.Info("schematic %s, Talos %s, %s", im.SchematicID, im.Version, im.FileName())
+	if len(ims) > 0 {
+		im = ims[0]
+	}
+	for _, one := range distinctImages(im, ims) {
+		rep.Info("image: %s", one.Label)
+		if one.SchematicID != "" {
+			rep.Info("schematic %s, Talos %s, %s", one.SchematicID, one.Version, one.FileName())
+		}
 	}
 	for _, w := range obl.Warnings {
 		rep.Warning(w)
@@ -286,9 +307,10 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep flashPrinter) error 
 		Progress: rep.Progress,
 		Status:   func(msg string) { rep.Info("%s", msg) },
 	}
-	if job.Meta, err = f.nodes.metas(im, f.devices); err != nil {
+	if job.Meta, err = f.nodes.metas(ims, f.devices); err != nil {
 		return err
 	}
+	f.cardImages(&job, ims)
 	for _, d := range disks {
 		job.Devices = append(job.Devices, d.Path)
 	}
@@ -311,25 +333,25 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep flashPrinter) error 
 	summary := !f.elevated
 	if len(out.Cards) == 1 && err != nil {
 		if f.elevated { // the card's failure, not the child's: its parent keeps the card
-			rep.CardError(out.Cards[0].Target, exitCode(err), oneLine(err.Error()))
+			rep.CardError(out.Cards[0].Target, nil, exitCode(err), oneLine(err.Error()))
 		}
 		return err // one card: its failure is the command's
 	}
 	rep.Finish()
 	var firstErr error
 	for i, c := range out.Cards {
+		node := job.CardMeta(i)
 		if c.Err != nil {
 			code := exitCode(c.Err)
-			rep.CardError(c.Target, code, oneLine(c.Err.Error()))
+			rep.CardError(c.Target, node, code, oneLine(c.Err.Error()))
 			if summary {
-				rep.Info("%s: FAILED: %s", c.Target, oneLine(c.Err.Error()))
+				rep.Info("%s: FAILED: %s", cardName(c.Target, node), oneLine(c.Err.Error()))
 			}
 			if firstErr == nil {
 				firstErr = withCode(code, err) // the exit code of the first failed card
 			}
 			continue
 		}
-		node := job.CardMeta(i)
 		if summary {
 			verified := "not verified (--no-verify)"
 			if c.Verified {
@@ -341,7 +363,10 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep flashPrinter) error 
 				rep.Info("%s", cardReady(node))
 			}
 		}
-		rep.Result(resultEvent(c, node, im))
+		rep.Result(resultEvent(c, node, cardImage(im, ims, i)))
+	}
+	if summary && len(f.nodes.nodes) > 1 {
+		rep.Info("%s", nodesSummary(out.Cards, job.Meta))
 	}
 	if firstErr != nil {
 		return firstErr

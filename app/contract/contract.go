@@ -117,18 +117,22 @@ type ProgressEvent struct {
 	// Device names the card of a write/verify/done report when several
 	// cards are flashed at once (absent otherwise).
 	Device string `json:"device,omitempty"`
+	// Image names the image of a download/build report when several
+	// images are flashed at once (flash --inventory with nodes of
+	// different profiles; absent otherwise).
+	Image string `json:"image,omitempty"`
 }
 
 // NewProgressEvent converts p (rate and ETA rounded down to whole units).
 func NewProgressEvent(p imaging.Progress) ProgressEvent {
 	return ProgressEvent{Envelope: envelope(TypeProgress), Stage: string(p.Stage), Done: p.Done, Total: p.Total,
-		Rate: int64(p.Rate), ETASeconds: int64(p.ETA.Seconds()), Compressed: p.Compressed, Device: p.Target}
+		Rate: int64(p.Rate), ETASeconds: int64(p.ETA.Seconds()), Compressed: p.Compressed, Device: p.Target, Image: p.Image}
 }
 
 // Progress is the event as the pipeline reported it.
 func (e ProgressEvent) Progress() imaging.Progress {
 	return imaging.Progress{Stage: imaging.Stage(e.Stage), Done: e.Done, Total: e.Total,
-		Rate: float64(e.Rate), ETA: time.Duration(e.ETASeconds) * time.Second, Compressed: e.Compressed, Target: e.Device}
+		Rate: float64(e.Rate), ETA: time.Duration(e.ETASeconds) * time.Second, Compressed: e.Compressed, Target: e.Device, Image: e.Image}
 }
 
 // MessageEvent is a line for the user: "info" or "warning".
@@ -192,6 +196,10 @@ type ErrorEvent struct {
 	Message  string    `json:"message"`
 	Device   string    `json:"device,omitempty"`
 	Findings []Finding `json:"findings,omitempty"` // apply: the checks that blocked the config
+	// Node and Address: the inventory node a failed card was for (flash
+	// --inventory), as on its "result" line had it been written.
+	Node    string `json:"node,omitempty"`
+	Address string `json:"address,omitempty"`
 }
 
 // Event is one decoded line: Type says which field is set. Line is the

@@ -33,6 +33,7 @@ type flashStep struct {
 
 	summary  *widget.Label
 	meta     []*plan.CardMeta // the picked node's META for the attempt confirmed (nodepick.go)
+	images   []*plan.Image    // each card's image, for "Flash all cards" (flashall.go); nil: the choice
 	download *stageBar
 	dlRow    []fyne.CanvasObject // the Download row's label and bar: hidden for a local file
 	grid     *fyne.Container
@@ -96,6 +97,11 @@ func newFlashStep(ui *UI) *flashStep {
 	s.another.Hide()
 	s.toNodes = primaryButton(ui, "Next: configure nodes  →", theme.ComputerIcon(), func() { ui.tabs.SelectIndex(tabNodes) })
 	s.toNodes.Hide()
+	buttons := []fyne.CanvasObject{s.cancel, s.another, layout.NewSpacer(), s.toNodes}
+	if all := s.newFlashAllButton(); all != nil { // with an inventory (flashall.go)
+		buttons = append(buttons, all)
+	}
+	buttons = append(buttons, s.start)
 
 	s.doneTitle = widget.NewLabelWithStyle("", fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
 	s.doneTitle.SizeName = theme.SizeNameSubHeadingText
@@ -110,7 +116,7 @@ func newFlashStep(ui *UI) *flashStep {
 	// "Flash another" on the left.
 	s.content = container.NewBorder(
 		container.NewVBox(heading("Write the card"), s.summary, widget.NewSeparator()),
-		container.NewVBox(s.status, container.NewHBox(s.cancel, s.another, layout.NewSpacer(), s.toNodes, s.start)),
+		container.NewVBox(s.status, container.NewHBox(buttons...)),
 		nil, nil, container.NewVScroll(container.NewVBox(s.done, s.grid)))
 	s.layoutCards(nil)
 	s.refreshSummary()
@@ -212,7 +218,13 @@ func (s *flashStep) refreshSummary() {
 		c, cards, cached = &a.Image, a.Cards, a.Cached
 	}
 	img := "no image chosen (step 1)"
-	if c != nil {
+	if a != nil && len(s.images) > 0 { // "Flash all cards": each node's image
+		var labels []string
+		for _, im := range attemptImages(c, s.images) {
+			labels = append(labels, imageSummary(im))
+		}
+		img = strings.Join(labels, "; ")
+	} else if c != nil {
 		img = imageSummary(c)
 		switch {
 		case c.LocalPath != "":
@@ -324,7 +336,7 @@ func (s *flashStep) askConfirm() {
 	if len(metas) > 0 {
 		msg += fmt.Sprintf("\n\nThen node %s (%s) is written onto the card.", metas[0].Node, metas[0].Address)
 	}
-	ok := primaryButton(s.ui, "Erase and flash", theme.MediaPlayIcon(), func() { s.meta = metas; s.begin(choice, disks) })
+	ok := primaryButton(s.ui, "Erase and flash", theme.MediaPlayIcon(), func() { s.meta, s.images = metas, nil; s.begin(choice, disks) })
 	keep := "Keep the card"
 	if len(disks) > 1 {
 		keep = "Keep the cards"
@@ -385,7 +397,8 @@ func (s *flashStep) run(ctx context.Context, c imageChoice, disks []devices.Disk
 		Open:     deps.Open,
 		Progress: func(p imaging.Progress) { s.ui.do(func() { s.showProgress(p) }) },
 		Status:   func(msg string) { s.setStatus(sentence(msg)) },
-		Meta:     s.meta, // the node picked in step 1 (set before this goroutine)
+		Meta:     s.meta,   // the node picked in step 1 (set before this goroutine)
+		Images:   s.images, // each node's image ("Flash all cards"), nil: c
 	}
 	job.SetElevation(plan.Elevation{Needs: deps.NeedsElevation, Command: deps.ElevatedCommand, UDisks: deps.UDisks})
 	for _, d := range disks {
@@ -464,6 +477,9 @@ func progressText(p imaging.Progress) string {
 	}
 	if p.Rate > 0 {
 		t += " · " + humanize.IBytes(uint64(p.Rate)) + "/s"
+	}
+	if p.Image != "" { // one of several images' downloads
+		t = p.Image + ": " + t
 	}
 	switch {
 	case p.Total > 0 && p.Done >= p.Total:
@@ -567,10 +583,12 @@ func (s *flashStep) finish(c imageChoice, disks []devices.Disk, out *plan.Outcom
 			body = append(body, fmt.Sprintf("%s %s: %s, SHA-256 %s", r.Target, verifiedText(r), humanize.IBytes(uint64(r.Bytes)), factory.ShortID(r.SHA256)))
 		}
 	}
-	if c.LocalPath == "" {
-		body = append(body, fmt.Sprintf("Talos %s · %s · schematic %s", c.Version, c.Label, c.SchematicID))
-	} else {
-		body = append(body, "Image "+c.LocalPath)
+	for _, im := range attemptImages(&c, s.images) {
+		if im.LocalPath == "" {
+			body = append(body, fmt.Sprintf("Talos %s · %s · schematic %s", im.Version, im.Label, im.SchematicID))
+		} else {
+			body = append(body, "Image "+im.LocalPath)
+		}
 	}
 	if out != nil {
 		body = append(body, out.Notes()...)
@@ -594,9 +612,16 @@ func (s *flashStep) finish(c imageChoice, disks []devices.Disk, out *plan.Outcom
 	if out != nil {
 		cachePath = out.CachePath
 	}
-	for _, r := range results {
+	for i, r := range results {
 		if r.OK() {
-			s.ui.session.AddFlashed(Flashed{Image: c, Card: r, CachePath: cachePath, At: time.Now()})
+			im, cache := c, cachePath
+			if i < len(s.images) && s.images[i] != nil {
+				im = *s.images[i]
+			}
+			if out != nil && i < len(out.CachePaths) {
+				cache = out.CachePaths[i]
+			}
+			s.ui.session.AddFlashed(Flashed{Image: im, Card: r, CachePath: cache, At: time.Now()})
 		}
 	}
 	go func() {
