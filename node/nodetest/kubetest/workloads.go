@@ -109,6 +109,25 @@ func (s *Server) AddDaemonSet(namespace, name string) {
 	s.bumpLocked()
 }
 
+// AddPod stores a pod as given: the odd ones a drain meets (a bare pod,
+// a mirror pod, one whose DaemonSet is gone, one with emptyDir data).
+// Its TypeMeta and UID are set; a pod without a phase runs, Ready, on its
+// node. Evicted, it is deleted (recreated only when a ReplicaSet owns it).
+func (s *Server) AddPod(p corev1.Pod) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w := s.w()
+	w.serial++
+	p.TypeMeta = metav1.TypeMeta{Kind: "Pod", APIVersion: "v1"}
+	p.UID = newUID(p.Namespace + "/" + p.Name + strconv.Itoa(w.serial))
+	if p.Status.Phase == "" {
+		p.Status.Phase = corev1.PodRunning
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+	}
+	w.pods[p.Namespace+"/"+p.Name] = &p
+	s.bumpLocked()
+}
+
 // Evictions lists the pods evicted, as "namespace/name@node", in order.
 func (s *Server) Evictions() []string {
 	s.mu.Lock()
