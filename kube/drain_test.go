@@ -182,4 +182,29 @@ func TestDrainFilters(t *testing.T) {
 	}
 }
 
+// A server whose discovery offers no policy/v1 eviction (Kubernetes
+// before 1.22: policy/v1beta1; before 1.8: none) is refused before any
+// eviction: kubectl would fall back to v1beta1, or to deleting the pods
+// past their budgets; Talos v1.14 runs neither.
+func TestDrainNeedsPolicyV1Eviction(t *testing.T) {
+	for gv, want := range map[string]string{
+		"policy/v1beta1": "evicts pods with policy/v1beta1, not policy/v1",
+		"":               "offers no pod eviction (pods/eviction): a drain would ignore PodDisruptionBudgets",
+	} {
+		api, a := drainAPI(t)
+		api.AddDeployment("default", "web", 3, 1)
+		api.SetEvictionDiscovery(gv)
+		if err := a.Cordon(context.Background(), "worker-1"); err != nil {
+			t.Fatal(err)
+		}
+		res, err := a.Drain(context.Background(), "worker-1", DrainOptions{Timeout: 5 * time.Second})
+		if err == nil || !strings.Contains(err.Error(), "drain worker-1: the API server "+want) || len(res.Evicted) != 0 {
+			t.Fatalf("%q: %+v %v", gv, res, err)
+		}
+		if len(api.Evictions()) != 0 || len(api.PodsOn("worker-1")) != 1 {
+			t.Fatalf("%q: evicted %v, left %v", gv, api.Evictions(), api.PodsOn("worker-1"))
+		}
+	}
+}
+
 func ptr[T any](v T) *T { return &v }
