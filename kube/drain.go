@@ -246,7 +246,7 @@ func enhanceListError(err error, fieldSelector string) error {
 
 // evictPods is kubectl's DeleteOrEvictPods with eviction: the server must
 // offer policy/v1 pods/eviction (CheckEvictionSupport's discovery of
-// /api/v1; every Kubernetes Talos v1.14 runs does), then each pod is
+// /api/v1; every Kubernetes Talos runs does), then each pod is
 // evicted and waited for in its own goroutine, all bounded by ctx.
 func (d *drainer) evictPods(ctx context.Context, pods []corev1.Pod) error {
 	if len(pods) == 0 {
@@ -271,8 +271,10 @@ func (d *drainer) evictPods(ctx context.Context, pods []corev1.Pod) error {
 // checkEviction is CheckEvictionSupport: discovery of the core group
 // lists pods/eviction with its group and version. kubectl falls back to
 // policy/v1beta1 (Kubernetes before 1.22) or to deleting the pods
-// (before 1.8, no budgets): neither is a cluster Talos v1.14 runs, and a
-// drain that ignores budgets is refused here instead.
+// (before 1.8, no budgets): neither is a cluster Talos runs (v1.13 needs
+// Kubernetes 1.31: machinery compatibility/talos113
+// MinimumKubernetesVersion), and a drain that ignores budgets is refused
+// here instead.
 func (d *drainer) checkEviction(ctx context.Context) error {
 	list := &metav1.APIResourceList{}
 	if err := d.c.Get().AbsPath("/api/v1").Do(ctx).Into(list); err != nil {
