@@ -1,7 +1,8 @@
 // Package kubetest is a small Kubernetes API server on loopback for tests:
 // the kube-apiserver a fake Talos control plane (node/nodetest) starts after
-// its bootstrap. It serves what talosflash reads through client-go's typed
-// clients, as JSON of the k8s.io/api types:
+// its bootstrap. It serves what talosflash reads through client-go (kube's
+// REST client; tests may use the typed clientset), as JSON of the
+// k8s.io/api types:
 //
 //   - GET /api/v1/nodes (list; fieldSelector metadata.name=NAME), with
 //     ?watch=true a stream of watch events from a resourceVersion;

@@ -28,7 +28,7 @@ func init() {
 			"k8s.io/kubectl pkg/drain/cordon.go (PatchOrReplace), kubernetes pkg/registry/core/node"},
 		Behaviour{"pods listed across namespaces with fieldSelector spec.nodeName=NAME (the only pod field selector served here), got by namespace and name",
 			"kubernetes pkg/registry/core/pod/strategy.go (GetAttrs, spec.nodeName), k8s.io/kubectl pkg/drain/drain.go (GetPodsForDeletion)"},
-		Behaviour{"discovery of /api/v1 lists pods/eviction with group policy, version v1, kind Eviction (how a drain picks the eviction API)",
+		Behaviour{"discovery of /api/v1 lists pods/eviction with group policy, version v1, kind Eviction (how a drain picks the eviction API); SetEvictionDiscovery: policy/v1beta1 (Kubernetes before 1.22) or none (before 1.8)",
 			"k8s.io/kubectl pkg/drain/drain.go (CheckEvictionSupport), kubernetes pkg/registry/core/rest/storage_core.go"},
 		Behaviour{"an eviction (POST pods/{name}/eviction, policy/v1) is refused 429 TooManyRequests \"Cannot evict pod as it would violate the pod's disruption budget.\" when a PodDisruptionBudget of the pod allows no disruption (healthy pods minus desired healthy, minAvailable or replicas minus maxUnavailable); else the pod is deleted",
 			"kubernetes pkg/registry/core/pod/storage/eviction.go (checkAndDecrement, EvictionsRetry), pkg/controller/disruption/disruption.go (getExpectedPodCount, updatePdbStatus)"},
@@ -56,6 +56,9 @@ type workloads struct {
 	evictions  []string // namespace/name on node, in order
 	refused    []string // evictions refused by a budget
 	serial     int
+	// evictionGV is the group/version discovery gives pods/eviction
+	// ("" for policy/v1; "-": no eviction, Kubernetes before 1.8).
+	evictionGV string
 }
 
 func (s *Server) w() *workloads {
@@ -107,6 +110,37 @@ func (s *Server) AddDaemonSet(namespace, name string) {
 		s.newPodLocked(namespace, name, n, metav1.OwnerReference{APIVersion: "apps/v1", Kind: "DaemonSet", Name: name, Controller: ptr(true)})
 	}
 	s.bumpLocked()
+}
+
+// AddPod stores a pod as given: the odd ones a drain meets (a bare pod,
+// a mirror pod, one whose DaemonSet is gone, one with emptyDir data).
+// Its TypeMeta and UID are set; a pod without a phase runs, Ready, on its
+// node. Evicted, it is deleted (recreated only when a ReplicaSet owns it).
+func (s *Server) AddPod(p corev1.Pod) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w := s.w()
+	w.serial++
+	p.TypeMeta = metav1.TypeMeta{Kind: "Pod", APIVersion: "v1"}
+	p.UID = newUID(p.Namespace + "/" + p.Name + strconv.Itoa(w.serial))
+	if p.Status.Phase == "" {
+		p.Status.Phase = corev1.PodRunning
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+	}
+	w.pods[p.Namespace+"/"+p.Name] = &p
+	s.bumpLocked()
+}
+
+// SetEvictionDiscovery makes discovery of /api/v1 list pods/eviction
+// under groupVersion (policy/v1beta1: Kubernetes before 1.22), or not at
+// all when it is "" (before 1.8). Evictions are still served.
+func (s *Server) SetEvictionDiscovery(groupVersion string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.w().evictionGV = groupVersion
+	if groupVersion == "" {
+		s.w().evictionGV = "-"
+	}
 }
 
 // Evictions lists the pods evicted, as "namespace/name@node", in order.
@@ -236,12 +270,21 @@ func (s *Server) patchNode(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) discoveryV1(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, &metav1.APIResourceList{TypeMeta: metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"}, GroupVersion: "v1",
-		APIResources: []metav1.APIResource{
-			{Name: "nodes", Kind: "Node", Verbs: metav1.Verbs{"get", "list", "watch", "patch"}},
-			{Name: "pods", Namespaced: true, Kind: "Pod", Verbs: metav1.Verbs{"get", "list"}},
-			{Name: "pods/eviction", Namespaced: true, Group: "policy", Version: "v1", Kind: "Eviction", Verbs: metav1.Verbs{"create"}},
-		}})
+	s.mu.Lock()
+	gv := s.w().evictionGV
+	s.mu.Unlock()
+	res := []metav1.APIResource{
+		{Name: "nodes", Kind: "Node", Verbs: metav1.Verbs{"get", "list", "watch", "patch"}},
+		{Name: "pods", Namespaced: true, Kind: "Pod", Verbs: metav1.Verbs{"get", "list"}},
+	}
+	if gv != "-" {
+		group, version := "policy", "v1"
+		if gv != "" {
+			group, version, _ = strings.Cut(gv, "/")
+		}
+		res = append(res, metav1.APIResource{Name: "pods/eviction", Namespaced: true, Group: group, Version: version, Kind: "Eviction", Verbs: metav1.Verbs{"create"}})
+	}
+	writeJSON(w, http.StatusOK, &metav1.APIResourceList{TypeMeta: metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"}, GroupVersion: "v1", APIResources: res})
 }
 
 func (s *Server) listPods(w http.ResponseWriter, r *http.Request) {
