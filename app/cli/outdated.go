@@ -71,7 +71,7 @@ func runOutdated(ctx context.Context, args []string, env Env) error {
 	for _, g := range generic {
 		fmt.Fprintf(env.Stderr, "warning: %s:%d uses the stock installer %s: no Raspberry Pi overlay, no extensions; use the factory installer of the node's schematic\n", g.File, g.Line, g.Raw)
 	}
-	p := newAnswerPrinter(jsonOut, env)
+	p := newOutdatedPrinter(jsonOut, env)
 	if len(uses) == 0 {
 		return p.Answer(contract.TypeOutdated, []outdatedJSON{}, func(w io.Writer) error {
 			fmt.Fprintf(w, "no Image Factory installer references under %s\n", dir)
@@ -87,7 +87,7 @@ func runOutdated(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	if err := reportVersions(ctx, env, dir, ups, fc, jsonOut); err != nil { // outdated_versions.go
+	if err := reportVersions(ctx, env, dir, ups, fc, p); err != nil { // outdated_versions.go
 		return err
 	}
 	var (
