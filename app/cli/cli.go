@@ -30,7 +30,7 @@ type Env struct {
 	Stdout, Stderr io.Writer
 }
 
-const usageText = `talosflash: flash Talos Linux for Raspberry Pi onto SD cards, then configure the nodes.
+var usageText = `talosflash: flash Talos Linux for Raspberry Pi onto SD cards, then configure the nodes.
 
 Usage:
   talosflash [gui] [--factory URL] [--profiles FILE]   start the desktop app
@@ -60,11 +60,11 @@ Examples:
   talosflash apply --node 192.168.1.50 --file controlplane.yaml
 
 Run "talosflash <command> -h" for a command's flags.
-Exit codes: 0 ok, 1 internal, 2 usage, 3 network, 4 verify mismatch,
-5 device refused, 6 write I/O error, 7 config invalid, 8 node refused,
-9 image corrupt or not an image, 10 cache/storage unusable,
-130 interrupted (143 SIGTERM, 129 SIGHUP).
-`
+` + exitCodesText
+
+// exitCodesText is contract.ExitCodes in a few lines (docs/JSON.md has
+// what each means).
+var exitCodesText = strings.Join(wrapWords("Exit codes: "+contract.ExitSummary()+" (143 SIGTERM, 129 SIGHUP).", 72), "\n") + "\n"
 
 // Main runs the CLI with args (without the program name) and returns the
 // process exit code.
