@@ -155,8 +155,7 @@ func run(ctx context.Context, args []string, env Env) error {
 	case "card":
 		return runCard(ctx, rest, env)
 	case "version", "--version", "-version":
-		fmt.Fprintf(env.Stdout, "talosflash %s\n", Version)
-		return nil
+		return runVersion(rest, env)
 	case "help", "-h", "--help":
 		if len(rest) > 0 && rest[0] != "help" && commandHelp[rest[0]].synopsis != "" {
 			return run(ctx, []string{rest[0], "-h"}, env) // "help flash" = "flash -h"
@@ -175,6 +174,20 @@ func run(ctx context.Context, args []string, env Env) error {
 		names = append(names, name)
 	}
 	return usageErrorf("unknown command %q%s (see: talosflash --help)", cmd, didYouMean(cmd, names))
+}
+
+// runVersion prints talosflash's version (--json: the version line).
+func runVersion(args []string, env Env) error {
+	var jsonOut bool
+	fs := newFlagSet("version", env)
+	fs.BoolVar(&jsonOut, "json", false, "print JSON")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	return newAnswerPrinter(jsonOut, env).Answer(contract.TypeVersion, map[string]string{"version": Version}, func(w io.Writer) error {
+		_, err := fmt.Fprintf(w, "talosflash %s\n", Version)
+		return err
+	})
 }
 
 // flagSuggestion names the shown flag closest to an undefined one ("" when
@@ -282,9 +295,9 @@ var commandHelp = map[string]help{
 		order:    []string{"role", "installer", "installer-file", "register", "json"},
 	},
 	"profiles": {
-		synopsis: "talosflash profiles [--profiles FILE]",
+		synopsis: "talosflash profiles [--profiles FILE] [--json]",
 		about:    "List the built-in roles and your custom profiles with their Talos version,\nextensions and schematic ID.",
-		example:  "talosflash profiles --profiles profiles.yaml",
+		example:  "talosflash profiles --profiles profiles.yaml\ntalosflash profiles --json",
 	},
 	"devices": {
 		synopsis: "talosflash devices [--allow-loop] [--json]",
@@ -298,6 +311,11 @@ var commandHelp = map[string]help{
 			"of /22 or smaller.",
 		example: "talosflash nodes\ntalosflash nodes --subnet 192.168.1.0/24 --json",
 		order:   []string{"subnet", "json"},
+	},
+	"version": {
+		synopsis: "talosflash version [--json]",
+		about:    "Print talosflash's version.",
+		example:  "talosflash version\ntalosflash version --json",
 	},
 	"apply": {
 		synopsis: "talosflash apply --node IP --file CONFIG [flags]",

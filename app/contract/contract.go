@@ -133,6 +133,10 @@ const (
 	// outdated --json, before its answer: the Kubernetes versions of the
 	// configs and the extensions' versions for the target Talos (object).
 	TypeVersions = "versions"
+	// version --json (object): talosflash's version.
+	TypeVersion = "version"
+	// profiles --json (list): the roles and custom profiles.
+	TypeProfiles = "profiles"
 )
 
 // Known reports whether t is an event type of this Version.
@@ -141,7 +145,7 @@ func Known(t string) bool {
 	case TypeProgress, TypeInfo, TypeWarning, TypeResult, TypeError,
 		TypeSchematic, TypeDevices, TypeNodes, TypeApply, TypeBootstrap, TypeUpgrade, TypeOutdated,
 		TypeCard, TypeInventory, TypeApplyNode, TypeNodeStatus, TypeFollow, TypeKubernetes, TypeKubeconfig,
-		TypePatch, TypeRolloutNode, TypeVersions:
+		TypePatch, TypeRolloutNode, TypeVersions, TypeVersion, TypeProfiles:
 		return true
 	}
 	return false
