@@ -10,10 +10,12 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"regexp"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/internal/editdistance"
@@ -190,20 +192,64 @@ func runVersion(args []string, env Env) error {
 	})
 }
 
+// Flag errors of the flag package, which names a flag with one dash
+// whatever was typed ("-hostnme").
+var (
+	flagUndefined = regexp.MustCompile(`^flag provided but not defined: -+(.*)$`)
+	flagBadBool   = regexp.MustCompile(`^invalid boolean value (".*") for -+(\S+): `)
+	flagBadValue  = regexp.MustCompile(`^invalid value (".*") for flag -+(\S+): (.*)$`)
+	flagNoValue   = regexp.MustCompile(`^flag needs an argument: -+(.*)$`)
+)
+
+// FlagError is a parse error of fs (the CLI's, the app's) the way the docs
+// write flags, --name, with what a value should be and the closest flag to
+// an unknown one: "flash: unknown flag --hostnme; did you mean --hostname?
+// (see: talosflash flash -h)".
+func FlagError(fs *flag.FlagSet, err error) error {
+	msg := err.Error()
+	if m := flagUndefined.FindStringSubmatch(msg); m != nil {
+		msg = "unknown flag --" + m[1] + flagSuggestion(fs, m[1])
+	} else if m := flagBadBool.FindStringSubmatch(msg); m != nil {
+		msg = "--" + m[2] + " " + m[1] + ": want true or false"
+	} else if m := flagBadValue.FindStringSubmatch(msg); m != nil {
+		msg = "--" + m[2] + " " + m[1] + ": " + valueWant(fs.Lookup(m[2]), m[3])
+	} else if m := flagNoValue.FindStringSubmatch(msg); m != nil {
+		msg = "--" + m[1] + " needs a value"
+	}
+	return fmt.Errorf("%s: %s (see: talosflash %s -h)", fs.Name(), msg, fs.Name())
+}
+
+// valueWant says what f's value should be, for the flag package's "parse
+// error" (its own words otherwise: a flag.Value's Set error).
+func valueWant(f *flag.Flag, detail string) string {
+	if f == nil || !strings.HasSuffix(detail, "parse error") && !strings.HasSuffix(detail, "value out of range") {
+		return detail
+	}
+	g, ok := f.Value.(flag.Getter)
+	if !ok {
+		return detail
+	}
+	switch g.Get().(type) {
+	case time.Duration:
+		return "want a duration such as 30s, 2m or 1h"
+	case int, int64, uint, uint64:
+		return "want a whole number"
+	case float64:
+		return "want a number"
+	}
+	return detail
+}
+
 // flagSuggestion names the shown flag closest to an undefined one ("" when
 // none is close): `--rol` -> "; did you mean --role?".
-func flagSuggestion(fs *flag.FlagSet, err error) string {
-	name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: ")
-	if !ok {
-		return ""
-	}
+func flagSuggestion(fs *flag.FlagSet, name string) string {
 	var names []string
 	fs.VisitAll(func(f *flag.Flag) {
 		if !hiddenFlags[f.Name] {
 			names = append(names, f.Name)
 		}
 	})
-	if s := closest(strings.TrimLeft(name, "-"), names); s != "" {
+	if s := closest(name, names); s != "" {
 		return "; did you mean --" + s + "?"
 	}
 	return ""
@@ -249,7 +295,7 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 			}
 			return err
 		}
-		return withCode(contract.ExitUsage, fmt.Errorf("%s: %w%s (see: talosflash %s -h)", fs.Name(), err, flagSuggestion(fs, err), fs.Name()))
+		return withCode(contract.ExitUsage, FlagError(fs, err))
 	}
 	if fs.NArg() > 0 {
 		return usageErrorf("%s: unexpected argument %q", fs.Name(), fs.Arg(0))
