@@ -8,6 +8,7 @@ import (
 	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/app/plan"
 	"github.com/talosflash/talosflash/factory"
+	"github.com/talosflash/talosflash/node"
 )
 
 type kubeVersionJSON struct {
@@ -86,8 +87,8 @@ func (p outdatedText) Versions(r versionReport) error {
 		case k.Supported:
 			fmt.Fprintf(w, "%s  Kubernetes %s (%s): supported by Talos %s (%s)\n", where, k.Version, k.Field, r.Talos, k.Range)
 		default:
-			fmt.Fprintf(w, "%s  Kubernetes %s (%s): NOT supported by Talos %s (it supports %s): bump Kubernetes (talosctl upgrade-k8s) before or with Talos\n",
-				where, k.Version, k.Field, r.Talos, k.Range)
+			fmt.Fprintf(w, "%s  Kubernetes %s (%s): NOT supported by Talos %s (it supports %s): bump Kubernetes (%s) before or with Talos\n",
+				where, k.Version, k.Field, r.Talos, k.Range, node.Talosctl("", "<control-plane-ip>", "upgrade-k8s", "--to", "<version>"))
 		}
 	}
 	for _, e := range r.Extensions {
