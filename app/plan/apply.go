@@ -88,11 +88,11 @@ type ApplyEvent struct {
 	Text     string        // EventNote
 	// Config (EventNote): the note is the config file's, the same for
 	// every node it goes to (ApplyAll says it once per run).
-	Config bool
-	Node     *node.Node    // EventNode
-	Match    Match         // EventNode: the profile or cached image it booted
-	Finding  node.Finding  // EventFinding
-	Result   *node.ApplyResult
+	Config  bool
+	Node    *node.Node   // EventNode
+	Match   Match        // EventNode: the profile or cached image it booted
+	Finding node.Finding // EventFinding
+	Result  *node.ApplyResult
 }
 
 // ApplyReview is a checked job, before anything is sent: what the node
