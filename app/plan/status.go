@@ -314,6 +314,8 @@ func hostOnly(endpoint string) string {
 // Minutes renders a duration for people: "12 min", "45 s", "1 h 10 min".
 func Minutes(d time.Duration) string {
 	switch {
+	case d < time.Second:
+		return fmt.Sprintf("%d ms", d.Milliseconds())
 	case d < time.Minute:
 		return fmt.Sprintf("%d s", int(d.Seconds()))
 	case d < 2*time.Hour:
