@@ -75,12 +75,14 @@ type CardResult struct {
 	// for every card of a flash); 0 and "" when nothing was written.
 	Bytes  int64
 	SHA256 string
-	// Written is what was written to the card: the units (runs.go) that
-	// differed from what it held, and in the first MiB, written last,
-	// zeros first where it held anything else. Skipped is what the card
+	// Written is the image's bytes this flash put on the card: the units
+	// (runs.go) that differed from what it held. Skipped is what the card
 	// already held, found by a direct read that is also its verification
-	// (not read back).
-	Written, Skipped int64
+	// (not read back): Written + Skipped = Bytes. Zeroed is the zeros
+	// written first over the first MiB where the card held anything else
+	// (that MiB is written last): writes beside Written, where the image
+	// is not zero.
+	Written, Skipped, Zeroed int64
 	Verified         bool
 	// VerifyMode says how the read-back bypassed the page cache:
 	// "O_DIRECT", "fadvise" (fsync + POSIX_FADV_DONTNEED), or "cached" for
@@ -262,7 +264,8 @@ type card struct {
 	head                headState
 	probeWait, probeGap int
 	zerosFrom, zerosTo  int64
-	written             atomic.Int64
+	written             atomic.Int64 // every byte written, zeroed included
+	zeroed              atomic.Int64 // the head's zeros (zeroHead)
 	sinceSync           int64
 	regular, grow       bool  // a regular file; one to grow to the image's size at the end
 	err                 error // set by the write stage (or the common failure)
@@ -283,7 +286,11 @@ type card struct {
 // verifyAndClose is a written card's last steps: read-back, close, "done".
 func (c *card) verifyAndClose(ctx context.Context, w *written, opts FlashOptions, res *CardResult) {
 	res.Bytes, res.SHA256 = w.n, hex.EncodeToString(w.sum)
-	res.Written, res.Skipped = c.written.Load(), c.held.heldBytes(w.n, writeUnit)
+	// Every unit the card did not hold was written, by its data or, where
+	// the image's head is zero, by the zeros written first: each image
+	// byte once, however many writes it took.
+	res.Skipped, res.Zeroed = c.held.heldBytes(w.n, writeUnit), c.zeroed.Load()
+	res.Written = w.n - res.Skipped
 	if opts.Verify {
 		depth := 3 // chunks' worth of the write stage's pool in flight for this read-back
 		if c.name != "" {

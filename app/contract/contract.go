@@ -199,8 +199,9 @@ type ResultEvent struct {
 	SHA256     string `json:"sha256"`
 	Verified   bool   `json:"verified"`
 	VerifyMode string `json:"verify_mode,omitempty"`
-	// Written and Skipped: bytes written to the card, and bytes it already
-	// held (found by a direct read, which verified them).
+	// Written and Skipped: the image's bytes written to the card, and
+	// those it already held (found by a direct read, which verified
+	// them); together the image's Bytes.
 	Written   int64  `json:"written"`
 	Skipped   int64  `json:"skipped"`
 	Schematic string `json:"schematic,omitempty"`
