@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/talosflash/talosflash/internal/humanbytes"
 )
 
 // Source is what to flash: a local file (Path) or a remote .raw.xz (URL).
@@ -83,7 +85,7 @@ type CardResult struct {
 	// (that MiB is written last): writes beside Written, where the image
 	// is not zero.
 	Written, Skipped, Zeroed int64
-	Verified         bool
+	Verified                 bool
 	// VerifyMode says how the read-back bypassed the page cache:
 	// "O_DIRECT", "fadvise" (fsync + POSIX_FADV_DONTNEED), or "cached" for
 	// targets without a file descriptor. Empty when not verified.
@@ -334,7 +336,7 @@ func serialized(fn ProgressFunc) ProgressFunc {
 func openTarget(opts FlashOptions, name string, size int64) (Target, int64, []string, error) {
 	limit := opts.MaxSize
 	if limit > 0 && size > limit {
-		return nil, 0, nil, fmt.Errorf("%w: image needs %d bytes, limit is %d", ErrTargetTooSmall, size, limit)
+		return nil, 0, nil, fmt.Errorf("%w: the image needs %s, the limit is %s", ErrTargetTooSmall, humanbytes.Exact(size), humanbytes.Exact(limit))
 	}
 	open := opts.Open
 	if open == nil {
@@ -352,10 +354,10 @@ func openTarget(opts FlashOptions, name string, size int64) (Target, int64, []st
 		limit = capacity
 	}
 	if limit > 0 && size > limit {
-		return nil, 0, closeRefused(t), fmt.Errorf("%w: image needs %d bytes, %s holds %d", ErrTargetTooSmall, size, name, limit)
+		return nil, 0, closeRefused(t), fmt.Errorf("%w: the image needs %s, %s holds %s", ErrTargetTooSmall, humanbytes.Exact(size), name, humanbytes.Exact(limit))
 	}
 	if free, ok := fileTargetFree(t); ok && size > free {
-		return nil, 0, closeRefused(t), fmt.Errorf("%w: image needs %d bytes, the file system of %s has %d free", ErrTargetTooSmall, size, name, free)
+		return nil, 0, closeRefused(t), fmt.Errorf("%w: the image needs %s, the file system of %s has %s free", ErrTargetTooSmall, humanbytes.Exact(size), name, humanbytes.Exact(free))
 	}
 	return t, limit, nil, nil
 }
