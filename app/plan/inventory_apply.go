@@ -61,7 +61,9 @@ func (e *NotThereError) Error() string {
 		e.Hostname, e.Endpoint, Minutes(e.Wait), e.Last)
 }
 
-func (e *NotThereError) Is(target error) bool { return target == ErrNotThere || target == node.ErrNetwork }
+func (e *NotThereError) Is(target error) bool {
+	return target == ErrNotThere || target == node.ErrNetwork
+}
 
 // IdentityError is a node at an inventory address that is not the node the
 // inventory names there: its hostname (from its card) or the image it
