@@ -202,8 +202,11 @@ type ResultEvent struct {
 	// Written and Skipped: the image's bytes written to the card, and
 	// those it already held (found by a direct read, which verified
 	// them); together the image's Bytes.
-	Written   int64  `json:"written"`
-	Skipped   int64  `json:"skipped"`
+	Written int64 `json:"written"`
+	Skipped int64 `json:"skipped"`
+	// Zeroed: zeros written over the card's first MiB before the image,
+	// where it held other data (writes beside Written).
+	Zeroed    int64  `json:"zeroed,omitempty"`
 	Schematic string `json:"schematic,omitempty"`
 	Version   string `json:"version,omitempty"` // the Talos version
 	// Node and Address: the node written onto the card (flash --inventory).
@@ -220,14 +223,14 @@ type ResultEvent struct {
 // is an "error" line with its device).
 func NewResultEvent(c imaging.CardResult) ResultEvent {
 	return ResultEvent{Envelope: envelope(TypeResult), Device: c.Target, Bytes: c.Bytes, SHA256: c.SHA256, Verified: c.Verified,
-		VerifyMode: c.VerifyMode, Written: c.Written, Skipped: c.Skipped, Notes: c.Notes}
+		VerifyMode: c.VerifyMode, Written: c.Written, Skipped: c.Skipped, Zeroed: c.Zeroed, Notes: c.Notes}
 }
 
 // Card is the line read back as the card's result (the elevated child's
 // parent), NewResultEvent's inverse.
 func (e ResultEvent) Card() imaging.CardResult {
 	return imaging.CardResult{Target: e.Device, Bytes: e.Bytes, SHA256: e.SHA256, Verified: e.Verified,
-		VerifyMode: e.VerifyMode, Written: e.Written, Skipped: e.Skipped, Notes: e.Notes}
+		VerifyMode: e.VerifyMode, Written: e.Written, Skipped: e.Skipped, Zeroed: e.Zeroed, Notes: e.Notes}
 }
 
 // Finding is one incident-check finding (apply's "findings").
