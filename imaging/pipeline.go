@@ -16,6 +16,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/talosflash/talosflash/internal/humanbytes"
 )
 
 type chunk struct {
@@ -477,7 +479,7 @@ func (p *pipeline) writeCard(cd *card) error {
 			// Found while writing (size unknown up front): the card is
 			// partly written, so this is also an incomplete card.
 			p.release(c)
-			return fmt.Errorf("%w: image exceeds %d bytes; %w", ErrTargetTooSmall, cd.limit, ErrIncomplete)
+			return fmt.Errorf("%w: the image exceeds %s; %w", ErrTargetTooSmall, humanbytes.Exact(cd.limit), ErrIncomplete)
 		}
 		cd.current = c
 		cd.since.Store(time.Now().UnixNano())
@@ -540,18 +542,14 @@ func (p *pipeline) wait() error {
 			go func() {
 				defer wg.Done()
 				done := c.wrote.Load()
-				if syncErr := syncBounded(c.t, cancelGrace); syncErr != nil {
-					c.err = fmt.Errorf("flash interrupted after %d bytes (%w), and syncing them failed: %v: %w", done, p.ctx.Err(), syncErr, ErrIncomplete)
-				} else {
-					c.err = fmt.Errorf("flash interrupted after %d bytes (%w): %w", done, p.ctx.Err(), ErrIncomplete)
-				}
+				c.err = &InterruptedError{Done: done, SyncErr: syncBounded(c.t, cancelGrace), Cause: p.ctx.Err()}
 			}()
 		}
 		wg.Wait()
 		if len(p.cards) == 1 {
 			return p.cards[0].err
 		}
-		return fmt.Errorf("flash interrupted (%w): %w", p.ctx.Err(), ErrIncomplete)
+		return &InterruptedError{Done: -1, Cause: p.ctx.Err()}
 	}
 	if len(p.cards) == 1 {
 		return p.cards[0].err
@@ -575,15 +573,15 @@ func (p *pipeline) finish() (*written, error) {
 	<-p.hashDone
 	if p.readErr != nil {
 		if p.ctx.Err() != nil {
-			return nil, fmt.Errorf("flash interrupted after %d bytes (%w): %w", p.readN, p.ctx.Err(), ErrIncomplete)
+			return nil, &InterruptedError{Done: p.readN, Cause: p.ctx.Err()}
 		}
-		return nil, fmt.Errorf("%w (after %d bytes were written: %w)", p.src.decodeErr(p.readErr), p.readN, ErrIncomplete)
+		return nil, fmt.Errorf("%w (after %s were written: %w)", p.src.decodeErr(p.readErr), humanbytes.Exact(p.readN), ErrIncomplete)
 	}
 	if p.alive.Load() == 0 {
 		return nil, p.cards[0].err // every card failed on its own: nothing to check
 	}
 	if p.src.size >= 0 && p.readN != p.src.size {
-		return nil, p.src.corrupt(fmt.Errorf("write stage: %w: decompressed %d bytes, the %s image should give %d (%w)", ErrCorruptImage, p.readN, p.src.format, p.src.size, ErrIncomplete))
+		return nil, p.src.corrupt(fmt.Errorf("write stage: %w: decompressed %s, the %s image should give %s (%w)", ErrCorruptImage, humanbytes.Exact(p.readN), p.src.format, humanbytes.Exact(p.src.size), ErrIncomplete))
 	}
 	if p.src.streamSum != nil {
 		// Sent by another process: what came is what it sent, or no card
@@ -597,7 +595,7 @@ func (p *pipeline) finish() (*written, error) {
 		if c.err == nil && c.wrote.Load() != p.readN {
 			// Every card takes every decoded byte; one that did not is
 			// short, whatever its writer said.
-			c.err = &WriteError{Offset: c.wrote.Load(), Err: fmt.Errorf("%d of the image's %d bytes were written", c.wrote.Load(), p.readN)}
+			c.err = &WriteError{Offset: c.wrote.Load(), Err: fmt.Errorf("%s of the image's %s were written", humanbytes.Exact(c.wrote.Load()), humanbytes.Exact(p.readN))}
 		}
 		if c.err != nil {
 			continue

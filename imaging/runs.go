@@ -199,6 +199,7 @@ func (p *pipeline) zeroHead(cd *card, direct *bool) error {
 		p.unalign(cd, n, direct)
 		for done := 0; done < n; {
 			m, err := cd.put(zeroBlock[:min(n-done, len(zeroBlock))], int64(i*unit+done))
+			cd.zeroed.Add(int64(m))
 			if err != nil {
 				return err
 			}

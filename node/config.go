@@ -16,6 +16,7 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/config/validation"
 	"gopkg.in/yaml.v3"
 
+	"github.com/talosflash/talosflash/internal/humanbytes"
 	"github.com/talosflash/talosflash/internal/userfile"
 	"github.com/talosflash/talosflash/node/internal/talos114"
 	"github.com/talosflash/talosflash/node/internal/yamldocs"
@@ -36,7 +37,7 @@ type ConfigFileError struct {
 
 func (e *ConfigFileError) Error() string {
 	if e.TooLarge {
-		return fmt.Sprintf("config file %s is too large for a machine config (max %d bytes)", e.Path, MaxConfigSize)
+		return fmt.Sprintf("config file %s is too large for a machine config (at most %s)", e.Path, humanbytes.Exact(MaxConfigSize))
 	}
 	return "config file: " + e.Err.Error()
 }
@@ -138,7 +139,7 @@ func (metalMode) InContainer() bool     { return false }
 // node. Errors never contain config values.
 func LoadConfig(data []byte) (cfg *Config, err error) {
 	if len(data) > MaxConfigSize {
-		return nil, &ConfigError{Reason: fmt.Sprintf("file is %d bytes; a machine config is at most %d bytes, is this the right file?", len(data), MaxConfigSize)}
+		return nil, &ConfigError{Reason: fmt.Sprintf("file is %s; a machine config is at most %s, is this the right file?", humanbytes.Exact(int64(len(data))), humanbytes.Exact(MaxConfigSize))}
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, &ConfigError{Reason: "file is empty"}

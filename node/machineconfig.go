@@ -10,6 +10,8 @@ import (
 	"github.com/cosi-project/runtime/pkg/state"
 	"github.com/siderolabs/talos/pkg/machinery/resources/config"
 	"go.yaml.in/yaml/v4"
+
+	"github.com/talosflash/talosflash/internal/humanbytes"
 )
 
 // Running is what a configured node runs, read over mTLS: its config (it
@@ -61,7 +63,7 @@ func ReadRunning(ctx context.Context, endpoint string, tc *Talosconfig, opts Wai
 		return out, fmt.Errorf("read the machine config of %s: %w", s.endpoint, err)
 	}
 	if len(out.Config) > MaxConfigSize {
-		return out, fmt.Errorf("read the machine config of %s: %d bytes, more than %d", s.endpoint, len(out.Config), MaxConfigSize)
+		return out, fmt.Errorf("read the machine config of %s: %s, more than %s", s.endpoint, humanbytes.Exact(int64(len(out.Config))), humanbytes.Exact(MaxConfigSize))
 	}
 	return out, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
@@ -135,6 +136,8 @@ type applyAllPrinter interface {
 	Bootstrap(ev plan.AllEvent)
 	BootstrapWait(ev plan.AllEvent)
 	Bootstrapped(ev plan.AllEvent)
+	// Notes are the configs' notes, once per run.
+	Notes(ev plan.AllEvent)
 	KubeconfigNext()
 	// Err is the first JSON line that could not be written (the job was
 	// stopped there), nil when none.
@@ -166,6 +169,8 @@ func printAll(p applyAllPrinter, ev plan.AllEvent) {
 		p.BootstrapWait(ev)
 	case plan.AllBootstrapped:
 		p.Bootstrapped(ev)
+	case plan.AllNotes:
+		p.Notes(ev)
 	}
 }
 
@@ -256,6 +261,19 @@ func (p *applyAllText) Bootstrapped(ev plan.AllEvent) {
 		return
 	}
 	fmt.Fprintln(p.env.Stdout, bootstrappedLine(ev))
+}
+
+// Notes: each config's notes, naming the nodes it went to (stderr).
+func (p *applyAllText) Notes(ev plan.AllEvent) {
+	for _, g := range ev.Notes {
+		for _, n := range g.Notes {
+			word := "note"
+			if n.Severity == node.SeverityWarning {
+				word = "warning"
+			}
+			p.say("%s: %s (%s): %s", word, g.Config, strings.Join(g.Hostnames, ", "), n.Text)
+		}
+	}
 }
 
 func (p *applyAllText) KubeconfigNext() { kubeconfigNext(p.env.Stderr, p.inf) }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/app/plan"
+	"github.com/talosflash/talosflash/imaging/devices"
 	"github.com/talosflash/talosflash/node"
 )
 
@@ -113,8 +114,8 @@ func (p *bootstrapText) Done(ctx context.Context, res *node.BootstrapResult, err
 	if err != nil {
 		return waitExit(ctx, err)
 	}
-	fmt.Fprintf(p.env.Stdout, "bootstrapped etcd on %s (Talos %s). Next: talosctl --talosconfig %s kubeconfig -n %s\n",
-		res.Endpoint, res.TalosVersion, p.tcPath, hostOf(res.Endpoint))
+	fmt.Fprintf(p.env.Stdout, "bootstrapped etcd on %s (Talos %s). Next: talosflash kubeconfig --node %s --talosconfig %s (or %s)\n",
+		res.Endpoint, res.TalosVersion, res.Endpoint, devices.ShellJoin([]string{p.tcPath}), node.Talosctl(p.tcPath, res.Endpoint, "kubeconfig"))
 	return nil
 }
 

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+
 	"strings"
 
 	"github.com/dustin/go-humanize"
@@ -108,6 +110,8 @@ func runCard(_ context.Context, args []string, env Env) error {
 	switch {
 	case errors.Is(err, inventory.ErrNotACard):
 		return usageErrorf("card: %s is not a disk or an image file", path)
+	case errors.Is(err, os.ErrNotExist): // a path that names nothing: the usage's mistake (docs/JSON.md)
+		return withCode(contract.ExitUsage, fmt.Errorf("card: %w", err))
 	case err != nil:
 		return withCode(contract.ExitDevice, fmt.Errorf("card: %w", err))
 	}

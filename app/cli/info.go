@@ -28,6 +28,9 @@ func runSchematic(ctx context.Context, args []string, env Env) error {
 		return usageErrorf("schematic: give --role (controlplane, worker or a profile), --installer or --installer-file")
 	}
 	if installerYAML {
+		if jsonOut {
+			return usageErrorf("schematic: --installer-yaml prints the installer file itself, not JSON: drop --json (or drop --installer-yaml for the schematic's JSON, its installer included)")
+		}
 		if f.role == "" {
 			return usageErrorf("schematic --installer-yaml: give --role (controlplane, worker or a profile)")
 		}
@@ -71,8 +74,10 @@ func runSchematic(ctx context.Context, args []string, env Env) error {
 
 func runProfiles(_ context.Context, args []string, env Env) error {
 	var profiles string
+	var jsonOut bool
 	fs := newFlagSet("profiles", env)
 	fs.StringVar(&profiles, "profiles", "", "YAML file with custom profiles")
+	fs.BoolVar(&jsonOut, "json", false, "print JSON")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -80,20 +85,45 @@ func runProfiles(_ context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tVERSION\tEXTENSIONS\tSCHEMATIC ID\tDESCRIPTION")
+	list := []profileJSON{}
 	for _, p := range all {
 		id, err := p.SchematicID()
 		if err != nil {
 			return fmt.Errorf("profile %s: %w", p.Name, err)
 		}
-		exts := strings.Join(p.Extensions, ",")
-		if exts == "" {
-			exts = "-"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Name, p.Version(), exts, id, p.Description)
+		list = append(list, profileJSON{Name: p.Name, Description: p.Description, TalosVersion: p.Version(), Arch: p.Architecture(),
+			Overlay: overlayJSON{Image: p.Overlay.Image, Name: p.Overlay.Name}, Extensions: nonNil(p.Extensions),
+			ExtraKernelArgs: nonNil(p.ExtraKernelArgs), SchematicID: id})
 	}
-	return tw.Flush()
+	return newAnswerPrinter(jsonOut, env).Answer(contract.TypeProfiles, list, func(w io.Writer) error {
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "NAME\tVERSION\tEXTENSIONS\tSCHEMATIC ID\tDESCRIPTION")
+		for _, p := range list {
+			exts := strings.Join(p.Extensions, ",")
+			if exts == "" {
+				exts = "-"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Name, p.TalosVersion, exts, p.SchematicID, p.Description)
+		}
+		return tw.Flush()
+	})
+}
+
+// profileJSON is one profile of profiles --json.
+type profileJSON struct {
+	Name            string      `json:"name"`
+	Description     string      `json:"description"`
+	TalosVersion    string      `json:"talos_version"`
+	Arch            string      `json:"arch"`
+	Overlay         overlayJSON `json:"overlay"`
+	Extensions      []string    `json:"extensions"`
+	ExtraKernelArgs []string    `json:"extra_kernel_args"`
+	SchematicID     string      `json:"schematic_id"`
+}
+
+type overlayJSON struct {
+	Image string `json:"image"`
+	Name  string `json:"name"`
 }
 
 func runDevices(_ context.Context, args []string, env Env) error {

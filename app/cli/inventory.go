@@ -100,6 +100,10 @@ func runInventoryInit(args []string, env Env) error {
 		return err
 	}
 
+	if jsonOut {
+		return usageErrorf("inventory init: --json is check's (init writes the file and says so): drop --json, then run talosflash inventory check --json %s", file)
+	}
+
 	flags := os.O_WRONLY | os.O_CREATE | os.O_EXCL
 	if force {
 		flags = os.O_WRONLY | os.O_CREATE | os.O_TRUNC

@@ -71,7 +71,7 @@ func runOutdated(ctx context.Context, args []string, env Env) error {
 	for _, g := range generic {
 		fmt.Fprintf(env.Stderr, "warning: %s:%d uses the stock installer %s: no Raspberry Pi overlay, no extensions; use the factory installer of the node's schematic\n", g.File, g.Line, g.Raw)
 	}
-	p := newAnswerPrinter(jsonOut, env)
+	p := newOutdatedPrinter(jsonOut, env)
 	if len(uses) == 0 {
 		return p.Answer(contract.TypeOutdated, []outdatedJSON{}, func(w io.Writer) error {
 			fmt.Fprintf(w, "no Image Factory installer references under %s\n", dir)
@@ -87,7 +87,7 @@ func runOutdated(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	if err := reportVersions(ctx, env, dir, ups, fc, jsonOut); err != nil { // outdated_versions.go
+	if err := reportVersions(ctx, env, dir, ups, fc, p); err != nil { // outdated_versions.go
 		return err
 	}
 	var (
@@ -111,7 +111,15 @@ func runOutdated(ctx context.Context, args []string, env Env) error {
 	}); err != nil {
 		return err
 	}
-	return outdatedWriteErr(writeErr)
+	if err := outdatedWriteErr(writeErr); err != nil || !write {
+		return err
+	}
+	// A blocked reference is not written: --write did not do what it was
+	// asked (exit 7, classify.go), whatever else it wrote.
+	if err := factory.Blocked(ups); err != nil {
+		return fmt.Errorf("outdated --write: %w", err)
+	}
+	return nil
 }
 
 // printOutdated is `outdated` as text: each reference, then what was or
@@ -132,9 +140,17 @@ func printOutdated(w io.Writer, ups []factory.Update, results []factory.FileResu
 		}
 		return
 	}
+	blocked := ""
+	if b := new(factory.BlockedError); errors.As(factory.Blocked(ups), &b) {
+		blocked = fmt.Sprintf("%d reference(s) blocked (BLOCKED above): not written", len(b.Updates))
+	}
 	switch {
+	case write && len(changed) > 0 && blocked != "":
+		fmt.Fprintf(w, "updated %d file(s): %s; %s\n", len(changed), strings.Join(changed, ", "), blocked)
 	case write && len(changed) > 0:
 		fmt.Fprintf(w, "updated %d file(s): %s\n", len(changed), strings.Join(changed, ", "))
+	case write && blocked != "":
+		fmt.Fprintf(w, "nothing written: %s\n", blocked)
 	case write:
 		fmt.Fprintln(w, "nothing to update")
 	case pending > 0:

@@ -148,26 +148,62 @@ func runPatch(ctx context.Context, args []string, env Env) error {
 	} else {
 		targets = append(targets, target{"", endpoint})
 	}
-	out := env.Stdout
-	if jsonOut {
-		out = env.Stderr
-	}
+	p := newPatchPrinter(jsonOut, dryRun, env)
 	for _, t := range targets {
 		job := plan.PatchJob{Endpoint: t.endpoint, Name: t.name, Talosconfig: tc, Patches: data, Replace: repl, Mode: mode,
 			DryRun: dryRun, AllowAppend: allowAppend, Wait: node.WaitOptions{CallTimeout: timeout, Timeout: timeout},
-			Event: func(ev plan.PatchEvent) { printPatchEvent(out, ev) }}
+			Event: p.Event}
 		res, err := plan.Patch(ctx, job)
-		if jsonOut && res != nil {
-			_ = contract.WriteAnswer(env.Stdout, contract.TypePatch, patchJSON(res, dryRun, err))
-		}
-		if res != nil && err == nil {
-			printPatchOutcome(out, res, dryRun)
-		}
+		p.Patched(res, err)
 		if err != nil {
 			return waitExit(ctx, err)
 		}
 	}
 	return nil
+}
+
+// patchPrinter shows `patch` (plan.Patch), one node after the other.
+type patchPrinter interface {
+	// Event is what the job reports as it goes: the read, the diff, the
+	// appends, the findings, the node's dry run.
+	Event(ev plan.PatchEvent)
+	// Patched is one node's outcome (res nil: nothing was read).
+	Patched(res *plan.PatchOutcome, err error)
+}
+
+func newPatchPrinter(jsonOut, dryRun bool, env Env) patchPrinter {
+	if jsonOut {
+		return patchJSONPrinter{patchText{w: env.Stderr, dryRun: dryRun}, env.Stdout}
+	}
+	return patchText{w: env.Stdout, dryRun: dryRun}
+}
+
+// patchText is patch's text printer: everything on stdout.
+type patchText struct {
+	w      io.Writer
+	dryRun bool
+}
+
+func (p patchText) Event(ev plan.PatchEvent) { printPatchEvent(p.w, ev) }
+
+func (p patchText) Patched(res *plan.PatchOutcome, err error) {
+	if res != nil && err == nil {
+		printPatchOutcome(p.w, res, p.dryRun)
+	}
+}
+
+// patchJSONPrinter is patch's JSON printer: a patch line per node on
+// stdout (also when it was refused), the text on stderr.
+type patchJSONPrinter struct {
+	patchText
+	out io.Writer
+}
+
+func (p patchJSONPrinter) Patched(res *plan.PatchOutcome, err error) {
+	if res != nil {
+		_ = contract.WriteAnswer(p.out, contract.TypePatch, patchJSON(res, p.dryRun, err))
+	}
+	p.patchText.Patched(res, err)
 }
 
 // nodeListRaw collects repeated values as given (a patch may hold commas).

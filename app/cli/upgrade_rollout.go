@@ -107,14 +107,12 @@ func runRollout(ctx context.Context, args []string, env Env) error {
 		nodes = append(nodes, plan.RolloutNode{Hostname: n.Hostname, Role: n.Role, Profile: n.Profile, Endpoint: ep, Schematic: p.Schematic()})
 		targets = append(targets, plan.StatusTarget{Hostname: n.Hostname, Role: n.Role, Profile: n.Profile, Endpoint: ep})
 	}
-	out := env.Stdout
-	if jsonOut {
-		out = env.Stderr
-	}
+	p := newRolloutPrinter(jsonOut, dryRun, env)
 	job := plan.RolloutJob{Nodes: nodes, To: to, Talosconfig: tc, Factory: settings.Factory, DryRun: dryRun,
 		Wait:   node.WaitOptions{Timeout: timeout, Every: every},
 		Drain:  kube.DrainOptions{Timeout: drainTimeout},
 		Follow: plan.FollowOptions{Wait: timeout, WatchOptions: plan.WatchOptions{Interval: every}},
+		Event:  p.Event,
 	}
 	if !dryRun {
 		v, err := openKubeView(kf, targets, nil, 10*time.Second)
@@ -126,25 +124,71 @@ func runRollout(ctx context.Context, args []string, env Env) error {
 		}
 	}
 	if dryRun {
-		fmt.Fprintf(out, "rolling upgrade plan to Talos %s (dry run: nothing is sent), in this order:\n", to)
-	}
-	job.Event = func(ev plan.RolloutEvent) {
-		printRolloutEvent(out, ev)
-		if ev.Node != nil && jsonOut {
-			_ = contract.WriteAnswer(env.Stdout, contract.TypeRolloutNode, rolloutJSON(ev.Node, dryRun))
-		}
+		p.Plan(to)
 	}
 	res, err := plan.Rollout(ctx, job)
 	if err != nil && res != nil && !dryRun {
-		fmt.Fprintln(out, "the rolling upgrade stopped; every node's state:")
-		for _, n := range res.Nodes {
-			fmt.Fprintf(out, "  %s (%s): %s\n", n.Hostname, n.Role, n.State)
-			if jsonOut && n != res.Failed && n.Step == plan.StepUntouched {
-				_ = contract.WriteAnswer(env.Stdout, contract.TypeRolloutNode, rolloutJSON(n, dryRun))
-			}
-		}
+		p.Stopped(res)
 	}
 	return waitExit(ctx, err)
+}
+
+// rolloutPrinter shows `upgrade --inventory` (plan.Rollout).
+type rolloutPrinter interface {
+	// Plan heads a dry run's plan.
+	Plan(to string)
+	// Event is what the job reports: each step, and each node's end.
+	Event(ev plan.RolloutEvent)
+	// Stopped is every node's state after a failure stopped the rollout.
+	Stopped(res *plan.RolloutResult)
+}
+
+func newRolloutPrinter(jsonOut, dryRun bool, env Env) rolloutPrinter {
+	if jsonOut {
+		return rolloutJSONPrinter{rolloutText{w: env.Stderr}, env.Stdout, dryRun}
+	}
+	return rolloutText{w: env.Stdout}
+}
+
+// rolloutText is upgrade --inventory's text printer: everything on stdout.
+type rolloutText struct{ w io.Writer }
+
+func (p rolloutText) Plan(to string) {
+	fmt.Fprintf(p.w, "rolling upgrade plan to Talos %s (dry run: nothing is sent), in this order:\n", to)
+}
+
+func (p rolloutText) Event(ev plan.RolloutEvent) { printRolloutEvent(p.w, ev) }
+
+func (p rolloutText) Stopped(res *plan.RolloutResult) {
+	fmt.Fprintln(p.w, "the rolling upgrade stopped; every node's state:")
+	for _, n := range res.Nodes {
+		fmt.Fprintf(p.w, "  %s (%s): %s\n", n.Hostname, n.Role, n.State)
+	}
+}
+
+// rolloutJSONPrinter is its JSON printer: a rollout_node line per node
+// when its part ends, then one per node not reached (docs/JSON.md); the
+// text on stderr.
+type rolloutJSONPrinter struct {
+	rolloutText
+	out    io.Writer
+	dryRun bool
+}
+
+func (p rolloutJSONPrinter) Event(ev plan.RolloutEvent) {
+	p.rolloutText.Event(ev)
+	if ev.Node != nil {
+		_ = contract.WriteAnswer(p.out, contract.TypeRolloutNode, rolloutJSON(ev.Node, p.dryRun))
+	}
+}
+
+func (p rolloutJSONPrinter) Stopped(res *plan.RolloutResult) {
+	p.rolloutText.Stopped(res)
+	for _, n := range res.Nodes {
+		if n != res.Failed && n.Step == plan.StepUntouched {
+			_ = contract.WriteAnswer(p.out, contract.TypeRolloutNode, rolloutJSON(n, p.dryRun))
+		}
+	}
 }
 
 func printRolloutEvent(w io.Writer, ev plan.RolloutEvent) {

@@ -58,7 +58,8 @@ const (
 	EventPhase ApplyEventKind = "phase"
 	// EventNote: something the user should know that is not a finding
 	// (Severity info or warning, Text): kinds not checked locally, the
-	// loader's warnings, the declared role against what the node booted,
+	// loader's warnings (Config: said of the file, once the node is found
+	// waiting for it), the declared role against what the node booted,
 	// try mode on Talos >= 1.13.
 	EventNote ApplyEventKind = "note"
 	// EventNode: the node as probed (Node, Match).
@@ -85,10 +86,13 @@ type ApplyEvent struct {
 	Phase    ApplyPhase
 	Severity node.Severity // EventNote
 	Text     string        // EventNote
-	Node     *node.Node    // EventNode
-	Match    Match         // EventNode: the profile or cached image it booted
-	Finding  node.Finding  // EventFinding
-	Result   *node.ApplyResult
+	// Config (EventNote): the note is the config file's, the same for
+	// every node it goes to (ApplyAll says it once per run).
+	Config  bool
+	Node    *node.Node   // EventNode
+	Match   Match        // EventNode: the profile or cached image it booted
+	Finding node.Finding // EventFinding
+	Result  *node.ApplyResult
 }
 
 // ApplyReview is a checked job, before anything is sent: what the node
@@ -258,12 +262,6 @@ func CheckApply(ctx context.Context, job ApplyJob) (*ApplyReview, error) {
 		return nil, fmt.Errorf("%s: %w", job.Name, err)
 	}
 	rv := &ApplyReview{Job: job, Endpoint: endpoint, Config: cfg}
-	for _, u := range cfg.Unchecked {
-		job.note(node.SeverityInfo, u)
-	}
-	for _, w := range cfg.Warnings {
-		job.note(node.SeverityWarning, w)
-	}
 
 	// What did the node boot? The checks use its answer, not the user's word.
 	job.phase(PhaseProbe)
@@ -282,7 +280,13 @@ func CheckApply(ctx context.Context, job ApplyJob) (*ApplyReview, error) {
 	}
 	rv.Node = n
 	if n.Configured {
-		return rv, &ConfiguredError{Addr: n.Addr}
+		return rv, &ConfiguredError{Addr: n.Addr} // the config is not for it: nothing to say about it
+	}
+	for _, u := range cfg.Unchecked {
+		job.emit(ApplyEvent{Kind: EventNote, Severity: node.SeverityInfo, Text: u, Config: true})
+	}
+	for _, w := range cfg.Warnings {
+		job.emit(ApplyEvent{Kind: EventNote, Severity: node.SeverityWarning, Text: w, Config: true})
 	}
 	nc := job.Check
 	nc.Node, nc.Endpoint = n, endpoint

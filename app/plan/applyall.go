@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/talosflash/talosflash/inventory"
@@ -57,7 +58,19 @@ const (
 	// AllBootstrapped: Bootstrap, its result; Already: etcd was
 	// bootstrapped before (a control plane configured before this run).
 	AllBootstrapped AllEventKind = "bootstrapped"
+	// AllNotes: Notes, what the configs hold that talosflash did not check
+	// (or warns about), once per run after every node's turn (or the
+	// run's end), not in each node's AllApply events.
+	AllNotes AllEventKind = "notes"
 )
+
+// ConfigNotes are one config file's notes (ApplyEvent.Config), said once
+// for the nodes checked with it in a run.
+type ConfigNotes struct {
+	Config    string       // the file, as the inventory names it
+	Hostnames []string     // the nodes it was checked for, in order
+	Notes     []ApplyEvent // EventNote, each once
+}
 
 // AllEvent is one thing that happened in an ApplyAllJob.
 type AllEvent struct {
@@ -74,6 +87,7 @@ type AllEvent struct {
 	Follow         FollowResult
 	Bootstrap      *node.BootstrapResult
 	Already        bool
+	Notes          []ConfigNotes // AllNotes
 }
 
 // ApplyAllOutcome is a finished ApplyAllJob.
@@ -132,6 +146,8 @@ func ApplyAll(ctx context.Context, job ApplyAllJob) (*ApplyAllOutcome, error) {
 		}
 	}
 	dryRun := job.Node.Apply.DryRun
+	notes := &configNotes{}
+	defer notes.flush(&job) // also when the loop ends early: said once either way
 	for _, n := range job.Nodes {
 		data, err := node.ReadConfigFile(n.Config)
 		if err != nil {
@@ -141,7 +157,13 @@ func ApplyAll(ctx context.Context, job ApplyAllJob) (*ApplyAllOutcome, error) {
 		j := job.Node
 		j.Node = n
 		j.Progress = func(s string) { job.emit(AllEvent{Kind: AllWaiting, Node: n, Text: s}) }
-		j.Apply.Event = func(ev ApplyEvent) { job.emit(AllEvent{Kind: AllApply, Node: n, Apply: ev}) }
+		j.Apply.Event = func(ev ApplyEvent) {
+			if ev.Kind == EventNote && ev.Config {
+				notes.add(n, ev)
+				return
+			}
+			job.emit(AllEvent{Kind: AllApply, Node: n, Apply: ev})
+		}
 		res, err := ApplyNode(ctx, j, data)
 		if errors.Is(err, context.Canceled) {
 			return out, err
@@ -156,6 +178,7 @@ func ApplyAll(ctx context.Context, job ApplyAllJob) (*ApplyAllOutcome, error) {
 			out.Applied = append(out.Applied, n)
 		}
 	}
+	notes.flush(&job)
 	if job.Talosconfig != nil && !dryRun {
 		keep(job.follow(ctx, out.Applied, false))
 	}
@@ -236,6 +259,37 @@ func (job *ApplyAllJob) follow(ctx context.Context, nodes []inventory.Node, boot
 		return stuck
 	}
 	return late
+}
+
+// configNotes gathers a run's config notes per file, each note and each
+// node once.
+type configNotes struct {
+	groups []ConfigNotes
+	done   bool
+}
+
+func (c *configNotes) add(n inventory.Node, ev ApplyEvent) {
+	i := slices.IndexFunc(c.groups, func(g ConfigNotes) bool { return g.Config == n.Config })
+	if i < 0 {
+		c.groups = append(c.groups, ConfigNotes{Config: n.Config})
+		i = len(c.groups) - 1
+	}
+	g := &c.groups[i]
+	if !slices.Contains(g.Hostnames, n.Hostname) {
+		g.Hostnames = append(g.Hostnames, n.Hostname)
+	}
+	if !slices.ContainsFunc(g.Notes, func(e ApplyEvent) bool { return e.Severity == ev.Severity && e.Text == ev.Text }) {
+		g.Notes = append(g.Notes, ev)
+	}
+}
+
+// flush says the notes (AllNotes), once.
+func (c *configNotes) flush(job *ApplyAllJob) {
+	if c.done || len(c.groups) == 0 {
+		return
+	}
+	c.done = true
+	job.emit(AllEvent{Kind: AllNotes, Notes: c.groups})
 }
 
 func (job *ApplyAllJob) emit(ev AllEvent) {

@@ -3,6 +3,7 @@ package plan
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -37,6 +38,7 @@ func TestApplyAllEachNodeInTurn(t *testing.T) {
 	at(2, "worker", "worker-2", true)
 
 	var kinds []string
+	var notes []ConfigNotes
 	out, err := ApplyAll(context.Background(), ApplyAllJob{
 		Nodes: inv.Nodes,
 		Node: NodeApplyJob{Port: port, Wait: 10 * time.Second, Every: 10 * time.Millisecond, Apply: ApplyJob{
@@ -46,13 +48,17 @@ func TestApplyAllEachNodeInTurn(t *testing.T) {
 			if ev.Kind != AllApply {
 				kinds = append(kinds, string(ev.Kind)+" "+ev.Node.Hostname)
 			}
+			if ev.Kind == AllApply && ev.Apply.Kind == EventNote && ev.Apply.Config {
+				t.Errorf("%s: a config note in the node's own events: %s", ev.Node.Hostname, ev.Apply.Text)
+			}
+			notes = append(notes, ev.Notes...)
 		},
 	})
 	var id *IdentityError
 	if !errors.As(err, &id) || id.Want.Hostname != "worker-1" {
 		t.Fatalf("err %v, want worker-1's identity refusal", err)
 	}
-	want := []string{"node cp-1", "result cp-1", "node worker-1", "result worker-1", "node worker-2", "result worker-2", "next cp-1"}
+	want := []string{"node cp-1", "result cp-1", "node worker-1", "result worker-1", "node worker-2", "result worker-2", "notes ", "next cp-1"}
 	if len(kinds) != len(want) {
 		t.Fatalf("events %q, want %q", kinds, want)
 	}
@@ -60,6 +66,12 @@ func TestApplyAllEachNodeInTurn(t *testing.T) {
 		if kinds[i] != want[i] {
 			t.Fatalf("events %q, want %q", kinds, want)
 		}
+	}
+	// The configs' notes once, after every node's turn, each naming the
+	// nodes found waiting for it (worker-2 has a config: not it).
+	if len(notes) != 2 || notes[0].Config != inv.Nodes[0].Config || !slices.Equal(notes[0].Hostnames, []string{"cp-1"}) ||
+		notes[1].Config != inv.Nodes[1].Config || !slices.Equal(notes[1].Hostnames, []string{"worker-1"}) || len(notes[1].Notes) != 2 {
+		t.Fatalf("notes %+v", notes)
 	}
 	if len(out.Nodes) != 3 || !out.Nodes[2].Configured || len(out.Applied) != 1 || out.Applied[0].Hostname != "cp-1" || out.Bootstrapped {
 		t.Fatalf("outcome %+v", out)

@@ -19,6 +19,7 @@ import (
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/imaging"
 	"github.com/talosflash/talosflash/imaging/devices"
+	"github.com/talosflash/talosflash/internal/humanbytes"
 )
 
 // Job is a list of cards to flash (one card is a list of one): the CLI
@@ -655,7 +656,7 @@ func (job *Job) flashElevated(ctx context.Context, groups []*group) (*Outcome, e
 	sourceFailed := sendErr != nil && err == sendErr // the image failed here, not in the child
 	if sourceFailed && sent[0].Bytes > 0 {
 		// The child stopped on it, its cards written part of the way.
-		err = fmt.Errorf("%w (after %d bytes were sent to the elevated write: %w)", err, sent[0].Bytes, imaging.ErrIncomplete)
+		err = fmt.Errorf("%w (after %s were sent to the elevated write: %w)", err, humanbytes.Exact(sent[0].Bytes), imaging.ErrIncomplete)
 	}
 	if !multi && errors.Is(err, imaging.ErrCorruptImage) && !sourceFailed {
 		job.dropCorrupt(run[0].src)
@@ -754,9 +755,9 @@ func (job *Job) humanCommands(ctx context.Context, run []*group, args elevate.Ar
 func sentCard(sent elevate.Sent, r *contract.ResultEvent) error {
 	switch {
 	case !sent.Complete:
-		return fmt.Errorf("%w: the elevated write reported the card written before it was sent the whole image (%d bytes sent)", imaging.ErrIncomplete, sent.Bytes)
+		return fmt.Errorf("%w: the elevated write reported the card written before it was sent the whole image (%s sent)", imaging.ErrIncomplete, humanbytes.Exact(sent.Bytes))
 	case r.Bytes != sent.Bytes || r.SHA256 != sent.SHA256:
-		return fmt.Errorf("%w: the card holds %d bytes with sha256 %s, the image sent was %d bytes with sha256 %s", imaging.ErrVerifyMismatch, r.Bytes, r.SHA256, sent.Bytes, sent.SHA256)
+		return fmt.Errorf("%w: the card holds %s with sha256 %s, the image sent was %s with sha256 %s", imaging.ErrVerifyMismatch, humanbytes.Exact(r.Bytes), r.SHA256, humanbytes.Exact(sent.Bytes), sent.SHA256)
 	}
 	return nil
 }

@@ -44,8 +44,26 @@ type NodeApplyOutcome struct {
 // defaultNodeWait is NodeApplyJob.Wait's default.
 const defaultNodeWait = 5 * time.Minute
 
-// ErrNotThere: nothing answered at the node's address in time.
+// ErrNotThere: nothing answered at the node's address in time
+// (NotThereError).
 var ErrNotThere = errors.New("no Talos node answered at the node's address")
+
+// NotThereError is a node waited for at its address in vain: errors.Is
+// ErrNotThere and node.ErrNetwork (exit 3 in the CLI).
+type NotThereError struct {
+	Hostname, Endpoint string
+	Wait               time.Duration
+	Last               error // the last probe's failure
+}
+
+func (e *NotThereError) Error() string {
+	return fmt.Sprintf("no Talos node answered at %s's address %s within %s (last: %v): is the Pi on, booted from its card and on the network?",
+		e.Hostname, e.Endpoint, Minutes(e.Wait), e.Last)
+}
+
+func (e *NotThereError) Is(target error) bool {
+	return target == ErrNotThere || target == node.ErrNetwork
+}
 
 // IdentityError is a node at an inventory address that is not the node the
 // inventory names there: its hostname (from its card) or the image it
@@ -176,10 +194,9 @@ func (j *NodeApplyJob) WaitFor(ctx context.Context) (*node.Node, error) {
 	lastSaid := time.Time{}
 
 	for {
-		callTimeout := min(5*time.Second, time.Until(deadline))
-		if callTimeout <= 0 {
-			callTimeout = time.Second
-		}
+		// Each probe gets what is left of the wait, 5 s at most, never
+		// less than the wait itself or a second (the last one).
+		callTimeout := max(min(5*time.Second, time.Until(deadline)), min(wait, time.Second))
 
 		pctx, cancel := context.WithTimeout(ctx, callTimeout)
 		n, err := probe(pctx, endpoint)
@@ -194,13 +211,12 @@ func (j *NodeApplyJob) WaitFor(ctx context.Context) (*node.Node, error) {
 		}
 
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("%w: %s at %s, for %s (%v): is the Pi on, booted from its card and on the network?",
-				errors.Join(ErrNotThere, node.ErrNetwork), j.Node.Hostname, endpoint, wait.Round(time.Second), err)
+			return nil, &NotThereError{Hostname: j.Node.Hostname, Endpoint: endpoint, Wait: wait, Last: err}
 		}
 
 		if j.Progress != nil && time.Since(lastSaid) >= 10*time.Second {
 			lastSaid = time.Now()
-			j.Progress(fmt.Sprintf("%s · waiting at %s … (%s of %s)", j.Node.Hostname, j.Node.Address.Addr(), time.Since(start).Round(time.Second), wait.Round(time.Second)))
+			j.Progress(fmt.Sprintf("%s · waiting at %s … (%s of %s)", j.Node.Hostname, j.Node.Address.Addr(), Minutes(time.Since(start)), Minutes(wait)))
 		}
 
 		t := time.NewTimer(min(every, time.Until(deadline)+time.Millisecond))

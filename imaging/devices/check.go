@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // List returns the disks of the running system (see Lister.List).
@@ -145,6 +146,13 @@ func (l *Lister) Check(path string, imageSize int64, opts Options) (*Disk, error
 		if inDir(resolved, p.DevRoot) {
 			return nil, refuse(resolved, CodeNotBlockDevice, "%s is a regular file inside %s, not a device (is the card inserted?)", resolved, p.DevRoot)
 		}
+		// Swap in use, as on a disk: the kernel would refuse the truncate
+		// ("text file busy"), and the memory swapped out is in it.
+		if sw, err := p.swapFileAt(fi); err != nil {
+			return nil, err
+		} else if sw != "" {
+			return nil, refuse(resolved, CodeSwap, "%s is an active swap file: the memory swapped out to it would be lost (swapoff %s first, or choose another file)", resolved, sw)
+		}
 		if fi.Size() > 0 && !isImageFileName(resolved) {
 			return nil, refuse(resolved, CodeNotImageFile, "%s is an existing file that does not look like a disk image (.img, .raw, .bin, .iso); it would be overwritten: delete it or choose another name", resolved)
 		}
@@ -263,10 +271,19 @@ func openImageFile(d *Disk, opts Options) (*os.File, error) {
 		}
 		flags |= os.O_CREATE | os.O_EXCL
 	}
+	// The kernel's "text file busy": a swap file swapped on after Check,
+	// a program running from the file. The safety rules' refusal.
+	busy := func() error {
+		return &RefusedError{Device: d.Path, Reason: CodeBusy,
+			Msg: fmt.Sprintf("%s is in use (an active swap file, or a program running from it); nothing was written", d.Path)}
+	}
 	f, err := os.OpenFile(d.Path, flags, 0o644)
 	if err != nil {
 		if errors.Is(err, fs.ErrExist) || isLoop(err) {
 			return nil, changed()
+		}
+		if errors.Is(err, syscall.ETXTBSY) {
+			return nil, busy()
 		}
 		return nil, fmt.Errorf("open image file: %w", err)
 	}
@@ -281,6 +298,9 @@ func openImageFile(d *Disk, opts Options) (*os.File, error) {
 	}
 	if err := f.Truncate(0); err != nil {
 		f.Close()
+		if errors.Is(err, syscall.ETXTBSY) {
+			return nil, busy()
+		}
 		return nil, fmt.Errorf("truncate image file %s: %w", d.Path, err)
 	}
 	return f, nil
