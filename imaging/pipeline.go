@@ -577,6 +577,11 @@ func (p *pipeline) finish() (*written, error) {
 		if p.ctx.Err() != nil {
 			return nil, fmt.Errorf("flash interrupted after %d bytes (%w): %w", p.readN, p.ctx.Err(), ErrIncomplete)
 		}
+		if errors.Is(p.readErr, ErrImageChanged) {
+			// Not the bytes checked before the flash: no card gets its
+			// partition table (a cache entry changed in place is dropped).
+			return nil, p.src.corrupt(fmt.Errorf("%w (after %d bytes were written, the partition table not: %w)", p.readErr, p.readN, ErrIncomplete))
+		}
 		return nil, fmt.Errorf("%w (after %d bytes were written: %w)", p.src.decodeErr(p.readErr), p.readN, ErrIncomplete)
 	}
 	if p.alive.Load() == 0 {

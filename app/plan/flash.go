@@ -208,6 +208,9 @@ type group struct {
 	cards  []int // indices into Job.Devices
 	src    imaging.Source
 	err    error // the image could not be had: its cards fail
+	// storeChecked: the image's META store was read and checked for its
+	// cards' nodes before any was opened (checkHead; false for a stream).
+	storeChecked bool
 }
 
 // devices are the group's cards' paths.
@@ -431,7 +434,7 @@ func (job *Job) flashInProcess(ctx context.Context, groups []*group, opened map[
 			Verify:    !job.NoVerify,
 			ForceRaw:  job.ForceRaw,
 			Progress:  job.progressOf(g, len(groups) > 1),
-			CheckHead: job.checkHead(g.cards),
+			CheckHead: job.checkHead(g),
 		})
 	}
 	cards := make([]imaging.CardResult, len(job.Devices))
@@ -472,7 +475,13 @@ func (job *Job) flashInProcess(ctx context.Context, groups []*group, opened map[
 		}
 	}
 	out.CachePath = firstNonEmpty(out.CachePaths)
-	job.writeMetas(cards)
+	checked := make([]bool, len(job.Devices))
+	for _, g := range run {
+		for _, c := range g.cards {
+			checked[c] = g.storeChecked
+		}
+	}
+	job.writeMetas(cards, checked)
 	return outcome(out, cards)
 }
 
