@@ -50,11 +50,11 @@ type openedSource struct {
 	path       string // local file
 	// file is the local file or cache entry opened (nil: a stream or a
 	// download read as it arrives): read at any offset by imageAt.
-	file *os.File
-	cachePath  string // set when the file is a cache entry (deleted if corrupt)
-	cache      *Cache // the entry's cache and key, to open it through the cache's walk
-	cacheKey   string
-	follow     *follower // a download read as it arrives (openDownload)
+	file      *os.File
+	cachePath string // set when the file is a cache entry (deleted if corrupt)
+	cache     *Cache // the entry's cache and key, to open it through the cache's walk
+	cacheKey  string
+	follow    *follower // a download read as it arrives (openDownload)
 	// growingEntry is the cache entry a download read as it arrives will
 	// be (its partial is read now): neither name may be a target.
 	growingEntry string
