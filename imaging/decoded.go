@@ -2,6 +2,7 @@ package imaging
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 )
@@ -28,6 +29,17 @@ type Decoded struct {
 // stream that does not start like a disk through (the elevated child
 // refuses it anyway).
 func OpenDecoded(ctx context.Context, src Source, targets []string, forceRaw bool, progress ProgressFunc) (*Decoded, error) {
+	return OpenDecodedChecked(ctx, src, targets, forceRaw, progress, nil)
+}
+
+// OpenDecodedChecked is OpenDecoded with FlashOptions.CheckHead's check,
+// run before it returns (before any card is touched, before the process
+// that writes them is started): the decoded head, its size and, for an
+// image file, the decoded image at any offset (nil for a stream). What
+// check read through the image is compared with the decoded bytes as
+// Read returns them: a difference is ErrImageChanged, before those bytes
+// are returned.
+func OpenDecodedChecked(ctx context.Context, src Source, targets []string, forceRaw bool, progress ProgressFunc, check func(head []byte, size int64, image io.ReaderAt) error) (*Decoded, error) {
 	s, err := openSource(ctx, src, progress)
 	if err != nil {
 		return nil, err
@@ -43,6 +55,11 @@ func OpenDecoded(ctx context.Context, src Source, targets []string, forceRaw boo
 			s.closer.Close()
 			return nil, err
 		}
+	}
+	if stream, err = checkHead(stream, check, s.size, newImageAt(s)); err != nil {
+		closeStream()
+		s.closer.Close()
+		return nil, err
 	}
 	return &Decoded{src: s, r: stream, closeStream: closeStream}, nil
 }
@@ -61,6 +78,8 @@ func (d *Decoded) Read(p []byte) (int, error) {
 	switch {
 	case err == io.EOF && d.src.size >= 0 && d.n != d.src.size:
 		err = d.src.corrupt(fmt.Errorf("%w: decompressed %d bytes, the %s image should give %d", ErrCorruptImage, d.n, d.src.format, d.src.size))
+	case errors.Is(err, ErrImageChanged):
+		err = d.src.corrupt(fmt.Errorf("%w (after %d bytes were sent)", err, d.n))
 	case err != nil && err != io.EOF:
 		err = d.src.decodeErr(err)
 	}

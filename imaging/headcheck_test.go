@@ -197,3 +197,47 @@ func TestCheckHeadReadAheadIsBounded(t *testing.T) {
 		t.Fatalf("%v (opened %v)", err, opened)
 	}
 }
+
+// The elevated write's sender runs the same check before it returns (a
+// refusal opens nothing more), and fails the stream with ErrImageChanged
+// where the file changed after the check, before the changed bytes are
+// sent.
+func TestOpenDecodedChecked(t *testing.T) {
+	raw, off := metaImage(t)
+	img := writeTemp(t, "metal-arm64.raw.zst", zstdBytes(t, raw))
+	refused := errors.New("refused")
+	if _, err := OpenDecodedChecked(context.Background(), Source{Path: img}, nil, false, nil, func([]byte, int64, io.ReaderAt) error { return refused }); err != refused {
+		t.Fatalf("%v", err)
+	}
+
+	s := &storeReader{off: off}
+	d, err := OpenDecodedChecked(context.Background(), Source{Path: img}, nil, false, nil, s.check)
+	if err != nil || s.stream || !bytes.Equal(s.got, raw[off:off+512<<10]) {
+		t.Fatalf("%v (stream %v)", err, s.stream)
+	}
+	got, err := io.ReadAll(d)
+	d.Close()
+	if err != nil || !bytes.Equal(got, raw) {
+		t.Fatalf("%d bytes, %v", len(got), err)
+	}
+
+	// A raw file changed after the check.
+	img = writeTemp(t, "metal-arm64.raw", raw)
+	d, err = OpenDecodedChecked(context.Background(), Source{Path: img}, nil, false, nil, s.check)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	f, err := os.OpenFile(img, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("a changed store"), off+100); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	got, err = io.ReadAll(d)
+	if !errors.Is(err, ErrImageChanged) || int64(len(got)) > off+100 {
+		t.Fatalf("%d bytes, %v", len(got), err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -205,5 +206,41 @@ func TestFlashStreamMETAContentRefusedAfterTheWrite(t *testing.T) {
 				t.Fatal("the card does not hold the plain image")
 			}
 		})
+	}
+}
+
+// Through the elevated write the parent, which has the image file, checks
+// its META content before the child is started (before the password
+// prompt): refused, no child run, the card's bytes as they were.
+func TestFlashElevatedMETAContentRefusedBeforeThePrompt(t *testing.T) {
+	dir := t.TempDir()
+	for name, image := range metaImages(t, foreignMETA(t)) {
+		img := filepath.Join(dir, name)
+		if err := os.WriteFile(img, image, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		target := filepath.Join(dir, "card.img")
+		before := cardBefore()
+		if err := os.WriteFile(target, before, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		marker := filepath.Join(dir, "child-ran")
+		var status []string
+		_, err := Flash(context.Background(), Job{Image: FromFile(img), Devices: []string{target}, Meta: []*CardMeta{nodeMeta()},
+			NeedsElevation: func(string) bool { return true },
+			Elevate:        func([]string) (*exec.Cmd, error) { return exec.Command("touch", marker), nil },
+			Status:         func(m string) { status = append(status, m) }})
+		if !errors.Is(err, ErrNoNodeMeta) || !errors.Is(err, meta.ErrForeign) || !strings.Contains(err.Error(), "no card was touched") {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if _, err := os.Stat(marker); err == nil {
+			t.Fatalf("%s: the elevated child was run", name)
+		}
+		if strings.Contains(strings.Join(status, "\n"), "asking for permission") {
+			t.Fatalf("%s: asked for permission: %q", name, status)
+		}
+		if got, _ := os.ReadFile(target); !bytes.Equal(got, before) {
+			t.Fatalf("%s: the card changed although refused", name)
+		}
 	}
 }
