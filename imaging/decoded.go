@@ -28,18 +28,18 @@ type Decoded struct {
 // over it), as FlashAll does before any card is touched. forceRaw lets a
 // stream that does not start like a disk through (the elevated child
 // refuses it anyway).
-func OpenDecoded(ctx context.Context, src Source, targets []string, forceRaw bool, progress ProgressFunc) (*Decoded, error) {
-	return OpenDecodedChecked(ctx, src, targets, forceRaw, progress, nil)
-}
-
-// OpenDecodedChecked is OpenDecoded with FlashOptions.CheckHead's check,
-// run before it returns (before any card is touched, before the process
-// that writes them is started): the decoded head, its size and, for an
-// image file, the decoded image at any offset (nil for a stream). What
-// check read through the image is compared with the decoded bytes as
+//
+// check, at most one (nil: none), is FlashOptions.CheckHead's check, run
+// before OpenDecoded returns (before any card is touched, before the
+// process that writes them is started): the decoded head, its size and,
+// for an image file, the decoded image at any offset (nil for a stream).
+// What it read through the image is compared with the decoded bytes as
 // Read returns them: a difference is ErrImageChanged, before those bytes
 // are returned.
-func OpenDecodedChecked(ctx context.Context, src Source, targets []string, forceRaw bool, progress ProgressFunc, check func(head []byte, size int64, image io.ReaderAt) error) (*Decoded, error) {
+func OpenDecoded(ctx context.Context, src Source, targets []string, forceRaw bool, progress ProgressFunc, check ...func(head []byte, size int64, image io.ReaderAt) error) (*Decoded, error) {
+	if len(check) > 1 {
+		return nil, errors.New("OpenDecoded: more than one check")
+	}
 	s, err := openSource(ctx, src, progress)
 	if err != nil {
 		return nil, err
@@ -56,7 +56,11 @@ func OpenDecodedChecked(ctx context.Context, src Source, targets []string, force
 			return nil, err
 		}
 	}
-	if stream, err = checkHead(stream, check, s.size, newImageAt(s)); err != nil {
+	var fn func([]byte, int64, io.ReaderAt) error
+	if len(check) == 1 {
+		fn = check[0]
+	}
+	if stream, err = checkHead(stream, fn, s.size, newImageAt(s)); err != nil {
 		closeStream()
 		s.closer.Close()
 		return nil, err

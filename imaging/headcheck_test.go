@@ -202,16 +202,16 @@ func TestCheckHeadReadAheadIsBounded(t *testing.T) {
 // refusal opens nothing more), and fails the stream with ErrImageChanged
 // where the file changed after the check, before the changed bytes are
 // sent.
-func TestOpenDecodedChecked(t *testing.T) {
+func TestOpenDecodedWithACheck(t *testing.T) {
 	raw, off := metaImage(t)
 	img := writeTemp(t, "metal-arm64.raw.zst", zstdBytes(t, raw))
 	refused := errors.New("refused")
-	if _, err := OpenDecodedChecked(context.Background(), Source{Path: img}, nil, false, nil, func([]byte, int64, io.ReaderAt) error { return refused }); err != refused {
+	if _, err := OpenDecoded(context.Background(), Source{Path: img}, nil, false, nil, func([]byte, int64, io.ReaderAt) error { return refused }); err != refused {
 		t.Fatalf("%v", err)
 	}
 
 	s := &storeReader{off: off}
-	d, err := OpenDecodedChecked(context.Background(), Source{Path: img}, nil, false, nil, s.check)
+	d, err := OpenDecoded(context.Background(), Source{Path: img}, nil, false, nil, s.check)
 	if err != nil || s.stream || !bytes.Equal(s.got, raw[off:off+512<<10]) {
 		t.Fatalf("%v (stream %v)", err, s.stream)
 	}
@@ -223,7 +223,7 @@ func TestOpenDecodedChecked(t *testing.T) {
 
 	// A raw file changed after the check.
 	img = writeTemp(t, "metal-arm64.raw", raw)
-	d, err = OpenDecodedChecked(context.Background(), Source{Path: img}, nil, false, nil, s.check)
+	d, err = OpenDecoded(context.Background(), Source{Path: img}, nil, false, nil, s.check)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,8 +27,7 @@ var planOwns = []struct{ pkg, name, owner string }{
 	{"imaging/devices", "ElevatedCommandFor", "DefaultElevation"},
 	{"imaging", "FlashAll", "Flash"},    // the flash job
 	{"imaging", "OpenDecoded", "Flash"}, // the elevated write's source
-	{"imaging", "OpenDecodedChecked", "Flash"},
-	{"node", "Apply", "CheckApply"}, // the apply job: config, probe, checks, send
+	{"node", "Apply", "CheckApply"},     // the apply job: config, probe, checks, send
 	{"node", "LoadConfig", "CheckApply"},
 	{"node", "InspectWith", "CheckApply"},
 	{"node", "FindInstallerPatch", "CheckApply"},

@@ -600,7 +600,7 @@ func (job *Job) flashElevated(ctx context.Context, groups []*group) (*Outcome, e
 		// The image's checks before any card is touched, here where the
 		// image file is (the child gets a stream): before the password
 		// prompt.
-		img, err := imaging.OpenDecodedChecked(srcCtx, g.src, devs, false, job.progressOf(g, multi), job.checkHead(g))
+		img, err := imaging.OpenDecoded(srcCtx, g.src, devs, false, job.progressOf(g, multi), job.checkHead(g))
 		if err != nil && !multi {
 			return nil, err // nothing asked, nothing written
 		}
