@@ -119,12 +119,11 @@ func (a *imageAt) ReadAt(p []byte, off int64) (int, error) {
 	if a.kept+len(p) > maxChecked {
 		return 0, fmt.Errorf("checking the image before the flash: at most %d bytes of it are read ahead, %d asked", maxChecked, a.kept+len(p))
 	}
-	if a.at == nil {
-		if err := a.open(); err != nil {
-			return 0, err
-		}
+	var n int
+	err := a.open()
+	if err == nil {
+		n, err = a.at.ReadAt(p, off)
 	}
-	n, err := a.at.ReadAt(p, off)
 	if err != nil && err != io.EOF {
 		if a.ioErr.err != nil {
 			err = fmt.Errorf("reading image %s: %w", a.src.name(), a.ioErr.err)
@@ -140,8 +139,11 @@ func (a *imageAt) ReadAt(p []byte, off int64) (int, error) {
 	return n, err
 }
 
-// open sets up the reader for the source's format.
+// open sets up the reader for the source's format, on first use.
 func (a *imageAt) open() error {
+	if a.at != nil {
+		return nil
+	}
 	s := a.src
 	file := recording{r: s.file, e: &a.ioErr}
 	switch s.format {
@@ -149,17 +151,28 @@ func (a *imageAt) open() error {
 		a.at = io.NewSectionReader(file, 0, s.compressed)
 	case FormatXZ:
 		x, err := xzpar.NewReaderAt(file, s.compressed)
+		if errors.Is(err, xzpar.ErrTooManyBlocks) {
+			a.forward() // read in order, as zstd is
+			return nil
+		}
 		if err != nil {
-			return fmt.Errorf("%w: %w", ErrCorruptImage, err)
+			return err
 		}
 		a.at = x
 	default:
-		a.fwd = &forwardDecoder{open: func() (io.Reader, error) {
-			return decoderFor(s.format, io.NewSectionReader(file, 0, s.compressed), s.zstdWindow)
-		}}
-		a.at = a.fwd
+		a.forward()
 	}
 	return nil
+}
+
+// forward reads the image through its stream decoder, from the start.
+func (a *imageAt) forward() {
+	s := a.src
+	file := recording{r: s.file, e: &a.ioErr}
+	a.fwd = &forwardDecoder{open: func() (io.Reader, error) {
+		return decoderFor(s.format, io.NewSectionReader(file, 0, s.compressed), s.zstdWindow)
+	}}
+	a.at = a.fwd
 }
 
 // close lets go of a decoder (zstd's window) once the check is done.

@@ -43,18 +43,31 @@ type blockAt struct {
 	check byte
 }
 
+// maxRandomBlocks bounds the blocks NewReaderAt indexes (48 bytes each in
+// memory): a file with more (1 TiB in the factory's 1 MiB blocks) is
+// ErrTooManyBlocks, to be read in order instead.
+var maxRandomBlocks = 1 << 20
+
+// ErrTooManyBlocks: the file has more blocks than NewReaderAt indexes
+// (over a million).
+var ErrTooManyBlocks = errors.New("xz: too many blocks to index for random access")
+
 // NewReaderAt indexes the xz file r (size bytes) for ReadAt: its streams'
 // footers, indexes and headers (Scan's checks), no block decoded.
 func NewReaderAt(r io.ReaderAt, size int64) (*ReaderAt, error) {
 	var streams []scannedStream
+	blocks := 0
 	err := walkStreams(r, size, false, func(st scannedStream) error {
+		if blocks += len(st.records); blocks > maxRandomBlocks {
+			return fmt.Errorf("%w (more than %d)", ErrTooManyBlocks, maxRandomBlocks)
+		}
 		streams = append(streams, st)
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	x := &ReaderAt{r: r, memLimit: DefaultMemoryLimit}
+	x := &ReaderAt{r: r, memLimit: DefaultMemoryLimit, blocks: make([]blockAt, 0, blocks)}
 	for i := len(streams) - 1; i >= 0; i-- { // walked from the end
 		st := streams[i]
 		off := st.start + streamHeaderLen

@@ -2,6 +2,7 @@ package xzpar
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -124,5 +125,21 @@ func TestReaderAtCorruptBlock(t *testing.T) {
 	}
 	if _, err := NewReaderAt(bytes.NewReader(z[:len(z)-1]), int64(len(z)-1)); err == nil {
 		t.Fatal("a cut file indexed")
+	}
+}
+
+// The blocks indexed are bounded: a file with more is ErrTooManyBlocks
+// (its reader reads it in order instead).
+func TestReaderAtBlocksBounded(t *testing.T) {
+	needXZ(t)
+	z, _ := multiBlock(t)
+	defer func(n int) { maxRandomBlocks = n }(maxRandomBlocks)
+	maxRandomBlocks = len(xzBlocks(t, z)) - 1
+	if _, err := NewReaderAt(bytes.NewReader(z), int64(len(z))); !errors.Is(err, ErrTooManyBlocks) {
+		t.Fatalf("%v", err)
+	}
+	maxRandomBlocks++
+	if _, err := NewReaderAt(bytes.NewReader(z), int64(len(z))); err != nil {
+		t.Fatal(err)
 	}
 }
