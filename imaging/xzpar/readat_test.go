@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/talosflash/talosflash/imaging/imagetest"
 )
 
 // countingAt counts the bytes read through it.
@@ -142,4 +144,56 @@ func TestReaderAtBlocksBounded(t *testing.T) {
 	if _, err := NewReaderAt(bytes.NewReader(z), int64(len(z))); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// FuzzReaderAt: never panics, and every range it returns without an error
+// (or up to io.EOF) is the stream decoder's bytes there, for any file,
+// within or over the memory budget.
+func FuzzReaderAt(f *testing.F) {
+	raw, err := imagetest.Raw(1<<20, 3)
+	if err != nil {
+		f.Fatal(err)
+	}
+	small := raw[:24<<10]
+	for _, bs := range []int64{0, 8 << 10} {
+		z, err := imagetest.XZBytes(small, bs)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(z, uint16(100), uint16(9000), false)
+	}
+	if imagetest.HaveXZBinary() {
+		f.Add(xzRun(f, small, "-c", "-T2", "--block-size=8KiB", "-0"), uint16(8000), uint16(300), true)
+		f.Add(xzRun(f, small[:2<<10], "-c", "-T1", "-0", "--check=sha256"), uint16(0), uint16(4096), false)
+	}
+	const maxOut = 8 << 20
+	f.Fuzz(func(t *testing.T, data []byte, off, n uint16, overBudget bool) {
+		x, err := NewReaderAt(bytes.NewReader(data), int64(len(data)))
+		if err != nil || x.Size() > maxOut {
+			return
+		}
+		if overBudget {
+			x.memLimit = 1
+		}
+		got := make([]byte, n)
+		k, err := x.ReadAt(got, int64(off))
+		if err != nil && err != io.EOF {
+			return
+		}
+		r, err := newReader(bytes.NewReader(data), 2, 4<<20)
+		if err != nil {
+			t.Fatalf("ReaderAt read what NewReader refuses: %v", err)
+		}
+		defer r.Close()
+		all, err := io.ReadAll(io.LimitReader(r, int64(off)+int64(k)))
+		if int64(len(all)) < int64(off)+int64(k) {
+			if err == nil {
+				t.Fatalf("the stream has %d bytes, ReaderAt gave %d at %d", len(all), k, off)
+			}
+			return // damaged further on than the stream could reach: nothing to compare
+		}
+		if !bytes.Equal(got[:k], all[off:]) {
+			t.Fatalf("%d bytes at %d differ from the stream's", k, off)
+		}
+	})
 }
