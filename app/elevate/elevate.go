@@ -89,7 +89,7 @@ func Run(ctx context.Context, cmd *exec.Cmd, on func(contract.Event)) error {
 }
 
 // RunFed is Run with feed writing to the child's stdin while it runs (the
-// image, SendImage); closing stdin still cancels the child. feed's context
+// images, SendImages); closing stdin still cancels the child. feed's context
 // ends once the child has exited (or ctx ended): a feed waiting on its own
 // source returns then. A feed that fails closes the child's stdin, so the
 // child stops, and its error is the run's (what the child says then is a

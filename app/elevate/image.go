@@ -441,14 +441,3 @@ func (r *Received) Read(p []byte) (int, error) {
 	r.cur = r.cur[n:]
 	return n, nil
 }
-
-// SendImage is SendImages for one image.
-func SendImage(w io.Writer, r io.Reader, size int64) (Sent, error) {
-	sent, errs := SendImages(w, []io.Reader{r}, []int64{size})
-	return sent[0], errs[0]
-}
-
-// ReceiveImage is ReceiveImages for one image.
-func ReceiveImage(ctx context.Context, stdin io.Reader, cancel context.CancelFunc) *Received {
-	return ReceiveImages(ctx, stdin, cancel, 1)[0]
-}
