@@ -1,8 +1,10 @@
 // Package elevate owns the privileged write step's protocol: the arguments
 // of the child (`talosflash --flash --elevated --json ...`, run through
-// devices.ElevatedCommand), the typed JSON lines it writes and its parent
-// reads (exit codes and events: app/contract). app/plan runs it for the CLI
-// and the GUI.
+// devices.ElevatedCommand), the image stream its parent writes on its
+// stdin (one format for one image or several: SendImages, ReceiveImages;
+// image.go), the typed JSON lines it writes and its parent reads (exit
+// codes and events: app/contract). app/plan runs it for the CLI and the
+// GUI.
 package elevate
 
 import (
