@@ -231,7 +231,8 @@ func (job *Job) groups() ([]*group, error) {
 	var groups []*group
 	byKey := map[any]*group{}
 	for i := range job.Devices {
-		im, st := job.Image, (*elevate.Received)(nil)
+		im := job.Image
+		var st *elevate.Received
 		if i < len(job.Images) && job.Images[i] != nil {
 			im = job.Images[i]
 		}
@@ -517,9 +518,10 @@ var ErrForceRawElevated = errors.New("--force-raw is not passed to the elevated 
 // the images come on its stdin. This process opens, downloads and decodes
 // each image as the user (imaging.OpenDecoded: a first download is decoded
 // as it arrives, read once from the network) and sends the decoded bytes
-// (elevate.SendImages: one image, or several interleaved); a card's result counts only when it names exactly the bytes sent of its
-// image (their count and SHA-256), so a stream damaged on the way fails
-// the card.
+// (elevate.SendImages: one image, or several interleaved); a card's
+// result counts only when it names exactly the bytes sent of its image
+// (their count and SHA-256), so a stream damaged on the way fails the
+// card.
 func (job *Job) flashElevated(ctx context.Context, groups []*group) (*Outcome, error) {
 	if job.ForceRaw {
 		return nil, fmt.Errorf("%w; run the whole flash as root instead", ErrForceRawElevated)
