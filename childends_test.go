@@ -4,7 +4,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/binary"
 	"io"
 	"os"
 	"os/exec"
@@ -25,13 +24,15 @@ import (
 // predecessor spun at 100% CPU for ever on a feed that lied.)
 func TestChildEndsOnStdinAndSignals(t *testing.T) {
 	fx := imagetest.New(t, 4<<20, 13, 1<<20)
-	var whole bytes.Buffer
-	if _, err := elevate.SendImage(&whole, bytes.NewReader(fx.Raw), fx.Size); err != nil {
-		t.Fatal(err)
+	send := func(size int64) []byte { // the image, announced as size bytes
+		var whole bytes.Buffer
+		if _, errs := elevate.SendImages(&whole, []io.Reader{bytes.NewReader(fx.Raw)}, []int64{size}); errs[0] != nil {
+			t.Fatal(errs[0])
+		}
+		return whole.Bytes()
 	}
-	wire := whole.Bytes()
-	lying := bytes.Clone(wire)
-	binary.BigEndian.PutUint64(lying[8:], uint64(fx.Size+1<<20)) // announces a MiB more
+	wire := send(fx.Size)
+	lying := send(fx.Size + 1<<20) // announces a MiB more
 	for name, tc := range map[string]struct {
 		send     []byte
 		closeIn  bool // stdin EOF after send

@@ -92,7 +92,7 @@ func TestKilledFlashLeavesNoPartitionTable(t *testing.T) {
 				return
 			}
 			defer f.Close()
-			elevate.SendImage(stdin, bufio.NewReaderSize(f, 1<<20), size)
+			elevate.SendImages(stdin, []io.Reader{bufio.NewReaderSize(f, 1<<20)}, []int64{size})
 		}()
 		sc := bufio.NewScanner(stdout)
 		stopped := false

@@ -16,7 +16,7 @@ import (
 )
 
 // sendImage sends img (a file, decoded here as the parent decodes it) on
-// w as the parent does (elevate.SendImage).
+// w as the parent does (elevate.SendImages, one image).
 func sendImage(t *testing.T, w io.Writer, img string) elevate.Sent {
 	t.Helper()
 	d, err := imaging.OpenDecoded(context.Background(), imaging.Source{Path: img}, nil, false, nil)
@@ -25,11 +25,11 @@ func sendImage(t *testing.T, w io.Writer, img string) elevate.Sent {
 		return elevate.Sent{}
 	}
 	defer d.Close()
-	sent, err := elevate.SendImage(w, d, d.Size())
-	if err != nil {
-		t.Error(err)
+	sent, errs := elevate.SendImages(w, []io.Reader{d}, []int64{d.Size()})
+	if errs[0] != nil {
+		t.Error(errs[0])
 	}
-	return sent
+	return sent[0]
 }
 
 // childRun runs the elevated child (this package's Main, in process) as

@@ -47,7 +47,7 @@ var afterElevatedGate = func() {}
 // checkElevated is the root child's gate, before it opens, reads or creates
 // anything: it runs as root on its command line, which anyone allowed to
 // run pkexec chooses. It takes exactly the flags elevate.Args.List emits
-// (no image path: the image comes on stdin, elevate.ReceiveImage),
+// (no image path: the images come on stdin, elevate.ReceiveImages),
 // absolute paths and block devices (existing; stat only, never an open or
 // a create).
 func checkElevated(fs *flag.FlagSet, f *flashFlags) error {

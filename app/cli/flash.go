@@ -144,11 +144,11 @@ type flashFlags struct {
 	forceRaw          bool
 	cacheDir          string
 	elevated          bool
-	// received is the elevated child's image, as its parent sends it on
-	// stdin (never a path the child opens).
-	received *elevate.Received
-	streams  []*elevate.Received // per card, with several images (--card-image)
-	nodes    nodeFlags           // --inventory --hostname (inventory_flash.go)
+	// streams, in the elevated child, is each card's image as its parent
+	// sends it on stdin (never a path the child opens; several images:
+	// --card-image).
+	streams []*elevate.Received
+	nodes   nodeFlags // --inventory --hostname (inventory_flash.go)
 }
 
 // flashFlagSet is flash's FlagSet, every flag bound to f (the elevated
@@ -303,7 +303,7 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep flashPrinter) error 
 	}
 	job := plan.Job{
 		Image: im, Cache: cache, Factory: f.client(),
-		NoCache: f.noCache, NoVerify: f.noVerify, ForceRaw: f.forceRaw, Safety: opts, Stream: f.received,
+		NoCache: f.noCache, NoVerify: f.noVerify, ForceRaw: f.forceRaw, Safety: opts,
 		Progress: rep.Progress,
 		Status:   func(msg string) { rep.Info("%s", msg) },
 	}

@@ -264,40 +264,15 @@ func imagesMemoryLimit(n int) int64 {
 const imageMemory = 28 << 20
 
 // receive, in the elevated child, starts reading what its parent sends on
-// stdin: the image, or with --card-image several (elevate.ReceiveImages),
-// each card's stream in f.streams. Every image must be some card's (an
-// image nobody reads would hold up the others).
+// stdin (elevate.ReceiveImages): the image of every card, or with
+// --card-image several, each card's stream in f.streams. Every image must
+// be some card's (an image nobody reads would hold up the others).
 func (f *flashFlags) receive(ctx context.Context, stdin io.Reader, cancel context.CancelFunc) error {
-	if len(f.nodes.cardImage) == 0 {
-		f.received = elevate.ReceiveImage(ctx, stdin, cancel)
-		return nil
-	}
-	idx := make([]int, len(f.devices))
-	set := make([]bool, len(f.devices))
-	n := 0
-	for _, v := range f.nodes.cardImage {
-		i := strings.LastIndexByte(v, '=')
-		if i < 0 {
-			return usageErrorf("flash: --card-image %q: want DEVICE=N", v)
-		}
-		k := indexOf(f.devices, v[:i])
-		if k < 0 {
-			return usageErrorf("flash: --card-image names %s, which is not a --device", v[:i])
-		}
-		x, err := strconv.Atoi(v[i+1:])
-		if err != nil || x < 0 || x >= elevate.MaxImages || set[k] {
-			return usageErrorf("flash: --card-image %q: want each --device once, with an image 0 to %d", v, elevate.MaxImages-1)
-		}
-		idx[k], set[k], n = x, true, max(n, x+1)
-	}
-	for k := range f.devices {
-		if !set[k] {
-			return usageErrorf("flash: --card-image: none for --device %s", f.devices[k])
-		}
-	}
-	for x := range n {
-		if n < 2 || !slices.Contains(idx, x) {
-			return usageErrorf("flash: --card-image: images 0 to %d, each some card's", n-1)
+	idx, n := make([]int, len(f.devices)), 1 // no --card-image: every card from the one image
+	if len(f.nodes.cardImage) > 0 {
+		var err error
+		if idx, n, err = f.cardImageIndex(); err != nil {
+			return err
 		}
 	}
 	rs := elevate.ReceiveImages(ctx, stdin, cancel, n)
@@ -306,6 +281,41 @@ func (f *flashFlags) receive(ctx context.Context, stdin io.Reader, cancel contex
 		f.streams[k] = rs[idx[k]]
 	}
 	return nil
+}
+
+// cardImageIndex is --card-image: per --device, the index of its image,
+// and how many images there are (2 to elevate.MaxImages, each some
+// card's: the parent passes it only for several).
+func (f *flashFlags) cardImageIndex() ([]int, int, error) {
+	idx := make([]int, len(f.devices))
+	set := make([]bool, len(f.devices))
+	n := 0
+	for _, v := range f.nodes.cardImage {
+		i := strings.LastIndexByte(v, '=')
+		if i < 0 {
+			return nil, 0, usageErrorf("flash: --card-image %q: want DEVICE=N", v)
+		}
+		k := indexOf(f.devices, v[:i])
+		if k < 0 {
+			return nil, 0, usageErrorf("flash: --card-image names %s, which is not a --device", v[:i])
+		}
+		x, err := strconv.Atoi(v[i+1:])
+		if err != nil || x < 0 || x >= elevate.MaxImages || set[k] {
+			return nil, 0, usageErrorf("flash: --card-image %q: want each --device once, with an image 0 to %d", v, elevate.MaxImages-1)
+		}
+		idx[k], set[k], n = x, true, max(n, x+1)
+	}
+	for k := range f.devices {
+		if !set[k] {
+			return nil, 0, usageErrorf("flash: --card-image: none for --device %s", f.devices[k])
+		}
+	}
+	for x := range n {
+		if n < 2 || !slices.Contains(idx, x) {
+			return nil, 0, usageErrorf("flash: --card-image: images 0 to %d, each some card's", n-1)
+		}
+	}
+	return idx, n, nil
 }
 
 // cardName is a card in the summary: its node and path, or its path.

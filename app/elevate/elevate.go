@@ -1,8 +1,10 @@
 // Package elevate owns the privileged write step's protocol: the arguments
 // of the child (`talosflash --flash --elevated --json ...`, run through
-// devices.ElevatedCommand), the typed JSON lines it writes and its parent
-// reads (exit codes and events: app/contract). app/plan runs it for the CLI
-// and the GUI.
+// devices.ElevatedCommand), the image stream its parent writes on its
+// stdin (one format for one image or several: SendImages, ReceiveImages;
+// image.go), the typed JSON lines it writes and its parent reads (exit
+// codes and events: app/contract). app/plan runs it for the CLI and the
+// GUI.
 package elevate
 
 import (
@@ -89,7 +91,7 @@ func Run(ctx context.Context, cmd *exec.Cmd, on func(contract.Event)) error {
 }
 
 // RunFed is Run with feed writing to the child's stdin while it runs (the
-// image, SendImage); closing stdin still cancels the child. feed's context
+// images, SendImages); closing stdin still cancels the child. feed's context
 // ends once the child has exited (or ctx ended): a feed waiting on its own
 // source returns then. A feed that fails closes the child's stdin, so the
 // child stops, and its error is the run's (what the child says then is a

@@ -1,30 +1,27 @@
 package elevate
 
-// The image reaches the child on its stdin, never as a path the child
-// opens: the parent (the user's process) opens, downloads and decodes it
+// The images reach the child on its stdin, never as paths the child
+// opens: the parent (the user's process) opens, downloads and decodes them
 // with the user's rights and sends the decoded bytes; the root child parses
-// only this framing and then the disk image itself. stdin is the one
+// only this framing and then the disk images themselves. stdin is the one
 // channel there is: pkexec marks every descriptor above 2 close-on-exec
 // before it runs the child (polkit, src/programs/pkexec.c), so no other
 // descriptor reaches it.
 //
-// The stream: the 8 bytes "TFIMAGE1" and the image's decoded size as its
-// sender knows it (int64, big-endian, -1 unknown); frames, each a uint32
-// big-endian length (1 to FrameSize) and that many bytes, every frame but
-// the last FrameSize long; the end: a zero length, the SHA-256 of every
-// byte sent (32 bytes) and their count (uint64). stdin then stays open
-// while the child writes and verifies: its EOF, at any point, cancels it.
-//
-// Several images (a run that flashes a control plane's card and workers'
-// cards, SendImages and ReceiveImages) go on the one stdin interleaved:
-// "TFIMAGE2", their count (uint32, 2 to MaxImages) and each one's size
-// (int64, -1 unknown); then records, each the image's index (uint32) and a
-// length (uint32): 1 to FrameSize and that many bytes of that image; zero
-// and that image's end (SHA-256 and count, as above); or frameFailed: the
-// sender could not go on with that image (its download or decode failed:
-// the parent says why), no more of it comes. The stream ends when every
-// image has ended or failed. Each image is read by its own Received: an
-// image's end ends its reader at once, whatever the others do.
+// The stream, one image or several (a run that flashes a control plane's
+// card and workers' cards) interleaved: the 8 bytes "TFIMAGE2", the count
+// of images (uint32, 1 to MaxImages, as many as the child was told) and
+// each one's decoded size as its sender knows it (int64, big-endian, -1
+// unknown); then records, each the image's index (uint32) and a length
+// (uint32, big-endian): 1 to FrameSize and that many bytes of that image,
+// every frame of an image but its last FrameSize long; zero and that
+// image's end: the SHA-256 of every byte sent of it (32 bytes) and their
+// count (uint64); or frameFailed: the sender could not go on with that
+// image (its download or decode failed: the parent says why), no more of
+// it comes. The stream ends when every image has ended or failed; stdin
+// then stays open while the child writes and verifies: its EOF, at any
+// point, cancels it. Each image is read by its own Received: an image's
+// end ends its reader at once, whatever the others do.
 
 import (
 	"context"
@@ -38,126 +35,62 @@ import (
 	"sync"
 )
 
-// FrameSize is the most bytes one frame carries (every frame but the
-// last carries this many).
+// FrameSize is the most bytes one frame carries (every frame of an image
+// but its last carries this many).
 const FrameSize = 1 << 20
 
 // MaxImages is the most images one stream carries.
 const MaxImages = 8
 
 const (
-	streamMagic  = "TFIMAGE1"
-	streamsMagic = "TFIMAGE2" // several images (SendImages)
-	frameFailed  = 0xFFFFFFFF // an image the sender could not go on with
-	headerLen    = len(streamMagic) + 8
-	trailerLen   = 4 + sha256.Size + 8
-	// recvBuffers is how many frames the child holds: one read from
-	// stdin while one or two are copied into the pipeline.
+	streamMagic = "TFIMAGE2"
+	frameFailed = 0xFFFFFFFF // an image the sender could not go on with
+	recordLen   = 8          // a record's image index and length
+	endLen      = sha256.Size + 8
+	// recvBuffers is how many frames the child holds per image: one read
+	// from stdin while one or two are copied into the pipeline.
 	recvBuffers = 3
 )
 
-// StreamLength is how many bytes SendImage writes for an image of n bytes
-// (a test's stand-in child reads that many before it answers).
-func StreamLength(n int64) int64 {
-	frames := (n + FrameSize - 1) / FrameSize
-	return int64(headerLen) + frames*4 + n + int64(trailerLen)
+// headerLen is the stream's start for n images.
+func headerLen(n int) int { return len(streamMagic) + 4 + 8*n }
+
+// StreamLength is how many bytes SendImages writes for images of these
+// sizes, whole (a test's stand-in child reads that many before it
+// answers).
+func StreamLength(sizes ...int64) int64 {
+	total := int64(headerLen(len(sizes)))
+	for _, n := range sizes {
+		frames := (n + FrameSize - 1) / FrameSize
+		total += frames*recordLen + n + recordLen + endLen
+	}
+	return total
 }
 
-// Sent is what SendImage sent: the bytes and their SHA-256 (hex), and
-// whether the stream's end went out too. The child's result for a card
-// counts only when it names exactly these bytes.
+// Sent is what SendImages sent of one image: the bytes and their SHA-256
+// (hex), and whether the image's end went out too. The child's result for
+// a card counts only when it names exactly these bytes.
 type Sent struct {
 	Bytes    int64
 	SHA256   string
 	Complete bool
 }
 
-// SendImage writes the image read from r (its decoded bytes; size as
-// known, -1 unknown) to w, the child's stdin, framed as above. The error
-// is r's: the image failed (a download, a corrupt image), and the caller
-// should close w so the child stops. A write error means the child stopped
-// reading (it failed, or exited): the sending ends without an error and
-// Sent.Complete stays false; the child's own report says why. r is read on
-// a goroutine of its own (the decoder's next frame while this one is
-// hashed and written), never after SendImage returned.
-func SendImage(w io.Writer, r io.Reader, size int64) (Sent, error) {
-	var sent Sent
-	hdr := make([]byte, headerLen)
-	copy(hdr, streamMagic)
-	binary.BigEndian.PutUint64(hdr[len(streamMagic):], uint64(size))
-	if _, err := w.Write(hdr); err != nil {
-		return sent, nil
-	}
-	type frame struct {
-		buf []byte // the length, then the bytes
-		err error
-	}
-	const bufs = 3
-	free, full := make(chan []byte, bufs), make(chan frame, bufs)
-	stop, readerDone := make(chan struct{}), make(chan struct{})
-	for range bufs {
-		free <- make([]byte, 4+FrameSize)
-	}
-	go func() {
-		defer close(readerDone)
-		for {
-			var buf []byte
-			select {
-			case buf = <-free:
-			case <-stop:
-				return
-			}
-			n, err := fill(r, buf[4:])
-			binary.BigEndian.PutUint32(buf, uint32(n))
-			full <- frame{buf[:4+n], err} // never blocks: there are bufs buffers
-			if err != nil {
-				return
-			}
-		}
-	}()
-	defer func() { close(stop); <-readerDone }()
-	h := sha256.New()
-	for f := range full {
-		if len(f.buf) > 4 {
-			h.Write(f.buf[4:])
-			if _, err := w.Write(f.buf); err != nil {
-				return sent, nil
-			}
-			sent.Bytes += int64(len(f.buf) - 4)
-		}
-		free <- f.buf[:cap(f.buf)]
-		if f.err == io.EOF {
-			break
-		}
-		if f.err != nil {
-			return sent, f.err
-		}
-	}
-	sum := h.Sum(nil)
-	sent.SHA256 = hex.EncodeToString(sum)
-	end := make([]byte, 4, trailerLen)
-	end = append(end, sum...)
-	end = binary.BigEndian.AppendUint64(end, uint64(sent.Bytes))
-	if _, err := w.Write(end); err != nil {
-		return sent, nil
-	}
-	sent.Complete = true
-	return sent, nil
-}
-
-// SendImages writes several images to w, the child's stdin, interleaved
-// as their frames come (the stream of several images above): each image
-// read on a goroutine of its own, so that each goes at the pace its cards
-// take it. One Sent and one error per image: an image's error is its
-// reader's (its download or decode failed), sent to the child as that
-// image's failure while the others go on. A write error means the child
-// stopped reading: every image ends there, no error, Complete false. The
+// SendImages writes the images (their decoded bytes; sizes as known, -1
+// unknown) to w, the child's stdin, framed as above and interleaved as
+// their frames come: each image read on a goroutine of its own (its next
+// frame decoded while this one is hashed and written), so that each goes
+// at the pace its cards take it. One Sent and one error per image: an
+// image's error is its reader's (its download or decode failed), sent to
+// the child as that image's failure while the others go on. A write error
+// means the child stopped reading (it failed, or exited): every image ends
+// there, no error, Complete false; the child's own report says why. The
 // readers are never read after SendImages returned.
 func SendImages(w io.Writer, images []io.Reader, sizes []int64) ([]Sent, []error) {
 	k := len(images)
 	sent, errs := make([]Sent, k), make([]error, k)
-	hdr := make([]byte, 0, len(streamsMagic)+4+8*k)
-	hdr = append(hdr, streamsMagic...)
+	hdr := make([]byte, 0, headerLen(k))
+	hdr = append(hdr, streamMagic...)
 	hdr = binary.BigEndian.AppendUint32(hdr, uint32(k))
 	for _, n := range sizes {
 		hdr = binary.BigEndian.AppendUint64(hdr, uint64(n))
@@ -178,11 +111,9 @@ func SendImages(w io.Writer, images []io.Reader, sizes []int64) ([]Sent, []error
 	for i, r := range images {
 		frees[i] = make(chan []byte, bufs)
 		for range bufs {
-			frees[i] <- make([]byte, 8+FrameSize)
+			frees[i] <- make([]byte, recordLen+FrameSize)
 		}
-		readers.Add(1)
-		go func() {
-			defer readers.Done()
+		readers.Go(func() {
 			for {
 				var buf []byte
 				select {
@@ -190,15 +121,15 @@ func SendImages(w io.Writer, images []io.Reader, sizes []int64) ([]Sent, []error
 				case <-stop:
 					return
 				}
-				n, err := fill(r, buf[8:])
+				n, err := fill(r, buf[recordLen:])
 				binary.BigEndian.PutUint32(buf, uint32(i))
 				binary.BigEndian.PutUint32(buf[4:], uint32(n))
-				full <- frame{i, buf[:8+n], err} // never blocks: there are bufs*k buffers
+				full <- frame{i, buf[:recordLen+n], err} // never blocks: there are bufs*k buffers
 				if err != nil {
 					return
 				}
 			}
-		}()
+		})
 	}
 	defer func() { close(stop); readers.Wait() }()
 	hashes := make([]hash.Hash, k)
@@ -208,18 +139,18 @@ func SendImages(w io.Writer, images []io.Reader, sizes []int64) ([]Sent, []error
 	for open := k; open > 0; {
 		f := <-full
 		i := f.img
-		if len(f.buf) > 8 {
-			hashes[i].Write(f.buf[8:])
+		if len(f.buf) > recordLen {
+			hashes[i].Write(f.buf[recordLen:])
 			if _, err := w.Write(f.buf); err != nil {
 				return sent, errs
 			}
-			sent[i].Bytes += int64(len(f.buf) - 8)
+			sent[i].Bytes += int64(len(f.buf) - recordLen)
 		}
 		frees[i] <- f.buf[:cap(f.buf)]
 		switch {
 		case f.err == io.EOF:
 			sum := hashes[i].Sum(nil)
-			end := binary.BigEndian.AppendUint32(make([]byte, 0, 8+sha256.Size+8), uint32(i))
+			end := binary.BigEndian.AppendUint32(make([]byte, 0, recordLen+endLen), uint32(i))
 			end = binary.BigEndian.AppendUint32(end, 0)
 			end = append(end, sum...)
 			end = binary.BigEndian.AppendUint64(end, uint64(sent[i].Bytes))
@@ -230,7 +161,7 @@ func SendImages(w io.Writer, images []io.Reader, sizes []int64) ([]Sent, []error
 			open--
 		case f.err != nil:
 			errs[i] = f.err
-			rec := binary.BigEndian.AppendUint32(make([]byte, 0, 8), uint32(i))
+			rec := binary.BigEndian.AppendUint32(make([]byte, 0, recordLen), uint32(i))
 			rec = binary.BigEndian.AppendUint32(rec, frameFailed)
 			if _, err := w.Write(rec); err != nil {
 				return sent, errs
@@ -252,18 +183,26 @@ func fill(r io.Reader, buf []byte) (n int, err error) {
 }
 
 // ErrImageStream marks an image stream on the child's stdin that is not
-// one SendImage wrote: the wrong start, a frame too long, more bytes than
-// it announced, an end that does not count what came.
+// one SendImages wrote: the wrong start, another count of images than the
+// child was told, a record for no image or one that ended, a frame too
+// long, more bytes than an image announced, an end that does not count
+// what came.
 var ErrImageStream = errors.New("the image stream from talosflash is malformed")
 
-// errStreamCut: stdin ended before the image did (the parent stopped: it
-// cancelled, or its download or decoder failed and it says so itself).
+// errStreamCut: stdin ended before the images did (the parent stopped:
+// it cancelled, or it failed and says so itself).
 var errStreamCut = errors.New("the image stream ended before the image did (the parent stopped sending)")
 
-// Received is the image the child reads from its stdin (ReceiveImage): an
-// io.Reader of the decoded bytes that ends with io.EOF only after a whole
-// stream, its end counted; the sender's declared size (Size) and SHA-256
-// (SHA256, once the stream has ended). Read is for one goroutine.
+// ErrImageFailed: the sender could not go on with this image (its
+// download or decode failed in the parent, which says why); the other
+// images of the stream go on.
+var ErrImageFailed = errors.New("the image stream from talosflash stopped: the parent could not produce this image")
+
+// Received is an image the child reads from its stdin (ReceiveImages):
+// an io.Reader of the decoded bytes that ends with io.EOF only after the
+// image's whole stream, its end counted; the sender's declared size
+// (Size) and SHA-256 (SHA256, once the image has ended). Read is for one
+// goroutine.
 type Received struct {
 	ctx       context.Context
 	header    chan struct{} // closed once size or headerErr is set
@@ -274,18 +213,13 @@ type Received struct {
 	free      chan []byte
 	cur       []byte // the unread part of the frame being read
 	buf       []byte // that frame's buffer
-	err       error  // io.EOF for a whole stream, else why it ended
+	err       error  // io.EOF for a whole image, else why it ended
 	sum       []byte
 	ended     sync.Once
 	gone      chan struct{} // closed by Close: its frames are dropped
 	closeOnce sync.Once
 	scratch   []byte // the receiver's buffer for dropped frames
 }
-
-// ErrImageFailed: the sender could not go on with this image (its
-// download or decode failed in the parent, which says why); the other
-// images of the stream go on.
-var ErrImageFailed = errors.New("the image stream from talosflash stopped: the parent could not produce this image")
 
 func newReceived(ctx context.Context) *Received {
 	r := &Received{
@@ -345,17 +279,12 @@ func (r *Received) deliver(b []byte) error {
 	}
 }
 
-// ReceiveImage starts reading the image from stdin, which it owns from
-// now on. stdin's EOF, before, during or after the image, calls cancel:
-// the parent cancels the child by closing it (a signal from the user to a
-// root process is refused). Reads end with ctx.
-func ReceiveImage(ctx context.Context, stdin io.Reader, cancel context.CancelFunc) *Received {
-	return ReceiveImages(ctx, stdin, cancel, 1)[0]
-}
-
-// ReceiveImages is ReceiveImage for a stream of n images (SendImages; one
-// is SendImage's stream): one Received each, in the sender's order. A
-// stream with another count of images is refused (ErrImageStream).
+// ReceiveImages starts reading a stream of n images (1 to MaxImages) from
+// stdin, which it owns from now on: one Received each, in the sender's
+// order. A stream with another count of images is refused
+// (ErrImageStream). stdin's EOF, before, during or after the stream,
+// calls cancel: the parent cancels the child by closing it (a signal from
+// the user to a root process is refused). Reads end with ctx.
 func ReceiveImages(ctx context.Context, stdin io.Reader, cancel context.CancelFunc, n int) []*Received {
 	rs := make([]*Received, n)
 	for i := range rs {
@@ -363,12 +292,7 @@ func ReceiveImages(ctx context.Context, stdin io.Reader, cancel context.CancelFu
 	}
 	go func() {
 		defer cancel()
-		var err error
-		if n == 1 {
-			err = rs[0].receive(stdin)
-		} else {
-			err = receiveAll(stdin, rs)
-		}
+		err := receive(stdin, rs)
 		if errors.Is(err, errStreamCut) {
 			cancel() // stdin's end is the parent's cancel, before the reader hears of it
 		}
@@ -402,75 +326,22 @@ func (r *Received) Size() (int64, error) {
 	return r.size, r.headerErr
 }
 
-// SHA256 is the sender's hash of the stream, once it ended (nil before).
+// SHA256 is the sender's hash of the image, once it ended (nil before).
 func (r *Received) SHA256() []byte { return r.sum }
 
-func (r *Received) receive(in io.Reader) error {
-	hdr := make([]byte, headerLen)
+// receive reads the stream into rs (one each, in order) until every image
+// has ended or failed; each ends its reader as soon as its own end (or
+// failure) comes.
+func receive(in io.Reader, rs []*Received) error {
+	hdr := make([]byte, len(streamMagic)+4)
 	if _, err := io.ReadFull(in, hdr); err != nil {
 		return cut(err)
 	}
 	if string(hdr[:len(streamMagic)]) != streamMagic {
 		return fmt.Errorf("%w: it does not start with %q", ErrImageStream, streamMagic)
 	}
-	size := int64(binary.BigEndian.Uint64(hdr[len(streamMagic):]))
-	if size < -1 {
-		return fmt.Errorf("%w: size %d", ErrImageStream, size)
-	}
-	r.size = size
-	r.headerDone(nil)
-	var got int64
-	var l [4]byte
-	for {
-		if _, err := io.ReadFull(in, l[:]); err != nil {
-			return cut(err)
-		}
-		n := binary.BigEndian.Uint32(l[:])
-		if n == 0 {
-			break
-		}
-		if n > FrameSize {
-			return fmt.Errorf("%w: a frame of %d bytes (at most %d)", ErrImageStream, n, FrameSize)
-		}
-		if size >= 0 && got+int64(n) > size {
-			return fmt.Errorf("%w: more than the %d bytes it announced", ErrImageStream, size)
-		}
-		buf, err := r.take()
-		if err != nil {
-			return err
-		}
-		if _, err := io.ReadFull(in, buf[:n]); err != nil {
-			return cut(err)
-		}
-		if err := r.deliver(buf[:n]); err != nil {
-			return err
-		}
-		got += int64(n)
-	}
-	end := make([]byte, trailerLen-4)
-	if _, err := io.ReadFull(in, end); err != nil {
-		return cut(err)
-	}
-	if count := int64(binary.BigEndian.Uint64(end[sha256.Size:])); count != got {
-		return fmt.Errorf("%w: its end counts %d bytes, %d came", ErrImageStream, count, got)
-	}
-	r.sum = end[:sha256.Size]
-	return io.EOF
-}
-
-// receiveAll reads a stream of several images into rs (one each, in
-// order) until every image has ended or failed; each ends its reader as
-// soon as its own end (or failure) comes.
-func receiveAll(in io.Reader, rs []*Received) error {
-	hdr := make([]byte, len(streamsMagic)+4)
-	if _, err := io.ReadFull(in, hdr); err != nil {
-		return cut(err)
-	}
-	if string(hdr[:len(streamsMagic)]) != streamsMagic {
-		return fmt.Errorf("%w: it does not start with %q", ErrImageStream, streamsMagic)
-	}
-	if k := binary.BigEndian.Uint32(hdr[len(streamsMagic):]); k != uint32(len(rs)) {
-		return fmt.Errorf("%w: %d images, the write was told of %d", ErrImageStream, k, len(rs))
+	if k := binary.BigEndian.Uint32(hdr[len(streamMagic):]); k != uint32(len(rs)) || k < 1 || k > MaxImages {
+		return fmt.Errorf("%w: %d images, the write was told of %d (1 to %d)", ErrImageStream, k, len(rs), MaxImages)
 	}
 	sizes := make([]byte, 8*len(rs))
 	if _, err := io.ReadFull(in, sizes); err != nil {
@@ -486,7 +357,7 @@ func receiveAll(in io.Reader, rs []*Received) error {
 	}
 	got := make([]int64, len(rs))
 	ended := make([]bool, len(rs))
-	var rec [8]byte
+	var rec [recordLen]byte
 	for left := len(rs); left > 0; {
 		if _, err := io.ReadFull(in, rec[:]); err != nil {
 			return cut(err)
@@ -501,7 +372,7 @@ func receiveAll(in io.Reader, rs []*Received) error {
 			ended[i], left = true, left-1
 			r.finish(ErrImageFailed)
 		case n == 0:
-			end := make([]byte, trailerLen-4)
+			end := make([]byte, endLen)
 			if _, err := io.ReadFull(in, end); err != nil {
 				return cut(err)
 			}

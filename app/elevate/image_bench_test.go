@@ -23,12 +23,12 @@ func BenchmarkImageStream(b *testing.B) {
 		setPipeSize(pw)
 		go func() {
 			r := io.LimitReader(repeat{src}, n)
-			if _, err := SendImage(pw, r, n); err != nil {
-				b.Error(err)
+			if _, errs := SendImages(pw, []io.Reader{r}, []int64{n}); errs[0] != nil {
+				b.Error(errs[0])
 			}
 		}()
 		ctx, cancel := context.WithCancel(context.Background())
-		rc := ReceiveImage(ctx, pr, cancel)
+		rc := ReceiveImages(ctx, pr, cancel, 1)[0]
 		got, err := io.CopyBuffer(io.Discard, struct{ io.Reader }{rc}, buf)
 		if err != nil || got != n {
 			b.Fatal(got, err)

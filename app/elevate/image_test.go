@@ -26,16 +26,17 @@ func randomBytes(n int, seed uint64) []byte {
 	return b
 }
 
-// stream is what SendImage writes for data (declared size size).
+// stream is what SendImages writes for one image, data (declared size
+// size).
 func stream(t *testing.T, data []byte, size int64) []byte {
 	t.Helper()
 	var buf bytes.Buffer
-	sent, err := SendImage(&buf, bytes.NewReader(data), size)
-	if err != nil || !sent.Complete || sent.Bytes != int64(len(data)) {
-		t.Fatalf("send: %+v %v", sent, err)
+	sent, errs := SendImages(&buf, []io.Reader{bytes.NewReader(data)}, []int64{size})
+	if errs[0] != nil || !sent[0].Complete || sent[0].Bytes != int64(len(data)) {
+		t.Fatalf("send: %+v %v", sent[0], errs[0])
 	}
-	if sum := sha256.Sum256(data); sent.SHA256 != hex.EncodeToString(sum[:]) {
-		t.Fatalf("sent sha256 %s", sent.SHA256)
+	if sum := sha256.Sum256(data); sent[0].SHA256 != hex.EncodeToString(sum[:]) {
+		t.Fatalf("sent sha256 %s", sent[0].SHA256)
 	}
 	if int64(buf.Len()) != StreamLength(int64(len(data))) {
 		t.Fatalf("%d bytes on the wire, StreamLength says %d", buf.Len(), StreamLength(int64(len(data))))
@@ -43,13 +44,13 @@ func stream(t *testing.T, data []byte, size int64) []byte {
 	return buf.Bytes()
 }
 
-// receive reads an image from in to its end and says whether stdin's end
-// cancelled the context.
-func receive(t *testing.T, in io.Reader) (data []byte, r *Received, err error, cancelled bool) {
+// receiveOne reads a stream of one image from in to its end and says
+// whether stdin's end cancelled the context.
+func receiveOne(t *testing.T, in io.Reader) (data []byte, r *Received, err error, cancelled bool) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	r = ReceiveImage(ctx, in, cancel)
+	r = ReceiveImages(ctx, in, cancel, 1)[0]
 	data, err = io.ReadAll(struct{ io.Reader }{r})
 	select {
 	case <-ctx.Done():
@@ -66,7 +67,7 @@ func TestImageStreamRoundTrip(t *testing.T) {
 		data := randomBytes(n, uint64(n))
 		for _, size := range []int64{int64(n), -1} {
 			wire := stream(t, data, size)
-			got, r, err, cancelled := receive(t, bytes.NewReader(wire))
+			got, r, err, cancelled := receiveOne(t, bytes.NewReader(wire))
 			if err != nil || !bytes.Equal(got, data) {
 				t.Fatalf("%d bytes (size %d): got %d, %v", n, size, len(got), err)
 			}
@@ -88,37 +89,41 @@ func TestImageStreamRoundTrip(t *testing.T) {
 func TestImageStreamCut(t *testing.T) {
 	data := randomBytes(2*FrameSize+100, 7)
 	wire := stream(t, data, int64(len(data)))
-	for _, at := range []int{0, 5, headerLen, headerLen + 2, headerLen + 4 + 1000, headerLen + 4 + FrameSize, len(wire) - trailerLen, len(wire) - 10, len(wire) - 1} {
-		_, _, err, cancelled := receive(t, bytes.NewReader(wire[:at]))
+	hdr := headerLen(1)
+	for _, at := range []int{0, 5, hdr, hdr + 2, hdr + recordLen + 1000, hdr + recordLen + FrameSize, len(wire) - recordLen - endLen, len(wire) - 10, len(wire) - 1} {
+		_, _, err, cancelled := receiveOne(t, bytes.NewReader(wire[:at]))
 		if err == nil || errors.Is(err, io.EOF) || !cancelled {
 			t.Fatalf("cut at %d of %d: err %v, cancelled %v", at, len(wire), err, cancelled)
 		}
 	}
 }
 
-// What SendImage never writes is refused: another start, a frame too long,
-// more than the announced size, an end that counts otherwise.
+// What SendImages never writes is refused: another start, a frame too
+// long, more than the announced size, an end that counts otherwise, a
+// negative size.
 func TestImageStreamMalformed(t *testing.T) {
 	data := randomBytes(1000, 3)
 	good := stream(t, data, 1000)
+	sizeAt := len(streamMagic) + 4
 	bad := map[string][]byte{}
 	b := bytes.Clone(good)
 	copy(b, "NOTIMAGE")
 	bad["magic"] = b
-	b = bytes.Clone(good[:headerLen])
+	b = bytes.Clone(good[:headerLen(1)])
+	b = binary.BigEndian.AppendUint32(b, 0)
 	b = binary.BigEndian.AppendUint32(b, FrameSize+1)
 	bad["long frame"] = append(b, make([]byte, FrameSize+1)...)
 	b = bytes.Clone(good)
-	binary.BigEndian.PutUint64(b[len(streamMagic):], 999)
+	binary.BigEndian.PutUint64(b[sizeAt:], 999)
 	bad["more than announced"] = b
 	b = bytes.Clone(good)
 	binary.BigEndian.PutUint64(b[len(b)-8:], 1001)
 	bad["count"] = b
 	b = bytes.Clone(good)
-	binary.BigEndian.PutUint64(b[len(streamMagic):], uint64(1<<63)) // negative
+	binary.BigEndian.PutUint64(b[sizeAt:], uint64(1<<63)) // negative
 	bad["size"] = b
 	for name, wire := range bad {
-		_, _, err, _ := receive(t, bytes.NewReader(wire))
+		_, _, err, _ := receiveOne(t, bytes.NewReader(wire))
 		if !errors.Is(err, ErrImageStream) {
 			t.Errorf("%s: %v, want ErrImageStream", name, err)
 		}
@@ -128,12 +133,12 @@ func TestImageStreamMalformed(t *testing.T) {
 // The child's reads end with its context (SIGTERM) while stdin sends
 // nothing, before and after the stream's start.
 func TestImageStreamContextEndsReads(t *testing.T) {
-	for _, head := range [][]byte{nil, stream(t, randomBytes(10, 1), 10)[:headerLen]} {
+	for _, head := range [][]byte{nil, stream(t, randomBytes(10, 1), 10)[:headerLen(1)]} {
 		pr, pw := io.Pipe()
 		defer pw.Close()
 		go pw.Write(head)
 		ctx, cancel := context.WithCancel(context.Background())
-		r := ReceiveImage(ctx, pr, func() {})
+		r := ReceiveImages(ctx, pr, func() {}, 1)[0]
 		done := make(chan error, 2)
 		go func() {
 			_, err := r.Size()
@@ -154,20 +159,26 @@ func TestImageStreamContextEndsReads(t *testing.T) {
 	}
 }
 
-// The source's failure is SendImage's error; a child that stopped reading
-// ends the sending without one, incomplete.
+// The source's failure is its image's error, and the child is told
+// (the image's failure record ends the stream); a child that stopped
+// reading ends the sending without one, incomplete.
 func TestSendImageErrors(t *testing.T) {
 	boom := errors.New("xz: corrupt block")
 	src := io.MultiReader(bytes.NewReader(randomBytes(FrameSize+5, 2)), iotest.ErrReader(boom))
-	sent, err := SendImage(io.Discard, src, -1)
-	if !errors.Is(err, boom) || sent.Complete || sent.Bytes != FrameSize+5 {
-		t.Fatalf("source failure: %+v %v", sent, err)
+	var wire bytes.Buffer
+	sent, errs := SendImages(&wire, []io.Reader{src}, []int64{-1})
+	if !errors.Is(errs[0], boom) || sent[0].Complete || sent[0].Bytes != FrameSize+5 {
+		t.Fatalf("source failure: %+v %v", sent[0], errs[0])
+	}
+	got, _, err, cancelled := receiveOne(t, &wire)
+	if !errors.Is(err, ErrImageFailed) || len(got) != FrameSize+5 || !cancelled {
+		t.Fatalf("the child read %d bytes, %v (cancelled %v), want the image's failure", len(got), err, cancelled)
 	}
 	pr, pw := io.Pipe()
 	pr.Close()
-	sent, err = SendImage(pw, bytes.NewReader(randomBytes(10, 2)), 10)
-	if err != nil || sent.Complete {
-		t.Fatalf("reader gone: %+v %v", sent, err)
+	sent, errs = SendImages(pw, []io.Reader{bytes.NewReader(randomBytes(10, 2))}, []int64{10})
+	if errs[0] != nil || sent[0].Complete {
+		t.Fatalf("reader gone: %+v %v", sent[0], errs[0])
 	}
 }
 
@@ -217,10 +228,10 @@ func TestImageStreamThroughAProcess(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	sent, serr := SendImage(stdin, bytes.NewReader(data), int64(len(data)))
+	sent, serrs := SendImages(stdin, []io.Reader{bytes.NewReader(data)}, []int64{int64(len(data))})
 	stdin.Close()
-	if err := cmd.Wait(); err != nil || serr != nil || !sent.Complete {
-		t.Fatalf("%v %v %+v", err, serr, sent)
+	if err := cmd.Wait(); err != nil || serrs[0] != nil || !sent[0].Complete {
+		t.Fatalf("%v %v %+v", err, serrs[0], sent[0])
 	}
 	wire := sha256.Sum256(stream(t, data, int64(len(data))))
 	if got := strings.Fields(out.String())[0]; got != hex.EncodeToString(wire[:]) {

@@ -76,38 +76,52 @@ func TestImagesStreamRoundTrip(t *testing.T) {
 }
 
 // What SendImages never writes is refused: another count than the child
-// was told, a record for an image that does not exist or has ended, an
+// was told, more than MaxImages, a record for an image that does not exist or has ended, an
 // end that counts otherwise; a stream cut before every image ended is an
 // error for those not ended.
 func TestImagesStreamRefused(t *testing.T) {
 	var whole bytes.Buffer
 	SendImages(&whole, []io.Reader{bytes.NewReader([]byte("ab")), bytes.NewReader([]byte("c"))}, []int64{2, 1})
 	wire := whole.Bytes()
+	if int64(len(wire)) != StreamLength(2, 1) {
+		t.Fatalf("%d bytes on the wire, StreamLength says %d", len(wire), StreamLength(2, 1))
+	}
+	var tooMany bytes.Buffer
+	many, manySizes := make([]io.Reader, MaxImages+1), make([]int64, MaxImages+1)
+	for i := range many {
+		many[i], manySizes[i] = bytes.NewReader([]byte{byte(i)}), 1
+	}
+	SendImages(&tooMany, many, manySizes)
 	rec := func(i, n uint32) []byte {
 		return binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(nil, i), n)
 	}
-	hdr := wire[:len(streamsMagic)+4+16]
+	hdr := wire[:headerLen(2)]
 	for name, c := range map[string]struct {
 		wire []byte
 		n    int
 	}{
-		"three told":    {wire, 3},
-		"single stream": {stream(t, []byte("ab"), 2), 2},
-		"unknown image": {append(bytes.Clone(hdr), rec(5, 1)...), 2},
-		"ended image":   {append(append(bytes.Clone(hdr), rec(1, frameFailed)...), rec(1, 1)...), 2},
-		"wrong count":   {append(append(append(bytes.Clone(hdr), rec(0, 1)...), 'a'), append(rec(0, 0), make([]byte, sha256.Size+8)...)...), 2},
-		"cut":           {wire[:len(wire)-3], 2},
+		"three told":          {wire, 3},
+		"one image, two told": {stream(t, []byte("ab"), 2), 2},
+		"more than MaxImages": {tooMany.Bytes(), MaxImages + 1},
+		"unknown image":       {append(bytes.Clone(hdr), rec(5, 1)...), 2},
+		"ended image":         {append(append(bytes.Clone(hdr), rec(1, frameFailed)...), rec(1, 1)...), 2},
+		"wrong count":         {append(append(append(bytes.Clone(hdr), rec(0, 1)...), 'a'), append(rec(0, 0), make([]byte, sha256.Size+8)...)...), 2},
+		"cut":                 {wire[:len(wire)-3], 2},
 	} {
 		ctx, cancel := context.WithCancel(context.Background())
 		rs := ReceiveImages(ctx, bytes.NewReader(c.wire), cancel, c.n)
+		want := ErrImageStream
+		if name == "cut" {
+			want = errStreamCut
+		}
 		failed := false
 		for _, r := range rs {
-			if _, err := io.ReadAll(struct{ io.Reader }{r}); err != nil {
+			if _, err := io.ReadAll(struct{ io.Reader }{r}); errors.Is(err, want) {
 				failed = true
 			}
 		}
 		if !failed {
-			t.Errorf("%s: accepted", name)
+			t.Errorf("%s: no reader failed with %v", name, want)
 		}
 		cancel()
 	}

@@ -2,9 +2,9 @@ package elevate
 
 import "strconv"
 
-// Args is what the elevated child is told: write the image it receives
-// on its stdin (SendImage, ReceiveImage) to Devices (one card is a list of
-// one; one --device each). The child gets everything else through its
+// Args is what the elevated child is told: write the images it receives
+// on its stdin (SendImages, ReceiveImages) to Devices (one card is a list
+// of one; one --device each). The child gets everything else through its
 // arguments (pkexec clears the environment). It runs as root on whatever
 // it is told, so it is told only this: no path to read (not even the
 // image's), no --force-raw (a root copy of any bytes onto a disk that is
@@ -20,8 +20,8 @@ type Args struct {
 	// the inventory's path.
 	Meta []string
 	// Images, per device in order, is the index of the image on stdin the
-	// card is written from, when there are several (SendImages: a
-	// cluster's control plane and workers in one run); nil: one image.
+	// card is written from, when there are several (a cluster's control
+	// plane and workers in one run); nil: one image, every card's.
 	Images []int
 }
 

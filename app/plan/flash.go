@@ -47,11 +47,6 @@ type Job struct {
 	ForceRaw bool
 	// Safety rules for Open and for the elevated child.
 	Safety devices.Options
-	// Stream, in the elevated child, is the image its parent sends on its
-	// stdin (elevate.ReceiveImage): the decoded image, written as it
-	// comes; Image then only names it.
-	Stream *elevate.Received
-
 	// Images, when set, is per device in order the image each card is
 	// written from (a nil entry: Image): one run for a cluster, its control
 	// plane's card and its workers' cards. Cards of one image (the same
@@ -61,9 +56,10 @@ type Job struct {
 	// or one elevated child. An image that cannot be had (its download,
 	// its registration) fails its own cards only.
 	Images []*Image
-	// Streams is Stream per device, in the elevated child of a run of
-	// several images (elevate.ReceiveImages): cards with the same stream
-	// are written from it.
+	// Streams, in the elevated child, is per device in order the image
+	// its parent sends on its stdin (elevate.ReceiveImages: one image, or
+	// several): the decoded image, written as it comes; cards with the
+	// same stream are written from it, and Image then only names it.
 	Streams []*elevate.Received
 
 	// Open opens the target (nil: devices.Open with Safety).
@@ -235,11 +231,12 @@ func (job *Job) groups() ([]*group, error) {
 	var groups []*group
 	byKey := map[any]*group{}
 	for i := range job.Devices {
-		im, st := job.Image, job.Stream
+		im := job.Image
+		var st *elevate.Received
 		if i < len(job.Images) && job.Images[i] != nil {
 			im = job.Images[i]
 		}
-		if i < len(job.Streams) && job.Streams[i] != nil {
+		if i < len(job.Streams) {
 			st = job.Streams[i]
 		}
 		if im == nil {
@@ -258,7 +255,7 @@ func (job *Job) groups() ([]*group, error) {
 		g.cards = append(g.cards, i)
 	}
 	if len(groups) == 0 {
-		groups = []*group{{image: job.Image, stream: job.Stream}} // no device: FlashAll says so
+		groups = []*group{{image: job.Image}} // no device: FlashAll says so
 	}
 	return groups, nil
 }
@@ -521,10 +518,10 @@ var ErrForceRawElevated = errors.New("--force-raw is not passed to the elevated 
 // the images come on its stdin. This process opens, downloads and decodes
 // each image as the user (imaging.OpenDecoded: a first download is decoded
 // as it arrives, read once from the network) and sends the decoded bytes
-// (elevate.SendImage; several images interleaved, elevate.SendImages); a
-// card's result counts only when it names exactly the bytes sent of its
-// image (their count and SHA-256), so a stream damaged on the way fails
-// the card.
+// (elevate.SendImages: one image, or several interleaved); a card's
+// result counts only when it names exactly the bytes sent of its image
+// (their count and SHA-256), so a stream damaged on the way fails the
+// card.
 func (job *Job) flashElevated(ctx context.Context, groups []*group) (*Outcome, error) {
 	if job.ForceRaw {
 		return nil, fmt.Errorf("%w; run the whole flash as root instead", ErrForceRawElevated)
@@ -626,20 +623,18 @@ func (job *Job) flashElevated(ctx context.Context, groups []*group) (*Outcome, e
 	}
 	results := map[string]*contract.ResultEvent{}
 	cardErrs := map[string]error{}
-	sent := make([]elevate.Sent, len(run))
+	sent := make([]elevate.Sent, len(run)) // as they are if the child never started
 	sendErrs := make([]error, len(run))
-	var sendErr error
 	feed := func(fctx context.Context, w io.Writer) error {
 		stop := context.AfterFunc(fctx, stopSource) // the child is gone: stop decoding
 		defer stop()
+		sent, sendErrs = elevate.SendImages(w, imgs, sizes)
 		if multi {
 			// An image that fails fails its cards only: not the child's
 			// run.
-			sent, sendErrs = elevate.SendImages(w, imgs, sizes)
 			return nil
 		}
-		sent[0], sendErr = elevate.SendImage(w, imgs[0], sizes[0])
-		return sendErr
+		return sendErrs[0] // the one image failed: the run did (the child is stopped)
 	}
 	// card is the job's device a child event names: with one card, that
 	// card, whatever path the child printed (it may resolve a symlink).
@@ -665,7 +660,7 @@ func (job *Job) flashElevated(ctx context.Context, groups []*group) (*Outcome, e
 			}
 		}
 	}, feed)
-	sourceFailed := sendErr != nil && err == sendErr // the image failed here, not in the child
+	sourceFailed := !multi && sendErrs[0] != nil && err == sendErrs[0] // the image failed here, not in the child
 	if sourceFailed && sent[0].Bytes > 0 {
 		// The child stopped on it, its cards written part of the way.
 		err = fmt.Errorf("%w (after %s were sent to the elevated write: %w)", err, humanbytes.Exact(sent[0].Bytes), imaging.ErrIncomplete)

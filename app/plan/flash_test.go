@@ -215,7 +215,7 @@ echo '{"event":"result","device":"x","bytes":%d,"sha256":"%s","verified":true}'`
 	defer f.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	got, err := io.ReadAll(elevate.ReceiveImage(ctx, f, cancel))
+	got, err := io.ReadAll(elevate.ReceiveImages(ctx, f, cancel, 1)[0])
 	if err != nil || !bytes.Equal(got, fx.Raw) {
 		t.Fatalf("the child's stdin carried %d bytes (%v), want the decoded image", len(got), err)
 	}

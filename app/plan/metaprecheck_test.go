@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -190,13 +191,13 @@ func TestFlashStreamMETAContentRefusedAfterTheWrite(t *testing.T) {
 			defer pr.Close()
 			go func() {
 				defer pw.Close()
-				_, _ = elevate.SendImage(pw, bytes.NewReader(raw), int64(len(raw)))
+				_, _ = elevate.SendImages(pw, []io.Reader{bytes.NewReader(raw)}, []int64{int64(len(raw))})
 			}()
 			ctx := context.Background()
 			target := filepath.Join(t.TempDir(), "card.img")
 			// The end of stdin does not cancel here: the sender is done.
-			stream := elevate.ReceiveImage(ctx, pr, func() {})
-			_, err = Flash(ctx, Job{Image: FromFile("metal-arm64.raw"), Stream: stream, Devices: []string{target},
+			stream := elevate.ReceiveImages(ctx, pr, func() {}, 1)[0]
+			_, err = Flash(ctx, Job{Image: FromFile("metal-arm64.raw"), Streams: []*elevate.Received{stream}, Devices: []string{target},
 				Safety: devices.Options{CreateFile: true}, Meta: []*CardMeta{nodeMeta()}})
 			if !errors.Is(err, ErrNoNodeMeta) || !meta.Refused(err) || !strings.Contains(err.Error(), "the card holds the plain image") ||
 				!strings.Contains(err.Error(), streamMETANote) {
