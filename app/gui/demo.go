@@ -196,14 +196,14 @@ func driveDemo(ui *UI, step, card, cfgPath, localPath string) {
 	}
 	fyne.DoAndWait(func() {
 		ui.escape() // the confirmation
-		ui.flash.begin(*ui.image.choice, ui.session.Cards())
+		ui.flash.begin(*ui.image.choice, ui.session.Cards(), nil)
 	})
 	if step == "flashing" {
 		waitUntil(func() bool { return ui.flash.cards[0].write.bar.Value > 0.4 })
 		fmt.Println("READY", step)
 		return
 	}
-	waitUntil(func() bool { return ui.flash.finished })
+	waitUntil(func() bool { return ui.flash.finished() })
 	if step == "done" {
 		ready()
 		return

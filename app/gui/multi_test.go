@@ -82,7 +82,7 @@ func TestFlashSeveralCardsOneFailing(t *testing.T) {
 		}
 	})
 	h.tapDialogButton("Erase and flash")
-	h.waitFor("finish", func() bool { return h.ui.flash.finished })
+	h.waitFor("finish", func() bool { return h.ui.flash.finished() })
 	for _, p := range paths[:2] {
 		assertTargetIs(t, p, h.image.Raw)
 	}
@@ -147,7 +147,7 @@ exit 6`), nil
 		test.Tap(h.ui.flash.start)
 	})
 	h.tapDialogButton("Erase and flash")
-	h.waitFor("finish", func() bool { return h.ui.flash.finished })
+	h.waitFor("finish", func() bool { return h.ui.flash.finished() })
 	if len(calls) != 1 {
 		t.Fatalf("%d elevated children, want one for every card", len(calls))
 	}

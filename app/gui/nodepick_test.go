@@ -123,7 +123,7 @@ func TestImageStepNodePick(t *testing.T) {
 		test.Tap(h.ui.flash.start)
 	})
 	h.tapDialogButton("Erase and flash")
-	h.waitFor("finish", func() bool { return h.ui.flash.finished })
+	h.waitFor("finish", func() bool { return h.ui.flash.finished() })
 	h.onUI(func() {
 		if got := h.ui.flash.doneTitle.Text; got != "✓ Card ready: worker-1, 192.168.1.21/24 (label it worker-1)" {
 			t.Fatalf("finish title %q (status %q)", got, h.ui.flash.status.Text)
@@ -191,8 +191,8 @@ func TestNodePickLayout(t *testing.T) {
 				test.Tap(ui.flash.start)
 			})
 			h.tapDialogButton("Erase and flash")
-			h.waitFor("finish", func() bool { return ui.flash.finished })
-			h.waitFor("eject", func() bool { return ui.flash.ejected })
+			h.waitFor("finish", func() bool { return ui.flash.finished() })
+			h.waitFor("eject", func() bool { return (ui.session.Attempt() != nil && ui.session.Attempt().Ejected != nil) })
 			h.onUI(func() {
 				ui.escape()
 				settle("finish screen for a node")

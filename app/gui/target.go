@@ -41,6 +41,8 @@ type targetStep struct {
 	holds      map[string]string
 	read       map[string]string
 	cardsStale atomic.Bool
+	// unticked is the last attempt whose written cards were unticked.
+	unticked int
 }
 
 // cardList is the disk list; Enter and Esc reach the window (Fyne's list
@@ -144,6 +146,8 @@ func newTargetStep(ui *UI) *targetStep {
 		case c == ChangeImageSize:
 			s.list.Refresh() // a card too small for the image is now known
 			s.dropRefused()
+		case c == ChangeAttempt:
+			s.untickWritten()
 		case c == ChangeDisk && len(ui.session.Cards()) == 0 && len(s.chosen) > 0:
 			s.chosen = nil // "Flash another card": choose again
 			s.list.Refresh()
@@ -155,6 +159,29 @@ func newTargetStep(ui *UI) *targetStep {
 }
 
 func (s *targetStep) isChosen(path string) bool { return slices.Contains(s.chosen, path) }
+
+// untickWritten unticks the cards an attempt just wrote, saying so: the
+// next flash does not erase a card just made by mistake (going back to
+// step 1 for the next node keeps no card ticked).
+func (s *targetStep) untickWritten() {
+	a := s.ui.session.Attempt()
+	if !a.Ended() || a.Seq == s.unticked {
+		return
+	}
+	s.unticked = a.Seq
+	var written []string
+	for _, r := range a.Good() {
+		if s.isChosen(r.Target) {
+			written = append(written, r.Target)
+		}
+	}
+	if len(written) == 0 {
+		return
+	}
+	s.chosen = slices.DeleteFunc(s.chosen, func(p string) bool { return slices.Contains(written, p) })
+	s.publish()
+	s.status.SetText(strings.Join(written, ", ") + " written: no longer selected, so the next flash does not erase it by mistake. Insert the next card and select it.")
+}
 
 // toggle adds or removes the card with this path.
 func (s *targetStep) toggle(path string) {
