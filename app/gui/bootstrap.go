@@ -181,7 +181,7 @@ func (s *nodesStep) openBootstrapPrompt() *bootstrapPrompt {
 // pickTalosconfig opens a file chooser over the prompt; the prompt keeps
 // Enter and Esc once it closes.
 func (s *nodesStep) pickTalosconfig(p *bootstrapPrompt) {
-	s.ui.chooseFile(kindConfig, FileRequest{Title: "Choose your talosconfig", Accept: "Use"},
+	s.ui.chooseFile(kindConfig, FileRequest{Title: "Choose your talosconfig", Accept: "Use", Folder: s.configFolder(p.row)},
 		func(u fyne.URI) { s.loadTalosconfigInto(p, u) })
 }
 

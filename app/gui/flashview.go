@@ -320,7 +320,7 @@ func cardRows(a *Attempt, i int) (write, verify barView, result textView) {
 			write.Detail = humanize.IBytes(uint64(max(w.Done, w.Decoded))) + " written"
 		}
 		verify = barView{Value: verify.Value, Detail: word + " at " + figure(verify.Value), Importance: imp}
-	case wrote:
+	case wrote && a.Touched[path]:
 		write = barView{Value: write.Value, Detail: word + " at " + writtenFigure(w), Importance: imp}
 		verify = barView{Detail: "not verified", Importance: imp}
 	default:

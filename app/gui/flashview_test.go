@@ -79,7 +79,7 @@ func TestFlashHeadlineNotGreenWhenACardFailed(t *testing.T) {
 			t.Errorf("headline %q does not count the failure", f.doneTitle.Text)
 		}
 		bad := f.card(paths[1])
-		if w := bad.write.detail.Text; !strings.HasPrefix(w, "failed at ") || strings.Contains(w, "left") || bad.write.detail.Importance != widget.DangerImportance {
+		if w := bad.write.detail.Text; !(strings.HasPrefix(w, "failed at ") || w == "failed: nothing written") || strings.Contains(w, "left") || bad.write.detail.Importance != widget.DangerImportance {
 			t.Errorf("failed card's write bar: %q", w)
 		}
 		if v := bad.verify.detail.Text; v != "not verified" {

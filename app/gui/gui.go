@@ -236,8 +236,9 @@ type UI struct {
 	tabs  *container.AppTabs
 	modal *modal // the dialog shown now, nil when none
 
-	choosing bool         // a file chooser (portal or fallback) is open
-	chooser  *fileChooser // the fallback chooser shown now, nil when none
+	choosing bool                // a file chooser (portal or fallback) is open
+	chooser  *fileChooser        // the fallback chooser shown now, nil when none
+	folders  map[fileKind]string // the folder each kind of file was chosen from last in this window
 
 	// session is the state the steps share (they observe it, not each
 	// other's widgets).

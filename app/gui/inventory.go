@@ -325,6 +325,31 @@ func (s *nodesStep) inventoryApplied(r *nodeRow, name string, out *plan.ApplyOut
 	s.refreshApplyAll()
 }
 
+// configFolder is where a chooser for r's config (or the talosconfig,
+// which talosctl gen config writes beside the configs) opens: the folder
+// of r's inventory config, else of the inventory's first config, else the
+// inventory's own ("": no inventory).
+func (s *nodesStep) configFolder(r *nodeRow) string {
+	inv := s.ui.deps.Inventory
+	if inv == nil {
+		return ""
+	}
+	if r != nil {
+		if n := s.inventoryNodeAt(r.node); n != nil && n.Config != "" {
+			return filepath.Dir(n.Config)
+		}
+	}
+	for _, n := range inv.Nodes {
+		if n.Config != "" {
+			return filepath.Dir(n.Config)
+		}
+	}
+	if inv.Path == "" {
+		return ""
+	}
+	return filepath.Dir(inv.Path)
+}
+
 // inventoryName is the inventory's file name, for the texts.
 func (s *nodesStep) inventoryName() string { return inventoryFileName(s.ui.deps.Inventory) }
 

@@ -249,3 +249,31 @@ func TestInventoryNodesLayout(t *testing.T) {
 		})
 	}
 }
+
+// With an inventory, a node's "Choose config…" opens in its config's
+// folder and the bootstrap's talosconfig chooser beside the configs, not
+// in the home folder (issue 29); once a file was chosen, that folder.
+func TestInventoryChoosersOpenInItsFolder(t *testing.T) {
+	h := newInvHarness(t)
+	t.Setenv("HOME", t.TempDir())
+	h.start("127.0.0.22", "worker", "worker-1", false)
+	row := h.rowOf(h.addr("127.0.0.22"))
+	talos := filepath.Join(h.dir, "talos") + "/"
+	c := h.openChooser(func() { h.ui.nodes.pickFile(row) })
+	h.onUI(func() {
+		if got := c.path.Text; got != talos {
+			t.Fatalf("config chooser starts at %q, want the inventory's configs %q", got, talos)
+		}
+		if l := c.modal.dialog; l == nil {
+			t.Fatal("no dialog")
+		}
+		h.ui.escape()
+	})
+	c = h.openChooser(func() { h.ui.nodes.pickTalosconfig(&bootstrapPrompt{row: row}) })
+	h.onUI(func() {
+		if got := c.path.Text; got != talos {
+			t.Fatalf("talosconfig chooser starts at %q, want %q", got, talos)
+		}
+		h.ui.escape()
+	})
+}

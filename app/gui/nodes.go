@@ -397,7 +397,7 @@ func (s *nodesStep) rowAt(pos fyne.Position) *nodeRow {
 
 func (s *nodesStep) pickFile(r *nodeRow) {
 	s.ui.chooseFile(kindConfig, FileRequest{Title: "Choose the machine config for " + r.node.Addr, Accept: "Check",
-		FilterName: "Machine configs", Exts: []string{".yaml", ".yml"}}, func(u fyne.URI) {
+		FilterName: "Machine configs", Exts: []string{".yaml", ".yml"}, Folder: s.configFolder(r)}, func(u fyne.URI) {
 		go func() {
 			data, err := readURI(u, node.MaxConfigSize+1)
 			s.ui.do(func() {
