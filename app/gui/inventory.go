@@ -37,6 +37,10 @@ type inventoryRow struct {
 	// waiting for a config (the address's node is not another card's)
 	row   *nodeRow
 	ready bool
+	// What its line says (viewInventoryRow), and the Apply all summary
+	// counts from the same states.
+	state  invState
+	detail string
 }
 
 // showInventory lists the inventory's nodes and waits for each at its
@@ -53,7 +57,8 @@ func (s *nodesStep) showInventory(box *fyne.Container) {
 	s.applyAllNote = wrapLabel("Apply all sends each waiting node its own config from " + name + ", once its checks pass.")
 	box.Add(container.NewBorder(nil, nil, nil, s.applyAll, s.applyAllNote))
 	for _, n := range inv.Nodes {
-		r := &inventoryRow{node: n, label: wrapLabel(fmt.Sprintf("%s · waiting at %s …", n.Hostname, n.Address.Addr()))}
+		r := &inventoryRow{node: n, label: wrapLabel(""), state: invWaiting}
+		s.setInv(r, invWaiting, "")
 		s.invRows = append(s.invRows, r)
 		box.Add(r.label)
 		go s.waitInventoryNode(r)
@@ -86,9 +91,7 @@ func (s *nodesStep) waitInventoryNode(r *inventoryRow) {
 			return
 		}
 		if time.Now().After(deadline) {
-			s.ui.do(func() {
-				r.label.SetText(printable.String(fmt.Sprintf("%s · nothing answered at %s for %s: is the Pi on and booted from its card? (Scan, or type its address)", r.node.Hostname, r.node.Address.Addr(), inventoryWait)))
-			})
+			s.ui.do(func() { s.setInv(r, invSilent, "") })
 			return
 		}
 		t := time.NewTimer(every)
@@ -104,8 +107,12 @@ func (s *nodesStep) waitInventoryNode(r *inventoryRow) {
 // inventoryNodeFound says what answered at the node's address (UI goroutine).
 func (s *nodesStep) inventoryNodeFound(r *inventoryRow, n *node.Node) {
 	m := plan.NodeCheck{Profiles: s.ui.deps.Profiles, Node: n}.MatchBooted()
-	r.label.SetText(printable.String(inventoryNodeText(r.node, n, m)))
 	r.ready = !n.Configured && n.Maintenance && isNode(r.node, n, m)
+	state := invFound
+	if !isNode(r.node, n, m) && !n.Configured {
+		state = invWrongNode
+	}
+	s.setInv(r, state, inventoryNodeText(r.node, n, m))
 	r.row = s.addNode(*n)
 	s.refreshApplyAll()
 }
@@ -129,7 +136,11 @@ func inventoryNodeText(want inventory.Node, n *node.Node, m plan.Match) string {
 	if !strings.EqualFold(n.Hostname, want.Hostname) {
 		wrong = append(wrong, fmt.Sprintf("says it is %q", n.Hostname))
 	}
-	if len(wrong) > 0 {
+	switch {
+	case len(wrong) == 1 && strings.EqualFold(n.Hostname, want.Hostname):
+		// Its own card, flashed with another role's image.
+		return fmt.Sprintf("%s · booted the %s image, not its %s image: flash %s's card again with the %s image", want.Hostname, m.Profile, want.Profile, want.Hostname, want.Profile)
+	case len(wrong) > 0:
 		return fmt.Sprintf("%s · the node at %s %s: not %s's card (cards swapped?)", want.Hostname, addr, strings.Join(wrong, " and "), want.Hostname)
 	}
 	booted := m.Profile
@@ -180,11 +191,14 @@ func (s *nodesStep) inventoryRowFor(r *nodeRow) *inventoryRow {
 func (s *nodesStep) identityRefused(r *nodeRow, id *plan.IdentityError) {
 	if ir := s.inventoryRowFor(r); ir != nil {
 		ir.ready = false
-		ir.label.Importance = widget.DangerImportance
-		ir.label.SetText(printable.String(ir.node.Hostname + " · blocked: " + id.Error()))
+		s.setInv(ir, invBlocked, id.Error())
 		s.refreshApplyAll()
 	}
-	s.ui.showError("Not "+id.Want.Hostname+"'s node: nothing was sent", id)
+	title := "Not " + id.Want.Hostname + "'s node: nothing was sent"
+	if id.WrongImage() {
+		title = id.Want.Hostname + " booted the wrong image: nothing was sent"
+	}
+	s.ui.showError(title, id)
 }
 
 // refreshApplyAll enables Apply all while a node waits for its config.
@@ -217,99 +231,77 @@ func (s *nodesStep) ApplyAll() {
 	}
 	var todo []item
 	for _, ir := range s.invRows {
-		h := ir.node.Hostname
 		switch {
 		case ir.row == nil:
-			ir.label.SetText(printable.String(h + " · not answering yet at " + ir.node.Address.Addr().String() + ": not applied"))
+			s.setInv(ir, invNotAnswering, "")
 			continue
 		case ir.row.node.Configured:
-			ir.label.SetText(printable.String(h + " · already configured: skipped"))
+			s.setInv(ir, invSkipped, "")
 			continue
 		case !ir.ready:
 			continue // its line says why (another node's card, or applied)
 		case ir.node.Config == "":
-			ir.label.Importance = widget.WarningImportance
-			ir.label.SetText(printable.String(h + " · no config: in the inventory: drop its config on its row"))
+			s.setInv(ir, invNoConfig, "")
 			continue
 		}
-		ir.label.Importance = widget.MediumImportance
-		ir.label.SetText(printable.String(h + " · waiting for its turn …"))
+		s.setInv(ir, invQueued, "")
 		todo = append(todo, item{ir: ir, job: s.applyJob(ir.row, filepath.Base(ir.node.Config), ir.node.Config, nil)})
 	}
 	if len(todo) == 0 {
 		return
 	}
 	s.applyingAll = true
+	s.showApplyAllNote()
 	s.refreshApplyAll()
-	s.applyAllNote.SetText(fmt.Sprintf("Applying %d node(s)…", len(todo)))
 	ctx := s.ui.ctx
 	go func() {
-		applied, blocked := 0, 0
 		for _, it := range todo {
 			ir, job := it.ir, it.job
-			h := ir.node.Hostname
-			s.ui.do(func() { ir.label.SetText(printable.String(h + " · checking " + job.Name + " …")) })
-			text, imp, ok := s.applyInventoryNode(ctx, ir, job)
-			if ok {
-				applied++
-			} else {
-				blocked++
-			}
+			s.ui.do(func() { s.setInv(ir, invChecking, job.Name) })
+			state, detail := s.applyInventoryNode(ctx, ir, job)
 			s.ui.do(func() {
-				ir.label.Importance = imp
-				ir.label.SetText(printable.String(h + " · " + text))
-				if ok {
+				s.setInv(ir, state, detail)
+				if state == invApplied {
 					ir.ready = false
 				}
 			})
 		}
 		s.ui.do(func() {
-			s.applyingAll = false
+			s.applyingAll, s.appliedAll = false, true
+			s.showApplyAllNote()
 			s.refreshApplyAll()
-			s.applyAllNote.SetText(fmt.Sprintf("Apply all: %d applied, %d not (each row says why).", applied, blocked))
 			s.showScanSummary()
 		})
 	}()
 }
 
 // applyInventoryNode checks and sends one node's config (background):
-// the row's text, its importance, and whether it was applied.
-func (s *nodesStep) applyInventoryNode(ctx context.Context, ir *inventoryRow, job plan.ApplyJob) (string, widget.Importance, bool) {
+// the row's state and its words.
+func (s *nodesStep) applyInventoryNode(ctx context.Context, ir *inventoryRow, job plan.ApplyJob) (invState, string) {
 	data, err := userfile.Read(job.ConfigPath, node.MaxConfigSize)
 	if err != nil {
-		return "not applied: " + err.Error(), widget.DangerImportance, false
+		return invNotApplied, err.Error()
 	}
 	job.Config = data
 	rv, err := plan.CheckApply(ctx, job)
 	var id *plan.IdentityError
 	switch {
 	case errors.Is(err, plan.ErrConfigured):
-		return "already configured: skipped", widget.MediumImportance, false
+		return invSkipped, ""
 	case errors.As(err, &id):
-		return "blocked: " + id.Error(), widget.DangerImportance, false
+		return invBlocked, id.Error()
 	case err != nil:
-		return "not applied: " + err.Error(), widget.DangerImportance, false
+		return invNotApplied, err.Error()
 	case rv.Blocking() > 0:
-		return fmt.Sprintf("blocked: %s fails %d incident check(s), nothing was sent (drop it on its row to see them)", job.Name, rv.Blocking()), widget.DangerImportance, false
+		return invBlocked, fmt.Sprintf("%s fails %d incident check(s), nothing was sent (drop it on its row to see them)", job.Name, rv.Blocking())
 	}
 	out, err := rv.Send(ctx, false)
 	if err != nil {
-		return "not applied: " + err.Error(), widget.DangerImportance, false
+		return invNotApplied, err.Error()
 	}
 	r := ir.row
-	s.ui.do(func() {
-		r.reply.Importance = widget.SuccessImportance
-		r.reply.SetText(printable.Lines(applyText(job.Name, out)))
-		r.worker = out.Config.MachineType == "worker"
-		ir.ready = false
-		if out.Next.LeavesMaintenance {
-			r.node.Maintenance = false
-		}
-		if out.Next.Bootstrap {
-			s.showBootstrap(r)
-		}
-	})
-	return "applied " + job.Name + ": " + out.Next.Node, widget.SuccessImportance, true
+	s.ui.do(func() { s.applied(r, job.Name, out, nil, false) })
+	return invApplied, job.Name + ": " + out.Next.Node
 }
 
 // inventoryApplied marks r's inventory node as given its config (a drop
@@ -320,8 +312,7 @@ func (s *nodesStep) inventoryApplied(r *nodeRow, name string, out *plan.ApplyOut
 		return
 	}
 	ir.ready = false
-	ir.label.Importance = widget.SuccessImportance
-	ir.label.SetText(printable.String(ir.node.Hostname + " · applied " + name + ": " + out.Next.Node))
+	s.setInv(ir, invApplied, name+": "+out.Next.Node)
 	s.refreshApplyAll()
 }
 
