@@ -43,6 +43,9 @@ type targetStep struct {
 	cardsStale atomic.Bool
 	// unticked is the last attempt whose written cards were unticked.
 	unticked int
+	// dropped says which cards the app unticked and why (written, gone,
+	// too small): shown under the selection until the user picks again.
+	dropped string
 }
 
 // cardList is the disk list; Enter and Esc reach the window (Fyne's list
@@ -149,7 +152,7 @@ func newTargetStep(ui *UI) *targetStep {
 		case c == ChangeAttempt:
 			s.untickWritten()
 		case c == ChangeDisk && len(ui.session.Cards()) == 0 && len(s.chosen) > 0:
-			s.chosen = nil // "Flash another card": choose again
+			s.chosen, s.dropped = nil, "" // "Flash another card": choose again
 			s.list.Refresh()
 			s.next.Disable()
 			s.status.SetText("Insert the next card and select it.")
@@ -179,8 +182,8 @@ func (s *targetStep) untickWritten() {
 		return
 	}
 	s.chosen = slices.DeleteFunc(s.chosen, func(p string) bool { return slices.Contains(written, p) })
+	s.dropped = strings.Join(written, ", ") + " written: no longer selected, so the next flash does not erase it by mistake. Insert the next card and select it."
 	s.publish()
-	s.status.SetText(strings.Join(written, ", ") + " written: no longer selected, so the next flash does not erase it by mistake. Insert the next card and select it.")
 }
 
 // toggle adds or removes the card with this path.
@@ -190,6 +193,7 @@ func (s *targetStep) toggle(path string) {
 	} else {
 		s.chosen = append(s.chosen, path)
 	}
+	s.dropped = "" // the user picks again: what the app unticked is old news
 	s.publish()
 }
 
@@ -204,32 +208,43 @@ func (s *targetStep) publish() {
 		}
 	}
 	s.list.Refresh()
+	var line string
 	switch len(cards) {
 	case 0:
 		s.next.Disable()
-		s.status.SetText("Select the card to write (several: click each).")
+		line = "Select the card to write (several: click each)."
 	case 1:
 		s.next.Enable()
-		s.status.SetText("Selected " + names[0])
+		line = "Selected " + names[0]
 	default:
 		s.next.Enable()
-		s.status.SetText(fmt.Sprintf("Selected %d cards, written at once: %s", len(cards), strings.Join(names, "; ")))
+		line = fmt.Sprintf("Selected %d cards, written at once: %s", len(cards), strings.Join(names, "; "))
 	}
+	if s.dropped != "" {
+		line = s.dropped + "\n" + line
+	}
+	s.status.SetText(line)
 	s.ui.session.SetCards(cards)
 }
 
 // dropRefused unchooses cards that are now refused (too small for the image).
 func (s *targetStep) dropRefused() {
-	n := len(s.chosen)
+	var why []string
 	s.chosen = slices.DeleteFunc(s.chosen, func(p string) bool {
 		for _, d := range s.disks {
 			if d.Path == p {
-				return s.refusal(d) != nil
+				if r := s.refusal(d); r != nil {
+					why = append(why, r.Msg)
+					return true
+				}
+				return false
 			}
 		}
+		why = append(why, p+" is gone")
 		return true
 	})
-	if len(s.chosen) != n {
+	if len(why) > 0 {
+		s.dropped = "No longer selected: " + strings.Join(why, "; ") + "."
 		s.publish()
 	}
 }
@@ -423,6 +438,9 @@ func (s *targetStep) setDisks(disks []devices.Disk, err error) {
 		gone = append(gone, p)
 		return true
 	})
+	if len(gone) > 0 {
+		s.dropped = strings.Join(gone, ", ") + " is gone (card removed?) or can no longer be written: no longer selected."
+	}
 	// talosflash gui --device, until it shows up; once: "Flash another
 	// card" starts with no card.
 	s.preset = slices.DeleteFunc(s.preset, func(want string) bool {
@@ -444,8 +462,6 @@ func (s *targetStep) setDisks(disks []devices.Disk, err error) {
 		s.status.SetText("Cannot list disks: " + err.Error())
 	case len(disks) == 0:
 		s.status.SetText("No disks found. Insert the SD card (a USB card reader works).")
-	case len(gone) > 0:
-		s.status.SetText(strings.Join(gone, ", ") + " is gone (card removed?). " + s.status.Text)
 	}
 }
 
