@@ -94,7 +94,9 @@ func newModelWorld(t *testing.T) *modelWorld {
 		DeviceEvents:   func(context.Context) <-chan struct{} { return nil },
 		RefreshEvery:   -1,
 		Inventory:      inv, InventoryPort: port, InventoryEvery: 10 * time.Millisecond,
-		Eject: func(context.Context, string) devices.Ejected { return devices.Ejected{Flushed: true, Note: "image file"} },
+		Eject: func(context.Context, string) devices.Ejected {
+			return devices.Ejected{Flushed: true, Note: "image file"}
+		},
 	}
 	deps.fill()
 	open := deps.Open
