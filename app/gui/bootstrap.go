@@ -46,8 +46,12 @@ type bootstrapPrompt struct {
 
 // bootstrapEligible: a control plane config was applied to the row in this
 // session, or the node is configured (the user marks it as the first
-// control plane in the dialog) and this session did not make it a worker.
-func (r *nodeRow) bootstrapEligible() bool {
+// control plane in the dialog), this session did not make it a worker and
+// the inventory does not say it is one.
+func (s *nodesStep) bootstrapEligible(r *nodeRow) bool {
+	if n := s.inventoryNodeAt(r.node); n != nil && n.Role == "worker" {
+		return false
+	}
 	return r.controlplane || r.node.Configured && !r.worker
 }
 
@@ -67,7 +71,7 @@ func (s *nodesStep) bootstrapBlocked() string {
 func (s *nodesStep) refreshBootstrapButtons() {
 	blocked := s.bootstrapBlocked() != ""
 	for _, r := range s.rows {
-		if !r.bootstrapEligible() {
+		if !s.bootstrapEligible(r) {
 			r.bootBtn.Hide()
 			continue
 		}
@@ -266,7 +270,11 @@ func (s *nodesStep) droppedTalosconfig(r *nodeRow, u fyne.URI, data []byte) {
 		return
 	}
 	if r == nil {
-		s.status.SetText("Drop the talosconfig onto the control plane node to bootstrap.")
+		s.status.SetText("Drop the talosconfig onto the control plane node to bootstrap, or onto any configured node to follow it.")
+		return
+	}
+	if !s.bootstrapEligible(r) || s.bootstrappedOn != "" || s.bootRunning != nil {
+		s.useTalosconfig(tc) // no bootstrap here: follow the configured nodes with it
 		return
 	}
 	s.openBootstrap(r, tc)
@@ -365,10 +373,13 @@ func (s *nodesStep) bootstrapDone(r *nodeRow, tc *node.Talosconfig, res *node.Bo
 			version = " (Talos " + res.TalosVersion + ")"
 		}
 		r.bootState.SetText("etcd bootstrapped on " + res.Endpoint + version + ", running and healthy. The cluster is starting Kubernetes.")
-		r.bootNote.SetText("Next, get the cluster's kubeconfig:")
+		r.bootNote.SetText("Next, get the cluster's kubeconfig (merged into your ~/.kube/config), or in a terminal:")
 		r.bootstrap.SetText(kubeconfigCommand(r.node, tc))
+		s.showKubeconfigButton(r)
+		s.followAll()
 		return
 	}
+	s.followAll()
 	s.refreshBootstrapButtons()
 	r.bootState.Importance = widget.DangerImportance
 	r.bootState.SetText(bootstrapErrorText(err, res, cancelled))

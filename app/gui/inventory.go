@@ -300,7 +300,7 @@ func (s *nodesStep) applyInventoryNode(ctx context.Context, ir *inventoryRow, jo
 		return invNotApplied, err.Error()
 	}
 	r := ir.row
-	s.ui.do(func() { s.applied(r, job.Name, out, nil, false) })
+	s.ui.do(func() { s.applied(r, job.Name, job.Config, out, nil, false) })
 	return invApplied, job.Name + ": " + out.Next.Node
 }
 

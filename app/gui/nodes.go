@@ -49,6 +49,18 @@ type nodesStep struct {
 	talosconfig    *node.Talosconfig // the one used last, offered again
 	bootWait       node.WaitOptions  // zero: node's defaults (tests shorten them)
 
+	// Following the configured nodes (status.go): how often, the clock
+	// and BootTimeout the diagnoses use (tests scale them), the
+	// Kubernetes view once there is a kubeconfig, and the control plane's
+	// CNI from the config it took.
+	statusEvery    time.Duration
+	bootTimeout    time.Duration
+	clock          func() time.Time
+	kube           *plan.KubeView
+	kubeFollowing  bool
+	cni            *node.CNI
+	kubeconfigPath string // "": the default (~/.kube/config)
+
 	invRows      []*inventoryRow // the inventory's nodes (inventory.go)
 	applyAll     *keyButton      // "Apply all": each waiting inventory node its config
 	applyAllNote *widget.Label
@@ -74,11 +86,22 @@ type nodeRow struct {
 	applied      *node.Config // the config the node took in this session (nil: none)
 	// What the row says is rendered from these (viewNodeRow): what runs
 	// on it now, and the last apply's outcome.
-	act          rowAct
-	actName      string             // the config being checked or sent
-	applyName    string             // the config of the last apply ("": none)
-	applyOut     *plan.ApplyOutcome // its outcome, nil when it failed
-	applyErr     error
+	act       rowAct
+	actName   string             // the config being checked or sent
+	applyName string             // the config of the last apply ("": none)
+	applyOut  *plan.ApplyOutcome // its outcome, nil when it failed
+	applyErr  error
+	// Its status once followed (status.go): the last read, and its part
+	// of the row.
+	following    bool
+	status       *plan.NodeStatus
+	statusErr    error
+	statusBox    *fyne.Container
+	statusHead   *widget.Label
+	statusDetail *breakLabel
+	statusDiag   *fyne.Container
+	statusKey    string
+	kubeBtn      *keyButton
 	bootBtn      *keyButton    // "Bootstrap etcd…"
 	bootstrap    *widget.Entry // the talosctl command (bootstrap, then kubeconfig)
 	bootNote     *widget.Label
@@ -252,6 +275,7 @@ func (s *nodesStep) addNode(n node.Node) *nodeRow {
 	s.sortRows(box)
 	s.empty.Hide()
 	s.refreshBootstrapButtons()
+	s.follow(r)
 	return r
 }
 
@@ -307,7 +331,7 @@ func nodeNote(n node.Node) string {
 	var parts []string
 	switch {
 	case n.Configured:
-		parts = append(parts, "already configured: if it is your first control plane, \"Bootstrap etcd…\" bootstraps it; otherwise manage it with talosctl")
+		parts = append(parts, "already configured: drop your talosconfig here to see how it is; if it is your first control plane, \"Bootstrap etcd…\" bootstraps it")
 	case n.Maintenance:
 		parts = append(parts, "waiting for a machine config: drop one here")
 	case n.Stage != "":
@@ -606,7 +630,7 @@ func (s *nodesStep) send(r *nodeRow, rv *plan.ApplyReview, force bool) {
 	go func() {
 		out, err := rv.Send(s.ui.ctx, force)
 		s.ui.do(func() {
-			s.applied(r, name, out, err, rv.Job.DryRun)
+			s.applied(r, name, rv.Job.Config, out, err, rv.Job.DryRun)
 			if err != nil {
 				s.ui.showError("The node did not take "+name, err)
 			}
@@ -616,7 +640,7 @@ func (s *nodesStep) send(r *nodeRow, rv *plan.ApplyReview, force bool) {
 
 // applied records an apply's outcome on r (a drop, or Apply all) and
 // renders what follows from it (UI goroutine).
-func (s *nodesStep) applied(r *nodeRow, name string, out *plan.ApplyOutcome, err error, dryRun bool) {
+func (s *nodesStep) applied(r *nodeRow, name string, data []byte, out *plan.ApplyOutcome, err error, dryRun bool) {
 	r.act = rowIdle
 	r.applyName, r.applyOut, r.applyErr = name, out, err
 	if err != nil {
@@ -626,6 +650,11 @@ func (s *nodesStep) applied(r *nodeRow, name string, out *plan.ApplyOutcome, err
 	}
 	if !dryRun {
 		r.applied = out.Config
+		if out.Config.MachineType == "controlplane" {
+			if cni, err := node.CNIOf(data); err == nil { // what the Kubernetes view says of a missing CNI
+				s.cni = &cni
+			}
+		}
 	}
 	r.worker = out.Config.MachineType == "worker"
 	if out.Next.LeavesMaintenance && !dryRun {
@@ -639,6 +668,7 @@ func (s *nodesStep) applied(r *nodeRow, name string, out *plan.ApplyOutcome, err
 	if out.Next.Bootstrap {
 		s.showBootstrap(r)
 	}
+	s.follow(r)
 }
 
 // showBootstrap shows the step after a control plane's config: etcd is
