@@ -2,6 +2,7 @@ package gui
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -174,6 +175,13 @@ func TestNodesRowShowsTheIncidentLive(t *testing.T) {
 			t.Error("a talosconfig dropped on a worker opened the bootstrap dialog")
 		}
 	})
+	for _, size := range layoutSizes { // the status part fits the row at both window sizes
+		w.onUI(func() {
+			w.ui.Window.Resize(size)
+			w.ui.Window.Content().Refresh()
+		})
+		w.onUI(func() { assertObjectTextFits(t, w.ui, r.box, fmt.Sprintf("status row at %v", size)) })
+	}
 	boot := n.BootID()
 	clock.Advance(58 * time.Minute)
 	w.waitFor("the reboot on the row", func() bool { return strings.Contains(rowText(r), "1 reboot(s) seen") })
