@@ -52,6 +52,11 @@ func (s *nodesStep) bootstrapEligible(r *nodeRow) bool {
 	if n := s.inventoryNodeAt(r.node); n != nil && n.Role == "worker" {
 		return false
 	}
+	if st := r.status; st != nil && st.Status != nil && r.node.Addr != s.bootstrappedOn {
+		if etcd := st.Status.Service("etcd"); etcd != nil && etcd.State == "Running" {
+			return false // its etcd runs: bootstrapped already (its row says so)
+		}
+	}
 	return r.controlplane || r.node.Configured && !r.worker
 }
 

@@ -8,6 +8,7 @@ package gui
 // the release binary never contains the fake servers.
 
 import (
+	"bytes"
 	"context"
 	_ "embed"
 	"fmt"
@@ -60,25 +61,33 @@ var DemoSteps = []string{"image", "local", "card", "confirm", "flashing", "done"
 const demoConfigs = "node/testdata/talos114/valid"
 
 // demoInventory is the inventory of the inventory steps: cp-1, worker-1
-// and worker-2 at first, first+1, first+2, their configs in dir.
+// and worker-2 at first, first+1, first+2, their configs in dir/talos.
 func demoInventory(dir, first string) (*inventory.Inventory, error) {
+	talos := filepath.Join(dir, "talos")
+	if err := os.MkdirAll(talos, 0o700); err != nil {
+		return nil, err
+	}
 	for _, f := range []string{"controlplane.yaml", "worker.yaml", "talosconfig"} {
 		data, err := os.ReadFile(filepath.Join(demoConfigs, f))
 		if err != nil {
 			return nil, fmt.Errorf("the demo's configs: %w (run it from the repository)", err)
 		}
-		if err := os.WriteFile(filepath.Join(dir, f), data, 0o600); err != nil {
+		// The cluster's endpoint at cp-1's address (the fixtures': 192.168.1.20).
+		data = bytes.ReplaceAll(data, []byte("https://192.168.1.20:6443"), []byte("https://"+first+":6443"))
+		if err := os.WriteFile(filepath.Join(talos, f), data, 0o600); err != nil {
 			return nil, err
 		}
 	}
 	a := netip.MustParseAddr(first)
-	y := "cluster: homelab\ngateway: " + a.String() + "\nnodes:\n"
+	gw := a.As4()
+	gw[3] = 1 // the router: .1 of the /24
+	y := "cluster: homelab\ngateway: " + netip.AddrFrom4(gw).String() + "\nnodes:\n"
 	for i, h := range []string{"cp-1", "worker-1", "worker-2"} {
 		role, cfg := "worker", "worker.yaml"
 		if i == 0 {
 			role, cfg = "controlplane", "controlplane.yaml"
 		}
-		y += fmt.Sprintf("  - hostname: %s\n    role: %s\n    address: %s/24\n    config: %s\n", h, role, a, cfg)
+		y += fmt.Sprintf("  - hostname: %s\n    role: %s\n    address: %s/24\n    config: talos/%s\n", h, role, a, cfg)
 		a = a.Next()
 	}
 	return inventory.Parse([]byte(y), filepath.Join(dir, "talosflash.yaml"), dir, inventory.Options{})
@@ -128,8 +137,11 @@ func RunDemo(step string) error {
 		{Name: "nvme0n1", Path: "/dev/nvme0n1", Size: 512110190592, SizeHuman: "477 GiB", Model: "Samsung SSD 980 PRO", Transport: devices.TransportNVMe,
 			Refusal: &devices.RefusedError{Device: "/dev/nvme0n1", Reason: devices.CodeSystemDisk, Msg: "/dev/nvme0n1 holds the system filesystem /"}},
 	}
-	if step == "failed" {
+	switch step {
+	case "failed":
 		disks = append(disks, devices.Disk{Name: "sdd", Path: "/dev/sdd", Size: 15931539456, SizeHuman: "14.8 GiB", Vendor: "Generic", Model: "Card Reader", Transport: devices.TransportUSB, Removable: true, Safe: true})
+	case "second": // the node goes onto the card's META by its path: the card is the file itself
+		disks[0] = devices.Disk{Name: "sdcard.img", Path: card, Size: 64 << 20, SizeHuman: "64 MiB", Model: "SD card image", Transport: devices.TransportFile, Safe: true}
 	}
 	booted := func(role string, exts ...string) *node.Booted { // what each Pi reports it booted
 		p, _ := factory.FindProfile(factory.BuiltinProfiles(), role)
@@ -154,9 +166,9 @@ func RunDemo(step string) error {
 	}
 	if step == "applyall" { // the inventory's nodes: worker-2's card has the control plane image
 		demoNodes = []node.Node{
-			{Addr: "192.168.1.20:50000", Maintenance: true, Stage: "maintenance", Hostname: "cp-1", MAC: "dc:a6:32:1a:2b:20", TalosVersion: "v1.14.5", Arch: "arm64", Booted: booted("controlplane", "newt")},
-			{Addr: "192.168.1.21:50000", Maintenance: true, Stage: "maintenance", Hostname: "worker-1", MAC: "dc:a6:32:1a:2b:21", TalosVersion: "v1.14.5", Arch: "arm64", Booted: booted("worker")},
-			{Addr: "192.168.1.22:50000", Maintenance: true, Stage: "maintenance", Hostname: "worker-2", MAC: "dc:a6:32:1a:2b:22", TalosVersion: "v1.14.5", Arch: "arm64", Booted: booted("controlplane", "newt")},
+			{Addr: "192.168.1.20:50000", Maintenance: true, Stage: "maintenance", Hostname: "cp-1", MAC: "dc:a6:32:1a:2b:20", CertFingerprint: "demo-certificate-20", TalosVersion: "v1.14.5", Arch: "arm64", Booted: booted("controlplane", "newt")},
+			{Addr: "192.168.1.21:50000", Maintenance: true, Stage: "maintenance", Hostname: "worker-1", MAC: "dc:a6:32:1a:2b:21", CertFingerprint: "demo-certificate-21", TalosVersion: "v1.14.5", Arch: "arm64", Booted: booted("worker")},
+			{Addr: "192.168.1.22:50000", Maintenance: true, Stage: "maintenance", Hostname: "worker-2", MAC: "dc:a6:32:1a:2b:22", CertFingerprint: "demo-certificate-22", TalosVersion: "v1.14.5", Arch: "arm64", Booted: booted("controlplane", "newt")},
 		}
 	}
 	slow := step == "flashing"
@@ -173,7 +185,7 @@ func RunDemo(step string) error {
 				if err != nil {
 					return nil, err
 				}
-				return &fullTarget{Target: t, left: 3 << 20}, nil
+				return &fullTarget{Target: t, left: 9 << 20}, nil
 			}
 			t, err := imaging.OpenFile(path, size)
 			if err != nil || !slow {
@@ -182,7 +194,7 @@ func RunDemo(step string) error {
 			return &slowTarget{Target: t}, nil
 		},
 		ReadCard: func(path string) string {
-			if path == "/dev/sdb" {
+			if path == "/dev/sdb" || path == card {
 				return readCardSummary(card)
 			}
 			return ""
@@ -232,7 +244,11 @@ func RunDemo(step string) error {
 	a := app.NewWithID(AppID)
 	ui := New(a, deps)
 	ui.Window.SetFixedSize(true)
-	go driveDemo(ui, step, "/dev/sdb", cfgPath, localPath, dir)
+	first := "/dev/sdb"
+	if step == "second" {
+		first = card
+	}
+	go driveDemo(ui, step, first, cfgPath, localPath, dir)
 	ui.Window.ShowAndRun()
 	ui.Close()
 	return nil
@@ -455,8 +471,8 @@ func driveIssueSteps(ui *UI, step, card, dir string, ready func(), waitUntil fun
 			fmt.Println("demo:", err)
 			return true
 		}
-		tc.Path = filepath.Join(dir, "talosconfig")
-		cfg, _ := os.ReadFile(filepath.Join(dir, "controlplane.yaml"))
+		tc.Path = filepath.Join(dir, "talos", "talosconfig")
+		cfg, _ := os.ReadFile(filepath.Join(dir, "talos", "controlplane.yaml"))
 		fyne.DoAndWait(func() {
 			if cni, err := node.CNIOf(cfg); err == nil {
 				ui.nodes.cni = &cni

@@ -6,6 +6,7 @@ import (
 
 	"fyne.io/fyne/v2/widget"
 
+	"github.com/talosflash/talosflash/app/plan"
 	"github.com/talosflash/talosflash/internal/printable"
 )
 
@@ -29,8 +30,21 @@ const (
 	invNotAnswering                 // Apply all while it does not answer
 )
 
-// viewInventoryRow is the line of an inventory node in its state.
+// viewInventoryRow is the line of an inventory node in its state; once its
+// node is followed (status.go), where it is now, in one line.
 func viewInventoryRow(r *inventoryRow) textView {
+	if r.row != nil && r.row.status != nil {
+		switch r.state {
+		case invFound, invApplied, invSkipped:
+			now := statusLine(*r.row.status)
+			if r.state == invApplied {
+				cfg, _, _ := strings.Cut(r.detail, ":")
+				now.Text = "applied " + cfg + " · now " + now.Text
+			}
+			now.Text = printable.String(r.node.Hostname + " · " + now.Text)
+			return now
+		}
+	}
 	h, addr := r.node.Hostname, r.node.Address.Addr().String()
 	var t textView
 	switch r.state {
@@ -107,4 +121,40 @@ func (s *nodesStep) showApplyAllNote() {
 	if note := viewApplyAll(s.inventoryName(), s.invRows, s.applyingAll, s.appliedAll); s.applyAllNote.Text != note {
 		s.applyAllNote.SetText(note)
 	}
+}
+
+// statusLine is a followed node in one line: its stage and readiness,
+// then what is wrong (the incident with its countdown), or its unmet
+// conditions; coloured by how it is.
+func statusLine(ns plan.NodeStatus) textView {
+	st := ns.Status
+	if st == nil {
+		return textView{Text: "not answering (leaving maintenance mode, or rebooting)", Importance: widget.WarningImportance}
+	}
+	t := textView{Text: st.Stage + ", ready"}
+	if !st.Ready {
+		t.Text = st.Stage + ", not ready"
+	}
+	switch {
+	case ns.Healthy():
+		t.Importance = widget.SuccessImportance
+	case st.Stage != "running":
+		t.Importance = widget.WarningImportance
+	}
+	for _, d := range ns.Diagnoses {
+		switch d.Severity {
+		case "error":
+			return textView{Text: t.Text + ": " + d.Message, Importance: widget.DangerImportance}
+		case "warning":
+			return textView{Text: t.Text + ": " + d.Message, Importance: widget.WarningImportance}
+		}
+	}
+	if len(st.Unmet) > 0 {
+		var parts []string
+		for _, u := range st.Unmet {
+			parts = append(parts, u.Name+": "+u.Reason)
+		}
+		t.Text += " (" + strings.Join(parts, "; ") + ")"
+	}
+	return t
 }

@@ -295,7 +295,11 @@ func (s *nodesStep) render(r *nodeRow) {
 	if r.node.Booted != nil {
 		label = s.nodeCheck(r).MatchBooted().Label()
 	}
-	v := viewNodeRow(r, label)
+	invHost := ""
+	if n := s.inventoryNodeAt(r.node); n != nil {
+		invHost = n.Hostname
+	}
+	v := viewNodeRow(r, label, invHost)
 	if r.title.Text != v.Title {
 		r.title.SetText(v.Title)
 	}

@@ -33,9 +33,15 @@ type nodeRowView struct {
 }
 
 // viewNodeRow renders r; label is the profile its booted schematic is
-// ("" unknown).
-func viewNodeRow(r *nodeRow, label string) nodeRowView {
+// ("" unknown), invHost the inventory's name for its address ("" none).
+func viewNodeRow(r *nodeRow, label, invHost string) nodeRowView {
 	n := r.node
+	if n.Hostname == "" { // a configured node does not say it before mTLS: the inventory does
+		n.Hostname = invHost
+	}
+	if st := r.status; n.TalosVersion == "" && st != nil && st.Status != nil {
+		n.TalosVersion = st.Status.TalosVersion
+	}
 	v := nodeRowView{Title: nodeTitle(n)}
 	b := n.Booted
 	switch {
@@ -74,6 +80,8 @@ func viewNodeRow(r *nodeRow, label string) nodeRowView {
 		if len(r.applyOut.Result.Warnings) > 0 {
 			v.Reply.Importance = widget.WarningImportance // the node's warnings are not a success colour
 		}
+	case n.Configured && r.status != nil:
+		v.Reply = textView{Text: "configured; followed with your talosconfig (below)"}
 	default:
 		v.Reply = textView{Text: nodeNote(n)}
 	}

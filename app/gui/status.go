@@ -243,6 +243,13 @@ func (s *nodesStep) renderStatus(r *nodeRow) {
 		v.Head = textView{Text: "Reading the node's status…"}
 	}
 	setText(r.statusHead, v.Head)
+	if ir := s.inventoryRowFor(r); ir != nil {
+		setText(ir.label, viewInventoryRow(ir)) // its line says where the node is now
+	}
+	if r.status != nil {
+		s.render(r) // the title and line take what the status says
+		s.refreshBootstrapButtons()
+	}
 	if r.statusDetail.Text != v.Detail {
 		r.statusDetail.SetText(v.Detail)
 	}

@@ -165,6 +165,14 @@ func TestNodesRowShowsTheIncidentLive(t *testing.T) {
 		}
 	}
 	w.onUI(func() {
+		// The inventory's line says it too, at the top of the step.
+		if l := w.ui.nodes.invRows[1].label; l.Importance != widget.DangerImportance ||
+			!strings.HasPrefix(l.Text, "worker-1 · booting, ") || !strings.Contains(l.Text, "ext-newt waits for an ExtensionServiceConfig named newt") {
+			t.Errorf("inventory line %q", l.Text)
+		}
+		if !strings.Contains(r.title.Text, "worker-1") || !strings.Contains(r.title.Text, "Talos v1.14.5") {
+			t.Errorf("title %q: the inventory's name and the version the node told", r.title.Text)
+		}
 		if r.statusHead.Importance != widget.WarningImportance {
 			t.Errorf("headline %q not a warning", r.statusHead.Text)
 		}
@@ -295,17 +303,14 @@ func TestNodesRowsFollowTheClusterToKubernetes(t *testing.T) {
 	h.waitFor("the kubeconfig", func() bool { return strings.HasPrefix(cp.bootNote.Text, "Wrote a new kubeconfig "+kubeconfig) })
 	notReady := "Kubernetes: NotReady: no CNI yet — Flannel is disabled in your config; install your CNI (e.g. Cilium) now"
 	for host, r := range rows {
-		h.waitFor(host+" NotReady for want of a CNI", func() bool { return strings.Contains(rowText(r), notReady) })
-		h.onUI(func() {
-			if text := rowText(r); !strings.Contains(text, "running") || !strings.Contains(text, "turn Ready once the CNI's pods run on them") {
-				t.Errorf("%s's row:\n%s", host, text)
-			}
+		h.waitFor(host+" running, NotReady for want of a CNI", func() bool {
+			text := rowText(r)
+			return strings.Contains(text, notReady) && strings.Contains(text, "turn Ready once the CNI's pods run on them") && strings.HasPrefix(text, "running")
 		})
 	}
-	h.onUI(func() {
-		if text := rowText(cp); !strings.Contains(text, "ext-newt Running") || !strings.Contains(text, "etcd members: cp-1") {
-			t.Errorf("cp-1's row:\n%s", text)
-		}
+	h.waitFor("cp-1's Newt and etcd", func() bool {
+		text := rowText(cp)
+		return strings.Contains(text, "ext-newt Running") && strings.Contains(text, "etcd members: cp-1")
 	})
 	fakes["cp-1"].Node().KubeAPI().InstallCNI()
 	for host, r := range rows {
