@@ -140,8 +140,9 @@ func RunDemo(step string) error {
 	switch step {
 	case "failed":
 		disks = append(disks, devices.Disk{Name: "sdd", Path: "/dev/sdd", Size: 15931539456, SizeHuman: "14.8 GiB", Vendor: "Generic", Model: "Card Reader", Transport: devices.TransportUSB, Removable: true, Safe: true})
-	case "second": // the node goes onto the card's META by its path: the card is the file itself
+	case "second": // the node goes onto the card's META by its path: the cards are the files themselves
 		disks[0] = devices.Disk{Name: "sdcard.img", Path: card, Size: 64 << 20, SizeHuman: "64 MiB", Model: "SD card image", Transport: devices.TransportFile, Safe: true}
+		disks[1] = devices.Disk{Name: "sdcard2.img", Path: full, Size: 64 << 20, SizeHuman: "64 MiB", Model: "SD card image", Transport: devices.TransportFile, Safe: true}
 	}
 	booted := func(role string, exts ...string) *node.Booted { // what each Pi reports it booted
 		p, _ := factory.FindProfile(factory.BuiltinProfiles(), role)
@@ -458,7 +459,7 @@ func driveIssueSteps(ui *UI, step, card, dir string, ready func(), waitUntil fun
 		fyne.DoAndWait(func() {
 			ui.flash.flashAnother()
 			ui.tabs.SelectIndex(tabTarget)
-			ui.target.selectPath(card)
+			ui.target.selectPath(ui.target.disks[1].Path) // another card for worker-1
 			ui.tabs.SelectIndex(tabFlash)
 			ui.flash.askConfirm()
 		})

@@ -322,7 +322,7 @@ func (s *flashStep) askConfirm() {
 	}
 	if len(metas) > 0 {
 		msg += fmt.Sprintf("\n\nThen node %s (%s) is written onto the card.", metas[0].Node, metas[0].Address)
-		if prev := s.ui.session.FlashedFor(metas[0].Node); len(prev) > 0 {
+		if prev := flashedFor(otherCards(s.ui.session.Flashed(), disks), metas[0].Node); len(prev) > 0 {
 			msg += "\n\n" + secondCardNote(metas[0].Node, prev)
 		}
 	}

@@ -3,6 +3,7 @@ package gui
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -196,7 +197,7 @@ func flashSummary(in flashInputs, blocked string) string {
 		card = fmt.Sprintf("Cards: %d, written at once: %s", len(cards), strings.Join(names, "; "))
 	}
 	if a == nil && in.Node != nil {
-		card += "\n" + nodeLine(in.Node, in.Flashed)
+		card += "\n" + nodeLine(in.Node, otherCards(in.Flashed, in.Cards))
 	}
 	if blocked != "" && a == nil {
 		card += "\n" + blocked
@@ -212,6 +213,18 @@ func nodeLine(n *inventory.Node, flashed []Flashed) string {
 		line += "\n" + secondCardNote(n.Hostname, prev)
 	}
 	return line
+}
+
+// otherCards are the flashed cards that are not among cards: writing one
+// of the cards again replaces it, it makes no other card.
+func otherCards(flashed []Flashed, cards []devices.Disk) []Flashed {
+	var out []Flashed
+	for _, f := range flashed {
+		if !slices.ContainsFunc(cards, func(d devices.Disk) bool { return d.Path == f.Card.Target }) {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 func flashedFor(flashed []Flashed, hostname string) []Flashed {
@@ -401,15 +414,21 @@ func finishTitle(a *Attempt) textView {
 		return t
 	}
 	t.Importance = widget.WarningImportance
-	t.Text = strings.ReplaceAll(t.Text, "✓ ", "")
-	if n := len(a.Results) - len(good); n > 0 {
-		t.Text = fmt.Sprintf("⚠ %d of %d cards written. %s. %d failed: see it below.", len(good), len(a.Results), t.Text, n)
-		if n > 1 {
-			t.Text = strings.Replace(t.Text, "see it below", "see them below", 1)
+	var bad []string
+	for _, r := range a.Results {
+		if !r.OK() {
+			bad = append(bad, r.Target)
 		}
-	} else {
-		t.Text = "⚠ " + t.Text + " (written, not verified)"
 	}
+	if len(bad) == 0 {
+		t.Text = "⚠ " + strings.TrimPrefix(t.Text, "✓ ") + " (written, not verified)"
+		return t
+	}
+	labelIt := "Label it: " + label
+	if len(good) > 1 {
+		labelIt = "Label each: " + label
+	}
+	t.Text = fmt.Sprintf("⚠ %d of %d cards ready. %s. %s failed: see below.", len(good), len(a.Results), labelIt, strings.Join(bad, ", "))
 	return t
 }
 

@@ -75,7 +75,7 @@ func TestFlashHeadlineNotGreenWhenACardFailed(t *testing.T) {
 		if !f.done.Visible() || f.doneTitle.Importance == widget.SuccessImportance || strings.HasPrefix(f.doneTitle.Text, "✓") {
 			t.Errorf("headline %q (importance %v): green with a failed card", f.doneTitle.Text, f.doneTitle.Importance)
 		}
-		if !strings.Contains(f.doneTitle.Text, "1 of 2 cards written") || !strings.Contains(f.doneTitle.Text, "1 failed") {
+		if want := "⚠ 1 of 2 cards ready. Label it: controlplane. " + paths[1] + " failed: see below."; f.doneTitle.Text != want {
 			t.Errorf("headline %q does not count the failure", f.doneTitle.Text)
 		}
 		bad := f.card(paths[1])

@@ -244,7 +244,9 @@ func TestSecondCardForANodeIsSaid(t *testing.T) {
 	if msg := h.flashNode(paths[0]); strings.Contains(msg, "already written") {
 		t.Fatalf("the first card for worker-1 is called a second one:\n%s", msg)
 	}
-	h.waitFor("step 2 reads what the cards hold", func() bool { return strings.Contains(h.ui.target.holds[paths[1]], "cp-1") })
+	h.waitFor("step 2 reads what the cards hold", func() bool {
+		return strings.Contains(h.ui.target.holds[paths[1]], "cp-1") && strings.Contains(h.ui.target.holds[paths[0]], "worker-1")
+	})
 	h.onUI(func() {
 		test.Tap(h.ui.flash.another)
 		if n := h.ui.image.pickedNode(); n == nil || n.Hostname != "worker-1" {
@@ -262,6 +264,16 @@ func TestSecondCardForANodeIsSaid(t *testing.T) {
 			if !strings.Contains(msg, want) {
 				t.Errorf("confirmation lacks %q:\n%s", want, msg)
 			}
+		}
+		h.ui.escape()
+		// worker-1's own card again: it is replaced, no other card is made.
+		h.ui.tabs.SelectIndex(tabTarget)
+		h.ui.target.list.Select(1) // a click unticks paths[1]
+		h.ui.target.selectPath(paths[0])
+		h.ui.tabs.SelectIndex(tabFlash)
+		test.Tap(h.ui.flash.start)
+		if msg := h.overlayLabels(); strings.Contains(msg, "already written") || !strings.Contains(msg, "now holds") {
+			t.Errorf("rewriting worker-1's own card:\n%s", msg)
 		}
 		h.ui.escape()
 	})

@@ -110,9 +110,6 @@ func (s *Session) SetNode(n *inventory.Node) {
 	s.changed(ChangeNode)
 }
 
-// FlashedFor are the cards written for the node with this hostname in
-// this session, oldest first.
-func (s *Session) FlashedFor(hostname string) []Flashed { return flashedFor(s.flashed, hostname) }
 
 // TalosVersion is the chosen image's version, else the default.
 func (s *Session) TalosVersion() string {
