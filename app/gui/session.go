@@ -110,7 +110,6 @@ func (s *Session) SetNode(n *inventory.Node) {
 	s.changed(ChangeNode)
 }
 
-
 // TalosVersion is the chosen image's version, else the default.
 func (s *Session) TalosVersion() string {
 	if s.choice != nil && s.choice.Version != "" {
