@@ -326,6 +326,11 @@ func cardRows(a *Attempt, i int) (write, verify barView, result textView) {
 		word = "cancelled"
 	}
 	inVerify := verifying || errors.Is(r.Err, imaging.ErrVerifyMismatch)
+	var werr *imaging.WriteError
+	stopped := int64(0) // the decoded bytes the card took before it failed, as the write says
+	if errors.As(r.Err, &werr) {
+		stopped = werr.Offset
+	}
 	switch {
 	case inVerify:
 		write = barView{Value: 1, Detail: "written"}
@@ -333,6 +338,9 @@ func cardRows(a *Attempt, i int) (write, verify barView, result textView) {
 			write.Detail = humanize.IBytes(uint64(max(w.Done, w.Decoded))) + " written"
 		}
 		verify = barView{Value: verify.Value, Detail: word + " at " + figure(verify.Value), Importance: imp}
+	case stopped > 0:
+		write = barView{Value: write.Value, Detail: word + " after " + humanize.IBytes(uint64(stopped)) + " written", Importance: imp}
+		verify = barView{Detail: "not verified", Importance: imp}
 	case wrote && a.Touched[path]:
 		write = barView{Value: write.Value, Detail: word + " at " + writtenFigure(w), Importance: imp}
 		verify = barView{Detail: "not verified", Importance: imp}

@@ -79,7 +79,7 @@ func TestFlashHeadlineNotGreenWhenACardFailed(t *testing.T) {
 			t.Errorf("headline %q does not count the failure", f.doneTitle.Text)
 		}
 		bad := f.card(paths[1])
-		if w := bad.write.detail.Text; !(strings.HasPrefix(w, "failed at ") || w == "failed: nothing written") || strings.Contains(w, "left") || bad.write.detail.Importance != widget.DangerImportance {
+		if w := bad.write.detail.Text; !(strings.HasPrefix(w, "failed at ") || strings.HasPrefix(w, "failed after ") || w == "failed: nothing written") || strings.Contains(w, "left") || bad.write.detail.Importance != widget.DangerImportance {
 			t.Errorf("failed card's write bar: %q", w)
 		}
 		if v := bad.verify.detail.Text; v != "not verified" {
@@ -143,7 +143,7 @@ func TestFlashWriteCountsDecodedBytes(t *testing.T) {
 	}
 	s.EndAttempt(a.Seq, &plan.Outcome{Cards: []imaging.CardResult{{Target: "/dev/loop5", Err: &imaging.WriteError{Offset: 469762047, Err: syscall.ENOSPC}}}}, nil, time.Now())
 	v = viewFlash(s.flashInputs(""))
-	if got := v.Cards[0].Write.Detail; got != "failed at 448 MiB (18 %)" {
+	if got := v.Cards[0].Write.Detail; got != "failed after 448 MiB written" {
 		t.Fatalf("failed write row %q", got)
 	}
 }

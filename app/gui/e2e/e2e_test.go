@@ -290,7 +290,8 @@ func TestRealWindowFlashesLoopDevice(t *testing.T) {
 	}
 	key("Return")
 	key("Return")
-	waitFor(t, "the download to start", 60*time.Second, func() bool { return srv.BytesServed() > 0 })
+	// A third of the download in: the bars are on their way.
+	waitFor(t, "the download to get going", 60*time.Second, func() bool { return srv.BytesServed() > int64(len(fx.Zstd(t)))/3 })
 	shotMoving(t, filepath.Join(shots, "4-flashing.png")) // the bars move: not waited still
 	for _, dev := range []string{loop, loop2} {
 		waitFor(t, dev+" to hold the image", 3*time.Minute, func() bool {
