@@ -340,6 +340,13 @@ func cardRows(a *Attempt, i int) (write, verify barView, result textView) {
 		verify = barView{Value: verify.Value, Detail: word + " at " + figure(verify.Value), Importance: imp}
 	case stopped > 0:
 		write = barView{Value: write.Value, Detail: word + " after " + humanize.IBytes(uint64(stopped)) + " written", Importance: imp}
+		for _, o := range a.Results { // the image's size, as a card that took it all says
+			if o.Bytes > 0 {
+				write.Value = min(float64(stopped)/float64(o.Bytes), 1)
+				write.Detail = fmt.Sprintf("%s after %s of %s written (%s)", word, humanize.IBytes(uint64(stopped)), humanize.IBytes(uint64(o.Bytes)), figure(write.Value))
+				break
+			}
+		}
 		verify = barView{Detail: "not verified", Importance: imp}
 	case wrote && a.Touched[path]:
 		write = barView{Value: write.Value, Detail: word + " at " + writtenFigure(w), Importance: imp}

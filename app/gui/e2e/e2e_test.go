@@ -290,8 +290,11 @@ func TestRealWindowFlashesLoopDevice(t *testing.T) {
 	}
 	key("Return")
 	key("Return")
-	// A third of the download in: the bars are on their way.
-	waitFor(t, "the download to get going", 60*time.Second, func() bool { return srv.BytesServed() > int64(len(fx.Zstd(t)))/3 })
+	// The download bar on its way (its left end filled): the bars move.
+	waitFor(t, "the download to start", 60*time.Second, func() bool { return srv.BytesServed() > 0 })
+	const barStart = "16x12+112+176"
+	empty := capture(t, barStart)
+	waitFor(t, "the download bar to fill", stepWait, func() bool { return !bytes.Equal(capture(t, barStart), empty) })
 	shotMoving(t, filepath.Join(shots, "4-flashing.png")) // the bars move: not waited still
 	for _, dev := range []string{loop, loop2} {
 		waitFor(t, dev+" to hold the image", 3*time.Minute, func() bool {
