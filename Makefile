@@ -16,7 +16,7 @@ $(STAMP): scripts/setup.sh go.mod go.sum
 setup: $(STAMP)
 
 # The app and, beside it, the cgo-free CLI that runs its elevated writes
-# (56 MiB peak RSS against the app's 78: docs/PERFORMANCE.md), stamped with
+# (about 60 MiB peak RSS for one card, far below the Fyne app: docs/PERFORMANCE.md), stamped with
 # one version of this build: the app hands a write only to a CLI that
 # prints the same (devices.UsableCLI), so a stale one is never used.
 # The stamp: UTC time and 32 random bits (BSD date has no %N), digits only.

@@ -64,7 +64,7 @@ func runGUIWith(args []string, stdout, stderr io.Writer, getenv func(string) str
 			fmt.Fprintf(stdout, guiUsage, factory.DefaultBaseURL)
 			return contract.ExitOK
 		}
-		fmt.Fprintf(stderr, "talosflash: gui: %v (see: talosflash gui -h)\n", err)
+		fmt.Fprintf(stderr, "talosflash: %v\n", cli.FlagError(fs, err))
 		return contract.ExitUsage
 	}
 	if fs.NArg() > 0 {

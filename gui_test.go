@@ -71,6 +71,17 @@ func TestGUIHelp(t *testing.T) {
 	}
 }
 
+// A mistyped flag of the app is said as the CLI says one: with two
+// dashes and the closest flag (it got neither: "-inventroy", no guess).
+func TestGUIFlagTypoSuggests(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := runGUIWith([]string{"--inventroy", "talosflash.yaml"}, &stdout, &stderr, func(string) string { return ":99" }, nil)
+	want := "talosflash: gui: unknown flag --inventroy; did you mean --inventory? (see: talosflash gui -h)\n"
+	if code != 2 || stderr.String() != want {
+		t.Fatalf("exit %d, stderr %q, want %q", code, stderr.String(), want)
+	}
+}
+
 // The app still starts (and says nothing) under C.UTF-8 on a real X server.
 func TestGUIStartsUnderXvfb(t *testing.T) {
 	if testing.Short() {

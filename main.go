@@ -12,7 +12,9 @@ import (
 
 func main() {
 	args := os.Args[1:]
-	if len(args) == 0 || args[0] == "gui" {
+	// Under pkexec only the CLI's elevated write runs (cli.Main refuses
+	// the rest): never the app as root.
+	if (len(args) == 0 || args[0] == "gui") && !cli.UnderPkexec() {
 		if len(args) > 0 {
 			args = args[1:]
 		}

@@ -11,7 +11,7 @@
 # raw size) compressed as the factory does, `xz -0 -T0` (1 MiB blocks,
 # 256 KiB dictionary) and `zstd -T0 -18`, plus the older `xz -6 -T0` shape.
 # Environment: BENCH_DIR, BENCH_SIZE (bytes), BENCH_RUNS (pairs, default 3),
-# BENCH_ONLY=xz0|zst18|xz6|dl|cards|bmap (one part), TALOSFLASH (binary, default
+# BENCH_ONLY=xz0|zst18|xz6|dl|cards|bmap|cluster (one part), TALOSFLASH (binary, default
 # ./talosflash), BENCH_CARDS=0 to skip the emulated-card part (~5 min at the
 # default 25 MB/s write, 45 MB/s read: BENCH_CARD_MBPS, BENCH_CARD_READ_MBPS).
 set -euo pipefail
@@ -121,6 +121,38 @@ if [ "${BENCH_CARDS:-1}" != 0 ] && want cards; then
   echo "emulated cards, $(stat -L -c %s "$RAW") B image, ${BENCH_CARD_MBPS:-25} MB/s write, ${BENCH_CARD_READ_MBPS:-45} MB/s read (x-floor 1.00: the card is the only cost):" | tee -a "$RES"
   TALOSFLASH_BENCH_IMAGE="$Z" TALOSFLASH_BENCH_CARD_MBPS=${BENCH_CARD_MBPS:-25} TALOSFLASH_BENCH_CARD_READ_MBPS=${BENCH_CARD_READ_MBPS:-45} \
     go test -run '^$' -bench 'CardFlashVerify|CardsThreeVsAlone' -benchtime 1x -timeout 60m ./imaging/ | grep '^Benchmark' | tee -a "$RES"
+fi
+# The whole cluster in one run (issue 32): cp-1 from the control plane's
+# image, worker-1 and worker-2 from the workers' (two 384 MiB Talos-shaped
+# images, zstd -18, seeds 1 and 2). Emulated cards: the three at once
+# against the slowest card alone, paired in one run (goal <= 1.10). Whole
+# process, the static CLI (TALOSFLASH_CLI, default ./talosflash-cli: make
+# build-cli): download from the loopback fake factory (fresh cache) + flash
+# + verify of the three cards to files against worker-1's alone (peak RSS:
+# goals < 96 MiB and < 64 MiB).
+if [ "${BENCH_CARDS:-1}" != 0 ] && want cluster; then
+  CP="$D/talos-402653184.raw" # bench/cards.sh's image (seed 1)
+  WK="$D/talos-402653184-seed2.raw"
+  [ -s "$CP" ] || "$TOOL" gen -talos -size 402653184 -seed 1 "$CP"
+  [ -s "$WK" ] || "$TOOL" gen -talos -size 402653184 -seed 2 "$WK"
+  for r in "$CP" "$WK"; do [ -s "$r.zst18.zst" ] || "$TOOL" compress -shape zst18 "$r" "$r.zst18.zst"; done
+  CP="$CP.zst18.zst" WK="$WK.zst18.zst"
+  echo | tee -a "$RES"
+  echo "the cluster in one run, emulated cards (${BENCH_CARD_MBPS:-25} MB/s write, ${BENCH_CARD_READ_MBPS:-45} MB/s read; cp-1 1.2x, worker-2 1.4x), $N pairs:" | tee -a "$RES"
+  TALOSFLASH_BENCH_IMAGE="$CP" TALOSFLASH_BENCH_IMAGE2="$WK" TALOSFLASH_BENCH_CARD_MBPS=${BENCH_CARD_MBPS:-25} TALOSFLASH_BENCH_CARD_READ_MBPS=${BENCH_CARD_READ_MBPS:-45} \
+    go test -run '^$' -bench 'CardsClusterVsAlone' -benchtime "${N}x" -timeout 60m ./imaging/ | grep '^Benchmark' | tee -a "$RES"
+  CLI=$(realpath "${TALOSFLASH_CLI:-./talosflash-cli}")
+  [ -x "$CLI" ] || { echo "bench: $CLI missing (make build-cli)"; exit 1; }
+  "$TOOL" inventory "$D/inventory.yaml"
+  coproc SRV { "$TOOL" serve controlplane="$CP" worker="$WK"; }
+  read -r URL <&"${SRV[0]}"
+  cl() { echo "cd '$D' && rm -rf clcache c1.img c2.img c3.img && '$CLI' --flash --inventory inventory.yaml $1 --factory $URL --cache-dir clcache --create-file --yes >/dev/null 2>&1"; }
+  row "cluster: download + flash + verify to files, static CLI" "cp-1 + worker-1 + worker-2 (two images)" \
+    "$(cl '--hostname cp-1 --hostname worker-1 --hostname worker-2 --device c1.img --device c2.img --device c3.img')" \
+    "worker-1 alone" "$(cl '--hostname worker-1 --device c2.img')"
+  eval "exec ${SRV[1]}>&-"
+  wait "$SRV_PID" || true
+  rm -rf "$D/clcache" "$D"/c[123].img
 fi
 # talosflash and bmaptool on loop devices, four card states (bench/cards.sh;
 # root only, installs bmap-tools): bytes read and written by the loop

@@ -126,13 +126,25 @@ func NewClient(baseURL string, httpClient *http.Client) *Client {
 	}
 
 	if c.baseErr != nil {
+		// Nothing leaves the machine for an unusable URL: its requests
+		// (the API's and, through HTTPClient, the downloads') fail with
+		// the reason before any name lookup or dial. The stand-in host
+		// is never resolved.
 		u = &url.URL{Scheme: "https", Host: "invalid.invalid"}
+		refused := *httpClient
+		refused.Transport = refuseTransport{c.baseErr}
+		c.http = &refused
 	}
 
 	c.base = u
 
 	return c
 }
+
+// refuseTransport answers every request with err, sending nothing.
+type refuseTransport struct{ err error }
+
+func (t refuseTransport) RoundTrip(*http.Request) (*http.Response, error) { return nil, t.err }
 
 // BaseURL returns the factory's base URL without a trailing slash.
 func (c *Client) BaseURL() string { return c.base.String() }

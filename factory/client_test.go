@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/talosflash/talosflash/factory/factorytest"
@@ -371,3 +372,34 @@ func TestDescribeVersions(t *testing.T) {
 		t.Errorf("no versions: %q", got)
 	}
 }
+
+// An unusable factory URL sends nothing anywhere: every request through the
+// client, the downloads' included (HTTPClient), fails with the reason
+// before the transport it was given is asked to dial or resolve a name.
+func TestBadBaseURLSendsNothing(t *testing.T) {
+	var asked atomic.Int32
+	given := &http.Client{Transport: roundTripFunc(func(*http.Request) (*http.Response, error) {
+		asked.Add(1)
+		return nil, errors.New("dialled")
+	})}
+	for _, base := range []string{"preparing", "ftp://127.0.0.1:1", "http://", "http://127.0.0.1:1/?q=1", "::"} {
+		c := NewClient(base, given)
+		if _, err := c.Versions(context.Background()); err == nil || !strings.Contains(err.Error(), "image factory URL") {
+			t.Errorf("%q: Versions: %v", base, err)
+		}
+		resp, err := c.HTTPClient().Get(c.ImageURL(EmptySchematicID, "v1.14.5", "arm64"))
+		if err == nil {
+			resp.Body.Close()
+		}
+		if err == nil || !strings.Contains(err.Error(), "image factory URL") {
+			t.Errorf("%q: download: %v", base, err)
+		}
+	}
+	if n := asked.Load(); n != 0 {
+		t.Fatalf("the transport was asked %d times", n)
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/blang/semver/v4"
 	"io"
 	"regexp"
 	"strings"
@@ -379,10 +380,21 @@ func commentBody(line string) (string, bool) {
 	return strings.ReplaceAll(t[1:], "\t", "    "), true
 }
 
-// InstallerPatch renders a talos/installer-<role>.yaml for a profile: a
-// machine config patch setting machine.install.image, with the schematic
-// pasted in comments so ParseInstallerFile can check the two agree.
-// registry is the factory's registry host ("" -> factory.talos.dev).
+// InstallerPatch renders a talos/installer-<role>.yaml for a profile: the
+// machine config patch (talosctl gen config --config-patch-<role>) that sets
+// its installer image, with the schematic pasted in comments so
+// ParseInstallerFile can check the two agree. registry is the factory's
+// registry host ("" -> factory.talos.dev).
+//
+// Which document depends on the profile's Talos version: before 1.14,
+// machine.install.image. From 1.14, gen config writes an
+// UnattendedInstallConfig and the node refuses .machine.install beside it
+// (config/container/validate.go), so the patch is that document whole: a
+// strategic merge of one holding only installer.image drops the generated
+// provisioning, whose disk selector v1.14.0-rc.1 requires
+// (config/types/runtime/unattended_install.go). The selector names the
+// Pi's SD card; a Pi booted from its card is installed already and never
+// uses it.
 func InstallerPatch(p Profile, registry string) ([]byte, error) {
 	if registry == "" {
 		registry = NewClient(DefaultBaseURL, nil).RegistryHost()
@@ -416,7 +428,26 @@ func InstallerPatch(p Profile, registry string) ([]byte, error) {
 		b.WriteString("# " + line + "\n")
 	}
 
-	fmt.Fprintf(&b, "machine:\n  install:\n    image: %s\n", ref)
+	if unattendedInstall(p.Version()) {
+		fmt.Fprintf(&b, "apiVersion: v1alpha1\nkind: UnattendedInstallConfig\ninstaller:\n  image: %s\n", ref)
+		b.WriteString("provisioning:\n  diskSelector:\n    match: disk.dev_path == \"" + PiInstallDisk + "\" # required by Talos 1.14; unused on a Pi booted from its card\n")
+	} else {
+		fmt.Fprintf(&b, "machine:\n  install:\n    image: %s\n", ref)
+	}
 
 	return []byte(b.String()), nil
+}
+
+// PiInstallDisk is the Raspberry Pi's SD card as Talos names it.
+const PiInstallDisk = "/dev/mmcblk0"
+
+// unattendedInstall reports whether configs of Talos version v hold the
+// installer in an UnattendedInstallConfig (Talos 1.14 and later; a version
+// that does not parse is taken as the newest).
+func unattendedInstall(v string) bool {
+	sv, err := semver.ParseTolerant(v)
+	if err != nil {
+		return true
+	}
+	return sv.GTE(semver.Version{Major: 1, Minor: 14, Pre: []semver.PRVersion{{VersionStr: "alpha"}}})
 }

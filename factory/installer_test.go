@@ -1,6 +1,7 @@
 package factory
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -231,5 +232,32 @@ func TestEmptySchematicIsGeneric(t *testing.T) {
 	_, generic := findInText("f.yaml", []byte("image: factory.talos.dev/metal-installer/"+EmptySchematicID+":v1.14.5\n"))
 	if len(generic) != 1 {
 		t.Errorf("outdated: the empty-schematic installer is not reported as generic: %v", generic)
+	}
+}
+
+// The installer patch is the document the Talos version's configs hold
+// the installer in: machine.install before 1.14, the whole
+// UnattendedInstallConfig (with the disk selector 1.14 requires) from 1.14
+// on, pre-releases included; either parses back to the same reference.
+func TestInstallerPatchByVersion(t *testing.T) {
+	p, err := FindProfile(BuiltinProfiles(), "worker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for v, uic := range map[string]bool{"v1.12.6": false, "v1.13.9": false, "v1.14.0-alpha.1": true, "v1.14.0-beta.0": true, "v1.14.5": true, "v1.15.0": true} {
+		p.TalosVersion = v
+		data, err := InstallerPatch(p, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		isUIC := bytes.Contains(data, []byte("\nkind: UnattendedInstallConfig\ninstaller:\n  image: ")) &&
+			bytes.Contains(data, []byte("\nprovisioning:\n  diskSelector:\n    match: disk.dev_path == \"/dev/mmcblk0\""))
+		if isUIC != uic || bytes.Contains(data, []byte("\nmachine:\n  install:\n")) == uic {
+			t.Errorf("%s: UnattendedInstallConfig %v, want %v:\n%s", v, isUIC, uic, data)
+		}
+		f, err := ParseInstallerFile(data)
+		if err != nil || f.Ref.Version != v {
+			t.Errorf("%s: parsed back %+v, %v", v, f, err)
+		}
 	}
 }

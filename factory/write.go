@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/talosflash/talosflash/internal/userfile"
 )
@@ -21,6 +22,7 @@ const (
 	OutcomeFailed     = "failed"      // writing its new version failed; see the reason
 	OutcomeNotWritten = "not-written" // another file was refused or failed: left as it was
 	OutcomeRestored   = "restored"    // it was replaced, then put back when a later file failed
+	OutcomeBlocked    = "blocked"     // nothing else to write in it, and its update is blocked (Update.Blocked; see the reason)
 )
 
 // FileResult is what WriteUpdates did with one file.
@@ -32,6 +34,39 @@ type FileResult struct {
 
 // ErrFileRefused marks a file WriteUpdates will not rewrite.
 var ErrFileRefused = errors.New("not rewritten")
+
+// ErrBlocked marks updates that must not be written (BlockedError).
+var ErrBlocked = errors.New("blocked")
+
+// BlockedError lists the updates a write leaves out because they are
+// blocked (Update.Blocked: an extension would be lost, or could not be
+// compared): the write did not do what was asked, whatever else it wrote.
+type BlockedError struct{ Updates []Update }
+
+func (e *BlockedError) Error() string {
+	where := make([]string, len(e.Updates))
+	for i, u := range e.Updates {
+		where[i] = fmt.Sprintf("%s:%d (%s)", u.Use.File, u.Use.Line, u.Blocked)
+	}
+	return fmt.Sprintf("%d reference(s) blocked, not written: %s", len(e.Updates), strings.Join(where, "; "))
+}
+
+func (e *BlockedError) Is(target error) bool { return target == ErrBlocked }
+
+// Blocked is a *BlockedError for the updates that have a target and are
+// blocked, nil when none is.
+func Blocked(updates []Update) error {
+	var out []Update
+	for _, u := range updates {
+		if u.Target != "" && u.Blocked != "" {
+			out = append(out, u)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return &BlockedError{Updates: out}
+}
 
 // WriteError is WriteUpdates' failure: the file that stopped it, why, and
 // whether every file is as it was.
@@ -198,6 +233,13 @@ func writeFiles(files []string, byFile map[string][]Update) ([]FileResult, error
 			index[p] = i
 			todo = append(todo, p)
 			results[i].Outcome = OutcomeNotWritten // until written
+		default:
+			for _, u := range byFile[f] {
+				if u.Target != "" && u.Blocked != "" {
+					results[i].Outcome, results[i].Reason = OutcomeBlocked, u.Blocked
+					break
+				}
+			}
 		}
 	}
 	if first >= 0 {

@@ -62,3 +62,43 @@ func TestWriteUpdatesRestoresOnLateFailure(t *testing.T) {
 		t.Errorf("left behind: %v", entries)
 	}
 }
+
+// A blocked update is not written; the file whose only update it is says
+// "blocked" with the reason, the others are written, and Blocked names it:
+// the write did not do all it was asked.
+func TestWriteUpdatesLeavesBlockedOut(t *testing.T) {
+	dir := t.TempDir()
+	const id = "ee21ef4a5ef808a9b7484cc0dda0f25075021691c8c09a276591eedb638ea1f9"
+	raw := "factory.talos.dev/metal-installer/" + id + ":v1.14.5"
+	ref, err := ParseInstallerRef(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ups []Update
+	for _, n := range []string{"ok.yaml", "blocked.yaml"} {
+		f := filepath.Join(dir, n)
+		if err := os.WriteFile(f, []byte("image: "+raw+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		u := Update{Use: InstallerUse{File: f, Line: 1, Raw: raw, Ref: ref}, Current: "v1.14.5", Target: "v1.14.6", NewRaw: strings.Replace(raw, "v1.14.5", "v1.14.6", 1)}
+		if n == "blocked.yaml" {
+			u.Blocked = "siderolabs/newt not offered for v1.14.6"
+		}
+		ups = append(ups, u)
+	}
+	results, err := WriteUpdates(ups)
+	if err != nil || len(results) != 2 || results[0].Outcome != OutcomeWritten || results[1].Outcome != OutcomeBlocked || results[1].Reason != ups[1].Blocked {
+		t.Fatalf("%+v %v", results, err)
+	}
+	if got, _ := os.ReadFile(ups[1].Use.File); string(got) != "image: "+raw+"\n" {
+		t.Fatalf("the blocked file was written: %q", got)
+	}
+	berr := Blocked(ups)
+	var b *BlockedError
+	if !errors.Is(berr, ErrBlocked) || !errors.As(berr, &b) || len(b.Updates) != 1 || !strings.Contains(berr.Error(), "blocked.yaml:1 (siderolabs/newt not offered") {
+		t.Fatalf("Blocked: %v", berr)
+	}
+	if Blocked(ups[:1]) != nil {
+		t.Fatal("Blocked without a blocked update")
+	}
+}

@@ -243,7 +243,12 @@ func openCardAt(path string, wMBps, rMBps float64) (*cardTarget, error) {
 // (e.g. make bench's factory-shaped .xz or .zst, 1246 MiB) or the
 // generated one.
 func cardImage(b *testing.B) (string, int64) {
-	p := os.Getenv("TALOSFLASH_BENCH_IMAGE")
+	return cardImageFrom(b, os.Getenv("TALOSFLASH_BENCH_IMAGE"))
+}
+
+// cardImageFrom is the image at p and its decoded size (p "": the
+// generated one).
+func cardImageFrom(b *testing.B, p string) (string, int64) {
 	if p == "" {
 		return benchImage(b)
 	}
@@ -336,6 +341,84 @@ func BenchmarkCardsThreeVsAlone(b *testing.B) {
 	b.ReportMetric(floor, "floor-s")
 	b.ReportMetric(slices.Max(ratios), "three/alone-max")
 	b.ReportMetric(three.Seconds()/alone.Seconds(), "three/alone")
+}
+
+// cardImage2 is the second image of the cluster benchmark (the workers'):
+// TALOSFLASH_BENCH_IMAGE2, else the first image again (decoded a second
+// time, as a second image of the same shape would be).
+func cardImage2(b *testing.B) (string, int64) {
+	if p := os.Getenv("TALOSFLASH_BENCH_IMAGE2"); p != "" {
+		return cardImageFrom(b, p)
+	}
+	return cardImage(b)
+}
+
+// groupCard is one emulated card of a group: write and read MB/s.
+type groupCard = [2]float64
+
+// flashGroupsCards flashes and verifies each image onto its emulated
+// cards, all images at once (FlashGroups); it fails the benchmark unless
+// every card verifies.
+func flashGroupsCards(b *testing.B, paths []string, sizes []int64, speeds [][]groupCard) time.Duration {
+	dir := b.TempDir()
+	speed := map[string]groupCard{}
+	groups := make([]FlashOptions, len(paths))
+	for g, path := range paths {
+		groups[g] = FlashOptions{Source: Source{Path: path}, Verify: true,
+			Open: func(p string, _ int64) (Target, error) { return openCardAt(p, speed[p][0], speed[p][1]) }}
+		for i, s := range speeds[g] {
+			n := filepath.Join(dir, fmt.Sprintf("image%d-card%d.img", g, i))
+			groups[g].Targets, speed[n] = append(groups[g].Targets, n), s
+		}
+	}
+	start := time.Now()
+	res, err := FlashGroups(context.Background(), groups)
+	d := time.Since(start)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for g, cards := range res {
+		for _, c := range cards {
+			if c.Err != nil || c.Bytes != sizes[g] || !c.Verified {
+				b.Fatalf("%s: %+v, %v", c.Target, c, c.Err)
+			}
+		}
+	}
+	return d
+}
+
+// BenchmarkCardsClusterVsAlone is a cluster's cards in one run against the
+// slowest card alone, in turn per iteration: cp-1 from one image (its
+// card 1.2x the slowest's speeds), worker-1 (the slowest card) and
+// worker-2 (1.4x) from another, both images decoded at once
+// (FlashGroups); cluster/alone is the ratio of the paired times (goal:
+// <= 1.10). The workers' image is TALOSFLASH_BENCH_IMAGE2 (default: the
+// first image decoded a second time).
+func BenchmarkCardsClusterVsAlone(b *testing.B) {
+	cpPath, cpSize := cardImage(b)
+	wPath, wSize := cardImage2(b)
+	w, r := cardMBps(), cardReadMBps()
+	var alone, cluster, aloneCPU, clusterCPU time.Duration
+	var ratios []float64
+	for b.Loop() {
+		cpu := processCPU()
+		a := flashGroupsCards(b, []string{wPath}, []int64{wSize}, [][]groupCard{{{w, r}}})
+		cpu2 := processCPU()
+		c := flashGroupsCards(b, []string{cpPath, wPath}, []int64{cpSize, wSize},
+			[][]groupCard{{{1.2 * w, 1.2 * r}}, {{w, r}, {1.4 * w, 1.4 * r}}})
+		alone, cluster = alone+a, cluster+c
+		aloneCPU, clusterCPU = aloneCPU+cpu2-cpu, clusterCPU+processCPU()-cpu2
+		ratios = append(ratios, c.Seconds()/a.Seconds())
+	}
+	n := float64(b.N)
+	b.ReportMetric(alone.Seconds()/n, "alone-s")
+	b.ReportMetric(cluster.Seconds()/n, "cluster-s")
+	b.ReportMetric(aloneCPU.Seconds()/n, "alone-cpu-s")
+	b.ReportMetric(clusterCPU.Seconds()/n, "cluster-cpu-s")
+	slices.Sort(ratios)
+	b.ReportMetric(ratios[len(ratios)/2], "cluster/alone-median")
+	b.ReportMetric(slices.Max(ratios), "cluster/alone-max")
+	b.ReportMetric(cluster.Seconds()/alone.Seconds(), "cluster/alone")
 }
 
 // BenchmarkStageWriteCard is the write stage alone at card speed: the

@@ -15,6 +15,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/talosflash/talosflash/internal/humanbytes"
 )
 
 // Cache stores downloaded images under Dir, one file per key
@@ -622,10 +624,10 @@ func downloadOnce(ctx context.Context, f *fetcher, d *cacheDir, partial, metaNam
 	}
 	meter.update(pos, true)
 	if readErr != nil {
-		return fmt.Errorf("download %s: %w after %d bytes", f.url, readErr, pos)
+		return fmt.Errorf("download %s: %w after %s", f.url, readErr, humanbytes.Exact(pos))
 	}
 	if resp.total >= 0 && pos != resp.total {
-		return fmt.Errorf("download %s: %w: got %d of %d bytes", f.url, io.ErrUnexpectedEOF, pos, resp.total)
+		return fmt.Errorf("download %s: %w: got %s of %s", f.url, io.ErrUnexpectedEOF, humanbytes.Exact(pos), humanbytes.Exact(resp.total))
 	}
 	if resp.total < 0 {
 		f.total = pos

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+
+	"github.com/talosflash/talosflash/internal/humanbytes"
 )
 
 // Decoded is an image decoded in this process for cards another process
@@ -60,7 +62,7 @@ func (d *Decoded) Read(p []byte) (int, error) {
 	d.n += int64(n)
 	switch {
 	case err == io.EOF && d.src.size >= 0 && d.n != d.src.size:
-		err = d.src.corrupt(fmt.Errorf("%w: decompressed %d bytes, the %s image should give %d", ErrCorruptImage, d.n, d.src.format, d.src.size))
+		err = d.src.corrupt(fmt.Errorf("%w: decompressed %s, the %s image should give %s", ErrCorruptImage, humanbytes.Exact(d.n), d.src.format, humanbytes.Exact(d.src.size)))
 	case err != nil && err != io.EOF:
 		err = d.src.decodeErr(err)
 	}

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/talosflash/talosflash/internal/humanbytes"
 )
 
 // ErrNotFound is matched (errors.Is) by an *HTTPError for a 404.
@@ -431,7 +433,7 @@ func (s *httpStream) Read(p []byte) (int, error) {
 		}
 		if err == io.EOF {
 			if s.resp.total >= 0 && s.off < s.resp.total {
-				err = fmt.Errorf("download %s: %w after %d of %d bytes", s.f.url, io.ErrUnexpectedEOF, s.off, s.resp.total)
+				err = fmt.Errorf("download %s: %w after %s of %s", s.f.url, io.ErrUnexpectedEOF, humanbytes.Exact(s.off), humanbytes.Exact(s.resp.total))
 			} else {
 				return n, io.EOF
 			}

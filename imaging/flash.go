@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/talosflash/talosflash/internal/humanbytes"
 )
 
 // Source is what to flash: a local file (Path) or a remote .raw.xz (URL).
@@ -75,13 +77,15 @@ type CardResult struct {
 	// for every card of a flash); 0 and "" when nothing was written.
 	Bytes  int64
 	SHA256 string
-	// Written is what was written to the card: the units (runs.go) that
-	// differed from what it held, and in the first MiB, written last,
-	// zeros first where it held anything else. Skipped is what the card
+	// Written is the image's bytes this flash put on the card: the units
+	// (runs.go) that differed from what it held. Skipped is what the card
 	// already held, found by a direct read that is also its verification
-	// (not read back).
-	Written, Skipped int64
-	Verified         bool
+	// (not read back): Written + Skipped = Bytes. Zeroed is the zeros
+	// written first over the first MiB where the card held anything else
+	// (that MiB is written last): writes beside Written, where the image
+	// is not zero.
+	Written, Skipped, Zeroed int64
+	Verified                 bool
 	// VerifyMode says how the read-back bypassed the page cache:
 	// "O_DIRECT", "fadvise" (fsync + POSIX_FADV_DONTNEED), or "cached" for
 	// targets without a file descriptor. Empty when not verified.
@@ -262,7 +266,8 @@ type card struct {
 	head                headState
 	probeWait, probeGap int
 	zerosFrom, zerosTo  int64
-	written             atomic.Int64
+	written             atomic.Int64 // every byte written, zeroed included
+	zeroed              atomic.Int64 // the head's zeros (zeroHead)
 	sinceSync           int64
 	regular, grow       bool  // a regular file; one to grow to the image's size at the end
 	err                 error // set by the write stage (or the common failure)
@@ -283,7 +288,11 @@ type card struct {
 // verifyAndClose is a written card's last steps: read-back, close, "done".
 func (c *card) verifyAndClose(ctx context.Context, w *written, opts FlashOptions, res *CardResult) {
 	res.Bytes, res.SHA256 = w.n, hex.EncodeToString(w.sum)
-	res.Written, res.Skipped = c.written.Load(), c.held.heldBytes(w.n, writeUnit)
+	// Every unit the card did not hold was written, by its data or, where
+	// the image's head is zero, by the zeros written first: each image
+	// byte once, however many writes it took.
+	res.Skipped, res.Zeroed = c.held.heldBytes(w.n, writeUnit), c.zeroed.Load()
+	res.Written = w.n - res.Skipped
 	if opts.Verify {
 		depth := 3 // chunks' worth of the write stage's pool in flight for this read-back
 		if c.name != "" {
@@ -327,7 +336,7 @@ func serialized(fn ProgressFunc) ProgressFunc {
 func openTarget(opts FlashOptions, name string, size int64) (Target, int64, []string, error) {
 	limit := opts.MaxSize
 	if limit > 0 && size > limit {
-		return nil, 0, nil, fmt.Errorf("%w: image needs %d bytes, limit is %d", ErrTargetTooSmall, size, limit)
+		return nil, 0, nil, fmt.Errorf("%w: the image needs %s, the limit is %s", ErrTargetTooSmall, humanbytes.Exact(size), humanbytes.Exact(limit))
 	}
 	open := opts.Open
 	if open == nil {
@@ -345,10 +354,10 @@ func openTarget(opts FlashOptions, name string, size int64) (Target, int64, []st
 		limit = capacity
 	}
 	if limit > 0 && size > limit {
-		return nil, 0, closeRefused(t), fmt.Errorf("%w: image needs %d bytes, %s holds %d", ErrTargetTooSmall, size, name, limit)
+		return nil, 0, closeRefused(t), fmt.Errorf("%w: the image needs %s, %s holds %s", ErrTargetTooSmall, humanbytes.Exact(size), name, humanbytes.Exact(limit))
 	}
 	if free, ok := fileTargetFree(t); ok && size > free {
-		return nil, 0, closeRefused(t), fmt.Errorf("%w: image needs %d bytes, the file system of %s has %d free", ErrTargetTooSmall, size, name, free)
+		return nil, 0, closeRefused(t), fmt.Errorf("%w: the image needs %s, the file system of %s has %s free", ErrTargetTooSmall, humanbytes.Exact(size), name, humanbytes.Exact(free))
 	}
 	return t, limit, nil, nil
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -233,6 +234,11 @@ func TestCancelMidWrite(t *testing.T) {
 	}
 	if !errors.Is(err, ErrIncomplete) || !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "incomplete") {
 		t.Fatalf("got %v, want an incomplete/canceled error", err)
+	}
+	// In words: how far, in units and exactly; not Go's "context canceled".
+	if !regexp.MustCompile(`^flash interrupted after ([0-9]+ bytes|[0-9.]+ [KMG]iB \([0-9]+ bytes\)): the target is incomplete`).MatchString(err.Error()) ||
+		strings.Contains(err.Error(), "context canceled") {
+		t.Fatalf("message %q", err)
 	}
 	if st, _ := os.Stat(dst); st.Size() >= img.Size {
 		t.Fatalf("target got all %d bytes despite cancellation", st.Size())

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/talosflash/talosflash/internal/humanbytes"
 )
 
 type chunk struct {
@@ -24,7 +26,34 @@ type chunk struct {
 	off  int64
 	refs atomic.Int32
 	lost atomic.Bool // held by a write that was given up: never reused
+	// zero: a whole chunk of zeros, buf the shared zeroChunk: it holds no
+	// buffer of the pool, so the decoder goes on through an image's zero
+	// runs while the cards still write what came before (queueDepth).
+	zero bool
 }
+
+// queueDepth is how many chunks may wait for the hash and for each card:
+// the pool's, and zero chunks, which cost no buffer (a few bytes each).
+// Decoding runs ahead through zero runs by that much (256 MiB of the
+// image) while a card is still busy with the data before them: the zeros
+// then cost the card's pace nothing where it reads zeros (a file's hole,
+// a zeroed card) instead of the decoder's time, which several images
+// decoded at once share (docs/PERFORMANCE.md "Issue 32").
+const queueDepth = 64
+
+// zeroChunk is the buffer of every zero chunk (never written to), and
+// zeroCRCs its blocks' CRCs.
+var (
+	zeroChunk = sync.OnceValue(func() []byte { return alignedBuf(chunkSize) })
+	zeroCRCs  = sync.OnceValue(func() []uint32 {
+		crcs := make([]uint32, chunkSize/crcBlock)
+		sum := crc32.Checksum(zeroChunk()[:crcBlock], crcTable)
+		for i := range crcs {
+			crcs[i] = sum
+		}
+		return crcs
+	})
+)
 
 // alignedBuf returns n bytes starting at an alignment boundary.
 func alignedBuf(n int) []byte {
@@ -198,13 +227,13 @@ func newPipeline(ctx context.Context, stream io.Reader, cards []*card, src *open
 	p := &pipeline{
 		ctx: ctx, stream: stream, cards: cards, src: src, compressed: compressed,
 		free:     make(chan *chunk, poolSize),
-		toHash:   make(chan *chunk, poolSize),
+		toHash:   make(chan *chunk, queueDepth),
 		stop:     make(chan struct{}),
 		hashDone: make(chan struct{}),
 	}
 	p.alive.Store(int32(len(cards)))
 	for _, c := range cards {
-		c.in, c.done = make(chan *chunk, poolSize), make(chan struct{})
+		c.in, c.done = make(chan *chunk, queueDepth), make(chan struct{})
 		c.meter = newMeter(progress, StageWrite, total, compressed).forTarget(c.name)
 		c.meter.update(0, true)
 	}
@@ -237,9 +266,10 @@ func allZero(b []byte) bool {
 }
 
 // release returns c to the pool once its last consumer is done with it
-// (a new chunk instead of one a stuck write may still read).
+// (a new chunk instead of one a stuck write may still read; a zero chunk
+// was never the pool's).
 func (p *pipeline) release(c *chunk) {
-	if c.refs.Add(-1) == 0 {
+	if c.refs.Add(-1) == 0 && !c.zero {
 		if c.lost.Load() {
 			c = &chunk{buf: alignedBuf(chunkSize)}
 		}
@@ -247,21 +277,34 @@ func (p *pipeline) release(c *chunk) {
 	}
 }
 
-// read fills whole chunks so every write but the last is 4 MiB.
+// read fills whole chunks so every write but the last is 4 MiB. A whole
+// chunk of zeros goes out as a zero chunk and its buffer is filled again
+// (queueDepth).
 func (p *pipeline) read() {
+	var c *chunk // the pool's buffer being filled, kept while it reads zeros
 	defer func() {
+		if c != nil {
+			p.free <- c // the pool whole again: the read-back takes it
+		}
 		close(p.toHash)
-		for _, c := range p.cards {
-			close(c.in)
+		for _, cd := range p.cards {
+			close(cd.in)
 		}
 	}()
 	var off int64
 	for {
-		var c *chunk
-		select {
-		case c = <-p.free:
-		case <-p.stop:
-			return
+		if c == nil {
+			select {
+			case c = <-p.free:
+			case <-p.stop:
+				return
+			}
+		} else {
+			select {
+			case <-p.stop:
+				return
+			default:
+			}
 		}
 		n, err := fill(p.stream, c.buf)
 		if n > 0 && off == 0 && p.skipping {
@@ -269,15 +312,19 @@ func (p *pipeline) read() {
 			copy(p.head, c.buf)
 		}
 		if n > 0 {
-			c.n, c.off = n, off
-			off += int64(n)
-			c.refs.Store(int32(1 + len(p.cards)))
-			p.toHash <- c // never blocks: at most poolSize chunks exist
-			for _, cd := range p.cards {
-				cd.in <- c
+			send := c
+			if n == chunkSize && allZero(c.buf) {
+				send = &chunk{buf: zeroChunk(), zero: true} // c is filled again
+			} else {
+				c = nil
 			}
-		} else {
-			p.free <- c
+			send.n, send.off = n, off
+			off += int64(n)
+			send.refs.Store(int32(1 + len(p.cards)))
+			p.toHash <- send // the hash never waits for the cards
+			for _, cd := range p.cards {
+				cd.in <- send // a card that failed drains its queue
+			}
 		}
 		if err == io.EOF {
 			p.readN = off
@@ -313,6 +360,11 @@ func (p *pipeline) hash() {
 	for c := range p.toHash {
 		b := c.buf[:c.n]
 		h.Write(b)
+		if c.zero {
+			p.crcs = append(p.crcs, zeroCRCs()) // shared, read only
+			p.release(c)
+			continue
+		}
 		crcs := make([]uint32, 0, (len(b)+crcBlock-1)/crcBlock)
 		for i := 0; i < len(b); i += crcBlock {
 			crcs = append(crcs, crc32.Checksum(b[i:min(i+crcBlock, len(b))], crcTable))
@@ -427,7 +479,7 @@ func (p *pipeline) writeCard(cd *card) error {
 			// Found while writing (size unknown up front): the card is
 			// partly written, so this is also an incomplete card.
 			p.release(c)
-			return fmt.Errorf("%w: image exceeds %d bytes; %w", ErrTargetTooSmall, cd.limit, ErrIncomplete)
+			return fmt.Errorf("%w: the image exceeds %s; %w", ErrTargetTooSmall, humanbytes.Exact(cd.limit), ErrIncomplete)
 		}
 		cd.current = c
 		cd.since.Store(time.Now().UnixNano())
@@ -490,18 +542,14 @@ func (p *pipeline) wait() error {
 			go func() {
 				defer wg.Done()
 				done := c.wrote.Load()
-				if syncErr := syncBounded(c.t, cancelGrace); syncErr != nil {
-					c.err = fmt.Errorf("flash interrupted after %d bytes (%w), and syncing them failed: %v: %w", done, p.ctx.Err(), syncErr, ErrIncomplete)
-				} else {
-					c.err = fmt.Errorf("flash interrupted after %d bytes (%w): %w", done, p.ctx.Err(), ErrIncomplete)
-				}
+				c.err = &InterruptedError{Done: done, SyncErr: syncBounded(c.t, cancelGrace), Cause: p.ctx.Err()}
 			}()
 		}
 		wg.Wait()
 		if len(p.cards) == 1 {
 			return p.cards[0].err
 		}
-		return fmt.Errorf("flash interrupted (%w): %w", p.ctx.Err(), ErrIncomplete)
+		return &InterruptedError{Done: -1, Cause: p.ctx.Err()}
 	}
 	if len(p.cards) == 1 {
 		return p.cards[0].err
@@ -525,15 +573,15 @@ func (p *pipeline) finish() (*written, error) {
 	<-p.hashDone
 	if p.readErr != nil {
 		if p.ctx.Err() != nil {
-			return nil, fmt.Errorf("flash interrupted after %d bytes (%w): %w", p.readN, p.ctx.Err(), ErrIncomplete)
+			return nil, &InterruptedError{Done: p.readN, Cause: p.ctx.Err()}
 		}
-		return nil, fmt.Errorf("%w (after %d bytes were written: %w)", p.src.decodeErr(p.readErr), p.readN, ErrIncomplete)
+		return nil, fmt.Errorf("%w (after %s were written: %w)", p.src.decodeErr(p.readErr), humanbytes.Exact(p.readN), ErrIncomplete)
 	}
 	if p.alive.Load() == 0 {
 		return nil, p.cards[0].err // every card failed on its own: nothing to check
 	}
 	if p.src.size >= 0 && p.readN != p.src.size {
-		return nil, p.src.corrupt(fmt.Errorf("write stage: %w: decompressed %d bytes, the %s image should give %d (%w)", ErrCorruptImage, p.readN, p.src.format, p.src.size, ErrIncomplete))
+		return nil, p.src.corrupt(fmt.Errorf("write stage: %w: decompressed %s, the %s image should give %s (%w)", ErrCorruptImage, humanbytes.Exact(p.readN), p.src.format, humanbytes.Exact(p.src.size), ErrIncomplete))
 	}
 	if p.src.streamSum != nil {
 		// Sent by another process: what came is what it sent, or no card
@@ -547,7 +595,7 @@ func (p *pipeline) finish() (*written, error) {
 		if c.err == nil && c.wrote.Load() != p.readN {
 			// Every card takes every decoded byte; one that did not is
 			// short, whatever its writer said.
-			c.err = &WriteError{Offset: c.wrote.Load(), Err: fmt.Errorf("%d of the image's %d bytes were written", c.wrote.Load(), p.readN)}
+			c.err = &WriteError{Offset: c.wrote.Load(), Err: fmt.Errorf("%s of the image's %s were written", humanbytes.Exact(c.wrote.Load()), humanbytes.Exact(p.readN))}
 		}
 		if c.err != nil {
 			continue

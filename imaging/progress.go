@@ -35,6 +35,10 @@ type Progress struct {
 	// Target names the card of a per-card report (write, verify, done)
 	// when several cards are flashed at once; empty otherwise.
 	Target string
+	// Image names the image of a report that is not a card's (download,
+	// build) when several images are flashed at once (app/plan sets it);
+	// empty otherwise.
+	Image string
 }
 
 // ProgressFunc receives progress reports. Calls are serialized, throttled to

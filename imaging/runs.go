@@ -124,12 +124,13 @@ func (p *pipeline) writeRuns(cd *card, c *chunk, direct *bool) (int, error) {
 		for u := lo; u < lo+n; u += unit {
 			e := min(u+unit, len(b))
 			off := c.off + int64(u)
-			same := view.same(b[u:e], u-lo)
-			promising = promising || same || view.zeros(u-lo, e-u)
+			zeros := view.zeros(u-lo, e-u)
+			same := c.zero && zeros || !c.zero && view.same(b[u:e], u-lo)
+			promising = promising || same || zeros
 			if off < headSize {
 				i := int(off) / unit
 				cd.head.same = append(cd.head.same, same)
-				cd.head.zero = append(cd.head.zero, view.zeros(u-lo, e-u))
+				cd.head.zero = append(cd.head.zero, zeros)
 				if same {
 					cd.held.add(i)
 				}
@@ -198,6 +199,7 @@ func (p *pipeline) zeroHead(cd *card, direct *bool) error {
 		p.unalign(cd, n, direct)
 		for done := 0; done < n; {
 			m, err := cd.put(zeroBlock[:min(n-done, len(zeroBlock))], int64(i*unit+done))
+			cd.zeroed.Add(int64(m))
 			if err != nil {
 				return err
 			}

@@ -69,7 +69,7 @@ func TestOnlyWhatTheCardLacksIsWritten(t *testing.T) {
 	cases := []struct {
 		name             string
 		before           []byte
-		written, skipped int64
+		written, skipped int64 // written: the writes (the head's zeros included)
 	}{
 		{"zeroed", zeros, writeBound(zeros, raw, writeUnit), size - writeBound(zeros, raw, writeUnit)},
 		{"holding the image", raw, 0, size},
@@ -81,15 +81,16 @@ func TestOnlyWhatTheCardLacksIsWritten(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			res, got, err := flashOnto(t, raw, c.before, nil)
+			ct := &countingTarget{}
+			res, got, err := flashOnto(t, raw, c.before, func(f *os.File) Target { ct.File = f; return ct })
 			if err != nil || !res.Verified || res.Bytes != size {
 				t.Fatalf("%+v %v", res, err)
 			}
 			if !bytes.Equal(got, raw) {
 				t.Fatal("the card is not the image")
 			}
-			if res.Written != c.written || res.Skipped != c.skipped {
-				t.Fatalf("written %d skipped %d, want %d and %d (image %d)", res.Written, res.Skipped, c.written, c.skipped, size)
+			if ct.written.Load() != c.written || res.Skipped != c.skipped || res.Written+res.Skipped != size || res.Written > c.written {
+				t.Fatalf("wrote %d (written %d, %d zeroed first) skipped %d, want %d and %d (image %d)", ct.written.Load(), res.Written, res.Zeroed, res.Skipped, c.written, c.skipped, size)
 			}
 		})
 	}
@@ -109,5 +110,28 @@ func TestLyingReadsCaught(t *testing.T) {
 	_, _, err := flashOnto(t, raw, make([]byte, len(raw)), func(f *os.File) Target { return lyingCard{f} })
 	if !errors.Is(err, ErrVerifyMismatch) {
 		t.Fatalf("got %v, want a verify mismatch", err)
+	}
+}
+
+// A 720-byte image onto a card that held other data: "written" is the
+// image's 720 bytes (it said 1440: the zeros written over the head first
+// counted as image bytes), the zeros are Zeroed.
+func TestTinyImageWrittenOnce(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 20))
+	raw := make([]byte, 720)
+	for i := range raw {
+		raw[i] = byte(r.Uint32())
+	}
+	raw[510], raw[511] = 0x55, 0xaa // an MBR: a disk image
+	before := make([]byte, 720)
+	for i := range before {
+		before[i] = byte(r.Uint32())
+	}
+	res, got, err := flashOnto(t, raw, before, nil)
+	if err != nil || !bytes.Equal(got, raw) {
+		t.Fatalf("%+v %v", res, err)
+	}
+	if res.Written != 720 || res.Skipped != 0 || res.Zeroed != 720 {
+		t.Fatalf("written %d skipped %d zeroed %d, want 720, 0, 720", res.Written, res.Skipped, res.Zeroed)
 	}
 }

@@ -1,10 +1,13 @@
 package imaging
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/talosflash/talosflash/internal/humanbytes"
 )
 
 // Target is where an image is written: sequential writes from offset 0,
@@ -83,8 +86,33 @@ type WriteError struct {
 }
 
 func (e *WriteError) Error() string {
-	return fmt.Sprintf("write to target failed after %d bytes: %v (%v)", e.Offset, e.Err, ErrIncomplete)
+	return fmt.Sprintf("write to target failed after %s: %v (%v)", humanbytes.Exact(e.Offset), e.Err, ErrIncomplete)
 }
+
+// InterruptedError is a flash its context stopped (Ctrl-C): how far it got
+// in words, not the context's ("context canceled"). errors.Is the
+// context's error and ErrIncomplete.
+type InterruptedError struct {
+	Done    int64 // bytes written to the card; < 0: several cards, each says its own
+	SyncErr error // syncing what was written failed too (nil: synced)
+	Cause   error // the context's error
+}
+
+func (e *InterruptedError) Error() string {
+	s := "flash interrupted"
+	if e.Done >= 0 {
+		s += " after " + humanbytes.Exact(e.Done)
+	}
+	if errors.Is(e.Cause, context.DeadlineExceeded) {
+		s += " (its time ran out)"
+	}
+	if e.SyncErr != nil {
+		s += ", and syncing them failed: " + e.SyncErr.Error()
+	}
+	return s + ": " + ErrIncomplete.Error()
+}
+
+func (e *InterruptedError) Unwrap() []error { return []error{e.Cause, ErrIncomplete} }
 
 func (e *WriteError) Unwrap() error { return e.Err }
 

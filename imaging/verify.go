@@ -11,6 +11,8 @@ import (
 	"hash/crc32"
 	"io"
 	"time"
+
+	"github.com/talosflash/talosflash/internal/humanbytes"
 )
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
@@ -89,7 +91,7 @@ func verifyTarget(ctx context.Context, t Target, w *written, held unitSet, meter
 			if n >= want {
 				err = nil
 			} else if err == nil || err == io.EOF {
-				err = fmt.Errorf("target ends at byte %d, expected %d bytes", off+int64(n), w.n)
+				err = fmt.Errorf("the target ends after %s, the image is %s", humanbytes.Exact(off+int64(n)), humanbytes.Exact(w.n))
 			}
 			if err != nil {
 				// The card shrank, vanished or fails to read: it can't be

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"strings"
 
@@ -170,9 +171,13 @@ var ErrNotACard = errors.New("not a disk or an image file")
 
 // ReadCardPath reads the card or image file at path, read-only and bounded
 // (ReadCard reads the partition tables and META only), and returns its
-// report and size. The path is checked before it is opened.
+// report and size. The path is checked before it is opened: one that
+// does not exist is an error that says so (errors.Is fs.ErrNotExist).
 func ReadCardPath(path string) (*CardReport, int64, error) {
 	st, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, 0, &notExistError{path}
+	}
 	if err != nil {
 		return nil, 0, err
 	}
@@ -194,6 +199,16 @@ func ReadCardPath(path string) (*CardReport, int64, error) {
 
 	return ReadCard(f, size), size, nil
 }
+
+// notExistError is a card path that names nothing (errors.Is
+// fs.ErrNotExist), said in the user's words.
+type notExistError struct{ path string }
+
+func (e *notExistError) Error() string {
+	return e.path + " does not exist (is the card inserted? `talosflash devices` lists the disks)"
+}
+
+func (e *notExistError) Is(target error) bool { return target == fs.ErrNotExist }
 
 // Summary is the report in one line for a list of cards, escaped
 // (printable.String): the node and

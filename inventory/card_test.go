@@ -220,3 +220,20 @@ func TestReadCardInterruptedFlash(t *testing.T) {
 		t.Errorf("summary %q", got)
 	}
 }
+
+// A META network config of the wrong shape (another tool's, a corrupt
+// one) is said in the file's terms, never with Go's struct types (it read
+// "cannot unmarshal !!str `hello` into []struct { Address string ...").
+func TestParseNetworkConfigSaysShapes(t *testing.T) {
+	for in, want := range map[string]string{
+		"addresses: hello":               "META network config (key 0x0a): line 1: a string (`hello`) where a list is expected",
+		"routes: {a: b}":                 "META network config (key 0x0a): line 1: a mapping where a list is expected",
+		"hostnames: [1]":                 "META network config (key 0x0a): line 1: a number (`1`) where a mapping is expected",
+		"addresses:\n  - address: [x]\n": "META network config (key 0x0a): line 2: a list where a string is expected",
+	} {
+		_, err := ParseNetworkConfig([]byte(in))
+		if err == nil || err.Error() != want {
+			t.Errorf("%q: %v\nwant %s", in, err, want)
+		}
+	}
+}

@@ -63,7 +63,10 @@ type Inventory struct {
 	Factory      string // "" = talosflash's default
 	TalosVersion string // "" = the profile's default
 	Profiles     string // resolved path of a profiles file, "" if none
-	Nodes        []Node
+	// Known are the profiles its nodes were checked against:
+	// Options.Profiles, else the built-ins merged with its profiles: file.
+	Known []factory.Profile
+	Nodes []Node
 	// Notes are what the checks could not decide (a control-plane
 	// endpoint that is a DNS name or a VIP): said, not problems.
 	Notes []Problem
@@ -311,6 +314,8 @@ func (p *parser) parse(data []byte) *Inventory {
 		}
 	}
 
+	inv.Known = profiles
+
 	if nodesNode == nil || isNull(nodesNode) {
 		p.add(root.Line, "add nodes: with one entry per machine (see `talosflash inventory init`)", "no nodes")
 		return inv
@@ -491,7 +496,12 @@ func (p *parser) checkConfig(n Node, what string, line int) {
 
 	cfg, ok := p.configs[n.Config]
 	if !ok {
-		data, err := userfile.Read(n.Config, node.MaxConfigSize)
+		data, err := node.ReadConfigFile(n.Config)
+		var unreadable *node.ConfigFileError
+		if errors.As(err, &unreadable) && unreadable.Err != nil {
+			err = unreadable.Err // the problem names the config already
+		}
+
 		if err == nil {
 			cfg, err = node.LoadConfig(data)
 		}
@@ -608,6 +618,15 @@ func (p *parser) addr(v *yaml.Node, field string) netip.Addr {
 		return netip.Addr{}
 	}
 
+	if a.Is4In6() {
+		fix := "write the IPv4 address " + a.Unmap().String()
+		if unicastProblem(a.Unmap()) != "" {
+			fix = "give the " + field + " server's or router's own unicast IPv4 address, e.g. 192.168.1.1"
+		}
+		p.add(v.Line, fix, "%s %s %s", field, a, mappedProblem)
+		return netip.Addr{}
+	}
+
 	if msg := unicastProblem(a); msg != "" {
 		p.add(v.Line, "give the "+field+" server's or router's own unicast address, e.g. 192.168.1.1", "%s %s %s", field, a, msg)
 		return netip.Addr{}
@@ -615,6 +634,12 @@ func (p *parser) addr(v *yaml.Node, field string) netip.Addr {
 
 	return a
 }
+
+// mappedProblem: an IPv4-mapped IPv6 address (::ffff:a.b.c.d) stands for
+// an IPv4 peer inside one host's sockets and is never an address on a
+// network (RFC 4291 2.5.5.2); the unspecified, multicast and broadcast
+// checks do not see through it.
+const mappedProblem = "is an IPv4-mapped IPv6 address (::ffff:a.b.c.d: never an address on a network)"
 
 // unicastProblem says why a cannot be a router's or DNS server's address
 // ("" when it can): unspecified, multicast, the IPv4 broadcast address, or
@@ -665,9 +690,18 @@ func (p *parser) addrs(v *yaml.Node, field string) []netip.Addr {
 	var out []netip.Addr
 
 	for _, it := range items {
-		if a := p.addr(it, field); a.IsValid() {
-			out = append(out, a)
+		a := p.addr(it, field)
+		if !a.IsValid() {
+			continue
 		}
+
+		// A server named twice takes one of the MaxDNS places for nothing.
+		if slices.Contains(out, a) {
+			p.add(it.Line, "list each server once", "%s: %s is listed twice", field, a)
+			continue
+		}
+
+		out = append(out, a)
 	}
 
 	return out
@@ -693,6 +727,11 @@ func (p *parser) prefix(v *yaml.Node) netip.Prefix {
 	}
 
 	a := pr.Addr()
+	if a.Is4In6() {
+		p.add(v.Line, fmt.Sprintf("write the IPv4 address %s with its prefix length, e.g. %s/24", a.Unmap(), a.Unmap()), "address %s %s", pr, mappedProblem)
+		return netip.Prefix{}
+	}
+
 	if pr.Bits() == 0 {
 		p.add(v.Line, "give the subnet's prefix length, e.g. /24", "address %s has the prefix length /0: every address would be on the node's link", pr)
 		return netip.Prefix{}

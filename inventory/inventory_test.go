@@ -176,6 +176,7 @@ func TestProblems(t *testing.T) {
 		{"dns multicast", node("    dns: [224.0.0.251]\n"), "inv.yaml:6: dns 224.0.0.251 is a multicast address", "unicast"},
 		{"dns ipv6 multicast", node("    dns: ['ff02::fb']\n"), "inv.yaml:6: dns ff02::fb is a multicast address", "unicast"},
 		{"dns broadcast", node("    dns: [255.255.255.255]\n"), "inv.yaml:6: dns 255.255.255.255 is the broadcast address", "unicast"},
+		{"dns twice", node("    dns: [192.168.1.1, 192.168.1.1]\n"), "inv.yaml:6: dns: 192.168.1.1 is listed twice", "list each server once"},
 		{"dns zone", node("    dns: ['fe80::1%eth0']\n"), "inv.yaml:6: dns fe80::1%eth0 has a zone (%eth0)", "unicast"},
 		{"default dns zone", "dns: ['fe80::1%end0']\n" + node(""), "inv.yaml:1: dns fe80::1%end0 has a zone", "unicast"},
 		{"too many dns", node("    dns: [10.0.0.1, 10.0.0.2, 10.0.0.3, 10.0.0.4]\n"), "inv.yaml:6: dns: 4 servers, at most 3", "keep the first 3"},
@@ -193,6 +194,15 @@ func TestProblems(t *testing.T) {
 		{"interface bidi", node("    interface: \"end\\u202e0\"\n"), `inv.yaml:6: interface "end\u202e0" is not a Linux interface name`, "end0"},
 		{"interface too long", node("    interface: abcdefghijklmnop\n"), `inv.yaml:6: interface "abcdefghijklmnop" is not a Linux interface name: 16 bytes`, "end0"},
 		{"default interface slash", "interface: en/d0\n" + node(""), `inv.yaml:1: interface "en/d0" is not a Linux interface name`, "end0"},
+		// IPv4-mapped IPv6 (::ffff:a.b.c.d) is never an address on a wire
+		// (RFC 4291 2.5.5.2): ::ffff:0.0.0.0 and ::ffff:255.255.255.255
+		// passed as DNS servers, a mapped address and gateway as a node's.
+		{"dns mapped unspecified", node("    dns: ['::ffff:0.0.0.0']\n"), "inv.yaml:6: dns ::ffff:0.0.0.0 is an IPv4-mapped IPv6 address", "own unicast IPv4 address"},
+		{"dns mapped broadcast", node("    dns: ['::ffff:255.255.255.255']\n"), "inv.yaml:6: dns ::ffff:255.255.255.255 is an IPv4-mapped IPv6 address", "own unicast IPv4 address"},
+		{"dns mapped", node("    dns: ['::ffff:10.0.0.1']\n"), "inv.yaml:6: dns ::ffff:10.0.0.1 is an IPv4-mapped IPv6 address", "write the IPv4 address 10.0.0.1"},
+		{"gateway mapped", "nodes:\n  - hostname: w1\n    role: worker\n    address: '::ffff:10.0.0.11/120'\n    gateway: '::ffff:10.0.0.1'\n", "inv.yaml:5: gateway ::ffff:10.0.0.1 is an IPv4-mapped IPv6 address", "10.0.0.1"},
+		{"address mapped", "nodes:\n  - hostname: w1\n    role: worker\n    address: '::ffff:10.0.0.11/120'\n", "inv.yaml:4: address ::ffff:10.0.0.11/120 is an IPv4-mapped IPv6 address", "write the IPv4 address 10.0.0.11 with its prefix length"},
+		{"address mapped unspecified", "nodes:\n  - hostname: w1\n    role: worker\n    address: '::ffff:0.0.0.0/96'\n", "inv.yaml:4: address ::ffff:0.0.0.0/96 is an IPv4-mapped IPv6 address", "IPv4"},
 		{"duplicate hostname, other case", node("  - hostname: W1\n    role: worker\n    address: 10.0.0.12/24\n"),
 			"inv.yaml:6: hostname W1 repeats the node at line 3", "its own hostname"},
 	}

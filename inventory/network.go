@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/talosflash/talosflash/internal/yamlwords"
 )
 
 // The YAML shapes of Talos's PlatformNetworkConfig (pkg/machinery/resources/
@@ -162,7 +164,7 @@ func ParseNetworkConfig(b []byte) (CardInfo, error) {
 	}
 
 	if err := yaml.Unmarshal(b, &cfg); err != nil {
-		return CardInfo{}, fmt.Errorf("META network config: %w", err)
+		return CardInfo{}, fmt.Errorf("META network config (key 0x0a): %w", yamlwords.Explain(err))
 	}
 
 	var info CardInfo

@@ -1,8 +1,10 @@
 // Package kube is talosflash's Kubernetes side: the cluster's admin
 // kubeconfig merged into the user's kubeconfig the way `talosctl
-// kubeconfig` does it, and each node's Ready condition read through the
-// Kubernetes API with client-go. A kubeconfig holds a client key: nothing
-// here prints, logs or quotes one, and files are written 0600.
+// kubeconfig` does it, each node's Ready condition read through the
+// Kubernetes API, and the rolling upgrade's cordon and drain; client-go's
+// clientcmd and REST client over a scheme of core/v1 and policy/v1 only
+// (client.go). A kubeconfig holds a client key: nothing here prints, logs
+// or quotes one, and files are written 0600.
 package kube
 
 import (

@@ -10,8 +10,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -62,9 +60,6 @@ func Open(path string, cfg *clientcmdapi.Config, context string, timeout time.Du
 	return &Access{Path: path, Context: context, Server: server, rest: rc}, nil
 }
 
-// Host is the API server's host (no port).
-func (a *Access) Host() string { return HostOf(a.Server) }
-
 // HostOf is a server URL's host ("" when it is not a URL).
 func HostOf(server string) string {
 	u, err := url.Parse(server)
@@ -74,14 +69,14 @@ func HostOf(server string) string {
 	return u.Hostname()
 }
 
-// Nodes lists the cluster's nodes (client-go's typed CoreV1 Nodes), by name.
+// Nodes lists the cluster's nodes (GET /api/v1/nodes), by name.
 func (a *Access) Nodes(ctx context.Context) ([]Node, error) {
-	c, err := kubernetes.NewForConfig(a.rest)
+	c, err := a.client()
 	if err != nil {
-		return nil, fmt.Errorf("kubernetes client for %s: %w", a.Server, err)
+		return nil, err
 	}
-	list, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
+	list := &corev1.NodeList{}
+	if err := c.Get().Resource("nodes").Do(ctx).Into(list); err != nil {
 		return nil, fmt.Errorf("list the nodes at %s (context %s): %s", a.Server, a.Context, printable.String(oneLine(err.Error())))
 	}
 	out := make([]Node, 0, len(list.Items))

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
+	"github.com/siderolabs/talos/pkg/machinery/client"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
@@ -50,6 +51,11 @@ type ApplyOptions struct {
 	// node's console prints them, or Node.CertFingerprint from discovery).
 	// Empty: no check, like plain talosctl --insecure.
 	CertFingerprints []string
+	// Talosconfig, when set, sends to a configured node over mTLS with
+	// the talosconfig's client certificate (os:admin), as `talosctl
+	// apply-config` and `talosctl patch` do, instead of the maintenance
+	// API; CertFingerprints are then not used (the CA verifies the node).
+	Talosconfig *Talosconfig
 }
 
 // ApplyMessage is one node's answer.
@@ -133,7 +139,12 @@ func Apply(ctx context.Context, opts ApplyOptions) (*ApplyResult, error) {
 	defer cancel()
 
 	trace := &connTrace{}
-	c, err := newInsecureClient(callCtx, endpoint, trace, opts.CertFingerprints)
+	var c *client.Client
+	if opts.Talosconfig != nil {
+		c, err = newSecureClient(callCtx, endpoint, opts.Talosconfig, trace)
+	} else {
+		c, err = newInsecureClient(callCtx, endpoint, trace, opts.CertFingerprints)
+	}
 	if err != nil {
 		return nil, &NetworkError{Endpoint: endpoint, Kind: NetUnreachable, Detail: sanitize(err.Error())}
 	}
@@ -141,6 +152,10 @@ func Apply(ctx context.Context, opts ApplyOptions) (*ApplyResult, error) {
 
 	resp, err := c.ApplyConfiguration(callCtx, req)
 	if err != nil {
+		if opts.Talosconfig != nil {
+			s := &session{endpoint: endpoint, timeout: timeout, trace: trace, c: c}
+			return nil, echo.scrubError(s.err(ctx, "apply", err))
+		}
 		return nil, echo.scrubError(classify(ctx, endpoint, timeout, err, trace))
 	}
 

@@ -16,6 +16,8 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/config/validation"
 	"gopkg.in/yaml.v3"
 
+	"github.com/talosflash/talosflash/internal/humanbytes"
+	"github.com/talosflash/talosflash/internal/userfile"
 	"github.com/talosflash/talosflash/node/internal/talos114"
 	"github.com/talosflash/talosflash/node/internal/yamldocs"
 )
@@ -23,6 +25,56 @@ import (
 // MaxConfigSize bounds what LoadConfig parses: real machine configs are tens
 // of KiB; anything this big is the wrong file (an image, a log, ...).
 const MaxConfigSize = 4 << 20
+
+// ConfigFileError is a machine config that cannot be read: missing, not a
+// regular file, unreadable, or longer than MaxConfigSize (TooLarge:
+// errors.Is(err, ErrInvalidConfig), it is no machine config).
+type ConfigFileError struct {
+	Path     string
+	TooLarge bool
+	Err      error // why it cannot be read (nil with TooLarge)
+}
+
+func (e *ConfigFileError) Error() string {
+	if e.TooLarge {
+		return fmt.Sprintf("config file %s is too large for a machine config (at most %s)", e.Path, humanbytes.Exact(MaxConfigSize))
+	}
+	return "config file: " + e.Err.Error()
+}
+
+func (e *ConfigFileError) Unwrap() error { return e.Err }
+
+// Is makes a file too large to be a config an invalid config.
+func (e *ConfigFileError) Is(target error) bool { return e.TooLarge && target == ErrInvalidConfig }
+
+// ReadConfigFile reads the machine config file the user named: the one
+// bounded read of a config (a regular file of at most MaxConfigSize bytes;
+// a FIFO or a device is refused, never read endlessly). Errors are
+// *ConfigFileError.
+func ReadConfigFile(path string) ([]byte, error) {
+	data, err := userfile.Read(path, MaxConfigSize)
+	var tooLarge *userfile.TooLargeError
+	switch {
+	case errors.As(err, &tooLarge):
+		return nil, &ConfigFileError{Path: path, TooLarge: true}
+	case err != nil:
+		return nil, &ConfigFileError{Path: path, Err: err}
+	}
+	return data, nil
+}
+
+// ReadConfig is ReadConfigFile for a config that is no local file (r,
+// called name in messages): at most MaxConfigSize bytes are read.
+func ReadConfig(r io.Reader, name string) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, MaxConfigSize+1))
+	switch {
+	case err != nil:
+		return nil, &ConfigFileError{Path: name, Err: err}
+	case len(data) > MaxConfigSize:
+		return nil, &ConfigFileError{Path: name, TooLarge: true}
+	}
+	return data, nil
+}
 
 // Config is a loaded machine config, reduced to what talosflash checks. It
 // deliberately exposes no secret-bearing field. The fields are read from the
@@ -87,7 +139,7 @@ func (metalMode) InContainer() bool     { return false }
 // node. Errors never contain config values.
 func LoadConfig(data []byte) (cfg *Config, err error) {
 	if len(data) > MaxConfigSize {
-		return nil, &ConfigError{Reason: fmt.Sprintf("file is %d bytes; a machine config is at most %d bytes, is this the right file?", len(data), MaxConfigSize)}
+		return nil, &ConfigError{Reason: fmt.Sprintf("file is %s; a machine config is at most %s, is this the right file?", humanbytes.Exact(int64(len(data))), humanbytes.Exact(MaxConfigSize))}
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, &ConfigError{Reason: "file is empty"}

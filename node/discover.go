@@ -468,10 +468,14 @@ func talosIssued(serverCert []byte, clientCAs [][]byte) bool {
 // tlsProbe does one TLS handshake and records the server's certificate and
 // whether it asked for a client certificate.
 func tlsProbe(ctx context.Context, endpoint string, trace *connTrace) error {
+	var timeout time.Duration // how long it is given, for the error's words
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = time.Until(dl)
+	}
 	var d net.Dialer
 	raw, err := d.DialContext(ctx, "tcp", endpoint)
 	if err != nil {
-		return dialError(endpoint, err)
+		return dialError(endpoint, err, timeout)
 	}
 	defer raw.Close()
 	cfg := insecureTLS(trace, nil)
@@ -482,20 +486,20 @@ func tlsProbe(ctx context.Context, endpoint string, trace *connTrace) error {
 			return nil // aborted by us on the client-certificate request: a configured node
 		}
 		if ctx.Err() != nil {
-			return &NetworkError{Endpoint: endpoint, Kind: NetTimeout, Detail: "TLS handshake did not complete"}
+			return &NetworkError{Endpoint: endpoint, Kind: NetTimeout, Timeout: timeout, Detail: "TLS handshake did not complete"}
 		}
 		return &NetworkError{Endpoint: endpoint, Kind: NetTLS, Detail: "not a Talos TLS API (" + sanitize(err.Error()) + ")"}
 	}
 	return nil
 }
 
-func dialError(endpoint string, err error) error {
+func dialError(endpoint string, err error, timeout time.Duration) error {
 	var ne net.Error
 	switch {
 	case isRefused(err):
 		return &NetworkError{Endpoint: endpoint, Kind: NetRefused, Detail: sanitize(err.Error())}
 	case errors.As(err, &ne) && ne.Timeout(), errors.Is(err, context.DeadlineExceeded):
-		return &NetworkError{Endpoint: endpoint, Kind: NetTimeout, Detail: sanitize(err.Error())}
+		return &NetworkError{Endpoint: endpoint, Kind: NetTimeout, Timeout: timeout, Detail: sanitize(err.Error())}
 	}
 	return &NetworkError{Endpoint: endpoint, Kind: NetUnreachable, Detail: sanitize(err.Error())}
 }

@@ -40,7 +40,11 @@ func (e *NetworkError) Error() string {
 	case NetRefused:
 		return fmt.Sprintf("cannot reach %s: connection refused (is the node booted and in maintenance mode? Talos listens on TCP %d)", e.Endpoint, DefaultPort)
 	case NetTimeout:
-		return fmt.Sprintf("no answer from %s within %s (wrong address, node still booting, or a firewall drops the traffic)", e.Endpoint, e.Timeout)
+		within := "in time"
+		if d := roundWait(e.Timeout); d > 0 {
+			within = "within " + d.String()
+		}
+		return fmt.Sprintf("no answer from %s %s (wrong address, node still booting, or a firewall drops the traffic)", e.Endpoint, within)
 	case NetTLS:
 		return fmt.Sprintf("TLS handshake with %s failed: %s", e.Endpoint, e.Detail)
 	default:
@@ -49,6 +53,15 @@ func (e *NetworkError) Error() string {
 		}
 		return fmt.Sprintf("cannot reach %s", e.Endpoint)
 	}
+}
+
+// roundWait is a wait as people give it: whole seconds from a second on
+// (a deadline read a moment after it was set is 4.9998s), else 10 ms.
+func roundWait(d time.Duration) time.Duration {
+	if d >= time.Second {
+		return d.Round(time.Second)
+	}
+	return d.Round(10 * time.Millisecond)
 }
 
 // Is makes errors.Is(err, ErrNetwork) true.

@@ -466,13 +466,10 @@ func envLines(env []string) string {
 // role's factory installer. Without --image, talosctl upgrades to the generic
 // installer and drops the Raspberry Pi overlay.
 func UpgradeCommand(node, installerRef string) string {
-	if node == "" {
-		node = "<node-ip>"
-	}
 	if installerRef == "" {
 		installerRef = "factory.talos.dev/metal-installer/<schematic-id>:<version>"
 	}
-	return "talosctl upgrade --nodes " + shellWord(node) + " --image " + shellWord(installerRef)
+	return Talosctl("", node, "upgrade", "--image", installerRef)
 }
 
 func shellWord(s string) string {

@@ -114,7 +114,7 @@ func TestInspectBootedWinsOverDeclared(t *testing.T) {
 			t.Fatalf("%s: %+v", file, fs)
 		}
 		m, ok := got[node.CodeInstallImageMismatch]
-		if !ok || !strings.Contains(m.Fix, "talosctl upgrade --nodes 192.168.1.51 --image factory.talos.dev/metal-installer/"+cpID+":v1.14.5") {
+		if !ok || !strings.Contains(m.Fix, "talosctl --nodes 192.168.1.51 --endpoints 192.168.1.51 upgrade --image factory.talos.dev/metal-installer/"+cpID+":v1.14.5") {
 			t.Errorf("%s: upgrade trap: %+v", file, m)
 		}
 		if _, fb := got[node.CodeBootedUnknown]; fb {
@@ -184,7 +184,7 @@ func TestInspectGenericInstaller(t *testing.T) {
 	if !ok || f.Severity != node.SeverityWarning || !strings.Contains(f.Message, "overlay") {
 		t.Fatalf("findings %+v", fs)
 	}
-	want := "talosctl upgrade --nodes 192.168.1.21 --image factory.talos.dev/metal-installer/" + workerID + ":" + factory.DefaultTalosVersion
+	want := "talosctl --nodes 192.168.1.21 --endpoints 192.168.1.21 upgrade --image factory.talos.dev/metal-installer/" + workerID + ":" + factory.DefaultTalosVersion
 	if !strings.Contains(f.Fix, want) {
 		t.Errorf("fix %q lacks %q", f.Fix, want)
 	}
@@ -232,7 +232,7 @@ func TestInspectUnusedESCAndPatchOnly(t *testing.T) {
 
 func TestUpgradeCommand(t *testing.T) {
 	ref := "factory.talos.dev/metal-installer/" + cpID + ":v1.14.5"
-	if got, want := node.UpgradeCommand("192.168.1.10", ref), "talosctl upgrade --nodes 192.168.1.10 --image "+ref; got != want {
+	if got, want := node.UpgradeCommand("192.168.1.10", ref), "talosctl --nodes 192.168.1.10 --endpoints 192.168.1.10 upgrade --image "+ref; got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
 	if got := node.UpgradeCommand("", ""); !strings.Contains(got, "--nodes <node-ip>") || !strings.Contains(got, "<schematic-id>") {

@@ -27,6 +27,7 @@ const (
 	PhasePullSent        = "pull-sent"        // ImageService.Pull sent: the node may be pulling the installer
 	PhasePulled          = "installer-pulled" // the installer image is on the node
 	PhaseInstallerSent   = "installer-sent"   // LifecycleService.Upgrade (or MachineService.Upgrade) sent: the installer may be running
+	PhaseInstallFailed   = "installer-failed" // the installer ran and failed: nothing installed, not rebooted
 	PhaseInstalled       = "installer-run"    // the installer ran (exit 0): the new version is installed, not booted
 	PhaseRebootRequested = "reboot-requested" // the reboot was asked for (or MachineService.Upgrade accepted)
 	PhaseRebooted        = "rebooted"         // a new boot ID: waiting for the node to be ready and healthy
@@ -49,18 +50,20 @@ func (r *UpgradeResult) State() string {
 		return fmt.Sprintf("%sthe installer %s was pulled; it is not installed and the node was not rebooted: it still runs %s", unanswered, r.Image, r.From)
 	case PhaseInstallerSent:
 		if legacy {
-			return fmt.Sprintf("MachineService.Upgrade with %s was sent and not answered: the node may be installing %s and then reboots by itself; check it (talosctl version) before anything else", r.Image, r.To)
+			return fmt.Sprintf("MachineService.Upgrade with %s was sent and not answered: the node may be installing %s and then reboots by itself; check it (%s) before anything else", r.Image, r.To, Talosctl("", r.Endpoint, "version"))
 		}
 		return fmt.Sprintf("LifecycleService.Upgrade with %s was sent: the installer may still be running on the node (it does not reboot it); the node was not rebooted and runs %s until its next reboot", r.Image, r.From)
+	case PhaseInstallFailed:
+		return fmt.Sprintf("the installer %s ran and failed: %s is not installed and the node was not rebooted: it still runs %s", r.Image, r.To, r.From)
 	case PhaseInstalled:
-		return fmt.Sprintf("%sthe installer ran (exit 0): %s is installed; the node was not rebooted: it runs %s until its next reboot, which boots %s (talosctl reboot, or run the upgrade again)", unanswered, r.To, r.From, r.To)
+		return fmt.Sprintf("%sthe installer ran (exit 0): %s is installed; the node was not rebooted: it runs %s until its next reboot, which boots %s (%s, or run the upgrade again)", unanswered, r.To, r.From, r.To, Talosctl("", r.Endpoint, "reboot"))
 	case PhaseRebootRequested:
 		if legacy {
 			return fmt.Sprintf("MachineService.Upgrade with %s was accepted: the node installs %s and reboots by itself; not waited for it to come back (run the upgrade again: a node already on %s is left alone)", r.Image, r.To, r.To)
 		}
 		return fmt.Sprintf("the installer ran and the reboot was requested: the node is rebooting into %s; not waited for it to come back (run the upgrade again: a node already on %s is left alone)", r.To, r.To)
 	case PhaseRebooted:
-		return fmt.Sprintf("the node rebooted (new boot ID); not waited for it to be ready, running %s with healthy services (talosctl health)", r.To)
+		return fmt.Sprintf("the node rebooted (new boot ID); not waited for it to be ready, running %s with healthy services (%s)", r.To, Talosctl("", r.Endpoint, "health"))
 	case PhaseHealthy:
 		return fmt.Sprintf("the node runs %s with healthy services", r.To)
 	}
@@ -71,9 +74,9 @@ func (r *UpgradeResult) State() string {
 func (r *BootstrapResult) State() string {
 	switch {
 	case r.Accepted:
-		return "the bootstrap was accepted: etcd is starting; not waited for it to be healthy (talosctl service etcd)"
+		return "the bootstrap was accepted: etcd is starting; not waited for it to be healthy (" + Talosctl("", r.Endpoint, "service", "etcd") + ")"
 	case r.unanswered:
-		return fmt.Sprintf("%d Bootstrap request(s) sent, one not answered: etcd may have been bootstrapped; do not bootstrap again blindly: run talosflash bootstrap again (it refuses when etcd runs) or check talosctl service etcd", r.Attempts)
+		return fmt.Sprintf("%d Bootstrap request(s) sent, one not answered: etcd may have been bootstrapped; do not bootstrap again blindly: run talosflash bootstrap again (it refuses when etcd runs) or check %s", r.Attempts, Talosctl("", r.Endpoint, "service", "etcd"))
 	case r.Attempts > 0:
 		return fmt.Sprintf("%d Bootstrap request(s) sent, each refused as not ready yet: the node was not bootstrapped", r.Attempts)
 	}

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"google.golang.org/grpc/status"
+
+	"github.com/talosflash/talosflash/internal/humanbytes"
 )
 
 // MaxKubeconfigSize bounds what FetchKubeconfig reads from a node: the
@@ -86,7 +88,7 @@ func kubeconfigFromTarGz(r io.Reader) ([]byte, error) {
 			return nil, fmt.Errorf("kubeconfig: reading it from the node's archive: %w", err)
 		}
 		if len(data) > MaxKubeconfigSize {
-			return nil, fmt.Errorf("kubeconfig: larger than %d bytes", MaxKubeconfigSize)
+			return nil, fmt.Errorf("kubeconfig: larger than %s", humanbytes.Exact(MaxKubeconfigSize))
 		}
 		return data, nil
 	}

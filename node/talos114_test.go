@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/siderolabs/image-factory/pkg/schematic"
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/node"
 	"github.com/talosflash/talosflash/node/nodetest"
@@ -299,5 +300,56 @@ func TestProbeReadsImageFactorySchematics(t *testing.T) {
 	old := nodetest.Start(t, nodetest.Options{Schematic: cpSchematic(), TalosVersion: "v1.13.4"})
 	if n, err := node.Probe(context.Background(), old.Addr()); err != nil || n.Factory != nil || n.Booted == nil {
 		t.Fatalf("1.13 node: %+v %v", n, err)
+	}
+}
+
+// talosflash schematic --installer-yaml for Talos 1.14 is a patch that
+// talosctl gen config v1.14 can take: the whole UnattendedInstallConfig
+// (a strategic merge of one holding only installer.image drops the
+// generated provisioning, and .machine.install beside it is refused). In
+// the generated config it gives the role's installer, no installer
+// finding, and a config Talos v1.14.0-rc.1 accepts.
+func TestInstallerPatch114(t *testing.T) {
+	for role, s := range map[string]*schematic.Schematic{"controlplane": cpSchematic(), "worker": workerSchematic()} {
+		t.Run(role, func(t *testing.T) {
+			p, err := factory.FindProfile(factory.BuiltinProfiles(), role)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.TalosVersion = "v1.14.5"
+			patch, err := factory.InstallerPatch(p, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bytes.Contains(patch, []byte("\nmachine:")) {
+				t.Fatalf("a 1.14 patch sets .machine.install, which the node refuses beside the UnattendedInstallConfig:\n%s", patch)
+			}
+			// What the strategic merge makes of it: the generated document
+			// replaced by the patch's (machinery v1.13 cannot merge a 1.14 kind).
+			docs := strings.Split(string(readTestdata(t, "talos114/valid/"+role+".yaml")), "\n---\n")
+			replaced := 0
+			for i, d := range docs {
+				if strings.Contains(d, "\nkind: UnattendedInstallConfig\n") {
+					docs[i], replaced = strings.TrimSuffix(string(patch), "\n"), replaced+1
+				}
+			}
+			if replaced != 1 {
+				t.Fatalf("%d UnattendedInstallConfig documents in the fixture", replaced)
+			}
+			data := []byte(strings.Join(docs, "\n---\n"))
+			cfg := loadTestConfig2(t, data)
+			id, _ := factory.SchematicID(s)
+			if want := factory.NewInstallerRef("factory.talos.dev", id, "v1.14.5").String(); cfg.InstallImage != want || !cfg.UICDiskSelector {
+				t.Fatalf("installer %q (want %s), disk selector %v", cfg.InstallImage, want, cfg.UICDiskSelector)
+			}
+			for _, f := range node.InspectWith(cfg, node.InspectOptions{Booted: booted(s), Role: role}) {
+				if strings.Contains(string(f.Code), "install") {
+					t.Errorf("finding on the patched config: %+v", f)
+				}
+			}
+			if got := oracleValidate(t, data); got != "valid" {
+				t.Errorf("Talos 1.14 says %s", got)
+			}
+		})
 	}
 }

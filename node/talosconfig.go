@@ -118,7 +118,11 @@ func ParseTalosconfig(data []byte, contextName string) (*Talosconfig, error) {
 		return nil, fmt.Errorf("%w: context %q: client certificate and key: %s", ErrTalosconfig, name, sanitize(err.Error()))
 	}
 	if leaf, err := x509.ParseCertificate(t.cert.Certificate[0]); err == nil {
-		t.Roles = slices.Clone(leaf.Subject.Organization)
+		// Any string the certificate's issuer chose: printable and
+		// bounded from here on, as what a node reports.
+		for _, o := range leaf.Subject.Organization[:min(len(leaf.Subject.Organization), maxListItems)] {
+			t.Roles = append(t.Roles, printable(o, maxName))
+		}
 	}
 	return t, nil
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/talosflash/talosflash/node/nodetest"
 )
 
 func TestParseTalosconfigErrorsHoldNoSecrets(t *testing.T) {
@@ -43,5 +45,33 @@ func TestParseTalosconfigErrorsHoldNoSecrets(t *testing.T) {
 			}
 			assertNoSecret(t, good, err.Error())
 		})
+	}
+}
+
+// The client certificate's roles (its Organization, any string a CA put
+// there: the talosconfig may be someone else's) are kept escaped: the
+// CLI's and the app's "not os:admin" warnings printed them raw.
+func TestTalosconfigRolesEscaped(t *testing.T) {
+	pki, err := nodetest.NewPKI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := pki.Talosconfig("home", "os:reader\x1b[2J\u202e", "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc, err := ParseTalosconfig(data, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tc.Roles) != 1 || tc.Roles[0] != `os:reader\x1b[2J\u202e` || tc.IsAdmin() {
+		t.Fatalf("roles %q", tc.Roles)
+	}
+	admin, err := pki.Talosconfig("home", "os:admin", "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tc, err := ParseTalosconfig(admin, ""); err != nil || !tc.IsAdmin() {
+		t.Fatalf("os:admin: %v %v", tc, err)
 	}
 }

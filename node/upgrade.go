@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/blang/semver/v4"
+	"github.com/siderolabs/image-factory/pkg/schematic"
 	"github.com/siderolabs/talos/pkg/machinery/api/common"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/client"
@@ -46,6 +47,17 @@ type UpgradeOptions struct {
 	Wait    WaitOptions     // waiting for the node before and after the reboot
 	// OnPlan, if set, gets the checked plan before anything is sent (to show it).
 	OnPlan func(*UpgradeResult)
+	// Schematic, when set, is the schematic whose installer is used (a
+	// cluster's role image, e.g. from the inventory): the node is upgraded
+	// to it, and must come back with it, whatever it booted. Nil: the
+	// schematic the node booted.
+	Schematic *schematic.Schematic
+	// BeforeReboot, when set, runs once the new version is installed and
+	// before the node is rebooted (talosctl v1.14's --drain goes there:
+	// cmd/talosctl/cmd/talos/upgrade.go drains after the installer ran); on
+	// the legacy API, which reboots by itself, before MachineService.Upgrade.
+	// Its error stops the upgrade with the node not rebooted.
+	BeforeReboot func(ctx context.Context, res *UpgradeResult) error
 }
 
 // UpgradeResult is the plan and, unless a dry run, what happened.
@@ -53,7 +65,8 @@ type UpgradeResult struct {
 	Endpoint    string
 	From, To    string
 	Booted      *Booted // what the node booted (its schematic)
-	Image       string  // the installer: <factory host>/metal-installer/<node's schematic>:<To>
+	Image       string  // the installer: <factory host>/metal-installer/<schematic>:<To>
+	SchematicID string  // the installer's schematic: the node's booted one, or UpgradeOptions.Schematic's
 	Digest      string  // the installer's digest as the factory named it ("" if not said)
 	API         string  // "LifecycleService" (Talos >= 1.13) or "MachineService.Upgrade" (older)
 	UpToDate    bool    // already runs To: nothing to do
@@ -70,9 +83,17 @@ type UpgradeResult struct {
 	unanswered      string // a request sent without an answer (cut by ctx)
 }
 
-// lifecycleFrom is the first Talos with LifecycleService.Upgrade; talosctl
-// v1.14 uses it from ">1.13.0-alpha.2" and MachineService.Upgrade below.
-var lifecycleFrom = semver.MustParse("1.13.0")
+// lifecycleRange is where talosctl v1.14 uses LifecycleService.Upgrade
+// (cmd/talosctl/cmd/talos/upgrade.go talosUpgradeAPIVersionRange); below
+// it, MachineService.Upgrade. A pre-release such as v1.13.0-beta.1 is in it.
+var lifecycleRange = semver.MustParseRange(">1.13.0-alpha.2 <2.0.0")
+
+// UsesLifecycleService reports whether talosctl v1.14 upgrades a node
+// running version with LifecycleService.Upgrade.
+func UsesLifecycleService(version string) bool {
+	v, err := parseTalosVersion(version)
+	return err == nil && lifecycleRange(v)
+}
 
 func parseTalosVersion(v string) (semver.Version, error) {
 	if !strings.HasPrefix(v, "v") {
@@ -129,7 +150,7 @@ func planUpgrade(ctx context.Context, endpoint string, tc *Talosconfig, opts Upg
 		return res, s, fmt.Errorf("upgrade: the node reports %w", err)
 	}
 	res.API = "LifecycleService"
-	if from.LT(lifecycleFrom) {
+	if !lifecycleRange(from) {
 		res.API = "MachineService.Upgrade"
 	}
 	res.Booted, err = readBooted(cctx, s.c)
@@ -144,8 +165,14 @@ func planUpgrade(ctx context.Context, endpoint string, tc *Talosconfig, opts Upg
 		return res, s, fmt.Errorf("%w (%s booted the empty schematic: its installer is the generic one, without the Raspberry Pi overlay); "+
 			"refusing to upgrade with it: run talosctl upgrade --image with the installer from your talos/installer-<role>.yaml", ErrNoSchematic, s.endpoint)
 	}
+	res.SchematicID = res.Booted.SchematicID
+	if opts.Schematic != nil {
+		if res.SchematicID, err = factory.SchematicID(opts.Schematic); err != nil {
+			return res, s, fmt.Errorf("upgrade %s: the role's schematic: %w", s.endpoint, err)
+		}
+	}
 	switch {
-	case to.EQ(from):
+	case to.EQ(from) && res.SchematicID == res.Booted.SchematicID:
 		res.UpToDate = true
 		return res, s, nil
 	case to.LT(from):
@@ -154,7 +181,7 @@ func planUpgrade(ctx context.Context, endpoint string, tc *Talosconfig, opts Upg
 	if err := checkTargetExtensions(ctx, opts, res); err != nil {
 		return res, s, err
 	}
-	ref := factory.NewInstallerRef(opts.Factory.RegistryHost(), res.Booted.SchematicID, opts.To)
+	ref := factory.NewInstallerRef(opts.Factory.RegistryHost(), res.SchematicID, opts.To)
 	res.Image = ref.String()
 	opts.Wait.Progress(fmt.Sprintf("%s: checking %s on the factory (a first request builds it, this can take minutes)", s.endpoint, res.Image))
 	res.Digest, err = opts.Factory.InstallerDigest(ctx, ref)
@@ -168,10 +195,14 @@ func planUpgrade(ctx context.Context, endpoint string, tc *Talosconfig, opts Upg
 // of the node's extensions: the installer would drop it (for Newt: the
 // tunnel, for an ExtensionServiceConfig-dependent extension: worse).
 func checkTargetExtensions(ctx context.Context, opts UpgradeOptions, res *UpgradeResult) error {
-	if res.Booted.Schematic == nil {
+	sc := res.Booted.Schematic
+	if opts.Schematic != nil {
+		sc = opts.Schematic
+	}
+	if sc == nil {
 		return nil // the node's Talos does not carry the schematic YAML: the factory's build decides
 	}
-	want := res.Booted.Schematic.Customization.SystemExtensions.OfficialExtensions
+	want := sc.Customization.SystemExtensions.OfficialExtensions
 	if len(want) == 0 {
 		return nil
 	}
@@ -254,6 +285,11 @@ func Upgrade(ctx context.Context, endpoint string, tc *Talosconfig, opts Upgrade
 		}
 	}
 	if res.API == "MachineService.Upgrade" {
+		if opts.BeforeReboot != nil {
+			if err := opts.BeforeReboot(ctx, res); err != nil {
+				return res, stopped(err)
+			}
+		}
 		progress("MachineService.Upgrade with %s", res.Image)
 		if ctx.Err() != nil {
 			return res, stopped(ctx.Err())
@@ -274,6 +310,11 @@ func Upgrade(ctx context.Context, endpoint string, tc *Talosconfig, opts Upgrade
 		// It installs and reboots by itself.
 		res.Phase, res.InstallerRun, res.RebootRequested = PhaseRebootRequested, true, true
 	} else {
+		if opts.BeforeReboot != nil {
+			if err := opts.BeforeReboot(ctx, res); err != nil {
+				return res, stopped(err)
+			}
+		}
 		progress("rebooting into the new installation")
 		if ctx.Err() != nil {
 			return res, stopped(ctx.Err())
@@ -315,8 +356,8 @@ func Upgrade(ctx context.Context, endpoint string, tc *Talosconfig, opts Upgrade
 	if after != nil {
 		res.BootedAfter = after.SchematicID
 	}
-	if res.BootedAfter != res.Booted.SchematicID {
-		return res, fmt.Errorf("%w: %s came back with schematic %q, not %s", ErrUpgradeFailed, s.endpoint, res.BootedAfter, res.Booted.SchematicID)
+	if res.BootedAfter != res.SchematicID {
+		return res, fmt.Errorf("%w: %s came back with schematic %q, not %s", ErrUpgradeFailed, s.endpoint, res.BootedAfter, res.SchematicID)
 	}
 	res.Healthy, res.Phase = true, PhaseHealthy
 	progress("running %s, schematic %s, services healthy", opts.To, factory.ShortID(res.BootedAfter))
@@ -388,6 +429,7 @@ func (s *session) lifecycleUpgrade(ctx context.Context, res *UpgradeResult, prog
 	case -1:
 		return fmt.Errorf("%w: %s: the installer stream ended without an exit code", ErrUpgradeFailed, s.endpoint)
 	}
+	res.Phase = PhaseInstallFailed
 	return fmt.Errorf("%w: %s: the installer exited with code %d (last message: %s); the node was not rebooted", ErrUpgradeFailed, s.endpoint, exit, last)
 }
 

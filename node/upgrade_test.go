@@ -241,3 +241,29 @@ func TestUpgradeLegacyRefusedIsNotInstallerSent(t *testing.T) {
 		t.Fatalf("result %+v after the node refused (legacy calls %d)", res, n.LegacyUpgrades())
 	}
 }
+
+// talosctl v1.14 upgrades a pre-release of 1.13 past alpha.2 with
+// LifecycleService (talosUpgradeAPIVersionRange ">1.13.0-alpha.2"); before
+// this fix talosflash compared with 1.13.0 and sent the legacy call.
+func TestUpgradeAPIOfPreReleases(t *testing.T) {
+	e := newUpgradeEnv(t)
+	for from, api := range map[string]string{"v1.13.0-beta.1": "LifecycleService", "v1.13.0-alpha.3": "LifecycleService", "v1.13.0-alpha.2": "MachineService.Upgrade"} {
+		t.Run(from, func(t *testing.T) {
+			n := nodetest.StartNode(t, nodetest.NodeOptions{PKI: e.pki, TalosVersion: from, Schematic: e.cp.Schematic(), Bootstrapped: true})
+			var log progressLog
+			o := e.opts(&log)
+			o.To = "v1.13.0"
+			res, err := Upgrade(context.Background(), n.Addr(), e.tc, o)
+			if err != nil {
+				t.Fatalf("Upgrade: %v\n%s", err, log.text())
+			}
+			legacy := 0
+			if api == "MachineService.Upgrade" {
+				legacy = 1
+			}
+			if res.API != api || n.LegacyUpgrades() != legacy || n.RunningVersion() != "v1.13.0" || !res.Healthy || UsesLifecycleService(from) != (legacy == 0) {
+				t.Fatalf("from %s: API %s, legacy calls %d, running %s, healthy %v", from, res.API, n.LegacyUpgrades(), n.RunningVersion(), res.Healthy)
+			}
+		})
+	}
+}

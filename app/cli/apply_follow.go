@@ -1,20 +1,14 @@
 package cli
 
 import (
-	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"strings"
 	"time"
 
-	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/app/plan"
-	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/imaging/devices"
-	"github.com/talosflash/talosflash/inventory"
-	"github.com/talosflash/talosflash/node"
 )
 
 func init() {
@@ -36,66 +30,6 @@ type followFlags struct{ every time.Duration }
 
 func (f *followFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.every, "interval", 5*time.Second, "with --inventory --talosconfig: time between reads of each node while following it")
-}
-
-// followStep follows the nodes just configured (bootstrapped: after the
-// bootstrap, only the control planes, until they run). The error is the
-// first stuck node's (exit 7), else a timeout (exit 3).
-func followStep(ctx context.Context, env Env, f *applyFlags, inf *applyInventoryFlags, tc *node.Talosconfig,
-	profiles []factory.Profile, nodes []inventory.Node, bootstrapped bool) error {
-	if len(nodes) == 0 {
-		return nil
-	}
-	var targets []plan.StatusTarget
-	for _, n := range nodes {
-		j := plan.NodeApplyJob{Node: n, Port: inf.port}
-		targets = append(targets, plan.StatusTarget{Hostname: n.Hostname, Role: n.Role, Profile: n.Profile, Endpoint: j.Endpoint()})
-	}
-	what := "following each node until it runs its config"
-	if bootstrapped {
-		what = "following the control plane until it runs after the bootstrap"
-	}
-	fmt.Fprintf(env.Stderr, "%s (at most %s; Ctrl-C stops following, not the nodes)\n", what, plan.Minutes(inf.wait))
-	out := contract.NewWriter(env.Stdout)
-	emit := func(ns plan.NodeStatus) {
-		now := time.Now()
-		fmt.Fprintln(env.Stderr, followLine(ns, now))
-		if f.jsonOut {
-			_ = out.Answer(contract.TypeNodeStatus, nodeStatusJSON(ns, now)) // write errors are dropped (Writer)
-		}
-	}
-	results, err := plan.Follow(ctx, targets, plan.FollowOptions{
-		WatchOptions: plan.WatchOptions{Check: plan.StatusCheck{Profiles: profiles}, Interval: inf.follow.every,
-			CallTimeout: f.timeout, Talosconfig: tc},
-		Wait: inf.wait, Bootstrapped: bootstrapped,
-	}, emit)
-	if err != nil {
-		return err // interrupted, or a node's address that cannot be dialled
-	}
-	var stuck, late error
-	for _, r := range results {
-		line := fmt.Sprintf("%s: %s", r.Status.Target.Name(), r.Message)
-		if f.jsonOut {
-			fmt.Fprintln(env.Stderr, line)
-			_ = out.Answer(contract.TypeFollow, followJSON(r, bootstrapped))
-		} else {
-			fmt.Fprintln(env.Stdout, line)
-		}
-		switch r.Outcome {
-		case plan.FollowStuck:
-			if stuck == nil {
-				stuck = withCode(contract.ExitConfig, errors.New(r.Message))
-			}
-		case plan.FollowTimeout:
-			if late == nil {
-				late = withCode(contract.ExitNetwork, errors.New(r.Message))
-			}
-		}
-	}
-	if stuck != nil {
-		return stuck
-	}
-	return late
 }
 
 // followLine is one change of a followed node, for stderr.

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/talosflash/talosflash/app/contract"
+	"github.com/talosflash/talosflash/app/plan"
+	"github.com/talosflash/talosflash/imaging/devices"
 	"github.com/talosflash/talosflash/node"
 )
 
@@ -73,16 +75,60 @@ func runBootstrap(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	progressOut := env.Stdout
-	if jsonOut {
-		progressOut = env.Stderr
-	}
+	p := newBootstrapPrinter(jsonOut, env, tcf.path)
 	warnNotAdmin(env, tc)
-	res, err := node.Bootstrap(ctx, endpoint, tc, node.WaitOptions{
+	out, err := plan.Bootstrap(ctx, plan.BootstrapJob{Endpoint: endpoint, Talosconfig: tc, Wait: node.WaitOptions{
 		Timeout:  timeout,
-		Progress: func(s string) { fmt.Fprintf(progressOut, "%s %s\n", time.Now().Format("15:04:05"), s) },
-	})
-	if jsonOut && res != nil {
+		Progress: p.Progress,
+	}})
+	return p.Done(ctx, out.BootstrapResult, err)
+}
+
+// bootstrapPrinter shows `talosflash bootstrap` (plan.Bootstrap): a text
+// and a JSON printer.
+type bootstrapPrinter interface {
+	Progress(line string)
+	// Done shows the result (res: what was sent, nil when nothing was)
+	// and returns the command's error.
+	Done(ctx context.Context, res *node.BootstrapResult, err error) error
+}
+
+func newBootstrapPrinter(jsonOut bool, env Env, tcPath string) bootstrapPrinter {
+	if jsonOut {
+		return &bootstrapJSON{env: env}
+	}
+	return &bootstrapText{env: env, tcPath: tcPath}
+}
+
+// bootstrapText: progress and the result on stdout.
+type bootstrapText struct {
+	env    Env
+	tcPath string
+}
+
+func (p *bootstrapText) Progress(s string) {
+	fmt.Fprintf(p.env.Stdout, "%s %s\n", time.Now().Format("15:04:05"), s)
+}
+
+func (p *bootstrapText) Done(ctx context.Context, res *node.BootstrapResult, err error) error {
+	if err != nil {
+		return waitExit(ctx, err)
+	}
+	fmt.Fprintf(p.env.Stdout, "bootstrapped etcd on %s (Talos %s). Next: talosflash kubeconfig --node %s --talosconfig %s (or %s)\n",
+		res.Endpoint, res.TalosVersion, res.Endpoint, devices.ShellJoin([]string{p.tcPath}), node.Talosctl(p.tcPath, res.Endpoint, "kubeconfig"))
+	return nil
+}
+
+// bootstrapJSON: progress on stderr, the result as one JSON line on
+// stdout (also when it failed after sending something).
+type bootstrapJSON struct{ env Env }
+
+func (p *bootstrapJSON) Progress(s string) {
+	fmt.Fprintf(p.env.Stderr, "%s %s\n", time.Now().Format("15:04:05"), s)
+}
+
+func (p *bootstrapJSON) Done(ctx context.Context, res *node.BootstrapResult, err error) error {
+	if res != nil {
 		j := map[string]any{
 			"node": res.Endpoint, "talos_version": res.TalosVersion, "attempts": res.Attempts, "etcd_healthy": res.EtcdHealthy,
 			"bootstrap_sent": res.Attempts > 0, "accepted": res.Accepted,
@@ -91,19 +137,11 @@ func runBootstrap(ctx context.Context, args []string, env Env) error {
 		if errors.As(err, &ie) {
 			j["interrupted"] = ie.State // what was sent, the state of the node
 		}
-		if jerr := contract.WriteAnswer(env.Stdout, contract.TypeBootstrap, j); jerr != nil && err == nil {
+		if jerr := contract.WriteAnswer(p.env.Stdout, contract.TypeBootstrap, j); jerr != nil && err == nil {
 			return jerr
 		}
 	}
-	if err != nil {
-		return waitExit(ctx, err)
-	}
-	if jsonOut {
-		return nil
-	}
-	fmt.Fprintf(env.Stdout, "bootstrapped etcd on %s (Talos %s). Next: talosctl --talosconfig %s kubeconfig -n %s\n",
-		res.Endpoint, res.TalosVersion, tcf.path, hostOf(res.Endpoint))
-	return nil
+	return waitExit(ctx, err)
 }
 
 func warnNotAdmin(env Env, tc *node.Talosconfig) {

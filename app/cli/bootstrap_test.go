@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -59,7 +60,11 @@ func TestBootstrapCommand(t *testing.T) {
 	if code != contract.ExitOK || !n.Bootstrapped() || n.Bootstraps() != 1 {
 		t.Fatalf("exit %d, bootstrapped %v (%d calls)\n%s%s", code, n.Bootstrapped(), n.Bootstraps(), stdout, stderr)
 	}
-	for _, want := range []string{"waiting for the Talos API", "bootstrapping etcd", "etcd is running and healthy", "bootstrapped etcd on " + n.Addr()} {
+	host, _, _ := net.SplitHostPort(n.Addr())
+	// The next step as a command that works with gen config's talosconfig
+	// (endpoints: []): it named no endpoint ("talosctl ... kubeconfig -n IP").
+	next := "Next: talosflash kubeconfig --node " + n.Addr() + " --talosconfig " + tc + " (or talosctl --talosconfig " + tc + " --nodes " + host + " --endpoints " + n.Addr() + " kubeconfig)"
+	for _, want := range []string{"waiting for the Talos API", "bootstrapping etcd", "etcd is running and healthy", "bootstrapped etcd on " + n.Addr(), next} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("stdout lacks %q:\n%s", want, stdout)
 		}

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"os"
+
 	"strings"
 
 	"github.com/dustin/go-humanize"
@@ -107,18 +110,19 @@ func runCard(_ context.Context, args []string, env Env) error {
 	switch {
 	case errors.Is(err, inventory.ErrNotACard):
 		return usageErrorf("card: %s is not a disk or an image file", path)
+	case errors.Is(err, os.ErrNotExist): // a path that names nothing: the usage's mistake (docs/JSON.md)
+		return withCode(contract.ExitUsage, fmt.Errorf("card: %w", err))
 	case err != nil:
 		return withCode(contract.ExitDevice, fmt.Errorf("card: %w", err))
 	}
 
 	out := describeCard(rep, path, size)
 
-	if jsonOut {
-		if err := contract.WriteAnswer(env.Stdout, contract.TypeCard, out); err != nil {
-			return err
-		}
-	} else {
-		printCard(env, out)
+	if err := newAnswerPrinter(jsonOut, env).Answer(contract.TypeCard, out, func(w io.Writer) error {
+		printCard(w, out)
+		return nil
+	}); err != nil {
+		return err
 	}
 
 	if out.Incomplete {
@@ -197,8 +201,7 @@ func copyState(err error) string {
 // printCard prints the card as text. Every string read from the card (its
 // partition names, what META holds) is shown escaped (printable.String): a
 // crafted card cannot clear the screen or forge a line.
-func printCard(env Env, c cardJSON) {
-	w := env.Stdout
+func printCard(w io.Writer, c cardJSON) {
 	p := printable.String
 	fmt.Fprintf(w, "%s: %s\n", p(c.Path), humanize.IBytes(uint64(c.Size)))
 

@@ -103,6 +103,21 @@ func TestCardBlankAndNotTalos(t *testing.T) {
 	}
 }
 
+// A card or image file that does not exist is the usage's mistake, exit 2
+// as docs/JSON.md says (it was 5, a device refusal), with a line that says
+// so, and the JSON error line carries that code.
+func TestCardThatDoesNotExistIsUsage(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "nonexist.img")
+	code, _, stderr := cliRun(t, "card", missing)
+	if code != contract.ExitUsage || !strings.Contains(stderr, missing+" does not exist") || strings.Contains(stderr, "stat ") {
+		t.Fatalf("exit %d, want %d: %s", code, contract.ExitUsage, stderr)
+	}
+	code, stdout, _ := cliRun(t, "card", "--json", missing)
+	if ev := lastEvent(jsonEvents(t, stdout), "error"); code != contract.ExitUsage || ev == nil || ev["code"] != float64(contract.ExitUsage) {
+		t.Fatalf("--json: exit %d: %s", code, stdout)
+	}
+}
+
 // A real block device, read-only.
 func TestCardLoopDevice(t *testing.T) {
 	if os.Geteuid() != 0 {

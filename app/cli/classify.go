@@ -47,7 +47,7 @@ func classify(err error) int {
 		return contract.ExitNetwork
 	case errors.As(err, &writeErr), errors.As(err, &ioErr), errors.Is(err, imaging.ErrIncomplete):
 		return contract.ExitWrite
-	case errors.Is(err, node.ErrInvalidConfig):
+	case errors.Is(err, node.ErrInvalidConfig), errors.Is(err, factory.ErrBlocked):
 		return contract.ExitConfig
 	case errors.Is(err, node.ErrRefused):
 		return contract.ExitApply

@@ -10,10 +10,12 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"regexp"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/internal/editdistance"
@@ -30,7 +32,7 @@ type Env struct {
 	Stdout, Stderr io.Writer
 }
 
-const usageText = `talosflash: flash Talos Linux for Raspberry Pi onto SD cards, then configure the nodes.
+var usageText = `talosflash: flash Talos Linux for Raspberry Pi onto SD cards, then configure the nodes.
 
 Usage:
   talosflash [gui] [--factory URL] [--profiles FILE]   start the desktop app
@@ -47,7 +49,8 @@ Commands:
   bootstrap   wait for the configured control plane node, then bootstrap etcd once
   status      how each configured node is: stage, services, etcd; why it is stuck (--watch)
   kubeconfig  fetch the cluster's admin kubeconfig and merge it into ~/.kube/config
-  upgrade     upgrade nodes one by one with their own schematic's installer
+  patch       patch a running node's config: diff, appended lists flagged, its dry run, apply
+  upgrade     upgrade nodes one by one with their own schematic's installer (--inventory: the cluster, drained)
   outdated    list newer Talos/extension versions for installer files (--write)
   inventory   init or check the cluster inventory (talosflash.yaml)
   card        read a card back: Talos image, META keys, the node written on it
@@ -59,11 +62,11 @@ Examples:
   talosflash apply --node 192.168.1.50 --file controlplane.yaml
 
 Run "talosflash <command> -h" for a command's flags.
-Exit codes: 0 ok, 1 internal, 2 usage, 3 network, 4 verify mismatch,
-5 device refused, 6 write I/O error, 7 config invalid, 8 node refused,
-9 image corrupt or not an image, 10 cache/storage unusable,
-130 interrupted (143 SIGTERM, 129 SIGHUP).
-`
+` + exitCodesText
+
+// exitCodesText is contract.ExitCodes in a few lines (docs/JSON.md has
+// what each means).
+var exitCodesText = strings.Join(wrapWords("Exit codes: "+contract.ExitSummary()+" (143 SIGTERM, 129 SIGHUP).", 72), "\n") + "\n"
 
 // Main runs the CLI with args (without the program name) and returns the
 // process exit code.
@@ -119,6 +122,9 @@ func signalContext() (ctx context.Context, caught func() os.Signal, stop func())
 }
 
 func run(ctx context.Context, args []string, env Env) error {
+	if err := pkexecGate(args); err != nil {
+		return err
+	}
 	if len(args) == 0 {
 		fmt.Fprint(env.Stderr, usageText)
 		return usageErrorf("no command given")
@@ -145,6 +151,8 @@ func run(ctx context.Context, args []string, env Env) error {
 		return runKubeconfig(ctx, rest, env)
 	case "upgrade":
 		return runUpgrade(ctx, rest, env)
+	case "patch":
+		return runPatch(ctx, rest, env)
 	case "outdated":
 		return runOutdated(ctx, rest, env)
 	case "inventory":
@@ -152,8 +160,7 @@ func run(ctx context.Context, args []string, env Env) error {
 	case "card":
 		return runCard(ctx, rest, env)
 	case "version", "--version", "-version":
-		fmt.Fprintf(env.Stdout, "talosflash %s\n", Version)
-		return nil
+		return runVersion(rest, env)
 	case "help", "-h", "--help":
 		if len(rest) > 0 && rest[0] != "help" && commandHelp[rest[0]].synopsis != "" {
 			return run(ctx, []string{rest[0], "-h"}, env) // "help flash" = "flash -h"
@@ -174,20 +181,78 @@ func run(ctx context.Context, args []string, env Env) error {
 	return usageErrorf("unknown command %q%s (see: talosflash --help)", cmd, didYouMean(cmd, names))
 }
 
+// runVersion prints talosflash's version (--json: the version line).
+func runVersion(args []string, env Env) error {
+	var jsonOut bool
+	fs := newFlagSet("version", env)
+	fs.BoolVar(&jsonOut, "json", false, "print JSON")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	return newAnswerPrinter(jsonOut, env).Answer(contract.TypeVersion, map[string]string{"version": Version}, func(w io.Writer) error {
+		_, err := fmt.Fprintf(w, "talosflash %s\n", Version)
+		return err
+	})
+}
+
+// Flag errors of the flag package, which names a flag with one dash
+// whatever was typed ("-hostnme").
+var (
+	flagUndefined = regexp.MustCompile(`^flag provided but not defined: -+(.*)$`)
+	flagBadBool   = regexp.MustCompile(`^invalid boolean value (".*") for -+(\S+): `)
+	flagBadValue  = regexp.MustCompile(`^invalid value (".*") for flag -+(\S+): (.*)$`)
+	flagNoValue   = regexp.MustCompile(`^flag needs an argument: -+(.*)$`)
+)
+
+// FlagError is a parse error of fs (the CLI's, the app's) the way the docs
+// write flags, --name, with what a value should be and the closest flag to
+// an unknown one: "flash: unknown flag --hostnme; did you mean --hostname?
+// (see: talosflash flash -h)".
+func FlagError(fs *flag.FlagSet, err error) error {
+	msg := err.Error()
+	if m := flagUndefined.FindStringSubmatch(msg); m != nil {
+		msg = "unknown flag --" + m[1] + flagSuggestion(fs, m[1])
+	} else if m := flagBadBool.FindStringSubmatch(msg); m != nil {
+		msg = "--" + m[2] + " " + m[1] + ": want true or false"
+	} else if m := flagBadValue.FindStringSubmatch(msg); m != nil {
+		msg = "--" + m[2] + " " + m[1] + ": " + valueWant(fs.Lookup(m[2]), m[3])
+	} else if m := flagNoValue.FindStringSubmatch(msg); m != nil {
+		msg = "--" + m[1] + " needs a value"
+	}
+	return fmt.Errorf("%s: %s (see: talosflash %s -h)", fs.Name(), msg, fs.Name())
+}
+
+// valueWant says what f's value should be, for the flag package's "parse
+// error" (its own words otherwise: a flag.Value's Set error).
+func valueWant(f *flag.Flag, detail string) string {
+	if f == nil || !strings.HasSuffix(detail, "parse error") && !strings.HasSuffix(detail, "value out of range") {
+		return detail
+	}
+	g, ok := f.Value.(flag.Getter)
+	if !ok {
+		return detail
+	}
+	switch g.Get().(type) {
+	case time.Duration:
+		return "want a duration such as 30s, 2m or 1h"
+	case int, int64, uint, uint64:
+		return "want a whole number"
+	case float64:
+		return "want a number"
+	}
+	return detail
+}
+
 // flagSuggestion names the shown flag closest to an undefined one ("" when
 // none is close): `--rol` -> "; did you mean --role?".
-func flagSuggestion(fs *flag.FlagSet, err error) string {
-	name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: ")
-	if !ok {
-		return ""
-	}
+func flagSuggestion(fs *flag.FlagSet, name string) string {
 	var names []string
 	fs.VisitAll(func(f *flag.Flag) {
 		if !hiddenFlags[f.Name] {
 			names = append(names, f.Name)
 		}
 	})
-	if s := closest(strings.TrimLeft(name, "-"), names); s != "" {
+	if s := closest(name, names); s != "" {
 		return "; did you mean --" + s + "?"
 	}
 	return ""
@@ -226,6 +291,12 @@ func newFlagSet(name string, env Env) *flag.FlagSet {
 }
 
 func parseFlags(fs *flag.FlagSet, args []string) error {
+	return parseFlagsGated(fs, args, nil)
+}
+
+// parseFlagsGated is parseFlags with gate (when not nil) run right after
+// parsing, before checkFlags reads or judges anything.
+func parseFlagsGated(fs *flag.FlagSet, args []string, gate func() error) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			if out, ok := fs.Output().(flagOutput); ok {
@@ -233,7 +304,12 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 			}
 			return err
 		}
-		return withCode(contract.ExitUsage, fmt.Errorf("%s: %w%s (see: talosflash %s -h)", fs.Name(), err, flagSuggestion(fs, err), fs.Name()))
+		return withCode(contract.ExitUsage, FlagError(fs, err))
+	}
+	if gate != nil {
+		if err := gate(); err != nil {
+			return err
+		}
 	}
 	if fs.NArg() > 0 {
 		return usageErrorf("%s: unexpected argument %q", fs.Name(), fs.Arg(0))
@@ -279,9 +355,9 @@ var commandHelp = map[string]help{
 		order:    []string{"role", "installer", "installer-file", "register", "json"},
 	},
 	"profiles": {
-		synopsis: "talosflash profiles [--profiles FILE]",
+		synopsis: "talosflash profiles [--profiles FILE] [--json]",
 		about:    "List the built-in roles and your custom profiles with their Talos version,\nextensions and schematic ID.",
-		example:  "talosflash profiles --profiles profiles.yaml",
+		example:  "talosflash profiles --profiles profiles.yaml\ntalosflash profiles --json",
 	},
 	"devices": {
 		synopsis: "talosflash devices [--allow-loop] [--json]",
@@ -295,6 +371,11 @@ var commandHelp = map[string]help{
 			"of /22 or smaller.",
 		example: "talosflash nodes\ntalosflash nodes --subnet 192.168.1.0/24 --json",
 		order:   []string{"subnet", "json"},
+	},
+	"version": {
+		synopsis: "talosflash version [--json]",
+		about:    "Print talosflash's version.",
+		example:  "talosflash version\ntalosflash version --json",
 	},
 	"apply": {
 		synopsis: "talosflash apply --node IP --file CONFIG [flags]",

@@ -236,7 +236,7 @@ func TestExitCodes(t *testing.T) {
 	}{
 		{"no command", nil, contract.ExitUsage, "no command"},
 		{"unknown command", []string{"frobnicate"}, contract.ExitUsage, "unknown command"},
-		{"bad flag", []string{"--flash", "--colour"}, contract.ExitUsage, "flag provided but not defined"},
+		{"bad flag", []string{"--flash", "--colour"}, contract.ExitUsage, "unknown flag --colour"},
 		{"no device", []string{"--flash", "--role", "worker"}, contract.ExitUsage, "--device is required"},
 		{"unknown role", append([]string{"--flash", "--role", "master", "--device", card, "--yes", "--create-file"}, common...), contract.ExitUsage, `unknown profile "master"`},
 		{"bad profile yaml", append([]string{"--flash", "--role", "edge", "--profiles", badProfiles, "--device", card, "--yes", "--create-file"}, common...), contract.ExitUsage, `unknown field "extension"`},

@@ -20,6 +20,30 @@ import (
 // child of a real run writes block devices only.
 var ElevatedFileTargets = false
 
+// underPkexec says this process runs as root through pkexec (which sets
+// PKEXEC_UID to its caller's uid).
+func underPkexec() bool { return os.Geteuid() == 0 && os.Getenv("PKEXEC_UID") != "" }
+
+// UnderPkexec is underPkexec for main: the app is never started so.
+func UnderPkexec() bool { return underPkexec() }
+
+// pkexecGate refuses, under pkexec, everything but the elevated write of
+// a flash (the command line elevate.Args.List starts with): the polkit
+// action names this program and asks for the administrator's password to
+// "write the image to the SD card", and any program the user runs can ask
+// pkexec for it with arguments of its own (another command reading a
+// root-only file and quoting it, writing a file as root).
+func pkexecGate(args []string) error {
+	if !underPkexec() || len(args) >= 2 && args[0] == "--flash" && args[1] == "--elevated" {
+		return nil
+	}
+	return usageErrorf("under pkexec talosflash runs only the elevated write of a flash started by talosflash itself (talosflash --flash --elevated ...)")
+}
+
+// afterElevatedGate runs once the root child's gate passed (tests swap its
+// target there).
+var afterElevatedGate = func() {}
+
 // checkElevated is the root child's gate, before it opens, reads or creates
 // anything: it runs as root on its command line, which anyone allowed to
 // run pkexec chooses. It takes exactly the flags elevate.Args.List emits
@@ -55,13 +79,15 @@ func checkElevated(fs *flag.FlagSet, f *flashFlags) error {
 			return err
 		}
 	}
+	afterElevatedGate()
 	return nil
 }
 
 // elevatedTarget refuses a target that is not an existing block device:
 // a regular file written as root would plant or overwrite any file. Stat
-// follows a symlink (to the device it names, which Check and Open then
-// judge as that device) and never creates or opens anything.
+// follows a symlink and never creates or opens anything. It is the early
+// word only: a symlink may name a file by the time of the open, which
+// devices.Options.BlockOnly refuses there.
 func elevatedTarget(d string) error {
 	if ElevatedFileTargets {
 		return nil

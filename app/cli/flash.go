@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"runtime"
 	"runtime/debug"
 	"strings"
 
@@ -33,7 +32,7 @@ type imageFlags struct {
 	nodes            []inventory.Node
 	inventoryVersion string
 
-	factory *factory.Client // one client (and HTTP client) per run
+	settings *plan.Settings // the run's profiles and factory client (load)
 }
 
 func (f *imageFlags) register(fs *flag.FlagSet) {
@@ -47,72 +46,65 @@ func (f *imageFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.format, "format", plan.DefaultFormat, "factory download format: zst or xz")
 }
 
-// client is the run's Image Factory client; its HTTP client also downloads.
-func (f *imageFlags) client() *factory.Client {
-	if f.factory == nil {
-		f.factory = factory.NewClient(f.factoryURL, nil)
+// load applies the run's defaults once (plan.LoadSettings): --profiles and
+// --factory, else those of the inventory (flash --inventory; "" none).
+func (f *imageFlags) load(inventoryFile string) (*plan.Settings, error) {
+	if f.settings == nil {
+		s, err := loadSettings(plan.Defaults{Inventory: inventoryFile, ProfilesFile: f.profiles, FactoryURL: f.factoryURL})
+		if err != nil {
+			return nil, err
+		}
+		f.settings = s
 	}
-	return f.factory
+	return f.settings, nil
 }
 
-// profile resolves --role/--profiles/--version/--arch into one profile.
-func (f *imageFlags) profile() (factory.Profile, error) {
-	all, err := loadProfiles(f.profiles)
-	if err != nil {
-		return factory.Profile{}, err
-	}
-	p, err := factory.FindProfile(all, f.role)
-	if err != nil {
-		return factory.Profile{}, withCode(contract.ExitUsage, err)
-	}
-	if f.version != "" {
-		if err := factory.ValidateVersion(f.version); err != nil {
-			return factory.Profile{}, withCode(contract.ExitUsage, err)
-		}
-		p.TalosVersion = f.version
-	}
-	if f.arch != "" {
-		p.Arch = f.arch
-	}
-	return p, nil
-}
+// client is the run's Image Factory client (one HTTP client per run,
+// which also downloads); the settings are loaded already.
+func (f *imageFlags) client() *factory.Client { return f.settings.Factory }
 
 // loadProfiles is the builtin roles, overridden and extended by the user's
-// profile file when one is given.
+// profile file when one is given (plan.LoadSettings).
 func loadProfiles(path string) ([]factory.Profile, error) {
-	if path == "" {
-		return factory.BuiltinProfiles(), nil
-	}
-	all, err := factory.LoadProfiles(path)
+	s, err := loadSettings(plan.Defaults{ProfilesFile: path})
 	if err != nil {
-		return nil, withCode(contract.ExitUsage, err)
+		return nil, err
 	}
-	return all, nil
+	return s.Profiles, nil
 }
 
-// resolve turns the flags into exactly one image choice: plan.ChooseImage
-// decides, with the inventory's nodes when flash names them; a choice that
-// contradicts them is bad usage (exit 2), refused before anything is touched.
+// resolve turns the flags into exactly one image choice (resolveCards, for
+// a choice without several nodes' images).
 func (f *imageFlags) resolve(ctx context.Context, register bool) (*plan.Image, plan.Obligations, error) {
-	var all []factory.Profile
-	if f.profiles != "" { // the built-ins otherwise (plan's default)
-		var err error
-		if all, err = loadProfiles(f.profiles); err != nil {
-			return nil, plan.Obligations{}, err
-		}
+	ims, obl, err := f.resolveCards(ctx, register)
+	if err != nil {
+		return nil, obl, err
+	}
+	return ims[0], obl, nil
+}
+
+// resolveCards turns the flags into the image of each card: plan.ChooseImages
+// decides, with the inventory's nodes when flash names them (one image per
+// node, nodes of one profile sharing it; without nodes, one image); a
+// choice that contradicts them is bad usage (exit 2), refused before
+// anything is touched.
+func (f *imageFlags) resolveCards(ctx context.Context, register bool) ([]*plan.Image, plan.Obligations, error) {
+	s, err := f.load("")
+	if err != nil {
+		return nil, plan.Obligations{}, err
 	}
 	if f.image != "" {
 		if _, err := os.Stat(f.image); err != nil {
 			return nil, plan.Obligations{}, withCode(contract.ExitUsage, fmt.Errorf("image file: %w", err))
 		}
 	}
-	im, obl, err := plan.ChooseImage(ctx, plan.Choice{
+	ims, obl, err := plan.ChooseImages(ctx, plan.Choice{
 		Role: f.role, InstallerRef: f.installer, InstallerFile: f.installerFile, ImageFile: f.image,
-		Nodes: f.nodes, Profiles: all, Version: f.version, InventoryVersion: f.inventoryVersion,
-		Arch: f.arch, Format: f.format, Factory: f.client(), Register: register, Lookup: true,
+		Nodes: f.nodes, Profiles: s.Profiles, Version: f.version, InventoryVersion: f.inventoryVersion,
+		Arch: f.arch, Format: f.format, Factory: s.Factory, Register: register, Lookup: true,
 		AllowUnknown: f.allowUnknown,
 	})
-	return im, obl, choiceError(err)
+	return ims, obl, choiceError(err)
 }
 
 // doorFlags are the flags that choose an image, as the CLI names plan's doors.
@@ -155,11 +147,13 @@ type flashFlags struct {
 	// received is the elevated child's image, as its parent sends it on
 	// stdin (never a path the child opens).
 	received *elevate.Received
-	nodes    nodeFlags // --inventory --hostname (inventory_flash.go)
+	streams  []*elevate.Received // per card, with several images (--card-image)
+	nodes    nodeFlags           // --inventory --hostname (inventory_flash.go)
 }
 
-func runFlash(ctx context.Context, args []string, env Env) error {
-	var f flashFlags
+// flashFlagSet is flash's FlagSet, every flag bound to f (the elevated
+// child's gate is tested against all of them).
+func flashFlagSet(env Env, f *flashFlags) *flag.FlagSet {
 	fs := newFlagSet("flash", env)
 	f.imageFlags.register(fs)
 	fs.StringVar(&f.image, "image", "", "local image file, .raw.xz, .raw.zst, .raw.gz or .raw (no download)")
@@ -176,22 +170,30 @@ func runFlash(ctx context.Context, args []string, env Env) error {
 	fs.StringVar(&f.cacheDir, "cache-dir", "", "image cache directory (default: user cache dir)")
 	fs.BoolVar(&f.elevated, "elevated", false, "internal: this process is the privileged write step")
 	f.nodes.register(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
+	return fs
+}
+
+func runFlash(ctx context.Context, args []string, env Env) error {
+	var f flashFlags
+	fs := flashFlagSet(env, &f)
+	// The root child's gate (elevated.go) runs right after parsing, before
+	// the flag checks every command shares: those read files (--profiles)
+	// and quote them.
+	gate := func() error {
+		if !f.elevated && underPkexec() {
+			// pkexec runs us as root on any arguments: only the child's.
+			return usageErrorf("flash: under pkexec talosflash runs only the elevated write of a flash started by talosflash itself")
+		}
+		if !f.elevated {
+			return nil
+		}
+		return checkElevated(fs, &f)
 	}
-	if !f.elevated && os.Geteuid() == 0 && os.Getenv("PKEXEC_UID") != "" {
-		// pkexec runs us as root on any arguments: only the child's.
-		return usageErrorf("flash: under pkexec talosflash runs only the elevated write of a flash started by talosflash itself")
+	if err := parseFlagsGated(fs, args, gate); err != nil {
+		return err
 	}
 	if len(f.devices) == 0 {
 		return usageErrorf("flash: --device is required (list candidates with: talosflash devices)")
-	}
-	if f.elevated {
-		// Before anything is opened, read or created: the gate of the
-		// root child (elevated.go).
-		if err := checkElevated(fs, &f); err != nil {
-			return err
-		}
 	}
 	// The pipeline's live heap is ~30 MiB and Go's default GC lets the heap
 	// grow to twice that: a 40 MiB soft limit keeps the whole process under
@@ -206,24 +208,17 @@ func runFlash(ctx context.Context, args []string, env Env) error {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithCancel(ctx)
 		defer cancel()
-		f.received = elevate.ReceiveImage(ctx, env.Stdin, cancel)
-	}
-
-	var rep reporter
-	if f.jsonOut {
-		rep = newJSONReporter(env.Stdout, env.Stderr, f.elevated)
-	} else {
-		rep = newTermReporter(env.Stderr, isTerminal(env.Stderr))
-	}
-	defer rep.Finish()
-	err := flash(ctx, &f, env, rep)
-	if err != nil {
-		rep.Error(exitCode(err), oneLine(err.Error()))
-		if f.jsonOut {
-			return reported(err)
+		if err := f.receive(ctx, env.Stdin, cancel); err != nil { // inventory_flash.go
+			return err
 		}
 	}
-	return err
+
+	rep := newFlashPrinter(&f, env)
+	defer rep.Finish()
+	if err := flash(ctx, &f, env, rep); err != nil {
+		return rep.Failed(err)
+	}
+	return nil
 }
 
 // flashMemoryLimit is the Go soft memory limit of a flash (see runFlash).
@@ -244,24 +239,23 @@ func (d *deviceList) Set(v string) error {
 
 // flash checks the devices, resolves the image, confirms, and runs the
 // shared flash job (app/plan.Flash).
-func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
+func flash(ctx context.Context, f *flashFlags, env Env, rep flashPrinter) error {
 	// A new file only when asked; the root child never creates one
 	// (elevated.go: --create-file is not a flag of it).
-	opts := devices.Options{ForceNonRemovable: f.forceNonRemovable, AllowLoop: f.allowLoop, CreateFile: f.createFile || f.elevated && ElevatedFileTargets}
+	// The root child writes block devices only, judged where they are
+	// opened (devices.Options.BlockOnly): its gate's stat is advice, a
+	// symlink swapped after it names a file by the time of the open.
+	opts := devices.Options{ForceNonRemovable: f.forceNonRemovable, AllowLoop: f.allowLoop, CreateFile: f.createFile || f.elevated && ElevatedFileTargets,
+		BlockOnly: f.elevated && !ElevatedFileTargets}
 
 	// Safety first, before any download: a refused device costs nothing.
-	var disks []devices.Disk
-	seen := map[string]bool{}
-	for _, d := range f.devices {
-		disk, err := devices.Check(d, 0, opts)
-		if err != nil {
-			return err
-		}
-		if seen[disk.Path] {
-			return usageErrorf("flash: %s is named twice in --device", disk.Path)
-		}
-		seen[disk.Path] = true
-		disks = append(disks, *disk)
+	disks, err := plan.CheckCards(f.devices, opts)
+	var twice *plan.CardTwiceError
+	switch {
+	case errors.As(err, &twice):
+		return usageErrorf("flash: %s is named twice in --device", twice.Path)
+	case err != nil:
+		return err
 	}
 
 	if err := f.nodes.chooseImage(&f.imageFlags, len(disks)); err != nil {
@@ -269,17 +263,25 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 	}
 	var (
 		im  *plan.Image
+		ims []*plan.Image // each card's, with inventory nodes (inventory_flash.go)
 		obl plan.Obligations
-		err error
 	)
 	if f.elevated {
+		if _, err := f.load(""); err != nil { // the factory client's defaults; the child reads no file
+			return err
+		}
 		im = &plan.Image{Label: "the image talosflash sends on stdin"}
-	} else if im, obl, err = f.resolve(ctx, false); err != nil { // plan.Flash registers when it downloads
+	} else if ims, obl, err = f.resolveCards(ctx, false); err != nil { // plan.Flash registers when it downloads
 		return err
 	}
-	rep.Info("image: %s", im.Label)
-	if im.SchematicID != "" {
-		rep.Info("schematic %s, Talos %s, %s", im.SchematicID, im.Version, im.FileName())
+	if len(ims) > 0 {
+		im = ims[0]
+	}
+	for _, one := range distinctImages(im, ims) {
+		rep.Info("image: %s", one.Label)
+		if one.SchematicID != "" {
+			rep.Info("schematic %s, Talos %s, %s", one.SchematicID, one.Version, one.FileName())
+		}
 	}
 	for _, w := range obl.Warnings {
 		rep.Warning(w)
@@ -305,20 +307,17 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 		Progress: rep.Progress,
 		Status:   func(msg string) { rep.Info("%s", msg) },
 	}
-	if job.Meta, err = f.nodes.metas(im, f.devices); err != nil {
+	if job.Meta, err = f.nodes.metas(ims, f.devices); err != nil {
 		return err
 	}
-	needRoot := false
+	f.cardImages(&job, ims)
 	for _, d := range disks {
 		job.Devices = append(job.Devices, d.Path)
-		needRoot = needRoot || d.Transport != devices.TransportFile
 	}
-	if !f.elevated && needRoot {
-		// Only the write step runs as root, on the downloaded file.
-		job.Elevate, job.NeedsElevation = devices.ElevatedCommandFor(Version), devices.NeedsElevation
-		if runtime.GOOS == "linux" {
-			job.UDisks = &devices.UDisks{} // tried first: no root process (plan.Flash)
-		}
+	if !f.elevated {
+		// Only the write step of a card the user cannot open needs more:
+		// UDisks2, else the elevated child (plan decides per card).
+		job.SetElevation(plan.DefaultElevation(Version))
 	}
 	out, err := plan.Flash(ctx, job)
 	if errors.Is(err, plan.ErrForceRawElevated) {
@@ -334,25 +333,25 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 	summary := !f.elevated
 	if len(out.Cards) == 1 && err != nil {
 		if f.elevated { // the card's failure, not the child's: its parent keeps the card
-			rep.CardError(out.Cards[0].Target, exitCode(err), oneLine(err.Error()))
+			rep.CardError(out.Cards[0].Target, nil, exitCode(err), oneLine(err.Error()))
 		}
 		return err // one card: its failure is the command's
 	}
 	rep.Finish()
 	var firstErr error
 	for i, c := range out.Cards {
+		node := job.CardMeta(i)
 		if c.Err != nil {
 			code := exitCode(c.Err)
-			rep.CardError(c.Target, code, oneLine(c.Err.Error()))
+			rep.CardError(c.Target, node, code, oneLine(c.Err.Error()))
 			if summary {
-				rep.Info("%s: FAILED: %s", c.Target, oneLine(c.Err.Error()))
+				rep.Info("%s: FAILED: %s", cardName(c.Target, node), oneLine(c.Err.Error()))
 			}
 			if firstErr == nil {
 				firstErr = withCode(code, err) // the exit code of the first failed card
 			}
 			continue
 		}
-		node := job.CardMeta(i)
 		if summary {
 			verified := "not verified (--no-verify)"
 			if c.Verified {
@@ -364,7 +363,10 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep reporter) error {
 				rep.Info("%s", cardReady(node))
 			}
 		}
-		rep.Result(resultEvent(c, node, im))
+		rep.Result(resultEvent(c, node, cardImage(im, ims, i)))
+	}
+	if summary && len(f.nodes.nodes) > 1 {
+		rep.Info("%s", nodesSummary(out.Cards, job.Meta))
 	}
 	if firstErr != nil {
 		return firstErr

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"text/tabwriter"
 
@@ -27,13 +28,17 @@ func runSchematic(ctx context.Context, args []string, env Env) error {
 		return usageErrorf("schematic: give --role (controlplane, worker or a profile), --installer or --installer-file")
 	}
 	if installerYAML {
+		if jsonOut {
+			return usageErrorf("schematic: --installer-yaml prints the installer file itself, not JSON: drop --json (or drop --installer-yaml for the schematic's JSON, its installer included)")
+		}
 		if f.role == "" {
 			return usageErrorf("schematic --installer-yaml: give --role (controlplane, worker or a profile)")
 		}
-		p, err := f.profile()
+		im, _, err := f.resolve(ctx, false) // a role: its profile, version and arch applied
 		if err != nil {
 			return err
 		}
+		p := *im.Profile
 		patch, err := factory.InstallerPatch(p, f.client().RegistryHost())
 		if err != nil {
 			return fmt.Errorf("installer patch for %s: %w", p.Name, err)
@@ -53,25 +58,26 @@ func runSchematic(ctx context.Context, args []string, env Env) error {
 		}
 		yaml = string(b)
 	}
-	if jsonOut {
-		return contract.WriteAnswer(env.Stdout, contract.TypeSchematic, map[string]any{
-			"id": im.SchematicID, "version": im.Version, "arch": im.Arch, "schematic": yaml,
-			"image_url": im.URL, "installer": im.Installer.String(), "registered": register,
-		})
-	}
-	if yaml != "" {
-		fmt.Fprint(env.Stdout, yaml)
-	} else {
-		fmt.Fprintln(env.Stdout, "# schematic content unknown (this factory cannot return stored schematics)")
-	}
-	fmt.Fprintf(env.Stdout, "# id: %s\n# image: %s\n# installer: %s\n", im.SchematicID, im.URL, im.Installer)
-	return nil
+	return newAnswerPrinter(jsonOut, env).Answer(contract.TypeSchematic, map[string]any{
+		"id": im.SchematicID, "version": im.Version, "arch": im.Arch, "schematic": yaml,
+		"image_url": im.URL, "installer": im.Installer.String(), "registered": register,
+	}, func(w io.Writer) error {
+		if yaml != "" {
+			fmt.Fprint(w, yaml)
+		} else {
+			fmt.Fprintln(w, "# schematic content unknown (this factory cannot return stored schematics)")
+		}
+		fmt.Fprintf(w, "# id: %s\n# image: %s\n# installer: %s\n", im.SchematicID, im.URL, im.Installer)
+		return nil
+	})
 }
 
 func runProfiles(_ context.Context, args []string, env Env) error {
 	var profiles string
+	var jsonOut bool
 	fs := newFlagSet("profiles", env)
 	fs.StringVar(&profiles, "profiles", "", "YAML file with custom profiles")
+	fs.BoolVar(&jsonOut, "json", false, "print JSON")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -79,20 +85,45 @@ func runProfiles(_ context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tVERSION\tEXTENSIONS\tSCHEMATIC ID\tDESCRIPTION")
+	list := []profileJSON{}
 	for _, p := range all {
 		id, err := p.SchematicID()
 		if err != nil {
 			return fmt.Errorf("profile %s: %w", p.Name, err)
 		}
-		exts := strings.Join(p.Extensions, ",")
-		if exts == "" {
-			exts = "-"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Name, p.Version(), exts, id, p.Description)
+		list = append(list, profileJSON{Name: p.Name, Description: p.Description, TalosVersion: p.Version(), Arch: p.Architecture(),
+			Overlay: overlayJSON{Image: p.Overlay.Image, Name: p.Overlay.Name}, Extensions: nonNil(p.Extensions),
+			ExtraKernelArgs: nonNil(p.ExtraKernelArgs), SchematicID: id})
 	}
-	return tw.Flush()
+	return newAnswerPrinter(jsonOut, env).Answer(contract.TypeProfiles, list, func(w io.Writer) error {
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "NAME\tVERSION\tEXTENSIONS\tSCHEMATIC ID\tDESCRIPTION")
+		for _, p := range list {
+			exts := strings.Join(p.Extensions, ",")
+			if exts == "" {
+				exts = "-"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Name, p.TalosVersion, exts, p.SchematicID, p.Description)
+		}
+		return tw.Flush()
+	})
+}
+
+// profileJSON is one profile of profiles --json.
+type profileJSON struct {
+	Name            string      `json:"name"`
+	Description     string      `json:"description"`
+	TalosVersion    string      `json:"talos_version"`
+	Arch            string      `json:"arch"`
+	Overlay         overlayJSON `json:"overlay"`
+	Extensions      []string    `json:"extensions"`
+	ExtraKernelArgs []string    `json:"extra_kernel_args"`
+	SchematicID     string      `json:"schematic_id"`
+}
+
+type overlayJSON struct {
+	Image string `json:"image"`
+	Name  string `json:"name"`
 }
 
 func runDevices(_ context.Context, args []string, env Env) error {
@@ -116,19 +147,18 @@ func runDevices(_ context.Context, args []string, env Env) error {
 			}
 		}
 	}
-	if jsonOut {
-		return contract.WriteAnswer(env.Stdout, contract.TypeDevices, devicesJSON(disks))
-	}
-	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "DEVICE\tSIZE\tMODEL\tTRANSPORT\tTARGET")
-	for _, d := range disks {
-		verdict := "ok"
-		if !d.Safe && d.Refusal != nil {
-			verdict = "refused: " + d.Refusal.Msg
+	return newAnswerPrinter(jsonOut, env).Answer(contract.TypeDevices, devicesJSON(disks), func(w io.Writer) error {
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "DEVICE\tSIZE\tMODEL\tTRANSPORT\tTARGET")
+		for _, d := range disks {
+			verdict := "ok"
+			if !d.Safe && d.Refusal != nil {
+				verdict = "refused: " + d.Refusal.Msg
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", d.Path, d.SizeHuman, d.Description(), d.Transport, verdict)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", d.Path, d.SizeHuman, d.Description(), d.Transport, verdict)
-	}
-	return tw.Flush()
+		return tw.Flush()
+	})
 }
 
 // JSON output. Every --json output of the CLI uses snake_case keys (as the

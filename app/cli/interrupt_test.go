@@ -90,3 +90,12 @@ func TestBootstrapCommandInterrupted(t *testing.T) {
 		t.Fatalf("json %v: %s", err, stdout)
 	}
 }
+
+// Ctrl-C during a scan: the one interruption type, node.InterruptedError
+// (exit 130), saying nothing was sent.
+func TestNodesScanInterrupted(t *testing.T) {
+	code, _, stderr := runInterrupted(t, []string{"scanning"}, "nodes", "--subnet", "127.0.0.0/30")
+	if code != contract.ExitInterrupted || !strings.Contains(stderr, "talosflash: scan 127.0.0.0/30 interrupted: the scan stopped; nothing was sent to any node") {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+}

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/talosflash/talosflash/app/contract"
+	"github.com/talosflash/talosflash/app/plan"
 	"github.com/talosflash/talosflash/internal/printable"
 	"github.com/talosflash/talosflash/inventory"
 )
@@ -98,6 +100,10 @@ func runInventoryInit(args []string, env Env) error {
 		return err
 	}
 
+	if jsonOut {
+		return usageErrorf("inventory init: --json is check's (init writes the file and says so): drop --json, then run talosflash inventory check --json %s", file)
+	}
+
 	flags := os.O_WRONLY | os.O_CREATE | os.O_EXCL
 	if force {
 		flags = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
@@ -171,19 +177,25 @@ func runInventoryCheck(args []string, env Env) error {
 		return err
 	}
 
-	var opts inventory.Options
-	if profiles != "" {
-		all, err := loadProfiles(profiles)
-		if err != nil {
-			return err
-		}
+	// The settings a command would use: --profiles, else the inventory's.
+	s, err := plan.LoadSettings(plan.Defaults{Inventory: file, ProfilesFile: profiles})
 
-		opts.Profiles = all
+	var (
+		bad      *plan.ProfilesError
+		unusable *plan.InventoryError
+		problems inventory.Problems
+		inv      *inventory.Inventory
+	)
+
+	switch {
+	case errors.As(err, &bad):
+		return withCode(contract.ExitUsage, err)
+	case err == nil:
+		inv = s.Inventory
+	case errors.As(err, &unusable):
+		inv = unusable.Inventory // what could be read, for the listing
 	}
 
-	inv, err := inventory.Load(file, opts)
-
-	var problems inventory.Problems
 	if err != nil && !errors.As(err, &problems) {
 		if errors.Is(err, os.ErrNotExist) {
 			return withCode(contract.ExitUsage, fmt.Errorf("%w (start one with: talosflash inventory init %s)", err, file)) // a missing file is bad input (docs/JSON.md)
@@ -192,43 +204,43 @@ func runInventoryCheck(args []string, env Env) error {
 		return withCode(contract.ExitConfig, err)
 	}
 
-	if jsonOut {
-		out := inventoryJSON{File: file, OK: len(problems) == 0, Problems: []problemJSON{}, Nodes: []inventoryNode{}}
-		for _, p := range problems {
-			out.Problems = append(out.Problems, problemJSON(p))
+	out := inventoryJSON{File: file, OK: len(problems) == 0, Problems: []problemJSON{}, Nodes: []inventoryNode{}}
+	for _, p := range problems {
+		out.Problems = append(out.Problems, problemJSON(p))
+	}
+
+	if inv != nil {
+		for _, n := range inv.Notes {
+			out.Notes = append(out.Notes, problemJSON(n))
+		}
+
+		out.Cluster = inv.Cluster
+		for _, n := range inv.Nodes {
+			out.Nodes = append(out.Nodes, inventoryNodeOf(n))
+		}
+	}
+
+	if err := newAnswerPrinter(jsonOut, env).Answer(contract.TypeInventory, out, func(w io.Writer) error {
+		if len(problems) == 0 {
+			printInventory(w, inv)
 		}
 
 		if inv != nil {
 			for _, n := range inv.Notes {
-				out.Notes = append(out.Notes, problemJSON(n))
-			}
-
-			out.Cluster = inv.Cluster
-			for _, n := range inv.Nodes {
-				out.Nodes = append(out.Nodes, inventoryNodeOf(n))
+				fmt.Fprintln(env.Stderr, "note: "+printable.String(n.Error())) // what it could not check
 			}
 		}
 
-		if err := contract.WriteAnswer(env.Stdout, contract.TypeInventory, out); err != nil {
-			return err
+		for _, p := range problems {
+			fmt.Fprintln(env.Stderr, printable.String(p.Error())) // it quotes the file's values
 		}
-	} else if len(problems) == 0 {
-		printInventory(env, inv)
-	}
 
-	if !jsonOut && inv != nil {
-		for _, n := range inv.Notes {
-			fmt.Fprintln(env.Stderr, "note: "+printable.String(n.Error())) // what it could not check
-		}
+		return nil
+	}); err != nil {
+		return err
 	}
 
 	if len(problems) > 0 {
-		if !jsonOut {
-			for _, p := range problems {
-				fmt.Fprintln(env.Stderr, printable.String(p.Error())) // it quotes the file's values
-			}
-		}
-
 		s := "s"
 		if len(problems) == 1 {
 			s = ""
@@ -261,16 +273,16 @@ func inventoryNodeOf(n inventory.Node) inventoryNode {
 	return j
 }
 
-func printInventory(env Env, inv *inventory.Inventory) {
+func printInventory(w io.Writer, inv *inventory.Inventory) {
 	name := inv.Cluster
 	if name == "" {
 		name = "(no cluster name)"
 	}
 
 	p := printable.String // the file's values, shown escaped
-	fmt.Fprintf(env.Stdout, "%s: cluster %s, %d nodes, no problems\n", p(inv.Path), p(name), len(inv.Nodes))
+	fmt.Fprintf(w, "%s: cluster %s, %d nodes, no problems\n", p(inv.Path), p(name), len(inv.Nodes))
 
-	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "HOSTNAME\tROLE\tIMAGE\tADDRESS\tGATEWAY\tINTERFACE\tCONFIG")
 
 	for _, n := range inv.Nodes {

@@ -9,9 +9,6 @@ import (
 
 	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/app/plan"
-	"github.com/talosflash/talosflash/factory"
-	"github.com/talosflash/talosflash/imaging/devices"
-	"github.com/talosflash/talosflash/inventory"
 	"github.com/talosflash/talosflash/node"
 )
 
@@ -68,9 +65,9 @@ type nodeResultJSON struct {
 	Next             *applyNextJSON `json:"next,omitempty"`
 }
 
-// applyInventory is `apply --inventory`: each node in turn, through
-// plan.ApplyNode; the first failure's exit code, after every node had its
-// turn.
+// applyInventory is `apply --inventory`: plan.ApplyAll, each node in
+// turn, then the follow and the bootstrap; the first failure's exit code,
+// after every node had its turn.
 func applyInventory(ctx context.Context, f *applyFlags, inf *applyInventoryFlags, env Env) error {
 	switch {
 	case f.endpoint != "" || f.file != "":
@@ -80,7 +77,7 @@ func applyInventory(ctx context.Context, f *applyFlags, inf *applyInventoryFlags
 	case inf.port <= 0 || inf.port > 65535:
 		return usageErrorf("apply: --port %d: want 1-65535", inf.port)
 	}
-	if _, err := node.ParseMode(f.mode); err != nil {
+	if err := plan.CheckMode(f.mode); err != nil {
 		return withCode(contract.ExitUsage, err)
 	}
 	var tc *node.Talosconfig
@@ -90,10 +87,11 @@ func applyInventory(ctx context.Context, f *applyFlags, inf *applyInventoryFlags
 			return err
 		}
 	}
-	inv, err := loadInventory(inf.inventory, f.profiles)
+	s, err := loadSettings(plan.Defaults{Inventory: inf.inventory, ProfilesFile: f.profiles, FactoryURL: f.factoryURL})
 	if err != nil {
 		return err
 	}
+	inv := s.Inventory
 	nodes := inv.Nodes
 	if len(inf.hostnames) > 0 {
 		if nodes, err = inv.Select(inf.hostnames); err != nil { // each node once, names ignoring case
@@ -105,106 +103,30 @@ func applyInventory(ctx context.Context, f *applyFlags, inf *applyInventoryFlags
 			return withCode(contract.ExitConfig, fmt.Errorf("%s: node %s has no config: (add config: talos/%s.yaml)", inv.Path, n.Hostname, n.Role))
 		}
 	}
-	profiles := f.profiles
-	if profiles == "" {
-		profiles = inv.Profiles
-	}
-	all, err := loadProfiles(profiles)
-	if err != nil {
-		return err
-	}
-	factoryURL := f.factoryURL
-	if inv.Factory != "" && factoryURL == factory.DefaultBaseURL {
-		factoryURL = inv.Factory
-	}
-	check := plan.NodeCheck{Profiles: all, Factory: factory.NewClient(factoryURL, nil), CachedIDs: cachedIDs(f.cacheDir)}
-	first := firstControlPlane(inv)
-
-	var (
-		firstErr error
-		cpOut    *plan.NodeApplyOutcome
-		applied  []inventory.Node // configured by this run: followed with --talosconfig
-	)
-	say := func(format string, args ...any) { fmt.Fprintf(env.Stderr, format+"\n", args...) }
-	for _, n := range nodes {
-		data, err := readConfigFile(n.Config)
-		if err != nil {
-			return err
-		}
-		say("%s · %s at %s, config %s", n.Hostname, n.Profile, n.Address.Addr(), n.Config)
-		j := plan.NodeApplyJob{
-			Node: n, Port: inf.port, Wait: inf.wait, Progress: func(s string) { say("%s", s) },
-			Apply: plan.ApplyJob{
-				Mode: f.mode, DryRun: f.dryRun, Force: f.force, Timeout: f.timeout, Check: check,
-				Event: func(ev plan.ApplyEvent) { renderApplyEvent(env, n.Config, ev) },
-			},
-		}
-		out, err := plan.ApplyNode(ctx, j, data)
-		if err != nil {
-			err = applyError(err, n.Config)
-		}
-		if errors.Is(err, context.Canceled) {
-			return err
-		}
-		line := nodeLine(out, err, f.dryRun)
-		if f.jsonOut {
-			say("%s", line) // for the human; scripts read the JSON line
-			if jerr := contract.WriteAnswer(env.Stdout, contract.TypeApplyNode, inventoryNodeJSON(out, err, f.dryRun)); jerr != nil {
-				return jerr
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	p := newApplyAllPrinter(f, inf, env, stop)
+	out, err := plan.ApplyAll(ctx, plan.ApplyAllJob{
+		Nodes: nodes,
+		Node: plan.NodeApplyJob{Port: inf.port, Wait: inf.wait, Apply: plan.ApplyJob{
+			Mode: f.mode, DryRun: f.dryRun, Force: f.force, Timeout: f.timeout,
+			Check: plan.NodeCheck{Profiles: s.Profiles, Factory: s.Factory, CachedIDs: cachedIDs(f.cacheDir)},
+		}},
+		ControlPlane: plan.FirstControlPlane(inv), Talosconfig: tc, FollowEvery: inf.follow.every, Bootstrap: inf.bootstrap,
+		Event: func(ev plan.AllEvent) {
+			if ev.Kind == plan.AllBootstrap {
+				warnNotAdmin(env, tc) // before anything is sent with it
 			}
-		} else {
-			fmt.Fprintln(env.Stdout, line)
-		}
-		human := env.Stdout // beside the node's line; stderr when stdout is JSON
-		if f.jsonOut {
-			human = env.Stderr
-		}
-		for _, w := range nodeWarnings(out) {
-			fmt.Fprintf(human, "%s: warning: %s\n", n.Hostname, w)
-		}
-		if err != nil && firstErr == nil {
-			firstErr = err
-		}
-		if err == nil && n.Hostname == first {
-			cpOut = out
-		}
-		if err == nil && !out.Configured && !f.dryRun {
-			applied = append(applied, n)
-		}
+			printAll(p, ev)
+		},
+	})
+	if werr := p.Err(); werr != nil {
+		return werr
 	}
-	if tc != nil && !f.dryRun {
-		if err := followStep(ctx, env, f, inf, tc, all, applied, false); err != nil && firstErr == nil {
-			firstErr = err
-		}
+	if out.Bootstrapped {
+		p.KubeconfigNext()
 	}
-	if cpOut == nil || f.dryRun {
-		return firstErr
-	}
-	if err := bootstrapStep(ctx, env, cpOut, inf, tc, f.jsonOut); err != nil && firstErr == nil {
-		firstErr = err
-	} else if err == nil && inf.bootstrap {
-		var cps []inventory.Node
-		for _, n := range applied {
-			if n.Role == "controlplane" {
-				cps = append(cps, n)
-			}
-		}
-		if err := followStep(ctx, env, f, inf, tc, all, cps, true); err != nil && firstErr == nil {
-			firstErr = err
-		}
-		kubeconfigNext(env.Stderr, inf)
-	}
-	return firstErr
-}
-
-// firstControlPlane is the hostname of the inventory's first control plane.
-func firstControlPlane(inv *inventory.Inventory) string {
-	for _, n := range inv.Nodes {
-		if n.Role == "controlplane" {
-			return n.Hostname
-		}
-	}
-	return ""
+	return waitExit(ctx, applyError(err, ""))
 }
 
 // nodeLine is a node's one-line result.
@@ -256,53 +178,6 @@ func inventoryNodeJSON(out *plan.NodeApplyOutcome, err error, dryRun bool) nodeR
 		j.Next = &applyNextJSON{Node: n.Node, LeavesMaintenance: n.LeavesMaintenance, Bootstrap: n.Bootstrap, Then: n.Then}
 	}
 	return j
-}
-
-// bootstrapStep is the first control plane's bootstrap: run through the
-// bootstrap command's code (node.Bootstrap) with --bootstrap, else the
-// command to run is printed. A control plane skipped as configured is
-// bootstrapped only with --bootstrap (node.Bootstrap refuses one whose
-// etcd already has data, said as such).
-func bootstrapStep(ctx context.Context, env Env, cp *plan.NodeApplyOutcome, inf *applyInventoryFlags, tc *node.Talosconfig, jsonOut bool) error {
-	host := cp.Node.Address.Addr().String()
-	if !inf.bootstrap {
-		tcPath := inf.tc.path
-		if tcPath == "" {
-			tcPath = "talos/talosconfig"
-		}
-		cmd := fmt.Sprintf("talosflash bootstrap --node %s --talosconfig %s", host, devices.ShellJoin([]string{tcPath}))
-		if cp.Configured {
-			fmt.Fprintf(env.Stderr, "next: if etcd is not bootstrapped yet on %s: `%s`\n", cp.Node.Hostname, cmd)
-		} else {
-			fmt.Fprintf(env.Stderr, "next: bootstrap etcd once per cluster, on %s once it runs with its config: `%s` (or add --bootstrap --talosconfig FILE to this command)\n", cp.Node.Hostname, cmd)
-		}
-		return nil
-	}
-	warnNotAdmin(env, tc)
-	fmt.Fprintf(env.Stderr, "%s: bootstrapping etcd (waits for the node to run with its config)\n", cp.Node.Hostname)
-	res, err := node.Bootstrap(ctx, cp.Endpoint, tc, node.WaitOptions{
-		Timeout: max(inf.wait, node.DefaultWaitTimeout),
-		Progress: func(s string) {
-			fmt.Fprintf(env.Stderr, "%s %s: %s\n", time.Now().Format("15:04:05"), cp.Node.Hostname, s)
-		},
-	})
-	if errors.Is(err, node.ErrAlreadyBootstrapped) && cp.Configured {
-		fmt.Fprintf(env.Stderr, "%s: etcd is bootstrapped already: nothing to do\n", cp.Node.Hostname)
-		return nil
-	}
-	if err != nil {
-		return waitExit(ctx, fmt.Errorf("bootstrap %s: %w", cp.Node.Hostname, err))
-	}
-	line := fmt.Sprintf("%s: bootstrapped etcd (Talos %s) at %s", cp.Node.Hostname, res.TalosVersion, host)
-	if jsonOut {
-		fmt.Fprintln(env.Stderr, line)
-		return contract.WriteAnswer(env.Stdout, contract.TypeBootstrap, map[string]any{
-			"node": res.Endpoint, "talos_version": res.TalosVersion, "attempts": res.Attempts, "etcd_healthy": res.EtcdHealthy,
-			"bootstrap_sent": res.Attempts > 0, "accepted": res.Accepted,
-		})
-	}
-	fmt.Fprintln(env.Stdout, line)
-	return nil
 }
 
 // run is apply with --inventory or --hostname.

@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -309,5 +310,43 @@ func TestInventoryApplyFQDN(t *testing.T) {
 	code, _, stderr = cliRun(t, "apply", "--inventory", inv, "--hostname", "worker-2", "--port", p, "--wait", "10s")
 	if code != contract.ExitOK || len(sentConfigs(w2)) != 1 {
 		t.Fatalf("short name: exit %d: %s", code, stderr)
+	}
+}
+
+// What talosflash could not check in a config (the documents newer than
+// its machinery) is said once per run, per config file, naming the nodes
+// it went to: not once per node (two workers share worker.yaml), and not
+// at all when every node is skipped (they all have a config).
+func TestInventoryApplyConfigNotesOncePerRun(t *testing.T) {
+	dir := t.TempDir()
+	inv := testkit.Inventory{Configs: true}.Write(t, dir)
+	port := strconv.Itoa(testkit.FreePort(t, "127.0.0.21", "127.0.0.22", "127.0.0.23"))
+	for i, h := range testkit.Hostnames {
+		role := "worker"
+		if i == 0 {
+			role = "controlplane"
+		}
+		nodetest.Start(t, nodetest.Options{Addr: testkit.Inventory{}.IPs()[i] + ":" + port, Hostname: h, Schematic: builtinSchematic(t, role), BootConfig: true})
+	}
+	code, _, stderr := cliRun(t, "apply", "--inventory", inv, "--port", port, "--wait", "30s")
+	if code != contract.ExitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	newer := regexp.MustCompile(`(?m)^note: (\S+) \(([^)]*)\): documents? [0-9, ]+ \(.*\): not checked locally \(newer than Talos machinery`)
+	got := newer.FindAllStringSubmatch(stderr, -1)
+	if len(got) != 2 || !strings.HasSuffix(got[0][1], "talos/controlplane.yaml") || got[0][2] != "cp-1" || !strings.HasSuffix(got[1][1], "talos/worker.yaml") || got[1][2] != "worker-1, worker-2" {
+		t.Fatalf("notes %q, want one per config naming its nodes:\n%s", got, stderr)
+	}
+	if n := strings.Count(stderr, "not checked locally"); n != 4 {
+		t.Fatalf("%d notes of unchecked documents, want 4 (two per config):\n%s", n, stderr)
+	}
+	if i, j := strings.Index(stderr, "note: "+dir), strings.LastIndex(stderr, "worker-2 · "); i < j {
+		t.Fatalf("the notes come before the last node's turn:\n%s", stderr)
+	}
+
+	// Again: every node has its config now, each is skipped, no note.
+	code, stdout, stderr := cliRun(t, "apply", "--inventory", inv, "--port", port, "--wait", "30s")
+	if code != contract.ExitOK || strings.Count(stdout+stderr, "skipped") != 3 || strings.Contains(stderr, "not checked locally") {
+		t.Fatalf("second run: exit %d:\n%s%s", code, stdout, stderr)
 	}
 }

@@ -1,21 +1,27 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/talosflash/talosflash/app/contract"
+	"github.com/talosflash/talosflash/app/elevate"
 	"github.com/talosflash/talosflash/app/plan"
-	"github.com/talosflash/talosflash/factory"
+	"github.com/talosflash/talosflash/imaging"
 	"github.com/talosflash/talosflash/imaging/devices"
 	"github.com/talosflash/talosflash/inventory"
 )
 
 func init() {
 	hiddenFlags["node-meta"] = true // the privileged child's values
+	hiddenFlags["card-image"] = true
 	placeholders["inventory"], placeholders["hostname"] = "FILE", "NAME"
 	h := commandHelp["flash"]
 	h.example += "\ntalosflash --flash --inventory talosflash.yaml --hostname worker-1 --hostname worker-2 --device /dev/sdb --device /dev/sdc"
@@ -29,6 +35,7 @@ type nodeFlags struct {
 	inventory string
 	hostnames deviceList
 	nodeMeta  deviceList // internal: DEVICE=ENCODED, from the unprivileged parent
+	cardImage deviceList // internal: DEVICE=N, the image on stdin a card is written from (several images)
 
 	nodes []inventory.Node // the --hostname nodes, in order
 }
@@ -37,41 +44,51 @@ func (f *nodeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.inventory, "inventory", "", "cluster inventory (talosflash.yaml): flash each card for a node, its address and hostname written onto it (META)")
 	fs.Var(&f.hostnames, "hostname", "with --inventory: the node a --device is for (repeat it, paired in order with --device)")
 	fs.Var(&f.nodeMeta, "node-meta", "internal: the node META the privileged write puts on a card (DEVICE=VALUE)")
+	fs.Var(&f.cardImage, "card-image", "internal: the image on stdin the privileged write puts on a card (DEVICE=N)")
 }
 
-// loadInventory loads and checks an inventory for a command that uses it:
-// every problem at once, exit code 7, before any card or node is touched.
-func loadInventory(file, profiles string) (*inventory.Inventory, error) {
-	var opts inventory.Options
-	if profiles != "" {
-		all, err := loadProfiles(profiles)
-		if err != nil {
-			return nil, err
-		}
+// loadSettings applies the run's defaults (plan.LoadSettings: the user's
+// profiles and factory, else the inventory's) with the CLI's words and
+// exit codes: a profiles file that cannot be used is bad usage; an
+// inventory's problems, every one at once, exit 7, before any card or
+// node is touched.
+func loadSettings(d plan.Defaults) (*plan.Settings, error) {
+	s, err := plan.LoadSettings(d)
 
-		opts.Profiles = all
-	}
-
-	inv, err := inventory.Load(file, opts)
-
-	var problems inventory.Problems
+	var (
+		bad      *plan.ProfilesError
+		problems inventory.Problems
+	)
 
 	switch {
+	case err == nil:
+		return s, nil
+	case errors.As(err, &bad):
+		return nil, withCode(contract.ExitUsage, err)
 	case errors.As(err, &problems):
-		return nil, withCode(contract.ExitConfig, fmt.Errorf("%s: %d problem(s) (see talosflash inventory check %s): %w", file, len(problems), file, err))
+		return nil, withCode(contract.ExitConfig, fmt.Errorf("%s: %d problem(s) (see talosflash inventory check %s): %w", d.Inventory, len(problems), d.Inventory, err))
 	case errors.Is(err, os.ErrNotExist): // a missing file is bad input (docs/JSON.md)
-		return nil, withCode(contract.ExitUsage, fmt.Errorf("%w (start one with: talosflash inventory init %s)", err, file))
-	case err != nil:
-		return nil, withCode(contract.ExitConfig, err)
+		return nil, withCode(contract.ExitUsage, fmt.Errorf("%w (start one with: talosflash inventory init %s)", err, d.Inventory))
 	}
 
-	return inv, nil
+	return nil, withCode(contract.ExitConfig, err)
+}
+
+// loadInventory is loadSettings for a command that needs the inventory.
+func loadInventory(file, profiles string) (*inventory.Inventory, error) {
+	s, err := loadSettings(plan.Defaults{Inventory: file, ProfilesFile: profiles})
+	if err != nil {
+		return nil, err
+	}
+
+	return s.Inventory, nil
 }
 
 // chooseImage reads the inventory and gives the image flags the named
-// nodes (plan.ChooseImage decides their image: one run is one image, one
-// download and one decode, so the nodes must share it), the inventory's
-// Talos version, factory and profiles file.
+// nodes (plan.ChooseImages decides their images: one per profile, each
+// downloaded and decoded once, all in one run) and the inventory's Talos
+// version; its factory and profiles come with the settings
+// (imageFlags.load).
 func (f *nodeFlags) chooseImage(im *imageFlags, devs int) error {
 	switch {
 	case f.inventory == "" && len(f.hostnames) > 0:
@@ -92,11 +109,12 @@ func (f *nodeFlags) chooseImage(im *imageFlags, devs int) error {
 		return usageErrorf("flash --inventory: %d --hostname for %d --device: give one node per card, in the same order", len(f.hostnames), devs)
 	}
 
-	inv, err := loadInventory(f.inventory, im.profiles)
+	s, err := im.load(f.inventory)
 	if err != nil {
 		return err
 	}
 
+	inv := s.Inventory
 	seen := map[string]bool{}
 	for _, h := range f.hostnames {
 		n, err := inv.Find(h)
@@ -112,28 +130,21 @@ func (f *nodeFlags) chooseImage(im *imageFlags, devs int) error {
 		f.nodes = append(f.nodes, n)
 	}
 
-	// The nodes fix the image: plan.ChooseImage refuses a pick that
-	// contradicts them (resolve).
+	// The nodes fix the images: plan.ChooseImages refuses a pick that
+	// contradicts them (resolveCards).
 	im.nodes, im.inventoryVersion = f.nodes, inv.TalosVersion
-
-	if im.profiles == "" {
-		im.profiles = inv.Profiles
-	}
-
-	if inv.Factory != "" && im.factoryURL == factory.DefaultBaseURL {
-		im.factoryURL = inv.Factory
-	}
 
 	return nil
 }
 
-// metas is plan.Job.Meta for the cards: from the inventory's nodes, or in
-// the elevated child from --node-meta (matched by the --device given).
-func (f *nodeFlags) metas(im *plan.Image, given []string) ([]*plan.CardMeta, error) {
+// metas is plan.Job.Meta for the cards: from the inventory's nodes (each
+// with its image, ims: per node), or in the elevated child from
+// --node-meta (matched by the --device given).
+func (f *nodeFlags) metas(ims []*plan.Image, given []string) ([]*plan.CardMeta, error) {
 	if len(f.nodes) > 0 {
 		out := make([]*plan.CardMeta, len(f.nodes))
 		for i, n := range f.nodes {
-			m, err := plan.NodeCardMeta(n, im)
+			m, err := plan.NodeCardMeta(n, ims[i])
 			if err != nil {
 				return nil, withCode(contract.ExitConfig, err)
 			}
@@ -192,4 +203,134 @@ func cardReady(node *plan.CardMeta) string {
 func (f *nodeFlags) nodeNext() string {
 	return fmt.Sprintf("next: boot each Pi from its card, then `talosflash apply --inventory %s` (waits for each node at its address, checks what it booted, sends its config)",
 		devices.ShellJoin([]string{f.inventory}))
+}
+
+// distinctImages are the run's images, each once, in the order of their
+// first card (ims: per card; empty: im alone).
+func distinctImages(im *plan.Image, ims []*plan.Image) []*plan.Image {
+	if len(ims) == 0 {
+		return []*plan.Image{im}
+	}
+	var out []*plan.Image
+	for _, x := range ims {
+		if !slices.Contains(out, x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// cardImage is card i's image.
+func cardImage(im *plan.Image, ims []*plan.Image, i int) *plan.Image {
+	if i < len(ims) && ims[i] != nil {
+		return ims[i]
+	}
+	return im
+}
+
+// cardImages gives the job each card's image (inventory nodes: one image a
+// profile, plan.Job.Images) or, in the elevated child, each card's stream
+// (--card-image). Several images are several decoders and pipelines at
+// once: the process's soft memory limit grows with them.
+func (f *flashFlags) cardImages(job *plan.Job, ims []*plan.Image) {
+	images := 1
+	if len(f.nodes.nodes) > 0 {
+		job.Images = ims
+		images = len(distinctImages(nil, ims))
+	}
+	if f.streams != nil {
+		job.Streams = f.streams
+		images = 0
+		for i, r := range f.streams {
+			if !slices.Contains(f.streams[:i], r) {
+				images++
+			}
+		}
+	}
+	if images > 1 && os.Getenv("GOMEMLIMIT") == "" {
+		setMemoryLimit(imagesMemoryLimit(images)) // runFlash puts the previous one back
+	}
+}
+
+// imagesMemoryLimit is the soft memory limit of a flash of n images at
+// once: flashMemoryLimit for the first, and the live heap of a pipeline
+// (its decoder's history, chunk pool, read-back and head buffers) for
+// each other (docs/PERFORMANCE.md).
+func imagesMemoryLimit(n int) int64 {
+	return flashMemoryLimit + int64(n-1)*imageMemory
+}
+
+// imageMemory is what one more image at once adds to the live heap.
+const imageMemory = 28 << 20
+
+// receive, in the elevated child, starts reading what its parent sends on
+// stdin: the image, or with --card-image several (elevate.ReceiveImages),
+// each card's stream in f.streams. Every image must be some card's (an
+// image nobody reads would hold up the others).
+func (f *flashFlags) receive(ctx context.Context, stdin io.Reader, cancel context.CancelFunc) error {
+	if len(f.nodes.cardImage) == 0 {
+		f.received = elevate.ReceiveImage(ctx, stdin, cancel)
+		return nil
+	}
+	idx := make([]int, len(f.devices))
+	set := make([]bool, len(f.devices))
+	n := 0
+	for _, v := range f.nodes.cardImage {
+		i := strings.LastIndexByte(v, '=')
+		if i < 0 {
+			return usageErrorf("flash: --card-image %q: want DEVICE=N", v)
+		}
+		k := indexOf(f.devices, v[:i])
+		if k < 0 {
+			return usageErrorf("flash: --card-image names %s, which is not a --device", v[:i])
+		}
+		x, err := strconv.Atoi(v[i+1:])
+		if err != nil || x < 0 || x >= elevate.MaxImages || set[k] {
+			return usageErrorf("flash: --card-image %q: want each --device once, with an image 0 to %d", v, elevate.MaxImages-1)
+		}
+		idx[k], set[k], n = x, true, max(n, x+1)
+	}
+	for k := range f.devices {
+		if !set[k] {
+			return usageErrorf("flash: --card-image: none for --device %s", f.devices[k])
+		}
+	}
+	for x := range n {
+		if n < 2 || !slices.Contains(idx, x) {
+			return usageErrorf("flash: --card-image: images 0 to %d, each some card's", n-1)
+		}
+	}
+	rs := elevate.ReceiveImages(ctx, stdin, cancel, n)
+	f.streams = make([]*elevate.Received, len(f.devices))
+	for k := range f.devices {
+		f.streams[k] = rs[idx[k]]
+	}
+	return nil
+}
+
+// cardName is a card in the summary: its node and path, or its path.
+func cardName(target string, node *plan.CardMeta) string {
+	if node == nil {
+		return target
+	}
+	return node.Node + " (" + target + ")"
+}
+
+// nodesSummary is the run's last line for several nodes: each node and how
+// its card ended ("nodes: cp-1 ready (/dev/sdb), worker-2 FAILED
+// (/dev/sdd)").
+func nodesSummary(cards []imaging.CardResult, metas []*plan.CardMeta) string {
+	parts := make([]string, 0, len(cards))
+	for i, c := range cards {
+		name := c.Target
+		if i < len(metas) && metas[i] != nil {
+			name = metas[i].Node
+		}
+		state := "ready"
+		if c.Err != nil {
+			state = "FAILED"
+		}
+		parts = append(parts, fmt.Sprintf("%s %s (%s)", name, state, c.Target))
+	}
+	return "nodes: " + strings.Join(parts, ", ")
 }

@@ -192,7 +192,7 @@ func TestFlashInventoryUsage(t *testing.T) {
 		{[]string{"--inventory", inv, "--hostname", "worker-1", "--device", a, "--device", b}, contract.ExitUsage, "1 --hostname for 2 --device"},
 		{[]string{"--inventory", inv, "--hostname", "worker-9", "--device", a}, contract.ExitUsage, "did you mean worker-1"},
 		{[]string{"--inventory", inv, "--hostname", "worker-1", "--hostname", "worker-1", "--device", a, "--device", b}, contract.ExitUsage, "named twice"},
-		{[]string{"--inventory", inv, "--hostname", "cp-1", "--hostname", "worker-1", "--device", a, "--device", b}, contract.ExitUsage, "separate runs"},
+		{[]string{"--inventory", inv, "--hostname", "cp-1", "--hostname", "worker-1", "--role", "worker", "--device", a, "--device", b}, contract.ExitUsage, "but the role worker is one image: leave it out and each node gets its own image"},
 		{[]string{"--inventory", inv, "--hostname", "worker-1", "--role", "controlplane", "--device", a}, contract.ExitUsage, "is the controlplane image (schematic 29a2fae6a7f0…); the inventory says worker-1 is a worker"},
 		{[]string{"--inventory", filepath.Join(dir, "missing.yaml"), "--hostname", "worker-1", "--device", a}, contract.ExitUsage, "inventory init"},
 	} {

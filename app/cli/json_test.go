@@ -256,17 +256,20 @@ func TestElevatedChildRelaysInfo(t *testing.T) {
 // output with the contract's decoder (answer, jsonLines).
 var jsonCommands = map[string]string{
 	"flash":      "TestFlashJSONStdoutIsOnlyJSON",
-	"schematic":  "TestSchematicNodesApplyJSONKeys",
+	"schematic":  "TestSchematicNodesApplyJSONKeys, TestEveryJSONRunPrintsJSON",
 	"devices":    "TestDevicesJSONKeys",
 	"nodes":      "TestSchematicNodesApplyJSONKeys",
 	"apply":      "TestSchematicNodesApplyJSONKeys, TestApplyJSONBlocked",
 	"bootstrap":  "TestBootstrapCommand",
-	"upgrade":    "TestUpgradeCommandUpgradesInOrder",
-	"outdated":   "TestOutdatedCommand",
+	"upgrade":    "TestUpgradeCommandUpgradesInOrder, TestUserStoryRollingUpgrade",
+	"outdated":   "TestOutdatedCommand, TestOutdatedKubernetesAndNewtVersions",
+	"patch":      "TestUserStoryPatchNewt",
 	"card":       "TestCardReadsNode",
 	"inventory":  "TestInventoryInitThenCheck, TestInventoryCheckProblems",
 	"status":     "TestStatusHealthyControlPlane, TestStatusIncidentWaitingExtension, TestStatusKubernetesView",
 	"kubeconfig": "TestKubeconfigCommand",
+	"version":    "TestEveryJSONRunPrintsJSON",
+	"profiles":   "TestEveryJSONRunPrintsJSON",
 }
 
 // Every command that takes --json writes the contract's envelope: a new
@@ -291,5 +294,56 @@ func TestEveryJSONCommandWritesTheContract(t *testing.T) {
 			!strings.Contains(evs[0]["message"].(string), "no-such-flag") || !strings.Contains(stderr, "no-such-flag") {
 			t.Errorf("%s --json --no-such-flag: exit %d, stdout %q, stderr %q", cmd, code, stdout, stderr)
 		}
+	}
+}
+
+// Every --json run prints JSON on stdout, whatever else it is asked: each
+// command's offline runs (the others' are in jsonCommands' tests) end
+// with their answer, or with the error line when the combination is not
+// one --json can answer; never text (version --json, inventory init
+// --json and schematic --installer-yaml --json printed text).
+func TestEveryJSONRunPrintsJSON(t *testing.T) {
+	dir := t.TempDir()
+	inv := testkit.Inventory{Configs: true}.Write(t, dir)
+	card := testkit.TalosCard(t, "card.img")
+	for _, c := range []struct {
+		args  []string
+		event string // the answer's event ("error": refused, exit 2)
+	}{
+		{[]string{"version", "--json"}, contract.TypeVersion},
+		{[]string{"--version", "--json"}, contract.TypeVersion},
+		{[]string{"profiles", "--json"}, contract.TypeProfiles},
+		{[]string{"schematic", "--role", "worker", "--json"}, contract.TypeSchematic},
+		{[]string{"schematic", "--role", "worker", "--installer-yaml", "--json"}, contract.TypeError},
+		{[]string{"devices", "--json"}, contract.TypeDevices},
+		{[]string{"card", card, "--json"}, contract.TypeCard},
+		{[]string{"inventory", "check", inv, "--json"}, contract.TypeInventory},
+		{[]string{"inventory", "init", filepath.Join(dir, "new.yaml"), "--json"}, contract.TypeError},
+		{[]string{"outdated", dir, "--json"}, contract.TypeOutdated},
+	} {
+		code, stdout, stderr := cliRun(t, c.args...)
+		if stdout == "" {
+			t.Errorf("%q: exit %d, nothing on stdout: %s", c.args, code, stderr)
+			continue
+		}
+		evs := jsonLines(t, strings.Join(c.args, " "), stdout)
+		last := evs[len(evs)-1]
+		if last["event"] != c.event || (c.event == contract.TypeError) != (code == contract.ExitUsage) || (c.event != contract.TypeError && code != contract.ExitOK) {
+			t.Errorf("%q: exit %d, last line %v, want a %q line: %s", c.args, code, last, c.event, stderr)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "new.yaml")); err == nil {
+		t.Error("inventory init --json wrote the file while answering an error")
+	}
+	code, stdout, _ := cliRun(t, "version", "--json")
+	var v struct{ Version string }
+	if code != contract.ExitOK || json.Unmarshal(answer(t, stdout, contract.TypeVersion), &v) != nil || v.Version != Version {
+		t.Fatalf("version --json: %s", stdout)
+	}
+	code, stdout, _ = cliRun(t, "profiles", "--json")
+	var profiles []profileJSON
+	if code != contract.ExitOK || json.Unmarshal(answer(t, stdout, contract.TypeProfiles), &profiles) != nil || len(profiles) != 2 ||
+		profiles[0].Name != "controlplane" || profiles[0].SchematicID != cpID || len(profiles[0].Extensions) != 1 || profiles[1].SchematicID != workerID {
+		t.Fatalf("profiles --json: %s", stdout)
 	}
 }

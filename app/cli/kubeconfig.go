@@ -95,10 +95,8 @@ func runKubeconfig(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	human := env.Stdout
-	if jsonOut {
-		human = env.Stderr
-	}
+	p := newAnswerPrinter(jsonOut, env)
+	human := p.Human()
 	verb := "wrote a new kubeconfig"
 	if out.Merged {
 		verb = "merged the admin kubeconfig into"
@@ -111,18 +109,15 @@ func runKubeconfig(ctx context.Context, args []string, env Env) error {
 	for _, o := range out.Overwritten {
 		fmt.Fprintf(human, "  replaced %s (--force)\n", o)
 	}
-	if jsonOut {
-		renamed := []map[string]string{}
-		for _, r := range out.Renamed {
-			renamed = append(renamed, map[string]string{"kind": r.Kind, "from": r.From, "to": r.To})
-		}
-		return contract.WriteAnswer(env.Stdout, contract.TypeKubeconfig, map[string]any{
-			"path": out.Path, "merged": out.Merged, "cluster": out.Cluster, "context": out.Context, "server": out.Server,
-			"config_server": out.ConfigServer, "server_choice": out.ServerChoice, "server_note": out.ServerNote,
-			"renamed": renamed, "overwritten": append([]string{}, out.Overwritten...),
-		})
+	renamed := []map[string]string{}
+	for _, r := range out.Renamed {
+		renamed = append(renamed, map[string]string{"kind": r.Kind, "from": r.From, "to": r.To})
 	}
-	return nil
+	return p.Answer(contract.TypeKubeconfig, map[string]any{
+		"path": out.Path, "merged": out.Merged, "cluster": out.Cluster, "context": out.Context, "server": out.Server,
+		"config_server": out.ConfigServer, "server_choice": out.ServerChoice, "server_note": out.ServerNote,
+		"renamed": renamed, "overwritten": append([]string{}, out.Overwritten...),
+	}, noText)
 }
 
 // kubeconfigFromInventory asks the inventory's first control plane (or

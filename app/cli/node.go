@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 	"strings"
 	"text/tabwriter"
@@ -12,7 +13,6 @@ import (
 	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/app/plan"
 	"github.com/talosflash/talosflash/factory"
-	"github.com/talosflash/talosflash/internal/userfile"
 	"github.com/talosflash/talosflash/node"
 )
 
@@ -62,7 +62,7 @@ func runNodes(ctx context.Context, args []string, env Env) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	all, err := loadProfiles(profilesFile)
+	settings, err := loadSettings(plan.Defaults{ProfilesFile: profilesFile, FactoryURL: factoryURL})
 	if err != nil {
 		return err
 	}
@@ -84,24 +84,29 @@ func runNodes(ctx context.Context, args []string, env Env) error {
 	found, err := node.Discover(ctx, scan)
 	if err != nil {
 		if ctx.Err() != nil {
-			return interrupted("the scan stopped; nothing was sent to any node")
+			// The one interruption type (exit 130), saying what was sent.
+			return &node.InterruptedError{Op: "scan", Endpoint: subnets.String(), State: "the scan stopped; nothing was sent to any node", Err: ctx.Err()}
 		}
 		return withCode(contract.ExitUsage, err)
 	}
 	cached := cachedIDs(cacheDir)
 	rows := make([]nodeRow, len(found))
 	for i := range found {
-		nc := plan.NodeCheck{Profiles: all, Factory: factory.NewClient(factoryURL, nil), CachedIDs: cached, Node: &found[i]}
+		nc := plan.NodeCheck{Profiles: settings.Profiles, Factory: settings.Factory, CachedIDs: cached, Node: &found[i]}
 		rows[i] = nodeRow{Node: found[i], Match: nc.MatchBooted()}
 	}
-	if jsonOut {
-		return contract.WriteAnswer(env.Stdout, contract.TypeNodes, nodesJSON(rows))
-	}
-	if len(found) == 0 {
-		fmt.Fprintln(env.Stderr, "no Talos nodes found (is the Pi booted and on this network? a maintenance node shows its IP on HDMI)")
-		return nil
-	}
-	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+	return newAnswerPrinter(jsonOut, env).Answer(contract.TypeNodes, nodesJSON(rows), func(w io.Writer) error {
+		if len(found) == 0 {
+			fmt.Fprintln(env.Stderr, "no Talos nodes found (is the Pi booted and on this network? a maintenance node shows its IP on HDMI)")
+			return nil
+		}
+		return nodesTable(w, rows)
+	})
+}
+
+// nodesTable is `nodes` as text.
+func nodesTable(w io.Writer, rows []nodeRow) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ADDRESS\tSTATE\tTALOS\tBOOTED\tSCHEMATIC\tEXTENSIONS\tFACTORY\tHOSTNAME\tMAC")
 	for _, r := range rows {
 		n := r.Node
@@ -176,15 +181,6 @@ func cachedIDs(dir string) []string {
 	return plan.CachedSchematicIDs(c)
 }
 
-// interruptedError is Ctrl-C (or SIGTERM/SIGHUP) while talking to a node,
-// saying what was and was not sent. It is a context.Canceled (exit 130).
-type interruptedError struct{ what string }
-
-func (e *interruptedError) Error() string { return "interrupted: " + e.what }
-func (e *interruptedError) Unwrap() error { return context.Canceled }
-
-func interrupted(what string) error { return &interruptedError{what: what} }
-
 // applyFlags are the flags of `talosflash apply`.
 type applyFlags struct {
 	endpoint, file, mode, role, profiles, installer, factoryURL, cacheDir string
@@ -218,120 +214,66 @@ func runApply(ctx context.Context, args []string, env Env) error {
 	if inf.inventory != "" || len(inf.hostnames) > 0 {
 		return inf.run(ctx, &f, env)
 	}
-	res, err := apply(ctx, &f, env)
-	if !f.jsonOut {
-		return err
-	}
-	var findings []node.Finding
-	if res != nil {
-		findings = res.Findings
-	}
+	p := newApplyPrinter(&f, env)
+	out, err := apply(ctx, &f, p)
 	if err != nil {
-		// Scripts get one JSON object either way; the message also goes to stderr.
-		_ = contract.WriteAnswer(env.Stdout, contract.TypeError, applyErrorJSON{Code: exitCode(err), Message: oneLine(err.Error()), Findings: findingsJSON(findings)})
-		return reported(err)
+		return p.Failed(out, err)
 	}
-	out := applyResultJSON(res.Result)
-	out.Findings = findingsJSON(findings)
-	if !res.Result.DryRun {
-		out.Next = &applyNextJSON{Node: res.Next.Node, LeavesMaintenance: res.Next.LeavesMaintenance, Bootstrap: res.Next.Bootstrap, Then: res.Next.Then}
-	}
-	return contract.WriteAnswer(env.Stdout, contract.TypeApply, out)
+	return p.Applied(out)
 }
 
-// apply fills in the apply job from the flags, runs it (app/plan) and
-// renders what happens. It returns the outcome (with the incident-check
+// apply fills in the apply job from the flags and runs it (app/plan); p
+// shows what happens. It returns the outcome (with the incident-check
 // findings also on error, once the node was checked).
-func apply(ctx context.Context, f *applyFlags, env Env) (*plan.ApplyOutcome, error) {
+func apply(ctx context.Context, f *applyFlags, p applyPrinter) (*plan.ApplyOutcome, error) {
 	if f.endpoint == "" || f.file == "" {
 		return nil, usageErrorf("apply: --node and --file are required")
 	}
-	endpoint, err := node.NormalizeEndpoint(f.endpoint)
-	if err != nil {
-		return nil, withCode(contract.ExitUsage, fmt.Errorf("--node: %w", err))
-	}
-	if _, err := node.ParseMode(f.mode); err != nil {
-		return nil, withCode(contract.ExitUsage, err)
-	}
 	file := f.file
-	data, err := readConfigFile(file)
-	if err != nil {
-		return nil, err
-	}
-	all, err := loadProfiles(f.profiles)
-	if err != nil {
-		return nil, err
-	}
 	job := plan.ApplyJob{
-		Endpoint: endpoint, Name: file, ConfigPath: file, Config: data, Mode: f.mode, DryRun: f.dryRun, Force: f.force, Timeout: f.timeout,
-		Check: plan.NodeCheck{Profiles: all, Factory: factory.NewClient(f.factoryURL, nil), CachedIDs: cachedIDs(f.cacheDir), Declared: f.role, FlashedInstaller: f.installer},
-		Event: func(ev plan.ApplyEvent) { renderApplyEvent(env, file, ev) },
+		Endpoint: f.endpoint, Name: file, ConfigPath: file, Mode: f.mode, DryRun: f.dryRun, Force: f.force, Timeout: f.timeout,
+		Event: p.Event,
 	}
-	out, err := plan.Apply(ctx, job)
+	if err := job.CheckInput(); err != nil { // a typo is said before anything is read
+		return nil, applyError(err, file)
+	}
+	settings, err := loadSettings(plan.Defaults{ProfilesFile: f.profiles, FactoryURL: f.factoryURL})
+	if err != nil {
+		return nil, err
+	}
+	job.Check = plan.NodeCheck{Profiles: settings.Profiles, Factory: settings.Factory, CachedIDs: cachedIDs(f.cacheDir), Declared: f.role, FlashedInstaller: f.installer}
+	out, err := plan.Apply(ctx, job) // reads the config (bounded), checks it against the node, sends it
 	if err != nil {
 		return out, applyError(err, file)
-	}
-	res := out.Result
-	if f.jsonOut {
-		return out, nil
-	}
-	verb := "applied"
-	if f.dryRun {
-		verb = "validated (dry run, nothing applied)"
-	}
-	fmt.Fprintf(env.Stdout, "%s %s to %s (mode %s requested; node answered %s)\n", verb, file, res.Endpoint, res.Mode, plan.ReplyModes(res))
-	if res.ModeDetails != "" {
-		fmt.Fprintln(env.Stdout, res.ModeDetails)
-	}
-	for _, w := range res.Warnings {
-		fmt.Fprintf(env.Stdout, "warning: %s\n", w)
-	}
-	if !f.dryRun {
-		fmt.Fprintln(env.Stdout, out.Next.Node)
-	}
-	switch {
-	case out.Next.Bootstrap:
-		fmt.Fprintf(env.Stderr, "next: %s: `talosflash bootstrap --node %s --talosconfig ./talosconfig`\n", out.Next.Then, plan.BootstrapHost(res.Endpoint))
-	case out.Next.Then != "":
-		fmt.Fprintf(env.Stderr, "next: %s\n", out.Next.Then)
 	}
 	return out, nil
 }
 
-// renderApplyEvent prints what the apply job reports, on stderr.
-func renderApplyEvent(env Env, file string, ev plan.ApplyEvent) {
-	switch ev.Kind {
-	case plan.EventNote:
-		word := "note"
-		if ev.Severity == node.SeverityWarning {
-			word = "warning"
-		}
-		fmt.Fprintf(env.Stderr, "%s: %s\n", word, ev.Text)
-	case plan.EventNode:
-		fmt.Fprintf(env.Stderr, "node %s: Talos %s, booted %s\n", ev.Node.Addr, talosLabel(ev.Node), describeBooted(ev.Node, ev.Match))
-	case plan.EventFinding:
-		fmt.Fprintf(env.Stderr, "%s: %s\n", ev.Finding.Severity, ev.Finding.Message)
-		if ev.Finding.Fix != "" {
-			fmt.Fprintf(env.Stderr, "  fix: %s\n", ev.Finding.Fix)
-		}
-	case plan.EventVerdict:
-		fmt.Fprintf(env.Stderr, "node's dry run: %s accepted\n", file)
-	}
-}
-
-// applyError gives the job's failures their exit codes and the CLI's words.
+// applyError gives the job's failures their exit codes and the CLI's words
+// (file: the config, "" the one the job names).
 func applyError(err error, file string) error {
+	if err == nil {
+		return nil
+	}
 	var (
 		input       *plan.InputError
 		interrupted *node.InterruptedError
+		unreadable  *node.ConfigFileError
 	)
 	switch {
 	case errors.As(err, &interrupted):
 		return err // context.Canceled: exit 130
 	case errors.As(err, &input):
-		if input.Setting != "" { // the job's settings are the flags
-			return withCode(contract.ExitUsage, fmt.Errorf("--%s %s: %w", input.Setting, input.Value, input.Err))
+		switch flag := applyFlag[input.Setting]; {
+		case flag != "" && input.Value != "": // the job's settings are the flags
+			return withCode(contract.ExitUsage, fmt.Errorf("%s %s: %w", flag, input.Value, input.Err))
+		case flag != "":
+			return withCode(contract.ExitUsage, fmt.Errorf("%s: %w", flag, input.Err))
 		}
+		return withCode(contract.ExitUsage, err)
+	case errors.As(err, &unreadable) && unreadable.TooLarge:
+		return withCode(contract.ExitConfig, err)
+	case errors.As(err, &unreadable):
 		return withCode(contract.ExitUsage, err)
 	case errors.Is(err, plan.ErrConfigured):
 		return withCode(contract.ExitApply, err)
@@ -340,10 +282,16 @@ func applyError(err error, file string) error {
 	}
 	var blocked *plan.BlockedError
 	if errors.As(err, &blocked) {
+		if file == "" {
+			file = blocked.Name
+		}
 		return withCode(contract.ExitConfig, fmt.Errorf("%s fails the checks above; nothing was sent. Fix the config or pass --force to send it anyway", file))
 	}
 	return err
 }
+
+// applyFlag names plan.ApplyJob's settings as apply's flags.
+var applyFlag = map[string]string{"endpoint": "--node", "mode": "--mode"}
 
 func describeBooted(n *node.Node, m plan.Match) string {
 	if n.Booted == nil {
@@ -353,16 +301,4 @@ func describeBooted(n *node.Node, m plan.Match) string {
 		return l + ": " + n.Booted.String()
 	}
 	return n.Booted.String()
-}
-
-func readConfigFile(path string) ([]byte, error) {
-	data, err := userfile.Read(path, node.MaxConfigSize)
-	var tooLarge *userfile.TooLargeError
-	switch {
-	case errors.As(err, &tooLarge):
-		return nil, withCode(contract.ExitConfig, fmt.Errorf("config file %s is too large for a machine config (max %d bytes)", path, node.MaxConfigSize))
-	case err != nil:
-		return nil, withCode(contract.ExitUsage, fmt.Errorf("config file: %w", err))
-	}
-	return data, nil
 }

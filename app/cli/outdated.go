@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 
 	"github.com/talosflash/talosflash/app/contract"
+	"github.com/talosflash/talosflash/app/plan"
 	"github.com/talosflash/talosflash/factory"
 )
 
@@ -69,15 +71,23 @@ func runOutdated(ctx context.Context, args []string, env Env) error {
 	for _, g := range generic {
 		fmt.Fprintf(env.Stderr, "warning: %s:%d uses the stock installer %s: no Raspberry Pi overlay, no extensions; use the factory installer of the node's schematic\n", g.File, g.Line, g.Raw)
 	}
+	p := newOutdatedPrinter(jsonOut, env)
 	if len(uses) == 0 {
-		if jsonOut {
-			return contract.WriteAnswer(env.Stdout, contract.TypeOutdated, []outdatedJSON{})
-		}
-		fmt.Fprintf(env.Stdout, "no Image Factory installer references under %s\n", dir)
-		return nil
+		return p.Answer(contract.TypeOutdated, []outdatedJSON{}, func(w io.Writer) error {
+			fmt.Fprintf(w, "no Image Factory installer references under %s\n", dir)
+			return nil
+		})
 	}
-	ups, err := factory.NewClient(factoryURL, nil).CheckUpdates(ctx, uses, factory.Policy(to))
+	settings, err := loadSettings(plan.Defaults{FactoryURL: factoryURL})
 	if err != nil {
+		return err
+	}
+	fc := settings.Factory
+	ups, err := fc.CheckUpdates(ctx, uses, factory.Policy(to))
+	if err != nil {
+		return err
+	}
+	if err := reportVersions(ctx, env, dir, ups, fc, p); err != nil { // outdated_versions.go
 		return err
 	}
 	var (
@@ -95,15 +105,29 @@ func runOutdated(ctx context.Context, args []string, env Env) error {
 			}
 		}
 	}
-	if jsonOut {
-		if err := contract.WriteAnswer(env.Stdout, contract.TypeOutdated, outdatedToJSON(ups, results)); err != nil {
-			return err
-		}
-		return outdatedWriteErr(writeErr)
+	if err := p.Answer(contract.TypeOutdated, outdatedToJSON(ups, results), func(w io.Writer) error {
+		printOutdated(w, ups, results, writeErr, write, changed)
+		return nil
+	}); err != nil {
+		return err
 	}
+	if err := outdatedWriteErr(writeErr); err != nil || !write {
+		return err
+	}
+	// A blocked reference is not written: --write did not do what it was
+	// asked (exit 7, classify.go), whatever else it wrote.
+	if err := factory.Blocked(ups); err != nil {
+		return fmt.Errorf("outdated --write: %w", err)
+	}
+	return nil
+}
+
+// printOutdated is `outdated` as text: each reference, then what was or
+// can be written (each file's outcome when the write failed).
+func printOutdated(w io.Writer, ups []factory.Update, results []factory.FileResult, writeErr error, write bool, changed []string) {
 	pending := 0
 	for _, u := range ups {
-		describeUpdate(env, u)
+		describeUpdate(w, u)
 		if u.Target != "" && u.Blocked == "" {
 			pending++
 		}
@@ -111,25 +135,32 @@ func runOutdated(ctx context.Context, args []string, env Env) error {
 	if writeErr != nil {
 		for _, r := range results {
 			if r.Outcome != factory.OutcomeUnchanged {
-				fmt.Fprintf(env.Stdout, "%s: %s (%s)\n", r.File, r.Outcome, r.Reason)
+				fmt.Fprintf(w, "%s: %s (%s)\n", r.File, r.Outcome, r.Reason)
 			}
 		}
-		return outdatedWriteErr(writeErr)
+		return
+	}
+	blocked := ""
+	if b := new(factory.BlockedError); errors.As(factory.Blocked(ups), &b) {
+		blocked = fmt.Sprintf("%d reference(s) blocked (BLOCKED above): not written", len(b.Updates))
 	}
 	switch {
+	case write && len(changed) > 0 && blocked != "":
+		fmt.Fprintf(w, "updated %d file(s): %s; %s\n", len(changed), strings.Join(changed, ", "), blocked)
 	case write && len(changed) > 0:
-		fmt.Fprintf(env.Stdout, "updated %d file(s): %s\n", len(changed), strings.Join(changed, ", "))
+		fmt.Fprintf(w, "updated %d file(s): %s\n", len(changed), strings.Join(changed, ", "))
+	case write && blocked != "":
+		fmt.Fprintf(w, "nothing written: %s\n", blocked)
 	case write:
-		fmt.Fprintln(env.Stdout, "nothing to update")
+		fmt.Fprintln(w, "nothing to update")
 	case pending > 0:
-		fmt.Fprintf(env.Stdout, "%d reference(s) can be updated: run with --write\n", pending)
+		fmt.Fprintf(w, "%d reference(s) can be updated: run with --write\n", pending)
 	default:
-		fmt.Fprintln(env.Stdout, "everything is up to date")
+		fmt.Fprintln(w, "everything is up to date")
 	}
-	return nil
 }
 
-func describeUpdate(env Env, u factory.Update) {
+func describeUpdate(w io.Writer, u factory.Update) {
 	ref := u.Use.Ref
 	name := ref.Repository + "/" + ref.SchematicID[:12] + "…:" + ref.Version
 	where := fmt.Sprintf("%s:%d", filepath.Clean(u.Use.File), u.Use.Line)
@@ -139,27 +170,27 @@ func describeUpdate(env Env, u factory.Update) {
 	}
 	switch {
 	case u.Target == "" && u.Latest != "":
-		fmt.Fprintf(env.Stdout, "%s  %s: newest of its minor; latest %s (--to latest)\n", where, name, u.Latest)
+		fmt.Fprintf(w, "%s  %s: newest of its minor; latest %s (--to latest)\n", where, name, u.Latest)
 	case u.Target == "":
-		fmt.Fprintf(env.Stdout, "%s  %s: up to date\n", where, name)
+		fmt.Fprintf(w, "%s  %s: up to date\n", where, name)
 	default:
-		fmt.Fprintf(env.Stdout, "%s  %s -> %s%s\n", where, name, u.Target, newest)
+		fmt.Fprintf(w, "%s  %s -> %s%s\n", where, name, u.Target, newest)
 	}
 	for _, e := range u.Extensions {
 		switch {
 		case e.Missing:
-			fmt.Fprintf(env.Stdout, "    %s %s -> MISSING in %s\n", e.Name, dash(e.From), u.Target)
+			fmt.Fprintf(w, "    %s %s -> MISSING in %s\n", e.Name, dash(e.From), u.Target)
 		case e.From != e.To:
-			fmt.Fprintf(env.Stdout, "    %s %s -> %s\n", e.Name, dash(e.From), dash(e.To))
+			fmt.Fprintf(w, "    %s %s -> %s\n", e.Name, dash(e.From), dash(e.To))
 		default:
-			fmt.Fprintf(env.Stdout, "    %s %s (unchanged)\n", e.Name, dash(e.To))
+			fmt.Fprintf(w, "    %s %s (unchanged)\n", e.Name, dash(e.To))
 		}
 	}
 	if u.Blocked != "" {
-		fmt.Fprintf(env.Stdout, "    BLOCKED: %s\n", u.Blocked)
+		fmt.Fprintf(w, "    BLOCKED: %s\n", u.Blocked)
 	}
 	if u.Note != "" {
-		fmt.Fprintf(env.Stdout, "    note: %s\n", u.Note)
+		fmt.Fprintf(w, "    note: %s\n", u.Note)
 	}
 }
 

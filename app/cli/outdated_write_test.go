@@ -70,7 +70,8 @@ func outdatedJSONRun(t *testing.T, args ...string) (int, []outdatedJSON, string)
 
 // When the factory cannot return the schematic, no reference to it is
 // written: every one is BLOCKED with the reason (the second reference to the
-// same schematic used to get no note at all and be written).
+// same schematic used to get no note at all and be written), and --write
+// says so and fails, exit 7 (it ended "nothing to update", exit 0).
 func TestOutdatedWriteBlocksUncomparedExtensions(t *testing.T) {
 	fac, ref := outdatedRepo(t)
 	fac.DisableSchematicLookup()
@@ -80,17 +81,26 @@ func TestOutdatedWriteBlocksUncomparedExtensions(t *testing.T) {
 		files[filepath.Join(dir, n)] = writeRef(t, filepath.Join(dir, n), ref, 0)
 	}
 	code, stdout, stderr := cliRun(t, "outdated", dir, "--write", "--factory", fac.URL)
-	if code != contract.ExitOK || strings.Count(stdout, "BLOCKED: extensions not compared") != 2 || !strings.Contains(stdout, "nothing to update") {
+	if code != contract.ExitConfig || strings.Count(stdout, "BLOCKED: extensions not compared") != 2 || strings.Contains(stdout+stderr, "nothing to update") ||
+		!strings.Contains(stdout, "nothing written: 2 reference(s) blocked") || !strings.Contains(stderr, "a.yaml:4") || !strings.Contains(stderr, "b.yaml:4") {
 		t.Fatalf("exit %d:\n%s\n%s", code, stdout, stderr)
 	}
 	assertUnchanged(t, files)
-	_, res, _ := outdatedJSONRun(t, dir, "--write", "--factory", fac.URL)
+	code, res, _ := outdatedJSONRun(t, dir, "--write", "--factory", fac.URL)
 	for _, r := range res {
-		if r.Written || !strings.Contains(r.Blocked, "the factory did not return it") || r.Outcome != "unchanged" {
+		if r.Written || !strings.Contains(r.Blocked, "the factory did not return it") || r.Outcome != "blocked" {
 			t.Errorf("%+v", r)
 		}
 	}
+	if code != contract.ExitConfig {
+		t.Errorf("--json: exit %d, want %d", code, contract.ExitConfig)
+	}
 	assertUnchanged(t, files)
+
+	// Without --write it is a report: the blocked references said, exit 0.
+	if code, stdout, _ := cliRun(t, "outdated", dir, "--factory", fac.URL); code != contract.ExitOK || !strings.Contains(stdout, "BLOCKED") {
+		t.Fatalf("report: exit %d:\n%s", code, stdout)
+	}
 }
 
 // A read-only file and a file with hard links are refused (run as root too),

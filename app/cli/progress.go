@@ -11,20 +11,36 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/talosflash/talosflash/app/contract"
+	"github.com/talosflash/talosflash/app/plan"
 	"github.com/talosflash/talosflash/imaging"
 )
 
-// reporter turns pipeline progress into either a terminal bar or JSON lines.
-type reporter interface {
+// flashPrinter shows the flash job (plan.Flash): its progress as a
+// terminal bar (termReporter) or JSON lines (jsonReporter), restic's
+// ui/backup shape; the command's code never asks which.
+type flashPrinter interface {
 	Progress(p imaging.Progress)
 	Info(format string, args ...any)
 	Warning(msg string)
 	Result(r contract.ResultEvent) // machine-readable; the terminal view prints its own line
-	Error(code int, msg string)    // machine-readable; Main prints the error
-	// CardError is one card's failure when several are flashed
-	// (machine-readable; the terminal view prints its own line).
-	CardError(device string, code int, msg string)
+	// CardError is one card's failure when several are flashed (node:
+	// the node it was for, nil for none; machine-readable, the terminal
+	// view prints its own line).
+	CardError(device string, node *plan.CardMeta, code int, msg string)
+	// Failed is the flash's failure; it returns the command's error (the
+	// JSON view writes it as its "error" event, Main prints the text).
+	Failed(err error) error
 	Finish()
+}
+
+// newFlashPrinter chooses the printer: JSON lines with --json (in the
+// elevated child, human lines too, as events its parent relays), else the
+// terminal view on stderr.
+func newFlashPrinter(f *flashFlags, env Env) flashPrinter {
+	if f.jsonOut {
+		return newJSONReporter(env.Stdout, env.Stderr, f.elevated)
+	}
+	return newTermReporter(env.Stderr, isTerminal(env.Stderr))
 }
 
 // jsonReporter writes one JSON object per line to out (stdout): the typed
@@ -47,7 +63,7 @@ func (r *jsonReporter) Progress(p imaging.Progress) {
 	r.mu.Lock()
 	// At most ~4 lines a second per stage, but always the stage's last one.
 	now := time.Now()
-	key := string(p.Stage) + " " + p.Target
+	key := string(p.Stage) + " " + p.Target + " " + p.Image
 	if p.Total <= 0 || p.Done < p.Total {
 		if now.Sub(r.last[key]) < 250*time.Millisecond {
 			r.mu.Unlock()
@@ -82,6 +98,21 @@ func (r *jsonReporter) Warning(msg string) {
 
 func (r *jsonReporter) Finish() {}
 
+// Failed writes the "error" event; Main writes no second one.
+func (r *jsonReporter) Failed(err error) error {
+	r.Error(exitCode(err), oneLine(err.Error()))
+	return reported(err)
+}
+
+// CardError is a card's "error" line, with its node's name and address.
+func (r *jsonReporter) CardError(device string, node *plan.CardMeta, code int, msg string) {
+	e := contract.ErrorEvent{Code: code, Message: msg, Device: device}
+	if node != nil {
+		e.Node, e.Address = node.Node, node.Address
+	}
+	r.ErrorEvent(e)
+}
+
 // termReporter draws a single-line bar on a terminal, or prints a line per
 // stage change and every few seconds when stderr is not a terminal.
 type termReporter struct {
@@ -107,7 +138,7 @@ func (r *termReporter) Progress(p imaging.Progress) {
 	if p.Stage == imaging.StageDone {
 		return // the summary line says it better
 	}
-	if p.Target != "" {
+	if p.Target != "" || p.Image != "" {
 		r.cardProgress(p)
 		return
 	}
@@ -144,15 +175,20 @@ func (r *termReporter) Progress(p imaging.Progress) {
 	}
 }
 
-// cardProgress draws one line for all cards: "sdb write 45%  sdc write 44%".
+// cardProgress draws one line for all cards (and, with several images,
+// their downloads): "sdb write 45%  sdc write 44%".
 func (r *termReporter) cardProgress(p imaging.Progress) {
 	if r.cards == nil {
 		r.cards = map[string]imaging.Progress{}
 	}
-	if _, ok := r.cards[p.Target]; !ok {
-		r.cardOrder = append(r.cardOrder, p.Target)
+	key := p.Target
+	if key == "" {
+		key = p.Image
 	}
-	r.cards[p.Target] = p
+	if _, ok := r.cards[key]; !ok {
+		r.cardOrder = append(r.cardOrder, key)
+	}
+	r.cards[key] = p
 	if r.stage != "cards" && r.drawn && r.tty {
 		fmt.Fprintln(r.out)
 		r.drawn = false
@@ -206,9 +242,10 @@ func (r *termReporter) Warning(msg string) { r.Info("warning: %s", msg) }
 
 func (r *termReporter) Result(contract.ResultEvent) {}
 
-func (r *termReporter) Error(int, string) {}
+// Failed: Main prints the error.
+func (r *termReporter) Failed(err error) error { return err }
 
-func (r *termReporter) CardError(string, int, string) {}
+func (r *termReporter) CardError(string, *plan.CardMeta, int, string) {}
 
 func (r *termReporter) Finish() {
 	r.mu.Lock()

@@ -40,3 +40,18 @@ func TestProgressSaysFactoryIsBuilding(t *testing.T) {
 		t.Fatalf("%q", got)
 	}
 }
+
+// Two images' downloads at once share one line, each named (a cluster in
+// one run), instead of one bar both jump in.
+func TestTermReporterTwoDownloads(t *testing.T) {
+	var out bytes.Buffer
+	r := newTermReporter(&out, true)
+	r.Progress(imaging.Progress{Stage: imaging.StageDownload, Done: 10 << 20, Total: 40 << 20, Image: "profile controlplane"})
+	r.lastOut = time.Time{} // the next report is drawn, not throttled
+	r.Progress(imaging.Progress{Stage: imaging.StageDownload, Done: 20 << 20, Total: 40 << 20, Image: "profile worker"})
+	r.Finish()
+	draws := strings.Split(out.String(), "\r\033[K")
+	if last := strings.TrimSpace(draws[len(draws)-1]); last != "profile controlplane download  25%  profile worker download  50%" {
+		t.Fatalf("last line %q of %q", last, out.String())
+	}
+}

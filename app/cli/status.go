@@ -11,6 +11,7 @@ import (
 
 	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/app/plan"
+	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/node"
 )
 
@@ -44,6 +45,8 @@ type statusFlags struct {
 	interval, dur       time.Duration
 	callTimeout         time.Duration
 	kube                kubeFlags // the Kubernetes view (status_kube.go)
+
+	settings *plan.Settings // the inventory and profiles (statusTargets)
 }
 
 func runStatus(ctx context.Context, args []string, env Env) error {
@@ -81,30 +84,19 @@ func runStatus(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	targets, profilesPath, err := statusTargets(&f)
+	targets, profiles, err := statusTargets(&f)
 	if err != nil {
 		return err
 	}
-	profiles, err := loadProfiles(profilesPath)
-	if err != nil {
-		return err
-	}
-	out := contract.NewWriter(env.Stdout)
-	emit := func(ns plan.NodeStatus) {
-		if f.jsonOut {
-			_ = out.Answer(contract.TypeNodeStatus, nodeStatusJSON(ns, time.Now())) // write errors are dropped (Writer)
-			return
-		}
-		renderNodeStatus(env.Stdout, ns, time.Now(), f.watch)
-	}
-	round, err := startKubeView(&f, env, targets)
+	p := newStatusPrinter(f.jsonOut, f.watch, env)
+	round, err := startKubeView(&f, targets, p)
 	if err != nil {
 		return err
 	}
 	last, err := plan.Watch(ctx, targets, plan.WatchOptions{
 		Check: plan.StatusCheck{Profiles: profiles}, Watch: f.watch, Interval: f.interval, For: f.dur,
 		CallTimeout: f.callTimeout, Talosconfig: tc, Round: round,
-	}, emit)
+	}, p.NodeStatus)
 	if err != nil {
 		return err
 	}
@@ -117,27 +109,30 @@ func runStatus(ctx context.Context, args []string, env Env) error {
 }
 
 // statusTargets are the nodes to ask: the inventory's (or those named),
-// else the --node addresses.
-func statusTargets(f *statusFlags) ([]plan.StatusTarget, string, error) {
+// else the --node addresses; and the profiles to recognise their images
+// (--profiles, else the inventory's).
+func statusTargets(f *statusFlags) ([]plan.StatusTarget, []factory.Profile, error) {
+	s, err := loadSettings(plan.Defaults{Inventory: f.inventory, ProfilesFile: f.profiles})
+	if err != nil {
+		return nil, nil, err
+	}
+	f.settings = s
 	if f.inventory == "" {
 		var ts []plan.StatusTarget
 		for _, a := range f.nodes {
 			ep, err := node.NormalizeEndpoint(a)
 			if err != nil {
-				return nil, "", withCode(contract.ExitUsage, err)
+				return nil, nil, withCode(contract.ExitUsage, err)
 			}
 			ts = append(ts, plan.StatusTarget{Endpoint: ep})
 		}
-		return ts, f.profiles, nil
+		return ts, s.Profiles, nil
 	}
-	inv, err := loadInventory(f.inventory, f.profiles)
-	if err != nil {
-		return nil, "", err
-	}
+	inv := s.Inventory
 	nodes := inv.Nodes
 	if len(f.hostnames) > 0 {
 		if nodes, err = inv.Select(f.hostnames); err != nil {
-			return nil, "", withCode(contract.ExitUsage, err)
+			return nil, nil, withCode(contract.ExitUsage, err)
 		}
 	}
 	var ts []plan.StatusTarget
@@ -145,11 +140,42 @@ func statusTargets(f *statusFlags) ([]plan.StatusTarget, string, error) {
 		ts = append(ts, plan.StatusTarget{Hostname: n.Hostname, Role: n.Role, Profile: n.Profile,
 			Endpoint: net.JoinHostPort(n.Address.Addr().String(), strconv.Itoa(f.port))})
 	}
-	profiles := f.profiles
-	if profiles == "" {
-		profiles = inv.Profiles
+	return ts, s.Profiles, nil
+}
+
+// statusPrinter shows status' job (plan.Watch): each node's status and
+// the Kubernetes view, as text or JSON lines on stdout.
+type statusPrinter interface {
+	NodeStatus(ns plan.NodeStatus)
+	Kube(v plan.KubeView)
+}
+
+func newStatusPrinter(jsonOut, watch bool, env Env) statusPrinter {
+	if jsonOut {
+		return statusJSON{out: contract.NewWriter(env.Stdout)}
 	}
-	return ts, profiles, nil
+	return statusText{w: env.Stdout, watch: watch}
+}
+
+// statusText prints each read for people (times with --watch).
+type statusText struct {
+	w     io.Writer
+	watch bool
+}
+
+func (p statusText) NodeStatus(ns plan.NodeStatus) { renderNodeStatus(p.w, ns, time.Now(), p.watch) }
+func (p statusText) Kube(v plan.KubeView)          { renderKube(p.w, v, time.Now(), p.watch) }
+
+// statusJSON prints node_status and kubernetes lines (docs/JSON.md);
+// write errors are dropped (contract.Writer).
+type statusJSON struct{ out *contract.Writer }
+
+func (p statusJSON) NodeStatus(ns plan.NodeStatus) {
+	_ = p.out.Answer(contract.TypeNodeStatus, nodeStatusJSON(ns, time.Now()))
+}
+
+func (p statusJSON) Kube(v plan.KubeView) {
+	_ = p.out.Answer(contract.TypeKubernetes, kubernetesJSON(v, time.Now()))
 }
 
 // renderNodeStatus is the text printer: a headline, the image, services,

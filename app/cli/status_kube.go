@@ -209,26 +209,13 @@ func kubernetesJSON(v plan.KubeView, now time.Time) kubernetesLine {
 	return j
 }
 
-// emitKube prints a Kubernetes view as status prints nodes.
-func emitKube(env Env, jsonOut, watch bool) func(plan.KubeView) {
-	out := contract.NewWriter(env.Stdout)
-	return func(v plan.KubeView) {
-		now := time.Now()
-		if jsonOut {
-			_ = out.Answer(contract.TypeKubernetes, kubernetesJSON(v, now)) // write errors are dropped (Writer)
-			return
-		}
-		renderKube(env.Stdout, v, now, watch)
-	}
-}
-
 // controlPlaneCNI reads the first control plane's config of an inventory
 // for the CNI (nil when there is none to read).
 func controlPlaneCNI(configPath string) *node.CNI {
 	if configPath == "" {
 		return nil
 	}
-	data, err := readConfigFile(configPath)
+	data, err := node.ReadConfigFile(configPath)
 	if err != nil {
 		return nil
 	}
@@ -242,14 +229,10 @@ func controlPlaneCNI(configPath string) *node.CNI {
 // inventoryControlPlaneConfig is the config file of the inventory's first
 // control plane ("" without an inventory or one).
 func inventoryControlPlaneConfig(f *statusFlags) string {
-	if f.inventory == "" {
+	if f.settings == nil || f.settings.Inventory == nil {
 		return ""
 	}
-	inv, err := loadInventory(f.inventory, f.profiles)
-	if err != nil {
-		return ""
-	}
-	for _, n := range inv.Nodes {
+	for _, n := range f.settings.Inventory.Nodes {
 		if n.Role == "controlplane" {
 			return n.Config
 		}
@@ -259,11 +242,10 @@ func inventoryControlPlaneConfig(f *statusFlags) string {
 
 // startKubeView opens the Kubernetes view of status and reads it after each
 // round of node reads (Round of plan.WatchOptions); nil when there is none.
-func startKubeView(f *statusFlags, env Env, targets []plan.StatusTarget) (func(context.Context), error) {
+func startKubeView(f *statusFlags, targets []plan.StatusTarget, p statusPrinter) (func(context.Context), error) {
 	v, err := openKubeView(f.kube, targets, controlPlaneCNI(inventoryControlPlaneConfig(f)), f.callTimeout)
 	if err != nil || v == nil {
 		return nil, err
 	}
-	emit := emitKube(env, f.jsonOut, f.watch)
-	return func(ctx context.Context) { v.read(ctx, emit) }, nil
+	return func(ctx context.Context) { v.read(ctx, p.Kube) }, nil
 }

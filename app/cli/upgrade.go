@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/talosflash/talosflash/app/contract"
+	"github.com/talosflash/talosflash/app/plan"
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/node"
 )
@@ -43,6 +44,9 @@ func (n *nodeList) Set(v string) error {
 }
 
 func runUpgrade(ctx context.Context, args []string, env Env) error {
+	if upgradeHasInventory(args) {
+		return runRollout(ctx, args, env) // the rolling upgrade (rollout.go)
+	}
 	var (
 		nodes           nodeList
 		to, factoryURL  string
@@ -72,13 +76,15 @@ func runUpgrade(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	warnNotAdmin(env, tc)
-	out := env.Stdout
-	if jsonOut {
-		out = env.Stderr
+	settings, err := loadSettings(plan.Defaults{FactoryURL: factoryURL})
+	if err != nil {
+		return err
 	}
+	warnNotAdmin(env, tc)
+	p := newAnswerPrinter(jsonOut, env)
+	out := p.Human()
 	opts := node.UpgradeOptions{
-		To: to, Factory: factory.NewClient(factoryURL, nil), DryRun: dryRun,
+		To: to, Factory: settings.Factory, DryRun: dryRun,
 		Wait: node.WaitOptions{Timeout: timeout, Progress: func(s string) { fmt.Fprintf(out, "%s %s\n", time.Now().Format("15:04:05"), s) }},
 	}
 	var results []*node.UpgradeResult
@@ -110,9 +116,7 @@ func runUpgrade(ctx context.Context, args []string, env Env) error {
 				errs = append(errs, err)
 			}
 		}
-		if jsonOut {
-			_ = contract.WriteAnswer(env.Stdout, contract.TypeUpgrade, upgradesJSON(results))
-		}
+		_ = p.Answer(contract.TypeUpgrade, upgradesJSON(results), noText)
 		if len(errs) > 1 {
 			var more []string
 			for _, e := range errs[1:] {
@@ -126,14 +130,12 @@ func runUpgrade(ctx context.Context, args []string, env Env) error {
 		return nil
 	}
 	err = node.UpgradeAll(ctx, nodes, tc, opts, report)
-	if jsonOut {
-		out := upgradesJSON(results)
-		var ie *node.InterruptedError
-		if errors.As(err, &ie) && len(out) > 0 {
-			out[len(out)-1].Interrupted = ie.State // the node it stopped at
-		}
-		_ = contract.WriteAnswer(env.Stdout, contract.TypeUpgrade, out)
+	answer := upgradesJSON(results)
+	var ie *node.InterruptedError
+	if errors.As(err, &ie) && len(answer) > 0 {
+		answer[len(answer)-1].Interrupted = ie.State // the node it stopped at
 	}
+	_ = p.Answer(contract.TypeUpgrade, answer, noText)
 	if err != nil && len(results) < len(nodes) {
 		err = fmt.Errorf("%w; not upgraded: %s", err, strings.Join(nodes[len(results):], ", "))
 	}

@@ -3,6 +3,7 @@ package cli
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -161,6 +162,27 @@ func TestTyposSuggestTheClosest(t *testing.T) {
 		}
 		if c.want == "" && strings.Contains(stderr, "did you mean") || c.want != "" && !strings.Contains(stderr, c.want) {
 			t.Errorf("%v: %s", c.args, stderr)
+		}
+	}
+}
+
+// A flag is said the way the docs write it, with two dashes, whether it
+// was typed with one or two (the flag package echoes one: "-hostnme").
+func TestFlagErrorsSayTwoDashes(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"flash", "-hostnme", "x"}, "flash: unknown flag --hostnme; did you mean --hostname? (see: talosflash flash -h)"},
+		{[]string{"flash", "--hostnme", "x"}, "flash: unknown flag --hostnme; did you mean --hostname?"},
+		{[]string{"nodes", "--timeout", "soon"}, `nodes: --timeout "soon": `},
+		{[]string{"nodes", "-json=maybe"}, `nodes: --json "maybe": want true or false`},
+		{[]string{"flash", "--device"}, "flash: --device needs a value"},
+		{[]string{"version", "--jsn"}, "version: unknown flag --jsn; did you mean --json?"},
+	} {
+		code, _, stderr := cliRun(t, c.args...)
+		if code != contract.ExitUsage || !strings.Contains(stderr, c.want) || regexp.MustCompile(`[^-]-[a-z]{3,}`).MatchString(strings.ReplaceAll(stderr, "talosflash", "")) {
+			t.Errorf("%v: exit %d: %s (want %q)", c.args, code, stderr, c.want)
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,21 +26,70 @@ import (
 // fields and new events keep it (consumers ignore what they don't know).
 const Version = 1
 
-// Exit codes of talosflash (the CLI, its elevated child and the desktop app).
+// Exit codes of talosflash (the CLI, its elevated child and the desktop
+// app); ExitCodes says what each means.
 const (
 	ExitOK          = 0
 	ExitFailure     = 1  // unexpected internal failure
-	ExitUsage       = 2  // bad flags, unknown role/profile, bad input file
+	ExitUsage       = 2  // bad flags, unknown role/profile, bad input file, a path that does not exist
 	ExitNetwork     = 3  // Image Factory or node unreachable, HTTP errors
 	ExitVerify      = 4  // read-back hash differs from the image
 	ExitDevice      = 5  // target refused by the safety rules
 	ExitWrite       = 6  // I/O error while writing (card removed, EIO)
-	ExitConfig      = 7  // machine config invalid or fails the incident checks
+	ExitConfig      = 7  // machine config or inventory invalid, or fails the checks
 	ExitApply       = 8  // the node refused the config
 	ExitImage       = 9  // the image is corrupt or not an image at all
 	ExitStorage     = 10 // the image cache or its file system can't be used; the message names the path
 	ExitInterrupted = 130
 )
+
+// ExitCode is one row of the exit-code table.
+type ExitCode struct {
+	Code int
+	Name string // the constant's name
+	// Word is the code in a word or two (the CLI's usage text).
+	Word string
+	// Meaning is when it is given, in Markdown: the table of docs/JSON.md
+	// and the README's, which contract_test checks against this one.
+	Meaning string
+}
+
+// ExitCodes is the one table of the exit codes, in order.
+var ExitCodes = []ExitCode{
+	{ExitOK, "ExitOK", "ok", "success"},
+	{ExitFailure, "ExitFailure", "internal", "unexpected internal error (the desktop app: it failed to run)"},
+	{ExitUsage, "ExitUsage", "usage", "bad usage or input: flags, unknown role, bad profile YAML, bad installer ref or version, " +
+		"a missing file (config, profiles, inventory, talosconfig, the card or image `card` reads), a `--device` that does not exist " +
+		"(or a bare name such as `sdb` that is both a file here and a disk under /dev: devices' reasons `not-found`, `ambiguous`); " +
+		"the app started without a display. Found before any file, node or network is touched; the message says the fix"},
+	{ExitNetwork, "ExitNetwork", "network", "Image Factory or node unreachable (also: no node answered in time), HTTP error, download failed"},
+	{ExitVerify, "ExitVerify", "verify mismatch", "the card does not read back as the image"},
+	{ExitDevice, "ExitDevice", "device refused", "device refused by the safety rules (system disk, mounted, swap on it or an active swap file, " +
+		"non-removable, too small, read-only, in use: named twice, the image itself, the backing file of an attached loop device) " +
+		"or administrator rights not granted"},
+	{ExitWrite, "ExitWrite", "write I/O error", "write I/O error (card removed, EIO); the card is incomplete"},
+	{ExitConfig, "ExitConfig", "config or inventory invalid", "a machine config or the inventory invalid, or failing the checks: " +
+		"the incident checks, `inventory check`'s problems (also before any command that takes `--inventory`), " +
+		"another node's card at a node's address; `outdated --write` blocked a reference (an extension would be lost, or could not be compared)"},
+	{ExitApply, "ExitApply", "node refused", "the node refused the config, a bootstrap (already bootstrapped, not a control plane) or an upgrade request"},
+	{ExitImage, "ExitImage", "image corrupt or not an image", "the image is corrupt or not an image talosflash writes " +
+		"(bzip2, lzma, zip, qcow2, empty, not a disk); a corrupt cache entry is deleted, run again to re-download; " +
+		"`card`: not a Talos image, or an interrupted flash"},
+	{ExitStorage, "ExitStorage", "cache/storage unusable", "the image cache or a local file can't be used (read-only, full, no permission, " +
+		"not a directory, a symlink in the way; `outdated --write` refused a file); the message names the path"},
+	{ExitInterrupted, "ExitInterrupted", "interrupted", "interrupted (Ctrl-C); a partial download stays (resumable where the server allows it), " +
+		"a card is reported incomplete. SIGTERM ends the same way with 143, SIGHUP with 129"},
+}
+
+// ExitSummary is the table in one line per few codes, for a usage text:
+// "0 ok, 1 internal, 2 usage, ...".
+func ExitSummary() string {
+	parts := make([]string, len(ExitCodes))
+	for i, c := range ExitCodes {
+		parts[i] = fmt.Sprintf("%d %s", c.Code, c.Word)
+	}
+	return strings.Join(parts, ", ")
+}
 
 // Event types: the "event" field of every line.
 const (
@@ -75,6 +125,18 @@ const (
 	TypeKubernetes = "kubernetes"
 	// kubeconfig --json (object).
 	TypeKubeconfig = "kubeconfig"
+	// patch --json (object), one line per node patched.
+	TypePatch = "patch"
+	// Streamed by upgrade --inventory --json: one line per node when its
+	// part of the rolling upgrade ends, then one per node not reached.
+	TypeRolloutNode = "rollout_node"
+	// outdated --json, before its answer: the Kubernetes versions of the
+	// configs and the extensions' versions for the target Talos (object).
+	TypeVersions = "versions"
+	// version --json (object): talosflash's version.
+	TypeVersion = "version"
+	// profiles --json (list): the roles and custom profiles.
+	TypeProfiles = "profiles"
 )
 
 // Known reports whether t is an event type of this Version.
@@ -82,7 +144,8 @@ func Known(t string) bool {
 	switch t {
 	case TypeProgress, TypeInfo, TypeWarning, TypeResult, TypeError,
 		TypeSchematic, TypeDevices, TypeNodes, TypeApply, TypeBootstrap, TypeUpgrade, TypeOutdated,
-		TypeCard, TypeInventory, TypeApplyNode, TypeNodeStatus, TypeFollow, TypeKubernetes, TypeKubeconfig:
+		TypeCard, TypeInventory, TypeApplyNode, TypeNodeStatus, TypeFollow, TypeKubernetes, TypeKubeconfig,
+		TypePatch, TypeRolloutNode, TypeVersions, TypeVersion, TypeProfiles:
 		return true
 	}
 	return false
@@ -110,18 +173,22 @@ type ProgressEvent struct {
 	// Device names the card of a write/verify/done report when several
 	// cards are flashed at once (absent otherwise).
 	Device string `json:"device,omitempty"`
+	// Image names the image of a download/build report when several
+	// images are flashed at once (flash --inventory with nodes of
+	// different profiles; absent otherwise).
+	Image string `json:"image,omitempty"`
 }
 
 // NewProgressEvent converts p (rate and ETA rounded down to whole units).
 func NewProgressEvent(p imaging.Progress) ProgressEvent {
 	return ProgressEvent{Envelope: envelope(TypeProgress), Stage: string(p.Stage), Done: p.Done, Total: p.Total,
-		Rate: int64(p.Rate), ETASeconds: int64(p.ETA.Seconds()), Compressed: p.Compressed, Decoded: p.Decoded, Device: p.Target}
+		Rate: int64(p.Rate), ETASeconds: int64(p.ETA.Seconds()), Compressed: p.Compressed, Decoded: p.Decoded, Device: p.Target, Image: p.Image}
 }
 
 // Progress is the event as the pipeline reported it.
 func (e ProgressEvent) Progress() imaging.Progress {
 	return imaging.Progress{Stage: imaging.Stage(e.Stage), Done: e.Done, Total: e.Total,
-		Rate: float64(e.Rate), ETA: time.Duration(e.ETASeconds) * time.Second, Compressed: e.Compressed, Decoded: e.Decoded, Target: e.Device}
+		Rate: float64(e.Rate), ETA: time.Duration(e.ETASeconds) * time.Second, Compressed: e.Compressed, Decoded: e.Decoded, Target: e.Device, Image: e.Image}
 }
 
 // MessageEvent is a line for the user: "info" or "warning".
@@ -138,10 +205,14 @@ type ResultEvent struct {
 	SHA256     string `json:"sha256"`
 	Verified   bool   `json:"verified"`
 	VerifyMode string `json:"verify_mode,omitempty"`
-	// Written and Skipped: bytes written to the card, and bytes it already
-	// held (found by a direct read, which verified them).
-	Written   int64  `json:"written"`
-	Skipped   int64  `json:"skipped"`
+	// Written and Skipped: the image's bytes written to the card, and
+	// those it already held (found by a direct read, which verified
+	// them); together the image's Bytes.
+	Written int64 `json:"written"`
+	Skipped int64 `json:"skipped"`
+	// Zeroed: zeros written over the card's first MiB before the image,
+	// where it held other data (writes beside Written).
+	Zeroed    int64  `json:"zeroed,omitempty"`
 	Schematic string `json:"schematic,omitempty"`
 	Version   string `json:"version,omitempty"` // the Talos version
 	// Node and Address: the node written onto the card (flash --inventory).
@@ -158,14 +229,14 @@ type ResultEvent struct {
 // is an "error" line with its device).
 func NewResultEvent(c imaging.CardResult) ResultEvent {
 	return ResultEvent{Envelope: envelope(TypeResult), Device: c.Target, Bytes: c.Bytes, SHA256: c.SHA256, Verified: c.Verified,
-		VerifyMode: c.VerifyMode, Written: c.Written, Skipped: c.Skipped, Notes: c.Notes}
+		VerifyMode: c.VerifyMode, Written: c.Written, Skipped: c.Skipped, Zeroed: c.Zeroed, Notes: c.Notes}
 }
 
 // Card is the line read back as the card's result (the elevated child's
 // parent), NewResultEvent's inverse.
 func (e ResultEvent) Card() imaging.CardResult {
 	return imaging.CardResult{Target: e.Device, Bytes: e.Bytes, SHA256: e.SHA256, Verified: e.Verified,
-		VerifyMode: e.VerifyMode, Written: e.Written, Skipped: e.Skipped, Notes: e.Notes}
+		VerifyMode: e.VerifyMode, Written: e.Written, Skipped: e.Skipped, Zeroed: e.Zeroed, Notes: e.Notes}
 }
 
 // Finding is one incident-check finding (apply's "findings").
@@ -185,6 +256,10 @@ type ErrorEvent struct {
 	Message  string    `json:"message"`
 	Device   string    `json:"device,omitempty"`
 	Findings []Finding `json:"findings,omitempty"` // apply: the checks that blocked the config
+	// Node and Address: the inventory node a failed card was for (flash
+	// --inventory), as on its "result" line had it been written.
+	Node    string `json:"node,omitempty"`
+	Address string `json:"address,omitempty"`
 }
 
 // Event is one decoded line: Type says which field is set. Line is the

@@ -31,9 +31,9 @@ func decodeAll(t *testing.T, out []byte) []Event {
 func TestEventsRoundTrip(t *testing.T) {
 	var buf bytes.Buffer
 	w := NewWriter(&buf)
-	prog := imaging.Progress{Stage: imaging.StageWrite, Done: 3 << 20, Total: 9 << 20, Rate: 5 << 20, ETA: 7 * time.Second, Compressed: true, Decoded: 11 << 20, Target: "/dev/sdy"}
-	res := ResultEvent{Device: "/dev/sdz", Bytes: 9 << 20, SHA256: "ab12", Verified: true, VerifyMode: "O_DIRECT", Written: 2 << 20, Skipped: 7 << 20, Schematic: "ee21", Version: "v1.14.5", Node: "worker-1", Address: "192.168.1.21/24", Notes: []string{"unmounted /media/u/boot before writing"}}
-	fail := ErrorEvent{Code: ExitConfig, Message: "blocked", Device: "/dev/sdy", Findings: []Finding{{"error", "C1", "bad", "fix it"}}}
+	prog := imaging.Progress{Stage: imaging.StageWrite, Done: 3 << 20, Total: 9 << 20, Rate: 5 << 20, ETA: 7 * time.Second, Compressed: true, Decoded: 11 << 20, Target: "/dev/sdy", Image: "profile worker"}
+	res := ResultEvent{Device: "/dev/sdz", Bytes: 9 << 20, SHA256: "ab12", Verified: true, VerifyMode: "O_DIRECT", Written: 2 << 20, Skipped: 7 << 20, Zeroed: 1 << 20, Schematic: "ee21", Version: "v1.14.5", Node: "worker-1", Address: "192.168.1.21/24", Notes: []string{"unmounted /media/u/boot before writing"}}
+	fail := ErrorEvent{Code: ExitConfig, Message: "blocked", Device: "/dev/sdy", Findings: []Finding{{"error", "C1", "bad", "fix it"}}, Node: "worker-2", Address: "192.168.1.22/24"}
 	w.Progress(prog)
 	w.Info("hello %d", 1)
 	w.Warning("careful")
@@ -58,7 +58,7 @@ func TestEventsRoundTrip(t *testing.T) {
 	if r := *got[3].Result; !reflect.DeepEqual(r, res) {
 		t.Errorf("result %+v, want %+v", r, res)
 	}
-	if e := *got[4].Error; !reflect.DeepEqual(e, ErrorEvent{envelope(TypeError), ExitVerify, "mismatch", "/dev/sdy", nil}) {
+	if e := *got[4].Error; !reflect.DeepEqual(e, ErrorEvent{Envelope: envelope(TypeError), Code: ExitVerify, Message: "mismatch", Device: "/dev/sdy"}) {
 		t.Errorf("error %+v", e)
 	}
 	fail.Envelope = envelope(TypeError)
@@ -131,7 +131,7 @@ func TestDecodeTolerates(t *testing.T) {
 // (the elevated child and its parent): every field of the card but its
 // error (a failed card is an "error" line).
 func TestCardResultRoundTrip(t *testing.T) {
-	card := imaging.CardResult{Target: "/dev/sdz", Bytes: 9 << 20, SHA256: "ab12", Written: 2 << 20, Skipped: 7 << 20,
+	card := imaging.CardResult{Target: "/dev/sdz", Bytes: 9 << 20, SHA256: "ab12", Written: 2 << 20, Skipped: 7 << 20, Zeroed: 1 << 20,
 		Verified: true, VerifyMode: "O_DIRECT", Notes: []string{"unmounted /media/u/boot before writing"}}
 	rv := reflect.ValueOf(card)
 	for f := 0; f < rv.NumField(); f++ {

@@ -210,11 +210,24 @@ func TestArgsNodeMeta(t *testing.T) {
 	}
 }
 
+// Several images: each card names its image on stdin; the command for a
+// person (Human) is one image's and leaves them out.
+func TestArgsImages(t *testing.T) {
+	a := Args{Devices: []string{"/dev/sdx", "/dev/sdy"}, Images: []int{1, 0}}
+	want := []string{"--flash", "--elevated", "--device", "/dev/sdx", "--device", "/dev/sdy", "--card-image", "/dev/sdx=1", "--card-image", "/dev/sdy=0", "--yes", "--json"}
+	if got := a.List(); !slices.Equal(got, want) {
+		t.Fatalf("args %q, want %q", got, want)
+	}
+	if got := a.Human("/i.raw.zst"); slices.Contains(got, "--card-image") {
+		t.Fatalf("human %q", got)
+	}
+}
+
 // The child accepts only what List emits (ChildFlags), and List emits
 // every one of them for a job that uses them all, the required ones always.
 func TestChildFlagsAreWhatListEmits(t *testing.T) {
 	all := Args{Devices: []string{"/dev/a", "/dev/b"}, Meta: []string{"m", ""}, NoVerify: true,
-		ForceNonRemovable: true, AllowLoop: true}
+		ForceNonRemovable: true, AllowLoop: true, Images: []int{0, 1}}
 	seen := map[string]bool{}
 	list := all.List()
 	if list[0] != "--flash" {

@@ -18,22 +18,26 @@ import (
 // an earlier one. It is forgotten (nil) once it ended and another image or
 // a card it did not write is chosen.
 type Attempt struct {
-	Seq    int // distinct per attempt: late reports of an earlier one are dropped
-	Image  plan.Image
+	Seq   int // distinct per attempt: late reports of an earlier one are dropped
+	Image plan.Image
+	// Images is each card's image, in Cards' order ("Flash all cards",
+	// flashall.go: each node's); nil: Image on every card.
+	Images []*plan.Image
 	Cards  []devices.Disk
-	Metas  []*plan.CardMeta // the node picked in step 1, written onto its card
+	Metas  []*plan.CardMeta // each card's node (picked in step 1, or Flash all's), written onto it
 	Cached bool             // the image was cached when it started (a report may say otherwise)
 
 	Running    bool
 	Cancelling bool
-	Status     string        // plan's last status line
-	Stage      imaging.Stage // the stage reported last
-	Building   bool          // the factory builds the image (late headers)
-	// Download is the last download report (nil: none); Downloaded says
-	// bytes came from the factory for this attempt (a cache hit reports
-	// its whole size at once, without a download).
-	Download   *imaging.Progress
-	Downloaded bool
+	Status     string          // plan's last status line
+	Stage      imaging.Stage   // the stage reported last
+	Building   map[string]bool // the factory builds the image (late headers), by Progress.Image as Download
+	// Download is each image's last download report, by its
+	// Progress.Image ("" when the attempt has one image); Downloaded says
+	// bytes came from the factory for that image in this attempt (a cache
+	// hit reports its whole size at once, without a download).
+	Download   map[string]imaging.Progress
+	Downloaded map[string]bool
 	// Write and Verify are each card's last report, by card path; Touched:
 	// the card was written to, so it no longer holds what it held.
 	Write, Verify map[string]imaging.Progress
@@ -63,6 +67,63 @@ func (a *Attempt) about(c *plan.Image, cards []devices.Disk) bool {
 		}
 	}
 	return true
+}
+
+// images are the attempt's images, each once, in the cards' order.
+func (a *Attempt) images() []*plan.Image { return attemptImages(&a.Image, a.Images) }
+
+// imageOf is card i's image.
+func (a *Attempt) imageOf(i int) *plan.Image {
+	if i < len(a.Images) && a.Images[i] != nil {
+		return a.Images[i]
+	}
+	return &a.Image
+}
+
+// downloadKey is the key of im's download reports (Progress.Image): plan
+// names the image only when the attempt has several.
+func (a *Attempt) downloadKey(im *plan.Image) string {
+	if len(a.images()) > 1 {
+		return im.Label
+	}
+	return ""
+}
+
+// building says the factory builds one of the images.
+func (a *Attempt) building() bool {
+	for _, b := range a.Building {
+		if b {
+			return true
+		}
+	}
+	return false
+}
+
+// cachedAfter says im is in the cache after the attempt (a card was
+// written from its cache entry).
+func (a *Attempt) cachedAfter(im *plan.Image) bool {
+	if a.Outcome == nil {
+		return false
+	}
+	if len(a.Images) == 0 {
+		return a.Outcome.CachePath != ""
+	}
+	for i := range a.Cards {
+		if a.imageOf(i) == im && i < len(a.Outcome.CachePaths) && a.Outcome.CachePaths[i] != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// anyDownloaded says bytes came from the factory for one of the images.
+func (a *Attempt) anyDownloaded() bool {
+	for _, d := range a.Downloaded {
+		if d {
+			return true
+		}
+	}
+	return false
 }
 
 // Ended says the attempt is over (its Results are known).
@@ -105,6 +166,7 @@ func (s *Session) StartAttempt(a *Attempt) {
 	s.attempts++
 	a.Seq, a.Running = s.attempts, true
 	a.Write, a.Verify, a.Touched = map[string]imaging.Progress{}, map[string]imaging.Progress{}, map[string]bool{}
+	a.Download, a.Downloaded, a.Building = map[string]imaging.Progress{}, map[string]bool{}, map[string]bool{}
 	s.attempt = a
 	s.changed(ChangeAttempt)
 }
@@ -126,16 +188,16 @@ func (s *Session) AttemptProgress(seq int, p imaging.Progress) {
 	a.Stage = p.Stage
 	switch p.Stage {
 	case imaging.StageBuild:
-		a.Building, a.Downloaded = true, true
+		a.Building[p.Image], a.Downloaded[p.Image] = true, true
 	case imaging.StageDownload:
 		// A cache hit reports its whole size at once, as the first report.
-		if a.Download != nil || p.Total <= 0 || p.Done < p.Total {
-			a.Downloaded = true
+		if _, again := a.Download[p.Image]; again || p.Total <= 0 || p.Done < p.Total {
+			a.Downloaded[p.Image] = true
 		}
-		a.Building = false
-		a.Download = &p
+		a.Building[p.Image] = false
+		a.Download[p.Image] = p
 	case imaging.StageWrite, imaging.StageVerify:
-		a.Building = false
+		clear(a.Building)
 		key := a.cardKey(p.Target)
 		if key == "" { // a report for every card: each is touched
 			if p.Stage == imaging.StageVerify || p.Done > 0 {
@@ -177,7 +239,7 @@ func (s *Session) CancelAttempt(seq int) {
 
 // EndAttempt records how attempt seq ended: each card's result (the
 // job's, or its error on every card when it failed as a whole), and each
-// written card as Flashed.
+// written card as Flashed, with its own image and cache entry.
 func (s *Session) EndAttempt(seq int, out *plan.Outcome, err error, now time.Time) {
 	a := s.running(seq)
 	if a == nil {
@@ -190,9 +252,12 @@ func (s *Session) EndAttempt(seq int, out *plan.Outcome, err error, now time.Tim
 		if !r.OK() {
 			continue
 		}
-		f := Flashed{Image: a.Image, Card: r, At: now}
+		f := Flashed{Image: *a.imageOf(i), Card: r, At: now}
 		if out != nil {
 			f.CachePath = out.CachePath
+			if i < len(out.CachePaths) {
+				f.CachePath = out.CachePaths[i]
+			}
 		}
 		if i < len(a.Metas) && a.Metas[i] != nil {
 			f.Node, f.Address = a.Metas[i].Node, a.Metas[i].Address

@@ -16,6 +16,7 @@ import (
 	"fyne.io/fyne/v2/widget"
 	"gopkg.in/yaml.v3"
 
+	"github.com/talosflash/talosflash/app/plan"
 	"github.com/talosflash/talosflash/node"
 )
 
@@ -203,7 +204,7 @@ func (s *nodesStep) loadTalosconfigInto(p *bootstrapPrompt, u fyne.URI) {
 			if err != nil {
 				p.tc = nil
 				p.file.SetText("")
-				p.warn.SetText("Cannot use " + u.Name() + ": " + err.Error())
+				p.warn.SetText("Cannot use " + u.Name() + ": " + errString(err))
 				p.warn.Show()
 				s.updatePrompt(p)
 				return
@@ -263,7 +264,7 @@ func (s *nodesStep) droppedTalosconfig(r *nodeRow, u fyne.URI, data []byte) {
 	}
 	if p := s.openBootstrapPrompt(); p != nil {
 		if err != nil {
-			p.warn.SetText("Cannot use " + u.Name() + ": " + err.Error())
+			p.warn.SetText("Cannot use " + u.Name() + ": " + errString(err))
 			p.warn.Show()
 			return
 		}
@@ -343,7 +344,8 @@ func (s *nodesStep) startBootstrap(r *nodeRow, tc *node.Talosconfig) {
 		})
 	}
 	go func() {
-		res, err := node.Bootstrap(ctx, endpoint, tc, opts)
+		out, err := plan.Bootstrap(ctx, plan.BootstrapJob{Endpoint: endpoint, Talosconfig: tc, Wait: opts})
+		res := out.BootstrapResult
 		cancelled := ctx.Err() != nil // before our own cancel below
 		cancel()
 		if s.ui.ctx.Err() != nil {
@@ -405,19 +407,19 @@ func bootstrapErrorText(err error, res *node.BootstrapResult, cancelled bool) st
 	case errors.Is(err, node.ErrAlreadyBootstrapped) && !sent:
 		return "Refused: etcd is already bootstrapped on this node, so nothing was sent. A second bootstrap would split the cluster; the cluster exists, get its kubeconfig with talosctl kubeconfig."
 	case errors.Is(err, node.ErrAlreadyBootstrapped):
-		return "Refused by the node: etcd already has data on it (" + err.Error() + "). A second bootstrap would split the cluster; the cluster exists, get its kubeconfig with talosctl kubeconfig."
+		return "Refused by the node: etcd already has data on it (" + errString(err) + "). A second bootstrap would split the cluster; the cluster exists, get its kubeconfig with talosctl kubeconfig."
 	case errors.Is(err, node.ErrNotControlPlane):
 		return "Refused: this node is not a control plane node. Bootstrap the control plane node instead."
 	case errors.Is(err, node.ErrTalosconfig):
-		return "The talosconfig cannot be used: " + err.Error()
+		return "The talosconfig cannot be used: " + errString(err)
 	case errors.Is(err, context.DeadlineExceeded):
-		return "The node did not get ready in time, nothing was bootstrapped: " + err.Error() + ". Check that it booted with its config and is on this network, then try again."
+		return "The node did not get ready in time, nothing was bootstrapped: " + errString(err) + ". Check that it booted with its config and is on this network, then try again."
 	case errors.Is(err, node.ErrRefused):
-		return "The node refused: " + err.Error() + ". Bootstrap needs the admin talosconfig of this cluster (role os:admin)."
+		return "The node refused: " + errString(err) + ". Bootstrap needs the admin talosconfig of this cluster (role os:admin)."
 	case errors.Is(err, node.ErrNetwork):
-		return "Cannot talk to the node: " + err.Error()
+		return "Cannot talk to the node: " + errString(err)
 	}
-	return "Bootstrap failed: " + err.Error()
+	return "Bootstrap failed: " + errString(err)
 }
 
 // kubeconfigCommand is the step after a bootstrap.

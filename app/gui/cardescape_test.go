@@ -22,7 +22,7 @@ import (
 const evilText = "\x1b[2J\x1b[HNode: evil\u202e"
 
 // A card row shows what a crafted card (and its reader's model string)
-// says escaped: the default ReadCard on a real card image whose node and
+// says escaped: the default CardHolds on a real card image whose node and
 // record strings are hostile.
 func TestCardRowEscapesWhatTheCardSays(t *testing.T) {
 	path := testkit.TalosCard(t, "evil.img")

@@ -33,7 +33,7 @@ func TestCardListShowsWhatACardHolds(t *testing.T) {
 		NeedsElevation: func(string) bool { return false },
 		PortalOpenFile: noPortal,
 		DeviceEvents:   func(context.Context) <-chan struct{} { return events },
-		ReadCard: func(p string) string {
+		CardHolds: func(p string) string {
 			if p == system.Path {
 				readSystem.Store(true)
 			}
@@ -91,7 +91,7 @@ func TestCardListReadsAgainAfterAFlashWithoutAnEvent(t *testing.T) {
 		NeedsElevation: func(string) bool { return false },
 		PortalOpenFile: noPortal,
 		DeviceEvents:   func(context.Context) <-chan struct{} { return make(chan struct{}) },
-		ReadCard:       func(string) string { reads.Add(1); return "a Talos image" },
+		CardHolds:      func(string) string { reads.Add(1); return "a Talos image" },
 	}
 	a := test.NewTempApp(t)
 	ui := New(a, deps)

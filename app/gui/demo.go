@@ -194,7 +194,7 @@ func RunDemo(step string) error {
 			}
 			return &slowTarget{Target: t}, nil
 		},
-		ReadCard: func(path string) string {
+		CardHolds: func(path string) string {
 			if path == "/dev/sdb" || path == card {
 				return readCardSummary(card)
 			}
@@ -380,7 +380,7 @@ func driveDemo(ui *UI, step, card, cfgPath, localPath, dir string) {
 	}
 	fyne.DoAndWait(func() {
 		ui.escape() // the confirmation
-		ui.flash.begin(*ui.image.choice, ui.session.Cards(), nil)
+		ui.flash.begin(*ui.image.choice, ui.session.Cards(), nil, nil)
 	})
 	if step == "flashing" {
 		waitUntil(func() bool { return ui.flash.cards[0].write.bar.Value > 0.4 })
@@ -434,7 +434,7 @@ func driveIssueSteps(ui *UI, step, card, dir string, ready func(), waitUntil fun
 			ui.target.selectPath(card)
 			ui.target.selectPath("/dev/sdd")
 			ui.tabs.SelectIndex(tabFlash)
-			ui.flash.begin(*ui.image.choice, ui.session.Cards(), nil)
+			ui.flash.begin(*ui.image.choice, ui.session.Cards(), nil, nil)
 		})
 		waitUntil(func() bool { a := ui.session.Attempt(); return a != nil && a.Ejected != nil })
 		ready()
@@ -452,7 +452,7 @@ func driveIssueSteps(ui *UI, step, card, dir string, ready func(), waitUntil fun
 			ui.target.selectPath(card)
 			ui.tabs.SelectIndex(tabFlash)
 			metas, _ := ui.flash.nodeCardMetas(ui.image.choice, 1)
-			ui.flash.begin(*ui.image.choice, ui.session.Cards(), metas)
+			ui.flash.begin(*ui.image.choice, ui.session.Cards(), metas, nil)
 		})
 		waitUntil(func() bool { return ui.flash.succeeded() })
 		waitUntil(func() bool { return ui.target.holds[card] != "" })

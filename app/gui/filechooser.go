@@ -154,7 +154,7 @@ func (ui *UI) fallbackChooser(kind fileKind, req FileRequest, finish func(string
 		case path == "":
 			return false
 		case err != nil:
-			c.hint.SetText(sentence(err.Error()))
+			c.hint.SetText(sentence(errString(err)))
 		case st.IsDir():
 			c.hint.SetText(path + " is a folder: type the file's name after it, or press Browse…")
 		case !st.Mode().IsRegular():

@@ -43,6 +43,7 @@ type flashStep struct {
 	cancel   *keyButton
 	another  *keyButton
 	toNodes  *keyButton
+	all      *keyButton // "Flash all cards…" (flashall.go), nil without an inventory
 	running  context.CancelFunc
 
 	// The finish screen, shown after a flash that wrote at least one card.
@@ -102,6 +103,11 @@ func newFlashStep(ui *UI) *flashStep {
 	s.another.Hide()
 	s.toNodes = primaryButton(ui, "Next: configure nodes  →", theme.ComputerIcon(), func() { ui.tabs.SelectIndex(tabNodes) })
 	s.toNodes.Hide()
+	buttons := []fyne.CanvasObject{s.cancel, s.another, layout.NewSpacer(), s.toNodes}
+	if s.all = s.newFlashAllButton(); s.all != nil { // with an inventory (flashall.go)
+		buttons = append(buttons, s.all)
+	}
+	buttons = append(buttons, s.start)
 
 	s.doneTitle = widget.NewLabelWithStyle("", fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
 	s.doneTitle.SizeName = theme.SizeNameSubHeadingText
@@ -116,7 +122,7 @@ func newFlashStep(ui *UI) *flashStep {
 	// "Flash another" on the left.
 	s.content = container.NewBorder(
 		container.NewVBox(heading("Write the card"), s.summary, widget.NewSeparator()),
-		container.NewVBox(s.status, container.NewHBox(s.cancel, s.another, layout.NewSpacer(), s.toNodes, s.start)),
+		container.NewVBox(s.status, container.NewHBox(buttons...)),
 		nil, nil, container.NewVScroll(container.NewVBox(s.done, s.grid)))
 	s.refreshSummary()
 	ui.session.AddListener(func(c Change) {
@@ -178,6 +184,9 @@ func (s *flashStep) refreshSummary() {
 	enableIf(s.cancel, v.CancelEnabled)
 	showIf(s.another, v.AnotherVisible)
 	showIf(s.toNodes, v.ToNodesVisible)
+	if s.all != nil {
+		enableIf(s.all, v.FlashAllEnabled)
+	}
 }
 
 func showIf(o fyne.CanvasObject, on bool) {
@@ -326,7 +335,7 @@ func (s *flashStep) askConfirm() {
 			msg += "\n\n" + secondCardNote(metas[0].Node, prev)
 		}
 	}
-	ok := primaryButton(s.ui, "Erase and flash", theme.MediaPlayIcon(), func() { s.begin(choice, disks, metas) })
+	ok := primaryButton(s.ui, "Erase and flash", theme.MediaPlayIcon(), func() { s.begin(choice, disks, metas, nil) })
 	keep := "Keep the card"
 	if len(disks) > 1 {
 		keep = "Keep the cards"
@@ -334,15 +343,18 @@ func (s *flashStep) askConfirm() {
 	s.ui.showModal(title, wrapLabel(msg), keep, ok, fyne.NewSize(min(760, s.ui.Window.Canvas().Size().Width-40), 0))
 }
 
-// begin starts the flash in the background (UI goroutine).
-func (s *flashStep) begin(choice imageChoice, disks []devices.Disk, metas []*plan.CardMeta) {
+// begin starts the flash in the background (UI goroutine): choice on
+// every card, or with images ("Flash all cards", flashall.go) each card's
+// own image, metas each card's node.
+func (s *flashStep) begin(choice imageChoice, disks []devices.Disk, metas []*plan.CardMeta, images []*plan.Image) {
 	ctx, cancel := context.WithCancel(s.ui.ctx)
 	s.running = cancel
-	a := &Attempt{Image: choice, Cards: disks, Metas: metas, Cached: choice.LocalPath == "" && s.ui.session.ImageCached()}
+	a := &Attempt{Image: choice, Images: images, Cards: disks, Metas: metas,
+		Cached: len(images) == 0 && choice.LocalPath == "" && s.ui.session.ImageCached()}
 	s.ui.session.StartAttempt(a)
 	seq := a.Seq
 	go func() {
-		out, err := s.run(ctx, seq, choice, disks, metas)
+		out, err := s.run(ctx, seq, choice, disks, metas, images)
 		cancel()
 		s.ui.do(func() { s.finish(seq, out, err) })
 	}()
@@ -362,15 +374,17 @@ func (s *flashStep) Cancel() {
 // run does the work off the UI goroutine: the flash job the CLI runs too.
 // Several cards go in one job (one download, one decode, one elevated
 // child: one password prompt). Its reports go to attempt seq only.
-func (s *flashStep) run(ctx context.Context, seq int, c imageChoice, disks []devices.Disk, metas []*plan.CardMeta) (*plan.Outcome, error) {
+func (s *flashStep) run(ctx context.Context, seq int, c imageChoice, disks []devices.Disk, metas []*plan.CardMeta, images []*plan.Image) (*plan.Outcome, error) {
 	deps := s.ui.deps
 	job := plan.Job{
 		Image: &c, Cache: deps.Cache, Factory: deps.Factory, Safety: deps.Safety,
-		Open: deps.Open, Elevate: deps.ElevatedCommand, NeedsElevation: deps.NeedsElevation, UDisks: deps.UDisks,
+		Open:     deps.Open,
 		Progress: func(p imaging.Progress) { s.ui.do(func() { s.ui.session.AttemptProgress(seq, p) }) },
 		Status:   func(msg string) { s.ui.do(func() { s.ui.session.AttemptStatus(seq, msg) }) },
-		Meta:     metas, // the node picked in step 1
+		Meta:     metas,  // the node picked in step 1
+		Images:   images, // each node's image ("Flash all cards"), nil: c
 	}
+	job.SetElevation(plan.Elevation{Needs: deps.NeedsElevation, Command: deps.ElevatedCommand, UDisks: deps.UDisks})
 	for _, d := range disks {
 		job.Devices = append(job.Devices, d.Path)
 	}

@@ -63,6 +63,7 @@ type flashView struct {
 	Eject textView
 	// The buttons.
 	StartVisible, StartEnabled, CancelEnabled, AnotherVisible, ToNodesVisible bool
+	FlashAllEnabled                                                           bool // "Flash all cards…" (with an inventory): not while a flash runs
 }
 
 // flashInputs is the Session state the Flash step shows, and what step 1
@@ -106,7 +107,7 @@ func viewFlash(in flashInputs) flashView {
 		row := cardRowView{Path: d.Path, Name: d.Name, Write: barView{Detail: "waiting"}, Verify: barView{Detail: "waiting"}}
 		v.Cards = append(v.Cards, row)
 	}
-	v.StartVisible, v.StartEnabled = true, canFlash
+	v.StartVisible, v.StartEnabled, v.FlashAllEnabled = true, canFlash, true
 	if a == nil {
 		return v
 	}
@@ -116,7 +117,7 @@ func viewFlash(in flashInputs) flashView {
 		v.Cards[i].Write, v.Cards[i].Verify, v.Cards[i].Result = cardRows(a, i)
 	}
 	if a.Running {
-		v.StartEnabled, v.CancelEnabled = false, !a.Cancelling
+		v.StartEnabled, v.CancelEnabled, v.FlashAllEnabled = false, !a.Cancelling, false
 		v.Status = textView{Text: runningStatus(a)}
 		return v
 	}
@@ -162,22 +163,17 @@ func flashSummary(in flashInputs, blocked string) string {
 		c, cards = &a.Image, a.Cards
 	}
 	img := "no image chosen (step 1)"
-	if c != nil {
+	switch {
+	case a != nil: // each card's image ("Flash all cards"), or the one
+		var labels []string
+		for _, im := range a.images() {
+			labels = append(labels, imageSummary(im)+imageSource(a, im))
+		}
+		img = strings.Join(labels, "; ")
+	case c != nil:
 		img = imageSummary(c)
 		switch {
 		case c.LocalPath != "":
-		case a != nil && a.Downloaded && a.Running:
-			img += " (downloading from the Image Factory)"
-		case a != nil && a.Downloaded && a.Outcome != nil && a.Outcome.CachePath != "":
-			img += " (downloaded from the Image Factory for this flash; cached now)"
-		case a != nil && a.Downloaded:
-			img += " (the download from the Image Factory did not finish)"
-		case a != nil && (a.Cached || a.Download != nil):
-			img += " (cached: no download)"
-		case a != nil && a.Running:
-			img += " (downloaded from the Image Factory first)"
-		case a != nil:
-			img += " (not downloaded)"
 		case cached:
 			img += " (cached: no download)"
 		default:
@@ -203,6 +199,28 @@ func flashSummary(in flashInputs, blocked string) string {
 		card += "\n" + blocked
 	}
 	return "Image: " + img + "\n" + card
+}
+
+// imageSource says where attempt a takes im from: the factory or the
+// cache, as its download reports say.
+func imageSource(a *Attempt, im *plan.Image) string {
+	key := a.downloadKey(im)
+	_, reported := a.Download[key]
+	switch {
+	case im.LocalPath != "":
+		return ""
+	case a.Downloaded[key] && a.Running:
+		return " (downloading from the Image Factory)"
+	case a.Downloaded[key] && a.cachedAfter(im):
+		return " (downloaded from the Image Factory for this flash; cached now)"
+	case a.Downloaded[key]:
+		return " (the download from the Image Factory did not finish)"
+	case a.Cached || reported:
+		return " (cached: no download)"
+	case a.Running:
+		return " (downloaded from the Image Factory first)"
+	}
+	return " (not downloaded)"
 }
 
 // nodeLine is the Flash step's line for a node pick, with the cards
@@ -255,26 +273,50 @@ func nodeBlocked(n *inventory.Node, cards int) string {
 	return fmt.Sprintf("%s is one node, so it goes on one card: choose one card in step 2, or a role in step 1 to flash %d cards.", n.Hostname, cards)
 }
 
-// downloadView is the Download row of an attempt.
+// downloadView is the Download row of an attempt: its image's, or with
+// several images ("Flash all cards", downloaded at once) one bar for all,
+// the line naming each.
 func downloadView(a *Attempt) barView {
-	switch {
-	case a.Building:
-		return barView{Detail: "waiting for the factory to build the image"}
-	case a.Downloaded && a.Download != nil:
-		b := barView{Detail: progressText(*a.Download, false)}
-		if a.Download.Total > 0 {
-			b.Value = float64(a.Download.Done) / float64(a.Download.Total)
+	ims := a.images()
+	if len(ims) == 1 {
+		return imageDownloadView(a, ims[0])
+	}
+	var b barView
+	var lines []string
+	for _, im := range ims {
+		v := imageDownloadView(a, im)
+		b.Value += v.Value / float64(len(ims))
+		if v.Importance == widget.DangerImportance {
+			b.Importance = v.Importance
 		}
-		if !a.Running && (a.Outcome == nil || a.Outcome.CachePath == "") && b.Value < 1 {
+		lines = append(lines, im.Label+": "+v.Detail)
+	}
+	b.Detail = strings.Join(lines, "; ")
+	return b
+}
+
+// imageDownloadView is the download of one image of an attempt.
+func imageDownloadView(a *Attempt, im *plan.Image) barView {
+	key := a.downloadKey(im)
+	d, reported := a.Download[key]
+	switch {
+	case a.Building[key]:
+		return barView{Detail: "waiting for the factory to build the image"}
+	case a.Downloaded[key] && reported:
+		b := barView{Detail: progressText(d, false)}
+		if d.Total > 0 {
+			b.Value = float64(d.Done) / float64(d.Total)
+		}
+		if !a.Running && !a.cachedAfter(im) && b.Value < 1 {
 			b.Detail = "stopped at " + b.Detail
 			if !cancelled(a.Err) {
 				b.Importance = widget.DangerImportance
 			}
 		}
 		return b
-	case a.Downloaded:
+	case a.Downloaded[key]:
 		return barView{Detail: "downloading"}
-	case a.Cached || a.Download != nil:
+	case a.Cached || reported:
 		return barView{Value: 1, Detail: "cached: no download"}
 	case !a.Running:
 		return barView{Detail: "not downloaded"}
@@ -395,7 +437,7 @@ func runningStatus(a *Attempt) string {
 	switch {
 	case a.Cancelling:
 		return "Cancelling…"
-	case a.Building:
+	case a.building():
 		return "The Image Factory is building this image (the first time a schematic and version are asked for). This can take a few minutes…"
 	case a.Stage == imaging.StageVerify:
 		return "Reading the card back to verify it…"
@@ -403,7 +445,7 @@ func runningStatus(a *Attempt) string {
 		return fmt.Sprintf("Writing %d cards…", len(a.Cards))
 	case a.Stage == imaging.StageWrite:
 		return "Writing the card…"
-	case a.Stage == imaging.StageDownload && a.Downloaded:
+	case a.Stage == imaging.StageDownload && a.anyDownloaded():
 		return "Downloading the image…"
 	case a.Status != "":
 		return sentence(a.Status)
@@ -444,6 +486,9 @@ func finishTitle(a *Attempt) textView {
 		labelIt = "Label each: " + label
 	}
 	t.Text = fmt.Sprintf("⚠ %d of %d cards ready. %s. %s failed: see below.", len(good), len(a.Results), labelIt, strings.Join(bad, ", "))
+	if ready := cardsReady(a.Results, a.Metas); ready != "" { // each card its node's ("Flash all cards")
+		t.Text = fmt.Sprintf("⚠ %d of %d cards ready. %s failed: see below.\n%s", len(good), len(a.Results), strings.Join(bad, ", "), ready)
+	}
 	return t
 }
 
@@ -455,11 +500,12 @@ func finishBody(a *Attempt) string {
 			body = append(body, fmt.Sprintf("%s %s: %s, SHA-256 %s", r.Target, verifiedText(r), humanize.IBytes(uint64(r.Bytes)), factory.ShortID(r.SHA256)))
 		}
 	}
-	c := a.Image
-	if c.LocalPath == "" {
-		body = append(body, fmt.Sprintf("Talos %s · %s · schematic %s", c.Version, c.Label, c.SchematicID))
-	} else {
-		body = append(body, "Image "+c.LocalPath)
+	for _, c := range a.images() { // each card's, with "Flash all cards"
+		if c.LocalPath == "" {
+			body = append(body, fmt.Sprintf("Talos %s · %s · schematic %s", c.Version, c.Label, c.SchematicID))
+		} else {
+			body = append(body, "Image "+c.LocalPath)
+		}
 	}
 	if a.Outcome != nil {
 		body = append(body, a.Outcome.Notes()...)

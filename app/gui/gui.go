@@ -1,6 +1,6 @@
 // Package gui is talosflash's Fyne desktop app: pick a role, pick a card,
 // flash it, then hand the booted node its machine config. Every decision is
-// made by the library packages (factory, imaging, imaging/devices, node);
+// made by app/plan (the CLI's too) and the library packages below it;
 // this package only wires widgets to them and keeps the UI responsive: all
 // work runs off the UI goroutine and every widget update goes through
 // fyne.Do.
@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os/exec"
-	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -29,6 +28,7 @@ import (
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/imaging"
 	"github.com/talosflash/talosflash/imaging/devices"
+	"github.com/talosflash/talosflash/internal/printable"
 	"github.com/talosflash/talosflash/inventory"
 	"github.com/talosflash/talosflash/node"
 )
@@ -68,10 +68,10 @@ type Deps struct {
 
 	// ListDevices enumerates candidate targets (devices.List).
 	ListDevices func() ([]devices.Disk, error)
-	// ReadCard says in one line what a card already holds (the node and
+	// CardHolds says in one line what a card already holds (the node and
 	// image talosflash wrote on it; inventory.ReadCardPath), "" when it
 	// holds no Talos image or cannot be read (no permission).
-	ReadCard func(path string) string
+	CardHolds func(path string) string
 	// Open opens the target for writing with the safety checks
 	// (devices.Opener wrapped to imaging.Target).
 	Open func(path string, size int64) (imaging.Target, error)
@@ -84,6 +84,7 @@ type Deps struct {
 	// elevated child is tried (plan.Job.UDisks).
 	UDisks *devices.UDisks
 
+	// Apply sends a config (plan.ApplyJob.ApplyConfig; nil: plan's, node.Apply).
 	Apply         func(ctx context.Context, opts node.ApplyOptions) (*node.ApplyResult, error)
 	Discover      func(ctx context.Context, opts node.DiscoverOptions) ([]node.Node, error)
 	Probe         func(ctx context.Context, addr string) (*node.Node, error)
@@ -117,17 +118,15 @@ type Deps struct {
 
 // DefaultDeps builds the real dependencies from opts.
 func DefaultDeps(opts Options) (Deps, error) {
-	base := opts.FactoryURL
-	if base == "" {
-		base = factory.DefaultBaseURL
-	}
-	profiles := factory.BuiltinProfiles()
-	if opts.ProfilesFile != "" {
-		user, err := factory.LoadProfiles(opts.ProfilesFile)
-		if err != nil {
-			return Deps{}, err
-		}
-		profiles = factory.MergeProfiles(profiles, user)
+	// The inventory's defaults (factory:, profiles:) as the CLI takes them.
+	settings, err := plan.LoadSettings(plan.Defaults{Inventory: opts.Inventory, ProfilesFile: opts.ProfilesFile,
+		FactoryURL: opts.FactoryURL, HTTPClient: factory.NewHTTPClient()})
+	var unusable *plan.InventoryError
+	switch {
+	case errors.As(err, &unusable):
+		return Deps{}, fmt.Errorf("inventory: %w", err)
+	case err != nil:
+		return Deps{}, err
 	}
 	cache := opts.Cache
 	if cache == nil {
@@ -137,19 +136,10 @@ func DefaultDeps(opts Options) (Deps, error) {
 		}
 		cache = c
 	}
-	d := Deps{Factory: factory.NewClient(base, factory.NewHTTPClient()), Cache: cache, Profiles: profiles,
+	elevation := plan.DefaultElevation(opts.Version) // the root decision, the CLI's
+	d := Deps{Factory: settings.Factory, Cache: cache, Profiles: settings.Profiles, Inventory: settings.Inventory,
 		Safety: devices.Options{AllowLoop: opts.AllowLoop}, Preselect: opts.Devices,
-		ElevatedCommand: devices.ElevatedCommandFor(opts.Version)}
-	if runtime.GOOS == "linux" {
-		d.UDisks = &devices.UDisks{}
-	}
-	if opts.Inventory != "" {
-		inv, err := inventory.Load(opts.Inventory, inventory.Options{Profiles: profiles})
-		if err != nil {
-			return Deps{}, fmt.Errorf("inventory: %w", err)
-		}
-		d.Inventory = inv
-	}
+		NeedsElevation: elevation.Needs, ElevatedCommand: elevation.Command, UDisks: elevation.UDisks}
 	if len(opts.Subnets) > 0 {
 		subnets := opts.Subnets
 		d.LocalPrefixes = func() ([]netip.Prefix, error) { return subnets, nil }
@@ -161,7 +151,8 @@ func DefaultDeps(opts Options) (Deps, error) {
 // fill sets the real implementation for every nil field.
 func (d *Deps) fill() {
 	if d.Factory == nil {
-		d.Factory = factory.NewClient(factory.DefaultBaseURL, factory.NewHTTPClient())
+		s, _ := plan.LoadSettings(plan.Defaults{HTTPClient: factory.NewHTTPClient()}) // no file named: no error
+		d.Factory = s.Factory
 	}
 	if len(d.Profiles) == 0 {
 		d.Profiles = factory.BuiltinProfiles()
@@ -169,23 +160,21 @@ func (d *Deps) fill() {
 	if d.ListDevices == nil {
 		d.ListDevices = devices.List
 	}
-	if d.ReadCard == nil {
-		d.ReadCard = readCardSummary
+	if d.CardHolds == nil {
+		d.CardHolds = readCardSummary
 	}
 	if d.Open == nil {
 		d.Open = plan.DeviceOpener(d.Safety)
 	}
+	elevation := plan.DefaultElevation("")
 	if d.NeedsElevation == nil {
-		d.NeedsElevation = devices.NeedsElevation
+		d.NeedsElevation = elevation.Needs
 	}
 	if d.ElevatedCommand == nil {
-		d.ElevatedCommand = devices.ElevatedCommand
+		d.ElevatedCommand = elevation.Command
 	}
 	if d.Eject == nil {
 		d.Eject = devices.Eject
-	}
-	if d.Apply == nil {
-		d.Apply = node.Apply
 	}
 	if d.Discover == nil {
 		d.Discover = node.Discover
@@ -335,12 +324,20 @@ func (ui *UI) showError(title string, err error) {
 	ui.showModal(title, container.NewVScroll(wrapLabel(msg)), "Close", nil, fyne.NewSize(620, 260))
 }
 
-// errorText is the error with the first letter capitalized.
+// errorText is the error with the first letter capitalized, escaped.
 func errorText(err error) string {
-	if s := err.Error(); s != "" {
+	if s := errString(err); s != "" {
 		return sentence(s)
 	}
 	return "unknown error"
+}
+
+// errString is err's text for a label, escaped (printable.Lines): an error
+// may quote a file the user did not write (a YAML line), the factory's or
+// a node's answer, a card's partition names or a card reader's model.
+// Every error text the app shows goes through it (TestGUIShowsErrorsOnlyEscaped).
+func errString(err error) string {
+	return printable.Lines(err.Error())
 }
 
 // sentence capitalizes a library's lower-case message for display.

@@ -13,6 +13,7 @@ import (
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
 	"fyne.io/fyne/v2/layout"
+	"fyne.io/fyne/v2/storage"
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
 	"github.com/dustin/go-humanize"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/imaging"
+	"github.com/talosflash/talosflash/internal/printable"
 	"github.com/talosflash/talosflash/inventory"
 )
 
@@ -310,7 +312,7 @@ func (s *imageStep) openInstallerFile() {
 	s.ui.chooseFile(kindInstaller, FileRequest{Title: "Open an installer file", FilterName: "Installer files", Exts: []string{".yaml", ".yml"}, Folder: s.installerFolder()},
 		func(u fyne.URI) {
 			go func() {
-				data, err := readURI(u, 1<<20)
+				data, err := readInstallerURI(u)
 				s.ui.do(func() {
 					if err != nil {
 						s.ui.showError("Cannot read the installer file", err)
@@ -348,6 +350,20 @@ func (s *imageStep) installerFolder() string {
 		return filepath.Dir(inv.Path)
 	}
 	return ""
+}
+
+// readInstallerURI reads an installer file bounded as plan reads one
+// (plan.ReadInstallerFile).
+func readInstallerURI(u fyne.URI) ([]byte, error) {
+	if u.Scheme() == "file" {
+		return plan.ReadInstallerFile(u.Path())
+	}
+	rc, err := storage.Reader(u)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	return plan.ReadInstaller(rc, u.Name())
 }
 
 // openImageFile picks a local image (Raspberry Pi Imager's "Use custom").
@@ -446,9 +462,9 @@ func (s *imageStep) setChoice(c *imageChoice, problem error) {
 	case c.Schematic != nil:
 		y, err := c.Schematic.Marshal()
 		if err != nil {
-			y = []byte(err.Error())
+			y = []byte(errString(err))
 		}
-		s.yaml.SetText(strings.TrimSpace(string(y)))
+		s.yaml.SetText(printable.Lines(strings.TrimSpace(string(y)))) // the factory's or a file's names
 	default:
 		s.yaml.SetText("(only the schematic ID is known: the installer image does not include the schematic)")
 	}
@@ -580,7 +596,7 @@ func (s *imageStep) dropInstallerFile(u fyne.URI) {
 		return
 	}
 	go func() {
-		data, err := readURI(u, 1<<20)
+		data, err := readInstallerURI(u)
 		s.ui.do(func() {
 			if err != nil {
 				s.ui.showError("Cannot read "+u.Name(), err)

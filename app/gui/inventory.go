@@ -1,13 +1,10 @@
 package gui
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -18,7 +15,6 @@ import (
 
 	"github.com/talosflash/talosflash/app/plan"
 	"github.com/talosflash/talosflash/internal/printable"
-	"github.com/talosflash/talosflash/internal/userfile"
 	"github.com/talosflash/talosflash/inventory"
 	"github.com/talosflash/talosflash/node"
 )
@@ -66,41 +62,22 @@ func (s *nodesStep) showInventory(box *fyne.Container) {
 }
 
 // waitInventoryNode probes the node's address until it answers (or the
-// app closes, or inventoryWait passes), then shows what it booted and
-// whether it is that node, and adds its row.
+// app closes, or inventoryWait passes: plan's wait, apply --inventory's),
+// then shows what it booted and whether it is that node, and adds its row.
 func (s *nodesStep) waitInventoryNode(r *inventoryRow) {
-	port := s.ui.deps.InventoryPort
-	if port == 0 {
-		port = node.DefaultPort
-	}
 	every := s.ui.deps.InventoryEvery
 	if every <= 0 {
 		every = 3 * time.Second
 	}
-	endpoint := net.JoinHostPort(r.node.Address.Addr().String(), strconv.Itoa(port))
-	deadline := time.Now().Add(inventoryWait)
-	for {
-		ctx, cancel := context.WithTimeout(s.ui.ctx, 5*time.Second)
-		n, err := s.ui.deps.Probe(ctx, endpoint)
-		cancel()
-		if err == nil {
-			s.ui.do(func() { s.inventoryNodeFound(r, n) })
-			return
-		}
-		if s.ui.ctx.Err() != nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			s.ui.do(func() { s.setInv(r, invSilent, "") })
-			return
-		}
-		t := time.NewTimer(every)
-		select {
-		case <-s.ui.ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
+	j := plan.NodeApplyJob{Node: r.node, Port: s.ui.deps.InventoryPort, Wait: inventoryWait, Every: every,
+		Apply: plan.ApplyJob{Probe: s.ui.deps.Probe}}
+	n, err := j.WaitFor(s.ui.ctx)
+	switch {
+	case err == nil:
+		s.ui.do(func() { s.inventoryNodeFound(r, n) })
+	case s.ui.ctx.Err() != nil: // the app closed
+	default:
+		s.ui.do(func() { s.setInv(r, invSilent, "") })
 	}
 }
 
@@ -117,10 +94,10 @@ func (s *nodesStep) inventoryNodeFound(r *inventoryRow, n *node.Node) {
 	s.refreshApplyAll()
 }
 
-// isNode: what answered is the inventory's node (the label's test; the
-// apply itself is gated by plan.CheckApply with ApplyJob.Expect).
+// isNode: what answered is the inventory's node (plan.Identify, the rule
+// plan.CheckApply gates the apply with: ApplyJob.Expect).
 func isNode(want inventory.Node, n *node.Node, m plan.Match) bool {
-	return (m.Profile == "" || strings.EqualFold(m.Profile, want.Profile)) && strings.EqualFold(n.Hostname, want.Hostname)
+	return plan.Identify(want, n, m) == nil
 }
 
 // inventoryNodeText is the inventory row once the node answered.
@@ -129,18 +106,18 @@ func inventoryNodeText(want inventory.Node, n *node.Node, m plan.Match) string {
 	if n.Configured {
 		return fmt.Sprintf("%s · at %s, already configured", want.Hostname, addr)
 	}
-	var wrong []string
-	if m.Profile != "" && !strings.EqualFold(m.Profile, want.Profile) {
-		wrong = append(wrong, "booted the "+m.Profile+" image")
-	}
-	if !strings.EqualFold(n.Hostname, want.Hostname) {
-		wrong = append(wrong, fmt.Sprintf("says it is %q", n.Hostname))
-	}
-	switch {
-	case len(wrong) == 1 && strings.EqualFold(n.Hostname, want.Hostname):
-		// Its own card, flashed with another role's image.
-		return fmt.Sprintf("%s · booted the %s image, not its %s image: flash %s's card again with the %s image", want.Hostname, m.Profile, want.Profile, want.Hostname, want.Profile)
-	case len(wrong) > 0:
+	if id := plan.Identify(want, n, m); id != nil {
+		if id.WrongImage() {
+			// Its own card, flashed with another role's image.
+			return fmt.Sprintf("%s · booted the %s image, not its %s image: flash %s's card again with the %s image", want.Hostname, m.Profile, want.Profile, want.Hostname, want.Profile)
+		}
+		var wrong []string
+		if id.OtherImage() {
+			wrong = append(wrong, "booted the "+m.Profile+" image")
+		}
+		if id.OtherHost() {
+			wrong = append(wrong, fmt.Sprintf("says it is %q", id.Hostname))
+		}
 		return fmt.Sprintf("%s · the node at %s %s: not %s's card (cards swapped?)", want.Hostname, addr, strings.Join(wrong, " and "), want.Hostname)
 	}
 	booted := m.Profile
@@ -191,7 +168,7 @@ func (s *nodesStep) inventoryRowFor(r *nodeRow) *inventoryRow {
 func (s *nodesStep) identityRefused(r *nodeRow, id *plan.IdentityError) {
 	if ir := s.inventoryRowFor(r); ir != nil {
 		ir.ready = false
-		s.setInv(ir, invBlocked, id.Error())
+		s.setInv(ir, invBlocked, errString(id))
 		s.refreshApplyAll()
 	}
 	title := "Not " + id.Want.Hostname + "'s node: nothing was sent"
@@ -220,16 +197,14 @@ func (s *nodesStep) refreshApplyAll() {
 }
 
 // ApplyAll sends each waiting inventory node its own config (the
-// inventory's config: path), one after the other, each through the same
-// checks as a drop (plan.CheckApply with the node expected, then Send): a
+// inventory's config: path), one after the other, through plan.ApplyAll,
+// the CLI's apply --inventory loop: the same checks as a drop (the node
+// expected at its address, its config checked against what it booted); a
 // node that fails a check or is another node's card is blocked alone and
 // said so on its row; configured nodes are skipped and said so.
 func (s *nodesStep) ApplyAll() {
-	type item struct {
-		ir  *inventoryRow
-		job plan.ApplyJob
-	}
-	var todo []item
+	rows := map[string]*inventoryRow{}
+	var nodes []inventory.Node
 	for _, ir := range s.invRows {
 		switch {
 		case ir.row == nil:
@@ -245,27 +220,42 @@ func (s *nodesStep) ApplyAll() {
 			continue
 		}
 		s.setInv(ir, invQueued, "")
-		todo = append(todo, item{ir: ir, job: s.applyJob(ir.row, filepath.Base(ir.node.Config), ir.node.Config, nil)})
+		rows[ir.node.Hostname] = ir
+		nodes = append(nodes, ir.node)
 	}
-	if len(todo) == 0 {
+	if len(nodes) == 0 {
 		return
 	}
 	s.applyingAll = true
 	s.showApplyAllNote()
 	s.refreshApplyAll()
+	port := s.ui.deps.InventoryPort
+	if port == 0 {
+		port = node.DefaultPort
+	}
+	check := plan.NodeCheck{Profiles: s.ui.deps.Profiles, Factory: s.ui.deps.Factory, CachedIDs: plan.CachedSchematicIDs(s.ui.deps.Cache)}
+	job := plan.ApplyAllJob{
+		Nodes: nodes,
+		Node: plan.NodeApplyJob{Port: port, Wait: inventoryApplyWait, Every: s.ui.deps.InventoryEvery,
+			Apply: plan.ApplyJob{Mode: node.ModeAuto, Check: check, Probe: s.ui.deps.Probe, ApplyConfig: s.ui.deps.Apply}},
+	}
+	job.Event = func(ev plan.AllEvent) {
+		ir := rows[ev.Node.Hostname]
+		if ir == nil {
+			return
+		}
+		name := filepath.Base(ir.node.Config)
+		switch ev.Kind {
+		case plan.AllNode:
+			s.ui.do(func() { s.setInv(ir, invChecking, name) })
+		case plan.AllResult:
+			res, err := ev.Result, ev.Err
+			s.ui.do(func() { s.inventoryResult(ir, name, res, err) })
+		}
+	}
 	ctx := s.ui.ctx
 	go func() {
-		for _, it := range todo {
-			ir, job := it.ir, it.job
-			s.ui.do(func() { s.setInv(ir, invChecking, job.Name) })
-			state, detail := s.applyInventoryNode(ctx, ir, job)
-			s.ui.do(func() {
-				s.setInv(ir, state, detail)
-				if state == invApplied {
-					ir.ready = false
-				}
-			})
-		}
+		_, _ = plan.ApplyAll(ctx, job) // each row says its node's outcome
 		s.ui.do(func() {
 			s.applyingAll, s.appliedAll = false, true
 			s.showApplyAllNote()
@@ -275,33 +265,31 @@ func (s *nodesStep) ApplyAll() {
 	}()
 }
 
-// applyInventoryNode checks and sends one node's config (background):
-// the row's state and its words.
-func (s *nodesStep) applyInventoryNode(ctx context.Context, ir *inventoryRow, job plan.ApplyJob) (invState, string) {
-	data, err := userfile.Read(job.ConfigPath, node.MaxConfigSize)
-	if err != nil {
-		return invNotApplied, err.Error()
-	}
-	job.Config = data
-	rv, err := plan.CheckApply(ctx, job)
-	var id *plan.IdentityError
+// inventoryApplyWait bounds how long Apply all waits for a node that
+// answered before (its row is there) and does not now.
+const inventoryApplyWait = 15 * time.Second
+
+// inventoryResult records one node's outcome of Apply all on its rows (UI
+// goroutine): the inventory row's state and words, the node row's apply.
+func (s *nodesStep) inventoryResult(ir *inventoryRow, name string, res *plan.NodeApplyOutcome, err error) {
+	var (
+		id      *plan.IdentityError
+		blocked *plan.BlockedError
+	)
 	switch {
-	case errors.Is(err, plan.ErrConfigured):
-		return invSkipped, ""
+	case err == nil && res.Configured:
+		s.setInv(ir, invSkipped, "")
 	case errors.As(err, &id):
-		return invBlocked, id.Error()
+		s.setInv(ir, invBlocked, errString(id))
+	case errors.As(err, &blocked):
+		s.setInv(ir, invBlocked, fmt.Sprintf("%s fails %d incident check(s), nothing was sent (drop it on its row to see them)", name, len(blocked.Findings)))
 	case err != nil:
-		return invNotApplied, err.Error()
-	case rv.Blocking() > 0:
-		return invBlocked, fmt.Sprintf("%s fails %d incident check(s), nothing was sent (drop it on its row to see them)", job.Name, rv.Blocking())
+		s.setInv(ir, invNotApplied, errString(err))
+	default:
+		ir.ready = false
+		out := res.ApplyOutcome
+		s.applied(ir.row, name, out.Job.Config, out, nil, false) // the inventory row says applied (inventoryApplied)
 	}
-	out, err := rv.Send(ctx, false)
-	if err != nil {
-		return invNotApplied, err.Error()
-	}
-	r := ir.row
-	s.ui.do(func() { s.applied(r, job.Name, job.Config, out, nil, false) })
-	return invApplied, job.Name + ": " + out.Next.Node
 }
 
 // inventoryApplied marks r's inventory node as given its config (a drop

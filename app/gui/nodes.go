@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"slices"
 	"strings"
@@ -17,7 +16,6 @@ import (
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
 	"github.com/talosflash/talosflash/app/plan"
-	"github.com/talosflash/talosflash/internal/userfile"
 	"github.com/talosflash/talosflash/node"
 )
 
@@ -425,7 +423,7 @@ func (s *nodesStep) pickFile(r *nodeRow) {
 	s.ui.chooseFile(kindConfig, FileRequest{Title: "Choose the machine config for " + r.node.Addr, Accept: "Check",
 		FilterName: "Machine configs", Exts: []string{".yaml", ".yml"}, Folder: s.configFolder(r)}, func(u fyne.URI) {
 		go func() {
-			data, err := readURI(u, node.MaxConfigSize+1)
+			data, err := readConfigURI(u)
 			s.ui.do(func() {
 				if err != nil {
 					s.ui.showError("Cannot read the config", err)
@@ -441,7 +439,7 @@ func (s *nodesStep) pickFile(r *nodeRow) {
 // machine config is checked and applied, a talosconfig goes to bootstrap.
 func (s *nodesStep) applyURI(r *nodeRow, u fyne.URI) {
 	go func() {
-		data, err := readURI(u, node.MaxConfigSize+1)
+		data, err := readConfigURI(u)
 		s.ui.do(func() {
 			if err != nil {
 				s.ui.showError("Cannot read "+u.Name(), err)
@@ -456,22 +454,20 @@ func (s *nodesStep) applyURI(r *nodeRow, u fyne.URI) {
 	}()
 }
 
-func readURI(u fyne.URI, limit int64) ([]byte, error) {
+// readConfigURI reads a dropped or chosen machine config (or talosconfig)
+// through the one bounded read of a config (node.ReadConfigFile; a FIFO
+// or a device is refused, never read endlessly); one that is no local
+// file, at most as many bytes.
+func readConfigURI(u fyne.URI) ([]byte, error) {
 	if u.Scheme() == "file" {
-		// A dropped FIFO or device must not hang or flood the app.
-		data, err := userfile.Read(u.Path(), node.MaxConfigSize)
-		var tooLarge *userfile.TooLargeError
-		if errors.As(err, &tooLarge) {
-			return make([]byte, limit), nil // reported as too large by checkAndPrompt
-		}
-		return data, err
+		return node.ReadConfigFile(u.Path())
 	}
 	rc, err := storage.Reader(u)
 	if err != nil {
 		return nil, err
 	}
 	defer rc.Close()
-	return io.ReadAll(io.LimitReader(rc, limit))
+	return node.ReadConfig(rc, u.Name())
 }
 
 // applyJob is the apply job for row r (app/plan runs it; the GUI renders

@@ -224,7 +224,7 @@ func TestNodesDropFIFORefused(t *testing.T) {
 		t.Skip(err)
 	}
 	done := make(chan error, 1)
-	go func() { _, err := readURI(storage.NewFileURI(p), node.MaxConfigSize+1); done <- err }()
+	go func() { _, err := readConfigURI(storage.NewFileURI(p)); done <- err }()
 	select {
 	case err := <-done:
 		if err == nil || !strings.Contains(err.Error(), "FIFO") {
@@ -236,3 +236,32 @@ func TestNodesDropFIFORefused(t *testing.T) {
 }
 
 func rank(sev string) int { return map[string]int{"ERROR": 0, "WARNING": 1, "INFO": 2}[sev] }
+
+// A file too large to be a machine config, dropped on a node, is said so
+// as it is: the bounded read's refusal (node.ReadConfigFile, the CLI's),
+// not 4 MiB of zeros made up for the check to call too large; nothing
+// reaches the node.
+func TestNodesDropTooLargeSaysSo(t *testing.T) {
+	h := newHarness(t, nil)
+	srv := nodetest.Start(t, nodetest.Options{Schematic: builtin(t, "worker").Schematic()})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	n, err := node.Probe(ctx, srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	huge := testkit.WriteFile(t, t.TempDir(), "huge.yaml", strings.Repeat("# padding\n", node.MaxConfigSize/10+1))
+	h.onUI(func() {
+		h.ui.tabs.SelectIndex(tabNodes)
+		row := h.ui.nodes.addNode(*n)
+		h.ui.nodes.applyURI(row, storage.NewFileURI(huge))
+	})
+	var shown string
+	h.waitFor("the refusal", func() bool { shown = h.overlayLabels(); return shown != "" })
+	if !strings.Contains(shown, "onfig file "+huge+" is too large for a machine config") || !strings.Contains(shown, "Cannot read huge.yaml") {
+		t.Fatalf("shown: %q", shown)
+	}
+	if n := len(srv.Requests()); n != 0 {
+		t.Fatalf("%d requests reached the node", n)
+	}
+}

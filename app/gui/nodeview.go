@@ -74,7 +74,7 @@ func viewNodeRow(r *nodeRow, label, invHost string) nodeRowView {
 	case r.act == rowDryRun:
 		v.Reply = textView{Text: "Sending " + r.actName + ": the node checks it first (its dry run)…"}
 	case r.applyErr != nil:
-		v.Reply = textView{Text: "Not applied: " + r.applyErr.Error(), Importance: widget.DangerImportance}
+		v.Reply = textView{Text: "Not applied: " + errString(r.applyErr), Importance: widget.DangerImportance}
 	case r.applyOut != nil:
 		v.Reply = textView{Text: applyText(r.applyName, r.applyOut), Importance: widget.SuccessImportance}
 		if len(r.applyOut.Result.Warnings) > 0 {

@@ -238,7 +238,7 @@ func (s *nodesStep) renderStatus(r *nodeRow) {
 	v := viewNodeStatus(r.status, s.kubeNodeOf(r), s.now())
 	switch {
 	case r.statusErr != nil:
-		v.Head = textView{Text: "Cannot follow this node: " + r.statusErr.Error(), Importance: widget.DangerImportance}
+		v.Head = textView{Text: "Cannot follow this node: " + errString(r.statusErr), Importance: widget.DangerImportance}
 	case r.status == nil:
 		v.Head = textView{Text: "Reading the node's status…"}
 	}
@@ -317,7 +317,7 @@ func (s *nodesStep) getKubeconfig(r *nodeRow) {
 			r.kubeBtn.Enable()
 			if err != nil {
 				r.bootNote.Importance = widget.DangerImportance
-				r.bootNote.SetText("No kubeconfig: " + err.Error())
+				r.bootNote.SetText("No kubeconfig: " + errString(err))
 				return
 			}
 			verb := "Wrote a new kubeconfig"
@@ -344,7 +344,7 @@ func (s *nodesStep) followKube(path, context string) {
 		a, err = kube.Open(path, cfg, context, node.DefaultCallTimeout)
 	}
 	if err != nil {
-		s.status.SetText("Cannot read the Kubernetes nodes: " + err.Error())
+		s.status.SetText("Cannot read the Kubernetes nodes: " + errString(err))
 		return
 	}
 	s.kubeFollowing = true

@@ -36,7 +36,7 @@ type targetStep struct {
 	refresh chan struct{}
 	visible chan bool // step 2 shown or hidden: polling (without device events) only while shown
 	preset  []string  // Deps.Preselect until each was selected once
-	// holds says what each listed card holds (Deps.ReadCard); read is the
+	// holds says what each listed card holds (Deps.CardHolds); read is the
 	// lister's cache of it, dropped when cardsStale (a flash ended).
 	holds      map[string]string
 	read       map[string]string
@@ -126,7 +126,7 @@ func newTargetStep(ui *UI) *targetStep {
 		}
 		d := s.disks[i]
 		if r := s.refusal(d); r != nil {
-			s.status.SetText("Cannot use " + d.Path + ": " + r.Msg)
+			s.status.SetText(printable.String("Cannot use " + d.Path + ": " + r.Msg))
 			return
 		}
 		s.toggle(d.Path)
@@ -234,7 +234,7 @@ func (s *targetStep) dropRefused() {
 		for _, d := range s.disks {
 			if d.Path == p {
 				if r := s.refusal(d); r != nil {
-					why = append(why, r.Msg)
+					why = append(why, printable.String(r.Msg))
 					return true
 				}
 				return false
@@ -403,7 +403,7 @@ func (s *targetStep) readCards(disks []devices.Disk) map[string]string {
 		key := fmt.Sprintf("%s|%s|%d|%s|%d", d.Path, d.Dev, d.Size, d.Model, len(d.Partitions))
 		h, ok := s.read[key]
 		if !ok {
-			h = readCardBounded(s.ui.deps.ReadCard, d.Path, cardReadTimeout)
+			h = readCardBounded(s.ui.deps.CardHolds, d.Path, cardReadTimeout)
 			s.read[key] = h // a card that did not answer is not asked again while listed
 		}
 		holds[d.Path] = h
@@ -415,7 +415,7 @@ func (s *targetStep) readCards(disks []devices.Disk) map[string]string {
 func signature(disks []devices.Disk, err error) string {
 	var b strings.Builder
 	if err != nil {
-		b.WriteString(err.Error())
+		b.WriteString(errString(err))
 	}
 	for _, d := range disks {
 		fmt.Fprintf(&b, "%s|%d|%s|%v|%d\n", d.Path, d.Size, d.Model, d.Safe, len(d.AllMounts()))
@@ -457,9 +457,9 @@ func (s *targetStep) setDisks(disks []devices.Disk, err error) {
 	s.publish()
 	switch {
 	case errors.Is(err, devices.ErrUnsupported):
-		s.status.SetText(err.Error())
+		s.status.SetText(errString(err))
 	case err != nil:
-		s.status.SetText("Cannot list disks: " + err.Error())
+		s.status.SetText("Cannot list disks: " + errString(err))
 	case len(disks) == 0:
 		s.status.SetText("No disks found. Insert the SD card (a USB card reader works).")
 	}

@@ -21,7 +21,8 @@ type ApplyJob struct {
 	Name     string // the config's file name, for messages
 	// ConfigPath is where the config lies on disk ("" when it came from
 	// elsewhere): the user's talos/installer-<role>.yaml is looked for
-	// beside it, so installer fixes name the patch to change.
+	// beside it, so installer fixes name the patch to change. With no
+	// Config, CheckApply reads it (node.ReadConfigFile: bounded).
 	ConfigPath string
 	Config     []byte // the file, sent byte for byte
 	Mode       string // talosctl's apply mode; "" = auto
@@ -57,7 +58,8 @@ const (
 	EventPhase ApplyEventKind = "phase"
 	// EventNote: something the user should know that is not a finding
 	// (Severity info or warning, Text): kinds not checked locally, the
-	// loader's warnings, the declared role against what the node booted,
+	// loader's warnings (Config: said of the file, once the node is found
+	// waiting for it), the declared role against what the node booted,
 	// try mode on Talos >= 1.13.
 	EventNote ApplyEventKind = "note"
 	// EventNode: the node as probed (Node, Match).
@@ -84,10 +86,13 @@ type ApplyEvent struct {
 	Phase    ApplyPhase
 	Severity node.Severity // EventNote
 	Text     string        // EventNote
-	Node     *node.Node    // EventNode
-	Match    Match         // EventNode: the profile or cached image it booted
-	Finding  node.Finding  // EventFinding
-	Result   *node.ApplyResult
+	// Config (EventNote): the note is the config file's, the same for
+	// every node it goes to (ApplyAll says it once per run).
+	Config  bool
+	Node    *node.Node   // EventNode
+	Match   Match        // EventNode: the profile or cached image it booted
+	Finding node.Finding // EventFinding
+	Result  *node.ApplyResult
 }
 
 // ApplyReview is a checked job, before anything is sent: what the node
@@ -166,12 +171,14 @@ func (e *BlockedError) Is(target error) bool { return target == node.ErrInvalidC
 // InputError is a job the user must change (a bad address, mode or
 // declared role): nothing was sent (exit 2 in the CLI).
 type InputError struct {
-	Setting, Value string // the job's field at fault when the message does not name it ("mode", "staged")
+	// Setting is the job's field at fault ("mode", "endpoint"); Value its
+	// value when the message does not name it ("staged").
+	Setting, Value string
 	Err            error
 }
 
 func (e *InputError) Error() string {
-	if e.Setting != "" {
+	if e.Setting != "" && e.Value != "" {
 		return e.Setting + " " + e.Value + ": " + e.Err.Error()
 	}
 	return e.Err.Error()
@@ -202,38 +209,59 @@ func outcomeOf(rv *ApplyReview) *ApplyOutcome {
 	return &ApplyOutcome{ApplyReview: rv}
 }
 
-// CheckApply loads the config, probes the node, refuses a configured one
-// and runs the incident checks against what the node booted. Nothing is
-// sent. The review is returned with the error once the config is loaded.
-func CheckApply(ctx context.Context, job ApplyJob) (*ApplyReview, error) {
+// CheckMode parses an apply mode as every apply does ("" is auto): the
+// one parser of it, for a front end that checks it before anything else
+// (apply --inventory, before waiting for the first node).
+func CheckMode(mode string) error {
+	if _, err := node.ParseMode(mode); err != nil {
+		return &InputError{Err: err}
+	}
+	return nil
+}
+
+// CheckInput parses what the user typed, the node's address and the mode,
+// once: CheckApply starts with it, and a front end may call it first to
+// refuse a typo before it reads anything. It normalizes both in the job.
+func (job *ApplyJob) CheckInput() error {
 	endpoint, err := node.NormalizeEndpoint(job.Endpoint)
 	if err != nil {
-		return nil, &InputError{Err: err}
+		return &InputError{Setting: "endpoint", Err: err}
 	}
-	if _, err := node.ParseMode(job.Mode); err != nil {
-		return nil, &InputError{Err: err}
+	if err := CheckMode(job.Mode); err != nil {
+		return err
 	}
+	job.Endpoint = endpoint
 	job.Mode = strings.ToLower(strings.TrimSpace(job.Mode))
 	if job.Mode == "" {
 		job.Mode = node.ModeAuto
 	}
+	return nil
+}
+
+// CheckApply loads the config (reading ConfigPath when Config is not
+// given), probes the node, refuses a configured one and runs the incident
+// checks against what the node booted. Nothing is sent. The review is
+// returned with the error once the config is loaded.
+func CheckApply(ctx context.Context, job ApplyJob) (*ApplyReview, error) {
+	if err := job.CheckInput(); err != nil {
+		return nil, err
+	}
+	endpoint := job.Endpoint
 	if job.Name == "" {
 		job.Name = "the config"
 	}
-	if int64(len(job.Config)) > node.MaxConfigSize {
-		return nil, &node.ConfigError{Reason: fmt.Sprintf("%s is larger than %d bytes: not a machine config", job.Name, node.MaxConfigSize)}
+	if job.Config == nil && job.ConfigPath != "" {
+		data, err := node.ReadConfigFile(job.ConfigPath)
+		if err != nil {
+			return nil, err
+		}
+		job.Config = data
 	}
 	cfg, err := node.LoadConfig(job.Config)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", job.Name, err)
 	}
 	rv := &ApplyReview{Job: job, Endpoint: endpoint, Config: cfg}
-	for _, u := range cfg.Unchecked {
-		job.note(node.SeverityInfo, u)
-	}
-	for _, w := range cfg.Warnings {
-		job.note(node.SeverityWarning, w)
-	}
 
 	// What did the node boot? The checks use its answer, not the user's word.
 	job.phase(PhaseProbe)
@@ -252,7 +280,13 @@ func CheckApply(ctx context.Context, job ApplyJob) (*ApplyReview, error) {
 	}
 	rv.Node = n
 	if n.Configured {
-		return rv, &ConfiguredError{Addr: n.Addr}
+		return rv, &ConfiguredError{Addr: n.Addr} // the config is not for it: nothing to say about it
+	}
+	for _, u := range cfg.Unchecked {
+		job.emit(ApplyEvent{Kind: EventNote, Severity: node.SeverityInfo, Text: u, Config: true})
+	}
+	for _, w := range cfg.Warnings {
+		job.emit(ApplyEvent{Kind: EventNote, Severity: node.SeverityWarning, Text: w, Config: true})
 	}
 	nc := job.Check
 	nc.Node, nc.Endpoint = n, endpoint

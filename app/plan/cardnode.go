@@ -122,24 +122,27 @@ func (job *Job) hasMeta() bool {
 	return false
 }
 
-// checkHead is FlashOptions.CheckHead for a job with META to write: the
-// decoded image's META must lie inside its own layout (meta.CheckPlace;
-// inside the image when its size is known, else checked against the bytes
-// written before META is: the backup header the primary names) and the
-// values must fit the store (next to the image's own tags, and its store
-// not foreign, where the store lies in the head).
-func (job *Job) checkHead() func(head []byte, size int64) error {
-	if !job.hasMeta() {
+// checkHead is FlashOptions.CheckHead for the cards (indices into
+// Job.Devices) of one image, when some have META to write: the decoded
+// image's META must lie inside its own layout (meta.CheckPlace; inside the
+// image when its size is known, else checked against the bytes written
+// before META is: the backup header the primary names) and the values
+// must fit the store (next to the image's own tags, and its store not
+// foreign, where the store lies in the head).
+func (job *Job) checkHead(cards []int) func(head []byte, size int64) error {
+	var metas []*CardMeta
+	for _, i := range cards {
+		if m := job.CardMeta(i); m != nil {
+			metas = append(metas, m)
+		}
+	}
+	if len(metas) == 0 {
 		return nil
 	}
 
 	return func(head []byte, size int64) error {
 		var sets [][]meta.Tag
-		for _, m := range job.Meta {
-			if m == nil {
-				continue
-			}
-
+		for _, m := range metas {
 			if err := meta.Fits(m.Tags); err != nil {
 				return fmt.Errorf("%w (no card was touched): node %s: %w", ErrNoNodeMeta, m.Node, err)
 			}

@@ -197,6 +197,64 @@ func ChooseImage(ctx context.Context, c Choice) (*Image, Obligations, error) {
 	return im, obl, nil
 }
 
+// ChooseImages is ChooseImage for one card per inventory node
+// (Choice.Nodes, in order) when the nodes may have different profiles: a
+// cluster's control plane and workers in one run. Nodes of one profile
+// share one image (one decision, one download, one decode); each profile
+// is decided by ChooseImage with its nodes. A pick (a role, an installer,
+// a local image) is one image for every node, held against each as
+// ChooseImage does. The images are per node, in order (the same *Image for
+// nodes that share one); the obligations are every image's, each warning
+// once.
+func ChooseImages(ctx context.Context, c Choice) ([]*Image, Obligations, error) {
+	if c.doors() > 0 || len(c.Nodes) == 0 {
+		im, obl, err := ChooseImage(ctx, c)
+		if err != nil {
+			return nil, obl, err
+		}
+		ims := make([]*Image, max(len(c.Nodes), 1))
+		for i := range ims {
+			ims[i] = im
+		}
+		return ims, obl, nil
+	}
+	var profiles []string
+	byProfile := map[string][]int{}
+	for i, n := range c.Nodes {
+		if _, ok := byProfile[n.Profile]; !ok {
+			profiles = append(profiles, n.Profile)
+		}
+		byProfile[n.Profile] = append(byProfile[n.Profile], i)
+	}
+	ims := make([]*Image, len(c.Nodes))
+	var all Obligations
+	for _, p := range profiles {
+		pc := c
+		pc.Nodes = nil
+		for _, i := range byProfile[p] {
+			pc.Nodes = append(pc.Nodes, c.Nodes[i])
+		}
+		im, obl, err := ChooseImage(ctx, pc)
+		if err != nil {
+			return nil, Obligations{}, err
+		}
+		for _, i := range byProfile[p] {
+			ims[i] = im
+		}
+		for _, se := range obl.Services {
+			if !slices.ContainsFunc(all.Services, func(x node.ServiceExtension) bool { return x.Extension == se.Extension }) {
+				all.Services = append(all.Services, se)
+			}
+		}
+		for _, w := range obl.Warnings {
+			if !slices.Contains(all.Warnings, w) {
+				all.Warnings = append(all.Warnings, w)
+			}
+		}
+	}
+	return ims, all, nil
+}
+
 // nodeProfile is the profile the choice's nodes share (nil: no nodes).
 func (c Choice) nodeProfile() (*factory.Profile, error) {
 	if len(c.Nodes) == 0 {
@@ -205,7 +263,8 @@ func (c Choice) nodeProfile() (*factory.Profile, error) {
 	first := c.Nodes[0]
 	for _, n := range c.Nodes[1:] {
 		if n.Profile != first.Profile {
-			return nil, choiceErrorf("%s is a %s and %s a %s: one run writes one image; flash them in separate runs", first.Hostname, first.Profile, n.Hostname, n.Profile)
+			door, value := c.Door()
+			return nil, choiceErrorf("%s is a %s and %s a %s, but the %s %s is one image: leave it out and each node gets its own image, or flash them in separate runs", first.Hostname, first.Profile, n.Hostname, n.Profile, door, value)
 		}
 	}
 	p, err := factory.FindProfile(c.Profiles, first.Profile)

@@ -41,8 +41,29 @@ type NodeApplyOutcome struct {
 	*ApplyOutcome
 }
 
-// ErrNotThere: nothing answered at the node's address in time.
+// defaultNodeWait is NodeApplyJob.Wait's default.
+const defaultNodeWait = 5 * time.Minute
+
+// ErrNotThere: nothing answered at the node's address in time
+// (NotThereError).
 var ErrNotThere = errors.New("no Talos node answered at the node's address")
+
+// NotThereError is a node waited for at its address in vain: errors.Is
+// ErrNotThere and node.ErrNetwork (exit 3 in the CLI).
+type NotThereError struct {
+	Hostname, Endpoint string
+	Wait               time.Duration
+	Last               error // the last probe's failure
+}
+
+func (e *NotThereError) Error() string {
+	return fmt.Sprintf("no Talos node answered at %s's address %s within %s (last: %v): is the Pi on, booted from its card and on the network?",
+		e.Hostname, e.Endpoint, Minutes(e.Wait), e.Last)
+}
+
+func (e *NotThereError) Is(target error) bool {
+	return target == ErrNotThere || target == node.ErrNetwork
+}
 
 // IdentityError is a node at an inventory address that is not the node the
 // inventory names there: its hostname (from its card) or the image it
@@ -62,11 +83,11 @@ func (e *IdentityError) Error() string {
 			e.Addr, e.Want.Hostname, e.BootedProfile, e.Want.Profile, e.Fix())
 	}
 	var said []string
-	if e.BootedProfile != "" && e.BootedProfile != e.Want.Profile {
+	if e.OtherImage() {
 		said = append(said, "booted the "+e.BootedProfile+" image (the inventory says "+e.Want.Profile+")")
 	}
 
-	if !e.hostOK {
+	if e.OtherHost() {
 		said = append(said, fmt.Sprintf("says it is %q", e.Hostname))
 	}
 
@@ -93,12 +114,12 @@ func (j *NodeApplyJob) Endpoint() string {
 func ApplyNode(ctx context.Context, j NodeApplyJob, config []byte) (*NodeApplyOutcome, error) {
 	out := &NodeApplyOutcome{Node: j.Node, Endpoint: j.Endpoint()}
 
-	if err := j.wait(ctx, out.Endpoint); err != nil {
+	if _, err := j.WaitFor(ctx); err != nil {
 		return out, err
 	}
 
 	job := j.Apply
-	job.Endpoint, job.Name, job.Config = out.Endpoint, j.Node.Config, config
+	job.Endpoint, job.Name, job.ConfigPath, job.Config = out.Endpoint, j.Node.Config, j.Node.Config, config
 	job.Check.Declared = j.Node.Profile // only a fallback when the node does not say
 	want := j.Node
 	job.Expect = &want // CheckApply refuses another node at the address
@@ -122,22 +143,45 @@ func ApplyNode(ctx context.Context, j NodeApplyJob, config []byte) (*NodeApplyOu
 
 // checkIdentity: the node at the address is the inventory's node.
 func checkIdentity(want inventory.Node, rv *ApplyReview) error {
-	n := rv.Node
-	profileOK := rv.Match.Profile == "" || strings.EqualFold(rv.Match.Profile, want.Profile)
+	if id := Identify(want, rv.Node, rv.Match); id != nil {
+		return id
+	}
+
+	return nil
+}
+
+// Identify is the one identity rule of an inventory node: what answered
+// at its address (n, which booted m) is want when its hostname, compared
+// as Talos splits it (node.Node.IsHost), and the profile it booted (when
+// known) are the inventory's. nil: it is; else why not. CheckApply's gate
+// (ApplyJob.Expect) and the app's inventory rows both ask it.
+func Identify(want inventory.Node, n *node.Node, m Match) *IdentityError {
+	profileOK := m.Profile == "" || strings.EqualFold(m.Profile, want.Profile)
 	hostOK := n.IsHost(want.Hostname)
 
 	if profileOK && hostOK {
 		return nil
 	}
 
-	return &IdentityError{Want: want, Addr: n.Addr, Hostname: n.FQDN(), BootedProfile: rv.Match.Profile, hostOK: hostOK}
+	return &IdentityError{Want: want, Addr: n.Addr, Hostname: n.FQDN(), BootedProfile: m.Profile, hostOK: hostOK}
 }
 
-// wait probes the endpoint until something answers or Wait runs out.
-func (j *NodeApplyJob) wait(ctx context.Context, endpoint string) error {
+// OtherImage: the node booted another profile's image than the inventory's.
+func (e *IdentityError) OtherImage() bool {
+	return e.BootedProfile != "" && !strings.EqualFold(e.BootedProfile, e.Want.Profile)
+}
+
+// OtherHost: the node says another name than the inventory's.
+func (e *IdentityError) OtherHost() bool { return !e.hostOK }
+
+// WaitFor probes the node's address until something answers (what
+// answered) or Wait runs out (ErrNotThere): ApplyNode's first step, and
+// the app's inventory rows, which show each node once it answers.
+func (j *NodeApplyJob) WaitFor(ctx context.Context) (*node.Node, error) {
+	endpoint := j.Endpoint()
 	wait, every := j.Wait, j.Every
 	if wait <= 0 {
-		wait = 5 * time.Minute
+		wait = defaultNodeWait
 	}
 
 	if every <= 0 {
@@ -154,31 +198,29 @@ func (j *NodeApplyJob) wait(ctx context.Context, endpoint string) error {
 	lastSaid := time.Time{}
 
 	for {
-		callTimeout := min(5*time.Second, time.Until(deadline))
-		if callTimeout <= 0 {
-			callTimeout = time.Second
-		}
+		// Each probe gets what is left of the wait, 5 s at most, never
+		// less than the wait itself or a second (the last one).
+		callTimeout := max(min(5*time.Second, time.Until(deadline)), min(wait, time.Second))
 
 		pctx, cancel := context.WithTimeout(ctx, callTimeout)
-		_, err := probe(pctx, endpoint)
+		n, err := probe(pctx, endpoint)
 		cancel()
 
 		if err == nil {
-			return nil
+			return n, nil
 		}
 
 		if ctx.Err() != nil {
-			return interrupted(ctx, endpoint, "while waiting for "+j.Node.Hostname+" to answer; nothing was sent")
+			return nil, interrupted(ctx, endpoint, "while waiting for "+j.Node.Hostname+" to answer; nothing was sent")
 		}
 
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%w: %s at %s, for %s (%v): is the Pi on, booted from its card and on the network?",
-				errors.Join(ErrNotThere, node.ErrNetwork), j.Node.Hostname, endpoint, wait.Round(time.Second), err)
+			return nil, &NotThereError{Hostname: j.Node.Hostname, Endpoint: endpoint, Wait: wait, Last: err}
 		}
 
 		if j.Progress != nil && time.Since(lastSaid) >= 10*time.Second {
 			lastSaid = time.Now()
-			j.Progress(fmt.Sprintf("%s · waiting at %s … (%s of %s)", j.Node.Hostname, j.Node.Address.Addr(), time.Since(start).Round(time.Second), wait.Round(time.Second)))
+			j.Progress(fmt.Sprintf("%s · waiting at %s … (%s of %s)", j.Node.Hostname, j.Node.Address.Addr(), Minutes(time.Since(start)), Minutes(wait)))
 		}
 
 		t := time.NewTimer(min(every, time.Until(deadline)+time.Millisecond))

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -213,5 +214,80 @@ func TestFlashElevatedChildDiesAfterOneResult(t *testing.T) {
 	}
 	if c := out.Cards[0]; !c.OK() || c.SHA256 != workerImage(t).SHA256 || !c.Verified || !slices.Equal(c.Notes, []string{"unmounted /media/u/boot before writing"}) {
 		t.Fatalf("the verified card %+v", c)
+	}
+}
+
+// Two images in one job, in process: each downloaded once, each card
+// written from its own image; a card that fails mid-write fails alone,
+// and an image the factory does not have fails its own cards only. The
+// downloads' progress names their image.
+func TestFlashSeveralImagesInProcess(t *testing.T) {
+	srv := factorytest.New(t)
+	cpFx, wFx := imagetest.New(t, 2<<20, 21, 1<<20), imagetest.New(t, 3<<20, 22, 1<<20)
+	cpID, _ := profile(t, "controlplane").SchematicID()
+	wID, _ := profile(t, "worker").SchematicID()
+	srv.AddImage(cpID, factory.DefaultTalosVersion, "metal-arm64.raw.xz", cpFx.XZ)
+	srv.AddImage(wID, factory.DefaultTalosVersion, "metal-arm64.raw.xz", wFx.XZ)
+	c := factory.NewClient(srv.URL, srv.Client())
+	cpIm, err := FromProfile(context.Background(), c, profile(t, "controlplane"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wIm, _ := FromProfile(context.Background(), c, profile(t, "worker"), false)
+	dir := t.TempDir()
+	devs := []string{filepath.Join(dir, "cp.img"), filepath.Join(dir, "w1.img"), filepath.Join(dir, "pulled.img")}
+	var mu sync.Mutex
+	downloads := map[string]bool{}
+	job := Job{Image: cpIm, Images: []*Image{cpIm, wIm, wIm}, Devices: devs, Cache: &imaging.Cache{Dir: filepath.Join(dir, "cache")}, Factory: c,
+		Open: func(path string, size int64) (imaging.Target, error) {
+			t, err := imaging.OpenFile(path, size)
+			if err == nil && filepath.Base(path) == "pulled.img" {
+				return failingTarget{t.(*os.File)}, nil
+			}
+			return t, err
+		},
+		Progress: func(p imaging.Progress) {
+			mu.Lock()
+			defer mu.Unlock()
+			if p.Stage == imaging.StageDownload {
+				downloads[p.Image] = true
+			}
+		}}
+	out, err := Flash(context.Background(), job)
+	var ce *CardsError
+	if !errors.As(err, &ce) || len(ce.Failed) != 1 || ce.Failed[0].Target != devs[2] || !errors.Is(err, syscall.EIO) {
+		t.Fatalf("err %v, want the pulled card's EIO alone", err)
+	}
+	for i, fx := range []*imagetest.Fixture{cpFx, wFx} {
+		if c := out.Cards[i]; !c.OK() || !c.Verified || c.SHA256 != fx.SHA256 || imagetest.FileSHA256(t, devs[i], fx.Size) != fx.SHA256 {
+			t.Fatalf("card %s: %+v %v", devs[i], c, c.Err)
+		}
+	}
+	if n, want := srv.BytesServed(), int64(len(cpFx.XZ)+len(wFx.XZ)); n != want {
+		t.Fatalf("served %d bytes, want each image once (%d)", n, want)
+	}
+	if !downloads["profile controlplane"] || !downloads["profile worker"] || len(downloads) != 2 {
+		t.Fatalf("downloads reported for %v", downloads)
+	}
+	cpEntry, _ := job.Cache.Path(cpIm.CacheKey())
+	wEntry, _ := job.Cache.Path(wIm.CacheKey())
+	if !slices.Equal(out.CachePaths, []string{cpEntry, wEntry, wEntry}) || out.CachePath != cpEntry {
+		t.Fatalf("cache paths %q (%q)", out.CachePaths, out.CachePath)
+	}
+
+	// The workers' image missing from the factory: its cards fail, cp-1's
+	// is written (from the cache now).
+	wIm.Version = "v1.14.4"
+	wIm.URL = c.ImageURL(wIm.SchematicID, wIm.Version, wIm.Arch)
+	job.Devices = []string{filepath.Join(dir, "cp2.img"), filepath.Join(dir, "w2.img")}
+	job.Images = []*Image{cpIm, wIm}
+	job.Open = nil
+	job.Safety = devices.Options{CreateFile: true}
+	out, err = Flash(context.Background(), job)
+	if !errors.As(err, &ce) || len(ce.Failed) != 1 || ce.Failed[0].Target != job.Devices[1] || out.Cards[0].SHA256 != cpFx.SHA256 {
+		t.Fatalf("%+v, %v", out, err)
+	}
+	if _, err := os.Stat(job.Devices[1]); err == nil {
+		t.Fatal("the card of the missing image was created")
 	}
 }

@@ -1,11 +1,17 @@
-// Package plan decides what image to flash from what the user chose (a role
-// or profile, an installer reference, an installer file, a local image), so
-// the CLI and the GUI resolve choices the same way.
+// Package plan holds the policy both front ends share, so the CLI and the
+// GUI decide everything the same way and only fill jobs in and render
+// their events: the run's settings (LoadSettings: the inventory's
+// defaults), the one image decision (ChooseImage), the cards and the root
+// decision (CheckCards, Elevation), the flash job (Flash), the apply job
+// (CheckApply, Send), every inventory node in turn (ApplyAll, Bootstrap),
+// and the cluster's status (Watch, Follow, Kubeconfig). boundaries_test.go
+// keeps the front ends off the steps it owns.
 package plan
 
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"path"
 	"strings"
@@ -139,11 +145,35 @@ const MaxInstallerFile = 1 << 20
 // FromInstallerFile is FromInstallerData for a file on disk (a regular
 // file of at most MaxInstallerFile bytes).
 func FromInstallerFile(c *factory.Client, file string, arch string) (*Image, error) {
+	data, err := ReadInstallerFile(file)
+	if err != nil {
+		return nil, err
+	}
+	return FromInstallerData(c, file, data, arch)
+}
+
+// ReadInstallerFile reads an installer file the user named: a regular
+// file of at most MaxInstallerFile bytes (a FIFO or a device is refused,
+// never read endlessly).
+func ReadInstallerFile(file string) ([]byte, error) {
 	data, err := userfile.Read(file, MaxInstallerFile)
 	if err != nil {
 		return nil, fmt.Errorf("read installer file: %w", err)
 	}
-	return FromInstallerData(c, file, data, arch)
+	return data, nil
+}
+
+// ReadInstaller is ReadInstallerFile for one that is no local file (r,
+// called name): at most MaxInstallerFile bytes are read.
+func ReadInstaller(r io.Reader, name string) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, MaxInstallerFile+1))
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("read installer file: %w", err)
+	case len(data) > MaxInstallerFile:
+		return nil, fmt.Errorf("read installer file: %w", &userfile.TooLargeError{Path: name, Max: MaxInstallerFile})
+	}
+	return data, nil
 }
 
 // FromFile flashes a local image file as is.

@@ -116,6 +116,9 @@ type StatusCheck struct {
 	// BootTimeout is Talos' constants.BootTimeout (70 min; the node does
 	// not report it) unless set.
 	BootTimeout time.Duration
+	// Talosconfig is the talosconfig's path the talosctl commands of the
+	// fixes name ("": none, talosctl's default); Watch sets it from its own.
+	Talosconfig string
 }
 
 func (c StatusCheck) bootTimeout() time.Duration {
@@ -173,7 +176,7 @@ func (c StatusCheck) Diagnose(now time.Time, t StatusTarget, st *node.Status, re
 		if s.State == "Failed" {
 			ns.Diagnoses = append(ns.Diagnoses, Diagnosis{Severity: "error", Code: "service-failed",
 				Message: fmt.Sprintf("service %s failed: %s", s.ID, orNone(s.LastEvent)),
-				Fix:     fmt.Sprintf("read its log: talosctl -n %s logs %s", hostOnly(st.Endpoint), s.ID)})
+				Fix:     "read its log: " + node.Talosctl(c.Talosconfig, st.Endpoint, "logs", s.ID)})
 		}
 	}
 	if t.Role == "controlplane" || st.Service("etcd") != nil {
@@ -300,7 +303,7 @@ func orNone(s string) string {
 	return s
 }
 
-// hostOnly is the address talosctl's -n takes (no port).
+// hostOnly is an endpoint without its port.
 func hostOnly(endpoint string) string {
 	if h, _, err := net.SplitHostPort(endpoint); err == nil {
 		return h
@@ -311,6 +314,8 @@ func hostOnly(endpoint string) string {
 // Minutes renders a duration for people: "12 min", "45 s", "1 h 10 min".
 func Minutes(d time.Duration) string {
 	switch {
+	case d < time.Second:
+		return fmt.Sprintf("%d ms", d.Milliseconds())
 	case d < time.Minute:
 		return fmt.Sprintf("%d s", int(d.Seconds()))
 	case d < 2*time.Hour:
@@ -350,6 +355,10 @@ func Watch(ctx context.Context, targets []StatusTarget, opts WatchOptions, emit 
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	check := opts.Check
+	if check.Talosconfig == "" && opts.Talosconfig != nil {
+		check.Talosconfig = opts.Talosconfig.Path
+	}
 	readers := make([]*node.StatusReader, len(targets))
 	for i, t := range targets {
 		r, err := node.OpenStatus(ctx, t.Endpoint, opts.Talosconfig, t.Role == "controlplane" || t.Role == "")
@@ -386,7 +395,7 @@ func Watch(ctx context.Context, targets []StatusTarget, opts WatchOptions, emit 
 			if t.Endpoint == "" {
 				t.Endpoint = readers[i].Endpoint()
 			}
-			ns := opts.Check.Diagnose(opts.Now(), t, st, err, last[i])
+			ns := check.Diagnose(opts.Now(), t, st, err, last[i])
 			if st == nil && last[i] != nil {
 				ns.lastBoot = lastBootID(last[i])
 			}

@@ -274,3 +274,60 @@ func TestForceRawUDisksRefusedIsNotElevated(t *testing.T) {
 		}
 	}
 }
+
+// Two images through UDisks2: every card opened once, before any image is
+// decoded (one polkit prompt for the run), each written from its own
+// image in this process; no elevated child.
+func TestFlashSeveralImagesThroughUDisks(t *testing.T) {
+	fxA, fxB := imagetest.New(t, 3<<20, 31, 1<<20), imagetest.New(t, 4<<20, 32, 1<<20)
+	var blocks []*udiskstest.Block
+	var loops []string
+	for i := range 3 {
+		loop := imagetest.LoopDevice(t, 8<<20, false) // skips unless root
+		var st unix.Stat_t
+		if err := unix.Stat(loop, &st); err != nil {
+			t.Fatal(err)
+		}
+		loops = append(loops, loop)
+		blocks = append(blocks, &udiskstest.Block{Object: dbus.ObjectPath("/org/freedesktop/UDisks2/block_devices/card" + string(rune('a'+i))),
+			Device: loop, Number: st.Rdev, Size: 8 << 20,
+			Open: func(mode string, flags int32) (*os.File, *dbus.Error) {
+				f, err := os.OpenFile(loop, os.O_RDWR|int(flags), 0)
+				if err != nil {
+					return nil, dbus.MakeFailedError(err)
+				}
+				return f, nil
+			}})
+	}
+	addr := udiskstest.Bus(t)
+	fake := udiskstest.Start(t, addr, blocks...)
+	child := false
+	a := &Image{Label: "a", LocalPath: writeImage(t, fxA)}
+	b := &Image{Label: "b", LocalPath: writeImage(t, fxB)}
+	job, status := udisksJob(t, fxA, a.LocalPath, loops[0], &devices.UDisks{Address: addr}, &child)
+	job.Devices, job.Images = loops, []*Image{a, b, a}
+	job.Safety = devices.Options{AllowLoop: true}
+	job.Open = func(path string, _ int64) (imaging.Target, error) {
+		return nil, errors.New("opened " + path + " by path, not through the UDisks2 descriptor")
+	}
+	out, err := Flash(flashCtx(t), job)
+	if err != nil || child || !out.UDisks || out.Elevated {
+		t.Fatalf("%+v, %v, child %v (status %q)", out, err, child, *status)
+	}
+	for i, fx := range []*imagetest.Fixture{fxA, fxB, fxA} {
+		if c := out.Cards[i]; c.SHA256 != fx.SHA256 || !c.Verified || imagetest.FileSHA256(t, loops[i], fx.Size) != fx.SHA256 {
+			t.Fatalf("card %s: %+v %v", loops[i], c, c.Err)
+		}
+	}
+	opens := 0
+	for i, c := range fake.Calls() {
+		if c.Method == "OpenDevice" {
+			if opens++; i != opens-1 {
+				t.Fatalf("calls %+v: every card opened first", fake.Calls())
+			}
+		}
+	}
+	if opens != 3 {
+		t.Fatalf("%d OpenDevice calls, want one a card", opens)
+	}
+}

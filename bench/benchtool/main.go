@@ -79,6 +79,8 @@ func main() {
 		err = diff4K(args)
 	case "meta":
 		err = metaState(args)
+	case "inventory":
+		err = writeInventory(args)
 	default:
 		err = fmt.Errorf("unknown command %q", cmd)
 	}

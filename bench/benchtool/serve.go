@@ -10,12 +10,14 @@ import (
 
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/factory/factorytest"
+	"github.com/talosflash/talosflash/internal/testkit"
 )
 
 // serve runs the fake Image Factory (factory/factorytest, 127.0.0.1 only)
 // with the given image files served for every built-in role at the default
-// Talos version, as metal-arm64.raw.xz / .raw.zst by their suffix. It
-// prints the base URL and runs until stdin is closed.
+// Talos version, as metal-arm64.raw.xz / .raw.zst by their suffix; ROLE=FILE
+// serves FILE for that role only (a cluster's two images). It prints the
+// base URL and runs until stdin is closed.
 func serve(args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ExitOnError)
 	fs.Parse(args)
@@ -25,7 +27,11 @@ func serve(args []string) error {
 	srv := factorytest.NewServer()
 	defer srv.Close()
 	srv.SetBuildDelay(0)
-	for _, path := range fs.Args() {
+	for _, arg := range fs.Args() {
+		role, path, ok := strings.Cut(arg, "=")
+		if !ok {
+			role, path = "", arg
+		}
 		name := "metal-arm64.raw.xz"
 		if strings.HasSuffix(path, ".zst") {
 			name = "metal-arm64.raw.zst"
@@ -35,6 +41,9 @@ func serve(args []string) error {
 			return err
 		}
 		for _, p := range factory.BuiltinProfiles() {
+			if role != "" && p.Name != role {
+				continue
+			}
 			id, err := p.SchematicID()
 			if err != nil {
 				return err
@@ -45,4 +54,13 @@ func serve(args []string) error {
 	fmt.Println(srv.URL)
 	_, _ = io.Copy(io.Discard, io.LimitReader(os.Stdin, 1<<20)) // until the caller closes stdin
 	return nil
+}
+
+// inventory writes the test inventory (internal/testkit: cp-1, worker-1,
+// worker-2 on 127.0.0.21-23, no configs) to the file named.
+func writeInventory(args []string) error {
+	if len(args) != 1 {
+		return errors.New("inventory: need the file to write")
+	}
+	return os.WriteFile(args[0], []byte(testkit.Inventory{}.YAML()), 0o644)
 }

@@ -137,6 +137,7 @@ type Server struct {
 	objectStorage     bool
 	buildDelay        time.Duration
 	builds            map[string]chan struct{} // closed when the image is "built"
+	held              chan struct{}            // HoldImages: closed on release
 
 	bytesServed atomic.Int64
 }
@@ -470,6 +471,10 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	storage := s.objectStorage
 	s.mu.Unlock()
 
+	if (strings.HasPrefix(r.URL.Path, "/image/") || strings.HasPrefix(r.URL.Path, StoragePrefix+"/image/")) && !s.waitHeld(r) {
+		return
+	}
+
 	// Object storage: the bytes (and their faults) come from the storage URL.
 	if rest, ok := strings.CutPrefix(r.URL.Path, StoragePrefix+"/image/"); ok && storage {
 		f := s.takeFault("/image/" + rest)
@@ -660,6 +665,35 @@ func (s *Server) lookupImage(w http.ResponseWriter, path string, f *Fault) *imag
 	}
 
 	return img
+}
+
+// HoldImages makes every image request wait, the other routes answering,
+// until release is called: the images are still being made (fakefactory
+// listens before it makes a large one), as the real factory builds an image
+// before it sends any header.
+func (s *Server) HoldImages() (release func()) {
+	ch := make(chan struct{})
+	s.mu.Lock()
+	s.held = ch
+	s.mu.Unlock()
+	var once sync.Once
+	return func() { once.Do(func() { close(ch) }) }
+}
+
+// waitHeld waits for HoldImages' release; false when the client gave up.
+func (s *Server) waitHeld(r *http.Request) bool {
+	s.mu.Lock()
+	ch := s.held
+	s.mu.Unlock()
+	if ch == nil {
+		return true
+	}
+	select {
+	case <-ch:
+		return true
+	case <-r.Context().Done():
+		return false
+	}
 }
 
 // waitBuild holds the first GET of an image (and those joining it) for the

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // List returns the disks of the running system (see Lister.List).
@@ -29,7 +30,7 @@ func Check(path string, imageSize int64, opts Options) (*Disk, error) {
 func (l *Lister) Check(path string, imageSize int64, opts Options) (*Disk, error) {
 	p := l.paths()
 	refuse := func(dev string, code Code, format string, args ...any) *RefusedError {
-		return &RefusedError{Device: dev, Reason: code, Msg: fmt.Sprintf(format, args...)}
+		return refusal(dev, code, format, args...)
 	}
 	if path == "" {
 		return nil, refuse("", CodeNotFound, "no target given")
@@ -40,6 +41,9 @@ func (l *Lister) Check(path string, imageSize int64, opts Options) (*Disk, error
 		return d, err
 	}
 	resolved, err := filepath.EvalSymlinks(path)
+	if errors.Is(err, fs.ErrNotExist) && opts.BlockOnly {
+		return nil, refuse(path, CodeNotFound, "%s does not exist (is the card inserted? `talosflash devices` lists the disks)", path)
+	}
 	if errors.Is(err, fs.ErrNotExist) {
 		// `--device sdb` for /dev/sdb: never a new ./sdb. A path written
 		// with a directory ("./sdb") may still be created as a file.
@@ -95,6 +99,9 @@ func (l *Lister) Check(path string, imageSize int64, opts Options) (*Disk, error
 	}
 
 	isBlock := fi.Mode()&fs.ModeDevice != 0 && fi.Mode()&fs.ModeCharDevice == 0
+	if opts.BlockOnly && !isBlock {
+		return nil, refuse(resolved, CodeNotBlockDevice, "%s is not a block device (%v): only a disk is written here", resolved, fi.Mode().Type())
+	}
 	if isBlock && !devicesSupported {
 		return nil, refuse(resolved, CodeUnsupported, "writing to raw devices is not supported on this operating system yet; write to an image file instead")
 	}
@@ -138,6 +145,13 @@ func (l *Lister) Check(path string, imageSize int64, opts Options) (*Disk, error
 		}
 		if inDir(resolved, p.DevRoot) {
 			return nil, refuse(resolved, CodeNotBlockDevice, "%s is a regular file inside %s, not a device (is the card inserted?)", resolved, p.DevRoot)
+		}
+		// Swap in use, as on a disk: the kernel would refuse the truncate
+		// ("text file busy"), and the memory swapped out is in it.
+		if sw, err := p.swapFileAt(fi); err != nil {
+			return nil, err
+		} else if sw != "" {
+			return nil, refuse(resolved, CodeSwap, "%s is an active swap file: the memory swapped out to it would be lost (swapoff %s first, or choose another file)", resolved, sw)
 		}
 		if fi.Size() > 0 && !isImageFileName(resolved) {
 			return nil, refuse(resolved, CodeNotImageFile, "%s is an existing file that does not look like a disk image (.img, .raw, .bin, .iso); it would be overwritten: delete it or choose another name", resolved)
@@ -224,6 +238,9 @@ func (l *Lister) Open(path string, imageSize int64, opts Options) (*Device, erro
 		return nil, err
 	}
 	if d.Transport == TransportFile {
+		if opts.BlockOnly { // Check refused it already: never a file here
+			return nil, &RefusedError{Device: d.Path, Reason: CodeNotBlockDevice, Msg: fmt.Sprintf("%s is not a block device: only a disk is written here", d.Path)}
+		}
 		f, err := openImageFile(d, opts)
 		if err != nil {
 			return nil, err
@@ -254,10 +271,19 @@ func openImageFile(d *Disk, opts Options) (*os.File, error) {
 		}
 		flags |= os.O_CREATE | os.O_EXCL
 	}
+	// The kernel's "text file busy": a swap file swapped on after Check,
+	// a program running from the file. The safety rules' refusal.
+	busy := func() error {
+		return &RefusedError{Device: d.Path, Reason: CodeBusy,
+			Msg: fmt.Sprintf("%s is in use (an active swap file, or a program running from it); nothing was written", d.Path)}
+	}
 	f, err := os.OpenFile(d.Path, flags, 0o644)
 	if err != nil {
 		if errors.Is(err, fs.ErrExist) || isLoop(err) {
 			return nil, changed()
+		}
+		if errors.Is(err, syscall.ETXTBSY) {
+			return nil, busy()
 		}
 		return nil, fmt.Errorf("open image file: %w", err)
 	}
@@ -272,6 +298,9 @@ func openImageFile(d *Disk, opts Options) (*os.File, error) {
 	}
 	if err := f.Truncate(0); err != nil {
 		f.Close()
+		if errors.Is(err, syscall.ETXTBSY) {
+			return nil, busy()
+		}
 		return nil, fmt.Errorf("truncate image file %s: %w", d.Path, err)
 	}
 	return f, nil

@@ -51,6 +51,8 @@ import (
 	"strings"
 
 	"github.com/dustin/go-humanize"
+
+	"github.com/talosflash/talosflash/internal/printable"
 )
 
 // Transport says how a disk is attached.
@@ -152,6 +154,12 @@ type Options struct {
 	// CreateFile lets Check/Open accept a path that does not exist yet
 	// (outside /dev) and create it as an image-file target.
 	CreateFile bool
+	// BlockOnly accepts existing block devices only: no image file, no new
+	// file (CreateFile is ignored). The elevated child runs as root on a
+	// path its caller names: a file target would plant or overwrite any
+	// file. Open judges the path it opens, so a symlink swapped after the
+	// caller's own check still opens no file.
+	BlockOnly bool
 	// SyncEvery makes Device.Write fsync after this many bytes so that write
 	// errors surface close to where they happened (and dirty page cache stays
 	// bounded). 0 means DefaultSyncEvery; negative disables periodic syncs.
@@ -178,13 +186,16 @@ func (d *Disk) AllMounts() []Mount {
 	return all
 }
 
-// Description is vendor and model joined ("Generic SD/MMC").
+// Description is vendor and model joined ("Generic SD/MMC"), escaped
+// (printable.String): what a card reader reports (its SCSI INQUIRY strings
+// in sysfs, diskutil's media name) or a loop device's backing file name.
+// Vendor and Model keep the data as it is (JSON).
 func (d *Disk) Description() string {
 	desc := strings.TrimSpace(d.Vendor + " " + d.Model)
 	if desc == "" {
 		return "unknown model"
 	}
-	return desc
+	return printable.String(desc)
 }
 
 // String is a one-line summary: "sdb  29.7 GiB  Generic SD/MMC (usb, removable)".
@@ -247,7 +258,7 @@ func isRemovableMediaMount(point string) bool {
 // nil when the disk may be written.
 func (d *Disk) Assess(imageSize int64, opts Options) *RefusedError {
 	refuse := func(code Code, format string, args ...any) *RefusedError {
-		return &RefusedError{Device: d.Path, Reason: code, Msg: fmt.Sprintf(format, args...)}
+		return refusal(d.Path, code, format, args...)
 	}
 	if d.Transport == TransportFile {
 		return nil // a regular file: nothing to protect beyond what the user named

@@ -102,7 +102,7 @@ func (l *Lister) nativeCheck(path string, imageSize int64, opts Options) (*Disk,
 
 func (p Lister) openBlock(d *Disk, imageSize int64, opts Options) (*Device, error) {
 	refuse := func(code Code, format string, args ...any) *RefusedError {
-		return &RefusedError{Device: d.Path, Reason: code, Msg: fmt.Sprintf(format, args...)}
+		return refusal(d.Path, code, format, args...)
 	}
 	if d.rules != darwinRules {
 		return nil, refuse(CodeUnsupported, "%s was not listed by diskutil; only disks diskutil lists are written on macOS", d.Path)

@@ -12,6 +12,8 @@ import (
 	"sort"
 	"syscall"
 
+	"github.com/talosflash/talosflash/internal/printable"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -29,7 +31,7 @@ func deviceNumber(fi fs.FileInfo) (string, bool) {
 
 func (p Lister) openBlock(d *Disk, imageSize int64, opts Options) (*Device, error) {
 	refuse := func(code Code, format string, args ...any) *RefusedError {
-		return &RefusedError{Device: d.Path, Reason: code, Msg: fmt.Sprintf(format, args...)}
+		return refusal(d.Path, code, format, args...)
 	}
 	unmounted, err := unmountRemovable(d)
 	if err != nil {
@@ -68,15 +70,24 @@ func (p Lister) openBlock(d *Disk, imageSize int64, opts Options) (*Device, erro
 // shares it: a descriptor from the daemon passes the same checks.)
 func adoptBlock(f *os.File, d *Disk, imageSize int64, opts Options) (*Device, error) {
 	refuse := func(code Code, format string, args ...any) *RefusedError {
-		return &RefusedError{Device: d.Path, Reason: code, Msg: fmt.Sprintf(format, args...)}
+		return refusal(d.Path, code, format, args...)
 	}
 	// The path may now name another device than the one checked (card
 	// swapped, names reassigned): confirm identity and size on the open fd.
-	if fi, err := f.Stat(); err == nil && d.Dev != "" {
-		if num, ok := deviceNumber(fi); ok && num != d.Dev {
-			f.Close()
-			return nil, refuse(CodeBusy, "%s changed while it was being opened (device %s, expected %s); check the target again", d.Path, num, d.Dev)
-		}
+	// It must be a block device at all: a file put where the path was
+	// (a DevRoot that is not the kernel's) is never written as a disk.
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("open %s: %w", d.Path, err)
+	}
+	if fi.Mode()&fs.ModeDevice == 0 || fi.Mode()&fs.ModeCharDevice != 0 {
+		f.Close()
+		return nil, refuse(CodeNotBlockDevice, "%s is not a block device any more (%v); check the target again", d.Path, fi.Mode().Type())
+	}
+	if num, ok := deviceNumber(fi); ok && d.Dev != "" && num != d.Dev {
+		f.Close()
+		return nil, refuse(CodeBusy, "%s changed while it was being opened (device %s, expected %s); check the target again", d.Path, num, d.Dev)
 	}
 	// A write-protected card opens read-write on many readers; the kernel's
 	// read-only flag is the truth (sysfs may have been read before the
@@ -112,7 +123,7 @@ func unmountRemovable(d *Disk) ([]string, error) {
 			// not mounted any more (someone else unmounted it)
 		case errors.Is(err, unix.EBUSY):
 			return done, &RefusedError{Device: d.Path, Reason: CodeBusy,
-				Msg: fmt.Sprintf("could not unmount %s: files on it are in use; close programs using the card and retry", pt)}
+				Msg: fmt.Sprintf("could not unmount %s: files on it are in use; close programs using the card and retry", printable.String(pt))}
 		default:
 			return done, fmt.Errorf("unmount %s: %w", pt, err)
 		}

@@ -209,7 +209,7 @@ func (l *Lister) nativeCheck(path string, imageSize int64, opts Options) (*Disk,
 
 func (p Lister) openBlock(d *Disk, imageSize int64, opts Options) (*Device, error) {
 	refuse := func(code Code, format string, args ...any) *RefusedError {
-		return &RefusedError{Device: d.Path, Reason: code, Msg: fmt.Sprintf(format, args...)}
+		return refusal(d.Path, code, format, args...)
 	}
 	if d.rules == nil || !strings.HasPrefix(d.Name, "PhysicalDrive") {
 		return nil, refuse(CodeUnsupported, "%s is not a physical drive listed by Windows", d.Path)

@@ -3,6 +3,8 @@ package devices
 import (
 	"errors"
 	"fmt"
+
+	"github.com/talosflash/talosflash/internal/printable"
 )
 
 // Code names the rule that refused a target. Values are stable strings so
@@ -32,6 +34,13 @@ const (
 
 // ErrUnsupported is returned by List on systems without device enumeration.
 var ErrUnsupported = errors.New("listing block devices is not supported on this operating system yet")
+
+// refusal is a RefusedError whose message is shown escaped
+// (printable.String): it may quote a card reader's model, a mount point
+// named after a card's filesystem label, a path the user typed.
+func refusal(dev string, code Code, format string, args ...any) *RefusedError {
+	return &RefusedError{Device: dev, Reason: code, Msg: printable.String(fmt.Sprintf(format, args...))}
+}
 
 // RefusedError says why a target may not be written.
 type RefusedError struct {

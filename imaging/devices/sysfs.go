@@ -373,6 +373,32 @@ func parseMountInfo(r io.Reader) ([]mountEntry, error) {
 	return out, sc.Err()
 }
 
+// swapFileAt is the active swap file (a Filename of ProcSwaps) that is
+// the file fi, "" when none is; a system without the table has none.
+func (p Lister) swapFileAt(fi os.FileInfo) (string, error) {
+	if p.ProcSwaps == "" {
+		return "", nil
+	}
+	f, err := os.Open(p.ProcSwaps)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read swap table: %w", err)
+	}
+	defer f.Close()
+	files, err := parseSwaps(io.LimitReader(f, 1<<20))
+	if err != nil {
+		return "", fmt.Errorf("read swap table %s: %w", p.ProcSwaps, err)
+	}
+	for _, name := range files {
+		if st, err := os.Stat(name); err == nil && os.SameFile(st, fi) {
+			return name, nil
+		}
+	}
+	return "", nil
+}
+
 // parseSwaps returns the Filename column of /proc/swaps.
 func parseSwaps(r io.Reader) ([]string, error) {
 	var out []string

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/godbus/dbus/v5"
+	"github.com/talosflash/talosflash/internal/printable"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -28,8 +30,11 @@ const (
 // UDisksOpenFlags are the flags a card is opened with for the flash: the
 // same O_EXCL the root path uses (the kernel refuses a mounted or held
 // device) and O_DIRECT (the pipeline turns it off for an unaligned tail).
-// UDisks2 accepts only O_CLOEXEC, O_DIRECT, O_EXCL, O_NONBLOCK, O_SYNC and
-// O_DSYNC in options.flags, and adds O_CLOEXEC itself.
+// UDisks2 passes options.flags to open(2) as they are, refusing only
+// O_RDWR and O_WRONLY there (the mode argument says "rw"); it adds no
+// flag itself (src/udiskslinuxblock.c open_device, 2.9.4 to main). The
+// descriptor arrives close-on-exec all the same: Go receives SCM_RIGHTS
+// with MSG_CMSG_CLOEXEC.
 const UDisksOpenFlags = unix.O_EXCL | unix.O_DIRECT
 
 // udisksObjects is GetManagedObjects' answer: object -> interface -> property.
@@ -239,7 +244,7 @@ func udisksUnmount(ctx context.Context, conn *dbus.Conn, objs udisksObjects, d *
 		case errors.As(err, &ue) && ue.Name == udisksBus+".Error.NotMounted":
 		case errors.As(err, &ue) && ue.Name == udisksBus+".Error.DeviceBusy":
 			return done, &RefusedError{Device: d.Path, Reason: CodeBusy,
-				Msg: fmt.Sprintf("could not unmount %s: files on it are in use; close programs using the card and retry", pt)}
+				Msg: fmt.Sprintf("could not unmount %s: files on it are in use; close programs using the card and retry", printable.String(pt))}
 		default:
 			return done, err
 		}

@@ -11,6 +11,8 @@ import (
 	"io/fs"
 	"os"
 	"syscall"
+
+	"github.com/talosflash/talosflash/internal/humanbytes"
 )
 
 // ErrNotRegular is returned for directories, devices, FIFOs and sockets.
@@ -23,7 +25,7 @@ type TooLargeError struct {
 }
 
 func (e *TooLargeError) Error() string {
-	return fmt.Sprintf("%s is larger than %d bytes", e.Path, e.Max)
+	return fmt.Sprintf("%s is larger than %s", e.Path, humanbytes.Exact(e.Max))
 }
 
 // Read returns the contents of the regular file at path, refusing anything

@@ -183,7 +183,7 @@ func pkiCert(crtPEM []byte) ([]byte, error) {
 // stops (after this apply's answer has left), the address is silent for
 // BootDelay, then a configured Node serves on the same address with the
 // config's CA. Called once, in its own goroutine.
-func (s *Server) boot(bc *bootConfig) {
+func (s *Server) boot(bc *bootConfig, data []byte) {
 	defer close(s.booted)
 	stopped := make(chan struct{})
 	go func() { s.grpc.GracefulStop(); close(stopped) }()
@@ -228,9 +228,8 @@ func (s *Server) boot(bc *bootConfig) {
 	n, err := newNode(NodeOptions{
 		Addr: s.Addr(), PKI: pki, TalosVersion: s.opts.TalosVersion, Schematic: s.opts.Schematic,
 		Worker: bc.machineType == "worker", Bootstrapped: bc.machineType == "init", // init starts etcd by itself
-		Hostname: s.opts.Hostname, MAC: s.opts.MAC, Logf: s.opts.Logf, Cluster: bc.cluster,
-		WaitingExtensions: waitingExtensions(s.opts.Schematic, bc.extensionConfigs, false),
-		RunningExtensions: waitingExtensions(s.opts.Schematic, bc.extensionConfigs, true), Clock: s.opts.Clock, BootTimeout: s.opts.BootTimeout,
+		Hostname: s.opts.Hostname, MAC: s.opts.MAC, Logf: s.opts.Logf, Cluster: bc.cluster, Config: data,
+		Clock: s.opts.Clock, BootTimeout: s.opts.BootTimeout,
 	}, schematicID)
 	if err != nil {
 		s.opts.Logf("boot: %v", err)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/cosi-project/runtime/pkg/state"
 	"github.com/siderolabs/talos/pkg/machinery/api/common"
+	"github.com/siderolabs/talos/pkg/machinery/resources/config"
 	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -196,8 +197,13 @@ func (n *Node) lifeUnmet() []runtime.UnmetCondition {
 // of MachineStatus first brings it up to date (the controller would have).
 func (n *Node) cosiAccess(st state.State) func(context.Context, state.Access) error {
 	return func(ctx context.Context, a state.Access) error {
-		if err := accessPolicy(ctx, a); err != nil {
+		if err := configuredAccess(ctx, a); err != nil {
 			return err
+		}
+		if a.ResourceType == config.MachineConfigType {
+			n.mu.Lock()
+			n.configReads++
+			n.mu.Unlock()
 		}
 		if n.living() && a.ResourceType == runtime.MachineStatusType {
 			if err := n.refreshMachineStatus(ctx, st); err != nil {

@@ -76,7 +76,8 @@ func (n *Node) stage() (runtime.MachineStage, error) {
 // stuck: the boot sequence cannot finish (StartAllServices waits for every
 // service to be up, v1alpha1_sequencer_tasks.go), so Talos reboots the node
 // when constants.BootTimeout passes.
-func (n *Node) stuck() bool { return len(n.opts.WaitingExtensions) > 0 }
+// Caller holds n.mu.
+func (n *Node) stuck() bool { return n.bootStuck }
 
 func (n *Node) bootTimeout() time.Duration {
 	if n.opts.BootTimeout > 0 {
@@ -88,12 +89,12 @@ func (n *Node) bootTimeout() time.Duration {
 // armBootTimeout schedules the BootTimeout reboot of the current boot (a
 // node with waiting extension services). Caller holds no lock.
 func (n *Node) armBootTimeout() {
-	if !n.stuck() {
+	n.mu.Lock()
+	boot, stuck := n.bootID, n.stuck()
+	n.mu.Unlock()
+	if !stuck {
 		return
 	}
-	n.mu.Lock()
-	boot := n.bootID
-	n.mu.Unlock()
 	fire := func() {
 		n.mu.Lock()
 		due := n.bootID == boot && !n.closed && !n.timingOut
@@ -156,7 +157,7 @@ func (n *Node) newBootLocked() {
 // health check, so health is unknown).
 func (n *Node) extensionServices(bootedAt time.Time) []*machine.ServiceInfo {
 	var out []*machine.ServiceInfo
-	for _, name := range n.opts.WaitingExtensions {
+	for _, name := range n.waitingExt {
 		out = append(out, &machine.ServiceInfo{
 			Id: "ext-" + name, State: "Waiting",
 			Health: &machine.ServiceHealth{Unknown: true},
@@ -167,7 +168,7 @@ func (n *Node) extensionServices(bootedAt time.Time) []*machine.ServiceInfo {
 			}},
 		})
 	}
-	for _, name := range n.opts.RunningExtensions {
+	for _, name := range n.runningExt {
 		out = append(out, &machine.ServiceInfo{
 			Id: "ext-" + name, State: "Running",
 			Health: &machine.ServiceHealth{Unknown: true},

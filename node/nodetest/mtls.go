@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blang/semver/v4"
 	cosiv1alpha1 "github.com/cosi-project/runtime/api/v1alpha1"
 	"github.com/cosi-project/runtime/pkg/state"
 	cosiserver "github.com/cosi-project/runtime/pkg/state/protobuf/server"
@@ -180,6 +181,13 @@ type NodeOptions struct {
 	BootTimeout       time.Duration
 	Clock             *Clock
 
+	// Config is the machine config the node runs (served as its COSI
+	// MachineConfig to os:admin, replaced by ApplyConfiguration); when
+	// set, its ExtensionServiceConfig documents decide which extension
+	// services of Schematic wait and which run (WaitingExtensions and
+	// RunningExtensions are then ignored).
+	Config []byte
+
 	// Cluster, when set, is the Kubernetes side of the node's config
 	// (cluster.go): the node lives it. Its stage and MachineStatus follow
 	// its state (a control plane boots until its bootstrap, nodeReady
@@ -222,6 +230,17 @@ type Node struct {
 	timeoutFire  func()      // this boot's BootTimeout reboot (with a Clock)
 	clockOnce    sync.Once
 	serviceCalls int
+
+	// The running config (configured.go).
+	config, stagedConfig []byte
+	applies              []Request
+	configReads          int
+	applying             sync.Mutex  // one ApplyConfiguration at a time
+	st                   state.State // this boot's COSI state
+	waitingExt           []string    // extension services waiting for their config
+	runningExt           []string    // extension services running with it
+	bootStuck            bool        // this boot's StartAllServices cannot finish (a service waits)
+	upgradeExit          *int32      // SetUpgradeExitCode: overrides UpgradeExitCode
 
 	kube        *kubetest.Server // the control plane's Kubernetes API, after bootstrap
 	kubeconfigs int
@@ -280,7 +299,10 @@ func newNode(opts NodeOptions, schematicID string) (*Node, error) {
 	}
 	n := &Node{opts: opts, addr: lis.Addr().String(), cert: cert, version: opts.TalosVersion,
 		schematic: opts.Schematic, schematicID: schematicID, bootstrapped: opts.Bootstrapped, notReady: opts.NotReady, bootID: 1,
-		bootStart: time.Now(), stop: make(chan struct{}), rebooted: make(chan struct{})}
+		bootStart: time.Now(), stop: make(chan struct{}), rebooted: make(chan struct{}),
+		config: slices.Clone(opts.Config), waitingExt: opts.WaitingExtensions, runningExt: opts.RunningExtensions}
+	n.configureExtensionsLocked()
+	n.bootStuck = len(n.waitingExt) > 0
 	if _, err := n.stage(); err != nil {
 		lis.Close()
 		return nil, err
@@ -297,14 +319,12 @@ func newNode(opts NodeOptions, schematicID string) (*Node, error) {
 	return n, nil
 }
 
-func (n *Node) legacy() bool { return versionLessThan(n.version, "v1.13.0") }
-
-// versionLessThan compares vX.Y.Z tags numerically.
-func versionLessThan(a, b string) bool {
-	var pa, pb [3]int
-	fmt.Sscanf(strings.TrimPrefix(a, "v"), "%d.%d.%d", &pa[0], &pa[1], &pa[2]) //nolint:errcheck
-	fmt.Sscanf(strings.TrimPrefix(b, "v"), "%d.%d.%d", &pb[0], &pb[1], &pb[2]) //nolint:errcheck
-	return slices.Compare(pa[:], pb[:]) < 0
+// legacy: no LifecycleService, which Talos serves from v1.13.0-alpha.3
+// (talosctl v1.14's cmd/talosctl/cmd/talos/upgrade.go
+// talosUpgradeAPIVersionRange ">1.13.0-alpha.2").
+func (n *Node) legacy() bool {
+	v, err := semver.ParseTolerant(n.version)
+	return err != nil || !v.GT(semver.MustParse("1.13.0-alpha.2"))
 }
 
 // serve starts a gRPC server for the current boot on lis. Caller holds no lock.
@@ -331,7 +351,7 @@ func (n *Node) serve(lis net.Listener) error {
 	cosiv1alpha1.RegisterStateServer(g, cosiserver.NewState(state.WrapCore(state.Filter(st, n.cosiAccess(st)))))
 	done := make(chan struct{})
 	n.mu.Lock()
-	n.grpc, n.done = g, done
+	n.grpc, n.done, n.st = g, done, st
 	n.mu.Unlock()
 	go func() {
 		defer close(done)
@@ -344,12 +364,18 @@ func (n *Node) buildState() (state.State, error) {
 	n.mu.Lock()
 	s := &Server{opts: Options{TalosVersion: n.version, Hostname: n.opts.Hostname, MAC: n.opts.MAC, Schematic: n.schematic}}
 	id := n.schematicID
+	cfg := slices.Clone(n.config)
 	n.mu.Unlock()
 	st, err := s.buildState()
 	if err != nil {
 		return nil, err
 	}
 	ctx := context.Background()
+	if cfg != nil {
+		if err := putMachineConfig(ctx, st, cfg); err != nil {
+			return nil, err
+		}
+	}
 	// A configured node runs: stage Running, ready.
 	res, err := st.Get(ctx, runtime.NewMachineStatus().Metadata())
 	if err != nil {
@@ -384,13 +410,15 @@ func (n *Node) buildState() (state.State, error) {
 // adminMethods need the os:admin role (Talos' apid authorizer); reads
 // (Version, ServiceList, COSI) are allowed to os:reader too.
 var adminMethods = map[string]bool{
-	"/machine.MachineService/Bootstrap":  true,
-	"/machine.MachineService/Upgrade":    true,
-	"/machine.MachineService/Reboot":     true,
-	"/machine.MachineService/Read":       true,
-	"/machine.MachineService/Kubeconfig": true,
-	"/machine.ImageService/Pull":         true,
-	"/machine.LifecycleService/Upgrade":  true,
+	"/machine.MachineService/Bootstrap": true,
+	// os:admin outside maintenance (v1alpha1_server.go ApplyConfiguration).
+	"/machine.MachineService/ApplyConfiguration": true,
+	"/machine.MachineService/Upgrade":            true,
+	"/machine.MachineService/Reboot":             true,
+	"/machine.MachineService/Read":               true,
+	"/machine.MachineService/Kubeconfig":         true,
+	"/machine.ImageService/Pull":                 true,
+	"/machine.LifecycleService/Upgrade":          true,
 }
 
 func authorize(ctx context.Context, method string) error {
@@ -561,7 +589,7 @@ func (n *Node) Upgrade(_ context.Context, in *machine.UpgradeRequest) (*machine.
 	n.mu.Lock()
 	n.upgrades = append(n.upgrades, in.GetImage())
 	n.legacyCalls++
-	fail := n.opts.UpgradeExitCode != 0
+	fail := n.exitCodeLocked() != 0
 	n.mu.Unlock()
 	if in.GetImage() == "" {
 		return nil, status.Error(codes.InvalidArgument, "image is required")
@@ -612,6 +640,11 @@ func (n *Node) reboot() {
 		}
 		n.staged = ""
 	}
+	if n.stagedConfig != nil {
+		n.config, n.stagedConfig = n.stagedConfig, nil
+	}
+	n.configureExtensionsLocked()
+	n.bootStuck = len(n.waitingExt) > 0
 	n.mu.Unlock()
 	g.Stop()
 	<-done
@@ -721,7 +754,7 @@ func (s lifecycleService) Upgrade(in *machine.LifecycleServiceUpgradeRequest, sr
 	n.mu.Lock()
 	n.upgrades = append(n.upgrades, ref)
 	pulled := slices.Contains(n.pulled, ref)
-	code := n.opts.UpgradeExitCode
+	code := n.exitCodeLocked()
 	n.mu.Unlock()
 	msg := func(m string) *machine.LifecycleServiceUpgradeResponse {
 		return &machine.LifecycleServiceUpgradeResponse{Progress: &machine.LifecycleServiceInstallProgress{
@@ -748,4 +781,15 @@ func (s lifecycleService) Upgrade(in *machine.LifecycleServiceUpgradeRequest, sr
 		n.mu.Unlock()
 	}
 	return srv.Send(exit(code))
+}
+
+// SetUpgradeExitCode makes the installer of the node's next upgrades exit
+// with code (0: succeed): a failure injected into a running node.
+func (n *Node) SetUpgradeExitCode(code int32) { n.mu.Lock(); n.upgradeExit = &code; n.mu.Unlock() }
+
+func (n *Node) exitCodeLocked() int32 {
+	if n.upgradeExit != nil {
+		return *n.upgradeExit
+	}
+	return n.opts.UpgradeExitCode
 }

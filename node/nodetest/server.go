@@ -454,7 +454,7 @@ func (s *Server) startBoot(data []byte) {
 		return
 	}
 	s.booting = true
-	go s.boot(bc)
+	go s.boot(bc, data)
 }
 
 // applyLegacy is internal/app/maintenance/server.go of Talos <= 1.12.

@@ -112,6 +112,26 @@ var rules114 = []rule114{
 		source: "pkg/machinery/config/container/container.go (K8sFlannelCNIConfig), pkg/machinery/config/types/v1alpha1/v1alpha1_k8s_bridge.go, v1alpha1_clusterconfig.go (CNI), internal/app/machined/pkg/controllers/k8s/control_plane.go",
 	},
 	{
+		name: "a configured node serves its config as COSI MachineConfigs.config.talos.dev \"v1alpha1\" (the applied bytes as a YAML string spec, annotation talos.dev/yaml-spec), a sensitive type: os:admin only", served: true,
+		source: "pkg/machinery/resources/config/machine_config.go, internal/app/resources/access.go (AccessPolicy), cmd/talosctl/pkg/talos/helpers/resources.go (MachineConfigUpdater), cmd/talosctl/cmd/talos/patch.go (extractMachineConfigBody)",
+	},
+	{
+		name: "ApplyConfiguration on a configured node: os:admin only, one at a time, a v1alpha1 document required, REBOOT refused (Unimplemented), AUTO answered NO_REBOOT and applied at once, STAGED at the next boot; a dry run answers \"Dry run summary:\" with the config diff", served: true,
+		source: "internal/app/machined/internal/server/v1alpha1/v1alpha1_server.go (ApplyConfiguration, generateDiff)",
+	},
+	{
+		name: "an applied change of ExtensionServiceConfig documents restarts the extension services concerned: without its document a service waits for it, with it it runs; the boot stage changes only at the next boot", served: true,
+		source: "internal/app/machined/pkg/controllers/runtime/extension_service.go (handleRestart), internal/app/machined/pkg/runtime/v1alpha1/v1alpha1_sequencer_tasks.go (StartAllServices)",
+	},
+	{
+		name: "LifecycleService (Install, Upgrade) from v1.13.0-alpha.3; MachineService.Upgrade still served (deprecated)", served: true,
+		source: "cmd/talosctl/cmd/talos/upgrade.go (talosUpgradeAPIVersionRange \">1.13.0-alpha.2 <2.0.0\"), api/machine/machine.proto",
+	},
+	{
+		name: "an upgrade's installer runs from the pulled image and streams its exit code (SetUpgradeExitCode injects a failure); the node boots the staged installer's version and schematic at the reboot, on the node's Clock", served: true,
+		source: "internal/app/lifecycle/lifecycle.go (Upgrade), cmd/talosctl/cmd/talos/upgrade.go (upgradeInternal, rebootInternal)",
+	},
+	{
 		name: ".machine.install is optional (required by v1.13 in metal mode)", adjust: true,
 		source: "pkg/machinery/config/types/v1alpha1/v1alpha1_validation.go",
 	},

@@ -23,6 +23,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/dustin/go-humanize"
 
@@ -88,32 +89,42 @@ func start(args []string, out io.Writer) (*factorytest.Server, error) {
 		}
 	}
 
-	raw, err := servedImage(int64(n), *seed)
-	if err != nil {
-		return nil, err
-	}
-	xz, err := imagetest.XZBytes(raw, 1<<20) // 1 MiB blocks, as the factory's xz -0 -T0
-	if err != nil {
-		return nil, err
-	}
-	zst, err := imagetest.ZstdBytes(raw)
-	if err != nil {
-		return nil, err
-	}
-	sum := fmt.Sprintf("%x", sha256.Sum256(raw))
-
+	// Listen first: a large image takes a while to make, and a flash
+	// started meanwhile waits for it (as for the real factory's build)
+	// instead of being refused.
 	srv, err := factorytest.Listen(*listen) // refuses a non-loopback address
 	if err != nil {
 		return nil, err
 	}
+	release := srv.HoldImages()
+	defer release() // also on failure: nothing waits for an image that never comes
 	srv.SetVersions(versions...)
 	srv.SetBuildDelay(*buildDelay)
+	fmt.Fprintf(out, "fake Image Factory at %s (loopback only; Ctrl-C stops it): preparing a %s image (.raw.xz, .raw.zst) …; downloads wait until it is ready\n",
+		srv.URL, humanize.IBytes(n))
+	began := time.Now()
+	raw, err := servedImage(int64(n), *seed)
+	if err != nil {
+		srv.Close()
+		return nil, err
+	}
+	xz, err := imagetest.XZBytes(raw, 1<<20) // 1 MiB blocks, as the factory's xz -0 -T0
+	if err != nil {
+		srv.Close()
+		return nil, err
+	}
+	zst, err := imagetest.ZstdBytes(raw)
+	if err != nil {
+		srv.Close()
+		return nil, err
+	}
+	sum := fmt.Sprintf("%x", sha256.Sum256(raw))
 	for _, s := range list {
 		srv.AddImage(s.id, s.version, "metal-"+s.arch+".raw.xz", xz)
 		srv.AddImage(s.id, s.version, "metal-"+s.arch+".raw.zst", zst)
 	}
-	fmt.Fprintf(out, "fake Image Factory at %s (loopback only; Ctrl-C stops it)\n", srv.URL)
-	fmt.Fprintf(out, "image: %s raw (%s as .raw.xz), sha256 %s, for:\n", humanize.IBytes(n), humanize.IBytes(uint64(len(xz))), sum)
+	release()
+	fmt.Fprintf(out, "ready (%s): image: %s raw (%s as .raw.xz), sha256 %s, for:\n", time.Since(began).Round(100*time.Millisecond), humanize.IBytes(n), humanize.IBytes(uint64(len(xz))), sum)
 	for _, s := range list {
 		fmt.Fprintf(out, "  %-14s Talos %s %s, schematic %s\n", s.name, s.version, s.arch, s.id)
 	}

@@ -1,11 +1,14 @@
 // Package kubetest is a small Kubernetes API server on loopback for tests:
 // the kube-apiserver a fake Talos control plane (node/nodetest) starts after
-// its bootstrap. It serves what talosflash reads through client-go's typed
-// clients, as JSON of the k8s.io/api types:
+// its bootstrap. It serves what talosflash reads through client-go (kube's
+// REST client; tests may use the typed clientset), as JSON of the
+// k8s.io/api types:
 //
 //   - GET /api/v1/nodes (list; fieldSelector metadata.name=NAME), with
 //     ?watch=true a stream of watch events from a resourceVersion;
-//   - GET /api/v1/nodes/{name}.
+//   - GET /api/v1/nodes/{name};
+//   - what a drain needs (workloads.go): cordon (PATCH of a node), pods
+//     by node, evictions under PodDisruptionBudgets, DaemonSets.
 //
 // TLS with a server certificate from the cluster's Kubernetes CA (the
 // config's KubeAPIServerCAConfig issuingCA, or v1alpha1 cluster.ca); clients
@@ -16,9 +19,9 @@
 // Talos deploys).
 //
 // Every change goes through Server.update, which bumps the resourceVersion
-// and tells watchers: a write route (cordon: PATCH of spec.unschedulable,
-// pod evictions) is a new entry of routes plus a handler that calls update,
-// see routes below. Each modelled behaviour is in Behaviours, with its source.
+// and tells watchers: a write route is an entry of routes plus a handler
+// that calls update (cordon, workloads.go). Each modelled behaviour is in
+// Behaviours, with its source.
 package kubetest
 
 import (
@@ -118,6 +121,7 @@ type Server struct {
 	closed   bool
 	changed  chan struct{} // closed and replaced at every change
 	requests []string      // "GET /api/v1/nodes" ..., in order
+	wl       *workloads    // pods, budgets, DaemonSets (workloads.go)
 }
 
 type event struct {
@@ -178,11 +182,7 @@ func New(opts Options) (*Server, error) {
 	return s, nil
 }
 
-// route is one API path. To add cordon: {"PATCH /api/v1/nodes/{name}",
-// (*Server).patchNode} with patchNode applying the merge patch to a copy of
-// the node inside s.update; evictions: {"POST
-// /api/v1/namespaces/{namespace}/pods/{name}/eviction", ...} over a pod store
-// beside nodes.
+// route is one API path (workloads.go adds the drain's).
 type route struct {
 	pattern string
 	handle  func(s *Server, w http.ResponseWriter, r *http.Request)

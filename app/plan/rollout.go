@@ -1,0 +1,392 @@
+package plan
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/siderolabs/image-factory/pkg/schematic"
+
+	"github.com/talosflash/talosflash/factory"
+	"github.com/talosflash/talosflash/kube"
+	"github.com/talosflash/talosflash/node"
+)
+
+// A rolling upgrade of the cluster, one node at a time.
+//
+// Order: the control planes first, then the workers, each group in the
+// inventory's order: Talos upgrades a cluster's Kubernetes the same way
+// (pkg/cluster/kubernetes/talos_managed.go Upgrade: the control plane's
+// components node by node, then the kubelets), as the Kubernetes version
+// skew policy wants (kubelets never newer than the API server), and
+// Omni's and tuppr's rolling upgrades go control planes first too.
+//
+// Each node: the gate (a control plane only when etcd is healthy with
+// every member: Talos' own check before an upgrade,
+// internal/pkg/etcd/etcd.go ValidateForUpgrade: not 2 members, every
+// member started, each healthy), its role's installer pulled and run
+// (node.Upgrade: LifecycleService as talosctl v1.14), then cordon and
+// drain through the Kubernetes API (talosctl v1.14 drains there, after
+// the installer ran: cmd/talosctl/cmd/talos/upgrade.go), the reboot,
+// the wait until it runs the new version with its role's schematic,
+// ready with its Kubernetes node Ready (Follow), then uncordon. The
+// first failure stops the rollout: the nodes after it are not touched.
+
+// RolloutNode is one node to upgrade.
+type RolloutNode struct {
+	Hostname string
+	Role     string // controlplane or worker
+	Profile  string // its image profile
+	Endpoint string // host:port of its Talos API
+	// Schematic is its role's image (the installer's schematic).
+	Schematic *schematic.Schematic
+}
+
+// KubeName is the node's Kubernetes name: its short hostname, lower case
+// (Talos' controllers/k8s/nodename.go).
+func (n RolloutNode) KubeName() string {
+	h, _, _ := strings.Cut(n.Hostname, ".")
+	return strings.ToLower(h)
+}
+
+// RolloutJob is a rolling upgrade.
+type RolloutJob struct {
+	Nodes       []RolloutNode // in the inventory's order; Rollout orders them
+	To          string
+	Talosconfig *node.Talosconfig
+	Factory     *factory.Client
+	// Kube reaches the cluster's API for the drain (required unless DryRun).
+	Kube   *kube.Access
+	DryRun bool
+	Wait   node.WaitOptions
+	Drain  kube.DrainOptions
+	// Follow bounds the wait for each node after its reboot (its Interval,
+	// Wait; Talosconfig and Until are set here).
+	Follow FollowOptions
+	// Event gets what happens, in order (may be nil).
+	Event func(RolloutEvent)
+}
+
+// Rollout step names (RolloutEvent.Step and NodeRollout.Step).
+const (
+	StepPlan      = "plan"      // the node's installer checked on the factory's registry
+	StepGate      = "gate"      // etcd healthy with every member (control planes)
+	StepInstall   = "install"   // the installer pulled and run
+	StepCordon    = "cordon"    // the Kubernetes node marked unschedulable
+	StepDrain     = "drain"     // its pods evicted
+	StepReboot    = "reboot"    // rebooted into the new version, back and healthy
+	StepReady     = "ready"     // running, ready, Kubernetes Ready, new version, role's schematic
+	StepUncordon  = "uncordon"  // schedulable again
+	StepUpgraded  = "upgraded"  // done
+	StepUntouched = "untouched" // not reached: nothing sent
+)
+
+// RolloutEvent is one thing that happened.
+type RolloutEvent struct {
+	Hostname string
+	Step     string
+	Text     string
+	Node     *NodeRollout // the node's state, on a node's last event
+}
+
+// NodeRollout is one node's part of the rollout.
+type NodeRollout struct {
+	RolloutNode
+	Step    string              // the furthest step reached (StepUntouched: none)
+	Upgrade *node.UpgradeResult // the plan and what was sent (nil: not reached)
+	Drained *kube.DrainResult
+	Cordon  bool   // left cordoned (a failure after the drain)
+	State   string // in the user's words: what it runs, what was sent
+	Err     error
+}
+
+// RolloutResult is every node's state, in the rollout's order.
+type RolloutResult struct {
+	Nodes  []*NodeRollout
+	Failed *NodeRollout // the node it stopped at (nil: none)
+}
+
+// RolloutOrder is the order of the upgrade: control planes, then workers,
+// each in the given order.
+func RolloutOrder(nodes []RolloutNode) []RolloutNode {
+	out := slices.Clone(nodes)
+	slices.SortStableFunc(out, func(a, b RolloutNode) int {
+		rank := func(r string) int {
+			if r == "controlplane" {
+				return 0
+			}
+			return 1
+		}
+		return rank(a.Role) - rank(b.Role)
+	})
+	return out
+}
+
+// ErrRolloutStopped: a node failed and the rollout stopped there; the
+// result says every node's state. errors.Is(err, node.ErrRefused) too.
+var ErrRolloutStopped = errors.New("the rolling upgrade stopped")
+
+// RolloutError is the rollout's stop at one node.
+type RolloutError struct {
+	Hostname string
+	Step     string
+	Err      error
+}
+
+func (e *RolloutError) Error() string {
+	return fmt.Sprintf("the rolling upgrade stopped at %s (%s): %v", e.Hostname, e.Step, e.Err)
+}
+func (e *RolloutError) Unwrap() []error { return []error{e.Err, ErrRolloutStopped} }
+
+// Rollout upgrades the nodes one at a time (see the top of this file);
+// with DryRun it plans each node (its installer checked on the factory's
+// registry, as the real run's first step) and sends nothing.
+func Rollout(ctx context.Context, job RolloutJob) (*RolloutResult, error) {
+	res := &RolloutResult{}
+	for _, n := range RolloutOrder(job.Nodes) {
+		res.Nodes = append(res.Nodes, &NodeRollout{RolloutNode: n, Step: StepUntouched, State: "untouched: nothing was sent"})
+	}
+	if !job.DryRun && job.Kube == nil {
+		return res, errors.New("upgrade --inventory drains each node through the Kubernetes API: no kubeconfig reaches the cluster (run talosflash kubeconfig first, or pass --kubeconfig)")
+	}
+	emit := func(ev RolloutEvent) {
+		if job.Event != nil {
+			job.Event(ev)
+		}
+	}
+	var controlPlanes []StatusTarget
+	for _, n := range res.Nodes {
+		if n.Role == "controlplane" {
+			controlPlanes = append(controlPlanes, n.target())
+		}
+	}
+	var first error
+	for _, nr := range res.Nodes {
+		err := job.one(ctx, nr, controlPlanes, emit)
+		if err != nil {
+			nr.Err = err
+		}
+		emit(RolloutEvent{Hostname: nr.Hostname, Step: nr.Step, Text: nr.State, Node: nr})
+		if err != nil && first == nil {
+			res.Failed = nr
+			first = &RolloutError{Hostname: nr.Hostname, Step: nr.Step, Err: err}
+		}
+		// A dry run plans every node: it fails where the real run would,
+		// and says so for each.
+		if first != nil && (!job.DryRun || ctx.Err() != nil) {
+			return res, first
+		}
+	}
+	return res, first
+}
+
+func (n RolloutNode) target() StatusTarget {
+	return StatusTarget{Hostname: n.Hostname, Role: n.Role, Profile: n.Profile, Endpoint: n.Endpoint}
+}
+
+// one upgrades (or, DryRun, plans) one node.
+func (job RolloutJob) one(ctx context.Context, nr *NodeRollout, controlPlanes []StatusTarget, emit func(RolloutEvent)) error {
+	say := func(step, format string, args ...any) {
+		emit(RolloutEvent{Hostname: nr.Hostname, Step: step, Text: fmt.Sprintf(format, args...)})
+	}
+	wait := job.Wait
+	wait.Progress = func(s string) { say("", "%s", s) }
+	opts := node.UpgradeOptions{To: job.To, Factory: job.Factory, DryRun: job.DryRun, Wait: wait, Schematic: nr.Schematic}
+	if job.DryRun {
+		up, err := node.PlanUpgrade(ctx, nr.Endpoint, job.Talosconfig, opts)
+		nr.Upgrade = up
+		if err != nil {
+			nr.Step, nr.State = StepPlan, "would fail: "+err.Error()+"; nothing was sent"
+			return err
+		}
+		nr.Step = StepPlan
+		switch {
+		case up.UpToDate:
+			nr.State = "already runs " + job.To + " with its role's schematic: nothing to do"
+		default:
+			gate := ""
+			if nr.Role == "controlplane" {
+				gate = "check etcd is healthy with every member, "
+			}
+			nr.State = fmt.Sprintf("would %spull and run %s (%s), cordon and drain %s, reboot, wait until it runs %s with schematic %s and is Ready, uncordon; nothing was sent",
+				gate, up.Image, up.API, nr.KubeName(), job.To, factory.ShortID(up.SchematicID))
+		}
+		return nil
+	}
+
+	if nr.Role == "controlplane" {
+		nr.Step = StepGate
+		say(StepGate, "checking etcd is healthy with all members")
+		n, err := etcdGate(ctx, job, controlPlanes)
+		if err != nil {
+			nr.State = "not upgraded: " + err.Error() + "; nothing was sent"
+			return err
+		}
+		say(StepGate, "etcd is healthy with its %d member(s)", n)
+	}
+	nr.Step = StepInstall
+	opts.OnPlan = func(r *node.UpgradeResult) {
+		say(StepPlan, "Talos %s -> %s with %s (%s)", r.From, r.To, r.Image, r.API)
+	}
+	opts.BeforeReboot = func(ctx context.Context, _ *node.UpgradeResult) error {
+		name := nr.KubeName()
+		nr.Step = StepCordon
+		say(StepCordon, "cordoning %s", name)
+		if err := job.Kube.Cordon(ctx, name); err != nil {
+			return err
+		}
+		nr.Cordon = true
+		nr.Step = StepDrain
+		d := job.Drain
+		d.Progress = func(s string) { say(StepDrain, "%s", s) }
+		dr, err := job.Kube.Drain(ctx, name, d)
+		nr.Drained = dr
+		if err != nil {
+			// Not rebooted: it goes on serving, so it takes pods again.
+			if uerr := job.Kube.Uncordon(context.WithoutCancel(ctx), name); uerr == nil {
+				nr.Cordon = false
+			}
+			return err
+		}
+		nr.Step = StepReboot
+		return nil
+	}
+	up, err := node.Upgrade(ctx, nr.Endpoint, job.Talosconfig, opts)
+	nr.Upgrade = up
+	if err != nil {
+		nr.State = nodeState(nr, up, err)
+		return err
+	}
+	if up.UpToDate {
+		nr.Step, nr.State = StepUpgraded, "already runs "+job.To+" with its role's schematic: nothing was sent"
+		return nil
+	}
+	nr.Step = StepReady
+	say(StepReady, "waiting until it runs %s, ready, with its Kubernetes node Ready", job.To)
+	if err := job.ready(ctx, nr, up); err != nil {
+		nr.State = nodeState(nr, up, nil) + "; " + err.Error()
+		return err
+	}
+	nr.Step = StepUncordon
+	say(StepUncordon, "uncordoning %s", nr.KubeName())
+	if err := job.Kube.Uncordon(ctx, nr.KubeName()); err != nil {
+		nr.State = fmt.Sprintf("runs %s, ready; still cordoned: %v (kubectl uncordon %s)", job.To, err, nr.KubeName())
+		return err
+	}
+	nr.Cordon = false
+	nr.Step = StepUpgraded
+	nr.State = fmt.Sprintf("upgraded: runs %s with schematic %s, ready, uncordoned", job.To, factory.ShortID(up.BootedAfter))
+	return nil
+}
+
+// nodeState says where a failed node is: what it runs, what was sent,
+// whether it is cordoned.
+func nodeState(nr *NodeRollout, up *node.UpgradeResult, err error) string {
+	if up == nil {
+		return "not upgraded, nothing was sent: " + err.Error()
+	}
+	s := up.State()
+	switch {
+	case nr.Cordon:
+		s += "; its Kubernetes node is cordoned (kubectl uncordon " + nr.KubeName() + " once it is back)"
+	case nr.Drained != nil:
+		s += "; the drain failed, so it was uncordoned again"
+	}
+	return s
+}
+
+// ready follows the node after its reboot (status' reads) until it is up:
+// running and ready, its Kubernetes node Ready; then checks its version and
+// schematic.
+func (job RolloutJob) ready(ctx context.Context, nr *NodeRollout, up *node.UpgradeResult) error {
+	f := job.Follow
+	f.Talosconfig = job.Talosconfig
+	f.Bootstrapped = true
+	res, err := Follow(ctx, []StatusTarget{nr.target()}, f, func(NodeStatus) {})
+	if err != nil {
+		return err
+	}
+	r := res[0]
+	if r.Outcome != FollowUp {
+		return fmt.Errorf("%w: after the reboot: %s", node.ErrUpgradeFailed, r.Message)
+	}
+	st := r.Status.Status
+	switch {
+	case st.TalosVersion != job.To:
+		return fmt.Errorf("%w: %s runs %s, not %s", node.ErrUpgradeFailed, nr.Hostname, st.TalosVersion, job.To)
+	case st.Booted == nil || st.Booted.SchematicID != up.SchematicID:
+		got := "none"
+		if st.Booted != nil {
+			got = factory.ShortID(st.Booted.SchematicID)
+		}
+		return fmt.Errorf("%w: %s booted schematic %s, not its role's %s", node.ErrUpgradeFailed, nr.Hostname, got, factory.ShortID(up.SchematicID))
+	}
+	return nil
+}
+
+// etcdGate reads every control plane once (status' reads) and refuses to
+// take one down unless etcd is healthy with every member (Talos'
+// ValidateForUpgrade, see the top of this file).
+func etcdGate(ctx context.Context, job RolloutJob, controlPlanes []StatusTarget) (int, error) {
+	members, err := etcdMembers(ctx, job, controlPlanes)
+	return len(members), err
+}
+
+func etcdMembers(ctx context.Context, job RolloutJob, controlPlanes []StatusTarget) ([]node.EtcdMember, error) {
+	w := WatchOptions{Talosconfig: job.Talosconfig, CallTimeout: job.Wait.CallTimeout}
+	if w.CallTimeout <= 0 {
+		w.CallTimeout = node.DefaultCallTimeout
+	}
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	list, err := Watch(cctx, controlPlanes, w, func(NodeStatus) {})
+	if err != nil {
+		return nil, fmt.Errorf("etcd gate: %w", err)
+	}
+	var members []node.EtcdMember
+	for _, ns := range list {
+		name := ns.Target.Name()
+		if ns.Status == nil {
+			return nil, fmt.Errorf("%w: etcd not checked: %s does not answer", errEtcdGate, name)
+		}
+		etcd := ns.Status.Service("etcd")
+		if etcd == nil || etcd.State != "Running" || etcd.Health != "healthy" {
+			state := "absent"
+			if etcd != nil {
+				state = etcd.State + ", " + etcd.Health
+			}
+			return nil, fmt.Errorf("%w: etcd on %s is %s", errEtcdGate, name, state)
+		}
+		if ns.Status.EtcdError != "" {
+			return nil, fmt.Errorf("%w: %s's etcd member list: %s", errEtcdGate, name, ns.Status.EtcdError)
+		}
+		if members == nil {
+			members = ns.Status.EtcdMembers
+		}
+	}
+	switch {
+	case len(members) == 2:
+		return nil, fmt.Errorf("%w: etcd has 2 members: upgrading one loses quorum (Talos refuses it too)", errEtcdGate)
+	case len(members) < len(controlPlanes):
+		return nil, fmt.Errorf("%w: etcd has %d members for %d control planes", errEtcdGate, len(members), len(controlPlanes))
+	}
+	for _, m := range members {
+		if m.Hostname == "" {
+			return nil, fmt.Errorf("%w: etcd member %s is not started", errEtcdGate, m.ID)
+		}
+		if m.Learner {
+			return nil, fmt.Errorf("%w: etcd member %s (%s) is still a learner", errEtcdGate, m.ID, m.Hostname)
+		}
+	}
+	return members, nil
+}
+
+var errEtcdGate error = gateRefusal("etcd is not healthy with all its members")
+
+type gateRefusal string
+
+func (g gateRefusal) Error() string        { return string(g) }
+func (g gateRefusal) Is(target error) bool { return target == node.ErrRefused }

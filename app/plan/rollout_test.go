@@ -1,0 +1,78 @@
+package plan
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/talosflash/talosflash/factory"
+	"github.com/talosflash/talosflash/factory/factorytest"
+	"github.com/talosflash/talosflash/kube"
+	"github.com/talosflash/talosflash/node"
+	"github.com/talosflash/talosflash/node/nodetest"
+)
+
+// Control planes first, then workers, each in the inventory's order.
+func TestRolloutOrder(t *testing.T) {
+	in := []RolloutNode{{Hostname: "w1", Role: "worker"}, {Hostname: "cp1", Role: "controlplane"}, {Hostname: "w2", Role: "worker"}, {Hostname: "cp2", Role: "controlplane"}}
+	var got []string
+	for _, n := range RolloutOrder(in) {
+		got = append(got, n.Hostname)
+	}
+	if strings.Join(got, ",") != "cp1,cp2,w1,w2" {
+		t.Fatalf("order %v", got)
+	}
+	if (RolloutNode{Hostname: "Worker-1.home.arpa"}).KubeName() != "worker-1" {
+		t.Fatal("Kubernetes node name: the short hostname, lower case")
+	}
+}
+
+// A control plane whose etcd is not healthy is not taken down: the gate
+// stops the rollout before anything is sent, and the workers after it are
+// untouched.
+func TestRolloutEtcdGateStopsBeforeSending(t *testing.T) {
+	pki, err := nodetest.NewPKI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := factory.BuiltinProfiles()[0]
+	wk := factory.BuiltinProfiles()[1]
+	cpn := nodetest.StartNode(t, nodetest.NodeOptions{PKI: pki, Schematic: cp.Schematic()}) // etcd waits for its bootstrap
+	wn := nodetest.StartNode(t, nodetest.NodeOptions{PKI: pki, Schematic: wk.Schematic(), Worker: true, Hostname: "worker-1"})
+	data, err := pki.Talosconfig("home", "os:admin", "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "talosconfig")
+	if err := os.WriteFile(p, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tc, err := node.LoadTalosconfig(p, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fac := factorytest.New(t)
+	fac.SetVersions("v1.14.5", "v1.14.6")
+	job := RolloutJob{To: "v1.14.6", Talosconfig: tc, Factory: factory.NewClient(fac.URL, fac.Client()), Kube: &kube.Access{},
+		Wait: node.WaitOptions{Timeout: 5 * time.Second, Every: 10 * time.Millisecond},
+		Nodes: []RolloutNode{
+			{Hostname: "worker-1", Role: "worker", Endpoint: wn.Addr(), Schematic: wk.Schematic()},
+			{Hostname: "cp-1", Role: "controlplane", Endpoint: cpn.Addr(), Schematic: cp.Schematic()},
+		}}
+	res, err := Rollout(context.Background(), job)
+	var re *RolloutError
+	if !errors.As(err, &re) || re.Hostname != "cp-1" || re.Step != StepGate || !errors.Is(err, node.ErrRefused) || !errors.Is(err, ErrRolloutStopped) {
+		t.Fatalf("rollout: %v", err)
+	}
+	if len(res.Nodes) != 2 || !strings.Contains(res.Nodes[0].State, "etcd on cp-1 is Preparing") || !strings.HasSuffix(res.Nodes[0].State, "nothing was sent") ||
+		res.Nodes[1].Step != StepUntouched {
+		t.Fatalf("states: %q / %q", res.Nodes[0].State, res.Nodes[1].State)
+	}
+	if len(cpn.Pulled())+len(wn.Pulled())+cpn.Reboots()+wn.Reboots() != 0 {
+		t.Fatal("something was sent")
+	}
+}

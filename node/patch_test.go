@@ -1,0 +1,159 @@
+package node
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/talosflash/talosflash/node/nodetest"
+)
+
+func userControlPlane(t *testing.T) []byte {
+	t.Helper()
+	b, err := os.ReadFile("testdata/talos114/valid/controlplane.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// newtEnvPatch is the user's patch: Newt's environment with the new endpoint.
+const newtEnvPatch = `apiVersion: v1alpha1
+kind: ExtensionServiceConfig
+name: newt
+environment:
+    - PANGOLIN_ENDPOINT=https://pangolin2.example.net
+    - NEWT_ID=n3wt1d0000000043
+    - NEWT_SECRET=N3wS3cr3tV4lu3Xq8Zp2
+`
+
+// The Newt environment patch grows the existing list (merge.go appends
+// slices): flagged with the form that replaces it, the result as
+// configpatcher makes it, the diff redacted.
+func TestPatchFlagsAppendToExistingList(t *testing.T) {
+	cur := userControlPlane(t)
+	res, err := PatchConfig(cur, [][]byte{[]byte(newtEnvPatch)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Appends) != 1 {
+		t.Fatalf("appends %+v", res.Appends)
+	}
+	a := res.Appends[0]
+	if a.Document() != "ExtensionServiceConfig newt" || a.Path != "environment" || a.Before != 3 || a.After != 6 {
+		t.Fatalf("append %+v", a)
+	}
+	for _, w := range []string{"kind: ExtensionServiceConfig\nname: newt\n$patch: delete\n---\napiVersion: v1alpha1\nkind: ExtensionServiceConfig\nname: newt\n",
+		"talosflash patch --replace-document ExtensionServiceConfig/newt FILE"} {
+		if !strings.Contains(a.Replace, w) {
+			t.Errorf("replace form lacks %q:\n%s", w, a.Replace)
+		}
+	}
+	// What is sent: the six entries, the 1.14 documents byte for byte.
+	cfg, err := LoadConfig(res.Config)
+	if err != nil {
+		t.Fatalf("patched config: %v", err)
+	}
+	if !cfg.HasExtensionService("newt") || strings.Count(string(res.Config), "PANGOLIN_ENDPOINT=") != 2 {
+		t.Fatalf("patched config:\n%s", res.Config)
+	}
+	kubelet := cur[bytes.Index(cur, []byte("kind: KubeletConfig")):]
+	kubelet = kubelet[:bytes.Index(kubelet, []byte("\n---"))]
+	if !bytes.Contains(res.Config, kubelet) {
+		t.Fatal("the KubeletConfig document was not kept byte for byte")
+	}
+	if !res.Changed || !strings.Contains(res.Diff, "+    - PANGOLIN_ENDPOINT=<redacted>") || !strings.Contains(res.Diff, "--- ExtensionServiceConfig newt") {
+		t.Fatalf("diff:\n%s", res.Diff)
+	}
+	assertNoConfigSecrets(t, cur, res.Diff, a.Replace)
+	if strings.Contains(res.Diff+a.Replace, "N3wS3cr3tV4lu3Xq8Zp2") || strings.Contains(res.Diff+a.Replace, "pangolin2") {
+		t.Fatalf("the patch's values show:\n%s\n%s", res.Diff, a.Replace)
+	}
+}
+
+// The replace form the flag proposes, filled in, replaces the list: no
+// append, exactly the new entries.
+func TestPatchReplaceFormReplaces(t *testing.T) {
+	cur := userControlPlane(t)
+	p := "apiVersion: v1alpha1\nkind: ExtensionServiceConfig\nname: newt\n$patch: delete\n---\n" + newtEnvPatch
+	res, err := PatchConfig(cur, [][]byte{[]byte(p)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Appends) != 0 || strings.Count(string(res.Config), "PANGOLIN_ENDPOINT=") != 1 || bytes.Contains(res.Config, []byte("pangolin.example.net")) {
+		t.Fatalf("appends %+v; config:\n%s", res.Appends, res.Config)
+	}
+}
+
+// --replace-document swaps the whole document in one change; an
+// unchanged config is no change; a merge into a 1.14 document is refused
+// with what to do; a 1.14 document can be deleted.
+func TestPatchReplaceDeleteAndUnsupported(t *testing.T) {
+	cur := userControlPlane(t)
+	res, err := PatchConfig(cur, nil, []Replacement{{Kind: "ExtensionServiceConfig", Name: "newt", Document: []byte(newtEnvPatch)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Appends) != 0 || strings.Count(string(res.Config), "PANGOLIN_ENDPOINT=") != 1 || !bytes.Contains(res.Config, []byte("NEWT_SECRET=N3wS3cr3tV4lu3Xq8Zp2")) {
+		t.Fatalf("replace: %+v\n%s", res.Appends, res.Config)
+	}
+	if _, err := PatchConfig(cur, nil, []Replacement{{Kind: "ExtensionServiceConfig", Name: "cloudflared", Document: []byte(newtEnvPatch)}}); err == nil ||
+		!strings.Contains(err.Error(), "must hold exactly that one document") {
+		t.Fatalf("mismatched replacement: %v", err)
+	}
+
+	same, err := PatchConfig(cur, [][]byte{[]byte("machine:\n    type: controlplane\n")}, nil)
+	if err != nil || same.Changed || same.Diff != "No changes." {
+		t.Fatalf("no-op patch: changed %v diff %q err %v", same != nil && same.Changed, same.Diff, err)
+	}
+
+	_, err = PatchConfig(cur, [][]byte{[]byte("apiVersion: v1alpha1\nkind: KubeletConfig\nextraArgs:\n    v: \"2\"\n")}, nil)
+	if !errors.Is(err, ErrPatchUnsupported) || !strings.Contains(err.Error(), "--replace-document \"KubeletConfig\"") {
+		t.Fatalf("merge into a 1.14 kind: %v", err)
+	}
+
+	del, err := PatchConfig(cur, [][]byte{[]byte("apiVersion: v1alpha1\nkind: KubePrismConfig\n$patch: delete\n")}, nil)
+	if err != nil || bytes.Contains(del.Config, []byte("kind: KubePrismConfig")) || !strings.Contains(del.Diff, "-kind: KubePrismConfig") {
+		t.Fatalf("delete a 1.14 document: %v\n%s", err, del.Diff)
+	}
+	if _, err := PatchConfig(cur, [][]byte{[]byte(`[{"op": "add", "path": "/machine/certSANs/-", "value": "x"}]`)}, nil); err == nil ||
+		!strings.Contains(err.Error(), "JSON6902 patches are not supported for multi-document") {
+		t.Fatalf("JSON patch on a multi-document config: %v", err)
+	}
+	if _, err := PatchConfig(cur, [][]byte{[]byte("machine:\n    nosuchfield: S3cr3tN3wtV4lu3zz9Qk7\n")}, nil); !errors.Is(err, ErrPatch) || strings.Contains(err.Error(), "S3cr3tN3wt") {
+		t.Fatalf("bad patch: %v", err)
+	}
+}
+
+// A v1alpha1 list: the replace form nests the keys.
+func TestPatchV1alpha1ListAppend(t *testing.T) {
+	cur := []byte("version: v1alpha1\nmachine:\n    type: worker\n    certSANs: [a.example.com]\ncluster:\n    clusterName: c\n")
+	res, err := PatchConfig(cur, [][]byte{[]byte("machine:\n    certSANs: [b.example.com]\n")}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Appends) != 1 || res.Appends[0].Path != "machine.certSANs" ||
+		!strings.HasPrefix(res.Appends[0].Replace, "replace the list instead of appending to it, in one patch file:\nmachine:\n    certSANs:\n        $patch: delete\n---\nmachine:\n    certSANs:\n        - ...\n") {
+		t.Fatalf("%+v", res.Appends)
+	}
+	if !strings.Contains(res.Diff, "+        - b.example.com") {
+		t.Fatalf("diff:\n%s", res.Diff)
+	}
+}
+
+func assertNoConfigSecrets(t *testing.T, cfg []byte, outputs ...string) {
+	t.Helper()
+	frags, err := nodetest.ConfigSecretFragments(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range outputs {
+		for _, f := range frags {
+			if strings.Contains(o, f) {
+				t.Fatalf("output holds secret fragment %q:\n%s", f, o)
+			}
+		}
+	}
+}
