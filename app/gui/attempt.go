@@ -21,8 +21,11 @@ type Attempt struct {
 	Seq   int // distinct per attempt: late reports of an earlier one are dropped
 	Image plan.Image
 	// Images is each card's image, in Cards' order ("Flash all cards",
-	// flashall.go: each node's); nil: Image on every card.
+	// flashall.go: each node's); nil: Image on every card. Choice is then
+	// step 1's choice when it started (nil: none), what the attempt is
+	// about instead of Image.
 	Images []*plan.Image
+	Choice *plan.Image
 	Cards  []devices.Disk
 	Metas  []*plan.CardMeta // each card's node (picked in step 1, or Flash all's), written onto it
 	Cached bool             // the image was cached when it started (a report may say otherwise)
@@ -55,10 +58,16 @@ type Attempt struct {
 }
 
 // about says whether the attempt is about this image and these cards: the
-// same image, and no card it did not write (fewer is still about it: a
-// written card is unticked when it ends).
+// same image (a Flash all attempt: the same choice in step 1 as when it
+// started, or none), and no card it did not write (fewer is still about
+// it: a written card is unticked when it ends).
 func (a *Attempt) about(c *plan.Image, cards []devices.Disk) bool {
-	if c == nil || c.CacheKey() != a.Image.CacheKey() || c.LocalPath != a.Image.LocalPath {
+	switch {
+	case len(a.Images) > 0 && (c == nil) != (a.Choice == nil):
+		return false
+	case len(a.Images) > 0 && c != nil && !sameImage(c, a.Choice):
+		return false
+	case len(a.Images) == 0 && (c == nil || !sameImage(c, &a.Image)):
 		return false
 	}
 	for _, d := range cards {
@@ -67,6 +76,12 @@ func (a *Attempt) about(c *plan.Image, cards []devices.Disk) bool {
 		}
 	}
 	return true
+}
+
+// sameImage says x and y are the same image (the cache's key, or the same
+// local file).
+func sameImage(x, y *plan.Image) bool {
+	return x.CacheKey() == y.CacheKey() && x.LocalPath == y.LocalPath
 }
 
 // images are the attempt's images, each once, in the cards' order.

@@ -351,6 +351,9 @@ func (s *flashStep) begin(choice imageChoice, disks []devices.Disk, metas []*pla
 	s.running = cancel
 	a := &Attempt{Image: choice, Images: images, Cards: disks, Metas: metas,
 		Cached: len(images) == 0 && choice.LocalPath == "" && s.ui.session.ImageCached()}
+	if len(images) > 0 {
+		a.Choice = s.ui.session.Choice()
+	}
 	s.ui.session.StartAttempt(a)
 	seq := a.Seq
 	go func() {

@@ -29,8 +29,9 @@ import (
 )
 
 // The model-based test of issue 29: random sequences of what a user does
-// (pick a node, a role, cards; flash, with a card that fails; cancel; go
-// back; flash another; apply all with a blocked node; apply one config)
+// (pick a node, a role, cards; flash, with a card that fails; cancel;
+// flash all cards, each its node's image; go back; flash another; apply
+// all with a blocked node; apply one config)
 // from a seed, on real parts on loopback (the fake factory, fake nodes,
 // file cards), checking after every step that what the window says is
 // true (checkInvariants). A failing seed is printed with its steps; add
@@ -38,7 +39,7 @@ import (
 // seeds, TALOSFLASH_MODEL_SEED=S one seed.
 
 // regressionSeeds are seeds that failed once, and the default ones.
-var regressionSeeds = []uint64{1, 2, 3, 4, 5, 6}
+var regressionSeeds = []uint64{1, 2, 3, 4, 5, 6, 64300, 813564}
 
 const modelSteps = 24
 
@@ -193,6 +194,7 @@ var actions = []action{
 	{"flash", func(w *modelWorld, m *userModel, r *rand.Rand) string { return w.flashNow(false) }},
 	{"flash", func(w *modelWorld, m *userModel, r *rand.Rand) string { return w.flashNow(false) }},
 	{"flash and cancel", func(w *modelWorld, m *userModel, r *rand.Rand) string { return w.flashNow(true) }},
+	{"flash all", func(w *modelWorld, m *userModel, r *rand.Rand) string { return w.flashAll() }},
 	{"go back", func(w *modelWorld, m *userModel, r *rand.Rand) string {
 		tab := r.IntN(3)
 		w.onUI(func() { w.ui.tabs.SelectIndex(tab) })
@@ -270,6 +272,56 @@ func (w *modelWorld) flashNow(cancel bool) string {
 		return "flash, cancel"
 	}
 	return "flash"
+}
+
+// overlayButton is the top dialog's button labelled text (nil: none).
+func (w *modelWorld) overlayButton(text string) *keyButton {
+	var btn *keyButton
+	w.onUI(func() {
+		if top := w.ui.Window.Canvas().Overlays().Top(); top != nil {
+			for _, o := range test.LaidOutObjects(top) {
+				if b, ok := o.(*keyButton); ok && b.Text == text {
+					btn = b
+				}
+			}
+		}
+	})
+	return btn
+}
+
+// flashAll presses "Flash all cards…" and takes its pairing of the ticked
+// cards with the inventory's nodes (in order), then waits for the end.
+func (w *modelWorld) flashAll() string {
+	on := false
+	w.onUI(func() {
+		w.ui.tabs.SelectIndex(tabFlash)
+		if on = !w.ui.flash.all.Disabled(); on {
+			test.Tap(w.ui.flash.all)
+		}
+	})
+	if !on {
+		return "flash all (off)"
+	}
+	escape := func() { w.onUI(func() { w.ui.escape() }) }
+	next := w.overlayButton("Next")
+	if next == nil {
+		escape() // "choose the cards first"
+		return "flash all (no card)"
+	}
+	w.onUI(func() { test.Tap(next) })
+	ok := w.overlayButton("Erase and flash")
+	if ok == nil {
+		escape()
+		return "flash all (refused)"
+	}
+	w.onUI(func() { test.Tap(ok) })
+	w.waitFor("the flash to end", func() bool { return w.ui.flash.finished() })
+	w.onUI(func() {
+		if w.ui.modal != nil {
+			w.ui.escape() // the failure's dialog
+		}
+	})
+	return "flash all"
 }
 
 // applyOne drops file on host's row and applies it when nothing blocks.
@@ -443,6 +495,39 @@ func (w *modelWorld) check(t *testing.T, m *userModel, when string) {
 				if !allowed[p] {
 					fail("the Flash step says %q: %s is not a card of this attempt", line, p)
 				}
+			}
+		}
+	}
+	// Each card is written from its own image ("Flash all cards": its
+	// node's role), the summary and the finish screen name each image,
+	// and the session records each card with the image it took.
+	if a != nil {
+		for _, im := range a.images() {
+			if !strings.Contains(f.summary.Text, imageSummary(im)) {
+				fail("the summary %q does not name the image %s", f.summary.Text, im.Label)
+			}
+			if f.done.Visible() && im.LocalPath == "" && !strings.Contains(f.doneBody.Text, "schematic "+im.SchematicID) {
+				fail("the finish screen %q does not name the image %s", f.doneBody.Text, im.Label)
+			}
+		}
+		for i, d := range a.Cards {
+			im := a.imageOf(i)
+			if len(a.Images) > 0 && i < len(a.Metas) && a.Metas[i] != nil {
+				if n, err := w.inv.Find(a.Metas[i].Node); err != nil || im.Role != n.Role {
+					fail("%s is for %s but takes the %s image", d.Path, a.Metas[i].Node, im.Role)
+				}
+			}
+			if !a.Ended() || !a.Results[i].OK() {
+				continue
+			}
+			var last *Flashed // the session's latest record of the card
+			for _, x := range ui.session.Flashed() {
+				if x.Card.Target == d.Path {
+					last = &x
+				}
+			}
+			if last == nil || last.Image.SchematicID != im.SchematicID {
+				fail("the session does not record %s with its image %s", d.Path, im.Label)
 			}
 		}
 	}
