@@ -255,8 +255,25 @@ func (s *nodesStep) ApplyAll() {
 	}
 	ctx := s.ui.ctx
 	go func() {
-		_, _ = plan.ApplyAll(ctx, job) // each row says its node's outcome
+		_, err := plan.ApplyAll(ctx, job) // each row says its node's outcome
 		s.ui.do(func() {
+			// A node left without an outcome: the run ended at its turn or
+			// before it (plan.ApplyAll stops at a config it cannot read).
+			stopped := false
+			for _, ir := range s.invRows {
+				if rows[ir.node.Hostname] != ir || (ir.state != invQueued && ir.state != invChecking) {
+					continue
+				}
+				why := "Apply all stopped before its turn"
+				switch {
+				case err != nil && !stopped:
+					why = errString(err)
+				case err != nil:
+					why += " (" + errString(err) + ")"
+				}
+				stopped = true
+				s.setInv(ir, invNotApplied, why)
+			}
 			s.applyingAll, s.appliedAll = false, true
 			s.showApplyAllNote()
 			s.refreshApplyAll()
