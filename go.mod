@@ -9,7 +9,7 @@ require (
 	github.com/dustin/go-humanize v1.1.0
 	github.com/evanphx/json-patch v5.9.11+incompatible
 	github.com/godbus/dbus/v5 v5.1.0
-	github.com/klauspost/compress v1.18.5
+	github.com/klauspost/compress v1.20.5
 	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2
 	github.com/siderolabs/crypto v0.6.5
 	github.com/siderolabs/image-factory v0.8.4

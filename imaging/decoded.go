@@ -2,6 +2,7 @@ package imaging
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
@@ -29,7 +30,18 @@ type Decoded struct {
 // over it), as FlashAll does before any card is touched. forceRaw lets a
 // stream that does not start like a disk through (the elevated child
 // refuses it anyway).
-func OpenDecoded(ctx context.Context, src Source, targets []string, forceRaw bool, progress ProgressFunc) (*Decoded, error) {
+//
+// check, at most one (nil: none), is FlashOptions.CheckHead's check, run
+// before OpenDecoded returns (before any card is touched, before the
+// process that writes them is started): the decoded head, its size and,
+// for an image file, the decoded image at any offset (nil for a stream).
+// What it read through the image is compared with the decoded bytes as
+// Read returns them: a difference is ErrImageChanged, before those bytes
+// are returned.
+func OpenDecoded(ctx context.Context, src Source, targets []string, forceRaw bool, progress ProgressFunc, check ...func(head []byte, size int64, image io.ReaderAt) error) (*Decoded, error) {
+	if len(check) > 1 {
+		return nil, errors.New("OpenDecoded: more than one check")
+	}
 	s, err := openSource(ctx, src, progress)
 	if err != nil {
 		return nil, err
@@ -45,6 +57,15 @@ func OpenDecoded(ctx context.Context, src Source, targets []string, forceRaw boo
 			s.closer.Close()
 			return nil, err
 		}
+	}
+	var fn func([]byte, int64, io.ReaderAt) error
+	if len(check) == 1 {
+		fn = check[0]
+	}
+	if stream, err = checkHead(stream, fn, s.size, newImageAt(s)); err != nil {
+		closeStream()
+		s.closer.Close()
+		return nil, err
 	}
 	return &Decoded{src: s, r: stream, closeStream: closeStream}, nil
 }
@@ -63,6 +84,8 @@ func (d *Decoded) Read(p []byte) (int, error) {
 	switch {
 	case err == io.EOF && d.src.size >= 0 && d.n != d.src.size:
 		err = d.src.corrupt(fmt.Errorf("%w: decompressed %s, the %s image should give %s", ErrCorruptImage, humanbytes.Exact(d.n), d.src.format, humanbytes.Exact(d.src.size)))
+	case errors.Is(err, ErrImageChanged):
+		err = d.src.corrupt(fmt.Errorf("%w (after %s were sent)", err, humanbytes.Exact(d.n)))
 	case err != nil && err != io.EOF:
 		err = d.src.decodeErr(err)
 	}

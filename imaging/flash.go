@@ -63,8 +63,17 @@ type FlashOptions struct {
 	// CheckHead, when set, sees the start of the decoded image (HeadSize
 	// bytes, fewer if it is shorter) and its decoded size (-1: unknown)
 	// before any target is opened: its error refuses the flash, every card
-	// untouched (headcheck.go).
-	CheckHead func(head []byte, size int64) error
+	// untouched (headcheck.go). image reads the decoded image at any
+	// offset, writing nothing, when the source is a file (a local file or
+	// a cache entry, in any format: raw read in place, xz by the blocks
+	// covering the range, zstd and gzip decoded from the start up to the
+	// range's end); nil for a stream (a first download read as it arrives,
+	// NoCache, Source.Stream), whose bytes come once, in order. What
+	// CheckHead reads through image is then compared with the flash's own
+	// decode as it passes: a difference (the file changed) fails every
+	// card with ErrImageChanged before its first MiB is written, so a card
+	// gets the bytes that were checked.
+	CheckHead func(head []byte, size int64, image io.ReaderAt) error
 }
 
 // CardResult is one target of a flash and how it ended: the one form of a
@@ -149,7 +158,7 @@ func FlashAll(ctx context.Context, opts FlashOptions) ([]CardResult, error) {
 		return nil, err
 	}
 	defer closeStream() // stops decoder goroutines on cancel or write error
-	if stream, err = checkHead(stream, opts.CheckHead, src.size); err != nil {
+	if stream, err = checkHead(stream, opts.CheckHead, src.size, newImageAt(src)); err != nil {
 		return nil, err
 	}
 

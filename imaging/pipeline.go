@@ -575,6 +575,11 @@ func (p *pipeline) finish() (*written, error) {
 		if p.ctx.Err() != nil {
 			return nil, &InterruptedError{Done: p.readN, Cause: p.ctx.Err()}
 		}
+		if errors.Is(p.readErr, ErrImageChanged) {
+			// Not the bytes checked before the flash: no card gets its
+			// partition table (a cache entry changed in place is dropped).
+			return nil, p.src.corrupt(fmt.Errorf("%w (after %s were written, the partition table not: %w)", p.readErr, humanbytes.Exact(p.readN), ErrIncomplete))
+		}
 		return nil, fmt.Errorf("%w (after %s were written: %w)", p.src.decodeErr(p.readErr), humanbytes.Exact(p.readN), ErrIncomplete)
 	}
 	if p.alive.Load() == 0 {

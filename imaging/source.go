@@ -48,10 +48,13 @@ type openedSource struct {
 	compressed int64  // compressed size, -1 unknown
 	consumed   *atomic.Int64
 	path       string // local file
-	cachePath  string // set when the file is a cache entry (deleted if corrupt)
-	cache      *Cache // the entry's cache and key, to open it through the cache's walk
-	cacheKey   string
-	follow     *follower // a download read as it arrives (openDownload)
+	// file is the local file or cache entry opened (nil: a stream or a
+	// download read as it arrives): read at any offset by imageAt.
+	file      *os.File
+	cachePath string // set when the file is a cache entry (deleted if corrupt)
+	cache     *Cache // the entry's cache and key, to open it through the cache's walk
+	cacheKey  string
+	follow    *follower // a download read as it arrives (openDownload)
 	// growingEntry is the cache entry a download read as it arrives will
 	// be (its partial is read now): neither name may be a target.
 	growingEntry string
@@ -158,7 +161,7 @@ func openSource(ctx context.Context, src Source, progress ProgressFunc) (*opened
 		f.Close()
 		return nil, fmt.Errorf("read image %s: %w", path, err)
 	}
-	s.path, s.closer, s.compressed = path, f, st.Size()
+	s.path, s.closer, s.compressed, s.file = path, f, st.Size(), f
 	// The decoders read a block at a time (zstd: at most 128 KiB, which
 	// passes the buffer by; its 3-byte block headers do not).
 	s.r = bufio.NewReaderSize(f, 256<<10)

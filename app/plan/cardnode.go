@@ -122,16 +122,21 @@ func (job *Job) hasMeta() bool {
 	return false
 }
 
-// checkHead is FlashOptions.CheckHead for the cards (indices into
-// Job.Devices) of one image, when some have META to write: the decoded
-// image's META must lie inside its own layout (meta.CheckPlace; inside the
-// image when its size is known, else checked against the bytes written
-// before META is: the backup header the primary names) and the values
-// must fit the store (next to the image's own tags, and its store not
-// foreign, where the store lies in the head).
-func (job *Job) checkHead(cards []int) func(head []byte, size int64) error {
+// checkHead is FlashOptions.CheckHead for the cards of group g, when some
+// have META to write, before any of them is opened: the decoded image's
+// META must lie inside its own layout (meta.CheckPlace; inside the image
+// when its size is known, else checked against the bytes written before
+// META is: the backup header the primary names), and each card's values
+// must fit the store on their own. Where the image's store can be read
+// (in the head, or anywhere through image: an image file), its content
+// gets the card's own check (meta.CheckStore, each node's tags as
+// writeCardMeta will write them): foreign data, or the image's own tags
+// leaving no room, refuse the image's cards; g.storeChecked says so. A
+// stream's store beyond the head is checked only on the card
+// (writeCardMeta, streamMETANote).
+func (job *Job) checkHead(g *group) func(head []byte, size int64, image io.ReaderAt) error {
 	var metas []*CardMeta
-	for _, i := range cards {
+	for _, i := range g.cards {
 		if m := job.CardMeta(i); m != nil {
 			metas = append(metas, m)
 		}
@@ -140,21 +145,49 @@ func (job *Job) checkHead(cards []int) func(head []byte, size int64) error {
 		return nil
 	}
 
-	return func(head []byte, size int64) error {
-		var sets [][]meta.Tag
+	return func(head []byte, size int64, image io.ReaderAt) error {
 		for _, m := range metas {
 			if err := meta.Fits(m.Tags); err != nil {
 				return fmt.Errorf("%w (no card was touched): node %s: %w", ErrNoNodeMeta, m.Node, err)
 			}
-			sets = append(sets, m.Tags)
 		}
 
-		if _, err := meta.CheckHeadFor(head, size, sets...); err != nil {
+		store, err := meta.ImageStore(head, size, image)
+		if meta.Refused(err) {
 			return fmt.Errorf("%w (no card was touched): %w", ErrNoNodeMeta, err)
 		}
+		if err != nil {
+			return err // reading the image (imaging says what failed)
+		}
+		if store.ADV == nil {
+			return nil // a stream: its store is known only on the card
+		}
+
+		for _, m := range metas {
+			tags, _ := keepImageRecord(store, m.Tags) // as writeCardMeta writes them
+			if err := meta.CheckStore(store, tags); err != nil {
+				return fmt.Errorf("%w (no card was touched): node %s: the image's META store: %w", ErrNoNodeMeta, m.Node, err)
+			}
+		}
+		g.storeChecked = true
 
 		return nil
 	}
+}
+
+// streamMETANote says why a refusal of an image's META content comes
+// after its card was written: the image came as a stream.
+const streamMETANote = "the image came as a stream (a first download, decoded as it arrives; --no-cache; or the elevated write's input), whose META store is known only once on the card; a cached or local image file is checked before any card is touched"
+
+// refusedOnCard is a refusal of META found by the write onto a card
+// holding the plain image; checked: the image's store was checked before
+// the write (the card's META is then not what was checked).
+func refusedOnCard(node string, checked bool, err error) error {
+	why := streamMETANote
+	if checked {
+		why = "the card's META differs from the image's, checked before the write"
+	}
+	return fmt.Errorf("%w: node %s not written (META untouched, the card holds the plain image): %s: %w", ErrNoNodeMeta, node, why, err)
 }
 
 // writeCardMeta writes m onto the verified card at path: the device is
@@ -167,8 +200,9 @@ func (job *Job) checkHead(cards []int) func(head []byte, size int64) error {
 // end inside them (for a size-less stream, the head check could not know).
 // A refusal of META found only now (foreign data in the image's META, or
 // its place) is ErrNoNodeMeta: the image's fault, the card holds the plain
-// image.
-func (job *Job) writeCardMeta(path string, imageSize int64, m *CardMeta) (*meta.Written, []string, error) {
+// image; checked says whether the image's store was checked before the
+// write (else it came as a stream: streamMETANote).
+func (job *Job) writeCardMeta(path string, imageSize int64, m *CardMeta, checked bool) (*meta.Written, []string, error) {
 	if _, err := devices.Check(path, 0, job.Safety); err != nil {
 		return nil, nil, fmt.Errorf("write node %s onto %s: %w", m.Node, path, err)
 	}
@@ -178,7 +212,7 @@ func (job *Job) writeCardMeta(path string, imageSize int64, m *CardMeta) (*meta.
 
 	if job.cardFile != nil {
 		// Opened through UDisks2: the user cannot open the device by path.
-		return job.writeCardMetaFile(path, imageSize, m, tags)
+		return job.writeCardMetaFile(path, imageSize, m, tags, checked)
 	}
 
 	if card, err := meta.ReadStorePath(path); err == nil {
@@ -187,7 +221,7 @@ func (job *Job) writeCardMeta(path string, imageSize int64, m *CardMeta) (*meta.
 
 	w, err := meta.WriteTagsPathWithin(path, imageSize, tags)
 	if meta.Refused(err) {
-		return nil, notes, fmt.Errorf("%w: node %s not written (META untouched, the card holds the plain image): %w", ErrNoNodeMeta, m.Node, err)
+		return nil, notes, refusedOnCard(m.Node, checked, err)
 	}
 	if err != nil {
 		return nil, notes, fmt.Errorf("write node %s onto the card: %w", m.Node, err)
@@ -217,7 +251,7 @@ func keepImageRecord(card *meta.Store, tags []meta.Tag) ([]meta.Tag, []string) {
 
 // writeCardMetaFile is writeCardMeta through a descriptor of job.cardFile
 // (UDisks2), with the same reads, checks and errors as by path.
-func (job *Job) writeCardMetaFile(path string, imageSize int64, m *CardMeta, tags []meta.Tag) (*meta.Written, []string, error) {
+func (job *Job) writeCardMetaFile(path string, imageSize int64, m *CardMeta, tags []meta.Tag, checked bool) (*meta.Written, []string, error) {
 	f, err := job.cardFile(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("write node %s onto the card: %w", m.Node, err)
@@ -236,7 +270,7 @@ func (job *Job) writeCardMetaFile(path string, imageSize int64, m *CardMeta, tag
 		err = f.Close()
 	}
 	if meta.Refused(err) {
-		return nil, notes, fmt.Errorf("%w: node %s not written (META untouched, the card holds the plain image): %s: %w", ErrNoNodeMeta, m.Node, path, err)
+		return nil, notes, refusedOnCard(m.Node, checked, fmt.Errorf("%s: %w", path, err))
 	}
 	if err != nil {
 		return nil, notes, fmt.Errorf("write node %s onto the card: %s: %w", m.Node, path, err)
@@ -246,7 +280,8 @@ func (job *Job) writeCardMetaFile(path string, imageSize int64, m *CardMeta, tag
 
 // writeMetas writes each verified card's META (in process, after
 // imaging.FlashAll): a card whose write fails is failed, the others go on.
-func (job *Job) writeMetas(cards []imaging.CardResult) {
+// checked[i]: card i's image store was checked before the write.
+func (job *Job) writeMetas(cards []imaging.CardResult, checked []bool) {
 	for i := range cards {
 		m := job.CardMeta(i)
 		if m == nil || !cards[i].OK() {
@@ -255,7 +290,7 @@ func (job *Job) writeMetas(cards []imaging.CardResult) {
 
 		job.status(fmt.Sprintf("writing node %s (%s) onto %s (META)", m.Node, m.Address, cards[i].Target))
 
-		_, notes, err := job.writeCardMeta(cards[i].Target, cards[i].Bytes, m)
+		_, notes, err := job.writeCardMeta(cards[i].Target, cards[i].Bytes, m, checked[i])
 		for _, n := range notes {
 			job.status(cards[i].Target + ": " + n)
 		}

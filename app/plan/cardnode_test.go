@@ -41,11 +41,11 @@ func TestCardMetaEncoding(t *testing.T) {
 // the store, before any card is opened.
 func TestCheckHeadRefuses(t *testing.T) {
 	job := Job{Meta: []*CardMeta{{Node: "worker-1", Tags: []meta.Tag{{Key: meta.MetalNetworkPlatformConfig, Value: []byte("x")}}}}}
-	check := job.checkHead([]int{0})
-	if err := check(make([]byte, meta.HeadSize), -1); !errors.Is(err, ErrNoNodeMeta) {
+	check := job.checkHead(&group{cards: []int{0}})
+	if err := check(make([]byte, meta.HeadSize), -1, nil); !errors.Is(err, ErrNoNodeMeta) {
 		t.Fatalf("no GPT: %v", err)
 	}
-	if (&Job{}).checkHead([]int{0}) != nil || job.checkHead([]int{1}) != nil {
+	if (&Job{}).checkHead(&group{cards: []int{0}}) != nil || job.checkHead(&group{cards: []int{1}}) != nil {
 		t.Fatal("a job without META checks the head")
 	}
 }

@@ -209,6 +209,9 @@ type group struct {
 	cards  []int // indices into Job.Devices
 	src    imaging.Source
 	err    error // the image could not be had: its cards fail
+	// storeChecked: the image's META store was read and checked for its
+	// cards' nodes before any was opened (checkHead; false for a stream).
+	storeChecked bool
 }
 
 // devices are the group's cards' paths.
@@ -432,7 +435,7 @@ func (job *Job) flashInProcess(ctx context.Context, groups []*group, opened map[
 			Verify:    !job.NoVerify,
 			ForceRaw:  job.ForceRaw,
 			Progress:  job.progressOf(g, len(groups) > 1),
-			CheckHead: job.checkHead(g.cards),
+			CheckHead: job.checkHead(g),
 		})
 	}
 	cards := make([]imaging.CardResult, len(job.Devices))
@@ -473,7 +476,13 @@ func (job *Job) flashInProcess(ctx context.Context, groups []*group, opened map[
 		}
 	}
 	out.CachePath = firstNonEmpty(out.CachePaths)
-	job.writeMetas(cards)
+	checked := make([]bool, len(job.Devices))
+	for _, g := range run {
+		for _, c := range g.cards {
+			checked[c] = g.storeChecked
+		}
+	}
+	job.writeMetas(cards, checked)
 	return outcome(out, cards)
 }
 
@@ -589,7 +598,10 @@ func (job *Job) flashElevated(ctx context.Context, groups []*group) (*Outcome, e
 	imgs := make([]io.Reader, len(run))
 	sizes := make([]int64, len(run))
 	for i, g := range run {
-		img, err := imaging.OpenDecoded(srcCtx, g.src, devs, false, job.progressOf(g, multi))
+		// The image's checks before any card is touched, here where the
+		// image file is (the child gets a stream): before the password
+		// prompt.
+		img, err := imaging.OpenDecoded(srcCtx, g.src, devs, false, job.progressOf(g, multi), job.checkHead(g))
 		if err != nil && !multi {
 			return nil, err // nothing asked, nothing written
 		}

@@ -91,24 +91,17 @@ func TestFlashRefusesHostileMETABeforeWriting(t *testing.T) {
 	}
 }
 
-// Foreign data in the image's META, found only on the card (its bytes lie
-// beyond the head the flash looks at first), is the image's fault: exit 9
-// (ErrNoNodeMeta), the card holding the plain image, its META as the
-// image's.
+// Foreign data in the image's META, beyond the head the flash looks at
+// first, is found before any card is touched when the image is a file
+// (metaprecheck_test.go): the card keeps its bytes.
 func TestFlashForeignMETAIsAnImageRefusal(t *testing.T) {
-	l := imagetest.GoodMETA()
-	raw, err := l.Raw(7)
-	if err != nil {
-		t.Fatal(err)
-	}
-	copy(raw[4096*512:], "an ext4 superblock, say")
-	out, target, err := metaFlash(t, t.TempDir(), "metal-arm64.raw", raw, cardBefore())
-	if !errors.Is(err, ErrNoNodeMeta) || !errors.Is(err, meta.ErrForeign) || !strings.Contains(err.Error(), "the card holds the plain image") {
+	before := cardBefore()
+	out, target, err := metaFlash(t, t.TempDir(), "metal-arm64.raw", foreignMETA(t), before)
+	if !errors.Is(err, ErrNoNodeMeta) || !errors.Is(err, meta.ErrForeign) || !strings.Contains(err.Error(), "no card was touched") {
 		t.Fatalf("%+v %v", out, err)
 	}
-	got, _ := os.ReadFile(target)
-	if !bytes.Equal(got[:len(raw)], raw) {
-		t.Fatal("the card does not hold the plain image")
+	if got, _ := os.ReadFile(target); !bytes.Equal(got, before) {
+		t.Fatal("the card changed although refused")
 	}
 }
 
@@ -125,13 +118,13 @@ func TestWriteCardMetaBoundedByTheImage(t *testing.T) {
 		t.Fatal(err)
 	}
 	job := &Job{Safety: devices.Options{CreateFile: true}}
-	if _, _, err := job.writeCardMeta(card, 4096*512+512<<10, nodeMeta()); !errors.Is(err, ErrNoNodeMeta) || !strings.Contains(err.Error(), "past the image's end") {
+	if _, _, err := job.writeCardMeta(card, 4096*512+512<<10, nodeMeta(), false); !errors.Is(err, ErrNoNodeMeta) || !strings.Contains(err.Error(), "past the image's end") || !strings.Contains(err.Error(), streamMETANote) {
 		t.Fatalf("err = %v", err)
 	}
 	if got, _ := os.ReadFile(card); !bytes.Equal(got, raw) {
 		t.Fatal("the card changed although refused")
 	}
-	if _, _, err := job.writeCardMeta(card, int64(len(raw)), nodeMeta()); err != nil {
+	if _, _, err := job.writeCardMeta(card, int64(len(raw)), nodeMeta(), false); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -56,12 +56,18 @@ func (s Shape) Compress(ctx context.Context, w io.Writer, src io.Reader) error {
 // image in memory. It writes path+".tmp" and renames it when complete, so
 // an interrupted run never leaves a truncated image behind.
 func WriteFactoryFile(ctx context.Context, path string, s Shape, size, seed int64) error {
+	return compressFile(ctx, path, s, Reader(size, seed))
+}
+
+// compressFile compresses src (closed at the end) into path through the
+// shape's compressor, by way of path+".tmp".
+func compressFile(ctx context.Context, path string, s Shape, src io.ReadCloser) error {
 	tmp := path + ".tmp"
 	f, err := os.Create(tmp)
 	if err != nil {
+		src.Close()
 		return err
 	}
-	src := Reader(size, seed)
 	err = s.Compress(ctx, f, src)
 	src.Close()
 	if cerr := f.Close(); err == nil {
@@ -82,4 +88,68 @@ func (l *limitedBuffer) Write(p []byte) (int, error) {
 		l.b = append(l.b, p[:min(room, len(p))]...)
 	}
 	return len(p), nil
+}
+
+// TalosFactoryParts is the partition layout of the factory's metal images
+// (siderolabs/talos internal/pkg/partition, pkg/machinery/imager/quirks:
+// EFI 100 MiB, BOOT 1000 MiB, META 1 MiB, STATE 100 MiB, from 1 MiB on):
+// META lies after BOOT, at 1101 MiB of the 1246.
+func TalosFactoryParts() []Part {
+	return []Part{
+		{Name: "EFI", Size: 100 << 20},
+		{Name: "BOOT", Size: 1000 << 20},
+		{Name: "META", Size: 1 << 20},
+		{Name: "STATE", Size: 100 << 20},
+	}
+}
+
+// WriteTalosImage streams Raw(size, seed)'s data with the factory's
+// partition table (TalosFactoryParts; META blank, as Talos builds it: a
+// node's values can be written into it) to w, without holding the image in
+// memory; size must hold the layout (FactorySize does). It returns META's
+// offset.
+func WriteTalosImage(w io.Writer, size, seed int64) (int64, error) {
+	writes, offsets, err := gptLayout(size, TalosFactoryParts())
+	if err != nil {
+		return 0, err
+	}
+	metaOff := offsets[2]
+	zeros := [][2]int64{{0, 1 << 20}, {metaOff, metaOff + 1<<20}, {size - 33*512, size}}
+	r := Reader(size, seed)
+	defer r.Close()
+	buf := make([]byte, 4<<20)
+	for off := int64(0); off < size; {
+		n, err := io.ReadFull(r, buf[:min(int64(len(buf)), size-off)])
+		if err != nil {
+			return 0, err
+		}
+		chunk := buf[:n]
+		end := off + int64(n)
+		for _, z := range zeros {
+			if lo, hi := max(z[0], off), min(z[1], end); lo < hi {
+				clear(chunk[lo-off : hi-off])
+			}
+		}
+		for _, d := range writes {
+			if lo, hi := max(d.off, off), min(d.off+int64(len(d.b)), end); lo < hi {
+				copy(chunk[lo-off:hi-off], d.b[lo-d.off:])
+			}
+		}
+		if _, err := w.Write(chunk); err != nil {
+			return 0, err
+		}
+		off = end
+	}
+	return metaOff, nil
+}
+
+// WriteTalosFactoryFile is WriteFactoryFile of WriteTalosImage's image: a
+// factory-shaped file whose META lies where the factory's does.
+func WriteTalosFactoryFile(ctx context.Context, path string, s Shape, size, seed int64) error {
+	pr, pw := io.Pipe()
+	go func() {
+		_, err := WriteTalosImage(pw, size, seed)
+		pw.CloseWithError(err)
+	}()
+	return compressFile(ctx, path, s, pr)
 }

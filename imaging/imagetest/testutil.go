@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -70,4 +72,25 @@ func LoopDeviceIn(t testing.TB, dir string, size int64, partScan bool) string {
 		}
 	})
 	return dev
+}
+
+// DeviceWrites is how many writes the kernel has completed on the block
+// device dev (the fifth field of /sys/block/NAME/stat): a test asserts
+// that a refused flash wrote nothing, not even what it would have put
+// back. Linux only; the test fails where it cannot be read.
+func DeviceWrites(t testing.TB, dev string) int64 {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("/sys/block", filepath.Base(dev), "stat"))
+	if err != nil {
+		t.Fatalf("write count of %s: %v", dev, err)
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 5 {
+		t.Fatalf("write count of %s: %q", dev, b)
+	}
+	n, err := strconv.ParseInt(f[4], 10, 64)
+	if err != nil {
+		t.Fatalf("write count of %s: %v", dev, err)
+	}
+	return n
 }

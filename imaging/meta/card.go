@@ -143,8 +143,8 @@ func WriteTagsWithin(d Disk, size, imageSize int64, tags []Tag) (*Written, error
 		return nil, err
 	}
 
-	if card.Status.Used == 0 && !card.Status.Blank {
-		return nil, fmt.Errorf("%w (copy 1: %v; copy 2: %v)", ErrForeign, card.Status.Copy1, card.Status.Copy2)
+	if err := CheckStore(card, tags); err != nil {
+		return nil, err
 	}
 
 	w := &Written{Partition: card.Partition}
@@ -279,59 +279,113 @@ func CheckHead(head []byte, imageSize int64) (gpt.Partition, error) {
 // a card: where the image's own store is in head, each set must fit next
 // to the tags it already holds (those are kept).
 func CheckHeadFor(head []byte, imageSize int64, tagSets ...[]Tag) (gpt.Partition, error) {
+	s, err := ImageStore(head, imageSize, nil)
+	if err != nil {
+		return s.Partition, err
+	}
+
+	if s.ADV == nil {
+		return s.Partition, nil // the store's bytes come later: WriteTagsWithin checks them on the card
+	}
+
+	for _, tags := range tagSets {
+		if err := CheckStore(s, tags); err != nil {
+			return s.Partition, err
+		}
+	}
+
+	return s.Partition, nil
+}
+
+// ImageStore is the META store of a decoded image of imageSize bytes (<= 0:
+// unknown) as a flash sees it before any card is touched: the partition
+// table and META's place from head, the image's first bytes (CheckHead's
+// checks), then the store's Size bytes, from head where they lie in it,
+// else through at, which reads the decoded image at any offset (a local
+// image file). With neither (at nil: a stream, whose store lies beyond
+// head) the Store has no ADV: its content is known only on the card
+// (WriteTagsWithin). An image that ends before its store is ErrPlace;
+// at's other errors are returned as they are.
+func ImageStore(head []byte, imageSize int64, at io.ReaderAt) (*Store, error) {
+	tab, p, err := headPlace(head, imageSize)
+	s := &Store{Table: tab, Partition: p}
+	if err != nil {
+		return s, err
+	}
+
+	var buf []byte
+	switch {
+	case p.Offset+Size <= int64(len(head)):
+		buf = head[p.Offset : p.Offset+Size]
+	case at == nil:
+		return s, nil
+	default:
+		buf = make([]byte, Size)
+		n, err := at.ReadAt(buf, p.Offset)
+		if n < Size && (err == nil || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) {
+			return s, fmt.Errorf("%w: the image ends at byte %d, inside its META store (bytes %d-%d)", ErrPlace, p.Offset+int64(n), p.Offset, p.Offset+Size-1)
+		}
+		if n < Size {
+			return s, fmt.Errorf("read the image's META store at byte %d: %w", p.Offset, err)
+		}
+	}
+
+	if s.ADV, s.Status, err = Parse(buf); err != nil {
+		return s, err
+	}
+
+	return s, nil
+}
+
+// CheckStore is the one check of a META store's content before tags are
+// written into it, the same on the card (WriteTagsWithin) and on an
+// image's store before any card is touched (ImageStore): the store must
+// be Talos's ADV or blank, else ErrForeign (a write would destroy what it
+// holds), and tags must fit one copy next to the tags it holds, which are
+// kept (ErrTooLarge).
+func CheckStore(s *Store, tags []Tag) error {
+	if s.Status.Used == 0 && !s.Status.Blank {
+		return fmt.Errorf("%w (copy 1: %v; copy 2: %v)", ErrForeign, s.Status.Copy1, s.Status.Copy2)
+	}
+
+	return fitsWith(s.ADV, tags)
+}
+
+// headPlace reads the primary GPT from head and checks META's place in an
+// image of imageSize bytes (CheckPlace; <= 0: a size-less stream, taken to
+// end at the backup header its primary names).
+func headPlace(head []byte, imageSize int64) (*gpt.Table, gpt.Partition, error) {
 	// Read as on a disk with no end (headReader fails beyond head, so the
 	// primary is used): every entry is kept, even one running past the
 	// image, which a larger card would hold. The image's end is checked
 	// next.
 	all, err := gpt.Read(headReader(head), 1<<50)
 	if err != nil {
-		return gpt.Partition{}, fmt.Errorf("partition table: %w", err)
+		return nil, gpt.Partition{}, fmt.Errorf("partition table: %w", err)
 	}
 
 	// The table must also read as on a disk of the image's size (its
 	// backup header where the primary names it).
 	if imageSize > 0 {
 		if _, err := gpt.Read(headReader(head), imageSize); err != nil {
-			return gpt.Partition{}, fmt.Errorf("partition table: %w", err)
+			return all, gpt.Partition{}, fmt.Errorf("partition table: %w", err)
 		}
 	} else {
 		// A size-less stream: the flash checks that it reaches the backup
 		// header the primary names (imaging's GPT stream check), so the
 		// image is taken to end there, and its table is read as such.
 		if all.Header.AltLBA >= 1<<40 {
-			return gpt.Partition{}, fmt.Errorf("%w: the backup GPT header at LBA %d lies beyond any card", ErrNoGPT, all.Header.AltLBA)
+			return all, gpt.Partition{}, fmt.Errorf("%w: the backup GPT header at LBA %d lies beyond any card", ErrNoGPT, all.Header.AltLBA)
 		}
 		imageSize = int64(all.Header.AltLBA+1) * all.SectorSize
 		if _, err := gpt.Read(headReader(head), imageSize); err != nil {
-			return gpt.Partition{}, fmt.Errorf("partition table (the image ending at its backup header, byte %d): %w", imageSize, err)
+			return all, gpt.Partition{}, fmt.Errorf("partition table (the image ending at its backup header, byte %d): %w", imageSize, err)
 		}
 	}
 
 	p, err := CheckPlace(all, imageSize)
-	if err != nil {
-		return p, err
-	}
 
-	if p.Offset+Size > int64(len(head)) {
-		return p, nil // the store's bytes come later: WriteTagsWithin checks them on the card
-	}
-
-	a, st, err := Parse(head[p.Offset : p.Offset+Size])
-	if err != nil {
-		return p, err
-	}
-
-	if st.Used == 0 && !st.Blank {
-		return p, fmt.Errorf("%w (copy 1: %v; copy 2: %v)", ErrForeign, st.Copy1, st.Copy2)
-	}
-
-	for _, tags := range tagSets {
-		if err := fitsWith(a, tags); err != nil {
-			return p, err
-		}
-	}
-
-	return p, nil
+	return all, p, err
 }
 
 // fitsWith says whether tags fit one copy next to a's own.

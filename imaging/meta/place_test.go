@@ -139,3 +139,78 @@ func TestCheckHeadReadsAStoreInTheHead(t *testing.T) {
 		t.Fatalf("tags that do not fit next to the image's: %v", err)
 	}
 }
+
+// withOwnTags is raw with a valid store at off whose own tag (0x0c) leaves
+// 100 bytes for others.
+func withOwnTags(t testing.TB, raw []byte, off int64) []byte {
+	t.Helper()
+
+	full := bytes.Clone(raw)
+	own := &ADV{}
+	if err := own.Set(UserReserved1, make([]byte, CopySize-40-20-8-100)); err != nil {
+		t.Fatal(err)
+	}
+	b, err := own.Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(full[off:], b)
+
+	return full
+}
+
+// A store beyond the head is read through the image's ReaderAt (a local
+// file) and gets the check the card's write makes, with the same outcome:
+// foreign data refused, the node's values checked next to the image's own
+// tags, a blank store passing. Without a ReaderAt (a stream) its content
+// is left to the card; an image ending inside the store is refused.
+func TestImageStoreBeyondTheHead(t *testing.T) {
+	const headSize = 2 << 20 // imaging.HeadSize
+
+	raw := layoutImage(t, imagetest.GoodMETA())
+	off := int64(4096 * 512)
+	small := []Tag{{Key: MetalNetworkPlatformConfig, Value: []byte("x: y")}}
+	big := []Tag{{Key: MetalNetworkPlatformConfig, Value: make([]byte, 200)}}
+	foreign := bytes.Clone(raw)
+	copy(foreign[off:], "an ext4 superblock, say")
+	full := withOwnTags(t, raw, off)
+
+	for _, c := range []struct {
+		name  string
+		image []byte
+		tags  []Tag
+		want  error
+	}{
+		{"blank", raw, small, nil},
+		{"foreign", foreign, small, ErrForeign},
+		{"room next to its own tags", full, small, nil},
+		{"no room next to its own tags", full, big, ErrTooLarge},
+	} {
+		s, err := ImageStore(c.image[:headSize], int64(len(c.image)), bytes.NewReader(c.image))
+		if err != nil || s.ADV == nil {
+			t.Fatalf("%s: %+v %v", c.name, s, err)
+		}
+		if err := CheckStore(s, c.tags); !errors.Is(err, c.want) || (c.want == nil) != (err == nil) {
+			t.Errorf("%s: %v, want %v", c.name, err, c.want)
+		}
+		// The same outcome as on a card holding the image.
+		card := filepath.Join(t.TempDir(), "card.img")
+		if err := os.WriteFile(card, c.image, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := WriteTagsPathWithin(card, int64(len(c.image)), c.tags); !errors.Is(err, c.want) || (c.want == nil) != (err == nil) {
+			t.Errorf("%s: on the card: %v, want %v", c.name, err, c.want)
+		}
+	}
+
+	if s, err := ImageStore(foreign[:headSize], -1, nil); err != nil || s.ADV != nil || s.Partition.Offset != off {
+		t.Fatalf("a stream: %+v %v", s, err)
+	}
+	if _, err := CheckHeadFor(foreign[:headSize], int64(len(foreign)), small); err != nil {
+		t.Fatalf("CheckHeadFor without the store's bytes: %v", err)
+	}
+	cut := raw[:off+Size-1]
+	if _, err := ImageStore(raw[:headSize], -1, bytes.NewReader(cut)); !errors.Is(err, ErrPlace) || !strings.Contains(err.Error(), "inside its META store") {
+		t.Fatalf("an image ending inside its store: %v", err)
+	}
+}

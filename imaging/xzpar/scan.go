@@ -39,22 +39,46 @@ func formatErr(format string, args ...any) error {
 // block header too. It reads a few KiB, whatever the file's size.
 func Scan(r io.ReaderAt, size int64, checkBlocks bool) (Info, error) {
 	info := Info{BlockHeadersChecked: checkBlocks}
+	err := walkStreams(r, size, checkBlocks, func(st scannedStream) error {
+		info.Streams++
+		info.Blocks += len(st.records)
+		if info.Uncompressed+st.usize < info.Uncompressed {
+			return formatErr("uncompressed size overflows")
+		}
+		info.Uncompressed += st.usize
+		return nil
+	})
+	return info, err
+}
+
+// scannedStream is one stream as its index describes it.
+type scannedStream struct {
+	start   int64 // offset of its stream header
+	check   byte
+	records []record
+	usize   int64 // the records' uncompressed sizes added up
+}
+
+// walkStreams calls visit for each stream of the xz file r (size bytes),
+// from the last to the first (read from the end, over stream padding).
+func walkStreams(r io.ReaderAt, size int64, checkBlocks bool, visit func(scannedStream) error) error {
 	if size < streamHeaderLen+streamFooterLen {
-		return info, formatErr("file too short (%d bytes)", size)
+		return formatErr("file too short (%d bytes)", size)
 	}
 	head := make([]byte, len(headerMagic))
 	if _, err := r.ReadAt(head, 0); err != nil {
-		return info, fmt.Errorf("read xz header: %w", err)
+		return fmt.Errorf("read xz header: %w", err)
 	}
 	if !bytes.Equal(head, headerMagic) {
-		return info, formatErr("not an xz file (bad magic)")
+		return formatErr("not an xz file (bad magic)")
 	}
+	streams := 0
 	for end := size; end > 0; {
 		// Stream padding: zero words between and after streams.
 		var word [4]byte
 		for end >= 4 {
 			if _, err := r.ReadAt(word[:], end-4); err != nil {
-				return info, fmt.Errorf("read xz padding: %w", err)
+				return fmt.Errorf("read xz padding: %w", err)
 			}
 			if word != [4]byte{} {
 				break
@@ -64,89 +88,88 @@ func Scan(r io.ReaderAt, size int64, checkBlocks bool) (Info, error) {
 		if end == 0 {
 			break
 		}
-		start, blocks, usize, err := scanStream(r, end, checkBlocks)
+		st, err := scanStream(r, end, checkBlocks)
 		if err != nil {
-			return info, err
+			return err
 		}
-		info.Streams++
-		info.Blocks += blocks
-		if info.Uncompressed+usize < info.Uncompressed {
-			return info, formatErr("uncompressed size overflows")
+		if err := visit(st); err != nil {
+			return err
 		}
-		info.Uncompressed += usize
-		end = start
+		streams++
+		end = st.start
 	}
-	if info.Streams == 0 {
-		return info, formatErr("no stream found")
+	if streams == 0 {
+		return formatErr("no stream found")
 	}
-	return info, nil
+	return nil
 }
 
-// scanStream reads the stream that ends at end and returns where it starts.
-func scanStream(r io.ReaderAt, end int64, checkBlocks bool) (start int64, blocks int, usize int64, err error) {
+// scanStream reads the stream that ends at end: where it starts, its check
+// type and its index.
+func scanStream(r io.ReaderAt, end int64, checkBlocks bool) (st scannedStream, err error) {
 	if end < streamHeaderLen+streamFooterLen || end%4 != 0 {
-		return 0, 0, 0, formatErr("stream ends at %d: bad size or alignment", end)
+		return st, formatErr("stream ends at %d: bad size or alignment", end)
 	}
 	var footer [streamFooterLen]byte
 	if _, err := r.ReadAt(footer[:], end-streamFooterLen); err != nil {
-		return 0, 0, 0, fmt.Errorf("read xz footer: %w", err)
+		return st, fmt.Errorf("read xz footer: %w", err)
 	}
 	if !bytes.Equal(footer[10:12], footerMagic) {
-		return 0, 0, 0, formatErr("bad stream footer magic (truncated download?)")
+		return st, formatErr("bad stream footer magic (truncated download?)")
 	}
 	if crc32.ChecksumIEEE(footer[4:10]) != binary.LittleEndian.Uint32(footer[0:4]) {
-		return 0, 0, 0, formatErr("stream footer CRC32 mismatch")
+		return st, formatErr("stream footer CRC32 mismatch")
 	}
 	check, err := parseStreamFlags(footer[8:10])
 	if err != nil {
-		return 0, 0, 0, formatErr("stream footer: %v", err)
+		return st, formatErr("stream footer: %v", err)
 	}
 	indexLen := (int64(binary.LittleEndian.Uint32(footer[4:8])) + 1) * 4
 	indexStart := end - streamFooterLen - indexLen
 	if indexLen > maxIndexLen || indexStart < streamHeaderLen {
-		return 0, 0, 0, formatErr("index size %d does not fit the file", indexLen)
+		return st, formatErr("index size %d does not fit the file", indexLen)
 	}
 	index := make([]byte, indexLen)
 	if _, err := r.ReadAt(index, indexStart); err != nil {
-		return 0, 0, 0, fmt.Errorf("read xz index: %w", err)
+		return st, fmt.Errorf("read xz index: %w", err)
 	}
 	records, err := parseIndex(index)
 	if err != nil {
-		return 0, 0, 0, err
+		return st, err
 	}
-	var blocksLen int64
+	var blocksLen, usize int64
 	for _, rec := range records {
 		blocksLen += rec.unpaddedSize + int64(padLen(rec.unpaddedSize))
 		usize += rec.uncompressedSize
 		if blocksLen < 0 || usize < 0 {
-			return 0, 0, 0, formatErr("index sizes overflow")
+			return st, formatErr("index sizes overflow")
 		}
 	}
-	start = indexStart - blocksLen - streamHeaderLen
+	start := indexStart - blocksLen - streamHeaderLen
 	if start < 0 {
-		return 0, 0, 0, formatErr("index records %d bytes of blocks, more than the file holds", blocksLen)
+		return st, formatErr("index records %d bytes of blocks, more than the file holds", blocksLen)
 	}
 	var header [streamHeaderLen]byte
 	if _, err := r.ReadAt(header[:], start); err != nil {
-		return 0, 0, 0, fmt.Errorf("read xz stream header: %w", err)
+		return st, fmt.Errorf("read xz stream header: %w", err)
 	}
 	hc, err := parseStreamHeader(header[:])
 	if err != nil {
-		return 0, 0, 0, formatErr("stream header at offset %d (sizes in the index do not match the file?): %v", start, err)
+		return st, formatErr("stream header at offset %d (sizes in the index do not match the file?): %v", start, err)
 	}
 	if hc != check {
-		return 0, 0, 0, formatErr("stream header and footer flags differ")
+		return st, formatErr("stream header and footer flags differ")
 	}
 	if checkBlocks {
 		off := start + streamHeaderLen
 		for i, rec := range records {
 			if err := scanBlockHeader(r, off, rec, int64(checkSize(check))); err != nil {
-				return 0, 0, 0, fmt.Errorf("block %d at offset %d: %w", i, off, err)
+				return st, fmt.Errorf("block %d at offset %d: %w", i, off, err)
 			}
 			off += rec.unpaddedSize + int64(padLen(rec.unpaddedSize))
 		}
 	}
-	return start, len(records), usize, nil
+	return scannedStream{start: start, check: check, records: records, usize: usize}, nil
 }
 
 // parseIndex parses a whole index (indicator through CRC32).
@@ -197,30 +220,44 @@ func parseIndex(index []byte) ([]record, error) {
 
 // scanBlockHeader checks the block header at off against its index record.
 func scanBlockHeader(r io.ReaderAt, off int64, rec record, checkLen int64) error {
+	_, err := readBlockHeader(r, off, rec, checkLen)
+	if errors.Is(err, errUnsupportedFilter) {
+		return nil // a valid block this decoder cannot decode: the decode says so
+	}
+	return err
+}
+
+// readBlockHeader reads the block header at off and checks it against its
+// index record; the header returned has both sizes, the index's where the
+// header leaves them out. A filter chain this decoder cannot decode is
+// errUnsupportedFilter, with the sizes still checked.
+func readBlockHeader(r io.ReaderAt, off int64, rec record, checkLen int64) (blockHeader, error) {
 	var first [1]byte
 	if _, err := r.ReadAt(first[:], off); err != nil {
-		return fmt.Errorf("read block header: %w", err)
+		return blockHeader{}, fmt.Errorf("read block header: %w", err)
 	}
 	if first[0] == 0 {
-		return formatErr("index indicator where a block header was expected")
+		return blockHeader{}, formatErr("index indicator where a block header was expected")
 	}
 	hlen := (int64(first[0]) + 1) * 4
 	if hlen+checkLen >= rec.unpaddedSize+1 {
-		return formatErr("block header larger than the block")
+		return blockHeader{}, formatErr("block header larger than the block")
 	}
 	h := make([]byte, hlen)
 	if _, err := r.ReadAt(h, off); err != nil {
-		return fmt.Errorf("read block header: %w", err)
+		return blockHeader{}, fmt.Errorf("read block header: %w", err)
 	}
-	bh, err := parseBlockHeader(h)
-	if err != nil && !errors.Is(err, errUnsupportedFilter) {
-		return formatErr("%v", err)
+	bh, perr := parseBlockHeader(h)
+	if perr != nil && !errors.Is(perr, errUnsupportedFilter) {
+		return bh, formatErr("%v", perr)
 	}
-	if bh.compressedSize >= 0 && bh.compressedSize != rec.unpaddedSize-hlen-checkLen {
-		return formatErr("block compressed size disagrees with the index")
+	comp := rec.unpaddedSize - hlen - checkLen
+	if bh.compressedSize >= 0 && bh.compressedSize != comp {
+		return bh, formatErr("block compressed size disagrees with the index")
 	}
 	if bh.uncompressedSize >= 0 && bh.uncompressedSize != rec.uncompressedSize {
-		return formatErr("block uncompressed size disagrees with the index")
+		return bh, formatErr("block uncompressed size disagrees with the index")
 	}
-	return nil
+	bh.compressedSize, bh.uncompressedSize = comp, rec.uncompressedSize
+	return bh, perr
 }
