@@ -500,7 +500,7 @@ func (p *pipeline) writeCard(cd *card) error {
 			return &WriteError{Offset: c.off + int64(n), Err: err}
 		}
 		if p.compressed {
-			cd.meter.update(p.src.consumed.Load(), false)
+			cd.meter.updateDecoded(p.src.consumed.Load(), cd.wrote.Load(), false)
 		} else {
 			cd.meter.update(cd.wrote.Load(), false)
 		}

@@ -28,6 +28,10 @@ type Progress struct {
 	Rate       float64       // bytes per second over the last few seconds
 	ETA        time.Duration // 0 when unknown
 	Compressed bool
+	// Decoded is, for a write report that counts compressed bytes
+	// (Compressed), the image's decoded bytes written so far: what the
+	// card holds (0 otherwise: Done counts them then).
+	Decoded int64
 	// Target names the card of a per-card report (write, verify, done)
 	// when several cards are flashed at once; empty otherwise.
 	Target string
@@ -51,6 +55,7 @@ type meter struct {
 	stage      Stage
 	total      int64
 	compressed bool
+	decoded    int64 // the decoded bytes behind a compressed count
 	target     string
 	last       time.Time
 	lastDone   int64
@@ -94,6 +99,9 @@ func (m *meter) update(done int64, force bool) {
 	m.samples[m.ns%len(m.samples)] = sample{now, done}
 	m.ns++
 	p := Progress{Stage: m.stage, Done: done, Total: m.total, Compressed: m.compressed, Target: m.target}
+	if m.compressed {
+		p.Decoded = m.decoded
+	}
 	// A window shorter than half a report interval gives absurd rates (a
 	// cache hit or the final "done" report): leave Rate unknown then.
 	if dt := now.Sub(oldest.t); dt >= progressInterval/2 {
@@ -128,6 +136,18 @@ func (m *meter) windowStart(now time.Time) sample {
 func (m *meter) forTarget(name string) *meter {
 	m.target = name
 	return m
+}
+
+// updateDecoded is update for a compressed count (done) with the decoded
+// bytes written behind it.
+func (m *meter) updateDecoded(done, decoded int64, force bool) {
+	if m == nil || m.fn == nil {
+		return
+	}
+	m.mu.Lock()
+	m.decoded = decoded
+	m.mu.Unlock()
+	m.update(done, force)
 }
 
 // setCompressed says whether Done counts compressed bytes.

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -171,6 +172,69 @@ func TestDecoderReleasedAtItsEnd(t *testing.T) {
 	if c2.closed != 1 {
 		t.Fatalf("cancelled: closed %d times", c2.closed)
 	}
+}
+
+// A close from another goroutine (a cancelled flash) while the decoder is
+// in a Read waits for that Read to return: klauspost/compress's zstd
+// decoder crashed (nil pointer in nextBlockSync) when closed mid-Read.
+// The Read closes it as it returns, and the next Read reads nothing.
+func TestDecoderNotClosedDuringARead(t *testing.T) {
+	in, release := make(chan struct{}), make(chan struct{})
+	c := &blockingCloser{in: in, release: release}
+	d := &releasing{r: c, c: c}
+	done := make(chan error, 1)
+	go func() { _, err := d.Read(make([]byte, 8)); done <- err }()
+	<-in // the Read is in the decoder
+	d.close()
+	if c.closedDuringRead {
+		t.Fatal("closed while its Read ran")
+	}
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed != 0 {
+		t.Fatal("closed before its Read returned")
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatalf("the Read in progress: %v", err)
+	}
+	if c.closed != 1 || c.closedDuringRead {
+		t.Fatalf("after the Read: closed %d times (during a read: %v)", c.closed, c.closedDuringRead)
+	}
+	if n, err := d.Read(make([]byte, 8)); n != 0 || !errors.Is(err, errDecoderClosed) {
+		t.Fatalf("read after the close: %d, %v", n, err)
+	}
+}
+
+// blockingCloser's Read waits for release; Close records whether a Read
+// was running.
+type blockingCloser struct {
+	in, release      chan struct{}
+	mu               sync.Mutex
+	inRead           bool
+	closed           int
+	closedDuringRead bool
+}
+
+func (b *blockingCloser) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	b.inRead = true
+	b.mu.Unlock()
+	close(b.in)
+	<-b.release
+	b.mu.Lock()
+	b.inRead = false
+	b.mu.Unlock()
+	return len(p), nil
+}
+
+func (b *blockingCloser) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.closed++
+	b.closedDuringRead = b.closedDuringRead || b.inRead
+	return nil
 }
 
 type countingCloser struct {

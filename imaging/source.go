@@ -351,20 +351,42 @@ func decode(src *openedSource, forceRaw bool) (r io.Reader, close func(), err er
 // releasing closes and lets go of the decoder as soon as it reports the
 // stream's checked end: its window and buffers (~9 MiB for the factory's
 // zstd -18) are not held through the read-back. Read is called by one
-// goroutine at a time; close may come from another (cancellation).
+// goroutine at a time; close may come from another (cancellation), and
+// then waits for no Read: a decoder closed during its Read crashed
+// (klauspost/compress's zstd frees its state in Close), so a close that
+// comes while a Read runs is done by that Read once it returns, and a
+// Read after a close reads nothing.
 type releasing struct {
-	r  io.Reader // nil after the end (the reading goroutine's alone)
-	mu sync.Mutex
-	c  io.Closer // nil once closed
+	r       io.Reader // nil after the end (the reading goroutine's alone)
+	mu      sync.Mutex
+	c       io.Closer // nil once closed
+	reading bool      // a Read is in the decoder
+	closing bool      // close came during that Read: the Read closes
 }
+
+// errDecoderClosed is a Read after the decoder was closed (cancelled).
+var errDecoderClosed = errors.New("the image decoder was closed")
 
 func (d *releasing) Read(p []byte) (int, error) {
 	if d.r == nil {
 		return 0, io.EOF
 	}
+	d.mu.Lock()
+	if d.c == nil {
+		d.mu.Unlock()
+		return 0, errDecoderClosed
+	}
+	d.reading = true
+	d.mu.Unlock()
 	n, err := d.r.Read(p)
-	if err == io.EOF {
+	d.mu.Lock()
+	d.reading = false
+	closing := d.closing
+	d.mu.Unlock()
+	if err == io.EOF || closing {
 		d.close()
+	}
+	if err == io.EOF {
 		d.r = nil
 	}
 	return n, err
@@ -372,6 +394,11 @@ func (d *releasing) Read(p []byte) (int, error) {
 
 func (d *releasing) close() {
 	d.mu.Lock()
+	if d.reading {
+		d.closing = true
+		d.mu.Unlock()
+		return
+	}
 	c := d.c
 	d.c = nil
 	d.mu.Unlock()

@@ -7,18 +7,24 @@
 # fake Talos node on 127.0.0.131 (--subnet 127.0.0.131/32) and applying its
 # config. It needs root (losetup), Xvfb, xdotool and ImageMagick's import
 # (scripts/setup.sh installs them).
-# 9 (a config blocked by the incident check, three canned nodes) and 11 (a
-# local image file in step 1) come from the demo build (-tags demo).
+# 9 (a config blocked by the incident check, three canned nodes), 11 (a
+# local image file in step 1) and 12-15 (issues 29 and 30: one of two cards
+# out of space, Apply all with a blocked node and a card of the wrong
+# image, a second card for a node, the nodes followed after their config:
+# the incident's countdown, Kubernetes waiting for a CNI) come from the demo
+# build (-tags demo; the status step runs three configured fake nodes on
+# 127.0.0.61-63, and reads the configs of node/testdata/talos114/valid).
 #
 #   scripts/screenshots.sh               # all
-#   scripts/screenshots.sh demo STEP...  # demo steps only (image local card confirm flashing done nodes findings),
-#                                        # written as demo-STEP.png (findings: 9-findings.png, local: 11-local-image.png)
+#   scripts/screenshots.sh demo STEP...  # demo steps only (image local card confirm flashing done nodes findings
+#                                        # failed applyall second status), written as demo-STEP.png or the
+#                                        # numbered names below
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=$PWD/docs/screenshots
 mkdir -p "$out"
 
-demo_steps=(findings local)
+demo_steps=(findings local failed applyall second status)
 if [[ ${1:-} == demo ]]; then
 	shift
 	demo_steps=("$@")
@@ -32,7 +38,7 @@ else
 	for f in "$out"/[1-8]-*.png; do echo "wrote ${f#"$PWD"/} ($(du -k "$f" | cut -f1) KiB)"; done
 fi
 
-all=(image local card confirm flashing done nodes findings)
+all=(image local card confirm flashing done nodes findings failed applyall second status)
 bin=$(mktemp -d)/talosflash-demo
 go build -tags demo -o "$bin" ./app/gui/cmd/demo
 
@@ -54,8 +60,14 @@ for step in "${demo_steps[@]}"; do
 	fi
 	sleep 0.5
 	file=$out/demo-$step.png
-	[[ $step == findings ]] && file=$out/9-findings.png
-	[[ $step == local ]] && file=$out/11-local-image.png
+	case $step in
+	findings) file=$out/9-findings.png ;;
+	local) file=$out/11-local-image.png ;;
+	failed) file=$out/12-failed-card.png ;;
+	applyall) file=$out/13-apply-all.png ;;
+	second) file=$out/14-second-card.png ;;
+	status) file=$out/15-status.png ;;
+	esac
 	import -display "$display" -window root -crop 1000x700+0+0 +repage -strip -depth 8 -colors 256 PNG8:"$file"
 	kill "$app"; wait "$app" 2>/dev/null || true
 	echo "wrote ${file#"$PWD"/} ($(du -k "$file" | cut -f1) KiB)"

@@ -168,6 +168,8 @@ type ProgressEvent struct {
 	Rate       int64  `json:"rate"` // bytes per second
 	ETASeconds int64  `json:"eta_seconds"`
 	Compressed bool   `json:"compressed,omitempty"`
+	// Decoded: with compressed, the image's decoded bytes written so far.
+	Decoded int64 `json:"decoded,omitempty"`
 	// Device names the card of a write/verify/done report when several
 	// cards are flashed at once (absent otherwise).
 	Device string `json:"device,omitempty"`
@@ -180,13 +182,13 @@ type ProgressEvent struct {
 // NewProgressEvent converts p (rate and ETA rounded down to whole units).
 func NewProgressEvent(p imaging.Progress) ProgressEvent {
 	return ProgressEvent{Envelope: envelope(TypeProgress), Stage: string(p.Stage), Done: p.Done, Total: p.Total,
-		Rate: int64(p.Rate), ETASeconds: int64(p.ETA.Seconds()), Compressed: p.Compressed, Device: p.Target, Image: p.Image}
+		Rate: int64(p.Rate), ETASeconds: int64(p.ETA.Seconds()), Compressed: p.Compressed, Decoded: p.Decoded, Device: p.Target, Image: p.Image}
 }
 
 // Progress is the event as the pipeline reported it.
 func (e ProgressEvent) Progress() imaging.Progress {
 	return imaging.Progress{Stage: imaging.Stage(e.Stage), Done: e.Done, Total: e.Total,
-		Rate: float64(e.Rate), ETA: time.Duration(e.ETASeconds) * time.Second, Compressed: e.Compressed, Target: e.Device, Image: e.Image}
+		Rate: float64(e.Rate), ETA: time.Duration(e.ETASeconds) * time.Second, Compressed: e.Compressed, Decoded: e.Decoded, Target: e.Device, Image: e.Image}
 }
 
 // MessageEvent is a line for the user: "info" or "warning".

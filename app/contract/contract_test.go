@@ -31,7 +31,7 @@ func decodeAll(t *testing.T, out []byte) []Event {
 func TestEventsRoundTrip(t *testing.T) {
 	var buf bytes.Buffer
 	w := NewWriter(&buf)
-	prog := imaging.Progress{Stage: imaging.StageWrite, Done: 3 << 20, Total: 9 << 20, Rate: 5 << 20, ETA: 7 * time.Second, Compressed: true, Target: "/dev/sdy", Image: "profile worker"}
+	prog := imaging.Progress{Stage: imaging.StageWrite, Done: 3 << 20, Total: 9 << 20, Rate: 5 << 20, ETA: 7 * time.Second, Compressed: true, Decoded: 11 << 20, Target: "/dev/sdy", Image: "profile worker"}
 	res := ResultEvent{Device: "/dev/sdz", Bytes: 9 << 20, SHA256: "ab12", Verified: true, VerifyMode: "O_DIRECT", Written: 2 << 20, Skipped: 7 << 20, Zeroed: 1 << 20, Schematic: "ee21", Version: "v1.14.5", Node: "worker-1", Address: "192.168.1.21/24", Notes: []string{"unmounted /media/u/boot before writing"}}
 	fail := ErrorEvent{Code: ExitConfig, Message: "blocked", Device: "/dev/sdy", Findings: []Finding{{"error", "C1", "bad", "fix it"}}, Node: "worker-2", Address: "192.168.1.22/24"}
 	w.Progress(prog)

@@ -47,8 +47,17 @@ type bootstrapPrompt struct {
 
 // bootstrapEligible: a control plane config was applied to the row in this
 // session, or the node is configured (the user marks it as the first
-// control plane in the dialog) and this session did not make it a worker.
-func (r *nodeRow) bootstrapEligible() bool {
+// control plane in the dialog), this session did not make it a worker and
+// the inventory does not say it is one.
+func (s *nodesStep) bootstrapEligible(r *nodeRow) bool {
+	if n := s.inventoryNodeAt(r.node); n != nil && n.Role == "worker" {
+		return false
+	}
+	if st := r.status; st != nil && st.Status != nil && r.node.Addr != s.bootstrappedOn {
+		if etcd := st.Status.Service("etcd"); etcd != nil && etcd.State == "Running" {
+			return false // its etcd runs: bootstrapped already (its row says so)
+		}
+	}
 	return r.controlplane || r.node.Configured && !r.worker
 }
 
@@ -68,7 +77,7 @@ func (s *nodesStep) bootstrapBlocked() string {
 func (s *nodesStep) refreshBootstrapButtons() {
 	blocked := s.bootstrapBlocked() != ""
 	for _, r := range s.rows {
-		if !r.bootstrapEligible() {
+		if !s.bootstrapEligible(r) {
 			r.bootBtn.Hide()
 			continue
 		}
@@ -182,7 +191,7 @@ func (s *nodesStep) openBootstrapPrompt() *bootstrapPrompt {
 // pickTalosconfig opens a file chooser over the prompt; the prompt keeps
 // Enter and Esc once it closes.
 func (s *nodesStep) pickTalosconfig(p *bootstrapPrompt) {
-	s.ui.chooseFile(kindConfig, FileRequest{Title: "Choose your talosconfig", Accept: "Use"},
+	s.ui.chooseFile(kindConfig, FileRequest{Title: "Choose your talosconfig", Accept: "Use", Folder: s.configFolder(p.row)},
 		func(u fyne.URI) { s.loadTalosconfigInto(p, u) })
 }
 
@@ -267,7 +276,11 @@ func (s *nodesStep) droppedTalosconfig(r *nodeRow, u fyne.URI, data []byte) {
 		return
 	}
 	if r == nil {
-		s.status.SetText("Drop the talosconfig onto the control plane node to bootstrap.")
+		s.status.SetText("Drop the talosconfig onto the control plane node to bootstrap, or onto any configured node to follow it.")
+		return
+	}
+	if !s.bootstrapEligible(r) || s.bootstrappedOn != "" || s.bootRunning != nil {
+		s.useTalosconfig(tc) // no bootstrap here: follow the configured nodes with it
 		return
 	}
 	s.openBootstrap(r, tc)
@@ -367,10 +380,13 @@ func (s *nodesStep) bootstrapDone(r *nodeRow, tc *node.Talosconfig, res *node.Bo
 			version = " (Talos " + res.TalosVersion + ")"
 		}
 		r.bootState.SetText("etcd bootstrapped on " + res.Endpoint + version + ", running and healthy. The cluster is starting Kubernetes.")
-		r.bootNote.SetText("Next, get the cluster's kubeconfig:")
+		r.bootNote.SetText("Next, get the cluster's kubeconfig (merged into your ~/.kube/config), or in a terminal:")
 		r.bootstrap.SetText(kubeconfigCommand(r.node, tc))
+		s.showKubeconfigButton(r)
+		s.followAll()
 		return
 	}
+	s.followAll()
 	s.refreshBootstrapButtons()
 	r.bootState.Importance = widget.DangerImportance
 	r.bootState.SetText(bootstrapErrorText(err, res, cancelled))

@@ -43,7 +43,15 @@ func (ui *UI) chooseFile(kind fileKind, req FileRequest, done func(fyne.URI)) {
 		return // one chooser at a time
 	}
 	ui.choosing = true
-	req.Folder = ui.lastFolder(kind)
+	// The folder used last in this window for this kind of file, else the
+	// caller's (the inventory's, or the node's config's), else the one
+	// used last in an earlier run, else the home folder.
+	switch f := ui.folders[kind]; {
+	case f != "":
+		req.Folder = f
+	case req.Folder == "" || !isDir(req.Folder):
+		req.Folder = ui.lastFolder(kind)
+	}
 	req.Parent = parentWindow(ui.Window)
 	prev := ui.modal // a dialog the chooser opens over (bootstrap): it gets Enter and Esc back
 	finish := func(path string) {
@@ -55,6 +63,10 @@ func (ui *UI) chooseFile(kind fileKind, req FileRequest, done func(fyne.URI)) {
 			return
 		}
 		ui.setLastFolder(kind, filepath.Dir(path))
+		if ui.folders == nil {
+			ui.folders = map[fileKind]string{}
+		}
+		ui.folders[kind] = filepath.Dir(path)
 		done(storage.NewFileURI(path))
 	}
 	go func() {
@@ -101,6 +113,11 @@ func (ui *UI) lastFolder(kind fileKind) string {
 		return home
 	}
 	return ""
+}
+
+func isDir(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.IsDir()
 }
 
 func (ui *UI) setLastFolder(kind fileKind, dir string) {
@@ -155,9 +172,11 @@ func (ui *UI) fallbackChooser(kind fileKind, req FileRequest, finish func(string
 	c.open = primaryButton(ui, orDefault(req.Accept, "Open"), theme.FolderOpenIcon(), nil)
 	c.path.OnSubmitted = func(string) { accept(c.path.Text) }
 	c.browse = newKeyButton(ui, "Browse…", theme.FolderIcon(), func() { ui.browseFiles(c, req, accept) })
-	what := "Type the file's path and press Enter (~ is your home folder), or Browse…"
+	// Two short lines: one long wrapped line was cut at the dialog's
+	// edge in the real window.
+	what := "Type its path and press Enter (~ is your home folder), or press Browse…"
 	if len(req.Exts) > 0 {
-		what = req.FilterName + " (" + strings.Join(req.Exts, ", ") + "). " + what
+		what = req.FilterName + " (" + strings.Join(req.Exts, ", ") + ")\n" + what
 	}
 	content := container.NewVBox(wrapLabel(what), container.NewBorder(nil, nil, nil, c.browse, c.path), c.hint)
 	c.modal = ui.showModal(orDefault(req.Title, "Open a file"), content, "Cancel", c.open, fyne.NewSize(720, 0))

@@ -94,8 +94,7 @@ func (s *flashStep) confirmFlashAll(nodes []inventory.Node, disks []devices.Disk
 		msg += "\n\nWriting to the cards needs administrator rights: you will be asked for your password once."
 	}
 	ok := primaryButton(s.ui, "Erase and flash", theme.MediaPlayIcon(), func() {
-		s.meta, s.images = metas, images
-		s.begin(*images[0], disks)
+		s.begin(*images[0], disks, metas, images)
 	})
 	s.ui.showModal(fmt.Sprintf("Erase %d cards?", len(disks)), wrapLabel(msg), "Keep the cards", ok, fyne.NewSize(min(760, s.ui.Window.Canvas().Size().Width-40), 0))
 }
@@ -128,13 +127,16 @@ func clusterCards(inv *inventory.Inventory, with plan.Choice, nodes []inventory.
 }
 
 // attemptImages are the images of an attempt, each once: each card's
-// (images, "Flash all cards"), else c.
+// (images, "Flash all cards"; a nil entry: c), else c.
 func attemptImages(c *imageChoice, images []*plan.Image) []*plan.Image {
 	if len(images) == 0 {
 		return []*plan.Image{c}
 	}
 	var out []*plan.Image
 	for _, im := range images {
+		if im == nil {
+			im = c
+		}
 		if !slices.Contains(out, im) {
 			out = append(out, im)
 		}

@@ -59,7 +59,12 @@ func cardIs(t *testing.T, card string, fx *imagetest.Fixture, hostname, id strin
 // one to each node (cp-1, worker-1, paired in order), in one job: each
 // card its node's image (the control plane's, with Newt, only on cp-1's)
 // and META, each image downloaded once; the finish screen names each node
-// and the session records each card with its own image.
+// and the session records each card with its own image. The Flash step
+// shows that attempt (gui29's Attempt): the summary, the Download row and
+// the finish screen name each image, and the finish screen stays when the
+// written cards are unticked while step 1 holds another role (the worker
+// here: the attempt is about the choice it started with, not its first
+// card's image; it was forgotten at once).
 func TestFlashAllCards(t *testing.T) {
 	h, paths := nodePickHarness(t)
 	wFx := h.image
@@ -67,6 +72,7 @@ func TestFlashAllCards(t *testing.T) {
 	cpID, wID := mustID(t, "controlplane"), mustID(t, "worker")
 	h.factory.AddImage(cpID, factory.DefaultTalosVersion, "metal-arm64.raw.zst", cpFx.Zstd(t))
 	h.onUI(func() {
+		h.ui.image.selectProfile("worker")
 		h.ui.tabs.SelectIndex(tabTarget)
 		h.ui.target.list.Select(0)
 		h.ui.target.list.Select(1)
@@ -83,7 +89,7 @@ func TestFlashAllCards(t *testing.T) {
 		}
 	})
 	h.tapDialogButton("Erase and flash")
-	h.waitFor("finish", func() bool { return h.ui.flash.finished })
+	h.waitFor("finish", func() bool { return h.ui.flash.finished() })
 	cardIs(t, paths[0], cpFx, "cp-1", cpID)
 	cardIs(t, paths[1], wFx, "worker-1", wID)
 	for _, c := range []struct{ id string }{{cpID}, {wID}} {
@@ -99,6 +105,21 @@ func TestFlashAllCards(t *testing.T) {
 		f := h.ui.session.Flashed()
 		if len(f) != 2 || f[0].Image.Role != "controlplane" || f[1].Image.Role != "worker" || f[0].CachePath == f[1].CachePath {
 			t.Fatalf("session flashed %+v", f)
+		}
+		fs := h.ui.flash
+		if !fs.done.Visible() || len(h.ui.session.Cards()) != 0 {
+			t.Fatalf("finish screen shown %v with cards %v ticked: the attempt was forgotten", fs.done.Visible(), h.ui.session.Cards())
+		}
+		for _, id := range []string{cpID, wID} {
+			if !strings.Contains(fs.doneBody.Text, "schematic "+id) || !strings.Contains(fs.summary.Text, factory.ShortID(id)) {
+				t.Errorf("image %s missing from the finish screen %q or the summary %q", id, fs.doneBody.Text, fs.summary.Text)
+			}
+		}
+		if d := fs.download.detail.Text; !strings.Contains(d, "profile controlplane: ") || !strings.Contains(d, "profile worker: ") || fs.download.bar.Value != 1 {
+			t.Errorf("the Download row says %q at %v: not each image's download", d, fs.download.bar.Value)
+		}
+		if !strings.Contains(fs.summary.Text, "(downloaded from the Image Factory for this flash; cached now)") {
+			t.Errorf("summary %q", fs.summary.Text)
 		}
 	})
 }

@@ -225,8 +225,9 @@ type UI struct {
 	tabs  *container.AppTabs
 	modal *modal // the dialog shown now, nil when none
 
-	choosing bool         // a file chooser (portal or fallback) is open
-	chooser  *fileChooser // the fallback chooser shown now, nil when none
+	choosing bool                // a file chooser (portal or fallback) is open
+	chooser  *fileChooser        // the fallback chooser shown now, nil when none
+	folders  map[fileKind]string // the folder each kind of file was chosen from last in this window
 
 	// session is the state the steps share (they observe it, not each
 	// other's widgets).
@@ -354,7 +355,13 @@ func errorHint(err error) string {
 	var ioErr *devices.IOError
 	var fhttp *factory.HTTPError
 	var cfgErr *node.ConfigError
+	var id *plan.IdentityError
 	switch {
+	case errors.As(err, &id): // the node, not the file: before the config errors it also is
+		if id.WrongImage() {
+			return "In step 1 choose Node " + id.Want.Hostname + ", flash its card, and boot the Pi from it again. The config is fine."
+		}
+		return "Put each card in its own Pi: `talosflash card DEVICE` (or the card list in step 2) says which node a card is for. The config is fine."
 	case errors.Is(err, context.Canceled):
 		return "The operation was cancelled."
 	case errors.As(err, &elev):

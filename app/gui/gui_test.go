@@ -156,11 +156,11 @@ func (h *harness) flash() {
 	})
 	h.tapDialogButton("Erase and flash") // fails without the confirmation
 	h.onUI(func() {
-		if h.ui.flash.running == nil && !h.ui.flash.finished {
+		if h.ui.flash.running == nil && !h.ui.flash.finished() {
 			h.t.Fatal("flash did not start")
 		}
 	})
-	h.waitFor("finish", func() bool { return h.ui.flash.finished })
+	h.waitFor("finish", func() bool { return h.ui.flash.finished() })
 }
 
 func TestFlashFlowAndFlashAnotherHitsCache(t *testing.T) {
@@ -209,7 +209,7 @@ func TestFlashFlowAndFlashAnotherHitsCache(t *testing.T) {
 			t.Errorf("summary after a downloading flash: %q", s)
 		}
 	})
-	h.waitFor("eject", func() bool { return ui.flash.ejected })
+	h.waitFor("eject", func() bool { return ui.session.Attempt() != nil && ui.session.Attempt().Ejected != nil })
 	h.onUI(func() {
 		if s := ui.flash.eject.Text; !strings.Contains(s, "Safe to remove") || !strings.Contains(s, "image file") {
 			t.Errorf("eject line %q", s)
@@ -264,11 +264,21 @@ func TestFlashFlowAndFlashAnotherHitsCache(t *testing.T) {
 		t.Fatalf("second flash downloaded again: %d bytes served, was %d", got, served)
 	}
 	// Another image chosen without "Flash another card": the finish screen
-	// goes, Flash is offered for it.
+	// goes; the card just written is no longer ticked (step 2 said so), so
+	// Flash waits for a card instead of erasing it again.
 	h.onUI(func() {
 		ui.image.selectProfile("controlplane")
-		if ui.flash.done.Visible() || !ui.flash.start.Visible() || ui.flash.start.Disabled() {
+		if ui.flash.done.Visible() || !ui.flash.start.Visible() || !ui.flash.start.Disabled() {
 			t.Fatalf("another image chosen: finish shown %v, Flash shown %v enabled %v", ui.flash.done.Visible(), ui.flash.start.Visible(), !ui.flash.start.Disabled())
+		}
+		if s := ui.flash.summary.Text; !strings.Contains(s, "no card chosen") {
+			t.Fatalf("summary %q", s)
+		}
+		if s := ui.target.status.Text; !strings.HasPrefix(s, h.target+" written: no longer selected") {
+			t.Fatalf("step 2 does not say why the card is no longer ticked: %q", s)
+		}
+		if !ui.target.selectPath(h.target) || ui.flash.start.Disabled() {
+			t.Fatal("the card cannot be chosen again")
 		}
 	})
 }
@@ -297,7 +307,7 @@ func TestCancelReportsIncomplete(t *testing.T) {
 	h.tapDialogButton("Erase and flash")
 	h.waitFor("download to start", func() bool { return h.factory.BytesServed() > 0 })
 	h.onUI(func() { test.Tap(h.ui.flash.cancel) })
-	h.waitFor("cancel", func() bool { return h.ui.flash.finished })
+	h.waitFor("cancel", func() bool { return h.ui.flash.finished() })
 	h.onUI(func() {
 		// Cancelled during the download: nothing was written, and the
 		// status says so (it used to call the card incomplete).

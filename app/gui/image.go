@@ -117,8 +117,10 @@ func newImageStep(ui *UI) *imageStep {
 	s.offline.Hide()
 
 	form := widget.NewForm()
+	title := "Which image should the card get?"
 	if pick := s.newNodePicker(); pick != nil { // with an inventory: a node instead of a role
 		form.AppendItem(widget.NewFormItem("Node", pick))
+		title = "Which node is this card for?"
 	}
 	for _, it := range []*widget.FormItem{
 		widget.NewFormItem("Role / profile", s.profile),
@@ -133,7 +135,7 @@ func newImageStep(ui *UI) *imageStep {
 	yamlBox := container.NewBorder(s.yamlHead, nil, nil, nil,
 		container.NewScroll(s.yaml))
 	s.content = container.NewBorder(
-		container.NewVBox(heading("Which node is this card for?"), s.offline, form, s.check, s.problem, s.notes),
+		container.NewVBox(heading(title), s.offline, form, s.check, s.problem, s.notes),
 		container.NewHBox(openImage, layout.NewSpacer(), s.next),
 		nil, nil, yamlBox)
 	ui.session.AddListener(func(c Change) {
@@ -307,7 +309,7 @@ func (s *imageStep) rechoose() {
 
 // openInstallerFile reads a talos/installer-<role>.yaml.
 func (s *imageStep) openInstallerFile() {
-	s.ui.chooseFile(kindInstaller, FileRequest{Title: "Open an installer file", FilterName: "Installer files", Exts: []string{".yaml", ".yml"}},
+	s.ui.chooseFile(kindInstaller, FileRequest{Title: "Open an installer file", FilterName: "Installer files", Exts: []string{".yaml", ".yml"}, Folder: s.installerFolder()},
 		func(u fyne.URI) {
 			go func() {
 				data, err := readInstallerURI(u)
@@ -333,6 +335,21 @@ func (s *imageStep) loadInstallerFile(name string, data []byte) {
 		s.ui.showError("Cannot use "+name, err)
 		return
 	}
+}
+
+// installerFolder is where the installer chooser opens: the picked node's
+// installer file's folder, else the inventory's ("": no inventory).
+func (s *imageStep) installerFolder() string {
+	inv := s.ui.deps.Inventory
+	switch {
+	case inv == nil:
+		return ""
+	case s.pickedNode() != nil && s.pickedNode().Installer != "":
+		return filepath.Dir(s.pickedNode().Installer)
+	case inv.Path != "":
+		return filepath.Dir(inv.Path)
+	}
+	return ""
 }
 
 // readInstallerURI reads an installer file bounded as plan reads one

@@ -152,7 +152,7 @@ func TestLocalImageFileFlashes(t *testing.T) {
 	h.waitFor("size from the xz index", func() bool { return strings.Contains(h.ui.image.size.Text, "on the card") })
 	h.flash()
 	h.onUI(func() {
-		if !h.ui.flash.succeeded || !strings.Contains(h.ui.flash.doneTitle.Text, "custom.raw.xz") {
+		if !h.ui.flash.succeeded() || !strings.Contains(h.ui.flash.doneTitle.Text, "custom.raw.xz") {
 			t.Fatalf("local flash: %q / %q", h.ui.flash.status.Text, h.ui.flash.doneTitle.Text)
 		}
 	})
@@ -210,7 +210,7 @@ func TestKeyboardFlowEnterAndEsc(t *testing.T) {
 		h.ui.typedKey(enter)
 		h.ui.typedKey(enter) // "Erase and flash"
 	})
-	h.waitFor("flash", func() bool { return h.ui.flash.finished })
+	h.waitFor("flash", func() bool { return h.ui.flash.finished() })
 	assertTargetIs(t, h.target, h.image.Raw)
 	h.onUI(func() {
 		// A focused button takes Enter too (Fyne's takes only Space).

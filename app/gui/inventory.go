@@ -33,6 +33,10 @@ type inventoryRow struct {
 	// waiting for a config (the address's node is not another card's)
 	row   *nodeRow
 	ready bool
+	// What its line says (viewInventoryRow), and the Apply all summary
+	// counts from the same states.
+	state  invState
+	detail string
 }
 
 // showInventory lists the inventory's nodes and waits for each at its
@@ -49,7 +53,8 @@ func (s *nodesStep) showInventory(box *fyne.Container) {
 	s.applyAllNote = wrapLabel("Apply all sends each waiting node its own config from " + name + ", once its checks pass.")
 	box.Add(container.NewBorder(nil, nil, nil, s.applyAll, s.applyAllNote))
 	for _, n := range inv.Nodes {
-		r := &inventoryRow{node: n, label: wrapLabel(fmt.Sprintf("%s · waiting at %s …", n.Hostname, n.Address.Addr()))}
+		r := &inventoryRow{node: n, label: wrapLabel(""), state: invWaiting}
+		s.setInv(r, invWaiting, "")
 		s.invRows = append(s.invRows, r)
 		box.Add(r.label)
 		go s.waitInventoryNode(r)
@@ -72,17 +77,19 @@ func (s *nodesStep) waitInventoryNode(r *inventoryRow) {
 		s.ui.do(func() { s.inventoryNodeFound(r, n) })
 	case s.ui.ctx.Err() != nil: // the app closed
 	default:
-		s.ui.do(func() {
-			r.label.SetText(printable.String(fmt.Sprintf("%s · nothing answered at %s for %s: is the Pi on and booted from its card? (Scan, or type its address)", r.node.Hostname, r.node.Address.Addr(), inventoryWait)))
-		})
+		s.ui.do(func() { s.setInv(r, invSilent, "") })
 	}
 }
 
 // inventoryNodeFound says what answered at the node's address (UI goroutine).
 func (s *nodesStep) inventoryNodeFound(r *inventoryRow, n *node.Node) {
 	m := plan.NodeCheck{Profiles: s.ui.deps.Profiles, Node: n}.MatchBooted()
-	r.label.SetText(printable.String(inventoryNodeText(r.node, n, m)))
 	r.ready = !n.Configured && n.Maintenance && isNode(r.node, n, m)
+	state := invFound
+	if !isNode(r.node, n, m) && !n.Configured {
+		state = invWrongNode
+	}
+	s.setInv(r, state, inventoryNodeText(r.node, n, m))
 	r.row = s.addNode(*n)
 	s.refreshApplyAll()
 }
@@ -100,6 +107,10 @@ func inventoryNodeText(want inventory.Node, n *node.Node, m plan.Match) string {
 		return fmt.Sprintf("%s · at %s, already configured", want.Hostname, addr)
 	}
 	if id := plan.Identify(want, n, m); id != nil {
+		if id.WrongImage() {
+			// Its own card, flashed with another role's image.
+			return fmt.Sprintf("%s · booted the %s image, not its %s image: flash %s's card again with the %s image", want.Hostname, m.Profile, want.Profile, want.Hostname, want.Profile)
+		}
 		var wrong []string
 		if id.OtherImage() {
 			wrong = append(wrong, "booted the "+m.Profile+" image")
@@ -157,11 +168,14 @@ func (s *nodesStep) inventoryRowFor(r *nodeRow) *inventoryRow {
 func (s *nodesStep) identityRefused(r *nodeRow, id *plan.IdentityError) {
 	if ir := s.inventoryRowFor(r); ir != nil {
 		ir.ready = false
-		ir.label.Importance = widget.DangerImportance
-		ir.label.SetText(printable.String(ir.node.Hostname + " · blocked: " + errString(id)))
+		s.setInv(ir, invBlocked, errString(id))
 		s.refreshApplyAll()
 	}
-	s.ui.showError("Not "+id.Want.Hostname+"'s node: nothing was sent", id)
+	title := "Not " + id.Want.Hostname + "'s node: nothing was sent"
+	if id.WrongImage() {
+		title = id.Want.Hostname + " booted the wrong image: nothing was sent"
+	}
+	s.ui.showError(title, id)
 }
 
 // refreshApplyAll enables Apply all while a node waits for its config.
@@ -192,32 +206,29 @@ func (s *nodesStep) ApplyAll() {
 	rows := map[string]*inventoryRow{}
 	var nodes []inventory.Node
 	for _, ir := range s.invRows {
-		h := ir.node.Hostname
 		switch {
 		case ir.row == nil:
-			ir.label.SetText(printable.String(h + " · not answering yet at " + ir.node.Address.Addr().String() + ": not applied"))
+			s.setInv(ir, invNotAnswering, "")
 			continue
 		case ir.row.node.Configured:
-			ir.label.SetText(printable.String(h + " · already configured: skipped"))
+			s.setInv(ir, invSkipped, "")
 			continue
 		case !ir.ready:
 			continue // its line says why (another node's card, or applied)
 		case ir.node.Config == "":
-			ir.label.Importance = widget.WarningImportance
-			ir.label.SetText(printable.String(h + " · no config: in the inventory: drop its config on its row"))
+			s.setInv(ir, invNoConfig, "")
 			continue
 		}
-		ir.label.Importance = widget.MediumImportance
-		ir.label.SetText(printable.String(h + " · waiting for its turn …"))
-		rows[h] = ir
+		s.setInv(ir, invQueued, "")
+		rows[ir.node.Hostname] = ir
 		nodes = append(nodes, ir.node)
 	}
 	if len(nodes) == 0 {
 		return
 	}
 	s.applyingAll = true
+	s.showApplyAllNote()
 	s.refreshApplyAll()
-	s.applyAllNote.SetText(fmt.Sprintf("Applying %d node(s)…", len(nodes)))
 	port := s.ui.deps.InventoryPort
 	if port == 0 {
 		port = node.DefaultPort
@@ -228,39 +239,44 @@ func (s *nodesStep) ApplyAll() {
 		Node: plan.NodeApplyJob{Port: port, Wait: inventoryApplyWait, Every: s.ui.deps.InventoryEvery,
 			Apply: plan.ApplyJob{Mode: node.ModeAuto, Check: check, Probe: s.ui.deps.Probe, ApplyConfig: s.ui.deps.Apply}},
 	}
-	applied, blocked := 0, 0
 	job.Event = func(ev plan.AllEvent) {
 		ir := rows[ev.Node.Hostname]
 		if ir == nil {
 			return
 		}
-		h, name := ir.node.Hostname, filepath.Base(ir.node.Config)
+		name := filepath.Base(ir.node.Config)
 		switch ev.Kind {
 		case plan.AllNode:
-			s.ui.do(func() { ir.label.SetText(printable.String(h + " · checking " + name + " …")) })
+			s.ui.do(func() { s.setInv(ir, invChecking, name) })
 		case plan.AllResult:
-			text, imp, ok := s.inventoryResult(ir, name, ev.Result, ev.Err)
-			if ok {
-				applied++
-			} else {
-				blocked++
-			}
-			s.ui.do(func() {
-				ir.label.Importance = imp
-				ir.label.SetText(printable.String(h + " · " + text))
-				if ok {
-					ir.ready = false
-				}
-			})
+			res, err := ev.Result, ev.Err
+			s.ui.do(func() { s.inventoryResult(ir, name, res, err) })
 		}
 	}
 	ctx := s.ui.ctx
 	go func() {
-		_, _ = plan.ApplyAll(ctx, job) // each row says its node's outcome
+		_, err := plan.ApplyAll(ctx, job) // each row says its node's outcome
 		s.ui.do(func() {
-			s.applyingAll = false
+			// A node left without an outcome: the run ended at its turn or
+			// before it (plan.ApplyAll stops at a config it cannot read).
+			stopped := false
+			for _, ir := range s.invRows {
+				if rows[ir.node.Hostname] != ir || (ir.state != invQueued && ir.state != invChecking) {
+					continue
+				}
+				why := "Apply all stopped before its turn"
+				switch {
+				case err != nil && !stopped:
+					why = errString(err)
+				case err != nil:
+					why += " (" + errString(err) + ")"
+				}
+				stopped = true
+				s.setInv(ir, invNotApplied, why)
+			}
+			s.applyingAll, s.appliedAll = false, true
+			s.showApplyAllNote()
 			s.refreshApplyAll()
-			s.applyAllNote.SetText(fmt.Sprintf("Apply all: %d applied, %d not (each row says why).", applied, blocked))
 			s.showScanSummary()
 		})
 	}()
@@ -270,37 +286,27 @@ func (s *nodesStep) ApplyAll() {
 // answered before (its row is there) and does not now.
 const inventoryApplyWait = 15 * time.Second
 
-// inventoryResult is one node's outcome of Apply all (background): the
-// row's text, its importance, and whether it was applied.
-func (s *nodesStep) inventoryResult(ir *inventoryRow, name string, res *plan.NodeApplyOutcome, err error) (string, widget.Importance, bool) {
+// inventoryResult records one node's outcome of Apply all on its rows (UI
+// goroutine): the inventory row's state and words, the node row's apply.
+func (s *nodesStep) inventoryResult(ir *inventoryRow, name string, res *plan.NodeApplyOutcome, err error) {
 	var (
 		id      *plan.IdentityError
 		blocked *plan.BlockedError
 	)
 	switch {
 	case err == nil && res.Configured:
-		return "already configured: skipped", widget.MediumImportance, false
+		s.setInv(ir, invSkipped, "")
 	case errors.As(err, &id):
-		return "blocked: " + errString(id), widget.DangerImportance, false
+		s.setInv(ir, invBlocked, errString(id))
 	case errors.As(err, &blocked):
-		return fmt.Sprintf("blocked: %s fails %d incident check(s), nothing was sent (drop it on its row to see them)", name, len(blocked.Findings)), widget.DangerImportance, false
+		s.setInv(ir, invBlocked, fmt.Sprintf("%s fails %d incident check(s), nothing was sent (drop it on its row to see them)", name, len(blocked.Findings)))
 	case err != nil:
-		return "not applied: " + errString(err), widget.DangerImportance, false
-	}
-	out, r := res.ApplyOutcome, ir.row
-	s.ui.do(func() {
-		r.reply.Importance = widget.SuccessImportance
-		r.reply.SetText(printable.Lines(applyText(name, out)))
-		r.worker = out.Config.MachineType == "worker"
+		s.setInv(ir, invNotApplied, errString(err))
+	default:
 		ir.ready = false
-		if out.Next.LeavesMaintenance {
-			r.node.Maintenance = false
-		}
-		if out.Next.Bootstrap {
-			s.showBootstrap(r)
-		}
-	})
-	return "applied " + name + ": " + out.Next.Node, widget.SuccessImportance, true
+		out := res.ApplyOutcome
+		s.applied(ir.row, name, out.Job.Config, out, nil, false) // the inventory row says applied (inventoryApplied)
+	}
 }
 
 // inventoryApplied marks r's inventory node as given its config (a drop
@@ -311,9 +317,33 @@ func (s *nodesStep) inventoryApplied(r *nodeRow, name string, out *plan.ApplyOut
 		return
 	}
 	ir.ready = false
-	ir.label.Importance = widget.SuccessImportance
-	ir.label.SetText(printable.String(ir.node.Hostname + " · applied " + name + ": " + out.Next.Node))
+	s.setInv(ir, invApplied, name+": "+out.Next.Node)
 	s.refreshApplyAll()
+}
+
+// configFolder is where a chooser for r's config (or the talosconfig,
+// which talosctl gen config writes beside the configs) opens: the folder
+// of r's inventory config, else of the inventory's first config, else the
+// inventory's own ("": no inventory).
+func (s *nodesStep) configFolder(r *nodeRow) string {
+	inv := s.ui.deps.Inventory
+	if inv == nil {
+		return ""
+	}
+	if r != nil {
+		if n := s.inventoryNodeAt(r.node); n != nil && n.Config != "" {
+			return filepath.Dir(n.Config)
+		}
+	}
+	for _, n := range inv.Nodes {
+		if n.Config != "" {
+			return filepath.Dir(n.Config)
+		}
+	}
+	if inv.Path == "" {
+		return ""
+	}
+	return filepath.Dir(inv.Path)
 }
 
 // inventoryName is the inventory's file name, for the texts.

@@ -175,6 +175,39 @@ func TestInventoryApplyAll(t *testing.T) {
 	})
 }
 
+// Apply all ends at a config it cannot read (plan.ApplyAll, as apply
+// --inventory): that node's row says why and the nodes after it say they
+// had no turn, each counted as not applied; none stays "waiting for its
+// turn" (they did, uncounted) and nothing reaches a node.
+func TestInventoryApplyAllStopsAtAnUnreadableConfig(t *testing.T) {
+	h := newInvHarness(t)
+	w1 := h.start("127.0.0.22", "worker", "worker-1", false)
+	w2 := h.start("127.0.0.23", "worker", "worker-2", false)
+	h.waitFor("both workers answered", func() bool {
+		return h.ui.nodes.invRows[1].row != nil && h.ui.nodes.invRows[2].row != nil
+	})
+	cfg := filepath.Join(h.dir, "talos", "worker.yaml")
+	if err := os.Remove(cfg); err != nil { // moved away after the app started
+		t.Fatal(err)
+	}
+	h.onUI(func() { test.Tap(h.ui.nodes.applyAll) })
+	h.waitFor("apply all done", func() bool { return strings.HasPrefix(h.ui.nodes.applyAllNote.Text, "Apply all: ") })
+	if got := h.invText(1); !strings.HasPrefix(got, "worker-1 · not applied: ") || !strings.Contains(got, cfg) {
+		t.Errorf("worker-1: %q", got)
+	}
+	if got := h.invText(2); !strings.HasPrefix(got, "worker-2 · not applied: Apply all stopped before its turn (") {
+		t.Errorf("worker-2: %q", got)
+	}
+	h.onUI(func() {
+		if note := h.ui.nodes.applyAllNote.Text; note != "Apply all: 3 not applied. Each row says why." {
+			t.Errorf("note %q", note)
+		}
+	})
+	if n := len(w1.Requests()) + len(w2.Requests()); n != 0 {
+		t.Fatalf("%d requests reached the workers", n)
+	}
+}
+
 // A node found at an address the inventory does not list is shown apart,
 // under "Not in talosflash.yaml"; the inventory's nodes stay in the list.
 func TestInventoryStrayNodeShownApart(t *testing.T) {
@@ -248,4 +281,32 @@ func TestInventoryNodesLayout(t *testing.T) {
 			h.onUI(func() { assertTextFits(t, h.ui, "swapped-card refusal") })
 		})
 	}
+}
+
+// With an inventory, a node's "Choose config…" opens in its config's
+// folder and the bootstrap's talosconfig chooser beside the configs, not
+// in the home folder (issue 29); once a file was chosen, that folder.
+func TestInventoryChoosersOpenInItsFolder(t *testing.T) {
+	h := newInvHarness(t)
+	t.Setenv("HOME", t.TempDir())
+	h.start("127.0.0.22", "worker", "worker-1", false)
+	row := h.rowOf(h.addr("127.0.0.22"))
+	talos := filepath.Join(h.dir, "talos") + "/"
+	c := h.openChooser(func() { h.ui.nodes.pickFile(row) })
+	h.onUI(func() {
+		if got := c.path.Text; got != talos {
+			t.Fatalf("config chooser starts at %q, want the inventory's configs %q", got, talos)
+		}
+		if l := c.modal.dialog; l == nil {
+			t.Fatal("no dialog")
+		}
+		h.ui.escape()
+	})
+	c = h.openChooser(func() { h.ui.nodes.pickTalosconfig(&bootstrapPrompt{row: row}) })
+	h.onUI(func() {
+		if got := c.path.Text; got != talos {
+			t.Fatalf("talosconfig chooser starts at %q, want %q", got, talos)
+		}
+		h.ui.escape()
+	})
 }

@@ -289,8 +289,8 @@ func TestStepsLayout(t *testing.T) {
 				test.Tap(ui.flash.start)
 			})
 			h.tapDialogButton("Erase and flash")
-			h.waitFor("finish", func() bool { return ui.flash.finished })
-			h.waitFor("eject", func() bool { return ui.flash.ejected })
+			h.waitFor("finish", func() bool { return ui.flash.finished() })
+			h.waitFor("eject", func() bool { return (ui.session.Attempt() != nil && ui.session.Attempt().Ejected != nil) })
 			h.onUI(func() {
 				ui.escape() // nothing failed alone: no dialog; one failed: the finish screen says so
 				settle("finish screen")

@@ -82,7 +82,7 @@ func TestFlashSeveralCardsOneFailing(t *testing.T) {
 		}
 	})
 	h.tapDialogButton("Erase and flash")
-	h.waitFor("finish", func() bool { return h.ui.flash.finished })
+	h.waitFor("finish", func() bool { return h.ui.flash.finished() })
 	for _, p := range paths[:2] {
 		assertTargetIs(t, p, h.image.Raw)
 	}
@@ -103,7 +103,7 @@ func TestFlashSeveralCardsOneFailing(t *testing.T) {
 		if !bad.result.Visible() || !strings.Contains(bad.result.Text, "Failed: "+paths[2]+" was not changed") || !strings.Contains(bad.result.Text, "write-protected") {
 			t.Errorf("failing card's result %q", bad.result.Text)
 		}
-		if !strings.Contains(f.doneTitle.Text, "2 cards ready") || !strings.Contains(f.status.Text, "1 of 3 cards failed") {
+		if !strings.Contains(f.doneTitle.Text, "2 of 3 cards ready") || f.doneTitle.Importance != widget.WarningImportance || !strings.Contains(f.status.Text, "1 of 3 cards failed") {
 			t.Errorf("finish %q / status %q", f.doneTitle.Text, f.status.Text)
 		}
 		var got []string
@@ -147,7 +147,7 @@ exit 6`), nil
 		test.Tap(h.ui.flash.start)
 	})
 	h.tapDialogButton("Erase and flash")
-	h.waitFor("finish", func() bool { return h.ui.flash.finished })
+	h.waitFor("finish", func() bool { return h.ui.flash.finished() })
 	if len(calls) != 1 {
 		t.Fatalf("%d elevated children, want one for every card", len(calls))
 	}

@@ -19,9 +19,8 @@ const noNodeOption = "none: flash a role (no address on the card)"
 // onto the card's META after the verify (plan.Job.Meta, as the CLI's
 // flash --inventory --hostname). One node is one card.
 type nodePicker struct {
-	sel    *widget.Select
-	nodes  map[string]inventory.Node // option -> node
-	picked *inventory.Node
+	sel   *widget.Select
+	nodes map[string]inventory.Node // option -> node
 }
 
 // newNodePicker is the select for the inventory's nodes (nil: none).
@@ -49,31 +48,23 @@ func (s *imageStep) pickNode(option string) {
 	n, ok := s.nodes.nodes[option]
 	switch {
 	case !ok: // none: the pick stands alone again
-		s.nodes.picked = nil
+		s.ui.session.SetNode(nil)
 		s.rechoose()
 	case s.customRef: // an installer or local image: held against the node
-		s.nodes.picked = &n
+		s.ui.session.SetNode(&n)
 		s.rechoose()
 	default: // a role: the node's own
-		s.nodes.picked = &n
+		s.ui.session.SetNode(&n)
 		if v := s.ui.deps.Inventory.TalosVersion; v != "" && s.version.Text != v {
 			s.version.SetText(v)
 		}
 		s.selectProfile(n.Profile)
 		s.update() // also when the role was the node's already
 	}
-	if s.ui.flash != nil {
-		s.ui.flash.refreshSummary()
-	}
 }
 
 // pickedNode is the node chosen in step 1 (nil: a role).
-func (s *imageStep) pickedNode() *inventory.Node {
-	if s.nodes == nil {
-		return nil
-	}
-	return s.nodes.picked
-}
+func (s *imageStep) pickedNode() *inventory.Node { return s.ui.session.Node() }
 
 // nodeCardMetas is plan.Job.Meta for a flash of c onto n cards: the
 // picked node's values, or nil without a pick; one node is one card.
@@ -90,20 +81,6 @@ func (s *flashStep) nodeCardMetas(c *imageChoice, cards int) ([]*plan.CardMeta, 
 		return nil, fmt.Errorf("node %s: %w", n.Hostname, err)
 	}
 	return []*plan.CardMeta{m}, nil
-}
-
-// nodeSummary is the Flash step's line for a node pick ("" for none), and
-// why Flash is disabled ("" when it is not).
-func (s *flashStep) nodeSummary(cards int) (line, blocked string) {
-	n := s.ui.image.pickedNode()
-	if n == nil {
-		return "", ""
-	}
-	line = fmt.Sprintf("Node:  %s, %s (written onto the card after the verify)", n.Hostname, n.Address)
-	if cards > 1 {
-		blocked = fmt.Sprintf("%s is one node, so it goes on one card: choose one card in step 2, or a role in step 1 to flash %d cards.", n.Hostname, cards)
-	}
-	return line, blocked
 }
 
 // cardsReady is the finish screen's title for cards written for their

@@ -123,7 +123,7 @@ func TestImageStepNodePick(t *testing.T) {
 		test.Tap(h.ui.flash.start)
 	})
 	h.tapDialogButton("Erase and flash")
-	h.waitFor("finish", func() bool { return h.ui.flash.finished })
+	h.waitFor("finish", func() bool { return h.ui.flash.finished() })
 	h.onUI(func() {
 		if got := h.ui.flash.doneTitle.Text; got != "✓ Card ready: worker-1, 192.168.1.21/24 (label it worker-1)" {
 			t.Fatalf("finish title %q (status %q)", got, h.ui.flash.status.Text)
@@ -191,12 +191,90 @@ func TestNodePickLayout(t *testing.T) {
 				test.Tap(ui.flash.start)
 			})
 			h.tapDialogButton("Erase and flash")
-			h.waitFor("finish", func() bool { return ui.flash.finished })
-			h.waitFor("eject", func() bool { return ui.flash.ejected })
+			h.waitFor("finish", func() bool { return ui.flash.finished() })
+			h.waitFor("eject", func() bool { return (ui.session.Attempt() != nil && ui.session.Attempt().Ejected != nil) })
 			h.onUI(func() {
 				ui.escape()
 				settle("finish screen for a node")
 			})
 		})
 	}
+}
+
+// pickNode selects the inventory node with this hostname in step 1.
+func (h *harness) pickNode(hostname string) {
+	h.t.Helper()
+	sel := h.ui.image.nodes.sel
+	for _, o := range sel.Options {
+		if strings.HasPrefix(o, hostname+" ") {
+			sel.SetSelected(o)
+			return
+		}
+	}
+	h.t.Fatalf("no node %s", hostname)
+}
+
+// flashNode flashes card for the node picked now (UI work done here).
+func (h *harness) flashNode(card string) string {
+	h.t.Helper()
+	h.onUI(func() {
+		h.ui.tabs.SelectIndex(tabTarget)
+		if !h.ui.target.selectPath(card) {
+			h.t.Fatalf("%s not selectable", card)
+		}
+		h.ui.tabs.SelectIndex(tabFlash)
+		test.Tap(h.ui.flash.start)
+	})
+	text := ""
+	h.onUI(func() { text = h.overlayLabels() })
+	h.tapDialogButton("Erase and flash")
+	h.waitFor("finish", func() bool { return h.ui.flash.finished() })
+	return text
+}
+
+// "Flash another card" keeps Node = worker-1; a card for worker-1 from
+// this session and the chosen card's contents (cp-1's card) are said in
+// the confirmation (it said only "Then node worker-1 is written onto the
+// card", issue 29), and in the Flash step's summary.
+func TestSecondCardForANodeIsSaid(t *testing.T) {
+	h, paths := nodePickHarness(t)
+	h.onUI(func() { h.pickNode("cp-1") })
+	h.flashNode(paths[1])
+	h.onUI(func() { test.Tap(h.ui.flash.another); h.pickNode("worker-1") })
+	if msg := h.flashNode(paths[0]); strings.Contains(msg, "already written") {
+		t.Fatalf("the first card for worker-1 is called a second one:\n%s", msg)
+	}
+	h.waitFor("step 2 reads what the cards hold", func() bool {
+		return strings.Contains(h.ui.target.holds[paths[1]], "cp-1") && strings.Contains(h.ui.target.holds[paths[0]], "worker-1")
+	})
+	h.onUI(func() {
+		test.Tap(h.ui.flash.another)
+		if n := h.ui.image.pickedNode(); n == nil || n.Hostname != "worker-1" {
+			t.Fatalf("flash another dropped the node: %v", n)
+		}
+		h.ui.tabs.SelectIndex(tabTarget)
+		h.ui.target.selectPath(paths[1])
+		h.ui.tabs.SelectIndex(tabFlash)
+		if s := h.ui.flash.summary.Text; !strings.Contains(s, "A card for worker-1 was already written in this session ("+paths[0]+" at ") {
+			t.Errorf("summary %q", s)
+		}
+		test.Tap(h.ui.flash.start)
+		msg := h.overlayLabels()
+		for _, want := range []string{"A card for worker-1 was already written in this session (" + paths[0], "another card for worker-1", "now holds", "cp-1"} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("confirmation lacks %q:\n%s", want, msg)
+			}
+		}
+		h.ui.escape()
+		// worker-1's own card again: it is replaced, no other card is made.
+		h.ui.tabs.SelectIndex(tabTarget)
+		h.ui.target.list.Select(1) // a click unticks paths[1]
+		h.ui.target.selectPath(paths[0])
+		h.ui.tabs.SelectIndex(tabFlash)
+		test.Tap(h.ui.flash.start)
+		if msg := h.overlayLabels(); strings.Contains(msg, "already written") || !strings.Contains(msg, "now holds") {
+			t.Errorf("rewriting worker-1's own card:\n%s", msg)
+		}
+		h.ui.escape()
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
@@ -46,10 +47,23 @@ type nodesStep struct {
 	talosconfig    *node.Talosconfig // the one used last, offered again
 	bootWait       node.WaitOptions  // zero: node's defaults (tests shorten them)
 
+	// Following the configured nodes (status.go): how often, the clock
+	// and BootTimeout the diagnoses use (tests scale them), the
+	// Kubernetes view once there is a kubeconfig, and the control plane's
+	// CNI from the config it took.
+	statusEvery    time.Duration
+	bootTimeout    time.Duration
+	clock          func() time.Time
+	kube           *plan.KubeView
+	kubeFollowing  bool
+	cni            *node.CNI
+	kubeconfigPath string // "": the default (~/.kube/config)
+
 	invRows      []*inventoryRow // the inventory's nodes (inventory.go)
 	applyAll     *keyButton      // "Apply all": each waiting inventory node its config
 	applyAllNote *widget.Label
 	applyingAll  bool
+	appliedAll   bool            // Apply all ran: its note counts the rows' outcomes
 	strays       *fyne.Container // nodes at addresses the inventory does not list
 	straysHead   *widget.Label
 }
@@ -65,9 +79,27 @@ type nodeRow struct {
 	reply      *widget.Label
 	content    *fyne.Container // the row's lines
 	// the bootstrap step after a control plane config (bootstrap.go)
-	controlplane bool          // a control plane config was applied in this session
-	worker       bool          // a worker config was applied in this session: never bootstrapped
-	applied      *node.Config  // the config the node took in this session (nil: none)
+	controlplane bool         // a control plane config was applied in this session
+	worker       bool         // a worker config was applied in this session: never bootstrapped
+	applied      *node.Config // the config the node took in this session (nil: none)
+	// What the row says is rendered from these (viewNodeRow): what runs
+	// on it now, and the last apply's outcome.
+	act       rowAct
+	actName   string             // the config being checked or sent
+	applyName string             // the config of the last apply ("": none)
+	applyOut  *plan.ApplyOutcome // its outcome, nil when it failed
+	applyErr  error
+	// Its status once followed (status.go): the last read, and its part
+	// of the row.
+	following    bool
+	status       *plan.NodeStatus
+	statusErr    error
+	statusBox    *fyne.Container
+	statusHead   *widget.Label
+	statusDetail *breakLabel
+	statusDiag   *fyne.Container
+	statusKey    string
+	kubeBtn      *keyButton
 	bootBtn      *keyButton    // "Bootstrap etcd…"
 	bootstrap    *widget.Entry // the talosctl command (bootstrap, then kubeconfig)
 	bootNote     *widget.Label
@@ -209,8 +241,7 @@ func (s *nodesStep) addNode(n node.Node) *nodeRow {
 	for _, r := range s.rows {
 		if r.node.Addr == n.Addr {
 			r.node = n
-			r.title.SetText(nodeTitle(n))
-			s.showBooted(r)
+			s.render(r)
 			s.refreshBootstrapButtons()
 			return r
 		}
@@ -219,7 +250,7 @@ func (s *nodesStep) addNode(n node.Node) *nodeRow {
 	r.title = widget.NewLabelWithStyle(nodeTitle(n), fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
 	r.badge = newBreakLabel("") // long extension lists must not widen the window
 	r.badge.TextStyle = fyne.TextStyle{Bold: true}
-	r.reply = wrapLabel(nodeNote(n))
+	r.reply = wrapLabel("")
 	r.flashed = widget.NewSelect(s.flashOptions(), nil)
 	r.flashed.SetSelected(s.defaultFlash())
 	r.pick = newKeyButton(s.ui, "Choose config…", theme.FolderOpenIcon(), func() { s.pickFile(r) })
@@ -235,11 +266,14 @@ func (s *nodesStep) addNode(n node.Node) *nodeRow {
 		r.reply,
 	)
 	r.box = container.NewStack(bg, container.NewPadded(r.content))
-	s.showBooted(r)
+	s.render(r)
 	s.rows = append(s.rows, r)
-	s.rowBoxFor(n).Add(r.box) // apart when an inventory does not list its address
+	box := s.rowBoxFor(n) // apart when an inventory does not list its address
+	box.Add(r.box)
+	s.sortRows(box)
 	s.empty.Hide()
 	s.refreshBootstrapButtons()
+	s.follow(r)
 	return r
 }
 
@@ -253,40 +287,32 @@ func (s *nodesStep) nodeCheck(r *nodeRow) plan.NodeCheck {
 	return nc
 }
 
-// showBooted sets the row's badge from what the node booted, and shows the
-// "Card flashed as" choice only when the node does not say.
-func (s *nodesStep) showBooted(r *nodeRow) {
-	b := r.node.Booted
-	switch {
-	case r.node.Configured:
-		r.badge.SetText("")
-		r.badge.Hide()
-		r.flashedBox.Hide()
-		return
-	case b == nil:
-		r.badge.Importance = widget.WarningImportance
-		r.badge.SetText("Booted image unknown (no extension statuses: Talos <= 1.12 or not an Image Factory image); the checks use the choice on the right as a fallback")
-		r.flashedBox.Show()
-	default:
-		label := s.nodeCheck(r).MatchBooted().Label()
-		if label == "" {
-			label = "unknown profile"
-		}
-		r.badge.Importance = widget.HighImportance
-		r.badge.SetText("Booted: " + label + "  ·  " + b.String())
-		for _, se := range node.ServiceExtensions() {
-			switch {
-			case !b.HasExtension(se.Extension):
-			case r.applied != nil && r.applied.HasExtensionService(se.ConfigName):
-				r.badge.SetText(r.badge.Text + "  ·  its ExtensionServiceConfig " + se.ConfigName + " was sent")
-			default:
-				r.badge.Importance = widget.WarningImportance
-				r.badge.SetText(r.badge.Text + "  ·  needs an ExtensionServiceConfig " + se.ConfigName)
-			}
-		}
-		r.flashedBox.Hide()
+// render shows the row as viewNodeRow makes it of its state (UI goroutine).
+func (s *nodesStep) render(r *nodeRow) {
+	label := ""
+	if r.node.Booted != nil {
+		label = s.nodeCheck(r).MatchBooted().Label()
 	}
-	r.badge.Show()
+	invHost := ""
+	if n := s.inventoryNodeAt(r.node); n != nil {
+		invHost = n.Hostname
+	}
+	v := viewNodeRow(r, label, invHost)
+	if r.title.Text != v.Title {
+		r.title.SetText(v.Title)
+	}
+	if r.badge.Text != v.Badge.Text || r.badge.Importance != v.Badge.Importance {
+		r.badge.Importance = v.Badge.Importance
+		r.badge.SetText(v.Badge.Text)
+	}
+	showIf(r.badge, v.Badge.Text != "")
+	showIf(r.flashedBox, v.AskFlashed)
+	setText(r.reply, v.Reply)
+	if r.node.Configured || r.act != rowIdle || r.applyOut != nil && r.applyOut.Next.LeavesMaintenance && r.applyErr == nil {
+		r.pick.Disable()
+	} else {
+		r.pick.Enable()
+	}
 }
 
 func nodeTitle(n node.Node) string {
@@ -307,7 +333,7 @@ func nodeNote(n node.Node) string {
 	var parts []string
 	switch {
 	case n.Configured:
-		parts = append(parts, "already configured: if it is your first control plane, \"Bootstrap etcd…\" bootstraps it; otherwise manage it with talosctl")
+		parts = append(parts, "already configured: drop your talosconfig here to see how it is; if it is your first control plane, \"Bootstrap etcd…\" bootstraps it")
 	case n.Maintenance:
 		parts = append(parts, "waiting for a machine config: drop one here")
 	case n.Stage != "":
@@ -395,7 +421,7 @@ func (s *nodesStep) rowAt(pos fyne.Position) *nodeRow {
 
 func (s *nodesStep) pickFile(r *nodeRow) {
 	s.ui.chooseFile(kindConfig, FileRequest{Title: "Choose the machine config for " + r.node.Addr, Accept: "Check",
-		FilterName: "Machine configs", Exts: []string{".yaml", ".yml"}}, func(u fyne.URI) {
+		FilterName: "Machine configs", Exts: []string{".yaml", ".yml"}, Folder: s.configFolder(r)}, func(u fyne.URI) {
 		go func() {
 			data, err := readConfigURI(u)
 			s.ui.do(func() {
@@ -465,15 +491,18 @@ func (s *nodesStep) applyJob(r *nodeRow, name, path string, data []byte) plan.Ap
 // confirmation (UI goroutine).
 func (s *nodesStep) checkAndPrompt(r *nodeRow, name, path string, data []byte) {
 	job := s.applyJob(r, name, path, data)
-	r.reply.SetText("Checking " + name + "…")
+	r.act, r.actName = rowChecking, name
+	s.render(r)
 	ctx := s.ui.ctx
 	go func() {
 		rv, err := plan.CheckApply(ctx, job)
 		s.ui.do(func() {
+			r.act = rowIdle
 			if rv != nil && rv.Node != nil && rv.Node.Addr == r.node.Addr {
-				s.addNode(*rv.Node) // the row shows the node as it is now
+				r.node = *rv.Node // the row shows the node as it is now
 			}
-			r.reply.SetText(nodeNote(r.node))
+			s.render(r)
+			s.refreshBootstrapButtons()
 			var id *plan.IdentityError
 			if errors.As(err, &id) {
 				s.identityRefused(r, id)
@@ -505,17 +534,21 @@ func (s *nodesStep) prompt(r *nodeRow, rv *plan.ApplyReview) {
 		what += " to " + cfg.InstallDisk
 	}
 	items.Add(newBreakLabel(what)) // the installer reference breaks at "/" or ":" only
+	// Errors first (with their Fix), then warnings, then the notes: the
+	// notes used to push the error and its fix below the fold.
+	all := slices.Clone(rv.Findings)
+	for _, w := range cfg.Warnings {
+		all = append(all, node.Finding{Severity: node.SeverityWarning, Message: w})
+	}
 	if rv.DeclaredNote != "" {
-		items.Add(findingView(node.Finding{Severity: node.SeverityInfo, Message: rv.DeclaredNote}))
+		all = append(all, node.Finding{Severity: node.SeverityInfo, Message: rv.DeclaredNote})
 	}
 	for _, u := range cfg.Unchecked {
-		items.Add(findingView(node.Finding{Severity: node.SeverityInfo, Message: u + "; the node validates it"}))
+		all = append(all, node.Finding{Severity: node.SeverityInfo, Message: u + "; the node validates it"})
 	}
-	for _, f := range rv.Findings {
+	slices.SortStableFunc(all, func(a, b node.Finding) int { return severityRank(a.Severity) - severityRank(b.Severity) })
+	for _, f := range all {
 		items.Add(findingView(f))
-	}
-	for _, w := range cfg.Warnings {
-		items.Add(findingView(node.Finding{Severity: node.SeverityWarning, Message: w}))
 	}
 	if len(rv.Findings) == 0 {
 		items.Add(wrapLabel("The incident checks found nothing wrong."))
@@ -538,6 +571,17 @@ func (s *nodesStep) prompt(r *nodeRow, rv *plan.ApplyReview) {
 	items.Add(wrapLabel(rv.Expected().Node + " Machine configs hold the cluster's secrets: send them only to your own nodes."))
 	s.shown = p
 	p.modal = s.ui.showModal("Apply "+name+" to "+r.node.Addr+"?", container.NewVScroll(items), "Cancel", p.apply, fyne.NewSize(780, 560))
+}
+
+// severityRank orders findings: errors, warnings, the rest.
+func severityRank(s node.Severity) int {
+	switch s {
+	case node.SeverityError:
+		return 0
+	case node.SeverityWarning:
+		return 1
+	}
+	return 2
 }
 
 func orUnknown(s string) string {
@@ -571,15 +615,14 @@ func findingView(f node.Finding) fyne.CanvasObject {
 // and shows the node's reply and what it does next.
 func (s *nodesStep) send(r *nodeRow, rv *plan.ApplyReview, force bool) {
 	name := rv.Job.Name
-	r.reply.Importance = widget.MediumImportance
-	r.reply.SetText("Sending " + name + "…")
-	r.pick.Disable()
-	sending := true // UI goroutine only: phase texts after the outcome are dropped
+	r.act, r.actName = rowSending, name
+	s.render(r)
 	rv.Job.Event = func(ev plan.ApplyEvent) {
 		if ev.Kind == plan.EventPhase && ev.Phase == plan.PhaseDryRun {
 			s.ui.do(func() {
-				if sending {
-					r.reply.SetText("Sending " + name + ": the node checks it first (its dry run)…")
+				if r.act == rowSending && r.actName == name { // phase texts after the outcome are dropped
+					r.act = rowDryRun
+					s.render(r)
 				}
 			})
 		}
@@ -587,37 +630,45 @@ func (s *nodesStep) send(r *nodeRow, rv *plan.ApplyReview, force bool) {
 	go func() {
 		out, err := rv.Send(s.ui.ctx, force)
 		s.ui.do(func() {
-			sending = false
+			s.applied(r, name, rv.Job.Config, out, err, rv.Job.DryRun)
 			if err != nil {
-				r.pick.Enable()
-				r.reply.Importance = widget.DangerImportance
-				r.reply.SetText("Not applied: " + errString(err))
 				s.ui.showError("The node did not take "+name, err)
-				return
-			}
-			if !out.Next.LeavesMaintenance || rv.Job.DryRun {
-				r.pick.Enable() // still in maintenance: another config may follow
-			}
-			r.reply.Importance = widget.SuccessImportance
-			if len(out.Result.Warnings) > 0 {
-				r.reply.Importance = widget.WarningImportance // the node's warnings are not a success colour
-			}
-			r.reply.SetText(applyText(name, out))
-			if !rv.Job.DryRun {
-				r.applied = out.Config
-				s.showBooted(r)
-			}
-			s.inventoryApplied(r, name, out)
-			r.worker = out.Config.MachineType == "worker"
-			if out.Next.LeavesMaintenance {
-				r.node.Maintenance = false
-				s.showScanSummary()
-			}
-			if out.Next.Bootstrap {
-				s.showBootstrap(r)
 			}
 		})
 	}()
+}
+
+// applied records an apply's outcome on r (a drop, or Apply all) and
+// renders what follows from it (UI goroutine).
+func (s *nodesStep) applied(r *nodeRow, name string, data []byte, out *plan.ApplyOutcome, err error, dryRun bool) {
+	r.act = rowIdle
+	r.applyName, r.applyOut, r.applyErr = name, out, err
+	if err != nil {
+		r.applyOut = nil
+		s.render(r)
+		return
+	}
+	if !dryRun {
+		r.applied = out.Config
+		if out.Config.MachineType == "controlplane" {
+			if cni, err := node.CNIOf(data); err == nil { // what the Kubernetes view says of a missing CNI
+				s.cni = &cni
+			}
+		}
+	}
+	r.worker = out.Config.MachineType == "worker"
+	if out.Next.LeavesMaintenance && !dryRun {
+		r.node.Maintenance = false
+	}
+	s.render(r)
+	if !dryRun {
+		s.inventoryApplied(r, name, out)
+	}
+	s.showScanSummary()
+	if out.Next.Bootstrap {
+		s.showBootstrap(r)
+	}
+	s.follow(r)
 }
 
 // showBootstrap shows the step after a control plane's config: etcd is

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -62,7 +63,7 @@ func builtin(t *testing.T, name string) factory.Profile {
 func TestNodesBootedNewtImageBlocksWorkerConfig(t *testing.T) {
 	h := newHarness(t, nil)
 	srv := nodetest.Start(t, nodetest.Options{Schematic: builtin(t, "controlplane").Schematic()})
-	file, _ := filepath.Abs("testdata/worker.yaml")
+	file := testkit.TestdataPath(t, "talos114/valid/worker.yaml") // as talosctl gen config 1.14 writes it: documents machinery 1.13 does not check (notes)
 	row, p := h.dropOnProbedNode(srv, file)
 	h.onUI(func() {
 		if !strings.Contains(row.badge.Text, "Booted: controlplane") || !strings.Contains(row.badge.Text, "extensions newt") {
@@ -79,6 +80,19 @@ func TestNodesBootedNewtImageBlocksWorkerConfig(t *testing.T) {
 		}
 		if !blocked || !p.apply.Disabled() || p.override == nil {
 			t.Fatalf("not blocked: %+v", p.findings)
+		}
+		// The error and its fix come first: the notes (INFO) pushed them
+		// below the fold.
+		var order []string
+		for _, o := range test.LaidOutObjects(h.ui.Window.Canvas().Overlays().Top()) {
+			if l, ok := o.(*breakLabel); ok {
+				if sev, _, ok := strings.Cut(l.Text, ":"); ok && (sev == "ERROR" || sev == "WARNING" || sev == "INFO") {
+					order = append(order, sev)
+				}
+			}
+		}
+		if len(order) < 2 || order[0] != "ERROR" || !slices.IsSortedFunc(order, func(a, b string) int { return rank(a) - rank(b) }) {
+			t.Errorf("findings in the order %v, want errors, warnings, then notes", order)
 		}
 		test.Tap(p.apply)
 	})
@@ -220,6 +234,8 @@ func TestNodesDropFIFORefused(t *testing.T) {
 		t.Fatal("reading a dropped FIFO blocks")
 	}
 }
+
+func rank(sev string) int { return map[string]int{"ERROR": 0, "WARNING": 1, "INFO": 2}[sev] }
 
 // A file too large to be a machine config, dropped on a node, is said so
 // as it is: the bounded read's refusal (node.ReadConfigFile, the CLI's),

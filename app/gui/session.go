@@ -7,6 +7,7 @@ import (
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/imaging"
 	"github.com/talosflash/talosflash/imaging/devices"
+	"github.com/talosflash/talosflash/inventory"
 	"github.com/talosflash/talosflash/node"
 )
 
@@ -21,32 +22,10 @@ const (
 	ChangeDisk                    // Cards (and Disk)
 	ChangeFlashed                 // Flashed
 	ChangeNodes                   // Nodes
-	ChangeAttempt                 // Attempt (started, ended, or forgotten)
+	ChangeAttempt                 // Attempt (started, ended, ejected or forgotten)
+	ChangeProgress                // Attempt's progress or status line while it runs
+	ChangeNode                    // Node (the inventory node picked in step 1)
 )
-
-// Attempt is a flash pressed in step 3: what it writes and whether the
-// image was in the cache when it started. Every line about a flash
-// describes the Session's Attempt; it is forgotten (nil) once it ended and
-// another image or other cards are chosen, so no line outlives it.
-type Attempt struct {
-	Image   plan.Image
-	Cards   []devices.Disk
-	Cached  bool // the image was cached when it started: no download
-	Running bool
-}
-
-// about says whether the attempt is about this image and these cards.
-func (a *Attempt) about(c *plan.Image, cards []devices.Disk) bool {
-	if c == nil || c.CacheKey() != a.Image.CacheKey() || c.LocalPath != a.Image.LocalPath || len(cards) != len(a.Cards) {
-		return false
-	}
-	for i := range cards {
-		if cards[i].Path != a.Cards[i].Path {
-			return false
-		}
-	}
-	return true
-}
 
 // Flashed is a card written in this session.
 type Flashed struct {
@@ -54,6 +33,8 @@ type Flashed struct {
 	Card      imaging.CardResult // the card and how it was written (Target: its device)
 	CachePath string             // the cached image, "" when none
 	At        time.Time
+	// Node is the inventory node written onto the card ("" for a role).
+	Node, Address string
 }
 
 // Session is what the user chose and did in this window, shared by the
@@ -72,7 +53,9 @@ type Session struct {
 	cards     []devices.Disk
 	flashed   []Flashed
 	nodes     []node.Node
+	node      *inventory.Node
 	attempt   *Attempt
+	attempts  int // attempts started: each one's Seq
 
 	listeners []func(Change)
 }
@@ -110,18 +93,21 @@ func (s *Session) SetChoice(c *plan.Image) {
 // Attempt is the flash shown in step 3 (running or ended), nil when none.
 func (s *Session) Attempt() *Attempt { return s.attempt }
 
-// SetAttempt starts, updates or (nil) forgets the flash attempt.
-func (s *Session) SetAttempt(a *Attempt) {
-	s.attempt = a
-	s.changed(ChangeAttempt)
-}
-
 // forgetAttempt drops an ended attempt that is no longer about the choice
 // and the cards.
 func (s *Session) forgetAttempt() {
 	if a := s.attempt; a != nil && !a.Running && !a.about(s.choice, s.cards) {
-		s.SetAttempt(nil)
+		s.ForgetAttempt()
 	}
+}
+
+// Node is the inventory node picked in step 1 (nil: a role, or no inventory).
+func (s *Session) Node() *inventory.Node { return s.node }
+
+// SetNode picks the node a flash writes onto its card (nil: none).
+func (s *Session) SetNode(n *inventory.Node) {
+	s.node = n
+	s.changed(ChangeNode)
 }
 
 // TalosVersion is the chosen image's version, else the default.

@@ -1,8 +1,10 @@
 package gui
 
 import (
+	"context"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/talosflash/talosflash/app/plan"
 	"github.com/talosflash/talosflash/factory"
@@ -36,8 +38,10 @@ func TestSessionNotifiesAndKeepsSizeForItsChoice(t *testing.T) {
 }
 
 // A flash attempt lives as long as what it describes: choosing the same
-// image and cards again keeps it, another image or other cards forget it
-// once it ended; a running one is never forgotten.
+// image and cards again (or fewer of them: a written card is unticked)
+// keeps it, another image or a card it did not write forgets it once it
+// ended; a running one is never forgotten, and the reports of an earlier
+// attempt never reach a later one.
 func TestSessionAttemptLifetime(t *testing.T) {
 	s := NewSession(factory.NewClient("http://127.0.0.1:1", nil), factory.BuiltinProfiles())
 	im := &plan.Image{SchematicID: "abc", Version: "v1.14.5", URL: "http://127.0.0.1:1/image/abc/v1.14.5/metal-arm64.raw.zst", Role: "worker"}
@@ -45,23 +49,36 @@ func TestSessionAttemptLifetime(t *testing.T) {
 	cards := []devices.Disk{{Path: "/dev/sdy"}, {Path: "/dev/sdz"}}
 	s.SetChoice(im)
 	s.SetCards(cards)
-	s.SetAttempt(&Attempt{Image: *im, Cards: cards, Running: true})
+	a := &Attempt{Image: *im, Cards: cards}
+	s.StartAttempt(a)
+	first := a.Seq
 	s.SetChoice(other) // chosen while it runs
 	if s.Attempt() == nil {
 		t.Fatal("a running attempt was forgotten")
 	}
 	s.SetChoice(im)
-	s.SetAttempt(&Attempt{Image: *im, Cards: cards}) // ended
-	s.SetCards(slices.Clone(cards))                  // a device list refresh: the same cards
+	s.EndAttempt(first, nil, context.Canceled, time.Now())
+	s.SetCards(slices.Clone(cards)) // a device list refresh: the same cards
 	if s.Attempt() == nil {
 		t.Fatal("the same cards chosen again forgot the attempt")
 	}
 	s.SetCards(cards[:1])
+	if s.Attempt() == nil {
+		t.Fatal("one of its cards unticked: the ended attempt is forgotten")
+	}
+	s.SetCards([]devices.Disk{{Path: "/dev/sdx"}})
 	if s.Attempt() != nil {
-		t.Fatal("other cards chosen: the ended attempt is still shown")
+		t.Fatal("a card it did not write chosen: the ended attempt is still shown")
 	}
 	s.SetCards(cards)
-	s.SetAttempt(&Attempt{Image: *im, Cards: cards})
+	b := &Attempt{Image: *im, Cards: cards}
+	s.StartAttempt(b)
+	s.AttemptProgress(first, imaging.Progress{Stage: imaging.StageWrite, Done: 9, Total: 10, Target: "/dev/sdy"})
+	s.AttemptStatus(first, "late line of the first attempt")
+	if len(b.Write) != 0 || b.Status != "" || b.Seq == first {
+		t.Fatalf("the first attempt's reports reached the second: %+v", b)
+	}
+	s.EndAttempt(b.Seq, nil, context.Canceled, time.Now())
 	s.SetChoice(other)
 	if s.Attempt() != nil {
 		t.Fatal("another image chosen: the ended attempt is still shown")

@@ -41,6 +41,11 @@ type targetStep struct {
 	holds      map[string]string
 	read       map[string]string
 	cardsStale atomic.Bool
+	// unticked is the last attempt whose written cards were unticked.
+	unticked int
+	// dropped says which cards the app unticked and why (written, gone,
+	// too small): shown under the selection until the user picks again.
+	dropped string
 }
 
 // cardList is the disk list; Enter and Esc reach the window (Fyne's list
@@ -144,8 +149,10 @@ func newTargetStep(ui *UI) *targetStep {
 		case c == ChangeImageSize:
 			s.list.Refresh() // a card too small for the image is now known
 			s.dropRefused()
+		case c == ChangeAttempt:
+			s.untickWritten()
 		case c == ChangeDisk && len(ui.session.Cards()) == 0 && len(s.chosen) > 0:
-			s.chosen = nil // "Flash another card": choose again
+			s.chosen, s.dropped = nil, "" // "Flash another card": choose again
 			s.list.Refresh()
 			s.next.Disable()
 			s.status.SetText("Insert the next card and select it.")
@@ -156,6 +163,29 @@ func newTargetStep(ui *UI) *targetStep {
 
 func (s *targetStep) isChosen(path string) bool { return slices.Contains(s.chosen, path) }
 
+// untickWritten unticks the cards an attempt just wrote, saying so: the
+// next flash does not erase a card just made by mistake (going back to
+// step 1 for the next node keeps no card ticked).
+func (s *targetStep) untickWritten() {
+	a := s.ui.session.Attempt()
+	if !a.Ended() || a.Seq == s.unticked {
+		return
+	}
+	s.unticked = a.Seq
+	var written []string
+	for _, r := range a.Good() {
+		if s.isChosen(r.Target) {
+			written = append(written, r.Target)
+		}
+	}
+	if len(written) == 0 {
+		return
+	}
+	s.chosen = slices.DeleteFunc(s.chosen, func(p string) bool { return slices.Contains(written, p) })
+	s.dropped = strings.Join(written, ", ") + " written: no longer selected, so the next flash does not erase it by mistake. Insert the next card and select it."
+	s.publish()
+}
+
 // toggle adds or removes the card with this path.
 func (s *targetStep) toggle(path string) {
 	if i := slices.Index(s.chosen, path); i >= 0 {
@@ -163,6 +193,7 @@ func (s *targetStep) toggle(path string) {
 	} else {
 		s.chosen = append(s.chosen, path)
 	}
+	s.dropped = "" // the user picks again: what the app unticked is old news
 	s.publish()
 }
 
@@ -177,32 +208,43 @@ func (s *targetStep) publish() {
 		}
 	}
 	s.list.Refresh()
+	var line string
 	switch len(cards) {
 	case 0:
 		s.next.Disable()
-		s.status.SetText("Select the card to write (several: click each).")
+		line = "Select the card to write (several: click each)."
 	case 1:
 		s.next.Enable()
-		s.status.SetText("Selected " + names[0])
+		line = "Selected " + names[0]
 	default:
 		s.next.Enable()
-		s.status.SetText(fmt.Sprintf("Selected %d cards, written at once: %s", len(cards), strings.Join(names, "; ")))
+		line = fmt.Sprintf("Selected %d cards, written at once: %s", len(cards), strings.Join(names, "; "))
 	}
+	if s.dropped != "" {
+		line = s.dropped + "\n" + line
+	}
+	s.status.SetText(line)
 	s.ui.session.SetCards(cards)
 }
 
 // dropRefused unchooses cards that are now refused (too small for the image).
 func (s *targetStep) dropRefused() {
-	n := len(s.chosen)
+	var why []string
 	s.chosen = slices.DeleteFunc(s.chosen, func(p string) bool {
 		for _, d := range s.disks {
 			if d.Path == p {
-				return s.refusal(d) != nil
+				if r := s.refusal(d); r != nil {
+					why = append(why, printable.String(r.Msg))
+					return true
+				}
+				return false
 			}
 		}
+		why = append(why, p+" is gone")
 		return true
 	})
-	if len(s.chosen) != n {
+	if len(why) > 0 {
+		s.dropped = "No longer selected: " + strings.Join(why, "; ") + "."
 		s.publish()
 	}
 }
@@ -396,6 +438,9 @@ func (s *targetStep) setDisks(disks []devices.Disk, err error) {
 		gone = append(gone, p)
 		return true
 	})
+	if len(gone) > 0 {
+		s.dropped = strings.Join(gone, ", ") + " is gone (card removed?) or can no longer be written: no longer selected."
+	}
 	// talosflash gui --device, until it shows up; once: "Flash another
 	// card" starts with no card.
 	s.preset = slices.DeleteFunc(s.preset, func(want string) bool {
@@ -417,8 +462,6 @@ func (s *targetStep) setDisks(disks []devices.Disk, err error) {
 		s.status.SetText("Cannot list disks: " + errString(err))
 	case len(disks) == 0:
 		s.status.SetText("No disks found. Insert the SD card (a USB card reader works).")
-	case len(gone) > 0:
-		s.status.SetText(strings.Join(gone, ", ") + " is gone (card removed?). " + s.status.Text)
 	}
 }
 

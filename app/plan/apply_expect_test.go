@@ -53,3 +53,31 @@ func TestCheckApplyExpectRefusesAnotherNode(t *testing.T) {
 		t.Fatalf("send: %v", err)
 	}
 }
+
+// A node that is the inventory's (its hostname) but booted another role's
+// image is its own card flashed wrong: the refusal says to flash that card
+// again with its role's image, not "cards swapped" (issue 29).
+func TestCheckApplyExpectWrongImageSaysFlashAgain(t *testing.T) {
+	opts := imageOf(t, "controlplane")
+	opts.Hostname = "worker-2"
+	srv := nodetest.Start(t, opts)
+	want := inventory.Node{Hostname: "worker-2", Role: "worker", Profile: "worker", Address: netip.MustParsePrefix("127.0.0.1/8")}
+	var rec recorder
+	job := applyJob(srv, "worker.yaml", testkit.Testdata(t, "worker.yaml"), &rec)
+	job.Expect = &want
+	_, err := CheckApply(context.Background(), job)
+	var id *IdentityError
+	if !errors.As(err, &id) || !id.WrongImage() {
+		t.Fatalf("check: %v", err)
+	}
+	if fix := id.Fix(); fix != "flash worker-2's card again with the worker image" {
+		t.Errorf("fix %q", fix)
+	}
+	if msg := err.Error(); strings.Contains(msg, "swapped") || strings.Contains(msg, "not worker-2") ||
+		!strings.Contains(msg, "booted the controlplane image (the inventory says worker)") || !strings.Contains(msg, id.Fix()) {
+		t.Errorf("message %q", msg)
+	}
+	if len(srv.Requests()) != 0 {
+		t.Fatal("a request reached the node")
+	}
+}

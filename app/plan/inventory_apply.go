@@ -78,6 +78,10 @@ type IdentityError struct {
 }
 
 func (e *IdentityError) Error() string {
+	if e.WrongImage() {
+		return fmt.Sprintf("the node at %s is %s, but it booted the %s image (the inventory says %s). Nothing was sent; %s",
+			e.Addr, e.Want.Hostname, e.BootedProfile, e.Want.Profile, e.Fix())
+	}
 	var said []string
 	if e.OtherImage() {
 		said = append(said, "booted the "+e.BootedProfile+" image (the inventory says "+e.Want.Profile+")")
