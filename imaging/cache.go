@@ -566,16 +566,16 @@ func downloadOnce(ctx context.Context, f *fetcher, d *cacheDir, partial, metaNam
 		n, err := resp.body.Read(buf)
 		if n > 0 {
 			if resp.total >= 0 && pos+int64(n) > resp.total {
-				return permanent(fmt.Errorf("download %s: server sent more than the announced %d bytes", f.url, resp.total))
+				return permanent(fmt.Errorf("download %s: server sent more than the announced %s", f.url, humanbytes.Exact(resp.total)))
 			}
 			if resp.total < 0 && pos+int64(n) > limit {
 				// No Content-Length: never fill the disk. Nothing to resume.
 				_ = out.Truncate(0)
 				_ = d.remove(metaName)
 				if byFree {
-					return permanent(cacheError(dir, fmt.Errorf("%w: download %s announced no size and would fill the file system (stopped at %d bytes, %d kept free)", ErrTooLarge, f.url, limit, freeReserve)))
+					return permanent(cacheError(dir, fmt.Errorf("%w: download %s announced no size and would fill the file system (stopped at %s, %s kept free)", ErrTooLarge, f.url, humanbytes.Exact(limit), humanbytes.Exact(freeReserve))))
 				}
-				return permanent(fmt.Errorf("download %s: no size announced and more than %d bytes sent (the most a download may take): %w", f.url, limit, ErrTooLarge))
+				return permanent(fmt.Errorf("download %s: no size announced and more than %s sent (the most a download may take): %w", f.url, humanbytes.Exact(limit), ErrTooLarge))
 			}
 			chunk := buf[:n]
 			if pos < rs.end {

@@ -287,7 +287,7 @@ func (f *fetcher) get(ctx context.Context, off int64) (*response, error) {
 	}
 	if r.total > f.max {
 		idle.Close()
-		return nil, permanent(fmt.Errorf("download %s: the server announces %d bytes, more than the %d a Talos image can be: %w", f.url, r.total, f.max, ErrTooLarge))
+		return nil, permanent(fmt.Errorf("download %s: the server announces %s, more than the %s a Talos image can be: %w", f.url, humanbytes.Exact(r.total), humanbytes.Exact(f.max), ErrTooLarge))
 	}
 	if r.start == 0 {
 		f.etag, f.modified = resp.Header.Get("ETag"), resp.Header.Get("Last-Modified")
@@ -506,7 +506,7 @@ func (s *httpStream) skipDelivered(resp *response) error {
 	}
 	if !bytes.Equal(h.Sum(nil), s.sum.Sum(nil)) {
 		resp.body.Close()
-		return permanent(fmt.Errorf("%w (the first %d bytes, already written, are not the restarted download's)", errSpliced, s.off))
+		return permanent(fmt.Errorf("%w (the first %s, already written, are not the restarted download's)", errSpliced, humanbytes.Exact(s.off)))
 	}
 	resp.start = s.off
 	return nil

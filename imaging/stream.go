@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"os"
 	"sync"
+
+	"github.com/talosflash/talosflash/internal/humanbytes"
 )
 
 // growing is a cache entry being downloaded, read while it grows: the
@@ -55,7 +57,7 @@ func (g *growing) attach(f *os.File) {
 func (g *growing) advance(n, total int64) {
 	g.mu.Lock()
 	if n < g.taken && g.spliced == nil {
-		g.spliced = fmt.Errorf("%w (from byte %d; %d bytes were already given)", errSpliced, n, g.taken)
+		g.spliced = fmt.Errorf("%w (from byte %d; %s were already given)", errSpliced, n, humanbytes.Exact(g.taken))
 	}
 	g.size = n
 	if total >= 0 {
@@ -128,7 +130,7 @@ func (r *follower) Read(p []byte) (int, error) {
 		// bytes were written before they were announced).
 		rerr = nil
 		if n == 0 {
-			rerr = fmt.Errorf("%w (%d bytes read, %d announced)", errShortImage, r.off, size)
+			rerr = fmt.Errorf("%w (%s read, %s announced)", errShortImage, humanbytes.Exact(r.off), humanbytes.Exact(size))
 		}
 	}
 	return n, rerr

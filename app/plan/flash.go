@@ -683,7 +683,7 @@ func (job *Job) flashElevated(ctx context.Context, groups []*group) (*Outcome, e
 			// process, not as the child's "stream stopped".
 			c.Err = sendErrs[gi]
 			if sent[gi].Bytes > 0 {
-				c.Err = fmt.Errorf("%w (after %d bytes were sent to the elevated write: %w)", c.Err, sent[gi].Bytes, imaging.ErrIncomplete)
+				c.Err = fmt.Errorf("%w (after %s were sent to the elevated write: %w)", c.Err, humanbytes.Exact(sent[gi].Bytes), imaging.ErrIncomplete)
 			}
 		case e != nil:
 			c.Err = e
