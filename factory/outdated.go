@@ -123,7 +123,9 @@ func findInText(path string, data []byte) ([]InstallerUse, []GenericUse) {
 			continue
 		}
 		if ref.SchematicID == EmptySchematicID { // talosctl 1.14's default: the generic installer
-			generic = append(generic, GenericUse{File: path, Line: 1 + bytes.Count(data[:loc[0]], []byte("\n")), Raw: raw})
+			if !inYAMLComment(path, data, loc[0]) {
+				generic = append(generic, GenericUse{File: path, Line: 1 + bytes.Count(data[:loc[0]], []byte("\n")), Raw: raw})
+			}
 			continue
 		}
 		use := InstallerUse{File: path, Line: 1 + bytes.Count(data[:loc[0]], []byte("\n")), Raw: raw, Ref: ref}
@@ -135,9 +137,23 @@ func findInText(path string, data []byte) ([]InstallerUse, []GenericUse) {
 		uses = append(uses, use)
 	}
 	for _, loc := range genericInText.FindAllIndex(data, -1) {
-		generic = append(generic, GenericUse{File: path, Line: 1 + bytes.Count(data[:loc[0]], []byte("\n")), Raw: string(data[loc[0]:loc[1]])})
+		if !inYAMLComment(path, data, loc[0]) {
+			generic = append(generic, GenericUse{File: path, Line: 1 + bytes.Count(data[:loc[0]], []byte("\n")), Raw: string(data[loc[0]:loc[1]])})
+		}
 	}
 	return uses, generic
+}
+
+// inYAMLComment reports whether offset i of a YAML file lies in a comment
+// (a # at the line's start or after a blank): talosctl gen config writes
+// the stock installer into its example comments, which install nothing.
+// Quoted strings holding " #" are not told apart: such a line is skipped.
+func inYAMLComment(path string, data []byte, i int) bool {
+	if ext := strings.ToLower(filepath.Ext(path)); ext != ".yaml" && ext != ".yml" {
+		return false
+	}
+	line := data[bytes.LastIndexByte(data[:i], '\n')+1 : i]
+	return bytes.HasPrefix(bytes.TrimLeft(line, " \t"), []byte("#")) || bytes.Contains(line, []byte(" #")) || bytes.Contains(line, []byte("\t#"))
 }
 
 func isTagByte(b byte) bool {

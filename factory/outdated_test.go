@@ -51,6 +51,9 @@ func newGitopsRepo(t *testing.T, c *Client, srv *factorytest.Server) gitopsRepo 
 	r.wkFile = write("talos/installer-worker.yaml", "machine:\n  install:\n    image: \""+r.host+"/metal-installer/"+r.wkID+":v1.14.5@"+factorytest.InstallerDigest("metal-installer", r.wkID, "v1.14.5")+"\"  # worker\n")
 	r.notes = write("docs/upgrade.md", "Upgrade with `talosctl upgrade --image "+r.host+"/metal-installer/"+r.cpID+":v1.14.5`.\nNot this one: "+r.host+"/metal-installer/"+r.cpID+":v1.14.50x\n")
 	r.genericFile = write("patches/oops.yaml", "machine:\n  install:\n    image: ghcr.io/siderolabs/installer:v1.14.5\n")
+	// What talosctl gen config v1.14 writes: the default installer only in
+	// its example comments (node/testdata/talos114): no stock installer used.
+	write("generated/worker.yaml", "kind: UnattendedInstallConfig\ninstaller: {}\n    # # Allows for supplying the image used to perform the installation.\n    # image: factory.talos.dev/metal-installer/"+EmptySchematicID+":latest\n\n#   image: ghcr.io/siderolabs/installer:v1.14.5 # Allows for supplying the image.\n")
 	write(".git/objects/x.yaml", "image: "+r.host+"/metal-installer/"+r.cpID+":v1.14.5\n")
 	return r
 }
