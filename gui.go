@@ -15,6 +15,7 @@ import (
 	"github.com/talosflash/talosflash/app/cli"
 	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/app/gui"
+	"github.com/talosflash/talosflash/app/plan"
 	"github.com/talosflash/talosflash/factory"
 )
 
@@ -100,8 +101,17 @@ func runGUIWith(args []string, stdout, stderr io.Writer, getenv func(string) str
 		}
 	}()
 	if err := run(gui.Options{FactoryURL: *factoryURL, ProfilesFile: *profiles, Devices: devices, AllowLoop: *allowLoop, Subnets: subnets, Inventory: *inventoryFile, Version: cli.Version}); err != nil {
+		// An inventory or profiles file that cannot be used: the CLI's words
+		// and exit codes (7 for an inventory's problems, 2 for a bad file).
+		var (
+			inv  *plan.InventoryError
+			prof *plan.ProfilesError
+		)
+		if errors.As(err, &inv) || errors.As(err, &prof) {
+			err = cli.SettingsError(err, *inventoryFile)
+		}
 		fmt.Fprintf(stderr, "talosflash: %v\n", err)
-		return contract.ExitFailure
+		return cli.ExitCode(err)
 	}
 	return contract.ExitOK
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -133,5 +134,31 @@ func TestGUIAllowLoopAndDevice(t *testing.T) {
 	runGUIWith([]string{"-h"}, &stdout, &bytes.Buffer{}, func(string) string { return "" }, nil)
 	if !strings.Contains(stdout.String(), "--allow-loop") || !strings.Contains(stdout.String(), "--device D") || !strings.Contains(stdout.String(), "--subnet CIDR") {
 		t.Fatalf("usage does not list the flags:\n%s", stdout.String())
+	}
+}
+
+// An inventory the app cannot use exits as the CLI does (docs/JSON.md):
+// its problems 7, a missing file 2, each said in one line.
+func TestGUIInventoryExitCodes(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", filepath.Join(dir, "cache"))
+	bad := filepath.Join(dir, "talosflash.yaml")
+	if err := os.WriteFile(bad, []byte("nodes:\n  - hostname: w1\n    role: wroker\n    address: 192.168.1.21/24\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	deps := func(o gui.Options) error { _, err := gui.DefaultDeps(o); return err } // no window
+	for _, tc := range []struct {
+		file string
+		code int
+		want string
+	}{
+		{bad, 7, "1 problem(s) (see talosflash inventory check " + bad + ")"},
+		{filepath.Join(dir, "missing.yaml"), 2, "start one with: talosflash inventory init"},
+	} {
+		var stderr bytes.Buffer
+		code := runGUIWith([]string{"--inventory", tc.file, "--factory", "http://127.0.0.1:1"}, &bytes.Buffer{}, &stderr, func(string) string { return ":99" }, deps)
+		if code != tc.code || !strings.Contains(stderr.String(), tc.want) || strings.Count(stderr.String(), "\n") != 1 {
+			t.Errorf("%s: exit %d, stderr %q", tc.file, code, stderr.String())
+		}
 	}
 }

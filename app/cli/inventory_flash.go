@@ -49,30 +49,41 @@ func (f *nodeFlags) register(fs *flag.FlagSet) {
 
 // loadSettings applies the run's defaults (plan.LoadSettings: the user's
 // profiles and factory, else the inventory's) with the CLI's words and
-// exit codes: a profiles file that cannot be used is bad usage; an
-// inventory's problems, every one at once, exit 7, before any card or
-// node is touched.
+// exit codes (SettingsError).
 func loadSettings(d plan.Defaults) (*plan.Settings, error) {
 	s, err := plan.LoadSettings(d)
+	if err != nil {
+		return nil, SettingsError(err, d.Inventory)
+	}
 
+	return s, nil
+}
+
+// SettingsError gives an error of plan.LoadSettings (file: the
+// inventory file named, "" none) the CLI's words and exit code (ExitCode),
+// for the CLI and the app's command line alike: a profiles file that
+// cannot be used is bad usage; an inventory's problems, every one at once,
+// exit 7, before any card or node is touched; a missing file bad input.
+func SettingsError(err error, file string) error {
 	var (
 		bad      *plan.ProfilesError
 		problems inventory.Problems
 	)
 
 	switch {
-	case err == nil:
-		return s, nil
 	case errors.As(err, &bad):
-		return nil, withCode(contract.ExitUsage, err)
+		return withCode(contract.ExitUsage, err)
 	case errors.As(err, &problems):
-		return nil, withCode(contract.ExitConfig, fmt.Errorf("%s: %d problem(s) (see talosflash inventory check %s): %w", d.Inventory, len(problems), d.Inventory, err))
+		return withCode(contract.ExitConfig, fmt.Errorf("%s: %d problem(s) (see talosflash inventory check %s): %w", file, len(problems), file, err))
 	case errors.Is(err, os.ErrNotExist): // a missing file is bad input (docs/JSON.md)
-		return nil, withCode(contract.ExitUsage, fmt.Errorf("%w (start one with: talosflash inventory init %s)", err, d.Inventory))
+		return withCode(contract.ExitUsage, fmt.Errorf("%w (start one with: talosflash inventory init %s)", err, file))
 	}
 
-	return nil, withCode(contract.ExitConfig, err)
+	return withCode(contract.ExitConfig, err)
 }
+
+// ExitCode is the process exit code the CLI gives err (docs/JSON.md).
+func ExitCode(err error) int { return exitCode(err) }
 
 // loadInventory is loadSettings for a command that needs the inventory.
 func loadInventory(file, profiles string) (*inventory.Inventory, error) {
