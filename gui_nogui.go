@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/talosflash/talosflash/app/cli"
 	"github.com/talosflash/talosflash/app/contract"
 )
 
@@ -15,3 +16,6 @@ func runGUI([]string) int {
 	fmt.Fprintln(os.Stderr, "talosflash: this build has no desktop app (built with -tags nogui); for the CLI run `talosflash --help`")
 	return contract.ExitUsage
 }
+
+// The CLI's usage says this build has no app.
+func init() { cli.HasApp = false }

@@ -64,6 +64,20 @@ Examples:
 Run "talosflash <command> -h" for a command's flags.
 ` + exitCodesText
 
+// HasApp is false in a build without the desktop app (-tags nogui, the
+// talosflash-cli beside the app): the usage then says gui is not there.
+var HasApp = true
+
+// usage is the top-level usage text of this build.
+func usage() string {
+	if HasApp {
+		return usageText
+	}
+	t := strings.Replace(usageText, "  talosflash [gui] [--factory URL] [--profiles FILE]   start the desktop app\n", "", 1)
+	return strings.Replace(t, "  gui         start the desktop app (the default without a command)\n",
+		"  gui         not in this build (the CLI only: -tags nogui); the desktop app is talosflash\n", 1)
+}
+
 // exitCodesText is contract.ExitCodes in a few lines (docs/JSON.md has
 // what each means).
 var exitCodesText = strings.Join(wrapWords("Exit codes: "+contract.ExitSummary()+" (143 SIGTERM, 129 SIGHUP).", 72), "\n") + "\n"
@@ -126,7 +140,7 @@ func run(ctx context.Context, args []string, env Env) error {
 		return err
 	}
 	if len(args) == 0 {
-		fmt.Fprint(env.Stderr, usageText)
+		fmt.Fprint(env.Stderr, usage())
 		return usageErrorf("no command given")
 	}
 	cmd, rest := args[0], args[1:]
@@ -165,7 +179,7 @@ func run(ctx context.Context, args []string, env Env) error {
 		if len(rest) > 0 && rest[0] != "help" && commandHelp[rest[0]].synopsis != "" {
 			return run(ctx, []string{rest[0], "-h"}, env) // "help flash" = "flash -h"
 		}
-		fmt.Fprint(env.Stdout, usageText)
+		fmt.Fprint(env.Stdout, usage())
 		return nil
 	}
 	// `talosflash --role worker --device X --flash` style: --flash anywhere.
@@ -334,6 +348,10 @@ func oneLine(s string) string {
 type help struct {
 	synopsis, about, example string
 	order                    []string // flags shown first, in this order; the rest sorted
+	// more is another form of the command (upgrade --inventory) whose
+	// flags the usage lists too, under moreTitle, where fs lacks them.
+	more      func() *flag.FlagSet
+	moreTitle string
 }
 
 var commandHelp = map[string]help{
@@ -414,11 +432,22 @@ func printUsage(w io.Writer, fs *flag.FlagSet) {
 		h.synopsis = "talosflash " + fs.Name() + " [flags]"
 	}
 	fmt.Fprintf(w, "Usage: %s\n\n%s\n\nFlags:\n", h.synopsis, h.about)
+	printFlags(w, fs, h.order, nil)
+	if h.more != nil {
+		fmt.Fprintf(w, "\n%s\n", h.moreTitle)
+		printFlags(w, h.more(), h.order, fs)
+	}
+	fmt.Fprintf(w, "\nExample:\n  %s\n", strings.ReplaceAll(h.example, "\n", "\n  "))
+}
+
+// printFlags writes fs's public flags as usage rows, those named in order
+// first; flags that except also has are left out.
+func printFlags(w io.Writer, fs *flag.FlagSet, order []string, except *flag.FlagSet) {
 	type row struct{ names, usage string }
 	var rows []row
 	width := 0
-	for _, f := range orderedFlags(fs, h.order) {
-		if hiddenFlags[f.Name] || strings.HasPrefix(f.Usage, "shorthand for --") {
+	for _, f := range orderedFlags(fs, order) {
+		if hiddenFlags[f.Name] || strings.HasPrefix(f.Usage, "shorthand for --") || except != nil && except.Lookup(f.Name) != nil {
 			continue
 		}
 		names := "--" + f.Name
@@ -434,7 +463,8 @@ func printUsage(w io.Writer, fs *flag.FlagSet) {
 			names += " " + ph
 		}
 		usage := f.Usage
-		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" && f.DefValue != "[]" {
+		// A usage that says its default in words keeps them alone.
+		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" && f.DefValue != "[]" && !strings.Contains(usage, "(default") {
 			usage += " (default " + f.DefValue + ")"
 		}
 		rows = append(rows, row{names, usage})
@@ -449,7 +479,6 @@ func printUsage(w io.Writer, fs *flag.FlagSet) {
 			fmt.Fprintf(w, "  %-*s  %s\n", width, first, line)
 		}
 	}
-	fmt.Fprintf(w, "\nExample:\n  %s\n", strings.ReplaceAll(h.example, "\n", "\n  "))
 }
 
 // orderedFlags lists fs's flags: those named in first, in that order, then

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -32,6 +33,8 @@ func init() {
 		"registry and prints the plan; nothing is sent."
 	h.example += "\ntalosflash upgrade --inventory talosflash.yaml --talosconfig talos/talosconfig --to v1.14.6 --dry-run"
 	h.order = append(h.order, "inventory", "kubeconfig", "drain-timeout")
+	h.moreTitle = "With --inventory, also:"
+	h.more = func() *flag.FlagSet { var r rolloutFlags; return r.flagSet(Env{}) }
 	commandHelp["upgrade"] = h
 }
 
@@ -49,49 +52,59 @@ func upgradeHasInventory(args []string) bool {
 	return false
 }
 
-func runRollout(ctx context.Context, args []string, env Env) error {
-	var (
-		inv, to, factoryURL, profiles string
-		port                          int
-		tcf                           talosconfigFlags
-		kf                            kubeFlags
-		timeout, drainTimeout, every  time.Duration
-		dryRun, jsonOut               bool
-	)
+// rolloutFlags are upgrade --inventory's flags.
+type rolloutFlags struct {
+	inv, to, factoryURL, profiles string
+	port                          int
+	tcf                           talosconfigFlags
+	kf                            kubeFlags
+	timeout, drainTimeout, every  time.Duration
+	dryRun, jsonOut               bool
+}
+
+// flagSet binds the rolling upgrade's flags to r (upgrade -h lists those
+// the per-node upgrade lacks).
+func (r *rolloutFlags) flagSet(env Env) *flag.FlagSet {
 	fs := newFlagSet("upgrade", env)
-	fs.StringVar(&inv, "inventory", "", "cluster inventory (talosflash.yaml): upgrade every node, one at a time")
-	fs.StringVar(&to, "to", "", "Talos version to upgrade to (default: the inventory's talosVersion)")
-	fs.StringVar(&factoryURL, "factory", factory.DefaultBaseURL, "Image Factory that serves the installers (default: the inventory's)")
-	fs.StringVar(&profiles, "profiles", "", "custom profiles YAML (as the inventory uses)")
-	fs.IntVar(&port, "port", node.DefaultPort, "the nodes' Talos API port")
-	tcf.register(fs)
-	kf.register(fs)
-	fs.DurationVar(&timeout, "timeout", node.DefaultWaitTimeout, "how long to wait for each node to come back")
-	fs.DurationVar(&drainTimeout, "drain-timeout", kube.DefaultDrainTimeout, "how long each drain may take (a PodDisruptionBudget can hold it)")
-	fs.DurationVar(&every, "interval", node.DefaultPollEvery, "between reads of a node that is coming back")
-	fs.BoolVar(&dryRun, "dry-run", false, "print the plan, checking each installer on the registry; send nothing")
-	fs.BoolVar(&jsonOut, "json", false, "one rollout_node JSON line per node on stdout (progress on stderr)")
+	fs.StringVar(&r.inv, "inventory", "", "cluster inventory (talosflash.yaml): upgrade every node, one at a time")
+	fs.StringVar(&r.to, "to", "", "Talos version to upgrade to (default: the inventory's talosVersion)")
+	fs.StringVar(&r.factoryURL, "factory", factory.DefaultBaseURL, "Image Factory that serves the installers (default: the inventory's)")
+	fs.StringVar(&r.profiles, "profiles", "", "custom profiles YAML (as the inventory uses)")
+	fs.IntVar(&r.port, "port", node.DefaultPort, "the nodes' Talos API port")
+	r.tcf.register(fs)
+	r.kf.register(fs)
+	fs.DurationVar(&r.timeout, "timeout", node.DefaultWaitTimeout, "how long to wait for each node to come back")
+	fs.DurationVar(&r.drainTimeout, "drain-timeout", kube.DefaultDrainTimeout, "how long each drain may take (a PodDisruptionBudget can hold it)")
+	fs.DurationVar(&r.every, "interval", node.DefaultPollEvery, "between reads of a node that is coming back")
+	fs.BoolVar(&r.dryRun, "dry-run", false, "print the plan, checking each installer on the registry; send nothing")
+	fs.BoolVar(&r.jsonOut, "json", false, "one rollout_node JSON line per node on stdout (progress on stderr)")
+	return fs
+}
+
+func runRollout(ctx context.Context, args []string, env Env) error {
+	var r rolloutFlags
+	fs := r.flagSet(env)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	settings, err := loadSettings(plan.Defaults{Inventory: inv, ProfilesFile: profiles, FactoryURL: factoryURL})
+	settings, err := loadSettings(plan.Defaults{Inventory: r.inv, ProfilesFile: r.profiles, FactoryURL: r.factoryURL})
 	if err != nil {
 		return err
 	}
 	all, in := settings.Profiles, settings.Inventory
-	if to == "" {
-		to = in.TalosVersion
+	if r.to == "" {
+		r.to = in.TalosVersion
 	}
 	switch {
-	case to == "":
+	case r.to == "":
 		return usageErrorf("upgrade: --to VERSION is required (the inventory has no talosVersion)")
-	case port <= 0 || port > 65535:
-		return usageErrorf("upgrade: --port %d: want 1-65535", port)
+	case r.port <= 0 || r.port > 65535:
+		return usageErrorf("upgrade: --port %d: want 1-65535", r.port)
 	}
-	if !strings.HasPrefix(to, "v") {
-		to = "v" + to
+	if !strings.HasPrefix(r.to, "v") {
+		r.to = "v" + r.to
 	}
-	tc, err := tcf.load("upgrade")
+	tc, err := r.tcf.load("upgrade")
 	if err != nil {
 		return err
 	}
@@ -103,19 +116,19 @@ func runRollout(ctx context.Context, args []string, env Env) error {
 		if err != nil {
 			return withCode(contract.ExitUsage, fmt.Errorf("upgrade: %s: %w", n.Hostname, err))
 		}
-		ep := net.JoinHostPort(n.Address.Addr().String(), strconv.Itoa(port))
+		ep := net.JoinHostPort(n.Address.Addr().String(), strconv.Itoa(r.port))
 		nodes = append(nodes, plan.RolloutNode{Hostname: n.Hostname, Role: n.Role, Profile: n.Profile, Endpoint: ep, Schematic: p.Schematic()})
 		targets = append(targets, plan.StatusTarget{Hostname: n.Hostname, Role: n.Role, Profile: n.Profile, Endpoint: ep})
 	}
-	p := newRolloutPrinter(jsonOut, dryRun, env)
-	job := plan.RolloutJob{Nodes: nodes, To: to, Talosconfig: tc, Factory: settings.Factory, DryRun: dryRun,
-		Wait:   node.WaitOptions{Timeout: timeout, Every: every},
-		Drain:  kube.DrainOptions{Timeout: drainTimeout},
-		Follow: plan.FollowOptions{Wait: timeout, WatchOptions: plan.WatchOptions{Interval: every}},
+	p := newRolloutPrinter(r.jsonOut, r.dryRun, env)
+	job := plan.RolloutJob{Nodes: nodes, To: r.to, Talosconfig: tc, Factory: settings.Factory, DryRun: r.dryRun,
+		Wait:   node.WaitOptions{Timeout: r.timeout, Every: r.every},
+		Drain:  kube.DrainOptions{Timeout: r.drainTimeout},
+		Follow: plan.FollowOptions{Wait: r.timeout, WatchOptions: plan.WatchOptions{Interval: r.every}},
 		Event:  p.Event,
 	}
-	if !dryRun {
-		v, err := openKubeView(kf, targets, nil, 10*time.Second)
+	if !r.dryRun {
+		v, err := openKubeView(r.kf, targets, nil, 10*time.Second)
 		if err != nil {
 			return err
 		}
@@ -123,11 +136,11 @@ func runRollout(ctx context.Context, args []string, env Env) error {
 			job.Kube = v.access
 		}
 	}
-	if dryRun {
-		p.Plan(to)
+	if r.dryRun {
+		p.Plan(r.to)
 	}
 	res, err := plan.Rollout(ctx, job)
-	if err != nil && res != nil && !dryRun {
+	if err != nil && res != nil && !r.dryRun {
 		p.Stopped(res)
 	}
 	return waitExit(ctx, err)

@@ -11,7 +11,7 @@ import (
 	"github.com/talosflash/talosflash/factory"
 )
 
-var subcommands = []string{"flash", "schematic", "profiles", "devices", "nodes", "apply", "bootstrap", "upgrade", "outdated", "inventory", "card"}
+var subcommands = []string{"flash", "schematic", "profiles", "devices", "nodes", "apply", "bootstrap", "status", "kubeconfig", "patch", "upgrade", "outdated", "inventory", "card"}
 
 // `flash -h` used to be a bare "Usage of flash:" listing -elevated.
 func TestEverySubcommandHasUsage(t *testing.T) {
@@ -184,5 +184,38 @@ func TestFlagErrorsSayTwoDashes(t *testing.T) {
 		if code != contract.ExitUsage || !strings.Contains(stderr, c.want) || regexp.MustCompile(`[^-]-[a-z]{3,}`).MatchString(strings.ReplaceAll(stderr, "talosflash", "")) {
 			t.Errorf("%v: exit %d: %s (want %q)", c.args, code, stderr, c.want)
 		}
+	}
+}
+
+// A usage says each default once (a flag whose text says it in words
+// showed "(default: until interrupted) (default 0s)"), and upgrade -h
+// lists the rolling upgrade's flags too (they were only seen with
+// upgrade --inventory X -h).
+func TestUsageDefaultsOnceAndUpgradeInventoryFlags(t *testing.T) {
+	twice := regexp.MustCompile(`\(default[^)]*\)\s+\(default`)
+	for _, cmd := range subcommands {
+		_, stdout, _ := cliRun(t, cmd, "-h")
+		if flat := strings.Join(strings.Fields(stdout), " "); twice.MatchString(flat) {
+			t.Errorf("%s -h says a default twice: %s", cmd, twice.FindString(flat))
+		}
+	}
+	_, stdout, _ := cliRun(t, "upgrade", "-h")
+	for _, want := range []string{"With --inventory, also:", "--inventory FILE", "--drain-timeout DURATION", "--kubeconfig FILE", "--kube-context NAME"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("upgrade -h lacks %q:\n%s", want, stdout)
+		}
+	}
+	if n := len(regexp.MustCompile(`(?m)^\s+--to VERSION\s`).FindAllString(stdout, -1)); n != 1 {
+		t.Errorf("upgrade -h lists a flag of both forms twice:\n%s", stdout)
+	}
+}
+
+// The CLI built without the app (talosflash-cli) does not offer it.
+func TestUsageWithoutTheApp(t *testing.T) {
+	HasApp = false
+	t.Cleanup(func() { HasApp = true })
+	_, stdout, _ := cliRun(t, "--help")
+	if strings.Contains(stdout, "start the desktop app") || !strings.Contains(stdout, "gui         not in this build") {
+		t.Errorf("usage of a build without the app:\n%s", stdout)
 	}
 }
