@@ -2,12 +2,16 @@ package node
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"strings"
 
 	jsonpatch "github.com/evanphx/json-patch"
 	"github.com/pmezard/go-difflib/difflib"
+	"github.com/siderolabs/talos/pkg/machinery/config/config"
+	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
 	"github.com/siderolabs/talos/pkg/machinery/config/configpatcher"
+	"github.com/siderolabs/talos/pkg/machinery/config/container"
 	"gopkg.in/yaml.v3"
 
 	"github.com/talosflash/talosflash/node/internal/talos114"
@@ -294,11 +298,7 @@ func patchConfig(current []byte, patches [][]byte) ([]byte, error) {
 
 	var out bytes.Buffer
 	if len(loaded) > 0 {
-		patched, err := configpatcher.Apply(configpatcher.WithBytes(yamldocs.Blank(current, chunksOf(opaque))), loaded)
-		if err != nil {
-			return nil, failed(0, err)
-		}
-		b, err := patched.Bytes()
+		b, err := applyPatches(yamldocs.Blank(current, chunksOf(opaque)), loaded)
 		if err != nil {
 			return nil, failed(0, err)
 		}
@@ -322,6 +322,60 @@ func patchConfig(current []byte, patches [][]byte) ([]byte, error) {
 	}
 	out.WriteString("\n")
 	return out.Bytes(), nil
+}
+
+// applyPatches is configpatcher.Apply as talosctl 1.14 runs it: a delete
+// of a document the config lacks (at that patch) is skipped
+// (configpatcher/strategic.go, siderolabs/talos c3052e845 "a delete
+// selector for a non-existent document is silently skipped"), where
+// machinery v1.13 appends the selector, which its encoder then panics on.
+// The patcher is third-party code fed the user's patches: a panic of it is
+// the patch's error, never a crash.
+func applyPatches(current []byte, patches []configpatcher.Patch) (out []byte, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = nil, errors.New("the config patcher could not process this patch")
+		}
+	}()
+	in := configpatcher.WithBytes(current)
+	for _, p := range patches {
+		if sm, ok := p.(configpatcher.StrategicMergePatch); ok {
+			cfg, err := in.Config()
+			if err != nil {
+				return nil, err
+			}
+			present := map[string]bool{}
+			for _, d := range cfg.Documents() {
+				present[machineryDocID(d)] = true
+			}
+			var docs []config.Document
+			for _, d := range sm.Documents() {
+				if _, del := d.(configloader.Selector); del && !present[machineryDocID(d)] {
+					continue
+				}
+				docs = append(docs, d)
+			}
+			kept, err := container.New(docs...)
+			if err != nil {
+				return nil, err
+			}
+			p = configpatcher.NewStrategicMergePatch(kept)
+		}
+		if in, err = configpatcher.Apply(in, []configpatcher.Patch{p}); err != nil {
+			return nil, err
+		}
+	}
+	return in.Bytes()
+}
+
+// machineryDocID is how the strategic merge matches documents: apiVersion,
+// kind and name (configpatcher/strategic.go documentID).
+func machineryDocID(d config.Document) string {
+	id := d.APIVersion() + "/" + d.Kind()
+	if named, ok := d.(config.NamedDocument); ok {
+		id += "/" + named.Name()
+	}
+	return id
 }
 
 func chunksOf(docs []patchDoc) []yamldocs.Chunk {

@@ -157,3 +157,41 @@ func assertNoConfigSecrets(t *testing.T, cfg []byte, outputs ...string) {
 		}
 	}
 }
+
+// A delete of a document the config lacks (the same delete run twice, a
+// patch for every node of which only one has the document, another
+// apiVersion) is skipped, as talosctl 1.14's strategic merge skips it
+// (configpatcher/strategic.go, siderolabs/talos c3052e845); machinery
+// v1.13 appended the selector and its encoder panicked, crashing the CLI.
+// The rest of such a patch still applies.
+func TestPatchDeleteOfAbsentDocumentSkipped(t *testing.T) {
+	cur := userControlPlane(t)
+	for _, p := range []string{
+		"apiVersion: v1alpha1\nkind: ExtensionServiceConfig\nname: cloudflared\n$patch: delete\n",
+		"apiVersion: v1alpha2\nkind: ExtensionServiceConfig\nname: newt\n$patch: delete\n",
+		"apiVersion: v1alpha1\nkind: KubeFlannelCNIConfig\n$patch: delete\n",
+	} {
+		res, err := PatchConfig(cur, [][]byte{[]byte(p)}, nil)
+		if err != nil || res.Changed {
+			t.Fatalf("delete of an absent document %q: changed %v, %v", p, res != nil && res.Changed, err)
+		}
+	}
+	// A key's delete in an absent document: the delete skipped, the rest
+	// of the document (its name) added, as talosctl 1.14 does; the node's
+	// validation decides on it.
+	if _, err := PatchConfig(cur, [][]byte{[]byte("apiVersion: v1alpha1\nkind: ExtensionServiceConfig\nname: cloudflared\nenvironment:\n    $patch: delete\n")}, nil); err != nil {
+		t.Fatalf("a key's delete in an absent document: %v", err)
+	}
+	// Deleted by the first patch, deleted again by the second; the third changes something.
+	del := "apiVersion: v1alpha1\nkind: ExtensionServiceConfig\nname: newt\n$patch: delete\n"
+	res, err := PatchConfig(cur, [][]byte{[]byte(del), []byte(del), []byte("machine:\n    certSANs: [cp.example.com]\n")}, nil)
+	if err != nil || bytes.Contains(res.Config, []byte("kind: ExtensionServiceConfig")) || !bytes.Contains(res.Config, []byte("cp.example.com")) {
+		t.Fatalf("delete twice, then a change: %v", err)
+	}
+	// A replacement of a document the config lacks adds it.
+	cf := "apiVersion: v1alpha1\nkind: ExtensionServiceConfig\nname: cloudflared\nenvironment:\n    - TUNNEL_TOKEN=t0k3nV4lu3\n"
+	res, err = PatchConfig(cur, nil, []Replacement{{Kind: "ExtensionServiceConfig", Name: "cloudflared", Document: []byte(cf)}})
+	if err != nil || !bytes.Contains(res.Config, []byte("name: cloudflared")) || !bytes.Contains(res.Config, []byte("name: newt")) {
+		t.Fatalf("replacement of an absent document: %v", err)
+	}
+}
