@@ -54,18 +54,27 @@ func ReadRunning(ctx context.Context, endpoint string, tc *Talosconfig, opts Wai
 	if out.Booted, err = readBooted(cctx, s.c); err != nil {
 		return out, fmt.Errorf("read config: %w", s.err(cctx, "extension status request", err))
 	}
-	r, err := s.c.COSI.Get(cctx, resource.NewMetadata(config.NamespaceName, config.MachineConfigType, config.ActiveID, resource.VersionUndefined),
-		state.WithGetUnmarshalOptions(state.WithSkipProtobufUnmarshal()))
-	if err != nil {
-		return out, fmt.Errorf("read the machine config of %s: %w", s.endpoint, s.err(cctx, "machine config request", err))
-	}
-	if out.Config, err = machineConfigBody(r); err != nil {
-		return out, fmt.Errorf("read the machine config of %s: %w", s.endpoint, err)
-	}
-	if len(out.Config) > MaxConfigSize {
-		return out, fmt.Errorf("read the machine config of %s: %s, more than %s", s.endpoint, humanbytes.Exact(int64(len(out.Config))), humanbytes.Exact(MaxConfigSize))
+	if out.Config, err = readMachineConfig(cctx, s); err != nil {
+		return out, err
 	}
 	return out, nil
+}
+
+// readMachineConfig reads the node's running config (os:admin), bounded.
+func readMachineConfig(ctx context.Context, s *session) ([]byte, error) {
+	r, err := s.c.COSI.Get(ctx, resource.NewMetadata(config.NamespaceName, config.MachineConfigType, config.ActiveID, resource.VersionUndefined),
+		state.WithGetUnmarshalOptions(state.WithSkipProtobufUnmarshal()))
+	if err != nil {
+		return nil, fmt.Errorf("read the machine config of %s: %w", s.endpoint, s.err(ctx, "machine config request", err))
+	}
+	data, err := machineConfigBody(r)
+	if err != nil {
+		return nil, fmt.Errorf("read the machine config of %s: %w", s.endpoint, err)
+	}
+	if len(data) > MaxConfigSize {
+		return nil, fmt.Errorf("read the machine config of %s: %s, more than %s", s.endpoint, humanbytes.Exact(int64(len(data))), humanbytes.Exact(MaxConfigSize))
+	}
+	return data, nil
 }
 
 // machineConfigBody is talosctl's extractMachineConfigBody

@@ -24,7 +24,10 @@ import (
 // skew policy wants (kubelets never newer than the API server), and
 // Omni's and tuppr's rolling upgrades go control planes first too.
 //
-// Each node: the gate (a control plane only when etcd is healthy with
+// Each node: it must be the inventory's node (the hostname it reports)
+// and its role's installer must not bring an extension whose
+// ExtensionServiceConfig its config lacks (node.Upgrade refuses both,
+// nothing sent); the gate (a control plane only when etcd is healthy with
 // every member: Talos' own check before an upgrade,
 // internal/pkg/etcd/etcd.go ValidateForUpgrade: not 2 members, every
 // member started, each healthy), its role's installer pulled and run
@@ -194,7 +197,9 @@ func (job RolloutJob) one(ctx context.Context, nr *NodeRollout, controlPlanes []
 	}
 	wait := job.Wait
 	wait.Progress = func(s string) { say("", "%s", s) }
-	opts := node.UpgradeOptions{To: job.To, Factory: job.Factory, DryRun: job.DryRun, Wait: wait, Schematic: nr.Schematic}
+	// The node is the inventory's (its hostname), and its role's image never
+	// brings an extension whose document its config lacks (node.Upgrade).
+	opts := node.UpgradeOptions{To: job.To, Factory: job.Factory, DryRun: job.DryRun, Wait: wait, Schematic: nr.Schematic, Hostname: nr.Hostname}
 	if job.DryRun {
 		up, err := node.PlanUpgrade(ctx, nr.Endpoint, job.Talosconfig, opts)
 		nr.Upgrade = up
