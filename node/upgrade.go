@@ -36,14 +36,15 @@ var (
 	// wrong; errors.Is(err, ErrRefused) too (exit 8).
 	ErrUpgradeFailed error = refusal("upgrade failed")
 	// ErrOtherNode: the node at the address says it is another than the one
-	// meant (UpgradeOptions.Hostname); nothing was sent. errors.Is(err, ErrRefused).
-	ErrOtherNode error = refusal("another node answers there")
+	// meant (UpgradeOptions.Hostname); nothing was sent. It fails the
+	// checks, as apply --inventory's identity: errors.Is(err, ErrInvalidConfig) (exit 7).
+	ErrOtherNode error = invalidConfig("another node answers there")
 	// ErrExtensionConfigMissing: the installer's image has an extension
 	// the node does not run now and whose ExtensionServiceConfig its config
 	// lacks: after the reboot the service waits for it, the node stays
 	// booting and reboots every BootTimeout (the incident). Nothing was
-	// sent. errors.Is(err, ErrRefused).
-	ErrExtensionConfigMissing error = refusal("the image's extension has no ExtensionServiceConfig in the node's config")
+	// sent. It fails the incident checks: errors.Is(err, ErrInvalidConfig) (exit 7).
+	ErrExtensionConfigMissing error = invalidConfig("the image's extension has no ExtensionServiceConfig in the node's config")
 )
 
 // refusal is a sentinel that also matches ErrRefused.

@@ -291,7 +291,7 @@ func TestUpgradeNeverBringsAnExtensionWithoutItsConfig(t *testing.T) {
 		o := e.opts(&log)
 		o.Schematic, o.DryRun = e.cp.Schematic(), dry
 		_, err := Upgrade(context.Background(), worker.Addr(), e.tc, o)
-		if !errors.Is(err, ErrExtensionConfigMissing) || !errors.Is(err, ErrRefused) ||
+		if !errors.Is(err, ErrExtensionConfigMissing) || !errors.Is(err, ErrInvalidConfig) ||
 			!strings.Contains(err.Error(), "siderolabs/newt") || !strings.Contains(err.Error(), `ExtensionServiceConfig named "newt"`) || !strings.Contains(err.Error(), "nothing was sent") {
 			t.Fatalf("dry run %v: %v", dry, err)
 		}
@@ -314,7 +314,7 @@ func TestUpgradeNeverBringsAnExtensionWithoutItsConfig(t *testing.T) {
 		o := e.opts(&log)
 		o.Hostname = want
 		_, err := Upgrade(context.Background(), worker.Addr(), e.tc, o)
-		if !errors.Is(err, ErrOtherNode) || !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), `says it is "worker-1"`) || !strings.Contains(err.Error(), "nothing was sent") {
+		if !errors.Is(err, ErrOtherNode) || !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), `says it is "worker-1"`) || !strings.Contains(err.Error(), "nothing was sent") {
 			t.Fatalf("expecting %s: %v", want, err)
 		}
 	}

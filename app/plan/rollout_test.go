@@ -118,7 +118,7 @@ func TestRolloutRefusesTheWrongNodeAndTheIncident(t *testing.T) {
 			job := RolloutJob{To: "v1.14.6", Talosconfig: tc, Factory: factory.NewClient(fac.URL, fac.Client()), Kube: &kube.Access{}, DryRun: dry,
 				Wait: node.WaitOptions{Timeout: 5 * time.Second, Every: 10 * time.Millisecond}, Nodes: []RolloutNode{c.node}}
 			res, err := Rollout(context.Background(), job)
-			if !errors.Is(err, ErrRolloutStopped) || !errors.Is(err, node.ErrRefused) || !strings.Contains(err.Error(), c.want) ||
+			if !errors.Is(err, ErrRolloutStopped) || !errors.Is(err, node.ErrInvalidConfig) || !strings.Contains(err.Error(), c.want) ||
 				!strings.Contains(res.Nodes[0].State, "nothing was sent") {
 				t.Fatalf("%s (dry run %v): %v; state %q", c.name, dry, err, res.Nodes[0].State)
 			}
