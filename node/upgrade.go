@@ -227,12 +227,22 @@ func (s *session) isHost(ctx context.Context, want string) error {
 	if err != nil {
 		return fmt.Errorf("upgrade %s: %w: %s's hostname cannot be read to check it is %s (%v); nothing was sent", s.endpoint, ErrOtherNode, s.endpoint, want, s.err(ctx, "hostname request", err))
 	}
-	n := Node{Hostname: printable(h.TypedSpec().Hostname, maxName), Domainname: printable(h.TypedSpec().Domainname, maxName)}
-	if !n.IsHost(want) {
-		return fmt.Errorf("upgrade %s: %w: the node at %s says it is %q, not %s; nothing was sent (put each card in its own Pi, or correct the inventory's address)",
-			s.endpoint, ErrOtherNode, s.endpoint, n.FQDN(), want)
+	if err := CheckHost(s.endpoint, want, h.TypedSpec().Hostname, h.TypedSpec().Domainname); err != nil {
+		return fmt.Errorf("upgrade %s: %w", s.endpoint, err)
 	}
 	return nil
+}
+
+// CheckHost is the identity rule of a configured node meant by name (an
+// inventory's): the node at endpoint, which reports host and domain
+// (HostnameStatus), is want when Node.IsHost says so; else ErrOtherNode.
+func CheckHost(endpoint, want, host, domain string) error {
+	n := Node{Hostname: printable(host, maxName), Domainname: printable(domain, maxName)}
+	if n.IsHost(want) {
+		return nil
+	}
+	return fmt.Errorf("%w: the node at %s says it is %q, not %s; nothing was sent (put each card in its own Pi, or correct the inventory's address)",
+		ErrOtherNode, endpoint, n.FQDN(), want)
 }
 
 // checkNewExtensions refuses an installer whose image brings an extension

@@ -16,8 +16,12 @@ import (
 // runs without its ExtensionServiceConfig, then the node's own dry run,
 // then (unless DryRun) the apply.
 type PatchJob struct {
-	Endpoint    string // host or host:port
-	Name        string // how messages call the node (its hostname), "" the endpoint
+	Endpoint string // host or host:port
+	Name     string // how messages call the node (its hostname), "" the endpoint
+	// Hostname, when set, is the node meant (an inventory's): the node at
+	// Endpoint must say it is that host (node.CheckHost), else nothing is
+	// patched or sent.
+	Hostname    string
 	Talosconfig *node.Talosconfig
 	Patches     [][]byte
 	Replace     []node.Replacement
@@ -134,6 +138,11 @@ func Patch(ctx context.Context, job PatchJob) (*PatchOutcome, error) {
 		return out, err
 	}
 	out.Version = run.Version
+	if job.Hostname != "" {
+		if err := node.CheckHost(endpoint, job.Hostname, run.Hostname, run.Domainname); err != nil {
+			return out, err
+		}
+	}
 	phase(PatchPhasePatch)
 	p, err := node.PatchConfig(run.Config, job.Patches, job.Replace)
 	if err != nil {

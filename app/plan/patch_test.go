@@ -1,0 +1,45 @@
+package plan
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/talosflash/talosflash/factory"
+	"github.com/talosflash/talosflash/node"
+	"github.com/talosflash/talosflash/node/nodetest"
+)
+
+// patch --inventory patches the inventory's node only: another node
+// answering at its address (it says another hostname) is refused before
+// its config is patched, nothing sent, as apply --inventory and the
+// rolling upgrade refuse it.
+func TestPatchRefusesAnotherNodeAtTheAddress(t *testing.T) {
+	pki, err := nodetest.NewPKI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	workerCfg, err := os.ReadFile("../../node/testdata/talos114/valid/worker.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := nodetest.StartNode(t, nodetest.NodeOptions{PKI: pki, Schematic: factory.BuiltinProfiles()[1].Schematic(), Worker: true, Hostname: "worker-1", Config: workerCfg})
+	tc := rolloutTalosconfig(t, pki)
+	job := func(host string) PatchJob {
+		return PatchJob{Endpoint: n.Addr(), Name: host, Hostname: host, Talosconfig: tc, DryRun: true,
+			Patches: [][]byte{[]byte("machine:\n    certSANs:\n        - cp.example.com\n")}, Wait: node.WaitOptions{Timeout: 5 * time.Second, CallTimeout: 5 * time.Second}}
+	}
+	_, err = Patch(context.Background(), job("cp-1"))
+	if !errors.Is(err, node.ErrOtherNode) || !errors.Is(err, node.ErrInvalidConfig) || !strings.Contains(err.Error(), `says it is "worker-1", not cp-1`) {
+		t.Fatalf("patch for cp-1 at worker-1: %v", err)
+	}
+	if len(n.ConfigApplies()) != 0 {
+		t.Fatalf("sent %d configs", len(n.ConfigApplies()))
+	}
+	if out, err := Patch(context.Background(), job("WORKER-1")); err != nil || out.Verdict == nil || len(n.ConfigApplies()) != 1 {
+		t.Fatalf("patch for worker-1: %v (%d sent)", err, len(n.ConfigApplies()))
+	}
+}
