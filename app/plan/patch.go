@@ -180,7 +180,9 @@ func Patch(ctx context.Context, job PatchJob) (*PatchOutcome, error) {
 		}
 		out.Findings = append(out.Findings, f)
 		emit(PatchEvent{Kind: PatchEventFinding, Finding: &out.Findings[len(out.Findings)-1]})
-		if f.Code == node.CodeExtensionConfigMissing {
+		// The document gone, or cut of what its extension needs: both
+		// are its delete.
+		if f.Code == node.CodeExtensionConfigMissing || f.Code == node.CodeExtensionConfigIncomplete {
 			lost = append(lost, f)
 		}
 	}

@@ -43,3 +43,36 @@ func TestPatchRefusesAnotherNodeAtTheAddress(t *testing.T) {
 		t.Fatalf("patch for worker-1: %v (%d sent)", err, len(n.ConfigApplies()))
 	}
 }
+
+// Newt's document replaced by one that drops a variable Newt needs (a
+// delete in disguise: the tunnel goes down) is refused like its delete,
+// nothing sent; the whole environment goes through.
+func TestPatchRefusesNewtConfigCut(t *testing.T) {
+	pki, err := nodetest.NewPKI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpCfg, err := os.ReadFile("../../node/testdata/talos114/valid/controlplane.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := nodetest.StartNode(t, nodetest.NodeOptions{PKI: pki, Schematic: factory.BuiltinProfiles()[0].Schematic(), Bootstrapped: true, Hostname: "cp-1", Config: cpCfg})
+	tc := rolloutTalosconfig(t, pki)
+	head := "apiVersion: v1alpha1\nkind: ExtensionServiceConfig\nname: newt\nenvironment:\n    - PANGOLIN_ENDPOINT=https://pangolin2.example.net\n"
+	job := func(doc string) PatchJob {
+		return PatchJob{Endpoint: n.Addr(), Name: "cp-1", Hostname: "cp-1", Talosconfig: tc, DryRun: true,
+			Replace: []node.Replacement{{Kind: "ExtensionServiceConfig", Name: "newt", Document: []byte(doc)}},
+			Wait:    node.WaitOptions{Timeout: 5 * time.Second, CallTimeout: 5 * time.Second}}
+	}
+	_, err = Patch(context.Background(), job(head))
+	var ob *ObligationError
+	if !errors.As(err, &ob) || !errors.Is(err, node.ErrInvalidConfig) || !strings.Contains(err.Error(), "does not set NEWT_ID, NEWT_SECRET") || strings.Contains(err.Error(), "pangolin2") {
+		t.Fatalf("the cut environment: %v", err)
+	}
+	if len(n.ConfigApplies()) != 0 {
+		t.Fatalf("sent %d configs", len(n.ConfigApplies()))
+	}
+	if _, err := Patch(context.Background(), job(head+"    - NEWT_ID=n3wt1d0000000043\n    - NEWT_SECRET=N3wS3cr3tV4lu3Xq8Zp2\n")); err != nil || len(n.ConfigApplies()) != 1 {
+		t.Fatalf("the whole environment: %v (%d sent)", err, len(n.ConfigApplies()))
+	}
+}
