@@ -152,6 +152,12 @@ func Rollout(ctx context.Context, job RolloutJob) (*RolloutResult, error) {
 	for _, n := range RolloutOrder(job.Nodes) {
 		res.Nodes = append(res.Nodes, &NodeRollout{RolloutNode: n, Step: StepUntouched, State: "untouched: nothing was sent"})
 	}
+	for _, n := range res.Nodes {
+		if n.Role != "controlplane" && n.Role != "worker" {
+			return res, fmt.Errorf("%w: %s (profile %s) has no role: the rolling upgrade takes control planes first, each after etcd's health check: give it role: controlplane or role: worker in the inventory; nothing was sent",
+				ErrRolloutRole, n.Hostname, n.Profile)
+		}
+	}
 	if !job.DryRun && job.Kube == nil {
 		return res, errors.New("upgrade --inventory drains each node through the Kubernetes API: no kubeconfig reaches the cluster (run talosflash kubeconfig first, or pass --kubeconfig)")
 	}
@@ -390,6 +396,16 @@ func etcdMembers(ctx context.Context, job RolloutJob, controlPlanes []StatusTarg
 }
 
 var errEtcdGate error = gateRefusal("etcd is not healthy with all its members")
+
+// ErrRolloutRole: an inventory node without a role (a custom profile
+// naming none); the rollout cannot order or gate it. errors.Is(err,
+// node.ErrInvalidConfig): the inventory fails the check (exit 7).
+var ErrRolloutRole error = inventoryRefusal("a node has no role")
+
+type inventoryRefusal string
+
+func (r inventoryRefusal) Error() string        { return string(r) }
+func (r inventoryRefusal) Is(target error) bool { return target == node.ErrInvalidConfig }
 
 type gateRefusal string
 

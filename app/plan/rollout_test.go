@@ -145,3 +145,25 @@ func rolloutTalosconfig(t *testing.T, pki *nodetest.PKI) *node.Talosconfig {
 	}
 	return tc
 }
+
+// The rollout orders and gates by role: a node whose inventory profile
+// names no role (a custom profile without role:) could be a control plane
+// taken down after the workers with no etcd gate. Refused before anything
+// is sent, naming the node, in the dry run too.
+func TestRolloutRefusesANodeWithoutRole(t *testing.T) {
+	for _, dry := range []bool{true, false} {
+		job := RolloutJob{To: "v1.14.6", DryRun: dry, Kube: &kube.Access{}, Nodes: []RolloutNode{
+			{Hostname: "cp-1", Role: "controlplane", Endpoint: "127.0.0.1:1"},
+			{Hostname: "edge-1", Profile: "edge", Endpoint: "127.0.0.1:2"},
+		}}
+		res, err := Rollout(context.Background(), job)
+		if !errors.Is(err, ErrRolloutRole) || !errors.Is(err, node.ErrInvalidConfig) || !strings.Contains(err.Error(), "edge-1 (profile edge) has no role") {
+			t.Fatalf("dry run %v: %v", dry, err)
+		}
+		for _, n := range res.Nodes {
+			if n.Step != StepUntouched {
+				t.Fatalf("%s: %s", n.Hostname, n.Step)
+			}
+		}
+	}
+}
