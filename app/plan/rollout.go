@@ -210,7 +210,10 @@ func (job RolloutJob) one(ctx context.Context, nr *NodeRollout, controlPlanes []
 		up, err := node.PlanUpgrade(ctx, nr.Endpoint, job.Talosconfig, opts)
 		nr.Upgrade = up
 		if err != nil {
-			nr.Step, nr.State = StepPlan, "would fail: "+err.Error()+"; nothing was sent"
+			nr.Step, nr.State = StepPlan, "would fail: "+err.Error()
+			if !strings.Contains(nr.State, "nothing was sent") {
+				nr.State += "; nothing was sent"
+			}
 			return err
 		}
 		nr.Step = StepPlan
