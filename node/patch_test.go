@@ -195,3 +195,60 @@ func TestPatchDeleteOfAbsentDocumentSkipped(t *testing.T) {
 		t.Fatalf("replacement of an absent document: %v", err)
 	}
 }
+
+// What is flagged is what each patch document did to the config as it
+// stood before it: the replace form the flag proposes (a delete, then the
+// list) is no append even when the new list is longer, for the v1alpha1
+// document, a named document and --replace-document alike; a list
+// replaced by one patch and grown by the next is flagged once, for the
+// second, counted from the list it grew; a list inside a list item merged
+// by key (an interface's addresses) that grows is flagged, with how to
+// replace the item instead.
+func TestPatchAppendsPerDocument(t *testing.T) {
+	v1 := []byte("version: v1alpha1\nmachine:\n    type: worker\n    certSANs: [x.example.com, y.example.com]\n    network:\n        interfaces:\n" +
+		"            - interface: end0\n              addresses: [10.0.0.2/24]\ncluster:\n    clusterName: c\n")
+	esc := "apiVersion: v1alpha1\nkind: ExtensionServiceConfig\nname: newt\n"
+	longer := esc + "environment:\n    - PANGOLIN_ENDPOINT=https://p.example.net\n    - NEWT_ID=n3wt1d\n    - NEWT_SECRET=N3wS3cr3tQq\n    - LOG_LEVEL=DEBUG\n"
+	for name, c := range map[string]struct {
+		cur     []byte
+		patches []string
+		repl    []Replacement
+	}{
+		"v1alpha1 list replaced by a longer one": {v1, []string{"machine:\n    certSANs:\n        $patch: delete\n---\nmachine:\n    certSANs: [a.example.com, b.example.com, c.example.com]\n"}, nil},
+		"named document replaced, longer":        {userControlPlane(t), []string{esc + "$patch: delete\n---\n" + longer}, nil},
+		"--replace-document, longer":             {userControlPlane(t), nil, []Replacement{{Kind: "ExtensionServiceConfig", Name: "newt", Document: []byte(longer)}}},
+	} {
+		var ps [][]byte
+		for _, p := range c.patches {
+			ps = append(ps, []byte(p))
+		}
+		res, err := PatchConfig(c.cur, ps, c.repl)
+		if err != nil || len(res.Appends) != 0 {
+			t.Fatalf("%s: %v, appends %+v", name, err, res.Appends)
+		}
+	}
+
+	res, err := PatchConfig(v1, [][]byte{
+		[]byte("machine:\n    certSANs:\n        $patch: delete\n---\nmachine:\n    certSANs: [a.example.com]\n"),
+		[]byte("machine:\n    certSANs: [b.example.com, c.example.com]\n"),
+	}, nil)
+	if err != nil || len(res.Appends) != 1 || res.Appends[0].Path != "machine.certSANs" || res.Appends[0].Before != 1 || res.Appends[0].After != 3 {
+		t.Fatalf("replaced, then grown: %v, appends %+v", err, res.Appends)
+	}
+
+	res, err = PatchConfig(v1, [][]byte{[]byte("machine:\n    network:\n        interfaces:\n            - interface: end0\n              addresses: [10.0.0.3/24]\n")}, nil)
+	if err != nil || len(res.Appends) != 1 {
+		t.Fatalf("nested list: %v, appends %+v", err, res.Appends)
+	}
+	a := res.Appends[0]
+	if a.Path != "machine.network.interfaces[0].addresses" || a.Before != 1 || a.After != 2 ||
+		!strings.Contains(a.Replace, "        interfaces:\n            - interface: ...\n              $patch: delete\n---\n") {
+		t.Fatalf("nested list: %+v\n%s", a, a.Replace)
+	}
+	// The form, filled in, replaces the item.
+	filled := strings.NewReplacer("interface: ...", "interface: end0", "... (the whole item, addresses as it should be)", "addresses: [10.0.0.3/24]").Replace(a.Replace[strings.Index(a.Replace, "machine:"):])
+	res, err = PatchConfig(v1, [][]byte{[]byte(filled)}, nil)
+	if err != nil || len(res.Appends) != 0 || bytes.Contains(res.Config, []byte("10.0.0.2/24")) || !bytes.Contains(res.Config, []byte("10.0.0.3/24")) {
+		t.Fatalf("the filled form: %v, appends %+v\n%s", err, res.Appends, filled)
+	}
+}
