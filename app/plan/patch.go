@@ -175,8 +175,11 @@ func Patch(ctx context.Context, job PatchJob) (*PatchOutcome, error) {
 	}
 	var lost []node.Finding
 	for _, f := range node.InspectWith(after, opts) {
-		if was[f.Code+"\x00"+f.Message] || f.Severity == node.SeverityInfo {
-			continue // not this change's doing
+		// Not this change's doing, or a note of no consequence; a document
+		// this change gives an extension the image lacks is said (it does
+		// nothing there, and may carry the extension's secrets).
+		if was[f.Code+"\x00"+f.Message] || f.Severity == node.SeverityInfo && f.Code != node.CodeExtensionConfigUnused {
+			continue
 		}
 		out.Findings = append(out.Findings, f)
 		emit(PatchEvent{Kind: PatchEventFinding, Finding: &out.Findings[len(out.Findings)-1]})

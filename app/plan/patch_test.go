@@ -76,3 +76,32 @@ func TestPatchRefusesNewtConfigCut(t *testing.T) {
 		t.Fatalf("the whole environment: %v (%d sent)", err, len(n.ConfigApplies()))
 	}
 }
+
+// A patch that gives a node an ExtensionServiceConfig for an extension
+// its image lacks (patch --inventory of Newt's document, reaching the
+// workers too) says so for that node: the document (and the secrets in
+// it) does nothing there.
+func TestPatchSaysADocumentIsUnused(t *testing.T) {
+	pki, err := nodetest.NewPKI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	workerCfg, err := os.ReadFile("../../node/testdata/talos114/valid/worker.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := nodetest.StartNode(t, nodetest.NodeOptions{PKI: pki, Schematic: factory.BuiltinProfiles()[1].Schematic(), Worker: true, Hostname: "worker-1", Config: workerCfg})
+	doc := "apiVersion: v1alpha1\nkind: ExtensionServiceConfig\nname: newt\nenvironment:\n    - PANGOLIN_ENDPOINT=https://p.example.net\n    - NEWT_ID=n3wt1d\n    - NEWT_SECRET=N3wS3cr3tQq\n"
+	var seen []string
+	out, err := Patch(context.Background(), PatchJob{Endpoint: n.Addr(), Name: "worker-1", Hostname: "worker-1", Talosconfig: rolloutTalosconfig(t, pki), DryRun: true,
+		Replace: []node.Replacement{{Kind: "ExtensionServiceConfig", Name: "newt", Document: []byte(doc)}},
+		Wait:    node.WaitOptions{Timeout: 5 * time.Second, CallTimeout: 5 * time.Second},
+		Event: func(ev PatchEvent) {
+			if ev.Kind == PatchEventFinding {
+				seen = append(seen, ev.Finding.Code)
+			}
+		}})
+	if err != nil || len(out.Findings) != 1 || out.Findings[0].Code != node.CodeExtensionConfigUnused || len(seen) != 1 || strings.Contains(out.Findings[0].Message, "N3wS3cr3tQq") {
+		t.Fatalf("%v: findings %+v, events %v", err, out.Findings, seen)
+	}
+}
