@@ -271,6 +271,9 @@ func (job RolloutJob) one(ctx context.Context, nr *NodeRollout, controlPlanes []
 	up, err := node.Upgrade(ctx, nr.Endpoint, job.Talosconfig, opts)
 	nr.Upgrade = up
 	if err != nil {
+		if up == nil || up.Phase == "" {
+			nr.Step = StepPlan // refused while planning: nothing was sent
+		}
 		nr.State = nodeState(nr, up, err)
 		return err
 	}

@@ -119,7 +119,7 @@ func TestRolloutRefusesTheWrongNodeAndTheIncident(t *testing.T) {
 				Wait: node.WaitOptions{Timeout: 5 * time.Second, Every: 10 * time.Millisecond}, Nodes: []RolloutNode{c.node}}
 			res, err := Rollout(context.Background(), job)
 			if !errors.Is(err, ErrRolloutStopped) || !errors.Is(err, node.ErrInvalidConfig) || !strings.Contains(err.Error(), c.want) ||
-				!strings.Contains(res.Nodes[0].State, "nothing was sent") {
+				!strings.Contains(res.Nodes[0].State, "nothing was sent") || res.Nodes[0].Step != StepPlan {
 				t.Fatalf("%s (dry run %v): %v; state %q", c.name, dry, err, res.Nodes[0].State)
 			}
 			if len(c.n.Pulled())+len(c.n.Upgrades())+c.n.Reboots() != 0 {
