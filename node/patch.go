@@ -175,6 +175,9 @@ func PatchConfig(current []byte, patches [][]byte, replace []Replacement) (*Patc
 
 // replacementPatch is r as one patch: the document deleted, then the new one.
 func replacementPatch(r Replacement) ([]byte, error) {
+	if r.Kind == "" || r.Kind == v1alpha1Kind {
+		return nil, &ConfigError{Reason: "the v1alpha1 document cannot be replaced whole (it has no kind to match: --replace-document takes a document such as ExtensionServiceConfig/newt); patch it with --patch instead"}
+	}
 	docs, err := splitDocs(r.Document)
 	if err != nil {
 		return nil, &ConfigError{Reason: "replacement " + docLabel(r.Kind, r.Name) + ": " + err.Error()}

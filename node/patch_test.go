@@ -252,3 +252,17 @@ func TestPatchAppendsPerDocument(t *testing.T) {
 		t.Fatalf("the filled form: %v, appends %+v\n%s", err, res.Appends, filled)
 	}
 }
+
+// --replace-document replaces a document that has a kind (and a name, for
+// named kinds); the v1alpha1 document has none: its "replacement" was a
+// delete that matched nothing and a merge, so it is refused, saying to
+// patch it instead.
+func TestPatchReplaceOfTheV1alpha1DocumentRefused(t *testing.T) {
+	cur := userControlPlane(t)
+	for _, kind := range []string{"v1alpha1", ""} {
+		_, err := PatchConfig(cur, nil, []Replacement{{Kind: kind, Document: []byte("version: v1alpha1\nmachine:\n    type: worker\ncluster:\n    clusterName: x\n")}})
+		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "the v1alpha1 document cannot be replaced whole") {
+			t.Fatalf("kind %q: %v", kind, err)
+		}
+	}
+}
