@@ -542,10 +542,17 @@ func (p *parser) checkUnique(nodes []Node) {
 
 	for _, n := range nodes {
 		if n.Hostname != "" {
-			key := strings.ToLower(n.Hostname)
-			if first, ok := hosts[key]; ok {
+			// A node's name to Talos (HostnameStatus splits an FQDN at its
+			// first dot: hostname_spec.go ParseFQDN) and to Kubernetes (its
+			// node name) is the short hostname, compared ignoring case.
+			short, _, _ := strings.Cut(n.Hostname, ".")
+			key := strings.ToLower(short)
+			switch first, ok := hosts[key]; {
+			case ok && strings.EqualFold(first.Hostname, n.Hostname):
 				p.add(n.Line, "give each node its own hostname", "hostname %s repeats the node at line %d", n.Hostname, first.Line)
-			} else {
+			case ok:
+				p.add(n.Line, "give each node its own hostname (its first label)", "hostname %s is node %s to Talos and Kubernetes (its short name), as the node at line %d", n.Hostname, key, first.Line)
+			default:
 				hosts[key] = n
 			}
 		}

@@ -130,6 +130,13 @@ func TestProblems(t *testing.T) {
 			"inv.yaml:2: node w1 has no role or profile", "add role: controlplane"},
 		{"duplicate hostname", node("  - hostname: w1\n    role: worker\n    address: 10.0.0.12/24\n"),
 			"inv.yaml:6: hostname w1 repeats the node at line 3", "its own hostname"},
+		// Talos names a node by its short hostname (the FQDN's first label,
+		// hostname_spec.go ParseFQDN), Kubernetes too: w1 and w1.home.arpa
+		// would be one Kubernetes node (the rollout drained the other).
+		{"same short hostname", node("  - hostname: w1.home.arpa\n    role: controlplane\n    address: 10.0.0.12/24\n"),
+			"inv.yaml:6: hostname w1.home.arpa is node w1 to Talos and Kubernetes (its short name), as the node at line 3", "its own hostname"},
+		{"same short hostname, two domains", "gateway: 10.0.0.1\nnodes:\n  - hostname: cp-1.a.lan\n    role: worker\n    address: 10.0.0.11/24\n  - hostname: cp-1.b.lan\n    role: worker\n    address: 10.0.0.12/24\n",
+			"inv.yaml:6: hostname cp-1.b.lan is node cp-1 to Talos and Kubernetes (its short name), as the node at line 3", "its own hostname"},
 		{"capital hostname", "nodes:\n  - hostname: Worker-1\n    role: worker\n    address: 10.0.0.11/24\n",
 			`inv.yaml:2: hostname "Worker-1": contains the capital 'W'`, "lowercase"},
 		{"duplicate address", node("  - hostname: w2\n    role: worker\n    address: 10.0.0.11/25\n"),

@@ -87,8 +87,12 @@ type Config struct {
 	InstallDisk       string   // machine.install.disk ("" if a diskSelector is used)
 	Hostname          string   // static hostname, if set (machine.network.hostname or HostnameConfig)
 	ExtensionServices []string // names of ExtensionServiceConfig documents (any apiVersion)
-	Kinds             []string // document kinds in file order; the legacy machine config is "v1alpha1"
-	Warnings          []string // local validation warnings (sanitized)
+	// extensionEnv is, by ExtensionServiceConfig name, the environment
+	// variables it sets to a non-empty value (names only: values are secrets),
+	// and whether it has config files.
+	extensionEnv map[string]extensionEnv
+	Kinds        []string // document kinds in file order; the legacy machine config is "v1alpha1"
+	Warnings     []string // local validation warnings (sanitized)
 	// Unchecked lists what the local machinery could not check: document
 	// kinds or fields newer than it. They are sent byte for byte; the node decides.
 	Unchecked []string
@@ -121,6 +125,28 @@ func (c *Config) Size() int { return c.size }
 // HasExtensionService reports whether an ExtensionServiceConfig named name exists.
 func (c *Config) HasExtensionService(name string) bool {
 	return slices.Contains(c.ExtensionServices, name)
+}
+
+type extensionEnv struct {
+	set   []string // variables set to a non-empty value
+	files bool     // configFiles given
+}
+
+// ExtensionServiceUnset is which of vars the ExtensionServiceConfig named
+// name does not set to a value (nil when it has config files, which the
+// service may read instead, or when there is no such document).
+func (c *Config) ExtensionServiceUnset(name string, vars []string) []string {
+	e, ok := c.extensionEnv[name]
+	if !ok || e.files {
+		return nil
+	}
+	var out []string
+	for _, v := range vars {
+		if !slices.Contains(e.set, v) {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // metalMode is the runtime mode a Raspberry Pi runs in (Talos "metal"):
@@ -356,7 +382,23 @@ func (d docInfo) fill(cfg *Config) {
 		}
 	case "ExtensionServiceConfig":
 		cfg.Kinds = append(cfg.Kinds, d.Kind)
-		cfg.ExtensionServices = append(cfg.ExtensionServices, scalarAt(d.root, "name"))
+		name := scalarAt(d.root, "name")
+		cfg.ExtensionServices = append(cfg.ExtensionServices, name)
+		var e extensionEnv
+		if f := talos114.Node(d.root, "configFiles"); f != nil && f.Kind == yaml.SequenceNode && len(f.Content) > 0 {
+			e.files = true
+		}
+		if env := talos114.Node(d.root, "environment"); env != nil && env.Kind == yaml.SequenceNode {
+			for _, item := range env.Content {
+				if k, v, ok := strings.Cut(item.Value, "="); ok && item.Kind == yaml.ScalarNode && v != "" {
+					e.set = append(e.set, k)
+				}
+			}
+		}
+		if cfg.extensionEnv == nil {
+			cfg.extensionEnv = map[string]extensionEnv{}
+		}
+		cfg.extensionEnv[name] = e
 	case "UnattendedInstallConfig":
 		cfg.Kinds = append(cfg.Kinds, d.Kind)
 		cfg.UnattendedInstall = d.Index

@@ -65,3 +65,55 @@ func FuzzLoadConfigInspect(f *testing.F) {
 		}
 	})
 }
+
+// FuzzPatchConfig: no patch makes the patcher crash the process (a delete
+// of a document the config lacks once did: machinery v1.13's encoder
+// panicked), and no error or diff echoes a marker of the config or the
+// patch.
+func FuzzPatchConfig(f *testing.F) {
+	m := fuzzMarkers
+	for _, seed := range []string{
+		"apiVersion: v1alpha1\nkind: ExtensionServiceConfig\nname: cloudflared\n$patch: delete\n",
+		"apiVersion: v1alpha2\nkind: ExtensionServiceConfig\nname: newt\n$patch: delete\n",
+		"apiVersion: v1alpha1\nkind: ExtensionServiceConfig\nname: newt\nenvironment:\n    $patch: delete\n",
+		"apiVersion: v1alpha1\nkind: ExtensionServiceConfig\nname: newt\n$patch: delete\n---\napiVersion: v1alpha1\nkind: ExtensionServiceConfig\nname: newt\nenvironment:\n    - NEWT_SECRET=" + m[2] + "\n",
+		"apiVersion: v1alpha1\nkind: UserVolumeConfig\nname: data\n$patch: delete\n",
+		"apiVersion: v1alpha1\nkind: KubeletConfig\n$patch: delete\n",
+		"machine:\n    certSANs:\n        $patch: delete\n---\nmachine:\n    token: " + m[0] + "\n",
+		"machine:\n    network:\n        interfaces:\n            - interface: eth0\n              $patch: delete\n",
+		`[{"op": "remove", "path": "/machine/certSANs"}]`,
+		"$patch: delete\n",
+	} {
+		f.Add(false, []byte(seed))
+		f.Add(true, []byte(seed))
+	}
+	esc, err := os.ReadFile("testdata/worker-newt-esc.yaml")
+	if err != nil {
+		f.Fatal(err)
+	}
+	cp114, err := os.ReadFile("testdata/talos114/valid/controlplane.yaml")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, is114 bool, patch []byte) {
+		cur := esc
+		if is114 {
+			cur = cp114
+		}
+		res, err := node.PatchConfig(cur, [][]byte{patch}, nil)
+		out := ""
+		if err != nil {
+			out = err.Error()
+		} else {
+			out = res.Diff
+			for _, a := range res.Appends {
+				out += a.Replace
+			}
+		}
+		for _, mk := range m {
+			if strings.Contains(string(patch), mk) && strings.Contains(out, mk) {
+				t.Fatalf("marker %q echoed: %q", mk, out)
+			}
+		}
+	})
+}

@@ -27,16 +27,19 @@ const (
 // Finding codes (stable, for tests, the CLI and the GUI).
 const (
 	CodeExtensionConfigMissing = "extension-config-missing"
-	CodeExtensionConfigUnused  = "extension-config-unused"
-	CodeSchematicUnknown       = "schematic-unknown"
-	CodeInstallImageMissing    = "install-image-missing"
-	CodeInstallImageGeneric    = "install-image-generic"
-	CodeInstallImageForeign    = "install-image-not-factory"
-	CodeInstallImageMismatch   = "install-image-schematic-mismatch"
-	CodeRoleMismatch           = "role-mismatch"
-	CodeNoMachineConfig        = "no-machine-config"
-	CodeBootedUnknown          = "booted-unknown-fallback"
-	CodeCheckedAgainstConfig   = "checked-against-config-installer"
+	// CodeExtensionConfigIncomplete: the document is there but does not set
+	// a variable the extension needs (ServiceExtension.Required).
+	CodeExtensionConfigIncomplete = "extension-config-incomplete"
+	CodeExtensionConfigUnused     = "extension-config-unused"
+	CodeSchematicUnknown          = "schematic-unknown"
+	CodeInstallImageMissing       = "install-image-missing"
+	CodeInstallImageGeneric       = "install-image-generic"
+	CodeInstallImageForeign       = "install-image-not-factory"
+	CodeInstallImageMismatch      = "install-image-schematic-mismatch"
+	CodeRoleMismatch              = "role-mismatch"
+	CodeNoMachineConfig           = "no-machine-config"
+	CodeBootedUnknown             = "booted-unknown-fallback"
+	CodeCheckedAgainstConfig      = "checked-against-config-installer"
 	// Talos 1.14 rules (node/nodetest/talos114.go has the node's side).
 	CodeInstallConflict      = "unattended-install-and-machine-install" // a 1.14 node refuses the config
 	CodeUICNoDiskSelector    = "unattended-install-no-disk-selector"    // v1.14.0-rc.1 refuses it
@@ -57,6 +60,9 @@ type ServiceExtension struct {
 	Extension  string   // official name, e.g. "siderolabs/newt"
 	ConfigName string   // ExtensionServiceConfig name (the extension's service name)
 	Env        []string // environment variables the user must provide, where known
+	// Required are the variables without which the service cannot work,
+	// where the extension takes its settings from its environment only.
+	Required []string
 }
 
 // serviceExtensions is the one list of extensions that wait for their
@@ -69,7 +75,11 @@ type ServiceExtension struct {
 // power/nut-client, storage/multipath-tools), siderolabs/extensions of
 // 2026-08-20. The document is named after the service, not the extension.
 var serviceExtensions = []ServiceExtension{
-	{Extension: "siderolabs/newt", ConfigName: "newt", Env: []string{"PANGOLIN_ENDPOINT", "NEWT_ID", "NEWT_SECRET"}},
+	// Newt is configured by its environment only (network/newt/README.md
+	// "Configure the extension via ExtensionServiceConfig": the three
+	// variables; newt.yaml mounts no config).
+	{Extension: "siderolabs/newt", ConfigName: "newt", Env: []string{"PANGOLIN_ENDPOINT", "NEWT_ID", "NEWT_SECRET"},
+		Required: []string{"PANGOLIN_ENDPOINT", "NEWT_ID", "NEWT_SECRET"}},
 	{Extension: "siderolabs/cloudflared", ConfigName: "cloudflared", Env: []string{"TUNNEL_TOKEN"}},
 	{Extension: "siderolabs/tailscale", ConfigName: "tailscale", Env: []string{"TS_AUTHKEY"}},
 	{Extension: "siderolabs/bird2", ConfigName: "bird2"},
@@ -441,6 +451,16 @@ func checkExtensions(cfg *Config, has func(ext string) bool, source string) []Fi
 					source, se.Extension, se.ConfigName, se.ConfigName, int(constants.BootTimeout.Minutes())),
 				Fix: fmt.Sprintf("either add this document to the config (fill in the values):\n%s"+
 					"or flash the node with a schematic without %s (e.g. the worker profile)", doc, se.Extension),
+			})
+		case present && len(cfg.ExtensionServiceUnset(se.ConfigName, se.Required)) > 0:
+			unset := cfg.ExtensionServiceUnset(se.ConfigName, se.Required)
+			out = append(out, Finding{
+				Severity: SeverityWarning,
+				Code:     CodeExtensionConfigIncomplete,
+				Message: fmt.Sprintf("the ExtensionServiceConfig %q does not set %s: %s needs %s (its environment is its only configuration), so the %s service starts without it and does not work",
+					se.ConfigName, strings.Join(unset, ", "), se.Extension, strings.Join(se.Required, ", "), se.ConfigName),
+				Fix: fmt.Sprintf("give the document its whole environment:\n---\napiVersion: v1alpha1\nkind: ExtensionServiceConfig\nname: %s\nenvironment:\n%s(on a running node: talosflash patch --replace-document ExtensionServiceConfig/%s FILE)",
+					se.ConfigName, envLines(se.Required), se.ConfigName),
 			})
 		case hasDoc && !present:
 			out = append(out, Finding{

@@ -265,3 +265,32 @@ func TestInspectAgainstOwnInstallerIsAnnounced(t *testing.T) {
 		}
 	}
 }
+
+// An ExtensionServiceConfig for Newt that lacks a variable Newt needs
+// (its environment cut by a replacement or a delete-and-readd) leaves the
+// tunnel down: a warning naming what is missing, never the values. Config
+// files in the document (a config Newt may read) and a complete
+// environment say nothing.
+func TestInspectNewtConfigIncomplete(t *testing.T) {
+	w := string(readTestdata(t, "worker.yaml"))
+	esc := "\n---\napiVersion: v1alpha1\nkind: ExtensionServiceConfig\nname: newt\n"
+	for body, missing := range map[string]string{
+		"environment:\n  - PANGOLIN_ENDPOINT=https://p.example.net\n":                                             "NEWT_ID, NEWT_SECRET",
+		"environment:\n  - PANGOLIN_ENDPOINT=https://p.example.net\n  - NEWT_ID=abc\n  - NEWT_SECRET=\n":          "NEWT_SECRET",
+		"environment:\n  - PANGOLIN_ENDPOINT=https://p.example.net\n  - NEWT_ID=abc\n  - NEWT_SECRET=S3cr3tZq9\n": "",
+		"configFiles:\n  - content: x\n    mountPath: /etc/newt.json\nenvironment:\n  - NEWT_ID=abc\n":            "",
+	} {
+		cfg, err := node.LoadConfig([]byte(w + esc + body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, ok := byCode(node.InspectWith(cfg, node.InspectOptions{Flashed: cpSchematic()}))[node.CodeExtensionConfigIncomplete]
+		switch {
+		case missing == "" && ok:
+			t.Fatalf("%q: %+v", body, f)
+		case missing != "" && (!ok || f.Severity != node.SeverityWarning || !strings.Contains(f.Message, `ExtensionServiceConfig "newt" does not set `+missing+":") ||
+			strings.Contains(f.Message+f.Fix, "p.example.net")):
+			t.Fatalf("%q: %+v", body, f)
+		}
+	}
+}

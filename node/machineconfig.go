@@ -7,8 +7,10 @@ import (
 
 	"github.com/cosi-project/runtime/pkg/resource"
 	"github.com/cosi-project/runtime/pkg/resource/protobuf"
+	"github.com/cosi-project/runtime/pkg/safe"
 	"github.com/cosi-project/runtime/pkg/state"
 	"github.com/siderolabs/talos/pkg/machinery/resources/config"
+	"github.com/siderolabs/talos/pkg/machinery/resources/network"
 	"go.yaml.in/yaml/v4"
 
 	"github.com/talosflash/talosflash/internal/humanbytes"
@@ -21,7 +23,9 @@ type Running struct {
 	Endpoint string
 	Version  string
 	Booted   *Booted // nil when the node reports no extension statuses
-	Config   []byte
+	// Hostname and Domainname are its HostnameStatus ("" when unreadable).
+	Hostname, Domainname string
+	Config               []byte
 }
 
 // ReadRunning reads a configured node's machine config as talosctl patch
@@ -54,18 +58,30 @@ func ReadRunning(ctx context.Context, endpoint string, tc *Talosconfig, opts Wai
 	if out.Booted, err = readBooted(cctx, s.c); err != nil {
 		return out, fmt.Errorf("read config: %w", s.err(cctx, "extension status request", err))
 	}
-	r, err := s.c.COSI.Get(cctx, resource.NewMetadata(config.NamespaceName, config.MachineConfigType, config.ActiveID, resource.VersionUndefined),
-		state.WithGetUnmarshalOptions(state.WithSkipProtobufUnmarshal()))
-	if err != nil {
-		return out, fmt.Errorf("read the machine config of %s: %w", s.endpoint, s.err(cctx, "machine config request", err))
+	if h, err := safe.StateGet[*network.HostnameStatus](cctx, s.c.COSI, resource.NewMetadata(network.NamespaceName, network.HostnameStatusType, network.HostnameID, resource.VersionUndefined)); err == nil {
+		out.Hostname, out.Domainname = h.TypedSpec().Hostname, h.TypedSpec().Domainname
 	}
-	if out.Config, err = machineConfigBody(r); err != nil {
-		return out, fmt.Errorf("read the machine config of %s: %w", s.endpoint, err)
-	}
-	if len(out.Config) > MaxConfigSize {
-		return out, fmt.Errorf("read the machine config of %s: %s, more than %s", s.endpoint, humanbytes.Exact(int64(len(out.Config))), humanbytes.Exact(MaxConfigSize))
+	if out.Config, err = readMachineConfig(cctx, s); err != nil {
+		return out, err
 	}
 	return out, nil
+}
+
+// readMachineConfig reads the node's running config (os:admin), bounded.
+func readMachineConfig(ctx context.Context, s *session) ([]byte, error) {
+	r, err := s.c.COSI.Get(ctx, resource.NewMetadata(config.NamespaceName, config.MachineConfigType, config.ActiveID, resource.VersionUndefined),
+		state.WithGetUnmarshalOptions(state.WithSkipProtobufUnmarshal()))
+	if err != nil {
+		return nil, fmt.Errorf("read the machine config of %s: %w", s.endpoint, s.err(ctx, "machine config request", err))
+	}
+	data, err := machineConfigBody(r)
+	if err != nil {
+		return nil, fmt.Errorf("read the machine config of %s: %w", s.endpoint, err)
+	}
+	if len(data) > MaxConfigSize {
+		return nil, fmt.Errorf("read the machine config of %s: %s, more than %s", s.endpoint, humanbytes.Exact(int64(len(data))), humanbytes.Exact(MaxConfigSize))
+	}
+	return data, nil
 }
 
 // machineConfigBody is talosctl's extractMachineConfigBody

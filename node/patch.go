@@ -2,12 +2,19 @@ package node
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 
 	jsonpatch "github.com/evanphx/json-patch"
 	"github.com/pmezard/go-difflib/difflib"
+	"github.com/siderolabs/talos/pkg/machinery/config/config"
+	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
 	"github.com/siderolabs/talos/pkg/machinery/config/configpatcher"
+	"github.com/siderolabs/talos/pkg/machinery/config/container"
+	"github.com/siderolabs/talos/pkg/machinery/config/encoder"
 	"gopkg.in/yaml.v3"
 
 	"github.com/talosflash/talosflash/node/internal/talos114"
@@ -149,11 +156,11 @@ func PatchConfig(current []byte, patches [][]byte, replace []Replacement) (*Patc
 		}
 		patches = append(patches, p)
 	}
-	out, err := patchConfig(current, patches)
+	out, appends, err := patchConfig(current, patches)
 	if err != nil {
 		return nil, err
 	}
-	res := &Patched{Config: out}
+	res := &Patched{Config: out, Appends: appends}
 	oldDocs, err := splitDocs(current)
 	if err != nil {
 		return nil, &ConfigError{Reason: "the node's config: " + err.Error()}
@@ -162,19 +169,15 @@ func PatchConfig(current []byte, patches [][]byte, replace []Replacement) (*Patc
 	if err != nil {
 		return nil, fmt.Errorf("%w: the patched config is not YAML", ErrPatch)
 	}
-	for _, p := range patches {
-		pd, err := splitDocs(p)
-		if err != nil {
-			continue // a JSON patch: names no list by document
-		}
-		res.Appends = append(res.Appends, findAppends(oldDocs, pd, newDocs)...)
-	}
 	res.Diff, res.Changed = structuralDiff(oldDocs, newDocs)
 	return res, nil
 }
 
 // replacementPatch is r as one patch: the document deleted, then the new one.
 func replacementPatch(r Replacement) ([]byte, error) {
+	if r.Kind == "" || r.Kind == v1alpha1Kind {
+		return nil, &ConfigError{Reason: "the v1alpha1 document cannot be replaced whole (it has no kind to match: --replace-document takes a document such as ExtensionServiceConfig/newt); patch it with --patch instead"}
+	}
 	docs, err := splitDocs(r.Document)
 	if err != nil {
 		return nil, &ConfigError{Reason: "replacement " + docLabel(r.Kind, r.Name) + ": " + err.Error()}
@@ -204,7 +207,7 @@ func safeDoc(kind, name string) string {
 
 // patchConfig is talosctl's patchFn over the documents machinery v1.13
 // decodes, with the others kept, deleted or added as the patches say.
-func patchConfig(current []byte, patches [][]byte) ([]byte, error) {
+func patchConfig(current []byte, patches [][]byte) ([]byte, []ListAppend, error) {
 	// The patcher's words may quote a value of the config or the patches.
 	echo := newConfigEcho(append(append([]byte{}, current...), bytes.Join(patches, []byte("\n---\n"))...))
 	failed := func(i int, err error) error {
@@ -216,7 +219,7 @@ func patchConfig(current []byte, patches [][]byte) ([]byte, error) {
 	}
 	res, err := talos114.Load(current)
 	if err != nil {
-		return nil, &ConfigError{Reason: "the node's config does not load: " + sanitize(err.Error())}
+		return nil, nil, &ConfigError{Reason: "the node's config does not load: " + sanitize(err.Error())}
 	}
 	// Documents v1.13 cannot decode, by id, in file order.
 	var (
@@ -250,10 +253,10 @@ func patchConfig(current []byte, patches [][]byte) ([]byte, error) {
 			// Not YAML documents of a strategic merge patch: a JSON patch (or nothing).
 			lp, err := configpatcher.LoadPatch(p)
 			if err != nil {
-				return nil, failed(i+1, err)
+				return nil, nil, failed(i+1, err)
 			}
 			if _, isJSON := lp.(jsonpatch.Patch); isJSON && len(res.Docs) > 1 {
-				return nil, fmt.Errorf("%w: patch %d: JSON6902 patches are not supported for multi-document machine configuration (configpatcher/json6902.go): use a strategic merge patch", ErrPatch, i+1)
+				return nil, nil, fmt.Errorf("%w: patch %d: JSON6902 patches are not supported for multi-document machine configuration (configpatcher/json6902.go): use a strategic merge patch", ErrPatch, i+1)
 			}
 			loaded = append(loaded, lp)
 			continue
@@ -271,7 +274,7 @@ func patchConfig(current []byte, patches [][]byte) ([]byte, error) {
 					raw[d.id()] = nil
 				}
 			case raw[d.id()] != nil:
-				return nil, fmt.Errorf("%w: patch %d merges into %s, a document it does not know (Talos 1.14): replace the whole document instead "+
+				return nil, nil, fmt.Errorf("%w: patch %d merges into %s, a document it does not know (Talos 1.14): replace the whole document instead "+
 					"(talosflash patch --replace-document %s/%s FILE, or a patch with `$patch: delete` for it followed by the whole new document)",
 					ErrPatchUnsupported, i+1, safeDoc(d.kind, d.name), safeName(d.kind), safeName(d.name))
 			default:
@@ -287,22 +290,20 @@ func patchConfig(current []byte, patches [][]byte) ([]byte, error) {
 		}
 		lp, err := configpatcher.LoadPatch(rest)
 		if err != nil {
-			return nil, failed(i+1, err)
+			return nil, nil, failed(i+1, err)
 		}
 		loaded = append(loaded, lp)
 	}
 
 	var out bytes.Buffer
+	var appends []ListAppend
 	if len(loaded) > 0 {
-		patched, err := configpatcher.Apply(configpatcher.WithBytes(yamldocs.Blank(current, chunksOf(opaque))), loaded)
+		b, a, err := applyPatches(yamldocs.Blank(current, chunksOf(opaque)), loaded)
 		if err != nil {
-			return nil, failed(0, err)
-		}
-		b, err := patched.Bytes()
-		if err != nil {
-			return nil, failed(0, err)
+			return nil, nil, failed(0, err)
 		}
 		out.Write(bytes.TrimSpace(b))
+		appends = a
 	} else {
 		for i, k := range known {
 			if i > 0 {
@@ -321,7 +322,85 @@ func patchConfig(current []byte, patches [][]byte) ([]byte, error) {
 		out.Write(raw[id])
 	}
 	out.WriteString("\n")
-	return out.Bytes(), nil
+	return out.Bytes(), appends, nil
+}
+
+// applyPatches is configpatcher.Apply as talosctl 1.14 runs it, one
+// strategic merge document at a time (StrategicMerge goes through a
+// patch's documents in order, so this is the same merge): a delete of a
+// document the config lacks (at that document) is skipped
+// (configpatcher/strategic.go, siderolabs/talos c3052e845 "a delete
+// selector for a non-existent document is silently skipped"), where
+// machinery v1.13 appends the selector, which its encoder then panics on.
+// Each document's merge is compared with the config as it stood just
+// before it: the lists it grew by appending (listAppends). The patcher is
+// third-party code fed the user's patches: a panic of it is the patch's
+// error, never a crash.
+func applyPatches(current []byte, patches []configpatcher.Patch) (out []byte, appends []ListAppend, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			out, appends, err = nil, nil, errors.New("the config patcher could not process this patch")
+		}
+	}()
+	in := configpatcher.WithBytes(current)
+	for _, p := range patches {
+		sm, ok := p.(configpatcher.StrategicMergePatch)
+		if !ok {
+			if in, err = configpatcher.Apply(in, []configpatcher.Patch{p}); err != nil {
+				return nil, nil, err
+			}
+			continue
+		}
+		for _, d := range sm.Documents() {
+			cfg, err := in.Config()
+			if err != nil {
+				return nil, nil, err
+			}
+			before := map[string]config.Document{}
+			for _, doc := range cfg.Documents() {
+				before[machineryDocID(doc)] = doc
+			}
+			_, del := d.(configloader.Selector)
+			if del && before[machineryDocID(d)] == nil {
+				continue
+			}
+			one, err := container.New(d)
+			if err != nil {
+				return nil, nil, err
+			}
+			if in, err = configpatcher.Apply(in, []configpatcher.Patch{configpatcher.NewStrategicMergePatch(one)}); err != nil {
+				return nil, nil, err
+			}
+			if del || before[machineryDocID(d)] == nil {
+				continue // a delete, or a new document: no list grew
+			}
+			after, err := in.Config()
+			if err != nil {
+				return nil, nil, err
+			}
+			for _, doc := range after.Documents() {
+				if machineryDocID(doc) == machineryDocID(d) {
+					a, err := listAppends(before[machineryDocID(d)], doc)
+					if err != nil {
+						return nil, nil, err
+					}
+					appends = append(appends, a...)
+				}
+			}
+		}
+	}
+	out, err = in.Bytes()
+	return out, appends, err
+}
+
+// machineryDocID is how the strategic merge matches documents: apiVersion,
+// kind and name (configpatcher/strategic.go documentID).
+func machineryDocID(d config.Document) string {
+	id := d.APIVersion() + "/" + d.Kind()
+	if named, ok := d.(config.NamedDocument); ok {
+		id += "/" + named.Name()
+	}
+	return id
 }
 
 func chunksOf(docs []patchDoc) []yamldocs.Chunk {
@@ -332,101 +411,172 @@ func chunksOf(docs []patchDoc) []yamldocs.Chunk {
 	return out
 }
 
-// findAppends: every list the patch documents name (through mappings)
-// that existed, non-empty, in the node's document and is longer after.
-func findAppends(oldDocs, patchDocs, newDocs []patchDoc) []ListAppend {
-	byID := func(docs []patchDoc) map[string]*yaml.Node {
-		m := map[string]*yaml.Node{}
-		for _, d := range docs {
-			m[d.id()] = d.root
-		}
-		return m
+// listAppends are the lists of doc (a document before a merge) that
+// after (the same document after it) holds grown by appending: non-empty
+// before, longer after, the old items first. Lists are followed through
+// mappings and, for lists merged by key (an interface's addresses), into
+// the items both share at the same place.
+func listAppends(doc, after config.Document) ([]ListAppend, error) {
+	b, err := docNode(doc)
+	if err != nil {
+		return nil, err
 	}
-	before, after := byID(oldDocs), byID(newDocs)
+	a, err := docNode(after)
+	if err != nil {
+		return nil, err
+	}
+	kind, api, name := doc.Kind(), doc.APIVersion(), ""
+	if named, ok := doc.(config.NamedDocument); ok {
+		name = named.Name()
+	}
+	if api == "" {
+		kind = v1alpha1Kind // the main machine config
+	}
 	var out []ListAppend
-	for _, d := range patchDocs {
-		if d.deleteDoc || d.root == nil || d.root.Kind != yaml.MappingNode || before[d.id()] == nil || after[d.id()] == nil {
-			continue
-		}
-		walkLists(d.root, nil, func(path []string, patchList *yaml.Node) {
-			if hasDelete(patchList) {
-				return
+	growth(b, a, nil, func(path []string, old, cur *yaml.Node) {
+		out = append(out, ListAppend{Kind: kind, Name: name, Path: pathString(path), Before: len(old.Content), After: len(cur.Content),
+			Replace: replaceForm(kind, api, name, path, b, len(old.Content), len(cur.Content)-len(old.Content))})
+	})
+	return out, nil
+}
+
+// docNode is doc as the patched config encodes it, a YAML mapping.
+func docNode(doc config.Document) (*yaml.Node, error) {
+	b, err := encoder.NewEncoder(doc, encoder.WithComments(encoder.CommentsDisabled)).Encode()
+	if err != nil {
+		return nil, err
+	}
+	var n yaml.Node
+	if err := yaml.Unmarshal(b, &n); err != nil {
+		return nil, err
+	}
+	if len(n.Content) == 0 {
+		return nil, errors.New("empty document")
+	}
+	return n.Content[0], nil
+}
+
+// growth calls f for every sequence of a that is b's there grown by
+// appending; path holds keys and "[i]" for list items.
+func growth(b, a *yaml.Node, path []string, f func(path []string, old, cur *yaml.Node)) {
+	switch {
+	case b == nil || a == nil || b.Kind != a.Kind:
+	case a.Kind == yaml.MappingNode:
+		for i := 0; i+1 < len(a.Content); i += 2 {
+			k := a.Content[i].Value
+			if old := talos114.Node(b, k); old != nil {
+				growth(old, a.Content[i+1], append(append([]string{}, path...), k), f)
 			}
-			old := talos114.Node(before[d.id()], path...)
-			cur := talos114.Node(after[d.id()], path...)
-			if old == nil || cur == nil || old.Kind != yaml.SequenceNode || cur.Kind != yaml.SequenceNode ||
-				len(old.Content) == 0 || len(cur.Content) <= len(old.Content) {
-				return
-			}
-			out = append(out, ListAppend{Kind: d.kind, Name: d.name, Path: strings.Join(path, "."),
-				Before: len(old.Content), After: len(cur.Content), Replace: replaceForm(d, path, patchList)})
-		})
-	}
-	return out
-}
-
-// walkLists calls f for every sequence reached from n through mapping keys.
-func walkLists(n *yaml.Node, path []string, f func([]string, *yaml.Node)) {
-	if n.Kind != yaml.MappingNode {
-		return
-	}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i].Value, n.Content[i+1]
-		if len(path) == 0 && (k == "apiVersion" || k == "kind" || k == "name") {
-			continue
 		}
-		p := append(append([]string{}, path...), k)
-		switch v.Kind {
-		case yaml.SequenceNode:
-			f(p, v)
-		case yaml.MappingNode:
-			walkLists(v, p, f)
+	case a.Kind == yaml.SequenceNode:
+		shared := min(len(b.Content), len(a.Content))
+		if len(b.Content) > 0 && len(a.Content) > len(b.Content) && sameItems(b.Content, a.Content[:shared]) {
+			f(path, b, a)
+			return
+		}
+		for i := range shared {
+			growth(b.Content[i], a.Content[i], append(append([]string{}, path...), fmt.Sprintf("[%d]", i)), f)
 		}
 	}
 }
 
-func hasDelete(n *yaml.Node) bool {
-	return n.Kind == yaml.MappingNode && scalarAt(n, "$patch") == "delete"
+// sameItems: the two lists of nodes encode alike (comments aside).
+func sameItems(x, y []*yaml.Node) bool {
+	if len(x) != len(y) {
+		return false
+	}
+	for i := range x {
+		if normalDoc(x[i]) != normalDoc(y[i]) {
+			return false
+		}
+	}
+	return true
 }
 
-// replaceForm is what replaces the list at path instead of appending to
-// it, values elided (the user fills in the list they meant). In the main
+// pathString is "machine.certSANs", "machine.network.interfaces[0].addresses".
+func pathString(path []string) string {
+	var b strings.Builder
+	for i, p := range path {
+		if i > 0 && !strings.HasPrefix(p, "[") {
+			b.WriteString(".")
+		}
+		b.WriteString(p)
+	}
+	return b.String()
+}
+
+// replaceForm is what replaces the list at path of the document root
+// instead of appending to it (it held n items; added: how many the patch
+// appended),
+// values elided (the user fills in the list they meant). In the main
 // v1alpha1 document: one patch file deleting the list, then setting it
-// (configloader's delete selectors; strategic.go applies the documents in
-// order). In a named document that file is refused (the delete leaves
-// apiVersion, kind and name: a duplicate document), so: the whole
+// (configloader's delete selectors; the documents apply in order); a list
+// inside a list's item cannot be deleted alone (configloader refuses a
+// delete under a list), so its item is: deleted by its first key, then
+// given whole. In a named document that file is refused (the delete
+// leaves apiVersion, kind and name: a duplicate document), so: the whole
 // document, deleted then given again, which --replace-document does.
-func replaceForm(d patchDoc, path []string, list *yaml.Node) string {
-	if d.kind != v1alpha1Kind {
-		ref := d.kind
-		if d.name != "" {
-			ref += "/" + d.name
+func replaceForm(kind, apiVersion, name string, path []string, root *yaml.Node, n, added int) string {
+	if kind != v1alpha1Kind {
+		ref := kind
+		if name != "" {
+			ref += "/" + name
 		}
-		head := "apiVersion: " + or(d.apiVersion, "v1alpha1") + "\nkind: " + d.kind + "\n"
-		if d.name != "" {
-			head += "name: " + d.name + "\n"
+		head := "apiVersion: " + or(apiVersion, "v1alpha1") + "\nkind: " + kind + "\n"
+		if name != "" {
+			head += "name: " + name + "\n"
 		}
 		return "replace the whole document instead: talosflash patch --replace-document " + ref + " FILE (FILE: the whole new document, " +
-			strings.Join(path, ".") + " as it should be), or in one patch file:\n" + head + "$patch: delete\n---\n" + head + "... (the whole new document)\n"
+			pathString(path) + " as it should be), or in one patch file:\n" + head + "$patch: delete\n---\n" + head + "... (the whole new document)\n"
 	}
-	nest := func(last string) string {
+	nest := func(keys []string, last string) string {
 		var b strings.Builder
-		for i, k := range path {
+		for i, k := range keys {
 			b.WriteString(strings.Repeat("    ", i) + k + ":")
-			if i < len(path)-1 {
+			if i < len(keys)-1 {
 				b.WriteString("\n")
 			}
 		}
 		b.WriteString(last)
 		return b.String()
 	}
+	if at := slices.IndexFunc(path, func(p string) bool { return strings.HasPrefix(p, "[") }); at >= 0 {
+		keys := path[:at]
+		indent := strings.Repeat("    ", len(keys))
+		key := "the item's first key"
+		if item := nodeAt(root, path[:at+1]); item != nil && item.Kind == yaml.MappingNode && len(item.Content) > 0 {
+			key = item.Content[0].Value
+		}
+		return "replace the whole item instead of appending to its " + pathString(path[at+1:]) + ", in one patch file:\n" +
+			nest(keys, "\n"+indent+"- "+key+": ...\n"+indent+"  $patch: delete") + "\n---\n" +
+			nest(keys, "\n"+indent+"- "+key+": ...\n"+indent+"  ... (the whole item, "+pathString(path[at+1:])+" as it should be)") + "\n"
+	}
 	indent := strings.Repeat("    ", len(path))
 	items := ""
-	for range list.Content {
+	for range n + added {
 		items += "\n" + indent + "- ..."
 	}
 	return "replace the list instead of appending to it, in one patch file:\n" +
-		nest("\n"+indent+"$patch: delete") + "\n---\n" + nest(items) + "\n"
+		nest(path, "\n"+indent+"$patch: delete") + "\n---\n" + nest(path, items) + "\n"
+}
+
+// nodeAt follows path (keys, and "[i]" for list items) from n.
+func nodeAt(n *yaml.Node, path []string) *yaml.Node {
+	for _, p := range path {
+		if n == nil {
+			return nil
+		}
+		if i, ok := strings.CutPrefix(p, "["); ok {
+			k, err := strconv.Atoi(strings.TrimSuffix(i, "]"))
+			if err != nil || n.Kind != yaml.SequenceNode || k >= len(n.Content) {
+				return nil
+			}
+			n = n.Content[k]
+			continue
+		}
+		n = talos114.Node(n, p)
+	}
+	return n
 }
 
 func or(a, b string) string {
@@ -518,6 +668,11 @@ func clean(n *yaml.Node) *yaml.Node {
 				continue
 			}
 			k := clean(n.Content[i])
+			if k == nil { // a null or empty key stays a key
+				kc := *n.Content[i]
+				kc.HeadComment, kc.LineComment, kc.FootComment = "", "", ""
+				k = &kc
+			}
 			c.Content = append(c.Content, k, v)
 		}
 		if len(c.Content) == 0 {

@@ -157,3 +157,112 @@ func assertNoConfigSecrets(t *testing.T, cfg []byte, outputs ...string) {
 		}
 	}
 }
+
+// A delete of a document the config lacks (the same delete run twice, a
+// patch for every node of which only one has the document, another
+// apiVersion) is skipped, as talosctl 1.14's strategic merge skips it
+// (configpatcher/strategic.go, siderolabs/talos c3052e845); machinery
+// v1.13 appended the selector and its encoder panicked, crashing the CLI.
+// The rest of such a patch still applies.
+func TestPatchDeleteOfAbsentDocumentSkipped(t *testing.T) {
+	cur := userControlPlane(t)
+	for _, p := range []string{
+		"apiVersion: v1alpha1\nkind: ExtensionServiceConfig\nname: cloudflared\n$patch: delete\n",
+		"apiVersion: v1alpha2\nkind: ExtensionServiceConfig\nname: newt\n$patch: delete\n",
+		"apiVersion: v1alpha1\nkind: KubeFlannelCNIConfig\n$patch: delete\n",
+	} {
+		res, err := PatchConfig(cur, [][]byte{[]byte(p)}, nil)
+		if err != nil || res.Changed {
+			t.Fatalf("delete of an absent document %q: changed %v, %v", p, res != nil && res.Changed, err)
+		}
+	}
+	// A key's delete in an absent document: the delete skipped, the rest
+	// of the document (its name) added, as talosctl 1.14 does; the node's
+	// validation decides on it.
+	if _, err := PatchConfig(cur, [][]byte{[]byte("apiVersion: v1alpha1\nkind: ExtensionServiceConfig\nname: cloudflared\nenvironment:\n    $patch: delete\n")}, nil); err != nil {
+		t.Fatalf("a key's delete in an absent document: %v", err)
+	}
+	// Deleted by the first patch, deleted again by the second; the third changes something.
+	del := "apiVersion: v1alpha1\nkind: ExtensionServiceConfig\nname: newt\n$patch: delete\n"
+	res, err := PatchConfig(cur, [][]byte{[]byte(del), []byte(del), []byte("machine:\n    certSANs: [cp.example.com]\n")}, nil)
+	if err != nil || bytes.Contains(res.Config, []byte("kind: ExtensionServiceConfig")) || !bytes.Contains(res.Config, []byte("cp.example.com")) {
+		t.Fatalf("delete twice, then a change: %v", err)
+	}
+	// A replacement of a document the config lacks adds it.
+	cf := "apiVersion: v1alpha1\nkind: ExtensionServiceConfig\nname: cloudflared\nenvironment:\n    - TUNNEL_TOKEN=t0k3nV4lu3\n"
+	res, err = PatchConfig(cur, nil, []Replacement{{Kind: "ExtensionServiceConfig", Name: "cloudflared", Document: []byte(cf)}})
+	if err != nil || !bytes.Contains(res.Config, []byte("name: cloudflared")) || !bytes.Contains(res.Config, []byte("name: newt")) {
+		t.Fatalf("replacement of an absent document: %v", err)
+	}
+}
+
+// What is flagged is what each patch document did to the config as it
+// stood before it: the replace form the flag proposes (a delete, then the
+// list) is no append even when the new list is longer, for the v1alpha1
+// document, a named document and --replace-document alike; a list
+// replaced by one patch and grown by the next is flagged once, for the
+// second, counted from the list it grew; a list inside a list item merged
+// by key (an interface's addresses) that grows is flagged, with how to
+// replace the item instead.
+func TestPatchAppendsPerDocument(t *testing.T) {
+	v1 := []byte("version: v1alpha1\nmachine:\n    type: worker\n    certSANs: [x.example.com, y.example.com]\n    network:\n        interfaces:\n" +
+		"            - interface: end0\n              addresses: [10.0.0.2/24]\ncluster:\n    clusterName: c\n")
+	esc := "apiVersion: v1alpha1\nkind: ExtensionServiceConfig\nname: newt\n"
+	longer := esc + "environment:\n    - PANGOLIN_ENDPOINT=https://p.example.net\n    - NEWT_ID=n3wt1d\n    - NEWT_SECRET=N3wS3cr3tQq\n    - LOG_LEVEL=DEBUG\n"
+	for name, c := range map[string]struct {
+		cur     []byte
+		patches []string
+		repl    []Replacement
+	}{
+		"v1alpha1 list replaced by a longer one": {v1, []string{"machine:\n    certSANs:\n        $patch: delete\n---\nmachine:\n    certSANs: [a.example.com, b.example.com, c.example.com]\n"}, nil},
+		"named document replaced, longer":        {userControlPlane(t), []string{esc + "$patch: delete\n---\n" + longer}, nil},
+		"--replace-document, longer":             {userControlPlane(t), nil, []Replacement{{Kind: "ExtensionServiceConfig", Name: "newt", Document: []byte(longer)}}},
+	} {
+		var ps [][]byte
+		for _, p := range c.patches {
+			ps = append(ps, []byte(p))
+		}
+		res, err := PatchConfig(c.cur, ps, c.repl)
+		if err != nil || len(res.Appends) != 0 {
+			t.Fatalf("%s: %v, appends %+v", name, err, res.Appends)
+		}
+	}
+
+	res, err := PatchConfig(v1, [][]byte{
+		[]byte("machine:\n    certSANs:\n        $patch: delete\n---\nmachine:\n    certSANs: [a.example.com]\n"),
+		[]byte("machine:\n    certSANs: [b.example.com, c.example.com]\n"),
+	}, nil)
+	if err != nil || len(res.Appends) != 1 || res.Appends[0].Path != "machine.certSANs" || res.Appends[0].Before != 1 || res.Appends[0].After != 3 {
+		t.Fatalf("replaced, then grown: %v, appends %+v", err, res.Appends)
+	}
+
+	res, err = PatchConfig(v1, [][]byte{[]byte("machine:\n    network:\n        interfaces:\n            - interface: end0\n              addresses: [10.0.0.3/24]\n")}, nil)
+	if err != nil || len(res.Appends) != 1 {
+		t.Fatalf("nested list: %v, appends %+v", err, res.Appends)
+	}
+	a := res.Appends[0]
+	if a.Path != "machine.network.interfaces[0].addresses" || a.Before != 1 || a.After != 2 ||
+		!strings.Contains(a.Replace, "        interfaces:\n            - interface: ...\n              $patch: delete\n---\n") {
+		t.Fatalf("nested list: %+v\n%s", a, a.Replace)
+	}
+	// The form, filled in, replaces the item.
+	filled := strings.NewReplacer("interface: ...", "interface: end0", "... (the whole item, addresses as it should be)", "addresses: [10.0.0.3/24]").Replace(a.Replace[strings.Index(a.Replace, "machine:"):])
+	res, err = PatchConfig(v1, [][]byte{[]byte(filled)}, nil)
+	if err != nil || len(res.Appends) != 0 || bytes.Contains(res.Config, []byte("10.0.0.2/24")) || !bytes.Contains(res.Config, []byte("10.0.0.3/24")) {
+		t.Fatalf("the filled form: %v, appends %+v\n%s", err, res.Appends, filled)
+	}
+}
+
+// --replace-document replaces a document that has a kind (and a name, for
+// named kinds); the v1alpha1 document has none: its "replacement" was a
+// delete that matched nothing and a merge, so it is refused, saying to
+// patch it instead.
+func TestPatchReplaceOfTheV1alpha1DocumentRefused(t *testing.T) {
+	cur := userControlPlane(t)
+	for _, kind := range []string{"v1alpha1", ""} {
+		_, err := PatchConfig(cur, nil, []Replacement{{Kind: kind, Document: []byte("version: v1alpha1\nmachine:\n    type: worker\ncluster:\n    clusterName: x\n")}})
+		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "the v1alpha1 document cannot be replaced whole") {
+			t.Fatalf("kind %q: %v", kind, err)
+		}
+	}
+}

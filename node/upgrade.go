@@ -8,10 +8,14 @@ import (
 	"strings"
 
 	"github.com/blang/semver/v4"
+	"github.com/cosi-project/runtime/pkg/resource"
+	"github.com/cosi-project/runtime/pkg/safe"
 	"github.com/siderolabs/image-factory/pkg/schematic"
 	"github.com/siderolabs/talos/pkg/machinery/api/common"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
 	"github.com/siderolabs/talos/pkg/machinery/client"
+	"github.com/siderolabs/talos/pkg/machinery/constants"
+	"github.com/siderolabs/talos/pkg/machinery/resources/network"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -31,6 +35,16 @@ var (
 	// ErrUpgradeFailed: the installer ran and failed, or the node came back
 	// wrong; errors.Is(err, ErrRefused) too (exit 8).
 	ErrUpgradeFailed error = refusal("upgrade failed")
+	// ErrOtherNode: the node at the address says it is another than the one
+	// meant (UpgradeOptions.Hostname); nothing was sent. It fails the
+	// checks, as apply --inventory's identity: errors.Is(err, ErrInvalidConfig) (exit 7).
+	ErrOtherNode error = invalidConfig("another node answers there")
+	// ErrExtensionConfigMissing: the installer's image has an extension
+	// the node does not run now and whose ExtensionServiceConfig its config
+	// lacks: after the reboot the service waits for it, the node stays
+	// booting and reboots every BootTimeout (the incident). Nothing was
+	// sent. It fails the incident checks: errors.Is(err, ErrInvalidConfig) (exit 7).
+	ErrExtensionConfigMissing error = invalidConfig("the image's extension has no ExtensionServiceConfig in the node's config")
 )
 
 // refusal is a sentinel that also matches ErrRefused.
@@ -49,9 +63,14 @@ type UpgradeOptions struct {
 	OnPlan func(*UpgradeResult)
 	// Schematic, when set, is the schematic whose installer is used (a
 	// cluster's role image, e.g. from the inventory): the node is upgraded
-	// to it, and must come back with it, whatever it booted. Nil: the
-	// schematic the node booted.
+	// to it, and must come back with it, whatever it booted, unless it
+	// brings an extension whose ExtensionServiceConfig the node's config
+	// lacks (ErrExtensionConfigMissing). Nil: the schematic the node booted.
 	Schematic *schematic.Schematic
+	// Hostname, when set, is the node meant (an inventory's): the node at
+	// the address must say it is that host, compared as Talos splits an
+	// FQDN (Node.IsHost), or nothing is sent (ErrOtherNode).
+	Hostname string
 	// BeforeReboot, when set, runs once the new version is installed and
 	// before the node is rebooted (talosctl v1.14's --drain goes there:
 	// cmd/talosctl/cmd/talos/upgrade.go drains after the installer ran); on
@@ -165,10 +184,20 @@ func planUpgrade(ctx context.Context, endpoint string, tc *Talosconfig, opts Upg
 		return res, s, fmt.Errorf("%w (%s booted the empty schematic: its installer is the generic one, without the Raspberry Pi overlay); "+
 			"refusing to upgrade with it: run talosctl upgrade --image with the installer from your talos/installer-<role>.yaml", ErrNoSchematic, s.endpoint)
 	}
+	if opts.Hostname != "" {
+		if err := s.isHost(cctx, opts.Hostname); err != nil {
+			return res, s, err
+		}
+	}
 	res.SchematicID = res.Booted.SchematicID
 	if opts.Schematic != nil {
 		if res.SchematicID, err = factory.SchematicID(opts.Schematic); err != nil {
 			return res, s, fmt.Errorf("upgrade %s: the role's schematic: %w", s.endpoint, err)
+		}
+		if res.SchematicID != res.Booted.SchematicID {
+			if err := s.checkNewExtensions(cctx, opts.Schematic, res.Booted); err != nil {
+				return res, s, err
+			}
 		}
 	}
 	switch {
@@ -189,6 +218,66 @@ func planUpgrade(ctx context.Context, endpoint string, tc *Talosconfig, opts Upg
 		return res, s, fmt.Errorf("upgrade %s: %w", s.endpoint, err)
 	}
 	return res, s, nil
+}
+
+// isHost refuses a node that says it is another than want (its
+// HostnameStatus, as Talos splits an FQDN).
+func (s *session) isHost(ctx context.Context, want string) error {
+	h, err := safe.StateGet[*network.HostnameStatus](ctx, s.c.COSI, resource.NewMetadata(network.NamespaceName, network.HostnameStatusType, network.HostnameID, resource.VersionUndefined))
+	if err != nil {
+		return fmt.Errorf("upgrade %s: %w: %s's hostname cannot be read to check it is %s (%v); nothing was sent", s.endpoint, ErrOtherNode, s.endpoint, want, s.err(ctx, "hostname request", err))
+	}
+	if err := CheckHost(s.endpoint, want, h.TypedSpec().Hostname, h.TypedSpec().Domainname); err != nil {
+		return fmt.Errorf("upgrade %s: %w", s.endpoint, err)
+	}
+	return nil
+}
+
+// CheckHost is the identity rule of a configured node meant by name (an
+// inventory's): the node at endpoint, which reports host and domain
+// (HostnameStatus), is want when Node.IsHost says so; else ErrOtherNode.
+func CheckHost(endpoint, want, host, domain string) error {
+	n := Node{Hostname: printable(host, maxName), Domainname: printable(domain, maxName)}
+	if n.IsHost(want) {
+		return nil
+	}
+	return fmt.Errorf("%w: the node at %s says it is %q, not %s; nothing was sent (put each card in its own Pi, or correct the inventory's address)",
+		ErrOtherNode, endpoint, n.FQDN(), want)
+}
+
+// checkNewExtensions refuses an installer whose image brings an extension
+// the node does not run now (booted) and whose ExtensionServiceConfig its
+// running config lacks: the incident, at the next boot. The config is read
+// (os:admin, as the upgrade needs) only then.
+func (s *session) checkNewExtensions(ctx context.Context, target *schematic.Schematic, booted *Booted) error {
+	has := schematicHas(target)
+	var added []ServiceExtension
+	for _, se := range serviceExtensions {
+		if has(se.Extension) && !booted.HasExtension(se.Extension) {
+			added = append(added, se)
+		}
+	}
+	if len(added) == 0 {
+		return nil
+	}
+	data, err := readMachineConfig(ctx, s)
+	if err != nil {
+		return fmt.Errorf("upgrade %s: %w: the installer's image adds %s, and the node's config cannot be read to check it has its ExtensionServiceConfig (%v); nothing was sent",
+			s.endpoint, ErrExtensionConfigMissing, added[0].Extension, err)
+	}
+	cfg, err := LoadConfig(data)
+	if err != nil {
+		return fmt.Errorf("upgrade %s: %w: the installer's image adds %s, and the node's config cannot be checked (%v); nothing was sent", s.endpoint, ErrExtensionConfigMissing, added[0].Extension, err)
+	}
+	for _, se := range added {
+		if !cfg.HasExtensionService(se.ConfigName) {
+			return fmt.Errorf("upgrade %s: %w: the installer's image adds %s, which the node (%s) does not run now, but its config has no ExtensionServiceConfig named %q: "+
+				"after the reboot the %s service waits for it, the node stays booting and reboots every BootTimeout (%d min); nothing was sent. "+
+				"Is this the node you mean? Add the document first (talosflash patch --replace-document ExtensionServiceConfig/%s FILE), or flash or upgrade it with the image it should run",
+				s.endpoint, ErrExtensionConfigMissing, se.Extension, booted, se.ConfigName, se.ConfigName, int(constants.BootTimeout.Minutes()), se.ConfigName)
+		}
+	}
+	return nil
 }
 
 // checkTargetExtensions refuses a target version the factory offers without one

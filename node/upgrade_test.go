@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -265,5 +266,59 @@ func TestUpgradeAPIOfPreReleases(t *testing.T) {
 				t.Fatalf("from %s: API %s, legacy calls %d, running %s, healthy %v", from, res.API, n.LegacyUpgrades(), n.RunningVersion(), res.Healthy)
 			}
 		})
+	}
+}
+
+// An upgrade to another image than the node booted (the inventory role's,
+// UpgradeOptions.Schematic) never brings an extension that waits for its
+// ExtensionServiceConfig to a node whose config lacks that document: a
+// worker (worker image, worker config) upgraded with the control plane's
+// Newt installer would, after its reboot, wait for newt's config and
+// reboot every BootTimeout. Refused with nothing sent, in the dry run too;
+// with the document in the node's config it goes ahead. And a node
+// expected by name (UpgradeOptions.Hostname, the inventory's) that says
+// it is another is refused before anything is sent.
+func TestUpgradeNeverBringsAnExtensionWithoutItsConfig(t *testing.T) {
+	e := newUpgradeEnv(t)
+	wk := factory.BuiltinProfiles()[1]
+	if _, err := e.fac.AddSchematic(wk.Schematic()); err != nil {
+		t.Fatal(err)
+	}
+	workerCfg, cpCfg := must(os.ReadFile("testdata/talos114/valid/worker.yaml")), must(os.ReadFile("testdata/talos114/valid/controlplane.yaml"))
+	worker := nodetest.StartNode(t, nodetest.NodeOptions{PKI: e.pki, Schematic: wk.Schematic(), Worker: true, Hostname: "worker-1", Config: workerCfg})
+	for _, dry := range []bool{true, false} {
+		var log progressLog
+		o := e.opts(&log)
+		o.Schematic, o.DryRun = e.cp.Schematic(), dry
+		_, err := Upgrade(context.Background(), worker.Addr(), e.tc, o)
+		if !errors.Is(err, ErrExtensionConfigMissing) || !errors.Is(err, ErrInvalidConfig) ||
+			!strings.Contains(err.Error(), "siderolabs/newt") || !strings.Contains(err.Error(), `ExtensionServiceConfig named "newt"`) || !strings.Contains(err.Error(), "nothing was sent") {
+			t.Fatalf("dry run %v: %v", dry, err)
+		}
+	}
+	if len(worker.Pulled())+len(worker.Upgrades())+worker.Reboots() != 0 {
+		t.Fatalf("sent to the worker: pulls %v upgrades %v reboots %d", worker.Pulled(), worker.Upgrades(), worker.Reboots())
+	}
+
+	// The same image change with Newt's document in the config: planned.
+	withESC := nodetest.StartNode(t, nodetest.NodeOptions{PKI: e.pki, Schematic: wk.Schematic(), Bootstrapped: true, Hostname: "cp-1", Config: cpCfg})
+	var log progressLog
+	o := e.opts(&log)
+	o.Schematic, o.DryRun, o.Hostname = e.cp.Schematic(), true, "CP-1"
+	if res, err := Upgrade(context.Background(), withESC.Addr(), e.tc, o); err != nil || res.SchematicID != e.cpID {
+		t.Fatalf("with the document: %v", err)
+	}
+
+	// Another node than the one meant.
+	for _, want := range []string{"cp-1", "worker-1.home.arpa"} {
+		o := e.opts(&log)
+		o.Hostname = want
+		_, err := Upgrade(context.Background(), worker.Addr(), e.tc, o)
+		if !errors.Is(err, ErrOtherNode) || !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), `says it is "worker-1"`) || !strings.Contains(err.Error(), "nothing was sent") {
+			t.Fatalf("expecting %s: %v", want, err)
+		}
+	}
+	if len(worker.Pulled())+len(worker.Upgrades())+worker.Reboots() != 0 {
+		t.Fatalf("sent to the worker: pulls %v upgrades %v reboots %d", worker.Pulled(), worker.Upgrades(), worker.Reboots())
 	}
 }

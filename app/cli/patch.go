@@ -27,7 +27,8 @@ func init() {
 			"--replace-document KIND/NAME FILE swaps one whole document in one apply\n" +
 			"(e.g. Newt's ExtensionServiceConfig: never a moment without it). A change\n" +
 			"that leaves an extension the node runs without its ExtensionServiceConfig\n" +
-			"is refused. With --inventory and no --hostname, every node, one at a time.",
+			"is refused. With --inventory and no --hostname, every node, one at a time;\n" +
+			"each must say it is the inventory's hostname (another node there is refused).",
 		example: "talosflash patch --inventory talosflash.yaml --hostname cp-1 --talosconfig talos/talosconfig --patch @newt.yaml --dry-run\n" +
 			"talosflash patch --node 192.168.1.20 --talosconfig talos/talosconfig --replace-document ExtensionServiceConfig/newt newt.yaml",
 		order: []string{"node", "inventory", "hostname", "talosconfig", "patch", "replace-document", "append", "dry-run", "mode", "json"},
@@ -129,7 +130,7 @@ func runPatch(ctx context.Context, args []string, env Env) error {
 		return err
 	}
 	warnNotAdmin(env, tc)
-	type target struct{ name, endpoint string }
+	type target struct{ name, endpoint string } // name: the inventory's hostname (the node must say it)
 	var targets []target
 	if inv != "" {
 		in, err := loadInventory(inv, profiles)
@@ -150,7 +151,7 @@ func runPatch(ctx context.Context, args []string, env Env) error {
 	}
 	p := newPatchPrinter(jsonOut, dryRun, env)
 	for _, t := range targets {
-		job := plan.PatchJob{Endpoint: t.endpoint, Name: t.name, Talosconfig: tc, Patches: data, Replace: repl, Mode: mode,
+		job := plan.PatchJob{Endpoint: t.endpoint, Name: t.name, Hostname: t.name, Talosconfig: tc, Patches: data, Replace: repl, Mode: mode,
 			DryRun: dryRun, AllowAppend: allowAppend, Wait: node.WaitOptions{CallTimeout: timeout, Timeout: timeout},
 			Event: p.Event}
 		res, err := plan.Patch(ctx, job)

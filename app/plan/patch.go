@@ -16,8 +16,12 @@ import (
 // runs without its ExtensionServiceConfig, then the node's own dry run,
 // then (unless DryRun) the apply.
 type PatchJob struct {
-	Endpoint    string // host or host:port
-	Name        string // how messages call the node (its hostname), "" the endpoint
+	Endpoint string // host or host:port
+	Name     string // how messages call the node (its hostname), "" the endpoint
+	// Hostname, when set, is the node meant (an inventory's): the node at
+	// Endpoint must say it is that host (node.CheckHost), else nothing is
+	// patched or sent.
+	Hostname    string
 	Talosconfig *node.Talosconfig
 	Patches     [][]byte
 	Replace     []node.Replacement
@@ -134,6 +138,11 @@ func Patch(ctx context.Context, job PatchJob) (*PatchOutcome, error) {
 		return out, err
 	}
 	out.Version = run.Version
+	if job.Hostname != "" {
+		if err := node.CheckHost(endpoint, job.Hostname, run.Hostname, run.Domainname); err != nil {
+			return out, err
+		}
+	}
 	phase(PatchPhasePatch)
 	p, err := node.PatchConfig(run.Config, job.Patches, job.Replace)
 	if err != nil {
@@ -166,12 +175,17 @@ func Patch(ctx context.Context, job PatchJob) (*PatchOutcome, error) {
 	}
 	var lost []node.Finding
 	for _, f := range node.InspectWith(after, opts) {
-		if was[f.Code+"\x00"+f.Message] || f.Severity == node.SeverityInfo {
-			continue // not this change's doing
+		// Not this change's doing, or a note of no consequence; a document
+		// this change gives an extension the image lacks is said (it does
+		// nothing there, and may carry the extension's secrets).
+		if was[f.Code+"\x00"+f.Message] || f.Severity == node.SeverityInfo && f.Code != node.CodeExtensionConfigUnused {
+			continue
 		}
 		out.Findings = append(out.Findings, f)
 		emit(PatchEvent{Kind: PatchEventFinding, Finding: &out.Findings[len(out.Findings)-1]})
-		if f.Code == node.CodeExtensionConfigMissing {
+		// The document gone, or cut of what its extension needs: both
+		// are its delete.
+		if f.Code == node.CodeExtensionConfigMissing || f.Code == node.CodeExtensionConfigIncomplete {
 			lost = append(lost, f)
 		}
 	}

@@ -24,7 +24,10 @@ import (
 // skew policy wants (kubelets never newer than the API server), and
 // Omni's and tuppr's rolling upgrades go control planes first too.
 //
-// Each node: the gate (a control plane only when etcd is healthy with
+// Each node: it must be the inventory's node (the hostname it reports)
+// and its role's installer must not bring an extension whose
+// ExtensionServiceConfig its config lacks (node.Upgrade refuses both,
+// nothing sent); the gate (a control plane only when etcd is healthy with
 // every member: Talos' own check before an upgrade,
 // internal/pkg/etcd/etcd.go ValidateForUpgrade: not 2 members, every
 // member started, each healthy), its role's installer pulled and run
@@ -149,6 +152,12 @@ func Rollout(ctx context.Context, job RolloutJob) (*RolloutResult, error) {
 	for _, n := range RolloutOrder(job.Nodes) {
 		res.Nodes = append(res.Nodes, &NodeRollout{RolloutNode: n, Step: StepUntouched, State: "untouched: nothing was sent"})
 	}
+	for _, n := range res.Nodes {
+		if n.Role != "controlplane" && n.Role != "worker" {
+			return res, fmt.Errorf("%w: %s (profile %s) has no role: the rolling upgrade takes control planes first, each after etcd's health check: give it role: controlplane or role: worker in the inventory; nothing was sent",
+				ErrRolloutRole, n.Hostname, n.Profile)
+		}
+	}
 	if !job.DryRun && job.Kube == nil {
 		return res, errors.New("upgrade --inventory drains each node through the Kubernetes API: no kubeconfig reaches the cluster (run talosflash kubeconfig first, or pass --kubeconfig)")
 	}
@@ -194,12 +203,17 @@ func (job RolloutJob) one(ctx context.Context, nr *NodeRollout, controlPlanes []
 	}
 	wait := job.Wait
 	wait.Progress = func(s string) { say("", "%s", s) }
-	opts := node.UpgradeOptions{To: job.To, Factory: job.Factory, DryRun: job.DryRun, Wait: wait, Schematic: nr.Schematic}
+	// The node is the inventory's (its hostname), and its role's image never
+	// brings an extension whose document its config lacks (node.Upgrade).
+	opts := node.UpgradeOptions{To: job.To, Factory: job.Factory, DryRun: job.DryRun, Wait: wait, Schematic: nr.Schematic, Hostname: nr.Hostname}
 	if job.DryRun {
 		up, err := node.PlanUpgrade(ctx, nr.Endpoint, job.Talosconfig, opts)
 		nr.Upgrade = up
 		if err != nil {
-			nr.Step, nr.State = StepPlan, "would fail: "+err.Error()+"; nothing was sent"
+			nr.Step, nr.State = StepPlan, "would fail: "+err.Error()
+			if !strings.Contains(nr.State, "nothing was sent") {
+				nr.State += "; nothing was sent"
+			}
 			return err
 		}
 		nr.Step = StepPlan
@@ -257,6 +271,9 @@ func (job RolloutJob) one(ctx context.Context, nr *NodeRollout, controlPlanes []
 	up, err := node.Upgrade(ctx, nr.Endpoint, job.Talosconfig, opts)
 	nr.Upgrade = up
 	if err != nil {
+		if up == nil || up.Phase == "" {
+			nr.Step = StepPlan // refused while planning: nothing was sent
+		}
 		nr.State = nodeState(nr, up, err)
 		return err
 	}
@@ -385,6 +402,16 @@ func etcdMembers(ctx context.Context, job RolloutJob, controlPlanes []StatusTarg
 }
 
 var errEtcdGate error = gateRefusal("etcd is not healthy with all its members")
+
+// ErrRolloutRole: an inventory node without a role (a custom profile
+// naming none); the rollout cannot order or gate it. errors.Is(err,
+// node.ErrInvalidConfig): the inventory fails the check (exit 7).
+var ErrRolloutRole error = inventoryRefusal("a node has no role")
+
+type inventoryRefusal string
+
+func (r inventoryRefusal) Error() string        { return string(r) }
+func (r inventoryRefusal) Is(target error) bool { return target == node.ErrInvalidConfig }
 
 type gateRefusal string
 

@@ -76,3 +76,94 @@ func TestRolloutEtcdGateStopsBeforeSending(t *testing.T) {
 		t.Fatal("something was sent")
 	}
 }
+
+// Each node gets its role's installer only when it is that node and the
+// installer cannot start the incident: the inventory's worker-1 address
+// answered by the control plane (it says it is cp-1, runs Newt with its
+// config) would lose Newt to the worker installer; cp-1 whose card was
+// flashed with the worker image and whose config has no Newt document
+// would get the Newt installer and then reboot every BootTimeout. Both
+// refused before anything is sent, in the dry run and the real run.
+func TestRolloutRefusesTheWrongNodeAndTheIncident(t *testing.T) {
+	pki, err := nodetest.NewPKI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, wk := factory.BuiltinProfiles()[0], factory.BuiltinProfiles()[1]
+	cpCfg, err := os.ReadFile("../../node/testdata/talos114/valid/controlplane.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	noNewt := cpCfg[:strings.LastIndex(string(cpCfg), "---\napiVersion: v1alpha1\nkind: ExtensionServiceConfig")]
+	realCP := nodetest.StartNode(t, nodetest.NodeOptions{PKI: pki, Schematic: cp.Schematic(), Bootstrapped: true, Hostname: "cp-1", Config: cpCfg})
+	wrongCard := nodetest.StartNode(t, nodetest.NodeOptions{PKI: pki, Schematic: wk.Schematic(), Bootstrapped: true, Hostname: "cp-1", Config: noNewt})
+	tc := rolloutTalosconfig(t, pki)
+	fac := factorytest.New(t)
+	fac.SetVersions("v1.14.5", "v1.14.6")
+	for _, p := range []factory.Profile{cp, wk} {
+		if _, err := fac.AddSchematic(p.Schematic()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		node RolloutNode
+		n    *nodetest.Node
+		want string
+	}{
+		{"another node there", RolloutNode{Hostname: "worker-1", Role: "worker", Endpoint: realCP.Addr(), Schematic: wk.Schematic()}, realCP, `says it is "cp-1"`},
+		{"Newt without its document", RolloutNode{Hostname: "cp-1", Role: "controlplane", Endpoint: wrongCard.Addr(), Schematic: cp.Schematic()}, wrongCard, `no ExtensionServiceConfig named "newt"`},
+	} {
+		for _, dry := range []bool{true, false} {
+			job := RolloutJob{To: "v1.14.6", Talosconfig: tc, Factory: factory.NewClient(fac.URL, fac.Client()), Kube: &kube.Access{}, DryRun: dry,
+				Wait: node.WaitOptions{Timeout: 5 * time.Second, Every: 10 * time.Millisecond}, Nodes: []RolloutNode{c.node}}
+			res, err := Rollout(context.Background(), job)
+			if !errors.Is(err, ErrRolloutStopped) || !errors.Is(err, node.ErrInvalidConfig) || !strings.Contains(err.Error(), c.want) ||
+				!strings.Contains(res.Nodes[0].State, "nothing was sent") || res.Nodes[0].Step != StepPlan {
+				t.Fatalf("%s (dry run %v): %v; state %q", c.name, dry, err, res.Nodes[0].State)
+			}
+			if len(c.n.Pulled())+len(c.n.Upgrades())+c.n.Reboots() != 0 {
+				t.Fatalf("%s: sent: pulls %v upgrades %v reboots %d", c.name, c.n.Pulled(), c.n.Upgrades(), c.n.Reboots())
+			}
+		}
+	}
+}
+
+func rolloutTalosconfig(t *testing.T, pki *nodetest.PKI) *node.Talosconfig {
+	t.Helper()
+	data, err := pki.Talosconfig("home", "os:admin", "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "talosconfig")
+	if err := os.WriteFile(p, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tc, err := node.LoadTalosconfig(p, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tc
+}
+
+// The rollout orders and gates by role: a node whose inventory profile
+// names no role (a custom profile without role:) could be a control plane
+// taken down after the workers with no etcd gate. Refused before anything
+// is sent, naming the node, in the dry run too.
+func TestRolloutRefusesANodeWithoutRole(t *testing.T) {
+	for _, dry := range []bool{true, false} {
+		job := RolloutJob{To: "v1.14.6", DryRun: dry, Kube: &kube.Access{}, Nodes: []RolloutNode{
+			{Hostname: "cp-1", Role: "controlplane", Endpoint: "127.0.0.1:1"},
+			{Hostname: "edge-1", Profile: "edge", Endpoint: "127.0.0.1:2"},
+		}}
+		res, err := Rollout(context.Background(), job)
+		if !errors.Is(err, ErrRolloutRole) || !errors.Is(err, node.ErrInvalidConfig) || !strings.Contains(err.Error(), "edge-1 (profile edge) has no role") {
+			t.Fatalf("dry run %v: %v", dry, err)
+		}
+		for _, n := range res.Nodes {
+			if n.Step != StepUntouched {
+				t.Fatalf("%s: %s", n.Hostname, n.Step)
+			}
+		}
+	}
+}
