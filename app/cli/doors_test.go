@@ -51,10 +51,10 @@ var doors = []doorCase{
 		return []string{"--installer-file", f}
 	}},
 	{"local image recognised", func(t *testing.T, dir, role string) []string {
-		// An image kept in the factory's (and the cache's) layout:
-		// .../<schematic ID>/<version>/metal-arm64.raw.xz.
+		// An entry of the image cache (--cache-dir below):
+		// <factory>/<schematic ID>/<version>/metal-arm64.raw.xz.
 		_, fx := talosFactory(t)
-		p := filepath.Join(dir, "images", roleID(role), factory.DefaultTalosVersion, "metal-arm64.raw.xz")
+		p := filepath.Join(dir, "cache", "local", roleID(role), factory.DefaultTalosVersion, "metal-arm64.raw.xz")
 		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 			t.Fatal(err)
 		}
@@ -162,6 +162,36 @@ func TestFlashInventoryUnknownLocalImage(t *testing.T) {
 		t.Fatalf("--allow-unknown-image: exit %d: %s", code, stderr)
 	}
 	checkNodeCard(t, card, fx, "worker-1", "127.0.0.22/8", "", "")
+}
+
+// The factory's layout outside the cache names nothing: the control
+// plane's (Newt) image copied under the worker's schematic ID is of unknown
+// content for worker-1, refused before its card is touched (it was flashed
+// as the worker image, its record saying profile worker).
+func TestFlashInventoryFactoryLayoutOutsideTheCache(t *testing.T) {
+	srv, fx := talosFactory(t)
+	dir := t.TempDir()
+	inv := testkit.Inventory{Configs: true}.Write(t, dir)
+	img := filepath.Join(dir, "lie", roleID("worker"), factory.DefaultTalosVersion, "metal-arm64.raw.xz")
+	if err := os.MkdirAll(filepath.Dir(img), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(img, fx.XZ, 0o600); err != nil { // the test factory's image, whatever its folders say
+		t.Fatal(err)
+	}
+	card := filepath.Join(dir, "card.img")
+	before := bytes.Repeat([]byte("old card "), 4096)
+	if err := os.WriteFile(card, before, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := cliRun(t, "--flash", "--inventory", inv, "--hostname", "worker-1", "--image", img, "--device", card, "--yes",
+		"--factory", srv.URL, "--cache-dir", filepath.Join(dir, "cache"))
+	if code != contract.ExitUsage || !strings.Contains(stderr, "is of unknown content") || strings.Contains(stderr, "Card ready") {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if after, _ := os.ReadFile(card); !bytes.Equal(after, before) {
+		t.Fatal("the card was touched")
+	}
 }
 
 // An installer of a schematic known to carry Newt is refused for a worker

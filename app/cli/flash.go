@@ -26,6 +26,9 @@ type imageFlags struct {
 	installer, installerFile, image           string
 	format                                    string // factory compression: zst or xz
 	allowUnknown                              bool   // flash --allow-unknown-image
+	// imageCache is the flash's image cache directory: a local --image in
+	// it is known by its entry's path (plan.Choice.CacheDir).
+	imageCache string
 
 	// From flash --inventory --hostname (inventory_flash.go): the nodes the
 	// cards are for, which fix the image, and the inventory's Talos version.
@@ -102,7 +105,7 @@ func (f *imageFlags) resolveCards(ctx context.Context, register bool) ([]*plan.I
 		Role: f.role, InstallerRef: f.installer, InstallerFile: f.installerFile, ImageFile: f.image,
 		Nodes: f.nodes, Profiles: s.Profiles, Version: f.version, InventoryVersion: f.inventoryVersion,
 		Arch: f.arch, Format: f.format, Factory: s.Factory, Register: register, Lookup: true,
-		AllowUnknown: f.allowUnknown,
+		AllowUnknown: f.allowUnknown, CacheDir: f.imageCache,
 	})
 	return ims, obl, choiceError(err)
 }
@@ -271,8 +274,11 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep flashPrinter) error 
 			return err
 		}
 		im = &plan.Image{Label: "the image talosflash sends on stdin"}
-	} else if ims, obl, err = f.resolveCards(ctx, false); err != nil { // plan.Flash registers when it downloads
-		return err
+	} else {
+		f.imageCache = cacheDirOf(f.cacheDir)
+		if ims, obl, err = f.resolveCards(ctx, false); err != nil { // plan.Flash registers when it downloads
+			return err
+		}
 	}
 	if len(ims) > 0 {
 		im = ims[0]
@@ -395,6 +401,18 @@ func resultEvent(c imaging.CardResult, node *plan.CardMeta, im *plan.Image) cont
 		ev.Node, ev.Address = node.Node, node.Address
 	}
 	return ev
+}
+
+// cacheDirOf is the directory of the cache a flash uses: --cache-dir,
+// else the user's ("" when there is none).
+func cacheDirOf(dir string) string {
+	if dir != "" {
+		return dir
+	}
+	if c, err := imaging.DefaultCache(); err == nil {
+		return c.Dir
+	}
+	return ""
 }
 
 func openCache(dir string) (*imaging.Cache, error) {

@@ -48,8 +48,9 @@ var appDoors = []appDoor{
 	{"installer file", func(t *testing.T, s *imageStep, _, role string) {
 		s.loadInstallerFile("installer-"+role+".yaml", []byte("machine:\n  install:\n    image: "+appRoleRef(t, role)+"\n"))
 	}},
-	{"local image recognised", func(t *testing.T, s *imageStep, dir, role string) {
-		p := filepath.Join(dir, "images", appRoleID(t, role), factory.DefaultTalosVersion, "metal-arm64.raw.xz")
+	{"local image recognised", func(t *testing.T, s *imageStep, _, role string) {
+		// An entry of the app's image cache: <factory>/<schematic ID>/<version>/<file>.
+		p := filepath.Join(s.ui.deps.Cache.Dir, "local", appRoleID(t, role), factory.DefaultTalosVersion, "metal-arm64.raw.xz")
 		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 			t.Fatal(err)
 		}

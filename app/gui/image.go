@@ -195,6 +195,9 @@ func (s *imageStep) update() {
 // above (the CLI's flash --inventory --hostname decides the same way).
 func (s *imageStep) decision(pick plan.Choice) plan.Choice {
 	pick.Profiles, pick.Factory = s.ui.deps.Profiles, s.ui.deps.Factory
+	if s.ui.deps.Cache != nil { // a local image in it is known by its path
+		pick.CacheDir = s.ui.deps.Cache.Dir
+	}
 	if n := s.pickedNode(); n != nil {
 		pick.Nodes = []inventory.Node{*n}
 		pick.InventoryVersion = s.ui.deps.Inventory.TalosVersion

@@ -63,6 +63,12 @@ type Choice struct {
 	Factory  *factory.Client
 	Register bool // register the schematic with the factory (a profile, an installer file's schematic)
 	Lookup   bool // ask the factory for a schematic known only by its ID (bounded, never an error)
+	// CacheDir is the image cache's directory: a local image inside it is
+	// known by its entry's path (<factory>/<schematic ID>/<version>/<file>,
+	// written there by a download of that schematic). A file anywhere else
+	// is of unknown content, whatever its folders are called ("": none is
+	// known by its path).
+	CacheDir string
 	// AllowUnknown lets an image that cannot be recognised as any profile
 	// (a local file of unknown content, a foreign schematic) be flashed for
 	// an inventory node; its card's record then names no profile. It never
@@ -279,7 +285,7 @@ func (c Choice) image(ctx context.Context) (*Image, error) {
 	switch {
 	case c.ImageFile != "":
 		im := FromFile(c.ImageFile)
-		im.recognizePath(c.Profiles)
+		im.recognizePath(c.CacheDir, c.Profiles)
 		return im, nil
 	case c.InstallerRef != "":
 		ref, err := factory.ParseInstallerRef(strings.TrimSpace(c.InstallerRef))
@@ -358,11 +364,17 @@ func (c Choice) finishInstaller(ctx context.Context, im *Image) {
 	}
 }
 
-// recognizePath knows a local image by where it lies: a file of the image
-// cache (or a copy kept in the factory's layout) sits under
-// .../<schematic ID>/<version>/<file>. Any other local file is of unknown
-// content: talosflash does not read a schematic out of an image.
-func (im *Image) recognizePath(profiles []factory.Profile) {
+// recognizePath knows a local image by where it lies: an entry of the
+// image cache (cacheDir) sits under <factory>/<schematic ID>/<version>/,
+// where a download of that schematic put it. Any other file is of unknown
+// content, a copy in the factory's layout too (its folders are anybody's
+// to name: the control plane's image under the worker's ID reached a
+// worker's card so): talosflash reads no schematic out of an image. Links
+// are resolved first, so a link into the cache names the file it points at.
+func (im *Image) recognizePath(cacheDir string, profiles []factory.Profile) {
+	if !insideDir(cacheDir, im.LocalPath) {
+		return
+	}
 	dir := filepath.Dir(filepath.Clean(im.LocalPath))
 	version, id := filepath.Base(dir), filepath.Base(filepath.Dir(dir))
 	if !factory.IsSchematicID(id) || factory.ValidateVersion(version) != nil {
@@ -462,4 +474,19 @@ func IsChoiceError(err error) bool {
 		ue *UnknownImageError
 	)
 	return errors.As(err, &ce) || errors.As(err, &cf) || errors.As(err, &ue)
+}
+
+// insideDir reports whether path, its links resolved, lies below dir (its
+// links resolved too); false when dir is "" or either cannot be resolved.
+func insideDir(dir, path string) bool {
+	if dir == "" {
+		return false
+	}
+	d, err1 := filepath.EvalSymlinks(dir)
+	f, err2 := filepath.EvalSymlinks(path)
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	rel, err := filepath.Rel(d, f)
+	return err == nil && rel != "." && !filepath.IsAbs(rel) && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
