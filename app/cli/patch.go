@@ -34,7 +34,7 @@ func init() {
 		order: []string{"node", "inventory", "hostname", "talosconfig", "patch", "replace-document", "append", "dry-run", "mode", "json"},
 	}
 	placeholders["patch"] = "@FILE"
-	placeholders["replace-document"] = "KIND/NAME=FILE"
+	placeholders["replace-document"] = "KIND/NAME FILE" // two words (splitReplaceArgs); KIND/NAME=FILE works too
 }
 
 // replaceList collects --replace-document KIND/NAME=FILE (the CLI also
@@ -80,7 +80,7 @@ func runPatch(ctx context.Context, args []string, env Env) error {
 	fs.IntVar(&port, "port", node.DefaultPort, "the nodes' Talos API port (with --inventory)")
 	tcf.register(fs)
 	fs.Var(&patches, "patch", "a patch: @FILE, a file name, or inline YAML/JSON, as talosctl --patch (repeat: applied in order)")
-	fs.Var(&replaces, "replace-document", "KIND/NAME FILE: replace that whole document with FILE's in the same apply (repeat)")
+	fs.Var(&replaces, "replace-document", "replace that whole document with FILE's in the same apply (repeat; also KIND/NAME=FILE)")
 	fs.BoolVar(&allowAppend, "append", false, "send a patch that appends to existing lists (it is what you mean)")
 	fs.BoolVar(&dryRun, "dry-run", false, "show the diff and the node's dry run; apply nothing")
 	fs.StringVar(&mode, "mode", "auto", "apply mode: auto, no-reboot, staged or try")
