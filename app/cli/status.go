@@ -213,30 +213,8 @@ func renderNodeStatus(w io.Writer, ns plan.NodeStatus, now time.Time, watch bool
 		for _, u := range st.Unmet {
 			fmt.Fprintf(w, "  unmet: %s: %s\n", u.Name, u.Reason)
 		}
-		img := st.Booted.String()
-		if ns.Match.Profile != "" {
-			img = "profile " + ns.Match.Profile + " (" + img + ")"
-		}
-		switch {
-		case ns.ImageOK == nil:
-		case *ns.ImageOK:
-			img += ", as its role's"
-		default:
-			img += ", NOT its role's " + ns.Target.Profile
-		}
-		fmt.Fprintf(w, "  image: %s\n", img)
-		var svcs []string
-		for _, s := range st.Services {
-			svc := s.ID + " " + s.State
-			if s.Health != "unknown" {
-				svc += " " + s.Health
-			}
-			if s.State != "Running" && s.LastEvent != "" {
-				svc += " (" + s.LastEvent + ")"
-			}
-			svcs = append(svcs, svc)
-		}
-		fmt.Fprintf(w, "  services: %s\n", strings.Join(svcs, ", "))
+		fmt.Fprintf(w, "  image: %s\n", ns.ImageText())
+		fmt.Fprintf(w, "  services: %s\n", strings.Join(ns.ServiceTexts(), ", "))
 		if st.EtcdMembers != nil {
 			var ms []string
 			for _, m := range st.EtcdMembers {

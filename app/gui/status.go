@@ -144,30 +144,8 @@ func viewNodeStatus(ns *plan.NodeStatus, kn *plan.KubeNode, now time.Time) statu
 		for _, u := range st.Unmet {
 			lines = append(lines, "Not ready: "+u.Name+": "+u.Reason)
 		}
-		img := st.Booted.String()
-		if ns.Match.Profile != "" {
-			img = "profile " + ns.Match.Profile + " (" + img + ")"
-		}
-		switch {
-		case ns.ImageOK == nil:
-		case *ns.ImageOK:
-			img += ", as its role's"
-		default:
-			img += ", NOT its role's " + ns.Target.Profile
-		}
-		lines = append(lines, "Image: "+img)
-		var svcs []string
-		for _, s := range st.Services {
-			svc := s.ID + " " + s.State
-			if s.Health != "" && s.Health != "unknown" {
-				svc += " " + s.Health
-			}
-			if s.State != "Running" && s.LastEvent != "" {
-				svc += " (" + s.LastEvent + ")"
-			}
-			svcs = append(svcs, svc)
-		}
-		lines = append(lines, "Services: "+strings.Join(svcs, ", "))
+		lines = append(lines, "Image: "+ns.ImageText())
+		lines = append(lines, "Services: "+strings.Join(ns.ServiceTexts(), ", "))
 		if st.EtcdMembers != nil {
 			var ms []string
 			for _, m := range st.EtcdMembers {

@@ -88,6 +88,48 @@ func (ns NodeStatus) Healthy() bool {
 	return true
 }
 
+// ImageText says what the node booted against its role, in the words
+// both front ends show: "profile worker (schematic ee21…, v1.14.5), as its
+// role's", or "…, NOT its role's controlplane" ("" when it did not answer).
+func (ns NodeStatus) ImageText() string {
+	if ns.Status == nil {
+		return ""
+	}
+	img := ns.Status.Booted.String()
+	if ns.Match.Profile != "" {
+		img = "profile " + ns.Match.Profile + " (" + img + ")"
+	}
+	switch {
+	case ns.ImageOK == nil:
+	case *ns.ImageOK:
+		img += ", as its role's"
+	default:
+		img += ", NOT its role's " + ns.Target.Profile
+	}
+	return img
+}
+
+// ServiceTexts are the node's services as both front ends list them: its
+// ID and state, its health when known, and, when it is not running, its
+// last event ("ext-newt Waiting (Waiting for extension service config)").
+func (ns NodeStatus) ServiceTexts() []string {
+	if ns.Status == nil {
+		return nil
+	}
+	var out []string
+	for _, s := range ns.Status.Services {
+		svc := s.ID + " " + s.State
+		if s.Health != "" && s.Health != "unknown" {
+			svc += " " + s.Health
+		}
+		if s.State != "Running" && s.LastEvent != "" {
+			svc += " (" + s.LastEvent + ")"
+		}
+		out = append(out, svc)
+	}
+	return out
+}
+
 // Key is what a --watch compares between reads: a change prints a line.
 // Times are left out (they change at every read); minutes left are not.
 func (ns NodeStatus) Key() string {
