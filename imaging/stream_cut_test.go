@@ -316,7 +316,11 @@ func TestStreamedStallDetectedWithinTimeout(t *testing.T) {
 		s.mu.Lock()
 		waited := s.at[1].Sub(s.stalled)
 		s.mu.Unlock()
-		if waited < idle || waited > idle+time.Second {
+		// The server notes the stall after its last write, the client's idle
+		// clock starts at its last read, a little earlier: the retry may come
+		// a hair under idle after the server's mark (199.97 ms was seen). Not
+		// at once is what the floor checks; within the timeout the ceiling.
+		if waited < idle/2 || waited > idle+time.Second {
 			t.Fatalf("no-cache=%v cut=%d: the retry came %v after the stall, want the idle timeout %v", noCache, tc.cut, waited, idle)
 		}
 	}
