@@ -31,16 +31,10 @@ type invHarness struct {
 	dir  string
 }
 
-func newInvHarness(t *testing.T) *invHarness {
+// inventoryWindow is the app with inv, its nodes waited for on port
+// (every 10 ms), no cards, no portal: the Nodes step's harness.
+func inventoryWindow(t *testing.T, inv *inventory.Inventory, port int) *harness {
 	t.Helper()
-	dir := t.TempDir()
-	kit := testkit.Inventory{Configs: true}
-	inv, err := inventory.Load(kit.Write(t, dir), inventory.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ips := kit.IPs()
-	port := testkit.FreePort(t, ips[:]...)
 	deps := Deps{
 		ListDevices:    func() ([]devices.Disk, error) { return nil, nil },
 		NeedsElevation: func(string) bool { return false },
@@ -52,8 +46,21 @@ func newInvHarness(t *testing.T) *invHarness {
 	ui := New(test.NewTempApp(t), deps)
 	t.Cleanup(ui.Close)
 	ui.Window.Resize(fyne.NewSize(1000, 700))
-	h := &harness{t: t, ui: ui}
-	h.onUI(func() { ui.tabs.SelectIndex(tabNodes) })
+	return &harness{t: t, ui: ui}
+}
+
+func newInvHarness(t *testing.T) *invHarness {
+	t.Helper()
+	dir := t.TempDir()
+	kit := testkit.Inventory{Configs: true}
+	inv, err := inventory.Load(kit.Write(t, dir), inventory.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ips := kit.IPs()
+	port := testkit.FreePort(t, ips[:]...)
+	h := inventoryWindow(t, inv, port)
+	h.onUI(func() { h.ui.tabs.SelectIndex(tabNodes) })
 	return &invHarness{harness: h, port: port, dir: dir}
 }
 

@@ -1,16 +1,10 @@
 package gui
 
 import (
-	"context"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
-	"fyne.io/fyne/v2"
-	"fyne.io/fyne/v2/test"
-
-	"github.com/talosflash/talosflash/imaging/devices"
 	"github.com/talosflash/talosflash/internal/testkit"
 	"github.com/talosflash/talosflash/inventory"
 	"github.com/talosflash/talosflash/node/nodetest"
@@ -30,18 +24,8 @@ func TestNodesStepInventoryFQDN(t *testing.T) {
 	}
 	ips := kit.IPs()
 	port := testkit.FreePort(t, ips[:]...)
-	deps := Deps{
-		ListDevices:    func() ([]devices.Disk, error) { return nil, nil },
-		NeedsElevation: func(string) bool { return false },
-		PortalOpenFile: noPortal,
-		DeviceEvents:   func(context.Context) <-chan struct{} { return nil },
-		RefreshEvery:   -1,
-		Inventory:      inv, InventoryPort: port, InventoryEvery: 10 * time.Millisecond,
-	}
-	ui := New(test.NewTempApp(t), deps)
-	t.Cleanup(ui.Close)
-	ui.Window.Resize(fyne.NewSize(1000, 700))
-	h := &harness{t: t, ui: ui}
+	h := inventoryWindow(t, inv, port)
+	ui := h.ui
 	text := func(i int) string { return ui.nodes.invRows[i].label.Text } // on the UI goroutine
 	addr := func(ip string) string { return ip + ":" + strconv.Itoa(port) }
 

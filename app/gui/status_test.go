@@ -258,18 +258,8 @@ func TestNodesRowsFollowTheClusterToKubernetes(t *testing.T) {
 		}
 		fakes[h] = nodetest.Start(t, nodetest.Options{Addr: ips[i] + ":" + strconv.Itoa(port), Hostname: h, Schematic: builtin(t, role).Schematic(), BootConfig: true})
 	}
-	deps := Deps{
-		ListDevices:    func() ([]devices.Disk, error) { return nil, nil },
-		NeedsElevation: func(string) bool { return false },
-		PortalOpenFile: noPortal,
-		DeviceEvents:   func(context.Context) <-chan struct{} { return nil },
-		RefreshEvery:   -1,
-		Inventory:      inv, InventoryPort: port, InventoryEvery: 10 * time.Millisecond,
-	}
-	ui := New(test.NewTempApp(t), deps)
-	t.Cleanup(ui.Close)
-	ui.Window.Resize(fyne.NewSize(1000, 700))
-	h := &harness{t: t, ui: ui}
+	h := inventoryWindow(t, inv, port)
+	ui := h.ui
 	kubeconfig := dir + "/kube/config"
 	h.onUI(func() {
 		ui.tabs.SelectIndex(tabNodes)
