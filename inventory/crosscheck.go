@@ -6,7 +6,10 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
+
+	"github.com/siderolabs/talos/pkg/machinery/constants"
 
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/internal/userfile"
@@ -57,7 +60,9 @@ func (p *parser) crossCheck(inv *Inventory, profiles []factory.Profile) {
 			continue
 		}
 
-		wrongType := n.Role != "" && cfg.MachineType != "" && cfg.MachineType != n.Role // said by checkConfig
+		p.checkObligations(inv, n, what, cfg, profiles)
+
+		wrongType := n.Role.Known() && cfg.MachineType != "" && node.Role(cfg.MachineType) != n.Role // said by checkConfig
 		if hasImage && !wrongType && cfg.InstallImage != "" && once(n.Config+"\x00image\x00"+n.Profile) {
 			p.checkInstallImage(inv, n, what, cfg, want, profiles)
 		}
@@ -213,8 +218,8 @@ func (p *parser) checkEndpoint(inv *Inventory, n Node, cfg *node.Config) {
 	if err != nil {
 		// A name: the inventory's own hostnames are checked, others not.
 		for _, m := range inv.Nodes {
-			if strings.EqualFold(m.Hostname, host) || strings.EqualFold(shortName(m.Hostname), host) {
-				if m.Role != "controlplane" {
+			if strings.EqualFold(m.Hostname, host) || strings.EqualFold(m.ShortName(), host) {
+				if !m.Role.IsControlPlane() {
 					p.add(n.ConfigLine, fix, "config %s: the control-plane endpoint %s names %s, a %s", where, cfg.Endpoint, m.Hostname, roleName(m))
 				}
 
@@ -229,7 +234,7 @@ func (p *parser) checkEndpoint(inv *Inventory, n Node, cfg *node.Config) {
 
 	for _, m := range inv.Nodes {
 		if m.Address.IsValid() && m.Address.Addr() == addr.Unmap() {
-			if m.Role != "controlplane" {
+			if !m.Role.IsControlPlane() {
 				p.add(n.ConfigLine, fix, "config %s: the control-plane endpoint %s is %s's address, a %s", where, cfg.Endpoint, m.Hostname, roleName(m))
 			}
 
@@ -238,7 +243,7 @@ func (p *parser) checkEndpoint(inv *Inventory, n Node, cfg *node.Config) {
 	}
 
 	for _, m := range inv.Nodes {
-		if m.Role == "controlplane" && m.Address.IsValid() && m.Address.Masked().Contains(addr.Unmap()) {
+		if m.Role.IsControlPlane() && m.Address.IsValid() && m.Address.Masked().Contains(addr.Unmap()) {
 			note("config %s: the control-plane endpoint %s is no node's address (a VIP?): not checked", where, cfg.Endpoint)
 			return
 		}
@@ -252,7 +257,7 @@ func controlPlanes(inv *Inventory) string {
 	var out []string
 
 	for _, m := range inv.Nodes {
-		if m.Role == "controlplane" && m.Address.IsValid() {
+		if m.Role.IsControlPlane() && m.Address.IsValid() {
 			out = append(out, "https://"+netip.AddrPortFrom(m.Address.Addr(), 6443).String())
 		}
 	}
@@ -265,16 +270,11 @@ func controlPlanes(inv *Inventory) string {
 }
 
 func roleName(n Node) string {
-	if n.Role == "" {
+	if n.Role == node.RoleUnknown {
 		return "node of profile " + n.Profile
 	}
 
-	return n.Role
-}
-
-func shortName(h string) string {
-	s, _, _ := strings.Cut(h, ".")
-	return s
+	return n.Role.String()
 }
 
 // at is file:line (file alone when the line is unknown).
@@ -284,4 +284,65 @@ func at(file string, line int) string {
 	}
 
 	return fmt.Sprintf("%s:%d", file, line)
+}
+
+// checkObligations is the incident refused before any card: the node's
+// image (its profile's schematic) has an extension that waits for an
+// ExtensionServiceConfig its config lacks, so the node would stay in the
+// booting stage and Talos would reboot it every BootTimeout, whatever the
+// profile is called (a custom profile named worker that adds Newt).
+func (p *parser) checkObligations(inv *Inventory, n Node, what string, cfg *node.Config, profiles []factory.Profile) {
+	pr, err := factory.FindProfile(profiles, n.Profile)
+	if err != nil {
+		return // reported where the profile is named
+	}
+
+	for _, e := range pr.Extensions {
+		se, ok := node.ServiceExtensionOf(e)
+		if !ok || cfg.HasExtensionService(se.ConfigName) {
+			continue
+		}
+
+		env := ""
+		if len(se.Env) > 0 {
+			env = " (environment: " + se.EnvText() + ")"
+		}
+
+		fix := fmt.Sprintf("add an ExtensionServiceConfig document named %s to %s%s, or %s",
+			se.ConfigName, n.Config, env, profileFix(inv, n, pr, se.Extension, profiles))
+		p.add(n.Line, fix, "%s: its image (profile %s) has %s, which waits for an ExtensionServiceConfig named %s, and its config %s (%s) has none: the node would stay in the booting stage and Talos would reboot it every %d min (BootTimeout)",
+			what, pr.Name, se.Extension, se.ConfigName, n.Config, at(p.file, n.ConfigLine), int(constants.BootTimeout.Minutes()))
+	}
+}
+
+// profileFix says how to give the node an image without ext: never the
+// profile that has it. A built-in profile is replaced by another profile
+// (the node's role's built-in when it lacks ext); a custom one is edited
+// where it is defined.
+func profileFix(inv *Inventory, n Node, pr factory.Profile, ext string, profiles []factory.Profile) string {
+	builtin := false
+	for _, b := range factory.BuiltinProfiles() {
+		if b.Name == pr.Name {
+			bid, _ := b.SchematicID()
+			pid, _ := pr.SchematicID()
+			builtin = bid == pid
+		}
+	}
+
+	if !builtin {
+		where := "the profiles file"
+		if inv.Profiles != "" {
+			where = inv.Profiles
+		}
+
+		return fmt.Sprintf("remove %s from profile %s in %s (a profile named like a built-in role replaces it)", ext, pr.Name, where)
+	}
+
+	for _, other := range profiles {
+		if other.Name != pr.Name && !slices.Contains(other.Extensions, ext) && (n.Role == node.RoleUnknown || other.Name == n.Role.String()) {
+			return fmt.Sprintf("give %s the profile %s (without %s)", n.Hostname, other.Name, ext)
+		}
+	}
+
+	return fmt.Sprintf("give %s a profile without %s", n.Hostname, ext)
 }

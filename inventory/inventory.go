@@ -53,9 +53,6 @@ const DefaultInterface = "end0"
 // MaxFile bounds the inventory file.
 const MaxFile = 1 << 20
 
-// Roles a node can have (Talos machine types; "init" is long deprecated).
-var Roles = []string{"controlplane", "worker"}
-
 // Inventory is a decoded, checked talosflash.yaml.
 type Inventory struct {
 	Path         string // as given to Load ("" for Parse)
@@ -75,8 +72,8 @@ type Inventory struct {
 // Node is one machine.
 type Node struct {
 	Hostname  string
-	Role      string // controlplane, worker, or "" for a custom profile that names none
-	Profile   string // the image profile: Profile if given, else Role
+	Role      node.Role // controlplane, worker, or RoleUnknown for a custom profile that names none
+	Profile   string    // the image profile: Profile if given, else Role
 	Address   netip.Prefix
 	Gateway   netip.Addr // invalid: no default route
 	DNS       []netip.Addr
@@ -86,6 +83,13 @@ type Node struct {
 	Line      int    // where the node starts in the file
 	// Lines of config: and installer: (0: not given).
 	ConfigLine, InstallerLine int
+}
+
+// ShortName is the node's name to Talos and Kubernetes: its hostname
+// before the first dot (node.SplitHostname).
+func (n Node) ShortName() string {
+	short, _ := node.SplitHostname(n.Hostname)
+	return short
 }
 
 // Options tell Load what else to check against.
@@ -168,7 +172,7 @@ func (inv *Inventory) Find(hostname string) (Node, error) {
 	}
 
 	msg := fmt.Sprintf("no node %q in %s", hostname, inv.Path)
-	if near := closest(hostname, names); near != "" {
+	if near := editdistance.Closest(hostname, names); near != "" {
 		msg += fmt.Sprintf(" (did you mean %s?)", near)
 	} else if len(names) > 0 {
 		msg += " (nodes: " + strings.Join(names, ", ") + ")"
@@ -348,6 +352,7 @@ func (p *parser) node(n *yaml.Node, def defaults, profiles []factory.Profile) (N
 
 	node := Node{Line: n.Line, Gateway: def.gateway, DNS: def.dns, Interface: def.iface}
 	lines := map[string]int{}
+	role := ""
 	gatewaySet := false
 
 	for i := 0; i+1 < len(n.Content); i += 2 {
@@ -358,7 +363,7 @@ func (p *parser) node(n *yaml.Node, def defaults, profiles []factory.Profile) (N
 		case "hostname":
 			node.Hostname = p.str(v, "hostname")
 		case "role":
-			node.Role = p.str(v, "role")
+			role = p.str(v, "role")
 		case "profile":
 			node.Profile = p.str(v, "profile")
 		case "address":
@@ -397,7 +402,7 @@ func (p *parser) node(n *yaml.Node, def defaults, profiles []factory.Profile) (N
 		}
 	}
 
-	p.roleAndProfile(&node, what, lines, profiles)
+	p.roleAndProfile(&node, role, what, lines, profiles)
 	p.checkConfig(node, what, lines["config"])
 
 	if line, ok := lines["address"]; !ok || isEmpty(n, "address") {
@@ -432,28 +437,27 @@ func (p *parser) node(n *yaml.Node, def defaults, profiles []factory.Profile) (N
 	return node, true
 }
 
-func (p *parser) roleAndProfile(node *Node, what string, lines map[string]int, profiles []factory.Profile) {
-	hasRole := node.Role != ""
-	hasProfile := node.Profile != ""
+func (p *parser) roleAndProfile(nd *Node, role, what string, lines map[string]int, profiles []factory.Profile) {
+	hasRole := role != ""
+	hasProfile := nd.Profile != ""
 
 	if !hasRole && !hasProfile {
-		p.add(node.Line, "add role: controlplane or role: worker (or profile: NAME for a custom image)", "%s has no role or profile", what)
+		p.add(nd.Line, "add role: controlplane or role: worker (or profile: NAME for a custom image)", "%s has no role or profile", what)
 		return
 	}
 
-	if hasRole && !slices.Contains(Roles, node.Role) {
-		fix := "use role: " + strings.Join(Roles, " or role: ")
-		msg := fmt.Sprintf("%s: unknown role %q", what, node.Role)
-		if near := closest(node.Role, Roles); near != "" {
-			msg += fmt.Sprintf(" (did you mean %s?)", near)
+	if hasRole {
+		r, err := node.ParseRole(role, false)
+		if err != nil {
+			fix := "use role: controlplane or role: worker"
+			if strings.EqualFold(strings.TrimSpace(role), "init") {
+				fix = "init is deprecated in Talos: use role: controlplane"
+			}
+
+			p.problems = append(p.problems, Problem{File: p.file, Line: lines["role"], Message: what + ": " + err.Error(), Fix: fix})
 		}
 
-		if node.Role == "init" {
-			fix = "init is deprecated in Talos: use role: controlplane"
-		}
-
-		p.problems = append(p.problems, Problem{File: p.file, Line: lines["role"], Message: msg, Fix: fix})
-		node.Role = ""
+		nd.Role = r
 	}
 
 	if hasProfile {
@@ -462,12 +466,12 @@ func (p *parser) roleAndProfile(node *Node, what string, lines map[string]int, p
 
 		for i, pr := range profiles {
 			names[i] = pr.Name
-			found = found || pr.Name == node.Profile
+			found = found || pr.Name == nd.Profile
 		}
 
 		if !found {
-			msg := fmt.Sprintf("%s: unknown profile %q", what, node.Profile)
-			if near := closest(node.Profile, names); near != "" {
+			msg := fmt.Sprintf("%s: unknown profile %q", what, nd.Profile)
+			if near := editdistance.Closest(nd.Profile, names); near != "" {
 				msg += fmt.Sprintf(" (did you mean %s?)", near)
 			}
 
@@ -475,13 +479,13 @@ func (p *parser) roleAndProfile(node *Node, what string, lines map[string]int, p
 				File: p.file, Line: lines["profile"], Message: msg,
 				Fix: "use one of " + strings.Join(names, ", ") + ", or define it in the profiles: file",
 			})
-		} else if !hasRole && slices.Contains(Roles, node.Profile) {
-			node.Role = node.Profile // a built-in role's profile
+		} else if r, err := node.ParseRole(nd.Profile, false); !hasRole && err == nil {
+			nd.Role = r // a built-in role's profile
 		}
 	}
 
-	if node.Profile == "" {
-		node.Profile = node.Role
+	if nd.Profile == "" {
+		nd.Profile = nd.Role.String()
 	}
 }
 
@@ -525,7 +529,7 @@ func (p *parser) checkConfig(n Node, what string, line int) {
 		return
 	}
 
-	if n.Role != "" && cfg.MachineType != "" && cfg.MachineType != n.Role {
+	if n.Role.Known() && cfg.MachineType != "" && node.Role(cfg.MachineType) != n.Role {
 		p.add(line, fmt.Sprintf("point config: at the %s config (talos/%s.yaml from talosctl gen config), or correct role:", n.Role, n.Role),
 			"%s: config %s is a %s config (machine.type at %s), the node's role is %s", what, n.Config, cfg.MachineType, at(n.Config, cfg.MachineTypeLine), n.Role)
 	}
@@ -545,8 +549,7 @@ func (p *parser) checkUnique(nodes []Node) {
 			// A node's name to Talos (HostnameStatus splits an FQDN at its
 			// first dot: hostname_spec.go ParseFQDN) and to Kubernetes (its
 			// node name) is the short hostname, compared ignoring case.
-			short, _, _ := strings.Cut(n.Hostname, ".")
-			key := strings.ToLower(short)
+			key := strings.ToLower(n.ShortName())
 			switch first, ok := hosts[key]; {
 			case ok && strings.EqualFold(first.Hostname, n.Hostname):
 				p.add(n.Line, "give each node its own hostname", "hostname %s repeats the node at line %d", n.Hostname, first.Line)
@@ -579,7 +582,7 @@ func (p *parser) checkKeys(n *yaml.Node, what string, allowed []string) {
 
 		if !slices.Contains(allowed, k.Value) {
 			fix := "valid fields: " + strings.Join(allowed, ", ")
-			if near := closest(k.Value, allowed); near != "" {
+			if near := editdistance.Closest(k.Value, allowed); near != "" {
 				fix = "did you mean " + near + "?"
 			}
 
@@ -918,29 +921,4 @@ func yamlLine(err error) int {
 	}
 
 	return line
-}
-
-// closest returns the candidate nearest to s (edit distance at most 2, or
-// a prefix either way), "" if none is close.
-func closest(s string, candidates []string) string {
-	best, bestD := "", 3
-	ls := strings.ToLower(s)
-
-	for _, c := range candidates {
-		lc := strings.ToLower(c)
-		if ls == lc {
-			continue
-		}
-
-		d := editdistance.Levenshtein(ls, lc)
-		if len(ls) >= 3 && (strings.HasPrefix(lc, ls) || strings.HasPrefix(ls, lc)) {
-			d = min(d, 1)
-		}
-
-		if d < bestD {
-			best, bestD = c, d
-		}
-	}
-
-	return best
 }

@@ -54,7 +54,7 @@ func TestTemplate(t *testing.T) {
 	}
 	for i, w := range want {
 		n := inv.Nodes[i]
-		if n.Hostname != w.host || n.Role != w.role || n.Profile != w.role || n.Address.String() != w.addr ||
+		if n.Hostname != w.host || n.Role.String() != w.role || n.Profile != w.role || n.Address.String() != w.addr ||
 			n.Gateway.String() != "192.168.1.1" || len(n.DNS) != 1 || n.Interface != "end0" ||
 			n.Config != filepath.Join("talos", w.role+".yaml") || n.Installer != filepath.Join("talos", "installer-"+w.role+".yaml") {
 			t.Errorf("node %d: %+v", i, n)
@@ -387,7 +387,7 @@ func TestCustomProfile(t *testing.T) {
 
 	got := []string{}
 	for _, n := range inv.Nodes {
-		got = append(got, n.Hostname+":"+n.Role+":"+n.Profile)
+		got = append(got, n.Hostname+":"+string(n.Role)+":"+n.Profile)
 	}
 
 	if strings.Join(got, " ") != "s1:worker:storage s2::storage w1:worker:worker" {

@@ -9,6 +9,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/talosflash/talosflash/internal/yamlwords"
+	"github.com/talosflash/talosflash/node"
 )
 
 // The YAML shapes of Talos's PlatformNetworkConfig (pkg/machinery/resources/
@@ -102,7 +103,7 @@ func (n Node) NetworkConfig() ([]byte, error) {
 		}}
 	}
 
-	host, domain, _ := strings.Cut(n.Hostname, ".")
+	host, domain := node.SplitHostname(n.Hostname)
 	cfg.Hostnames = []hostnameSpec{{Hostname: host, Domainname: domain, Layer: layerPlatform}}
 
 	if len(n.DNS) > 0 {

@@ -9,10 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/netip"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -27,40 +24,15 @@ import (
 // DefaultPort is the Talos API port (apid, or the maintenance service).
 const DefaultPort = 50000
 
-// NormalizeEndpoint turns "host" or "host:port" (IPv6 as [::1]:port or bare)
-// into host:port, defaulting the port to 50000. The host must be an IP
-// address or a DNS name; user info ("user:password@") is refused, and error
-// messages never repeat it.
+// NormalizeEndpoint is ParseEndpoint's host:port text: the form every
+// call of this package takes.
 func NormalizeEndpoint(ep string) (string, error) {
-	ep = strings.TrimSpace(ep)
-	ep = strings.TrimPrefix(ep, "https://")
-	if ep == "" {
-		return "", errors.New("node address is empty")
+	e, err := ParseEndpoint(ep)
+	if err != nil {
+		return "", err
 	}
-	bad := func(why string) error {
-		return fmt.Errorf("node address %q: %s", displayEndpoint(ep), why)
-	}
-	if strings.Contains(ep, "@") {
-		return "", bad("user info (user:password@) is not part of a node address")
-	}
-	host, port := ep, strconv.Itoa(DefaultPort)
-	if h, p, err := net.SplitHostPort(ep); err == nil {
-		n, perr := strconv.Atoi(p)
-		if perr != nil || n < 1 || n > 65535 {
-			return "", bad("the port must be a number from 1 to 65535")
-		}
-		host, port = h, p
-	} else if strings.Count(ep, ":") == 1 {
-		return "", bad("want host or host:port")
-	}
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	if _, err := netip.ParseAddr(host); err != nil && !dnsName.MatchString(host) {
-		return "", bad("want an IP address or host name, optionally with :port")
-	}
-	return net.JoinHostPort(host, port), nil
+	return e.String(), nil
 }
-
-var dnsName = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9\-]{0,62})(?:\.[A-Za-z0-9](?:[A-Za-z0-9\-]{0,62}))*\.?$`)
 
 // displayEndpoint is a user-typed address fit for a message: user info
 // redacted, control characters escaped, length bounded.

@@ -437,12 +437,7 @@ func checkExtensions(cfg *Config, has func(ext string) bool, source string) []Fi
 		present := has(se.Extension)
 		switch {
 		case present && !hasDoc:
-			doc := fmt.Sprintf("---\napiVersion: v1alpha1\nkind: ExtensionServiceConfig\nname: %s\n", se.ConfigName)
-			if len(se.Env) > 0 {
-				doc += "environment:\n" + envLines(se.Env)
-			} else {
-				doc += "# configFiles / environment: see the extension's README in siderolabs/extensions\n"
-			}
+			doc := se.Document()
 			out = append(out, Finding{
 				Severity: SeverityError,
 				Code:     CodeExtensionConfigMissing,

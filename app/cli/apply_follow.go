@@ -75,7 +75,7 @@ type followJSONLine struct {
 
 func followJSON(r plan.FollowResult, bootstrapped bool) followJSONLine {
 	ns := r.Status
-	j := followJSONLine{Hostname: ns.Target.Hostname, Endpoint: ns.Target.Endpoint, Role: ns.Target.Role, Outcome: r.Outcome,
+	j := followJSONLine{Hostname: ns.Target.Hostname, Endpoint: ns.Target.Endpoint.String(), Role: ns.Target.Role.String(), Outcome: r.Outcome,
 		Message: r.Message, Bootstrapped: bootstrapped, Diagnoses: []diagnosisJSON{}}
 	if ns.Status != nil {
 		j.Stage, j.Ready = ns.Status.Stage, ns.Status.Ready

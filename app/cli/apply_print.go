@@ -198,7 +198,7 @@ func (p *applyAllText) say(format string, args ...any) {
 
 func (p *applyAllText) NodeStart(ev plan.AllEvent) {
 	n := ev.Node
-	p.say("%s · %s at %s, config %s", n.Hostname, n.Profile, n.Address.Addr(), n.Config)
+	p.say("%s · %s at %s, config %s", n.Hostname, n.ProfileName(), n.Endpoint.Host, n.Config)
 }
 
 func (p *applyAllText) Waiting(ev plan.AllEvent) { p.say("%s", ev.Text) }
@@ -239,7 +239,7 @@ func (p *applyAllText) NextStep(ev plan.AllEvent) {
 	if tcPath == "" {
 		tcPath = "talos/talosconfig"
 	}
-	cmd := fmt.Sprintf("talosflash bootstrap --node %s --talosconfig %s", cp.Node.Address.Addr(), devices.ShellJoin([]string{tcPath}))
+	cmd := fmt.Sprintf("talosflash bootstrap --node %s --talosconfig %s", cp.Node.Endpoint.Host, devices.ShellJoin([]string{tcPath}))
 	if cp.Configured {
 		p.say("next: if etcd is not bootstrapped yet on %s: `%s`", cp.Node.Hostname, cmd)
 	} else {
@@ -281,7 +281,7 @@ func (p *applyAllText) KubeconfigNext() { kubeconfigNext(p.env.Stderr, p.inf) }
 func (p *applyAllText) Err() error { return nil }
 
 func bootstrappedLine(ev plan.AllEvent) string {
-	return fmt.Sprintf("%s: bootstrapped etcd (Talos %s) at %s", ev.Node.Hostname, ev.Bootstrap.TalosVersion, ev.Node.Address.Addr())
+	return fmt.Sprintf("%s: bootstrapped etcd (Talos %s) at %s", ev.Node.Hostname, ev.Bootstrap.TalosVersion, ev.Node.Endpoint.Host)
 }
 
 func followResultLine(r plan.FollowResult) string {

@@ -254,7 +254,7 @@ func runInventoryCheck(args []string, env Env) error {
 
 func inventoryNodeOf(n inventory.Node) inventoryNode {
 	j := inventoryNode{
-		Hostname: n.Hostname, Role: n.Role, Profile: n.Profile, Interface: n.Interface,
+		Hostname: n.Hostname, Role: n.Role.String(), Profile: n.Profile, Interface: n.Interface,
 		Config: n.Config, Installer: n.Installer,
 	}
 

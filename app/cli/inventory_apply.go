@@ -91,28 +91,24 @@ func applyInventory(ctx context.Context, f *applyFlags, inf *applyInventoryFlags
 	if err != nil {
 		return err
 	}
-	inv := s.Inventory
-	nodes := inv.Nodes
-	if len(inf.hostnames) > 0 {
-		if nodes, err = inv.Select(inf.hostnames); err != nil { // each node once, names ignoring case
-			return withCode(contract.ExitUsage, err)
-		}
+	c, err := s.Cluster(inf.port)
+	if err != nil {
+		return err
 	}
-	for _, n := range nodes {
-		if n.Config == "" {
-			return withCode(contract.ExitConfig, fmt.Errorf("%s: node %s has no config: (add config: talos/%s.yaml)", inv.Path, n.Hostname, n.Role))
-		}
+	nodes, err := c.Select(inf.hostnames) // each node once, names ignoring case
+	if err != nil {
+		return withCode(contract.ExitUsage, err)
 	}
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	p := newApplyAllPrinter(f, inf, env, stop)
 	out, err := plan.ApplyAll(ctx, plan.ApplyAllJob{
-		Nodes: nodes,
+		Cluster: c, Nodes: nodes,
 		Node: plan.NodeApplyJob{Port: inf.port, Wait: inf.wait, Apply: plan.ApplyJob{
 			Mode: f.mode, DryRun: f.dryRun, Force: f.force, Timeout: f.timeout,
 			Check: plan.NodeCheck{Profiles: s.Profiles, Factory: s.Factory, CachedIDs: cachedIDs(f.cacheDir)},
 		}},
-		ControlPlane: plan.FirstControlPlane(inv), Talosconfig: tc, FollowEvery: inf.follow.every, Bootstrap: inf.bootstrap,
+		Talosconfig: tc, FollowEvery: inf.follow.every, Bootstrap: inf.bootstrap,
 		Event: func(ev plan.AllEvent) {
 			if ev.Kind == plan.AllBootstrap {
 				warnNotAdmin(env, tc) // before anything is sent with it
@@ -153,7 +149,7 @@ func nodeWarnings(out *plan.NodeApplyOutcome) []string {
 }
 
 func inventoryNodeJSON(out *plan.NodeApplyOutcome, err error, dryRun bool) nodeResultJSON {
-	j := nodeResultJSON{Hostname: out.Node.Hostname, Address: out.Node.Address.String(), Endpoint: out.Endpoint,
+	j := nodeResultJSON{Hostname: out.Node.Hostname, Address: out.Node.Entry.Address.String(), Endpoint: out.Endpoint,
 		Config: out.Node.Config, Findings: []findingJSON{}, Warnings: nodeWarnings(out)}
 	if o := out.ApplyOutcome; o != nil && o.ApplyReview != nil {
 		j.Findings = findingsJSON(o.Findings)

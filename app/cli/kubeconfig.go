@@ -4,10 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net"
 	"net/netip"
-	"strconv"
-	"strings"
 
 	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/app/plan"
@@ -74,20 +71,24 @@ func runKubeconfig(ctx context.Context, args []string, env Env) error {
 	if len(files) == 1 {
 		job.Path = files[0]
 	}
-	if inv != "" {
-		if err := kubeconfigFromInventory(&job, inv, profiles, hostname, port); err != nil {
-			return err
-		}
-	} else {
-		ep, err := node.NormalizeEndpoint(endpoint)
-		if err != nil {
-			return withCode(contract.ExitUsage, err)
-		}
-		job.Node, job.Endpoint = hostOf(ep), ep
-		if a, err := netip.ParseAddr(hostOf(ep)); err == nil {
-			job.ControlPlanes = []netip.Addr{a.Unmap()}
-		}
+	s, err := loadSettings(plan.Defaults{Inventory: inv, ProfilesFile: profiles})
+	if err != nil {
+		return err
 	}
+	c, err := s.Cluster(port, endpoint)
+	if err != nil {
+		return withCode(contract.ExitUsage, err)
+	}
+	cp := c.Members[0] // the address typed
+	if c.Inventory != nil {
+		if cp, err = c.KubeconfigSource(hostname); err != nil {
+			return withCode(contract.ExitUsage, fmt.Errorf("kubeconfig: %w", err))
+		}
+		job.ControlPlanes = c.ControlPlaneAddrs()
+	} else if a := cp.Endpoint.Addr(); a.IsValid() {
+		job.ControlPlanes = []netip.Addr{a}
+	}
+	job.Node, job.Endpoint = cp.Name(), cp.Endpoint.String()
 	if !tc.IsAdmin() {
 		fmt.Fprintf(env.Stderr, "warning: the client certificate of %s has roles %v, not os:admin: the node will refuse the kubeconfig\n", tc, tc.Roles)
 	}
@@ -118,31 +119,6 @@ func runKubeconfig(ctx context.Context, args []string, env Env) error {
 		"config_server": out.ConfigServer, "server_choice": out.ServerChoice, "server_note": out.ServerNote,
 		"renamed": renamed, "overwritten": append([]string{}, out.Overwritten...),
 	}, noText)
-}
-
-// kubeconfigFromInventory asks the inventory's first control plane (or
-// the one named); every control plane's address is one the endpoint may be.
-func kubeconfigFromInventory(job *plan.KubeconfigJob, file, profiles, hostname string, port int) error {
-	inv, err := loadInventory(file, profiles)
-	if err != nil {
-		return err
-	}
-	for _, n := range inv.Nodes {
-		if n.Role != "controlplane" {
-			continue
-		}
-		job.ControlPlanes = append(job.ControlPlanes, n.Address.Addr().Unmap())
-		if job.Node == "" && (hostname == "" || strings.EqualFold(hostname, n.Hostname)) {
-			job.Node, job.Endpoint = n.Hostname, net.JoinHostPort(n.Address.Addr().String(), strconv.Itoa(port))
-		}
-	}
-	switch {
-	case job.Node == "" && hostname != "":
-		return usageErrorf("kubeconfig: %s has no control plane named %q", file, hostname)
-	case job.Node == "":
-		return usageErrorf("kubeconfig: %s has no control plane (role: controlplane)", file)
-	}
-	return nil
 }
 
 // parseWithArgs is parseFlags for a command that takes positional

@@ -4,14 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/app/plan"
-	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/node"
 )
 
@@ -46,7 +43,6 @@ type statusFlags struct {
 	callTimeout         time.Duration
 	kube                kubeFlags // the Kubernetes view (status_kube.go)
 
-	settings *plan.Settings // the inventory and profiles (statusTargets)
 }
 
 func runStatus(ctx context.Context, args []string, env Env) error {
@@ -84,17 +80,17 @@ func runStatus(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	targets, profiles, err := statusTargets(&f)
+	c, targets, err := statusTargets(&f)
 	if err != nil {
 		return err
 	}
 	p := newStatusPrinter(f.jsonOut, f.watch, env)
-	round, err := startKubeView(&f, targets, p)
+	round, err := startKubeView(&f, c, targets, p)
 	if err != nil {
 		return err
 	}
 	last, err := plan.Watch(ctx, targets, plan.WatchOptions{
-		Check: plan.StatusCheck{Profiles: profiles}, Watch: f.watch, Interval: f.interval, For: f.dur,
+		Check: plan.StatusCheck{Profiles: c.Profiles}, Watch: f.watch, Interval: f.interval, For: f.dur,
 		CallTimeout: f.callTimeout, Talosconfig: tc, Round: round,
 	}, p.NodeStatus)
 	if err != nil {
@@ -108,39 +104,23 @@ func runStatus(ctx context.Context, args []string, env Env) error {
 	return nil
 }
 
-// statusTargets are the nodes to ask: the inventory's (or those named),
-// else the --node addresses; and the profiles to recognise their images
-// (--profiles, else the inventory's).
-func statusTargets(f *statusFlags) ([]plan.StatusTarget, []factory.Profile, error) {
+// statusTargets are the cluster and the members to ask: the inventory's
+// (or those named), else the --node addresses; the cluster's profiles
+// recognise their images (--profiles, else the inventory's).
+func statusTargets(f *statusFlags) (*plan.Cluster, []*plan.Member, error) {
 	s, err := loadSettings(plan.Defaults{Inventory: f.inventory, ProfilesFile: f.profiles})
 	if err != nil {
 		return nil, nil, err
 	}
-	f.settings = s
-	if f.inventory == "" {
-		var ts []plan.StatusTarget
-		for _, a := range f.nodes {
-			ep, err := node.NormalizeEndpoint(a)
-			if err != nil {
-				return nil, nil, withCode(contract.ExitUsage, err)
-			}
-			ts = append(ts, plan.StatusTarget{Endpoint: ep})
-		}
-		return ts, s.Profiles, nil
+	c, err := s.Cluster(f.port, f.nodes...)
+	if err != nil {
+		return nil, nil, withCode(contract.ExitUsage, err)
 	}
-	inv := s.Inventory
-	nodes := inv.Nodes
-	if len(f.hostnames) > 0 {
-		if nodes, err = inv.Select(f.hostnames); err != nil {
-			return nil, nil, withCode(contract.ExitUsage, err)
-		}
+	targets, err := c.Select(f.hostnames)
+	if err != nil {
+		return nil, nil, withCode(contract.ExitUsage, err)
 	}
-	var ts []plan.StatusTarget
-	for _, n := range nodes {
-		ts = append(ts, plan.StatusTarget{Hostname: n.Hostname, Role: n.Role, Profile: n.Profile,
-			Endpoint: net.JoinHostPort(n.Address.Addr().String(), strconv.Itoa(f.port))})
-	}
-	return ts, s.Profiles, nil
+	return c, targets, nil
 }
 
 // statusPrinter shows status' job (plan.Watch): each node's status and
@@ -325,7 +305,7 @@ type diagnosisJSON struct {
 }
 
 func nodeStatusJSON(ns plan.NodeStatus, now time.Time) nodeStatusLine {
-	j := nodeStatusLine{Hostname: ns.Target.Hostname, Endpoint: ns.Target.Endpoint, Role: ns.Target.Role, Profile: ns.Target.Profile,
+	j := nodeStatusLine{Hostname: ns.Target.Hostname, Endpoint: ns.Target.Endpoint.String(), Role: ns.Target.Role.String(), Profile: ns.Target.ProfileName(),
 		Time: now.UTC().Format(time.RFC3339), UnmetConditions: []conditionJSON{}, Services: []serviceJSON{},
 		Reboots: ns.Reboots, ImageOK: ns.ImageOK, MatchesProfile: ns.Match.Profile, Diagnoses: []diagnosisJSON{}, Healthy: ns.Healthy()}
 	if !ns.StageSince.IsZero() {

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/netip"
 	"slices"
 	"time"
 
@@ -42,13 +41,13 @@ func (k *kubeFlags) register(fs *flag.FlagSet) {
 type kubeView struct {
 	access  *kube.Access
 	cni     *node.CNI
-	targets []plan.StatusTarget
+	targets []*plan.Member
 	key     string
 	last    *plan.KubeView
 }
 
 // openKubeView finds the kubeconfig and context for the targets.
-func openKubeView(k kubeFlags, targets []plan.StatusTarget, cni *node.CNI, callTimeout time.Duration) (*kubeView, error) {
+func openKubeView(k kubeFlags, targets []*plan.Member, cni *node.CNI, callTimeout time.Duration) (*kubeView, error) {
 	explicit := k.path != "" || k.context != ""
 	path := k.path
 	if path == "" {
@@ -86,10 +85,10 @@ func openKubeView(k kubeFlags, targets []plan.StatusTarget, cni *node.CNI, callT
 
 // contextFor is the current context when its server is one of the nodes
 // (or the file was named), else the first context whose server is.
-func contextFor(cfg *clientcmdapi.Config, targets []plan.StatusTarget, explicit bool) string {
+func contextFor(cfg *clientcmdapi.Config, targets []*plan.Member, explicit bool) string {
 	ips := map[string]bool{}
 	for _, t := range targets {
-		if a, err := netip.ParseAddr(hostOf(t.Endpoint)); err == nil {
+		if a := t.Endpoint.Addr(); a.IsValid() {
 			ips[a.String()] = true
 		}
 	}
@@ -209,41 +208,10 @@ func kubernetesJSON(v plan.KubeView, now time.Time) kubernetesLine {
 	return j
 }
 
-// controlPlaneCNI reads the first control plane's config of an inventory
-// for the CNI (nil when there is none to read).
-func controlPlaneCNI(configPath string) *node.CNI {
-	if configPath == "" {
-		return nil
-	}
-	data, err := node.ReadConfigFile(configPath)
-	if err != nil {
-		return nil
-	}
-	c, err := node.CNIOf(data)
-	if err != nil {
-		return nil
-	}
-	return &c
-}
-
-// inventoryControlPlaneConfig is the config file of the inventory's first
-// control plane ("" without an inventory or one).
-func inventoryControlPlaneConfig(f *statusFlags) string {
-	if f.settings == nil || f.settings.Inventory == nil {
-		return ""
-	}
-	for _, n := range f.settings.Inventory.Nodes {
-		if n.Role == "controlplane" {
-			return n.Config
-		}
-	}
-	return ""
-}
-
 // startKubeView opens the Kubernetes view of status and reads it after each
 // round of node reads (Round of plan.WatchOptions); nil when there is none.
-func startKubeView(f *statusFlags, targets []plan.StatusTarget, p statusPrinter) (func(context.Context), error) {
-	v, err := openKubeView(f.kube, targets, controlPlaneCNI(inventoryControlPlaneConfig(f)), f.callTimeout)
+func startKubeView(f *statusFlags, c *plan.Cluster, targets []*plan.Member, p statusPrinter) (func(context.Context), error) {
+	v, err := openKubeView(f.kube, targets, c.CNI(), f.callTimeout)
 	if err != nil || v == nil {
 		return nil, err
 	}

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -69,8 +68,9 @@ func runUpgrade(ctx context.Context, args []string, env Env) error {
 	if len(nodes) == 0 || to == "" {
 		return usageErrorf("upgrade: --node and --to are required")
 	}
-	if !strings.HasPrefix(to, "v") {
-		to = "v" + to
+	to, err := plan.TalosVersion(to)
+	if err != nil {
+		return withCode(contract.ExitUsage, err)
 	}
 	tc, err := tcf.load("upgrade")
 	if err != nil {
@@ -87,58 +87,31 @@ func runUpgrade(ctx context.Context, args []string, env Env) error {
 		To: to, Factory: settings.Factory, DryRun: dryRun,
 		Wait: node.WaitOptions{Timeout: timeout, Progress: func(s string) { fmt.Fprintf(out, "%s %s\n", time.Now().Format("15:04:05"), s) }},
 	}
-	var results []*node.UpgradeResult
+	c, err := settings.Cluster(0, nodes...)
+	if err != nil {
+		return withCode(contract.ExitUsage, err)
+	}
 	planned := map[*node.UpgradeResult]bool{}
 	opts.OnPlan = func(r *node.UpgradeResult) {
 		planned[r] = true
 		describeUpgrade(out, r) // shown before anything is sent
 	}
-	report := func(r *node.UpgradeResult) {
-		results = append(results, r)
-		if !planned[r] {
-			describeUpgrade(out, r)
-		} else if r.Healthy {
-			fmt.Fprintf(out, "  upgraded: running %s with schematic %s, services healthy\n", r.To, r.BootedAfter)
-		}
-	}
-	if dryRun {
-		// Plan every node (nothing is sent), even after one fails to plan.
-		var errs []error
-		for _, ep := range nodes {
-			// The real run's own checks (node.PlanUpgrade is its first step):
-			// the dry run fails where it would.
-			r, err := node.PlanUpgrade(ctx, ep, tc, opts)
-			if r != nil {
-				results = append(results, r)
+	res, err := plan.UpgradeNodes(ctx, plan.UpgradeJob{Nodes: c.Members, Talosconfig: tc, Options: opts,
+		Result: func(r *node.UpgradeResult, err error) {
+			switch {
+			case dryRun:
 				describeDryRun(out, r, err)
+			case !planned[r]:
+				describeUpgrade(out, r)
+			case r.Healthy:
+				fmt.Fprintf(out, "  upgraded: running %s with schematic %s, services healthy\n", r.To, r.BootedAfter)
 			}
-			if err != nil {
-				errs = append(errs, err)
-			}
-		}
-		_ = p.Answer(contract.TypeUpgrade, upgradesJSON(results), noText)
-		if len(errs) > 1 {
-			var more []string
-			for _, e := range errs[1:] {
-				more = append(more, e.Error())
-			}
-			return waitExit(ctx, fmt.Errorf("%w (and %d more: %s)", errs[0], len(errs)-1, strings.Join(more, "; ")))
-		}
-		if len(errs) == 1 {
-			return waitExit(ctx, errs[0])
-		}
-		return nil
-	}
-	err = node.UpgradeAll(ctx, nodes, tc, opts, report)
-	answer := upgradesJSON(results)
-	var ie *node.InterruptedError
-	if errors.As(err, &ie) && len(answer) > 0 {
-		answer[len(answer)-1].Interrupted = ie.State // the node it stopped at
+		}})
+	answer := upgradesJSON(res.Results)
+	if res.Interrupted != "" && len(answer) > 0 {
+		answer[len(answer)-1].Interrupted = res.Interrupted // the node it stopped at
 	}
 	_ = p.Answer(contract.TypeUpgrade, answer, noText)
-	if err != nil && len(results) < len(nodes) {
-		err = fmt.Errorf("%w; not upgraded: %s", err, strings.Join(nodes[len(results):], ", "))
-	}
 	return waitExit(ctx, err)
 }
 

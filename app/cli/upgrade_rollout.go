@@ -5,8 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
-	"strconv"
 	"strings"
 	"time"
 
@@ -91,7 +89,7 @@ func runRollout(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	all, in := settings.Profiles, settings.Inventory
+	in := settings.Inventory
 	if r.to == "" {
 		r.to = in.TalosVersion
 	}
@@ -101,34 +99,27 @@ func runRollout(ctx context.Context, args []string, env Env) error {
 	case r.port <= 0 || r.port > 65535:
 		return usageErrorf("upgrade: --port %d: want 1-65535", r.port)
 	}
-	if !strings.HasPrefix(r.to, "v") {
-		r.to = "v" + r.to
+	if r.to, err = plan.TalosVersion(r.to); err != nil {
+		return withCode(contract.ExitUsage, err)
 	}
 	tc, err := r.tcf.load("upgrade")
 	if err != nil {
 		return err
 	}
 	warnNotAdmin(env, tc)
-	var nodes []plan.RolloutNode
-	var targets []plan.StatusTarget
-	for _, n := range in.Nodes {
-		p, err := factory.FindProfile(all, n.Profile)
-		if err != nil {
-			return withCode(contract.ExitUsage, fmt.Errorf("upgrade: %s: %w", n.Hostname, err))
-		}
-		ep := net.JoinHostPort(n.Address.Addr().String(), strconv.Itoa(r.port))
-		nodes = append(nodes, plan.RolloutNode{Hostname: n.Hostname, Role: n.Role, Profile: n.Profile, Endpoint: ep, Schematic: p.Schematic()})
-		targets = append(targets, plan.StatusTarget{Hostname: n.Hostname, Role: n.Role, Profile: n.Profile, Endpoint: ep})
+	c, err := settings.Cluster(r.port)
+	if err != nil {
+		return err
 	}
 	p := newRolloutPrinter(r.jsonOut, r.dryRun, env)
-	job := plan.RolloutJob{Nodes: nodes, To: r.to, Talosconfig: tc, Factory: settings.Factory, DryRun: r.dryRun,
+	job := plan.RolloutJob{Nodes: c.Members, To: r.to, Talosconfig: tc, Factory: settings.Factory, DryRun: r.dryRun,
 		Wait:   node.WaitOptions{Timeout: r.timeout, Every: r.every},
 		Drain:  kube.DrainOptions{Timeout: r.drainTimeout},
 		Follow: plan.FollowOptions{Wait: r.timeout, WatchOptions: plan.WatchOptions{Interval: r.every}},
 		Event:  p.Event,
 	}
 	if !r.dryRun {
-		v, err := openKubeView(r.kf, targets, nil, 10*time.Second)
+		v, err := openKubeView(r.kf, c.Members, nil, 10*time.Second)
 		if err != nil {
 			return err
 		}
@@ -234,7 +225,7 @@ type rolloutLine struct {
 }
 
 func rolloutJSON(n *plan.NodeRollout, dryRun bool) rolloutLine {
-	l := rolloutLine{Hostname: n.Hostname, Role: n.Role, Endpoint: n.Endpoint, Step: n.Step, State: n.State, DryRun: dryRun,
+	l := rolloutLine{Hostname: n.Hostname, Role: n.Role.String(), Endpoint: n.Endpoint.String(), Step: n.Step, State: n.State, DryRun: dryRun,
 		Evicted: []string{}, Skipped: []string{}, Cordoned: n.Cordon}
 	if u := n.Upgrade; u != nil {
 		l.From, l.To, l.Installer, l.API, l.Schematic, l.Phase = u.From, u.To, u.Image, u.API, u.SchematicID, u.Phase

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/talosflash/talosflash/app/plan"
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/node"
 )
@@ -101,11 +102,7 @@ func checkTargetVersion(cmd, to string) error {
 	if cmd == "outdated" && (to == "patch" || to == "latest") {
 		return nil
 	}
-	v := to
-	if v != "" && v[0] >= '0' && v[0] <= '9' {
-		v = "v" + v
-	}
-	if factory.ValidateVersion(v) == nil {
+	if _, err := plan.TalosVersion(to); err == nil {
 		return nil
 	}
 	want := "a Talos version such as " + nextVersionExample() + " (see: talosflash outdated --to latest)"

@@ -45,27 +45,24 @@ type bootstrapPrompt struct {
 	start  *keyButton
 }
 
-// bootstrapEligible: a control plane config was applied to the row in this
-// session, or the node is configured (the user marks it as the first
-// control plane in the dialog), this session did not make it a worker and
-// the inventory does not say it is one.
+// bootstrapEligible: the row shows "Bootstrap etcd…" (plan's
+// Cluster.MayBootstrap: a control plane, or a configured node of unknown
+// role, whose etcd does not run): the node bootstrapped in this session
+// keeps it ("etcd bootstrapped"), the others are shown disabled once one
+// was (bootstrapBlocked).
 func (s *nodesStep) bootstrapEligible(r *nodeRow) bool {
-	if n := s.inventoryNodeAt(r.node); n != nil && n.Role == "worker" {
-		return false
+	if r.member == s.cluster.Bootstrapped {
+		return true
 	}
-	if st := r.status; st != nil && st.Status != nil && r.node.Addr != s.bootstrappedOn {
-		if etcd := st.Status.Service("etcd"); etcd != nil && etcd.State == "Running" {
-			return false // its etcd runs: bootstrapped already (its row says so)
-		}
-	}
-	return r.controlplane || r.node.Configured && !r.worker
+	ref := s.cluster.MayBootstrap(r.member)
+	return ref == nil || ref.Code == plan.RefusalBootstrapped && !r.member.EtcdRunning
 }
 
 // bootstrapBlocked says why no bootstrap may start now ("" when one may).
 func (s *nodesStep) bootstrapBlocked() string {
 	switch {
-	case s.bootstrappedOn != "":
-		return "etcd was already bootstrapped on " + s.bootstrappedOn + " in this session: a cluster is bootstrapped once, on one node"
+	case s.cluster.Bootstrapped != nil:
+		return "etcd was already bootstrapped on " + s.cluster.Bootstrapped.Endpoint.String() + " in this session: a cluster is bootstrapped once, on one node"
 	case s.bootRunning != nil:
 		return "a bootstrap of " + s.bootRunning.node.Addr + " is running"
 	}
@@ -82,7 +79,7 @@ func (s *nodesStep) refreshBootstrapButtons() {
 			continue
 		}
 		r.bootBtn.Show()
-		if r.node.Addr == s.bootstrappedOn {
+		if r.member == s.cluster.Bootstrapped {
 			r.bootBtn.SetText("etcd bootstrapped")
 			r.bootBtn.SetIcon(theme.ConfirmIcon())
 		}
@@ -146,7 +143,7 @@ func (s *nodesStep) openBootstrap(r *nodeRow, tc *node.Talosconfig) {
 		wrapLabel("Or drop the talosconfig file on this window. Its keys are only used to connect: never shown, logged or saved."),
 		p.warn,
 	)
-	if !r.controlplane {
+	if !r.member.Took.IsControlPlane() {
 		p.first = widget.NewCheck("This is the first control plane node of its cluster (no other node was bootstrapped)", func(bool) { s.updatePrompt(p) })
 		items.Add(p.first)
 	}
@@ -279,7 +276,7 @@ func (s *nodesStep) droppedTalosconfig(r *nodeRow, u fyne.URI, data []byte) {
 		s.status.SetText("Drop the talosconfig onto the control plane node to bootstrap, or onto any configured node to follow it.")
 		return
 	}
-	if !s.bootstrapEligible(r) || s.bootstrappedOn != "" || s.bootRunning != nil {
+	if !s.bootstrapEligible(r) || s.cluster.Bootstrapped != nil || s.bootRunning != nil {
 		s.useTalosconfig(tc) // no bootstrap here: follow the configured nodes with it
 		return
 	}
@@ -288,7 +285,7 @@ func (s *nodesStep) droppedTalosconfig(r *nodeRow, u fyne.URI, data []byte) {
 
 // refuseBootstrap says on the row why no bootstrap was started.
 func (s *nodesStep) refuseBootstrap(r *nodeRow, why string) {
-	if r.node.Addr == s.bootstrappedOn {
+	if r.member == s.cluster.Bootstrapped {
 		return // the row already says it is bootstrapped
 	}
 	s.ensureBootstrapBox(r)
@@ -372,7 +369,7 @@ func (s *nodesStep) bootstrapDone(r *nodeRow, tc *node.Talosconfig, res *node.Bo
 	defer s.relayout()
 	s.bootRunning = nil
 	if err == nil {
-		s.bootstrappedOn = r.node.Addr
+		s.cluster.ObserveBootstrapped(r.member)
 		s.refreshBootstrapButtons()
 		r.bootState.Importance = widget.SuccessImportance
 		version := ""

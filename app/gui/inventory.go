@@ -15,7 +15,6 @@ import (
 
 	"github.com/talosflash/talosflash/app/plan"
 	"github.com/talosflash/talosflash/internal/printable"
-	"github.com/talosflash/talosflash/inventory"
 	"github.com/talosflash/talosflash/node"
 )
 
@@ -27,7 +26,7 @@ const inventoryWait = 30 * time.Minute
 // the start ("worker-1 · waiting at 192.168.1.21 …") until the node
 // answers at its address; then its node row is added below.
 type inventoryRow struct {
-	node  inventory.Node
+	node  *plan.Member // an inventory member (Entry set)
 	label *widget.Label
 	// once the node answered: its row, and whether it is this node
 	// waiting for a config (the address's node is not another card's)
@@ -42,8 +41,7 @@ type inventoryRow struct {
 // showInventory lists the inventory's nodes and waits for each at its
 // address (UI goroutine, at start).
 func (s *nodesStep) showInventory(box *fyne.Container) {
-	inv := s.ui.deps.Inventory
-	if inv == nil || len(inv.Nodes) == 0 {
+	if s.ui.deps.Inventory == nil || len(s.cluster.Members) == 0 {
 		return
 	}
 	name := s.inventoryName()
@@ -52,7 +50,7 @@ func (s *nodesStep) showInventory(box *fyne.Container) {
 	s.applyAll.Disable()
 	s.applyAllNote = wrapLabel("Apply all sends each waiting node its own config from " + name + ", once its checks pass.")
 	box.Add(container.NewBorder(nil, nil, nil, s.applyAll, s.applyAllNote))
-	for _, n := range inv.Nodes {
+	for _, n := range s.cluster.Members {
 		r := &inventoryRow{node: n, label: wrapLabel(""), state: invWaiting}
 		s.setInv(r, invWaiting, "")
 		s.invRows = append(s.invRows, r)
@@ -96,20 +94,20 @@ func (s *nodesStep) inventoryNodeFound(r *inventoryRow, n *node.Node) {
 
 // isNode: what answered is the inventory's node (plan.Identify, the rule
 // plan.CheckApply gates the apply with: ApplyJob.Expect).
-func isNode(want inventory.Node, n *node.Node, m plan.Match) bool {
+func isNode(want *plan.Member, n *node.Node, m plan.Match) bool {
 	return plan.Identify(want, n, m) == nil
 }
 
 // inventoryNodeText is the inventory row once the node answered.
-func inventoryNodeText(want inventory.Node, n *node.Node, m plan.Match) string {
-	addr := want.Address.Addr().String()
+func inventoryNodeText(want *plan.Member, n *node.Node, m plan.Match) string {
+	addr := want.Endpoint.Host
 	if n.Configured {
 		return fmt.Sprintf("%s · at %s, already configured", want.Hostname, addr)
 	}
 	if id := plan.Identify(want, n, m); id != nil {
 		if id.WrongImage() {
 			// Its own card, flashed with another role's image.
-			return fmt.Sprintf("%s · booted the %s image, not its %s image: flash %s's card again with the %s image", want.Hostname, m.Profile, want.Profile, want.Hostname, want.Profile)
+			return fmt.Sprintf("%s · booted the %s image, not its %s image: flash %s's card again with the %s image", want.Hostname, m.Profile, want.ProfileName(), want.Hostname, want.ProfileName())
 		}
 		var wrong []string
 		if id.OtherImage() {
@@ -122,7 +120,7 @@ func inventoryNodeText(want inventory.Node, n *node.Node, m plan.Match) string {
 	}
 	booted := m.Profile
 	if booted == "" {
-		booted = "an image that does not say (checked as " + want.Profile + ")"
+		booted = "an image that does not say (checked as " + want.ProfileName() + ")"
 	}
 	cfg := "its config"
 	if want.Config != "" {
@@ -134,22 +132,38 @@ func inventoryNodeText(want inventory.Node, n *node.Node, m plan.Match) string {
 // inventoryBox is the step's area for the inventory's rows.
 func inventoryBox() *fyne.Container { return container.NewVBox() }
 
-// inventoryNodeAt is the inventory's node at n's address (nil: none, or
-// no inventory): the apply to that row must reach that node.
-func (s *nodesStep) inventoryNodeAt(n node.Node) *inventory.Node {
-	inv := s.ui.deps.Inventory
-	if inv == nil {
-		return nil
+// newCluster is plan's model of the app's nodes: the inventory's
+// members (at the inventory's port), and those of other addresses as
+// they are found (track).
+func newCluster(d Deps) *plan.Cluster {
+	if d.Inventory == nil {
+		return &plan.Cluster{Profiles: d.Profiles}
 	}
+	return plan.NewCluster(d.Inventory, d.Profiles, d.InventoryPort)
+}
+
+// track is the member of n's address: the inventory's node there, else
+// one of its own.
+func (s *nodesStep) track(n node.Node) *plan.Member {
+	ep, err := node.ParseEndpoint(n.Addr)
+	if err != nil {
+		ep = node.Endpoint{Host: n.Addr}
+	}
+	if m := s.inventoryMemberAt(n); m != nil {
+		return m
+	}
+	return s.cluster.Track(ep)
+}
+
+// inventoryMemberAt is the inventory's member at n's address (nil: none,
+// or no inventory): the apply to that row must reach that node.
+func (s *nodesStep) inventoryMemberAt(n node.Node) *plan.Member {
 	ip := n.IP
 	if !ip.IsValid() {
 		ip, _ = netip.ParseAddr(hostOf(n.Addr))
 	}
-	for i := range inv.Nodes {
-		if inv.Nodes[i].Address.Addr() == ip.Unmap() {
-			want := inv.Nodes[i]
-			return &want
-		}
+	if m := s.cluster.At(ip); m != nil && m.Entry != nil {
+		return m
 	}
 	return nil
 }
@@ -196,51 +210,82 @@ func (s *nodesStep) refreshApplyAll() {
 	s.applyAll.Disable()
 }
 
-// ApplyAll sends each waiting inventory node its own config (the
-// inventory's config: path), one after the other, through plan.ApplyAll,
-// the CLI's apply --inventory loop: the same checks as a drop (the node
-// expected at its address, its config checked against what it booted); a
-// node that fails a check or is another node's card is blocked alone and
-// said so on its row; configured nodes are skipped and said so.
+// ApplyAll sends each inventory node its own config (the inventory's
+// config: path), one after the other, through plan.ApplyAll, the CLI's
+// apply --inventory: plan decides first (an inventory node without a
+// config refuses the whole run, nothing sent), the user confirms, then
+// the same checks as a drop for each node (the node expected at its
+// address, its config checked against what it booted); a node that fails
+// a check or is another node's card is blocked alone and said so on its
+// row; configured nodes are skipped and said so.
 func (s *nodesStep) ApplyAll() {
-	rows := map[string]*inventoryRow{}
-	var nodes []inventory.Node
-	for _, ir := range s.invRows {
-		switch {
-		case ir.row == nil:
-			s.setInv(ir, invNotAnswering, "")
-			continue
-		case ir.row.node.Configured:
-			s.setInv(ir, invSkipped, "")
-			continue
-		case !ir.ready:
-			continue // its line says why (another node's card, or applied)
-		case ir.node.Config == "":
-			s.setInv(ir, invNoConfig, "")
-			continue
+	job := s.applyAllJob()
+	members, err := job.CheckApplyAll()
+	if err != nil {
+		var nc *plan.NoConfigError
+		if errors.As(err, &nc) {
+			for _, r := range nc.Refusals {
+				if ir := s.inventoryRowOf(r.Member); ir != nil {
+					s.setInv(ir, invNoConfig, "")
+				}
+			}
 		}
-		s.setInv(ir, invQueued, "")
-		rows[ir.node.Hostname] = ir
-		nodes = append(nodes, ir.node)
-	}
-	if len(nodes) == 0 {
+		s.ui.showError("Apply all: nothing was sent", err)
 		return
+	}
+	list := container.NewVBox()
+	for _, m := range members {
+		line := m.Name() + " ← " + filepath.Base(m.Config)
+		if m.Configured() {
+			line = m.Name() + ": configured already, skipped"
+		}
+		list.Add(wrapLabel(printable.String(line)))
+	}
+	items := container.NewVBox(
+		wrapLabel("Each node is sent its own config from "+s.inventoryName()+", one after the other, once it answers at its address and its checks pass (the same checks as a drop). A node that fails them is left alone and its row says why."),
+		list)
+	start := primaryButton(s.ui, "Apply all", theme.ConfirmIcon(), func() { s.runApplyAll(job, members) })
+	s.applyAllPrompt = s.ui.showModal("Apply each node its config?", items, "Cancel", start, fyne.NewSize(640, 360))
+}
+
+// applyAllJob is Apply all's job: the cluster's inventory members, mode
+// auto, the app's checks.
+func (s *nodesStep) applyAllJob() plan.ApplyAllJob {
+	var members []*plan.Member
+	for _, ir := range s.invRows {
+		members = append(members, ir.node)
+	}
+	check := plan.NodeCheck{Profiles: s.ui.deps.Profiles, Factory: s.ui.deps.Factory, CachedIDs: plan.CachedSchematicIDs(s.ui.deps.Cache)}
+	return plan.ApplyAllJob{
+		Cluster: s.cluster, Nodes: members,
+		Node: plan.NodeApplyJob{Port: s.ui.deps.InventoryPort, Wait: inventoryApplyWait, Every: s.ui.deps.InventoryEvery,
+			Apply: plan.ApplyJob{Mode: node.ModeAuto, Check: check, Probe: s.ui.deps.Probe, ApplyConfig: s.ui.deps.Apply}},
+	}
+}
+
+// inventoryRowOf is m's inventory row (nil: none).
+func (s *nodesStep) inventoryRowOf(m *plan.Member) *inventoryRow {
+	for _, ir := range s.invRows {
+		if ir.node == m {
+			return ir
+		}
+	}
+	return nil
+}
+
+// runApplyAll runs the confirmed job (UI goroutine); each row says its
+// node's outcome as it comes.
+func (s *nodesStep) runApplyAll(job plan.ApplyAllJob, members []*plan.Member) {
+	for _, m := range members {
+		if ir := s.inventoryRowOf(m); ir != nil {
+			s.setInv(ir, invQueued, "")
+		}
 	}
 	s.applyingAll = true
 	s.showApplyAllNote()
 	s.refreshApplyAll()
-	port := s.ui.deps.InventoryPort
-	if port == 0 {
-		port = node.DefaultPort
-	}
-	check := plan.NodeCheck{Profiles: s.ui.deps.Profiles, Factory: s.ui.deps.Factory, CachedIDs: plan.CachedSchematicIDs(s.ui.deps.Cache)}
-	job := plan.ApplyAllJob{
-		Nodes: nodes,
-		Node: plan.NodeApplyJob{Port: port, Wait: inventoryApplyWait, Every: s.ui.deps.InventoryEvery,
-			Apply: plan.ApplyJob{Mode: node.ModeAuto, Check: check, Probe: s.ui.deps.Probe, ApplyConfig: s.ui.deps.Apply}},
-	}
 	job.Event = func(ev plan.AllEvent) {
-		ir := rows[ev.Node.Hostname]
+		ir := s.inventoryRowOf(ev.Node)
 		if ir == nil {
 			return
 		}
@@ -261,7 +306,7 @@ func (s *nodesStep) ApplyAll() {
 			// before it (plan.ApplyAll stops at a config it cannot read).
 			stopped := false
 			for _, ir := range s.invRows {
-				if rows[ir.node.Hostname] != ir || (ir.state != invQueued && ir.state != invChecking) {
+				if ir.state != invQueued && ir.state != invChecking {
 					continue
 				}
 				why := "Apply all stopped before its turn"
@@ -290,12 +335,15 @@ const inventoryApplyWait = 15 * time.Second
 // goroutine): the inventory row's state and words, the node row's apply.
 func (s *nodesStep) inventoryResult(ir *inventoryRow, name string, res *plan.NodeApplyOutcome, err error) {
 	var (
-		id      *plan.IdentityError
-		blocked *plan.BlockedError
+		id       *plan.IdentityError
+		blocked  *plan.BlockedError
+		notThere *plan.NotThereError
 	)
 	switch {
 	case err == nil && res.Configured:
 		s.setInv(ir, invSkipped, "")
+	case errors.As(err, &notThere):
+		s.setInv(ir, invNotAnswering, "")
 	case errors.As(err, &id):
 		s.setInv(ir, invBlocked, errString(id))
 	case errors.As(err, &blocked):
@@ -331,8 +379,8 @@ func (s *nodesStep) configFolder(r *nodeRow) string {
 		return ""
 	}
 	if r != nil {
-		if n := s.inventoryNodeAt(r.node); n != nil && n.Config != "" {
-			return filepath.Dir(n.Config)
+		if m := s.inventoryMemberAt(r.node); m != nil && m.Config != "" {
+			return filepath.Dir(m.Config)
 		}
 	}
 	for _, n := range inv.Nodes {
@@ -361,7 +409,7 @@ func (s *nodesStep) newStrays() fyne.CanvasObject {
 // rowBoxFor is where n's row goes: apart when there is an inventory that
 // does not list n's address.
 func (s *nodesStep) rowBoxFor(n node.Node) *fyne.Container {
-	if s.ui.deps.Inventory == nil || s.strays == nil || s.inventoryNodeAt(n) != nil {
+	if s.ui.deps.Inventory == nil || s.strays == nil || s.inventoryMemberAt(n) != nil {
 		return s.rowBox
 	}
 	s.straysHead.SetText(printable.String("Not in " + s.inventoryName() + " (found at an address it does not list)"))

@@ -45,7 +45,7 @@ func viewInventoryRow(r *inventoryRow) textView {
 			return now
 		}
 	}
-	h, addr := r.node.Hostname, r.node.Address.Addr().String()
+	h, addr := r.node.Hostname, r.node.Endpoint.Host
 	var t textView
 	switch r.state {
 	case invWaiting:

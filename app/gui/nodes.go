@@ -40,12 +40,16 @@ type nodesStep struct {
 	scannedWhere string
 	scanned      map[string]bool
 
-	// Bootstrap (bootstrap.go): one at a time, and none after a success.
-	bootPrompt     *bootstrapPrompt  // the bootstrap dialog shown last
-	bootRunning    *nodeRow          // the row bootstrapping now
-	bootstrappedOn string            // the node bootstrapped in this session
-	talosconfig    *node.Talosconfig // the one used last, offered again
-	bootWait       node.WaitOptions  // zero: node's defaults (tests shorten them)
+	// cluster is plan's model of the nodes: the inventory's members, and
+	// a member for each node found at another address (its rows').
+	cluster *plan.Cluster
+
+	// Bootstrap (bootstrap.go): one at a time, and none after a success
+	// (cluster.Bootstrapped).
+	bootPrompt  *bootstrapPrompt  // the bootstrap dialog shown last
+	bootRunning *nodeRow          // the row bootstrapping now
+	talosconfig *node.Talosconfig // the one used last, offered again
+	bootWait    node.WaitOptions  // zero: node's defaults (tests shorten them)
 
 	// Following the configured nodes (status.go): how often, the clock
 	// and BootTimeout the diagnoses use (tests scale them), the
@@ -59,18 +63,20 @@ type nodesStep struct {
 	cni            *node.CNI
 	kubeconfigPath string // "": the default (~/.kube/config)
 
-	invRows      []*inventoryRow // the inventory's nodes (inventory.go)
-	applyAll     *keyButton      // "Apply all": each waiting inventory node its config
-	applyAllNote *widget.Label
-	applyingAll  bool
-	appliedAll   bool            // Apply all ran: its note counts the rows' outcomes
-	strays       *fyne.Container // nodes at addresses the inventory does not list
-	straysHead   *widget.Label
+	invRows        []*inventoryRow // the inventory's nodes (inventory.go)
+	applyAll       *keyButton      // "Apply all": each waiting inventory node its config
+	applyAllNote   *widget.Label
+	applyingAll    bool
+	applyAllPrompt *modal          // Apply all's confirmation shown last
+	appliedAll     bool            // Apply all ran: its note counts the rows' outcomes
+	strays         *fyne.Container // nodes at addresses the inventory does not list
+	straysHead     *widget.Label
 }
 
 // nodeRow is one node in the list; box is what a drop is hit-tested against.
 type nodeRow struct {
 	node       node.Node
+	member     *plan.Member // the cluster's member at its address
 	box        *fyne.Container
 	title      *widget.Label
 	badge      *breakLabel // what the node booted (role/profile, schematic)
@@ -78,10 +84,7 @@ type nodeRow struct {
 	flashedBox *fyne.Container // "Card flashed as": only when the node does not say what it booted
 	reply      *widget.Label
 	content    *fyne.Container // the row's lines
-	// the bootstrap step after a control plane config (bootstrap.go)
-	controlplane bool         // a control plane config was applied in this session
-	worker       bool         // a worker config was applied in this session: never bootstrapped
-	applied      *node.Config // the config the node took in this session (nil: none)
+	applied    *node.Config    // the config the node took in this session (nil: none)
 	// What the row says is rendered from these (viewNodeRow): what runs
 	// on it now, and the last apply's outcome.
 	act       rowAct
@@ -120,7 +123,7 @@ type applyPrompt struct {
 }
 
 func newNodesStep(ui *UI) *nodesStep {
-	s := &nodesStep{ui: ui}
+	s := &nodesStep{ui: ui, cluster: newCluster(ui.deps)}
 	s.rowBox = container.NewVBox()
 	s.empty = wrapLabel(fmt.Sprintf("No nodes yet. Boot a Pi from a fresh card (it waits in maintenance mode on port %d), then press Scan or type its IP address.", node.DefaultPort))
 	s.status = wrapLabel("")
@@ -241,12 +244,14 @@ func (s *nodesStep) addNode(n node.Node) *nodeRow {
 	for _, r := range s.rows {
 		if r.node.Addr == n.Addr {
 			r.node = n
+			r.member.ObserveProbe(&n, nil)
 			s.render(r)
 			s.refreshBootstrapButtons()
 			return r
 		}
 	}
-	r := &nodeRow{node: n}
+	r := &nodeRow{node: n, member: s.track(n)}
+	r.member.ObserveProbe(&n, nil)
 	r.title = widget.NewLabelWithStyle(nodeTitle(n), fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
 	r.badge = newBreakLabel("") // long extension lists must not widen the window
 	r.badge.TextStyle = fyne.TextStyle{Bold: true}
@@ -294,8 +299,8 @@ func (s *nodesStep) render(r *nodeRow) {
 		label = s.nodeCheck(r).MatchBooted().Label()
 	}
 	invHost := ""
-	if n := s.inventoryNodeAt(r.node); n != nil {
-		invHost = n.Hostname
+	if m := s.inventoryMemberAt(r.node); m != nil {
+		invHost = m.Hostname
 	}
 	v := viewNodeRow(r, label, invHost)
 	if r.title.Text != v.Title {
@@ -483,7 +488,7 @@ func localPath(u fyne.URI) string {
 func (s *nodesStep) applyJob(r *nodeRow, name, path string, data []byte) plan.ApplyJob {
 	return plan.ApplyJob{Endpoint: r.node.Addr, Name: name, ConfigPath: path, Config: data, Mode: node.ModeAuto,
 		Check: s.nodeCheck(r), Probe: s.ui.deps.Probe, ApplyConfig: s.ui.deps.Apply,
-		Expect: s.inventoryNodeAt(r.node)} // an inventory address: that node, not a swapped card
+		Expect: s.inventoryMemberAt(r.node)} // an inventory address: that node, not a swapped card
 }
 
 // checkAndPrompt checks the config against what the node booted (probed
@@ -650,13 +655,13 @@ func (s *nodesStep) applied(r *nodeRow, name string, data []byte, out *plan.Appl
 	}
 	if !dryRun {
 		r.applied = out.Config
-		if out.Config.MachineType == "controlplane" {
+		r.member.ObserveApplied(out.Config.MachineType)
+		if r.member.Took.IsControlPlane() {
 			if cni, err := node.CNIOf(data); err == nil { // what the Kubernetes view says of a missing CNI
 				s.cni = &cni
 			}
 		}
 	}
-	r.worker = out.Config.MachineType == "worker"
 	if out.Next.LeavesMaintenance && !dryRun {
 		r.node.Maintenance = false
 	}
@@ -675,14 +680,13 @@ func (s *nodesStep) applied(r *nodeRow, name string, data []byte, out *plan.Appl
 // bootstrapped once, on one control plane node, with the talosconfig that
 // `talosctl gen config` wrote next to controlplane.yaml.
 func (s *nodesStep) showBootstrap(r *nodeRow) {
-	r.controlplane = true
 	s.ensureBootstrapBox(r)
-	if s.bootstrappedOn == "" && s.bootRunning != r {
+	if on := s.cluster.Bootstrapped; on == nil && s.bootRunning != r {
 		r.bootNote.SetText("Next, once per cluster (on one control plane node only): press \"Bootstrap etcd…\" (or drop your talosconfig on this row); it waits for the node to come up with its config. Or in a terminal, from the folder with your talosconfig:")
 		r.bootstrap.SetText(bootstrapCommand(r.node))
 		r.bootstrap.Show()
-	} else if s.bootstrappedOn != "" && s.bootstrappedOn != r.node.Addr {
-		r.bootNote.SetText("etcd was bootstrapped on " + s.bootstrappedOn + " in this session: this control plane node joins that cluster, no bootstrap here.")
+	} else if on != nil && on != r.member {
+		r.bootNote.SetText("etcd was bootstrapped on " + on.Endpoint.String() + " in this session: this control plane node joins that cluster, no bootstrap here.")
 		r.bootstrap.Hide()
 	}
 	r.bootstrapBox.Show()

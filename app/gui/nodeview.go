@@ -9,7 +9,6 @@ import (
 	"fyne.io/fyne/v2/widget"
 
 	"github.com/talosflash/talosflash/internal/printable"
-	"github.com/talosflash/talosflash/inventory"
 	"github.com/talosflash/talosflash/node"
 )
 
@@ -98,10 +97,8 @@ func (s *nodesStep) sortRows(box *fyne.Container) {
 				continue
 			}
 			idx := len(s.invRows) + 1
-			if inv := s.ui.deps.Inventory; inv != nil {
-				if want := s.inventoryNodeAt(r.node); want != nil {
-					idx = slices.IndexFunc(inv.Nodes, func(n inventory.Node) bool { return n.Hostname == want.Hostname })
-				}
+			if want := s.inventoryMemberAt(r.node); want != nil {
+				idx = slices.Index(s.cluster.Members, want)
 			}
 			ip, _ := netip.ParseAddrPort(r.node.Addr)
 			return idx, ip.Addr(), r.node.Addr

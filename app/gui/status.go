@@ -30,18 +30,6 @@ import (
 // statusEvery is how often a followed node is read (tests shorten it).
 const statusEvery = 5 * time.Second
 
-// followTarget is what plan reads for r: the inventory's node when its
-// address is one, else the address alone.
-func (s *nodesStep) followTarget(r *nodeRow) plan.StatusTarget {
-	t := plan.StatusTarget{Endpoint: r.node.Addr}
-	if n := s.inventoryNodeAt(r.node); n != nil {
-		t.Hostname, t.Role, t.Profile = n.Hostname, n.Role, n.Profile
-	} else if r.applied != nil {
-		t.Role = r.applied.MachineType
-	}
-	return t
-}
-
 // canFollow: r has its config and the window has a talosconfig.
 func (s *nodesStep) canFollow(r *nodeRow) bool {
 	return s.talosconfig != nil && (r.node.Configured || r.applied != nil)
@@ -61,7 +49,7 @@ func (s *nodesStep) follow(r *nodeRow) {
 		return
 	}
 	r.following = true
-	target, tc := s.followTarget(r), s.talosconfig
+	target, tc := r.member, s.talosconfig
 	every := s.statusEvery
 	if every <= 0 {
 		every = statusEvery
@@ -72,13 +60,13 @@ func (s *nodesStep) follow(r *nodeRow) {
 		// Every read, not only the changes: the countdown to the
 		// BootTimeout reboot moves on between them.
 		Until: func(ns plan.NodeStatus) bool {
-			s.ui.do(func() { r.status = &ns; s.renderStatus(r) })
+			s.ui.do(func() { r.status = &ns; r.member.ObserveStatus(ns); s.renderStatus(r) })
 			return false
 		},
 	}
 	s.renderStatus(r)
 	go func() {
-		_, err := plan.Watch(s.ui.ctx, []plan.StatusTarget{target}, opts, func(plan.NodeStatus) {})
+		_, err := plan.Watch(s.ui.ctx, []*plan.Member{target}, opts, func(plan.NodeStatus) {})
 		if err != nil && s.ui.ctx.Err() == nil {
 			s.ui.do(func() { r.following, r.statusErr = false, err; s.renderStatus(r) })
 		}
@@ -189,7 +177,7 @@ func (s *nodesStep) kubeNodeOf(r *nodeRow) *plan.KubeNode {
 	if s.kube == nil || s.kube.Err != nil {
 		return nil
 	}
-	t := s.followTarget(r)
+	t := r.member
 	ip := hostOf(r.node.Addr)
 	for i := range s.kube.Nodes {
 		kn := &s.kube.Nodes[i]
@@ -278,16 +266,10 @@ func (s *nodesStep) getKubeconfig(r *nodeRow) {
 	}
 	r.kubeBtn.Disable()
 	r.bootNote.SetText("Getting the kubeconfig from " + r.node.Addr + "…")
-	job := plan.KubeconfigJob{Node: s.followTarget(r).Name(), Endpoint: r.node.Addr, Talosconfig: tc, Path: s.kubeconfigPath}
-	if inv := s.ui.deps.Inventory; inv != nil {
-		for _, n := range inv.Nodes {
-			if n.Role == "controlplane" {
-				job.ControlPlanes = append(job.ControlPlanes, n.Address.Addr().Unmap())
-			}
-		}
-	}
-	if a, err := netip.ParseAddr(hostOf(r.node.Addr)); err == nil && len(job.ControlPlanes) == 0 {
-		job.ControlPlanes = []netip.Addr{a.Unmap()}
+	job := plan.KubeconfigJob{Node: r.member.Name(), Endpoint: r.node.Addr, Talosconfig: tc, Path: s.kubeconfigPath,
+		ControlPlanes: s.cluster.ControlPlaneAddrs()}
+	if a := r.member.Endpoint.Addr(); a.IsValid() && len(job.ControlPlanes) == 0 {
+		job.ControlPlanes = []netip.Addr{a}
 	}
 	go func() {
 		out, err := plan.Kubeconfig(s.ui.ctx, job)
@@ -326,9 +308,9 @@ func (s *nodesStep) followKube(path, context string) {
 		return
 	}
 	s.kubeFollowing = true
-	var targets []plan.StatusTarget
+	var targets []*plan.Member
 	for _, r := range s.rows {
-		targets = append(targets, s.followTarget(r))
+		targets = append(targets, r.member)
 	}
 	cni := s.cni
 	every := s.statusEvery

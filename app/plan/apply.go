@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/talosflash/talosflash/inventory"
+	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/node"
 )
 
@@ -47,7 +47,7 @@ type ApplyJob struct {
 	// profile differ: a swapped card) with an *IdentityError, which no
 	// force overrides. The CLI's apply --inventory and the GUI's inventory
 	// rows both set it.
-	Expect *inventory.Node
+	Expect *Member
 }
 
 // ApplyEventKind says what an ApplyEvent carries.
@@ -167,6 +167,77 @@ func (e *BlockedError) Error() string {
 }
 
 func (e *BlockedError) Is(target error) bool { return target == node.ErrInvalidConfig }
+
+// RoleMismatchError is a config whose machine.type is not the node's
+// role: the inventory's role for it, else the role of the built-in
+// profile it booted (unless the user declared the config's role for the
+// card). Nothing is sent, and no force overrides it: applied, the config
+// would make the node another role's machine (a control plane a worker).
+// errors.Is(err, node.ErrInvalidConfig) (exit 7 in the CLI).
+type RoleMismatchError struct {
+	Name string    // the node
+	Role node.Role // what it is
+	From string    // how that is known
+	// Config is the config's name, Type its machine.type.
+	Config string
+	Type   node.Role
+	// Want is the config to apply instead ("" when not known).
+	Want string
+}
+
+func (e *RoleMismatchError) Error() string {
+	return fmt.Sprintf("%s is a %s (%s), but %s is a %s config (machine.type: %s): applied, it would make %s a %s. Nothing was sent; %s",
+		e.Name, roleWords(e.Role), e.From, e.Config, e.Type, e.Type, e.Name, roleWords(e.Type), e.Fix())
+}
+
+// Fix names the right file.
+func (e *RoleMismatchError) Fix() string {
+	if e.Want != "" {
+		return fmt.Sprintf("apply %s's own config, %s", e.Name, e.Want)
+	}
+	return fmt.Sprintf("apply the %s.yaml that talosctl gen config wrote", e.Role)
+}
+
+func (e *RoleMismatchError) Is(target error) bool { return target == node.ErrInvalidConfig }
+
+func roleWords(r node.Role) string {
+	if r.IsControlPlane() {
+		return "control plane"
+	}
+	return string(r)
+}
+
+// checkRole: the config's machine type is the node's role (see
+// RoleMismatchError). A config without a machine type is the incident
+// checks' finding, not this.
+func checkRole(job ApplyJob, rv *ApplyReview) error {
+	have := node.Role(rv.Config.MachineType)
+	if !have.Known() {
+		return nil
+	}
+	want, from, file := node.RoleUnknown, "", ""
+	switch {
+	case job.Expect != nil && job.Expect.Role.Known():
+		want, from, file = job.Expect.Role, "the inventory's role", job.Expect.Config
+	case rv.Match.Role != "" && rv.Match.Source == "profile":
+		declared := node.RoleUnknown
+		if p, err := factory.FindProfile(job.Check.Profiles, job.Check.Declared); err == nil && job.Check.Declared != "" {
+			declared = node.Role(RoleOf(p))
+		}
+		if declared.Known() && declared.Same(have) {
+			return nil // the user says the card is this role's: the node's own check decides
+		}
+		want, from = node.Role(rv.Match.Role), "it booted the "+rv.Match.Profile+" image"
+	}
+	if want.Same(have) {
+		return nil
+	}
+	name := rv.Endpoint
+	if job.Expect != nil && job.Expect.Hostname != "" {
+		name = job.Expect.Hostname
+	}
+	return &RoleMismatchError{Name: name, Role: want, From: from, Config: job.Name, Type: have, Want: file}
+}
 
 // InputError is a job the user must change (a bad address, mode or
 // declared role): nothing was sent (exit 2 in the CLI).
@@ -307,9 +378,12 @@ func CheckApply(ctx context.Context, job ApplyJob) (*ApplyReview, error) {
 		job.emit(ApplyEvent{Kind: EventFinding, Finding: f})
 	}
 	if job.Expect != nil {
-		if err := checkIdentity(*job.Expect, rv); err != nil {
+		if err := checkIdentity(job.Expect, rv); err != nil {
 			return rv, err // not checked: Send refuses it, forced or not
 		}
+	}
+	if err := checkRole(job, rv); err != nil {
+		return rv, err // the same: no force turns a control plane into a worker
 	}
 	rv.checked = true
 	return rv, nil

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
-	"github.com/talosflash/talosflash/inventory"
 	"github.com/talosflash/talosflash/node"
 )
 
@@ -18,14 +18,16 @@ import (
 // followed until they run (Follow); last, the first control plane is
 // bootstrapped (Bootstrap), or its bootstrap is said to be the next step.
 type ApplyAllJob struct {
-	Nodes []inventory.Node // in order; each with its config
+	// Cluster is the inventory's cluster; Nodes are the members to apply,
+	// in order (nil: every member). Each must have a config: a member
+	// without one refuses the whole run before anything is waited for or
+	// sent (MayApply, NoConfigError).
+	Cluster *Cluster
+	Nodes   []*Member
 	// Node is each node's job: Port, Wait, Every and Apply, the template
 	// (Mode, DryRun, Force, Timeout, Check, Probe, ApplyConfig). Node,
 	// Progress and Apply.Event are set per node.
 	Node NodeApplyJob
-	// ControlPlane is the hostname of the node whose etcd is bootstrapped:
-	// the inventory's first control plane (FirstControlPlane); "" none.
-	ControlPlane string
 	// Talosconfig, when set, follows the nodes configured (not with
 	// DryRun) and is what Bootstrap connects with.
 	Talosconfig *node.Talosconfig
@@ -75,12 +77,12 @@ type ConfigNotes struct {
 // AllEvent is one thing that happened in an ApplyAllJob.
 type AllEvent struct {
 	Kind           AllEventKind
-	Node           inventory.Node
+	Node           *Member
 	Text           string
 	Apply          ApplyEvent
 	Result         *NodeApplyOutcome
 	Err            error
-	Followed       []inventory.Node
+	Followed       []*Member
 	AfterBootstrap bool
 	Wait           time.Duration
 	Status         NodeStatus
@@ -93,7 +95,7 @@ type AllEvent struct {
 // ApplyAllOutcome is a finished ApplyAllJob.
 type ApplyAllOutcome struct {
 	Nodes        []*NodeApplyOutcome // every node that had its turn, in order
-	Applied      []inventory.Node    // configured by this run (not DryRun)
+	Applied      []*Member           // configured by this run (not DryRun)
 	Bootstrapped bool                // the bootstrap ran and etcd is healthy (or was already)
 }
 
@@ -115,15 +117,49 @@ func (e *FollowError) Is(target error) bool {
 	return false
 }
 
-// FirstControlPlane is the hostname of the inventory's first control plane
-// ("" none): the node apply --inventory bootstraps.
-func FirstControlPlane(inv *inventory.Inventory) string {
-	for _, n := range inv.Nodes {
-		if n.Role == "controlplane" {
-			return n.Hostname
+// NoConfigError is an apply of every node refused before anything was
+// waited for or sent: these members have no config in the inventory
+// (errors.Is node.ErrInvalidConfig: exit 7). One behaviour for the CLI and
+// the app (docs/INVENTORY.md): a run that skipped such a node would leave
+// the cluster half applied, one that stopped at it would have configured
+// the nodes before it.
+type NoConfigError struct{ Refusals []*Refusal }
+
+func (e *NoConfigError) Error() string {
+	var parts []string
+	for _, r := range e.Refusals {
+		parts = append(parts, r.Member.Name()+" ("+r.Fix+")")
+	}
+	return "no config for " + strings.Join(parts, ", ") + ": nothing was sent to any node (or name the others with --hostname)"
+}
+
+func (e *NoConfigError) Is(target error) bool { return target == node.ErrInvalidConfig }
+
+// CheckApplyAll is ApplyAll's decision before anything is waited for or
+// sent, for a front end to show first (the app's Apply all): the members
+// it applies, or why it would refuse.
+func (job *ApplyAllJob) CheckApplyAll() ([]*Member, error) {
+	members := job.Nodes
+	if members == nil && job.Cluster != nil {
+		members = job.Cluster.Members
+	}
+	var missing []*Refusal
+	for _, m := range members {
+		if r := job.cluster().MayApply(m); r != nil && r.Code == RefusalNoConfig {
+			missing = append(missing, r)
 		}
 	}
-	return ""
+	if len(missing) > 0 {
+		return nil, &NoConfigError{Refusals: missing}
+	}
+	return members, nil
+}
+
+func (job *ApplyAllJob) cluster() *Cluster {
+	if job.Cluster != nil {
+		return job.Cluster
+	}
+	return &Cluster{Members: job.Nodes}
 }
 
 // ApplyAll runs the job: each node in turn, every node having its turn
@@ -136,6 +172,11 @@ func ApplyAll(ctx context.Context, job ApplyAllJob) (*ApplyAllOutcome, error) {
 	if err := CheckMode(job.Node.Apply.Mode); err != nil {
 		return out, err // before waiting for anyone
 	}
+	members, err := job.CheckApplyAll()
+	if err != nil {
+		return out, err
+	}
+	first := job.cluster().FirstControlPlane()
 	var (
 		firstErr error
 		cp       *NodeApplyOutcome
@@ -148,7 +189,15 @@ func ApplyAll(ctx context.Context, job ApplyAllJob) (*ApplyAllOutcome, error) {
 	dryRun := job.Node.Apply.DryRun
 	notes := &configNotes{}
 	defer notes.flush(&job) // also when the loop ends early: said once either way
-	for _, n := range job.Nodes {
+	for _, n := range members {
+		if r := job.cluster().MayApply(n); r != nil && r.Code == RefusalConfigured {
+			// Seen configured (it took its config in this session): skipped,
+			// as a node that asks for a client certificate is.
+			res := &NodeApplyOutcome{Node: n, Endpoint: n.Endpoint.String(), Configured: true}
+			out.Nodes = append(out.Nodes, res)
+			job.emit(AllEvent{Kind: AllResult, Node: n, Result: res})
+			continue
+		}
 		data, err := node.ReadConfigFile(n.Config)
 		if err != nil {
 			return out, err
@@ -171,7 +220,7 @@ func ApplyAll(ctx context.Context, job ApplyAllJob) (*ApplyAllOutcome, error) {
 		out.Nodes = append(out.Nodes, res)
 		job.emit(AllEvent{Kind: AllResult, Node: n, Result: res, Err: err})
 		keep(err)
-		if err == nil && n.Hostname == job.ControlPlane {
+		if err == nil && n == first {
 			cp = res
 		}
 		if err == nil && !res.Configured && !dryRun {
@@ -200,10 +249,11 @@ func ApplyAll(ctx context.Context, job ApplyAllJob) (*ApplyAllOutcome, error) {
 		return out, firstErr
 	}
 	out.Bootstrapped = true
+	job.cluster().ObserveBootstrapped(cp.Node)
 	job.emit(AllEvent{Kind: AllBootstrapped, Node: cp.Node, Result: cp, Bootstrap: res.BootstrapResult, Already: res.Already})
-	var cps []inventory.Node
+	var cps []*Member
 	for _, n := range out.Applied {
-		if n.Role == "controlplane" {
+		if n.Role.IsControlPlane() {
 			cps = append(cps, n)
 		}
 	}
@@ -214,16 +264,11 @@ func ApplyAll(ctx context.Context, job ApplyAllJob) (*ApplyAllOutcome, error) {
 // follow reads the nodes through status' Watch until each runs its config,
 // is stuck, or the wait runs out (Follow): the first stuck node's error,
 // else the first late one's.
-func (job *ApplyAllJob) follow(ctx context.Context, nodes []inventory.Node, bootstrapped bool) error {
+func (job *ApplyAllJob) follow(ctx context.Context, nodes []*Member, bootstrapped bool) error {
 	if len(nodes) == 0 {
 		return nil
 	}
-	var targets []StatusTarget
-	for _, n := range nodes {
-		j := job.Node
-		j.Node = n
-		targets = append(targets, StatusTarget{Hostname: n.Hostname, Role: n.Role, Profile: n.Profile, Endpoint: j.Endpoint()})
-	}
+	targets := nodes
 	wait := job.Node.Wait
 	if wait <= 0 {
 		wait = defaultNodeWait
@@ -268,7 +313,7 @@ type configNotes struct {
 	done   bool
 }
 
-func (c *configNotes) add(n inventory.Node, ev ApplyEvent) {
+func (c *configNotes) add(n *Member, ev ApplyEvent) {
 	i := slices.IndexFunc(c.groups, func(g ConfigNotes) bool { return g.Config == n.Config })
 	if i < 0 {
 		c.groups = append(c.groups, ConfigNotes{Config: n.Config})

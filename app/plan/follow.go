@@ -87,7 +87,7 @@ func onlyKubernetes(unmet []node.Condition) bool {
 // done or Wait runs out, calling emit as Watch does (first read, then each
 // change). The results are in the targets' order; a ctx cancel returns the
 // results so far with its error.
-func Follow(ctx context.Context, targets []StatusTarget, opts FollowOptions, emit func(NodeStatus)) ([]FollowResult, error) {
+func Follow(ctx context.Context, targets []*Member, opts FollowOptions, emit func(NodeStatus)) ([]FollowResult, error) {
 	wait := opts.Wait
 	if wait <= 0 {
 		wait = 10 * time.Minute
@@ -96,13 +96,13 @@ func Follow(ctx context.Context, targets []StatusTarget, opts FollowOptions, emi
 	w.Watch, w.For = true, wait
 	w.Until = func(ns NodeStatus) bool { _, done := FollowDone(ns, opts.Bootstrapped); return done }
 	last, err := Watch(ctx, targets, w, emit)
-	byName := map[string]NodeStatus{}
+	byMember := map[*Member]NodeStatus{}
 	for _, ns := range last {
-		byName[ns.Target.Name()] = ns
+		byMember[ns.Target] = ns
 	}
 	out := make([]FollowResult, 0, len(targets))
 	for _, t := range targets {
-		ns, ok := byName[t.Name()]
+		ns, ok := byMember[t]
 		if !ok {
 			ns = NodeStatus{Target: t}
 		}

@@ -4,12 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/talosflash/talosflash/inventory"
 	"github.com/talosflash/talosflash/node"
 )
 
@@ -18,7 +15,7 @@ import (
 // gave it, the image of its role), then the apply sequence (CheckApply and
 // Send, as Apply) with the node's config.
 type NodeApplyJob struct {
-	Node inventory.Node
+	Node *Member
 	Port int // the Talos API port; 0: node.DefaultPort
 	// Apply is the template: Mode, DryRun, Force, Timeout, Check, Event,
 	// Probe, ApplyConfig. Endpoint, Name, Config and Check.Declared are set
@@ -33,7 +30,7 @@ type NodeApplyJob struct {
 
 // NodeApplyOutcome is one node's result.
 type NodeApplyOutcome struct {
-	Node     inventory.Node
+	Node     *Member
 	Endpoint string
 	// Configured: the node already had a config and was skipped.
 	Configured bool
@@ -70,7 +67,7 @@ func (e *NotThereError) Is(target error) bool {
 // booted differ, as when two cards were swapped. Nothing is sent; --force
 // does not override it (it is the wrong machine, not a doubtful config).
 type IdentityError struct {
-	Want          inventory.Node
+	Want          *Member
 	Addr          string
 	Hostname      string // what the node says (its FQDN when it reports a domain)
 	BootedProfile string // the profile its image matches ("" unknown)
@@ -80,11 +77,11 @@ type IdentityError struct {
 func (e *IdentityError) Error() string {
 	if e.WrongImage() {
 		return fmt.Sprintf("the node at %s is %s, but it booted the %s image (the inventory says %s). Nothing was sent; %s",
-			e.Addr, e.Want.Hostname, e.BootedProfile, e.Want.Profile, e.Fix())
+			e.Addr, e.Want.Hostname, e.BootedProfile, e.Want.ProfileName(), e.Fix())
 	}
 	var said []string
 	if e.OtherImage() {
-		said = append(said, "booted the "+e.BootedProfile+" image (the inventory says "+e.Want.Profile+")")
+		said = append(said, "booted the "+e.BootedProfile+" image (the inventory says "+e.Want.ProfileName()+")")
 	}
 
 	if e.OtherHost() {
@@ -98,14 +95,14 @@ func (e *IdentityError) Error() string {
 // Is makes it a blocked config (exit 7 in the CLI): nothing was sent.
 func (e *IdentityError) Is(target error) bool { return target == node.ErrInvalidConfig }
 
-// Endpoint is host:port of n.
+// Endpoint is host:port of the member (its inventory address at Port,
+// when set: the member's own endpoint otherwise).
 func (j *NodeApplyJob) Endpoint() string {
-	port := j.Port
-	if port == 0 {
-		port = node.DefaultPort
+	if j.Port != 0 && j.Node.Entry != nil {
+		return node.EndpointAt(j.Node.Entry.Address.Addr(), j.Port).String()
 	}
 
-	return net.JoinHostPort(j.Node.Address.Addr().String(), strconv.Itoa(port))
+	return j.Node.Endpoint.String()
 }
 
 // ApplyNode waits for the node, checks it is the inventory's node and
@@ -120,9 +117,8 @@ func ApplyNode(ctx context.Context, j NodeApplyJob, config []byte) (*NodeApplyOu
 
 	job := j.Apply
 	job.Endpoint, job.Name, job.ConfigPath, job.Config = out.Endpoint, j.Node.Config, j.Node.Config, config
-	job.Check.Declared = j.Node.Profile // only a fallback when the node does not say
-	want := j.Node
-	job.Expect = &want // CheckApply refuses another node at the address
+	job.Check.Declared = j.Node.ProfileName() // only a fallback when the node does not say
+	job.Expect = j.Node                       // CheckApply refuses another node at the address
 
 	rv, err := CheckApply(ctx, job)
 	if errors.Is(err, ErrConfigured) {
@@ -142,7 +138,7 @@ func ApplyNode(ctx context.Context, j NodeApplyJob, config []byte) (*NodeApplyOu
 }
 
 // checkIdentity: the node at the address is the inventory's node.
-func checkIdentity(want inventory.Node, rv *ApplyReview) error {
+func checkIdentity(want *Member, rv *ApplyReview) error {
 	if id := Identify(want, rv.Node, rv.Match); id != nil {
 		return id
 	}
@@ -155,8 +151,8 @@ func checkIdentity(want inventory.Node, rv *ApplyReview) error {
 // as Talos splits it (node.Node.IsHost), and the profile it booted (when
 // known) are the inventory's. nil: it is; else why not. CheckApply's gate
 // (ApplyJob.Expect) and the app's inventory rows both ask it.
-func Identify(want inventory.Node, n *node.Node, m Match) *IdentityError {
-	profileOK := m.Profile == "" || strings.EqualFold(m.Profile, want.Profile)
+func Identify(want *Member, n *node.Node, m Match) *IdentityError {
+	profileOK := m.Profile == "" || strings.EqualFold(m.Profile, want.ProfileName())
 	hostOK := n.IsHost(want.Hostname)
 
 	if profileOK && hostOK {
@@ -168,7 +164,7 @@ func Identify(want inventory.Node, n *node.Node, m Match) *IdentityError {
 
 // OtherImage: the node booted another profile's image than the inventory's.
 func (e *IdentityError) OtherImage() bool {
-	return e.BootedProfile != "" && !strings.EqualFold(e.BootedProfile, e.Want.Profile)
+	return e.BootedProfile != "" && !strings.EqualFold(e.BootedProfile, e.Want.ProfileName())
 }
 
 // OtherHost: the node says another name than the inventory's.
@@ -220,7 +216,7 @@ func (j *NodeApplyJob) WaitFor(ctx context.Context) (*node.Node, error) {
 
 		if j.Progress != nil && time.Since(lastSaid) >= 10*time.Second {
 			lastSaid = time.Now()
-			j.Progress(fmt.Sprintf("%s · waiting at %s … (%s of %s)", j.Node.Hostname, j.Node.Address.Addr(), Minutes(time.Since(start)), Minutes(wait)))
+			j.Progress(fmt.Sprintf("%s · waiting at %s … (%s of %s)", j.Node.Hostname, j.Node.Endpoint.Host, Minutes(time.Since(start)), Minutes(wait)))
 		}
 
 		t := time.NewTimer(min(every, time.Until(deadline)+time.Millisecond))

@@ -3,7 +3,6 @@ package plan
 import (
 	"context"
 	"fmt"
-	"net/netip"
 	"strings"
 
 	"github.com/talosflash/talosflash/kube"
@@ -42,7 +41,7 @@ func (v KubeView) Key() string {
 
 // ReadKube lists the nodes through a, matching them to the targets (by
 // name, then internal IP) and explaining each one not Ready.
-func ReadKube(ctx context.Context, a *kube.Access, cni *node.CNI, targets []StatusTarget) KubeView {
+func ReadKube(ctx context.Context, a *kube.Access, cni *node.CNI, targets []*Member) KubeView {
 	v := KubeView{Context: a.Context, Server: a.Server, CNI: cni}
 	nodes, err := a.Nodes(ctx)
 	if err != nil {
@@ -57,15 +56,14 @@ func ReadKube(ctx context.Context, a *kube.Access, cni *node.CNI, targets []Stat
 	return v
 }
 
-func matchTarget(n kube.Node, targets []StatusTarget) string {
+func matchTarget(n kube.Node, targets []*Member) string {
 	for _, t := range targets {
-		short, _, _ := strings.Cut(t.Hostname, ".")
-		if t.Hostname != "" && strings.EqualFold(short, n.Name) {
+		if t.Hostname != "" && strings.EqualFold(t.KubeName(), n.Name) {
 			return t.Hostname
 		}
 	}
 	for _, t := range targets {
-		if ip, err := netip.ParseAddr(hostOnly(t.Endpoint)); err == nil && n.InternalIP == ip.String() && t.Hostname != "" {
+		if a := t.Endpoint.Addr(); a.IsValid() && n.InternalIP == a.String() && t.Hostname != "" {
 			return t.Hostname
 		}
 	}

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/siderolabs/image-factory/pkg/schematic"
-
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/kube"
 	"github.com/talosflash/talosflash/node"
@@ -38,26 +36,9 @@ import (
 // ready with its Kubernetes node Ready (Follow), then uncordon. The
 // first failure stops the rollout: the nodes after it are not touched.
 
-// RolloutNode is one node to upgrade.
-type RolloutNode struct {
-	Hostname string
-	Role     string // controlplane or worker
-	Profile  string // its image profile
-	Endpoint string // host:port of its Talos API
-	// Schematic is its role's image (the installer's schematic).
-	Schematic *schematic.Schematic
-}
-
-// KubeName is the node's Kubernetes name: its short hostname, lower case
-// (Talos' controllers/k8s/nodename.go).
-func (n RolloutNode) KubeName() string {
-	h, _, _ := strings.Cut(n.Hostname, ".")
-	return strings.ToLower(h)
-}
-
 // RolloutJob is a rolling upgrade.
 type RolloutJob struct {
-	Nodes       []RolloutNode // in the inventory's order; Rollout orders them
+	Nodes       []*Member // in the inventory's order; Rollout orders them
 	To          string
 	Talosconfig *node.Talosconfig
 	Factory     *factory.Client
@@ -97,7 +78,7 @@ type RolloutEvent struct {
 
 // NodeRollout is one node's part of the rollout.
 type NodeRollout struct {
-	RolloutNode
+	*Member
 	Step    string              // the furthest step reached (StepUntouched: none)
 	Upgrade *node.UpgradeResult // the plan and what was sent (nil: not reached)
 	Drained *kube.DrainResult
@@ -114,11 +95,11 @@ type RolloutResult struct {
 
 // RolloutOrder is the order of the upgrade: control planes, then workers,
 // each in the given order.
-func RolloutOrder(nodes []RolloutNode) []RolloutNode {
+func RolloutOrder(nodes []*Member) []*Member {
 	out := slices.Clone(nodes)
-	slices.SortStableFunc(out, func(a, b RolloutNode) int {
-		rank := func(r string) int {
-			if r == "controlplane" {
+	slices.SortStableFunc(out, func(a, b *Member) int {
+		rank := func(r node.Role) int {
+			if r.IsControlPlane() {
 				return 0
 			}
 			return 1
@@ -150,12 +131,13 @@ func (e *RolloutError) Unwrap() []error { return []error{e.Err, ErrRolloutStoppe
 func Rollout(ctx context.Context, job RolloutJob) (*RolloutResult, error) {
 	res := &RolloutResult{}
 	for _, n := range RolloutOrder(job.Nodes) {
-		res.Nodes = append(res.Nodes, &NodeRollout{RolloutNode: n, Step: StepUntouched, State: "untouched: nothing was sent"})
+		res.Nodes = append(res.Nodes, &NodeRollout{Member: n, Step: StepUntouched, State: "untouched: nothing was sent"})
 	}
+	c := &Cluster{Members: job.Nodes}
 	for _, n := range res.Nodes {
-		if n.Role != "controlplane" && n.Role != "worker" {
+		if r := c.MayUpgrade(n.Member); r != nil && r.Code == RefusalNoRole {
 			return res, fmt.Errorf("%w: %s (profile %s) has no role: the rolling upgrade takes control planes first, each after etcd's health check: give it role: controlplane or role: worker in the inventory; nothing was sent",
-				ErrRolloutRole, n.Hostname, n.Profile)
+				ErrRolloutRole, n.Hostname, n.ProfileName())
 		}
 	}
 	if !job.DryRun && job.Kube == nil {
@@ -166,12 +148,7 @@ func Rollout(ctx context.Context, job RolloutJob) (*RolloutResult, error) {
 			job.Event(ev)
 		}
 	}
-	var controlPlanes []StatusTarget
-	for _, n := range res.Nodes {
-		if n.Role == "controlplane" {
-			controlPlanes = append(controlPlanes, n.target())
-		}
-	}
+	controlPlanes := c.ControlPlanes()
 	var first error
 	for _, nr := range res.Nodes {
 		err := job.one(ctx, nr, controlPlanes, emit)
@@ -192,12 +169,8 @@ func Rollout(ctx context.Context, job RolloutJob) (*RolloutResult, error) {
 	return res, first
 }
 
-func (n RolloutNode) target() StatusTarget {
-	return StatusTarget{Hostname: n.Hostname, Role: n.Role, Profile: n.Profile, Endpoint: n.Endpoint}
-}
-
 // one upgrades (or, DryRun, plans) one node.
-func (job RolloutJob) one(ctx context.Context, nr *NodeRollout, controlPlanes []StatusTarget, emit func(RolloutEvent)) error {
+func (job RolloutJob) one(ctx context.Context, nr *NodeRollout, controlPlanes []*Member, emit func(RolloutEvent)) error {
 	say := func(step, format string, args ...any) {
 		emit(RolloutEvent{Hostname: nr.Hostname, Step: step, Text: fmt.Sprintf(format, args...)})
 	}
@@ -205,9 +178,9 @@ func (job RolloutJob) one(ctx context.Context, nr *NodeRollout, controlPlanes []
 	wait.Progress = func(s string) { say("", "%s", s) }
 	// The node is the inventory's (its hostname), and its role's image never
 	// brings an extension whose document its config lacks (node.Upgrade).
-	opts := node.UpgradeOptions{To: job.To, Factory: job.Factory, DryRun: job.DryRun, Wait: wait, Schematic: nr.Schematic, Hostname: nr.Hostname}
+	opts := node.UpgradeOptions{To: job.To, Factory: job.Factory, DryRun: job.DryRun, Wait: wait, Schematic: nr.Schematic(), Hostname: nr.Hostname}
 	if job.DryRun {
-		up, err := node.PlanUpgrade(ctx, nr.Endpoint, job.Talosconfig, opts)
+		up, err := node.PlanUpgrade(ctx, nr.Endpoint.String(), job.Talosconfig, opts)
 		nr.Upgrade = up
 		if err != nil {
 			nr.Step, nr.State = StepPlan, "would fail: "+err.Error()
@@ -222,7 +195,7 @@ func (job RolloutJob) one(ctx context.Context, nr *NodeRollout, controlPlanes []
 			nr.State = "already runs " + job.To + " with its role's schematic: nothing to do"
 		default:
 			gate := ""
-			if nr.Role == "controlplane" {
+			if nr.Role.IsControlPlane() {
 				gate = "check etcd is healthy with every member, "
 			}
 			nr.State = fmt.Sprintf("would %spull and run %s (%s), cordon and drain %s, reboot, wait until it runs %s with schematic %s and is Ready, uncordon; nothing was sent",
@@ -231,7 +204,7 @@ func (job RolloutJob) one(ctx context.Context, nr *NodeRollout, controlPlanes []
 		return nil
 	}
 
-	if nr.Role == "controlplane" {
+	if nr.Role.IsControlPlane() {
 		nr.Step = StepGate
 		say(StepGate, "checking etcd is healthy with all members")
 		n, err := etcdGate(ctx, job, controlPlanes)
@@ -268,7 +241,7 @@ func (job RolloutJob) one(ctx context.Context, nr *NodeRollout, controlPlanes []
 		nr.Step = StepReboot
 		return nil
 	}
-	up, err := node.Upgrade(ctx, nr.Endpoint, job.Talosconfig, opts)
+	up, err := node.Upgrade(ctx, nr.Endpoint.String(), job.Talosconfig, opts)
 	nr.Upgrade = up
 	if err != nil {
 		if up == nil || up.Phase == "" {
@@ -322,7 +295,7 @@ func (job RolloutJob) ready(ctx context.Context, nr *NodeRollout, up *node.Upgra
 	f := job.Follow
 	f.Talosconfig = job.Talosconfig
 	f.Bootstrapped = true
-	res, err := Follow(ctx, []StatusTarget{nr.target()}, f, func(NodeStatus) {})
+	res, err := Follow(ctx, []*Member{nr.Member}, f, func(NodeStatus) {})
 	if err != nil {
 		return err
 	}
@@ -347,12 +320,12 @@ func (job RolloutJob) ready(ctx context.Context, nr *NodeRollout, up *node.Upgra
 // etcdGate reads every control plane once (status' reads) and refuses to
 // take one down unless etcd is healthy with every member (Talos'
 // ValidateForUpgrade, see the top of this file).
-func etcdGate(ctx context.Context, job RolloutJob, controlPlanes []StatusTarget) (int, error) {
+func etcdGate(ctx context.Context, job RolloutJob, controlPlanes []*Member) (int, error) {
 	members, err := etcdMembers(ctx, job, controlPlanes)
 	return len(members), err
 }
 
-func etcdMembers(ctx context.Context, job RolloutJob, controlPlanes []StatusTarget) ([]node.EtcdMember, error) {
+func etcdMembers(ctx context.Context, job RolloutJob, controlPlanes []*Member) ([]node.EtcdMember, error) {
 	w := WatchOptions{Talosconfig: job.Talosconfig, CallTimeout: job.Wait.CallTimeout}
 	if w.CallTimeout <= 0 {
 		w.CallTimeout = node.DefaultCallTimeout

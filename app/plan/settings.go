@@ -2,6 +2,7 @@ package plan
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/inventory"
@@ -77,4 +78,27 @@ func LoadSettings(d Defaults) (*Settings, error) {
 	}
 	s.Factory = factory.NewClient(url, d.HTTPClient)
 	return s, nil
+}
+
+// Cluster is the run's cluster: the inventory's, each node at port (0:
+// node.DefaultPort), else the members at the addresses the user typed
+// (each parsed once: a typo is an *InputError, nothing looked up).
+func (s *Settings) Cluster(port int, addresses ...string) (*Cluster, error) {
+	if s.Inventory != nil {
+		return NewCluster(s.Inventory, s.Profiles, port), nil
+	}
+	return ClusterAt(s.Profiles, addresses...)
+}
+
+// TalosVersion reads a Talos version the user typed ("v1.14.6", or
+// "1.14.6", which is given its v): the one place the prefix is added.
+func TalosVersion(v string) (string, error) {
+	v = strings.TrimSpace(v)
+	if v != "" && v[0] >= '0' && v[0] <= '9' {
+		v = "v" + v
+	}
+	if err := factory.ValidateVersion(v); err != nil {
+		return "", &InputError{Setting: "version", Err: err}
+	}
+	return v, nil
 }

@@ -14,23 +14,6 @@ import (
 	"github.com/talosflash/talosflash/node"
 )
 
-// StatusTarget is one node `status` follows: its inventory entry when
-// known (hostname, role, profile), else just an address.
-type StatusTarget struct {
-	Hostname string // "" without an inventory: the endpoint names it
-	Role     string // controlplane, worker, "" unknown
-	Profile  string // the inventory's image profile for the node, "" unknown
-	Endpoint string
-}
-
-// Name is how messages call the node.
-func (t StatusTarget) Name() string {
-	if t.Hostname != "" {
-		return t.Hostname
-	}
-	return t.Endpoint
-}
-
 // Diagnosis is one thing wrong with a node, in the user's words, with what
 // the node said and the fix.
 type Diagnosis struct {
@@ -51,7 +34,7 @@ const (
 
 // NodeStatus is one node's status and what talosflash makes of it.
 type NodeStatus struct {
-	Target StatusTarget
+	Target *Member
 	Status *node.Status // nil when the node did not answer
 	Err    error        // why it did not answer
 	// Match is the profile the booted schematic is (MatchBooted); ImageOK
@@ -104,7 +87,7 @@ func (ns NodeStatus) ImageText() string {
 	case *ns.ImageOK:
 		img += ", as its role's"
 	default:
-		img += ", NOT its role's " + ns.Target.Profile
+		img += ", NOT its role's " + ns.Target.ProfileName()
 	}
 	return img
 }
@@ -173,7 +156,7 @@ func (c StatusCheck) bootTimeout() time.Duration {
 // Diagnose builds a node's NodeStatus from its answer at now. prev is the
 // previous read of the same node (nil the first time): it carries the
 // reboot count and the observed stage start.
-func (c StatusCheck) Diagnose(now time.Time, t StatusTarget, st *node.Status, readErr error, prev *NodeStatus) NodeStatus {
+func (c StatusCheck) Diagnose(now time.Time, t *Member, st *node.Status, readErr error, prev *NodeStatus) NodeStatus {
 	ns := NodeStatus{Target: t, Status: st, Err: readErr}
 	if prev != nil {
 		ns.Reboots = prev.Reboots
@@ -195,8 +178,8 @@ func (c StatusCheck) Diagnose(now time.Time, t StatusTarget, st *node.Status, re
 	}
 
 	ns.Match = NodeCheck{Profiles: c.Profiles, Node: &node.Node{Booted: st.Booted}}.MatchBooted()
-	if t.Profile != "" && st.Booted != nil && st.Booted.SchematicID != "" {
-		ok := strings.EqualFold(ns.Match.Profile, t.Profile)
+	if t.Profile != nil && st.Booted != nil && st.Booted.SchematicID != "" {
+		ok := strings.EqualFold(ns.Match.Profile, t.Profile.Name)
 		ns.ImageOK = &ok
 	}
 	ns.StageSince, ns.StageSinceSource = stageSince(now, st, prev)
@@ -209,7 +192,7 @@ func (c StatusCheck) Diagnose(now time.Time, t StatusTarget, st *node.Status, re
 			Message: fmt.Sprintf("%s waits for an ExtensionServiceConfig named %s", s.ID, ext)}
 		fix := fmt.Sprintf("add an ExtensionServiceConfig document named %s to %s's config (apiVersion: v1alpha1, kind: ExtensionServiceConfig, name: %s, environment: the variables the extension needs), then apply it", ext, name, ext)
 		if ns.ImageOK != nil && !*ns.ImageOK {
-			fix += fmt.Sprintf(", or flash %s with the %s image (it booted the %s image)", name, t.Profile, matchName(ns.Match, st))
+			fix += fmt.Sprintf(", or flash %s with the %s image (it booted the %s image)", name, t.Profile.Name, matchName(ns.Match, st))
 		}
 		d.Fix = fix
 		ns.Diagnoses = append(ns.Diagnoses, d)
@@ -221,13 +204,13 @@ func (c StatusCheck) Diagnose(now time.Time, t StatusTarget, st *node.Status, re
 				Fix:     "read its log: " + node.Talosctl(c.Talosconfig, st.Endpoint, "logs", s.ID)})
 		}
 	}
-	if t.Role == "controlplane" || st.Service("etcd") != nil {
+	if t.Role.IsControlPlane() || st.Service("etcd") != nil {
 		ns.Diagnoses = append(ns.Diagnoses, etcdDiagnoses(name, st)...)
 	}
 	if ns.ImageOK != nil && !*ns.ImageOK && len(waiting) == 0 {
 		ns.Diagnoses = append(ns.Diagnoses, Diagnosis{Severity: "warning", Code: "image-mismatch",
-			Message: fmt.Sprintf("%s booted the %s image, not its role's %s image", name, matchName(ns.Match, st), t.Profile),
-			Fix:     fmt.Sprintf("flash %s with the %s image, or change its profile in the inventory", name, t.Profile)})
+			Message: fmt.Sprintf("%s booted the %s image, not its role's %s image", name, matchName(ns.Match, st), t.Profile.Name),
+			Fix:     fmt.Sprintf("flash %s with the %s image, or change its profile in the inventory", name, t.Profile.Name)})
 	}
 
 	if st.Stage == "booting" {
@@ -390,7 +373,7 @@ type WatchOptions struct {
 // and calls emit with each node's NodeStatus: always on the first read, then
 // only when its Key changes. It returns the last status of every node, in
 // the targets' order.
-func Watch(ctx context.Context, targets []StatusTarget, opts WatchOptions, emit func(NodeStatus)) ([]NodeStatus, error) {
+func Watch(ctx context.Context, targets []*Member, opts WatchOptions, emit func(NodeStatus)) ([]NodeStatus, error) {
 	if opts.Interval <= 0 {
 		opts.Interval = 5 * time.Second
 	}
@@ -403,7 +386,7 @@ func Watch(ctx context.Context, targets []StatusTarget, opts WatchOptions, emit 
 	}
 	readers := make([]*node.StatusReader, len(targets))
 	for i, t := range targets {
-		r, err := node.OpenStatus(ctx, t.Endpoint, opts.Talosconfig, t.Role == "controlplane" || t.Role == "")
+		r, err := node.OpenStatus(ctx, t.Endpoint.String(), opts.Talosconfig, t.Role.IsControlPlane() || !t.Role.Known())
 		if err != nil {
 			for _, o := range readers[:i] {
 				o.Close()
@@ -433,9 +416,6 @@ func Watch(ctx context.Context, targets []StatusTarget, opts WatchOptions, emit 
 			st, err := readers[i].Read(ctx, opts.CallTimeout)
 			if ctx.Err() != nil {
 				return collect(last), watchEnd(ctx, opts)
-			}
-			if t.Endpoint == "" {
-				t.Endpoint = readers[i].Endpoint()
 			}
 			ns := check.Diagnose(opts.Now(), t, st, err, last[i])
 			if st == nil && last[i] != nil {

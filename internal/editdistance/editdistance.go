@@ -2,6 +2,8 @@
 // "did you mean" suggestions and typo checks.
 package editdistance
 
+import "strings"
+
 // Levenshtein is the number of single-byte insertions, deletions and
 // substitutions that turn a into b.
 func Levenshtein(a, b string) int {
@@ -22,4 +24,27 @@ func Levenshtein(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
+}
+
+// Closest is the candidate nearest to s, compared ignoring case (edit
+// distance at most 2, or a prefix either way of at least 3 letters), ""
+// when none is close or s is one of them: the one "did you mean" rule of
+// names the user types (roles, profiles, hostnames, boards).
+func Closest(s string, candidates []string) string {
+	best, bestD := "", 3
+	ls := strings.ToLower(s)
+	for _, c := range candidates {
+		lc := strings.ToLower(c)
+		if ls == lc {
+			return ""
+		}
+		d := Levenshtein(ls, lc)
+		if len(ls) >= 3 && (strings.HasPrefix(lc, ls) || strings.HasPrefix(ls, lc)) {
+			d = min(d, 1)
+		}
+		if d < bestD {
+			best, bestD = c, d
+		}
+	}
+	return best
 }
