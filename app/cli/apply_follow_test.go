@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/siderolabs/talos/pkg/machinery/extensions"
 	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/internal/testkit"
 	"github.com/talosflash/talosflash/node/nodetest"
@@ -64,19 +65,23 @@ func clusterInventory(t *testing.T, cpIP, workerIP, endpoint, workerProfile stri
 	return filepath.Join(dir, "talosflash.yaml"), filepath.Join(dir, "talosconfig"), frags
 }
 
-// The incident, live after apply: worker-1 is flashed with the control
-// plane's Newt image (its inventory profile says so) and its config has no
-// ExtensionServiceConfig; the apply is forced. Following it, talosflash
-// names the waiting ext-newt with the countdown to the BootTimeout reboot
-// within its first reads (one scaled minute of the node's clock), and the
-// control plane waits for its bootstrap. Exit 7, no secret on any output.
+// The incident, live after apply: worker-1's card holds the control
+// plane's Newt image, but what the node reports before its config does not
+// say so (its extension statuses name another schematic: a card flashed
+// elsewhere), so no check before the send can see it (an inventory that
+// gives worker-1 the Newt image is refused before any card:
+// TestIncidentRefusedAtEveryDoor). Following it, talosflash names the
+// waiting ext-newt with the countdown to the BootTimeout reboot within its
+// first reads (one scaled minute of the node's clock), and the control
+// plane waits for its bootstrap. Exit 7, no secret on any output.
 func TestApplyFollowDiagnosesTheIncident(t *testing.T) {
-	inv, tc, frags := followInventory(t, "controlplane")
+	inv, tc, frags := followInventory(t, "worker")
 	port := strconv.Itoa(testkit.FreePort(t, "127.0.0.51"))
 	clock := nodetest.NewClock(0)
 	nodetest.Start(t, nodetest.Options{Addr: "127.0.0.51:" + port, Hostname: "cp-1", Schematic: builtinSchematic(t, "controlplane"), BootConfig: true})
 	w := nodetest.Start(t, nodetest.Options{Addr: "127.0.0.52:" + port, Hostname: "worker-1", Schematic: builtinSchematic(t, "controlplane"),
-		BootConfig: true, Clock: clock, BootTimeout: 70 * time.Minute})
+		ExtensionStatuses: []extensions.Metadata{{Name: "schematic", Version: strings.Repeat("0", 64)}},
+		BootConfig:        true, Clock: clock, BootTimeout: 70 * time.Minute})
 	go func() { // the node's clock moves one scaled minute once it booted
 		<-w.Booted()
 		clock.Advance(time.Minute)

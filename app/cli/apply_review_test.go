@@ -43,12 +43,13 @@ func TestApplyBadNodeAddress(t *testing.T) {
 	}
 }
 
-// apply --json blocked by the incident checks: one JSON error object on
-// stdout with the exit code and the findings.
+// apply --json blocked by the incident checks (a worker's card with the
+// Newt image, as --role says): one JSON error object on stdout with the
+// exit code and the findings.
 func TestApplyJSONBlocked(t *testing.T) {
 	srv := nodetest.Start(t, nodetest.Options{Schematic: builtinSchematic(t, "controlplane")})
 	path, _ := testConfig(t, "worker.yaml")
-	code, stdout, stderr := cliRun(t, "apply", "--node", srv.Addr(), "--file", path, "--json", "--factory", "http://127.0.0.1:1")
+	code, stdout, stderr := cliRun(t, "apply", "--node", srv.Addr(), "--file", path, "--role", "worker", "--json", "--factory", "http://127.0.0.1:1")
 	if code != contract.ExitConfig {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}

@@ -71,13 +71,17 @@ func runBootstrap(ctx context.Context, args []string, env Env) error {
 	if endpoint == "" {
 		return usageErrorf("bootstrap: --node is required")
 	}
+	c, err := plan.ClusterAt(nil, endpoint)
+	if err != nil {
+		return withCode(contract.ExitUsage, err)
+	}
 	tc, err := tcf.load("bootstrap")
 	if err != nil {
 		return err
 	}
 	p := newBootstrapPrinter(jsonOut, env, tcf.path)
 	warnNotAdmin(env, tc)
-	out, err := plan.Bootstrap(ctx, plan.BootstrapJob{Endpoint: endpoint, Talosconfig: tc, Wait: node.WaitOptions{
+	out, err := plan.Bootstrap(ctx, plan.BootstrapJob{Node: c.Members[0], Talosconfig: tc, Wait: node.WaitOptions{
 		Timeout:  timeout,
 		Progress: p.Progress,
 	}})

@@ -382,12 +382,12 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep flashPrinter) error 
 	}
 	if len(f.nodes.nodes) > 0 {
 		rep.Info("%s", f.nodes.nodeNext())
-	} else if im.Role != "" {
+	} else if im.ProfileName() != "" {
 		card := "this card"
 		if len(disks) > 1 {
 			card = "these cards"
 		}
-		rep.Info("next: label %s %s, boot the Pi from it, then `talosflash nodes` and `talosflash apply --node IP --file %s.yaml` (checked against what the node booted)", card, im.Role, im.Role)
+		rep.Info("next: label %s %s, boot the Pi from it, then `talosflash nodes` and `talosflash apply --node IP --file %s.yaml` (checked against what the node booted)", card, im.ProfileName(), im.ProfileName())
 	}
 	return nil
 }

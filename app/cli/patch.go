@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"strconv"
 	"strings"
 	"time"
 
@@ -130,28 +128,21 @@ func runPatch(ctx context.Context, args []string, env Env) error {
 		return err
 	}
 	warnNotAdmin(env, tc)
-	type target struct{ name, endpoint string } // name: the inventory's hostname (the node must say it)
-	var targets []target
-	if inv != "" {
-		in, err := loadInventory(inv, profiles)
-		if err != nil {
-			return err
-		}
-		nodes := in.Nodes
-		if len(hostnames) > 0 {
-			if nodes, err = in.Select(hostnames); err != nil {
-				return withCode(contract.ExitUsage, fmt.Errorf("patch: %w", err))
-			}
-		}
-		for _, n := range nodes {
-			targets = append(targets, target{n.Hostname, net.JoinHostPort(n.Address.Addr().String(), strconv.Itoa(port))})
-		}
-	} else {
-		targets = append(targets, target{"", endpoint})
+	s, err := loadSettings(plan.Defaults{Inventory: inv, ProfilesFile: profiles})
+	if err != nil {
+		return err
+	}
+	c, err := s.Cluster(port, endpoint)
+	if err != nil {
+		return withCode(contract.ExitUsage, err)
+	}
+	targets, err := c.Select(hostnames) // an inventory's node must say it is that host
+	if err != nil {
+		return withCode(contract.ExitUsage, fmt.Errorf("patch: %w", err))
 	}
 	p := newPatchPrinter(jsonOut, dryRun, env)
 	for _, t := range targets {
-		job := plan.PatchJob{Endpoint: t.endpoint, Name: t.name, Hostname: t.name, Talosconfig: tc, Patches: data, Replace: repl, Mode: mode,
+		job := plan.PatchJob{Node: t, Talosconfig: tc, Patches: data, Replace: repl, Mode: mode,
 			DryRun: dryRun, AllowAppend: allowAppend, Wait: node.WaitOptions{CallTimeout: timeout, Timeout: timeout},
 			Event: p.Event}
 		res, err := plan.Patch(ctx, job)

@@ -318,7 +318,6 @@ func (s *nodesStep) startBootstrap(r *nodeRow, tc *node.Talosconfig) {
 	r.bootCancel.Show()
 	s.relayout()
 
-	endpoint := r.node.Addr
 	opts := s.bootWait
 	phase := phaseWait
 	also := opts.Progress // tests record the lines
@@ -341,7 +340,7 @@ func (s *nodesStep) startBootstrap(r *nodeRow, tc *node.Talosconfig) {
 		})
 	}
 	go func() {
-		out, err := plan.Bootstrap(ctx, plan.BootstrapJob{Endpoint: endpoint, Talosconfig: tc, Wait: opts})
+		out, err := plan.Bootstrap(ctx, plan.BootstrapJob{Node: r.member, Talosconfig: tc, Wait: opts})
 		res := out.BootstrapResult
 		cancelled := ctx.Err() != nil // before our own cancel below
 		cancel()

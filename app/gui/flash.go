@@ -280,10 +280,8 @@ func imageSummary(c *imageChoice) string {
 // cardLabel is what to write on the card: its role, else where it came from.
 func cardLabel(c *imageChoice) string {
 	switch {
-	case c.Role != "":
-		return c.Role
-	case c.Profile != nil && c.Profile.Name != "":
-		return c.Profile.Name
+	case c.ProfileName() != "":
+		return c.ProfileName()
 	case c.LocalPath != "":
 		return filepath.Base(c.LocalPath)
 	}

@@ -103,7 +103,7 @@ func TestFlashAllCards(t *testing.T) {
 			t.Fatalf("finish title %q (status %q)", title, h.ui.flash.status.Text)
 		}
 		f := h.ui.session.Flashed()
-		if len(f) != 2 || f[0].Image.Role != "controlplane" || f[1].Image.Role != "worker" || f[0].CachePath == f[1].CachePath {
+		if len(f) != 2 || f[0].Image.ProfileName() != "controlplane" || f[1].Image.ProfileName() != "worker" || f[0].CachePath == f[1].CachePath {
 			t.Fatalf("session flashed %+v", f)
 		}
 		fs := h.ui.flash

@@ -255,7 +255,7 @@ func TestFlashFlowAndFlashAnotherHitsCache(t *testing.T) {
 	h.waitFor("worker shown as cached", func() bool { return strings.Contains(ui.flash.summary.Text, "(cached: no download)") })
 	h.flash()
 	h.onUI(func() {
-		if f := ui.session.Flashed(); len(f) != 2 || f[1].Image.Role != "worker" {
+		if f := ui.session.Flashed(); len(f) != 2 || f[1].Image.ProfileName() != "worker" {
 			t.Fatalf("second flash failed (%q): session has %+v", ui.flash.status.Text, f)
 		}
 	})

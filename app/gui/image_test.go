@@ -122,7 +122,7 @@ func TestInstallerRefOfBuiltinRoleRecognisedOffline(t *testing.T) {
 		h.ui.image.ref.SetText("factory.talos.dev/metal-installer/" + id + ":v1.14.5")
 		h.ui.image.useRef()
 		c := h.ui.session.Choice()
-		if c == nil || c.Role != "controlplane" || c.Schematic == nil {
+		if c == nil || c.ProfileName() != "controlplane" || c.Schematic == nil {
 			t.Fatalf("choice %+v: not recognised as controlplane", c)
 		}
 		if !strings.Contains(h.ui.image.yaml.Text, "siderolabs/newt") || !strings.Contains(h.ui.image.notes.Text, "ExtensionServiceConfig") {

@@ -513,8 +513,8 @@ func (w *modelWorld) check(t *testing.T, m *userModel, when string) {
 		for i, d := range a.Cards {
 			im := a.imageOf(i)
 			if len(a.Images) > 0 && i < len(a.Metas) && a.Metas[i] != nil {
-				if n, err := w.inv.Find(a.Metas[i].Node); err != nil || im.Role != n.Role {
-					fail("%s is for %s but takes the %s image", d.Path, a.Metas[i].Node, im.Role)
+				if n, err := w.inv.Find(a.Metas[i].Node); err != nil || im.ProfileName() != n.Profile {
+					fail("%s is for %s but takes the %s image", d.Path, a.Metas[i].Node, im.ProfileName())
 				}
 			}
 			if !a.Ended() || !a.Results[i].OK() {

@@ -101,7 +101,7 @@ func TestImageStepNodePick(t *testing.T) {
 				sel.SetSelected(o)
 			}
 		}
-		if c := h.ui.session.Choice(); c == nil || c.Role != "worker" || h.ui.image.pickedNode() == nil {
+		if c := h.ui.session.Choice(); c == nil || c.ProfileName() != "worker" || h.ui.image.pickedNode() == nil {
 			t.Fatalf("after picking worker-1: choice %+v", c)
 		}
 		h.ui.tabs.SelectIndex(tabTarget)
@@ -155,7 +155,7 @@ func TestImageStepNodePick(t *testing.T) {
 			t.Fatalf("conflict not shown: choice %+v, problem %q", h.ui.session.Choice(), h.ui.image.problem.Text)
 		}
 		h.ui.image.nodes.sel.SetSelected(noNodeOption)
-		if c := h.ui.session.Choice(); c == nil || c.Role != "controlplane" || h.ui.image.problem.Visible() {
+		if c := h.ui.session.Choice(); c == nil || c.ProfileName() != "controlplane" || h.ui.image.problem.Visible() {
 			t.Fatalf("node none: choice %+v, problem %q", c, h.ui.image.problem.Text)
 		}
 	})

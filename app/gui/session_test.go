@@ -20,7 +20,7 @@ func TestSessionNotifiesAndKeepsSizeForItsChoice(t *testing.T) {
 	if s.TalosVersion() != factory.DefaultTalosVersion {
 		t.Fatalf("version without a choice: %s", s.TalosVersion())
 	}
-	im := &plan.Image{SchematicID: "abc", Version: "v1.14.4", URL: "http://127.0.0.1:1/image/abc/v1.14.4/metal-arm64.raw.xz", Role: "worker"}
+	im := &plan.Image{SchematicID: "abc", Version: "v1.14.4", URL: "http://127.0.0.1:1/image/abc/v1.14.4/metal-arm64.raw.xz", Profile: &factory.Profile{Name: "worker"}}
 	s.SetChoice(im)
 	s.SetImageSize("other/v1/metal-arm64.raw.xz", 99) // a stale lookup for an earlier choice
 	s.SetImageSize(im.CacheKey(), 1<<30)
@@ -32,7 +32,7 @@ func TestSessionNotifiesAndKeepsSizeForItsChoice(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("changes %v, want %v", got, want)
 	}
-	if s.ImageSize() != 0 || s.Disk().Path != "/dev/sdz" || len(s.Flashed()) != 1 || s.Flashed()[0].Image.Role != "worker" {
+	if s.ImageSize() != 0 || s.Disk().Path != "/dev/sdz" || len(s.Flashed()) != 1 || s.Flashed()[0].Image.ProfileName() != "worker" {
 		t.Fatalf("session state: size %d disk %v flashed %+v", s.ImageSize(), s.Disk(), s.Flashed())
 	}
 }
@@ -44,7 +44,7 @@ func TestSessionNotifiesAndKeepsSizeForItsChoice(t *testing.T) {
 // attempt never reach a later one.
 func TestSessionAttemptLifetime(t *testing.T) {
 	s := NewSession(factory.NewClient("http://127.0.0.1:1", nil), factory.BuiltinProfiles())
-	im := &plan.Image{SchematicID: "abc", Version: "v1.14.5", URL: "http://127.0.0.1:1/image/abc/v1.14.5/metal-arm64.raw.zst", Role: "worker"}
+	im := &plan.Image{SchematicID: "abc", Version: "v1.14.5", URL: "http://127.0.0.1:1/image/abc/v1.14.5/metal-arm64.raw.zst", Profile: &factory.Profile{Name: "worker"}}
 	other := &plan.Image{SchematicID: "def", Version: "v1.14.5", URL: "http://127.0.0.1:1/image/def/v1.14.5/metal-arm64.raw.zst"}
 	cards := []devices.Disk{{Path: "/dev/sdy"}, {Path: "/dev/sdz"}}
 	s.SetChoice(im)

@@ -286,7 +286,7 @@ func TestNodesRowsFollowTheClusterToKubernetes(t *testing.T) {
 	var p *bootstrapPrompt
 	h.waitFor("bootstrap dialog", func() bool { p = ui.nodes.openBootstrapPrompt(); return p != nil && p.tc != nil })
 	h.onUI(func() { test.Tap(p.start) })
-	h.waitFor("bootstrap", func() bool { return ui.nodes.bootstrappedOn != "" })
+	h.waitFor("bootstrap", func() bool { return ui.nodes.cluster.Bootstrapped != nil })
 	cp := rows["cp-1"]
 	h.waitFor("Get kubeconfig", func() bool { return cp.kubeBtn != nil && cp.kubeBtn.Visible() })
 	h.onUI(func() { test.Tap(cp.kubeBtn) })

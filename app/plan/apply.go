@@ -169,11 +169,13 @@ func (e *BlockedError) Error() string {
 func (e *BlockedError) Is(target error) bool { return target == node.ErrInvalidConfig }
 
 // RoleMismatchError is a config whose machine.type is not the node's
-// role: the inventory's role for it, else the role of the built-in
-// profile it booted (unless the user declared the config's role for the
-// card). Nothing is sent, and no force overrides it: applied, the config
-// would make the node another role's machine (a control plane a worker).
-// errors.Is(err, node.ErrInvalidConfig) (exit 7 in the CLI).
+// role, where the role is known: the inventory's role for the node, or
+// the role of the built-in profile it booted when the config is also
+// not one that image can run (it lacks the document an extension of the
+// image waits for: a worker config on the control plane's Newt image).
+// Nothing is sent and no force overrides it: applied, the config would
+// make a control plane a worker, or a worker that reboots every
+// BootTimeout. errors.Is(err, node.ErrInvalidConfig) (exit 7 in the CLI).
 type RoleMismatchError struct {
 	Name string    // the node
 	Role node.Role // what it is
@@ -183,6 +185,9 @@ type RoleMismatchError struct {
 	Type   node.Role
 	// Want is the config to apply instead ("" when not known).
 	Want string
+	// Otherwise is the fix when the node really is Type's machine (the
+	// booted image's role only: "flash its card with the worker image").
+	Otherwise string
 }
 
 func (e *RoleMismatchError) Error() string {
@@ -192,10 +197,14 @@ func (e *RoleMismatchError) Error() string {
 
 // Fix names the right file.
 func (e *RoleMismatchError) Fix() string {
+	fix := fmt.Sprintf("apply the %s.yaml that talosctl gen config wrote", e.Role)
 	if e.Want != "" {
-		return fmt.Sprintf("apply %s's own config, %s", e.Name, e.Want)
+		fix = fmt.Sprintf("apply %s's own config, %s", e.Name, e.Want)
 	}
-	return fmt.Sprintf("apply the %s.yaml that talosctl gen config wrote", e.Role)
+	if e.Otherwise != "" {
+		fix += "; " + e.Otherwise
+	}
+	return fix
 }
 
 func (e *RoleMismatchError) Is(target error) bool { return target == node.ErrInvalidConfig }
@@ -215,28 +224,30 @@ func checkRole(job ApplyJob, rv *ApplyReview) error {
 	if !have.Known() {
 		return nil
 	}
-	want, from, file := node.RoleUnknown, "", ""
+	e := &RoleMismatchError{Name: rv.Endpoint, Config: job.Name, Type: have}
 	switch {
 	case job.Expect != nil && job.Expect.Role.Known():
-		want, from, file = job.Expect.Role, "the inventory's role", job.Expect.Config
+		e.Name, e.Role, e.From, e.Want = job.Expect.Name(), job.Expect.Role, "the inventory's role", job.Expect.Config
 	case rv.Match.Role != "" && rv.Match.Source == "profile":
-		declared := node.RoleUnknown
-		if p, err := factory.FindProfile(job.Check.Profiles, job.Check.Declared); err == nil && job.Check.Declared != "" {
-			declared = node.Role(RoleOf(p))
+		if p, err := factory.FindProfile(job.Check.Profiles, job.Check.Declared); err == nil && job.Check.Declared != "" && node.Role(RoleOf(p)).Same(have) {
+			return nil // the user says the card is this role's: the findings decide
 		}
-		if declared.Known() && declared.Same(have) {
-			return nil // the user says the card is this role's: the node's own check decides
+		missing := slices.ContainsFunc(rv.Findings, func(f node.Finding) bool { return f.Code == node.CodeExtensionConfigMissing })
+		if !missing {
+			return nil // a worker may run the control plane's image, with what it needs
 		}
-		want, from = node.Role(rv.Match.Role), "it booted the "+rv.Match.Profile+" image"
+		e.Role, e.From = node.Role(rv.Match.Role), "it booted the "+rv.Match.Profile+" image"
+		e.Otherwise = fmt.Sprintf("if it is a %s, flash its card with a %s image (or say so: --role %s, in the app \"Card flashed as\")", roleWords(have), have, have)
+		if alt, err := factory.FindProfile(job.Check.Profiles, have.String()); err == nil && !slices.ContainsFunc(alt.Extensions, func(x string) bool {
+			return rv.Node != nil && rv.Node.Booted != nil && rv.Node.Booted.HasExtension(x)
+		}) {
+			e.Otherwise = fmt.Sprintf("if it is a %s, flash its card with the %s image (or say so: --role %s, in the app \"Card flashed as\")", roleWords(have), alt.Name, alt.Name)
+		}
 	}
-	if want.Same(have) {
+	if e.Role.Same(have) {
 		return nil
 	}
-	name := rv.Endpoint
-	if job.Expect != nil && job.Expect.Hostname != "" {
-		name = job.Expect.Hostname
-	}
-	return &RoleMismatchError{Name: name, Role: want, From: from, Config: job.Name, Type: have, Want: file}
+	return e
 }
 
 // InputError is a job the user must change (a bad address, mode or

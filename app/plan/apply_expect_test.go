@@ -3,12 +3,10 @@ package plan
 import (
 	"context"
 	"errors"
-	"net/netip"
 	"strings"
 	"testing"
 
 	"github.com/talosflash/talosflash/internal/testkit"
-	"github.com/talosflash/talosflash/inventory"
 	"github.com/talosflash/talosflash/node"
 	"github.com/talosflash/talosflash/node/nodetest"
 )
@@ -22,11 +20,11 @@ func TestCheckApplyExpectRefusesAnotherNode(t *testing.T) {
 	opts.Hostname = "worker-2"
 	srv := nodetest.Start(t, opts)
 	data := testkit.Testdata(t, "controlplane.yaml")
-	want := inventory.Node{Hostname: "cp-1", Role: "controlplane", Profile: "controlplane", Address: netip.MustParsePrefix("127.0.0.1/8")}
+	want := testMember(t, "cp-1", node.RoleControlPlane, "controlplane", srv.Addr())
 
 	var rec recorder
 	job := applyJob(srv, "controlplane.yaml", data, &rec)
-	job.Expect = &want
+	job.Expect = want
 	rv, err := CheckApply(context.Background(), job)
 	var id *IdentityError
 	if !errors.As(err, &id) || !errors.Is(err, node.ErrInvalidConfig) || rv == nil {
@@ -44,9 +42,9 @@ func TestCheckApplyExpectRefusesAnotherNode(t *testing.T) {
 	// The right node passes the same gate.
 	opts.Hostname = "worker-1"
 	ok := nodetest.Start(t, opts)
-	w := inventory.Node{Hostname: "worker-1", Role: "worker", Profile: "worker", Address: want.Address}
+	w := testMember(t, "worker-1", node.RoleWorker, "worker", ok.Addr())
 	job = applyJob(ok, "worker.yaml", testkit.Testdata(t, "worker.yaml"), &rec)
-	job.Expect = &w
+	job.Expect = w
 	if rv, err := CheckApply(context.Background(), job); err != nil {
 		t.Fatal(err)
 	} else if _, err := rv.Send(context.Background(), false); err != nil || len(ok.Requests()) == 0 {
@@ -61,10 +59,10 @@ func TestCheckApplyExpectWrongImageSaysFlashAgain(t *testing.T) {
 	opts := imageOf(t, "controlplane")
 	opts.Hostname = "worker-2"
 	srv := nodetest.Start(t, opts)
-	want := inventory.Node{Hostname: "worker-2", Role: "worker", Profile: "worker", Address: netip.MustParsePrefix("127.0.0.1/8")}
+	want := testMember(t, "worker-2", node.RoleWorker, "worker", "127.0.0.1")
 	var rec recorder
 	job := applyJob(srv, "worker.yaml", testkit.Testdata(t, "worker.yaml"), &rec)
-	job.Expect = &want
+	job.Expect = want
 	_, err := CheckApply(context.Background(), job)
 	var id *IdentityError
 	if !errors.As(err, &id) || !id.WrongImage() {

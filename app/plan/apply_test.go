@@ -130,13 +130,17 @@ func TestApplyRefusesConfiguredNode(t *testing.T) {
 	}
 }
 
-// The incident: a worker config for the node that booted the Newt image.
-// Blocked with nothing sent; Force (the CLI's --force, the GUI's tick) sends.
+// The incident: a worker config for the node that booted the Newt image,
+// which the user says is a worker's card (--role worker: a worker may run
+// Newt). Blocked with nothing sent; Force (the CLI's --force, the GUI's
+// tick) sends.
 func TestApplyBlockingFindingSendsNothing(t *testing.T) {
 	srv := nodetest.Start(t, imageOf(t, "controlplane"))
 	data := testkit.Testdata(t, "worker.yaml")
 	var rec recorder
-	out, err := Apply(context.Background(), applyJob(srv, "worker.yaml", data, &rec))
+	job := applyJob(srv, "worker.yaml", data, &rec)
+	job.Check.Declared = "worker"
+	out, err := Apply(context.Background(), job)
 	var blocked *BlockedError
 	if !errors.As(err, &blocked) || !errors.Is(err, node.ErrInvalidConfig) || len(blocked.Findings) == 0 {
 		t.Fatalf("err %v", err)
@@ -149,7 +153,7 @@ func TestApplyBlockingFindingSendsNothing(t *testing.T) {
 	}
 
 	// Two phases on one job (the GUI's confirmation in between): the same gate.
-	rv, err := CheckApply(context.Background(), applyJob(srv, "worker.yaml", data, &rec))
+	rv, err := CheckApply(context.Background(), job)
 	if err != nil || rv.Blocking() == 0 {
 		t.Fatalf("check: %v", err)
 	}
@@ -352,5 +356,49 @@ func TestCheckApplyNamesTheInstallerPatch(t *testing.T) {
 	}
 	if len(srv.Requests()) != 0 {
 		t.Error("CheckApply sent something")
+	}
+}
+
+// A config of another role than the node's (issue 37): worker.yaml for a
+// node that booted the control plane's image, or for the inventory's
+// control plane, is a role mismatch naming the right file, refused by
+// CheckApply itself; no force sends it (it would make a control plane a
+// worker).
+func TestApplyRoleMismatchIsNotForceable(t *testing.T) {
+	data := testkit.Testdata(t, "worker.yaml")
+	for _, c := range []struct {
+		name   string
+		expect bool
+		want   []string
+	}{
+		{"the booted image's role", false, []string{"is a control plane (it booted the controlplane image)", "worker.yaml is a worker config", "apply the controlplane.yaml that talosctl gen config wrote"}},
+		{"the inventory's role", true, []string{"cp-1 is a control plane (the inventory's role)", "apply cp-1's own config, talos/controlplane.yaml"}},
+	} {
+		opts := imageOf(t, "controlplane")
+		opts.Hostname = "cp-1"
+		srv := nodetest.Start(t, opts)
+		var rec recorder
+		job := applyJob(srv, "worker.yaml", data, &rec)
+		if c.expect {
+			job.Expect = testMember(t, "cp-1", node.RoleControlPlane, "controlplane", srv.Addr())
+			job.Expect.Config = "talos/controlplane.yaml"
+		}
+		job.Force = true
+		rv, err := CheckApply(context.Background(), job)
+		var rm *RoleMismatchError
+		if !errors.As(err, &rm) || !errors.Is(err, node.ErrInvalidConfig) {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: %q does not say %q", c.name, err, w)
+			}
+		}
+		if _, err := rv.Send(context.Background(), true); err == nil {
+			t.Fatalf("%s: a forced send went through", c.name)
+		}
+		if _, err := Apply(context.Background(), job); !errors.As(err, &rm) || len(srv.Requests()) != 0 {
+			t.Fatalf("%s: Apply with Force: %v, %d requests", c.name, err, len(srv.Requests()))
+		}
 	}
 }

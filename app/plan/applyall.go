@@ -239,7 +239,7 @@ func ApplyAll(ctx context.Context, job ApplyAllJob) (*ApplyAllOutcome, error) {
 		return out, firstErr
 	}
 	job.emit(AllEvent{Kind: AllBootstrap, Node: cp.Node, Result: cp})
-	res, err := Bootstrap(ctx, BootstrapJob{Endpoint: cp.Endpoint, Talosconfig: job.Talosconfig, Configured: cp.Configured,
+	res, err := Bootstrap(ctx, BootstrapJob{Node: cp.Node, Talosconfig: job.Talosconfig, Configured: cp.Configured,
 		Wait: node.WaitOptions{
 			Timeout:  max(job.Node.Wait, node.DefaultWaitTimeout),
 			Progress: func(s string) { job.emit(AllEvent{Kind: AllBootstrapWait, Node: cp.Node, Text: s}) },
@@ -349,7 +349,7 @@ func (job *ApplyAllJob) emit(ev AllEvent) {
 // the bootstrap once (a node whose etcd runs or has data is refused) and
 // waits for etcd to be healthy.
 type BootstrapJob struct {
-	Endpoint    string
+	Node        *Member // the control plane
 	Talosconfig *node.Talosconfig
 	Wait        node.WaitOptions
 	// Configured: the node had its config before this run (apply
@@ -367,7 +367,7 @@ type BootstrapOutcome struct {
 // Bootstrap runs the job. With an error the result (what was sent) comes
 // along when there is one.
 func Bootstrap(ctx context.Context, job BootstrapJob) (*BootstrapOutcome, error) {
-	res, err := node.Bootstrap(ctx, job.Endpoint, job.Talosconfig, job.Wait)
+	res, err := node.Bootstrap(ctx, job.Node.Endpoint.String(), job.Talosconfig, job.Wait)
 	if errors.Is(err, node.ErrAlreadyBootstrapped) && job.Configured {
 		return &BootstrapOutcome{BootstrapResult: res, Already: true}, nil
 	}

@@ -40,13 +40,14 @@ func TestApplyAllEachNodeInTurn(t *testing.T) {
 	var kinds []string
 	var notes []ConfigNotes
 	out, err := ApplyAll(context.Background(), ApplyAllJob{
-		Nodes: inv.Nodes,
+		Cluster: NewCluster(inv, nil, port),
 		Node: NodeApplyJob{Port: port, Wait: 10 * time.Second, Every: 10 * time.Millisecond, Apply: ApplyJob{
 			Check: NodeCheck{Profiles: factory.BuiltinProfiles(), Factory: factory.NewClient("http://127.0.0.1:1", nil)}}},
-		ControlPlane: FirstControlPlane(inv),
 		Event: func(ev AllEvent) {
-			if ev.Kind != AllApply {
+			if ev.Kind != AllApply && ev.Node != nil {
 				kinds = append(kinds, string(ev.Kind)+" "+ev.Node.Hostname)
+			} else if ev.Kind != AllApply {
+				kinds = append(kinds, string(ev.Kind)+" ")
 			}
 			if ev.Kind == AllApply && ev.Apply.Kind == EventNote && ev.Apply.Config {
 				t.Errorf("%s: a config note in the node's own events: %s", ev.Node.Hostname, ev.Apply.Text)

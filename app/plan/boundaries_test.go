@@ -1,80 +1,184 @@
 package plan
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"go/ast"
-	"go/build"
+	"go/build/constraint"
+	"go/importer"
 	"go/parser"
 	"go/token"
+	"go/types"
+	"io"
 	"os"
+	"os/exec"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 )
 
-// The architecture's boundary (docs/ARCHITECTURE.md; the shape of
-// image-factory's architecture_boundaries_test.go): the front ends,
-// app/cli and app/gui, fill jobs and render; every step below is plan's,
-// so a front end that calls it decides something plan decides, and the
-// two front ends drift apart (issue 28). Each row names the step and the
-// plan function a front end calls instead.
+// The architecture's boundaries (docs/ARCHITECTURE.md), in the shape of
+// image-factory's architecture_boundaries_test.go: an import allow-list
+// per layer, bans on library functions, types and their methods, no
+// dot-imports, and no library importing app/. The front ends (app/cli,
+// app/gui and every folder below it, the root package) fill plan's jobs
+// in and render its answers: a front end that calls a step plan owns
+// decides something plan decides, and the two front ends drift apart.
+//
+// Two passes. The syntax pass reads every Go file of the front ends
+// whatever its build constraints (a file only built for Windows or with
+// -tags demo is checked too): its imports, dot-imports and every
+// qualified reference to a banned name. The type pass type-checks the
+// front ends as go build sees them (default tags, nogui, demo), so a
+// banned method reached through a value of any origin (a variable, a
+// value plan returns) is found too.
+
+const module = "github.com/talosflash/talosflash"
+
+// layer is a set of folders and the module packages their files may
+// import; an import only allowed under a build tag is allowed in files
+// that need that tag.
+type layer struct {
+	name    string
+	dirs    []string // module-relative; "x/..." is x and every folder below it
+	allow   []string // module-relative packages; "internal/..." every helper
+	tagOnly map[string]string
+}
+
+var frontEnds = []layer{
+	{name: "the CLI", dirs: []string{"app/cli"},
+		allow: []string{"app/plan", "app/elevate", "app/contract", "inventory", "node", "kube", "imaging", "imaging/devices", "factory", "internal/..."}},
+	{name: "the app", dirs: []string{"app/gui/..."},
+		allow: []string{"app/gui", "app/plan", "app/elevate", "app/contract", "inventory", "node", "kube", "imaging", "imaging/devices", "factory", "assets", "internal/..."},
+		// The demo build (-tags demo) shows canned nodes from the fakes.
+		tagOnly: map[string]string{"node/nodetest": "demo", "factory/factorytest": "demo", "imaging/imagetest": "demo"}},
+	{name: "the binary", dirs: []string{"."},
+		allow: []string{"app/cli", "app/gui", "app/plan", "app/contract", "factory", "internal/..."}},
+}
+
+// planOwns are the steps and rules plan owns, each with what a front end
+// calls instead: a function ("Check"), a type ("Lister") or a method
+// ("Lister.Check", "Disk.Assess") of a library package.
 var planOwns = []struct{ pkg, name, owner string }{
-	{"imaging/devices", "Check", "CheckCards"},                // the safety rules before the download
-	{"imaging/devices", "Opener", "DeviceOpener"},             // a card is opened by the job
+	{"imaging/devices", "Check", "CheckCards"},        // the safety rules before the download
+	{"imaging/devices", "Lister.Check", "CheckCards"}, // the same rules through a lister
+	{"imaging/devices", "Disk.Assess", "CardRefusal"}, // a listed card's refusal
+	{"imaging/devices", "Open", "DeviceOpener"},       // a card is opened by the job
+	{"imaging/devices", "Lister.Open", "DeviceOpener"},
+	{"imaging/devices", "Opener", "DeviceOpener"},
 	{"imaging/devices", "NeedsElevation", "DefaultElevation"}, // the root decision
 	{"imaging/devices", "ElevatedCommandFor", "DefaultElevation"},
-	{"imaging", "FlashAll", "Flash"},    // the flash job
+	{"imaging", "FlashAll", "Flash"}, // the flash job
+	{"imaging", "FlashGroups", "Flash"},
 	{"imaging", "OpenDecoded", "Flash"}, // the elevated write's source
 	{"node", "Apply", "CheckApply"},     // the apply job: config, probe, checks, send
 	{"node", "LoadConfig", "CheckApply"},
 	{"node", "InspectWith", "CheckApply"},
 	{"node", "FindInstallerPatch", "CheckApply"},
-	{"node", "ParseMode", "CheckMode"},       // the mode, parsed once
-	{"node", "Bootstrap", "Bootstrap"},       // etcd's bootstrap (and when it is nothing to do)
+	{"node", "ParseMode", "CheckMode"},           // the mode, parsed once
+	{"node", "Bootstrap", "Bootstrap"},           // etcd's bootstrap (and when it is nothing to do)
+	{"node", "Upgrade", "UpgradeNodes"},          // upgrade --node, node by node
+	{"node", "UpgradeAll", "UpgradeNodes"},       // (its old loop)
+	{"node", "PlanUpgrade", "UpgradeNodes"},      // and its dry run
+	{"node", "NormalizeEndpoint", "ClusterAt"},   // an address parsed once, into a member
+	{"node", "CNIOf", "Cluster.CNI"},             // where the CNI comes from
+	{"node", "SplitHostname", "Member.KubeName"}, // the short name, cut once
+	{"kube", "Access.Drain", "Rollout"},          // the rolling upgrade's drain
+	{"kube", "Access.Cordon", "Rollout"},
 	{"factory", "NewClient", "LoadSettings"}, // which factory: the user's, else the inventory's
 	{"factory", "LoadProfiles", "LoadSettings"},
-	{"inventory", "Load", "LoadSettings"},
 	{"factory", "ParseInstallerFile", "ChooseImage"}, // the one image decision
+	{"inventory", "Load", "LoadSettings"},
+	{"inventory", "Inventory.Select", "Cluster.Select"}, // the inventory's nodes are the cluster's members
+	{"inventory", "Inventory.Find", "Cluster.Find"},
 	{"internal/userfile", "Read", "ReadInstallerFile"},
 }
 
-const module = "github.com/talosflash/talosflash/"
-
-// violation is a front end's reference to a step plan owns.
+// violation is one reference or import a layer may not have.
 type violation struct {
-	pos    token.Position
-	symbol string
-	owner  string
+	pos  token.Position
+	what string
 }
 
-func (v violation) String() string {
-	return fmt.Sprintf("%s: %s is plan's step: call plan.%s", v.pos, v.symbol, v.owner)
+func (v violation) String() string { return fmt.Sprintf("%s: %s", v.pos, v.what) }
+
+// owned says what a front end calls instead of pkg.name ("" not banned).
+func owned(pkg, name string) string {
+	for _, o := range planOwns {
+		if o.pkg == pkg && o.name == name {
+			return o.owner
+		}
+	}
+	return ""
 }
 
-// boundaryViolations parses one Go file and lists its references to the
-// steps of planOwns, through any import name; a local name that shadows
-// the package (a variable called node) is not the package.
-func boundaryViolations(fset *token.FileSet, name string, src any) ([]violation, error) {
-	f, err := parser.ParseFile(fset, name, src, 0) // with object resolution: locals are told from packages
+// inLayer: the module-relative folder dir is one of l's.
+func (l layer) has(dir string) bool {
+	for _, d := range l.dirs {
+		base, all := strings.CutSuffix(d, "/...")
+		if dir == base || all && strings.HasPrefix(dir, base+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// allows: l's files (with the build constraint of the file, expr) may
+// import the module-relative package p.
+func (l layer) allows(p string, expr constraint.Expr) bool {
+	for _, a := range l.allow {
+		base, all := strings.CutSuffix(a, "/...")
+		if p == base || all && strings.HasPrefix(p, base+"/") {
+			return true
+		}
+	}
+	if tag, ok := l.tagOnly[p]; ok && expr != nil {
+		return !expr.Eval(func(t string) bool { return t != tag }) // false without the tag
+	}
+	return false
+}
+
+// syntaxViolations reads one file of layer l (any build constraint):
+// imports outside l's allow-list, dot-imports, and qualified references
+// to a banned function or type.
+func syntaxViolations(fset *token.FileSet, l layer, name string, src any) ([]violation, error) {
+	f, err := parser.ParseFile(fset, name, src, parser.ParseComments)
 	if err != nil {
 		return nil, err
 	}
+	var expr constraint.Expr
+	for _, c := range f.Comments {
+		for _, line := range c.List {
+			if constraint.IsGoBuild(line.Text) {
+				expr, _ = constraint.Parse(line.Text)
+			}
+		}
+	}
+	var out []violation
 	imports := map[string]string{} // local name -> module-relative path
 	for _, imp := range f.Imports {
-		path, _ := strconv.Unquote(imp.Path.Value)
-		rel, ok := strings.CutPrefix(path, module)
+		p, _ := strconv.Unquote(imp.Path.Value)
+		rel, ok := moduleRel(p)
 		if !ok {
 			continue
 		}
-		local := filepath.Base(rel)
+		local := path.Base(rel)
 		if imp.Name != nil {
 			local = imp.Name.Name
 		}
+		switch {
+		case local == ".":
+			out = append(out, violation{fset.Position(imp.Pos()), fmt.Sprintf("dot-import of %s: %s names its package", rel, l.name)})
+		case !l.allows(rel, expr):
+			out = append(out, violation{fset.Position(imp.Pos()), fmt.Sprintf("%s imports %s, which it may not (allowed: %s)", l.name, rel, strings.Join(l.allow, ", "))})
+		}
 		imports[local] = rel
 	}
-	var out []violation
 	ast.Inspect(f, func(n ast.Node) bool {
 		sel, ok := n.(*ast.SelectorExpr)
 		if !ok {
@@ -88,20 +192,167 @@ func boundaryViolations(fset *token.FileSet, name string, src any) ([]violation,
 		if !ok {
 			return true
 		}
-		for _, o := range planOwns {
-			if o.pkg == rel && o.name == sel.Sel.Name {
-				out = append(out, violation{pos: fset.Position(sel.Pos()), symbol: rel + "." + o.name, owner: o.owner})
-			}
+		if owner := owned(rel, sel.Sel.Name); owner != "" {
+			out = append(out, violation{fset.Position(sel.Pos()), fmt.Sprintf("%s.%s is plan's step: call plan.%s", rel, sel.Sel.Name, owner)})
 		}
 		return true
 	})
 	return out, nil
 }
 
-// frontEndFiles are the non-test Go files of dir built by default (build
-// tags and GOOS suffixes as go build sees them: the demo build is not the
-// app).
-func frontEndFiles(t *testing.T, dir string) []string {
+func moduleRel(p string) (string, bool) {
+	if p == module {
+		return ".", true
+	}
+	return strings.CutPrefix(p, module+"/")
+}
+
+// typedViolations lists the uses, in the type-checked files, of a banned
+// function, type or method, however they were reached.
+func typedViolations(fset *token.FileSet, files []*ast.File, info *types.Info) []violation {
+	var out []violation
+	for id, obj := range info.Uses {
+		if obj.Pkg() == nil {
+			continue
+		}
+		rel, ok := moduleRel(obj.Pkg().Path())
+		if !ok {
+			continue
+		}
+		name := obj.Name()
+		if fn, ok := obj.(*types.Func); ok {
+			if recv := fn.Type().(*types.Signature).Recv(); recv != nil {
+				t := recv.Type()
+				if p, ok := t.(*types.Pointer); ok {
+					t = p.Elem()
+				}
+				if n, ok := t.(*types.Named); ok {
+					name = n.Obj().Name() + "." + name
+				}
+			}
+		}
+		if owner := owned(rel, name); owner != "" {
+			out = append(out, violation{fset.Position(id.Pos()), fmt.Sprintf("%s.%s is plan's step: call plan.%s", rel, name, owner)})
+		}
+	}
+	slices.SortFunc(out, func(a, b violation) int { return strings.Compare(a.String(), b.String()) })
+	return out
+}
+
+// listed is `go list -export -deps` of the front ends under one set of
+// build tags: each package's export data (the type pass's importer) and
+// the front ends' own files.
+type listed struct {
+	export map[string]string // import path -> export data file
+	pkgs   []listedPkg
+}
+
+type listedPkg struct {
+	ImportPath, Dir, Export string
+	GoFiles, CgoFiles       []string
+	Module                  *struct{ Path string }
+	DepOnly                 bool
+}
+
+var listCache sync.Map // tags -> *listed
+
+func goList(t *testing.T, tags string) *listed {
+	t.Helper()
+	if l, ok := listCache.Load(tags); ok {
+		return l.(*listed)
+	}
+	args := []string{"list", "-e", "-export", "-deps", "-json=ImportPath,Dir,Export,GoFiles,CgoFiles,Module,DepOnly", "-tags", tags, "../..", "../cli", "../gui/..."}
+	cmd := exec.Command("go", args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	outData, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	l := &listed{export: map[string]string{}}
+	dec := json.NewDecoder(bytes.NewReader(outData))
+	for {
+		var p listedPkg
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if p.Export != "" {
+			l.export[p.ImportPath] = p.Export
+		}
+		if !p.DepOnly {
+			l.pkgs = append(l.pkgs, p)
+		}
+	}
+	listCache.Store(tags, l)
+	return l
+}
+
+// check type-checks files as package pkgPath against the export data
+// listed, recording uses.
+func (l *listed) check(fset *token.FileSet, pkgPath string, files []*ast.File) (*types.Info, error) {
+	info := &types.Info{Uses: map[*ast.Ident]types.Object{}}
+	conf := types.Config{
+		Importer: importer.ForCompiler(fset, "gc", func(p string) (io.ReadCloser, error) {
+			f, ok := l.export[p]
+			if !ok {
+				return nil, fmt.Errorf("no export data for %s", p)
+			}
+			return os.Open(f)
+		}),
+		FakeImportC: true,
+	}
+	_, err := conf.Check(pkgPath, fset, files, info)
+	return info, err
+}
+
+func parseFiles(t *testing.T, fset *token.FileSet, dir string, names []string) []*ast.File {
+	t.Helper()
+	var files []*ast.File
+	for _, n := range names {
+		f, err := parser.ParseFile(fset, filepath.Join(dir, n), nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	return files
+}
+
+// frontEndDirs are the folders of a layer that hold Go files (below the
+// module root, walked).
+func frontEndDirs(t *testing.T, root string, l layer) []string {
+	t.Helper()
+	var dirs []string
+	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			return nil
+		}
+		rel, _ := filepath.Rel(root, p)
+		rel = filepath.ToSlash(rel)
+		if rel != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || d.Name() == "third_party") {
+			return filepath.SkipDir
+		}
+		if l.has(rel) {
+			if m, _ := filepath.Glob(filepath.Join(p, "*.go")); len(m) > 0 {
+				dirs = append(dirs, rel)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dirs
+}
+
+// productionFiles are a folder's Go files but its tests, whatever their
+// build constraints.
+func productionFiles(t *testing.T, dir string) []string {
 	t.Helper()
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -109,75 +360,160 @@ func frontEndFiles(t *testing.T, dir string) []string {
 	}
 	var files []string
 	for _, e := range entries {
-		name := e.Name()
-		if e.IsDir() || !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
-			continue
+		if n := e.Name(); !e.IsDir() && strings.HasSuffix(n, ".go") && !strings.HasSuffix(n, "_test.go") {
+			files = append(files, filepath.Join(dir, n))
 		}
-		if ok, err := build.Default.MatchFile(dir, name); err != nil || !ok {
-			continue
-		}
-		files = append(files, filepath.Join(dir, name))
 	}
 	return files
 }
 
-// Neither front end calls a step plan owns: they fill plan's jobs in and
-// render their events.
-func TestFrontEndsCallNoStepPlanOwns(t *testing.T) {
+// The syntax pass over the real tree: every file of every front end.
+func TestFrontEndsSyntax(t *testing.T) {
 	fset := token.NewFileSet()
-	for _, dir := range []string{"../cli", "../gui"} {
-		files := frontEndFiles(t, dir)
-		if len(files) < 10 {
-			t.Fatalf("%s: %d files: the boundary would hold vacuously", dir, len(files))
+	root := filepath.Join("..", "..")
+	for _, l := range frontEnds {
+		dirs := frontEndDirs(t, root, l)
+		n := 0
+		for _, d := range dirs {
+			for _, file := range productionFiles(t, filepath.Join(root, d)) {
+				n++
+				vs, err := syntaxViolations(fset, l, file, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, v := range vs {
+					t.Error(v)
+				}
+			}
 		}
-		for _, file := range files {
-			vs, err := boundaryViolations(fset, file, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, v := range vs {
-				t.Error(v)
-			}
+		if n < 3 {
+			t.Fatalf("%s: %d files: the boundary would hold vacuously", l.name, n)
 		}
 	}
 }
 
-// Every row names a step plan really owns: plan declares the function the
-// front ends call instead, and its own source uses the step (so the table
-// follows plan, and a row plan no longer needs says so).
+// The type pass over the real tree, under each set of build tags the
+// front ends are built with.
+func TestFrontEndsTyped(t *testing.T) {
+	if testing.Short() {
+		t.Skip("type-checks the front ends against go list's export data")
+	}
+	for _, tags := range []string{"", "nogui", "demo"} {
+		l := goList(t, tags)
+		checked := 0
+		for _, p := range l.pkgs {
+			rel, ok := moduleRel(p.ImportPath)
+			if !ok || !slices.ContainsFunc(frontEnds, func(fe layer) bool { return fe.has(rel) }) {
+				continue
+			}
+			fset := token.NewFileSet()
+			files := parseFiles(t, fset, p.Dir, append(slices.Clone(p.GoFiles), p.CgoFiles...))
+			info, err := l.check(fset, p.ImportPath, files)
+			if err != nil {
+				t.Fatalf("tags %q: type-check %s: %v", tags, p.ImportPath, err)
+			}
+			checked++
+			for _, v := range typedViolations(fset, files, info) {
+				t.Errorf("tags %q: %s", tags, v)
+			}
+		}
+		if checked < 2 {
+			t.Fatalf("tags %q: %d front-end packages checked", tags, checked)
+		}
+	}
+}
+
+// No library imports app/: the front ends and plan sit above them.
+func TestLibrariesImportNoApp(t *testing.T) {
+	fset := token.NewFileSet()
+	root := filepath.Join("..", "..")
+	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() {
+			if rel == "app" || rel != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || d.Name() == "third_party") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") || !strings.Contains(rel, "/") {
+			return nil // the root package is the binary
+		}
+		if strings.HasPrefix(rel, "bench/") || strings.HasPrefix(rel, "scripts/") {
+			return nil // tools, not libraries
+		}
+		for _, v := range libraryViolations(fset, p, nil) {
+			t.Error(v)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func libraryViolations(fset *token.FileSet, name string, src any) []violation {
+	f, err := parser.ParseFile(fset, name, src, parser.ImportsOnly)
+	if err != nil {
+		return []violation{{what: err.Error()}}
+	}
+	var out []violation
+	for _, imp := range f.Imports {
+		p, _ := strconv.Unquote(imp.Path.Value)
+		if rel, ok := moduleRel(p); ok && (rel == "app" || strings.HasPrefix(rel, "app/")) {
+			out = append(out, violation{fset.Position(imp.Pos()), fmt.Sprintf("a library imports %s: libraries know nothing of app/", rel)})
+		}
+	}
+	return out
+}
+
+// Every row names a step plan really owns: plan declares the function
+// or method the front ends call instead, and its own source uses the step
+// (so the table follows plan, and a row plan no longer needs says so).
 func TestPlanOwnsTheSteps(t *testing.T) {
 	fset := token.NewFileSet()
 	declared := map[string]bool{}
-	used := map[string]bool{}
-	for _, file := range frontEndFiles(t, ".") {
-		f, err := parser.ParseFile(fset, file, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, d := range f.Decls {
-			if fn, ok := d.(*ast.FuncDecl); ok && fn.Recv == nil {
-				declared[fn.Name.Name] = true
+	var files []*ast.File
+	entries, _ := os.ReadDir(".")
+	for _, e := range entries {
+		if n := e.Name(); strings.HasSuffix(n, ".go") && !strings.HasSuffix(n, "_test.go") {
+			f, err := parser.ParseFile(fset, n, nil, 0)
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
-		imports := map[string]string{}
-		for _, imp := range f.Imports {
-			path, _ := strconv.Unquote(imp.Path.Value)
-			if rel, ok := strings.CutPrefix(path, module); ok {
-				imports[filepath.Base(rel)] = rel
-			}
-		}
-		ast.Inspect(f, func(n ast.Node) bool {
-			if sel, ok := n.(*ast.SelectorExpr); ok {
-				if id, ok := sel.X.(*ast.Ident); ok && imports[id.Name] != "" {
-					used[imports[id.Name]+"."+sel.Sel.Name] = true
+			files = append(files, f)
+			for _, d := range f.Decls {
+				fn, ok := d.(*ast.FuncDecl)
+				if !ok {
+					continue
 				}
+				name := fn.Name.Name
+				if fn.Recv != nil {
+					rt := fn.Recv.List[0].Type
+					if s, ok := rt.(*ast.StarExpr); ok {
+						rt = s.X
+					}
+					name = rt.(*ast.Ident).Name + "." + name
+				}
+				declared[name] = true
 			}
-			return true
-		})
+		}
+	}
+	l := goList(t, "")
+	info, err := l.check(fset, module+"/app/plan", files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := map[string]bool{}
+	for _, v := range typedViolations(fset, files, info) {
+		used[strings.SplitN(v.what, " is plan's step", 2)[0]] = true
 	}
 	for _, o := range planOwns {
 		if !declared[o.owner] {
-			t.Errorf("%s.%s: plan declares no function %s", o.pkg, o.name, o.owner)
+			t.Errorf("%s.%s: plan declares no %s", o.pkg, o.name, o.owner)
 		}
 		if !used[o.pkg+"."+o.name] {
 			t.Errorf("%s.%s: plan does not use it: not a step plan owns", o.pkg, o.name)
@@ -185,60 +521,107 @@ func TestPlanOwnsTheSteps(t *testing.T) {
 	}
 }
 
-// The boundary check fails on a planted call: for every row, a front-end
-// file that calls the step (through its package name or another import
-// name) is a violation naming plan's function; the same name on a local
-// variable is not.
-func TestBoundaryFailsOnAPlantedCall(t *testing.T) {
+// plant is a counterexample: a file the boundaries must refuse.
+type plant struct {
+	name  string
+	dir   string // module-relative folder it is planted in
+	file  string
+	src   string
+	typed bool   // also type-checked with the folder's files (build tags "")
+	want  string // in the violation
+}
+
+var plants = []plant{
+	{name: "a plain call of a step", dir: "app/cli", file: "planted.go", typed: true, want: "imaging/devices.Check is plan's step: call plan.CheckCards",
+		src: "package cli\n\nimport \"github.com/talosflash/talosflash/imaging/devices\"\n\nfunc planted(p string) { _, _ = devices.Check(p, 0, devices.Options{}) }\n"},
+	{name: "a method on a library type", dir: "app/cli", file: "planted.go", typed: true, want: "imaging/devices.Lister.Check is plan's step",
+		src: "package cli\n\nimport \"github.com/talosflash/talosflash/imaging/devices\"\n\nfunc planted(p string) { var l devices.Lister; _, _ = l.Check(p, 0, devices.Options{}) }\n"},
+	{name: "a method on a value from elsewhere", dir: "app/gui", file: "planted.go", typed: true, want: "imaging/devices.Disk.Assess is plan's step",
+		src: "package gui\n\nfunc (s *targetStep) planted() { for _, d := range s.ui.session.Disks() { _ = d.Assess(0, s.ui.deps.Safety) } }\n"},
+	{name: "a dot-import", dir: "app/cli", file: "planted.go", typed: true, want: "dot-import of imaging",
+		src: "package cli\n\nimport . \"github.com/talosflash/talosflash/imaging\"\n\nfunc planted() { _ = FlashAll }\n"},
+	{name: "a dot-import's banned call", dir: "app/cli", file: "planted.go", typed: true, want: "imaging.FlashAll is plan's step: call plan.Flash",
+		src: "package cli\n\nimport . \"github.com/talosflash/talosflash/imaging\"\n\nfunc planted() { _ = FlashAll }\n"},
+	{name: "an import under another name", dir: "app/cli", file: "planted.go", typed: true, want: "node.Apply is plan's step: call plan.CheckApply",
+		src: "package cli\n\nimport lib \"github.com/talosflash/talosflash/node\"\n\nvar planted = lib.Apply\n"},
+	{name: "the app importing imaging/meta", dir: "app/gui", file: "planted.go", want: "the app imports imaging/meta, which it may not",
+		src: "package gui\n\nimport \"github.com/talosflash/talosflash/imaging/meta\"\n\nvar planted = meta.WriteTag\n"},
+	{name: "the root package calling the flash", dir: ".", file: "planted.go", want: "the binary imports imaging, which it may not",
+		src: "package main\n\nimport \"github.com/talosflash/talosflash/imaging\"\n\nvar planted = imaging.FlashAll\n"},
+	{name: "a subfolder of app/gui", dir: "app/gui/cmd/x", file: "main.go", typed: true, want: "node.Apply is plan's step: call plan.CheckApply",
+		src: "package main\n\nimport \"github.com/talosflash/talosflash/node\"\n\nfunc main() { _ = node.Apply }\n"},
+	{name: "a file built for Windows only", dir: "app/cli", file: "planted_windows.go", want: "node.Bootstrap is plan's step",
+		src: "//go:build windows\n\npackage cli\n\nimport \"github.com/talosflash/talosflash/node\"\n\nvar planted = node.Bootstrap\n"},
+	{name: "the fakes outside the demo build", dir: "app/gui", file: "planted.go", want: "the app imports node/nodetest, which it may not",
+		src: "package gui\n\nimport \"github.com/talosflash/talosflash/node/nodetest\"\n\nvar planted = nodetest.Start\n"},
+	{name: "a library importing app/", dir: "kube", file: "planted.go", want: "a library imports app/contract",
+		src: "package kube\n\nimport \"github.com/talosflash/talosflash/app/contract\"\n\nvar planted = contract.ExitUsage\n"},
+	{name: "an inventory rule re-derived", dir: "app/cli", file: "planted.go", typed: true, want: "inventory.Inventory.Select is plan's step: call plan.Cluster.Select",
+		src: "package cli\n\nimport \"github.com/talosflash/talosflash/inventory\"\n\nfunc planted(inv *inventory.Inventory) { _, _ = inv.Select(nil) }\n"},
+}
+
+// Each plant is caught, by the pass that sees it, and the real tree
+// passes (the tests above): the boundaries are not vacuous.
+func TestBoundariesCatchEveryPlant(t *testing.T) {
+	root := filepath.Join("..", "..")
+	for _, p := range plants {
+		t.Run(p.name, func(t *testing.T) {
+			fset := token.NewFileSet()
+			var found []string
+			if strings.HasPrefix(p.dir, "app/") && !strings.HasPrefix(p.dir, "app/cli") && !strings.HasPrefix(p.dir, "app/gui") || !strings.HasPrefix(p.dir, "app") && p.dir != "." {
+				for _, v := range libraryViolations(fset, filepath.Join(p.dir, p.file), p.src) {
+					found = append(found, v.String())
+				}
+			}
+			for _, l := range frontEnds {
+				if !l.has(p.dir) {
+					continue
+				}
+				vs, err := syntaxViolations(fset, l, filepath.Join(p.dir, p.file), p.src)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, v := range vs {
+					found = append(found, v.String())
+				}
+			}
+			if p.typed && !testing.Short() {
+				found = append(found, typedPlant(t, root, p)...)
+			}
+			if !slices.ContainsFunc(found, func(s string) bool { return strings.Contains(s, p.want) }) {
+				t.Fatalf("not caught (%q): %q", p.want, found)
+			}
+		})
+	}
+}
+
+// typedPlant type-checks the plant with its folder's files (a new folder:
+// alone) and lists what the type pass finds.
+func typedPlant(t *testing.T, root string, p plant) []string {
+	t.Helper()
+	l := goList(t, "")
 	fset := token.NewFileSet()
-	for i, o := range planOwns {
-		for _, alias := range []string{"", "lib"} {
-			local := filepath.Base(o.pkg)
-			imp := strconv.Quote(module + o.pkg)
-			if alias != "" {
-				local, imp = alias, alias+" "+imp
-			}
-			src := fmt.Sprintf("package cli\n\nimport %s\n\nfunc planted() { _ = %s.%s }\n", imp, local, o.name)
-			vs, err := boundaryViolations(fset, fmt.Sprintf("planted%d.go", i), src)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(vs) != 1 || vs[0].owner != o.owner || !strings.Contains(vs[0].String(), "call plan."+o.owner) {
-				t.Errorf("%s.%s planted as %s: %v", o.pkg, o.name, local, vs)
-			}
+	var files []*ast.File
+	pkgPath := module + "/" + p.dir
+	for _, lp := range l.pkgs {
+		if lp.ImportPath == pkgPath {
+			files = parseFiles(t, fset, lp.Dir, append(slices.Clone(lp.GoFiles), lp.CgoFiles...))
 		}
 	}
-	shadow := "package cli\n\nimport \"github.com/talosflash/talosflash/node\"\n\n" +
-		"type box struct{ Apply func() }\n\nvar _ node.Node\n\nfunc f() { node := box{}; node.Apply() }\n"
-	if vs, err := boundaryViolations(fset, "shadow.go", shadow); err != nil || len(vs) != 0 {
-		t.Fatalf("a local variable named node: %v, %v", vs, err)
-	}
-	// And the real tree with one planted file: found.
-	dir := t.TempDir()
-	for _, f := range frontEndFiles(t, "../cli") {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	planted := "package cli\n\nimport \"github.com/talosflash/talosflash/imaging/devices\"\n\nfunc planted(p string) { _, _ = devices.Check(p, 0, devices.Options{}) }\n"
-	if err := os.WriteFile(filepath.Join(dir, "planted.go"), []byte(planted), 0o600); err != nil {
+	f, err := parser.ParseFile(fset, filepath.Join(root, p.dir, p.file), p.src, 0)
+	if err != nil {
 		t.Fatal(err)
 	}
-	var found []string
-	for _, f := range frontEndFiles(t, dir) {
-		vs, err := boundaryViolations(fset, f, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, v := range vs {
-			found = append(found, v.String())
+	files = append(files, f)
+	info, err := l.check(fset, pkgPath, files)
+	if err != nil {
+		t.Fatalf("the plant does not compile: %v", err)
+	}
+	var out []string
+	for _, v := range typedViolations(fset, []*ast.File{f}, info) {
+		if v.pos.Filename == filepath.Join(root, p.dir, p.file) {
+			out = append(out, v.String())
 		}
 	}
-	if len(found) != 1 || !strings.Contains(found[0], "planted.go:5") || !slices.ContainsFunc(found, func(s string) bool { return strings.Contains(s, "call plan.CheckCards") }) {
-		t.Fatalf("a copy of app/cli with a planted devices.Check: %q", found)
-	}
+	return out
 }

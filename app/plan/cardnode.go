@@ -43,7 +43,7 @@ func NodeCardMeta(n inventory.Node, im *Image) (*CardMeta, error) {
 	rec := inventory.Record{}
 	n.Profile = "" // CardTags records n.Profile: the image's, below
 	if im != nil {
-		rec.Schematic, rec.TalosVersion, n.Profile = im.SchematicID, im.Version, im.Role
+		rec.Schematic, rec.TalosVersion, n.Profile = im.SchematicID, im.Version, im.ProfileName()
 	}
 
 	tags, err := n.CardTags(rec)

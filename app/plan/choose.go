@@ -385,7 +385,7 @@ func (im *Image) recognizePath(cacheDir string, profiles []factory.Profile) {
 		return
 	}
 	im.SchematicID, im.Version = id, version
-	im.Role, im.Profile, im.Schematic, im.Label = known.Role, known.Profile, known.Schematic, known.Label
+	im.Profile, im.Schematic, im.Label = known.Profile, known.Schematic, known.Label
 }
 
 // checkNode holds the image against the node's profile: the same
@@ -400,14 +400,14 @@ func (c Choice) checkNode(im *Image, want factory.Profile) ([]string, error) {
 	if err != nil {
 		return nil, choiceErrorf("profile %s: %v", want.Name, err)
 	}
-	conflict := &ConflictError{Door: door, Value: value, Profile: im.Role, Schematic: im.SchematicID, Node: n.Hostname, NodeProfile: want.Name}
+	conflict := &ConflictError{Door: door, Value: value, Profile: im.ProfileName(), Schematic: im.SchematicID, Node: n.Hostname, NodeProfile: want.Name}
 	if im.SchematicID == wantID { // the same schematic is the same image, whatever it is called
-		if im.Role != want.Name { // the record names the node's profile
+		if im.ProfileName() != want.Name { // the record names the node's profile
 			p := want
 			if im.Version != "" {
 				p.TalosVersion = im.Version
 			}
-			im.Role, im.Profile, im.Schematic = want.Name, &p, want.Schematic()
+			im.Profile, im.Schematic = &p, want.Schematic()
 		}
 		return nil, nil
 	}
@@ -423,7 +423,7 @@ func (c Choice) checkNode(im *Image, want factory.Profile) ([]string, error) {
 	if !c.AllowUnknown {
 		return nil, &UnknownImageError{ConflictError: *conflict, WantSchematic: wantID}
 	}
-	im.Role, im.Profile = "", nil
+	im.Profile = nil
 	return []string{fmt.Sprintf("%s %s is not recognised as %s's image (profile %s): flashed as you said (allow unknown image); its card names no profile", door, value, n.Hostname, want.Name)}, nil
 }
 

@@ -180,7 +180,9 @@ func TestNodeCheckKnownSchematicIsEvidence(t *testing.T) {
 func TestApplyKnownSchematicBlocksWorkerConfig(t *testing.T) {
 	srv := nodetest.Start(t, nodetest.Options{ExtensionStatuses: []extensions.Metadata{{Name: "schematic", Version: cpID, Author: "Image Factory"}}})
 	var rec recorder
-	_, err := Apply(context.Background(), applyJob(srv, "worker.yaml", testkit.Testdata(t, "worker.yaml"), &rec))
+	job := applyJob(srv, "worker.yaml", testkit.Testdata(t, "worker.yaml"), &rec)
+	job.Check.Declared = "worker" // a worker's card with Newt: its config needs the document (else a role mismatch)
+	_, err := Apply(context.Background(), job)
 	var blocked *BlockedError
 	if !errors.As(err, &blocked) || blocked.Findings[0].Code != node.CodeExtensionConfigMissing {
 		t.Fatalf("err %v, want blocked: newt's ExtensionServiceConfig missing", err)

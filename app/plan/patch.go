@@ -16,12 +16,10 @@ import (
 // runs without its ExtensionServiceConfig, then the node's own dry run,
 // then (unless DryRun) the apply.
 type PatchJob struct {
-	Endpoint string // host or host:port
-	Name     string // how messages call the node (its hostname), "" the endpoint
-	// Hostname, when set, is the node meant (an inventory's): the node at
-	// Endpoint must say it is that host (node.CheckHost), else nothing is
-	// patched or sent.
-	Hostname    string
+	// Node is the member patched: when it has a hostname (an inventory's),
+	// the node at its endpoint must say it is that host (node.CheckHost),
+	// else nothing is patched or sent.
+	Node        *Member
 	Talosconfig *node.Talosconfig
 	Patches     [][]byte
 	Replace     []node.Replacement
@@ -124,12 +122,9 @@ func Patch(ctx context.Context, job PatchJob) (*PatchOutcome, error) {
 	if len(job.Patches) == 0 && len(job.Replace) == 0 {
 		return nil, &InputError{Err: errors.New("patch: nothing to change (give --patch @FILE or --replace-document KIND/NAME FILE)")}
 	}
-	endpoint, err := node.NormalizeEndpoint(job.Endpoint)
-	if err != nil {
-		return nil, &InputError{Err: err}
-	}
-	out := &PatchOutcome{Endpoint: endpoint, Name: job.Name}
-	if out.Name == "" {
+	endpoint := job.Node.Endpoint.String()
+	out := &PatchOutcome{Endpoint: endpoint, Name: job.Node.Name()}
+	if job.Node.Hostname == "" {
 		out.Name = endpoint
 	}
 	phase(PatchPhaseRead)
@@ -138,8 +133,8 @@ func Patch(ctx context.Context, job PatchJob) (*PatchOutcome, error) {
 		return out, err
 	}
 	out.Version = run.Version
-	if job.Hostname != "" {
-		if err := node.CheckHost(endpoint, job.Hostname, run.Hostname, run.Domainname); err != nil {
+	if job.Node.Hostname != "" {
+		if err := node.CheckHost(endpoint, job.Node.Hostname, run.Hostname, run.Domainname); err != nil {
 			return out, err
 		}
 	}

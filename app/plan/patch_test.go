@@ -29,7 +29,7 @@ func TestPatchRefusesAnotherNodeAtTheAddress(t *testing.T) {
 	n := nodetest.StartNode(t, nodetest.NodeOptions{PKI: pki, Schematic: factory.BuiltinProfiles()[1].Schematic(), Worker: true, Hostname: "worker-1", Config: workerCfg})
 	tc := rolloutTalosconfig(t, pki)
 	job := func(host string) PatchJob {
-		return PatchJob{Endpoint: n.Addr(), Name: host, Hostname: host, Talosconfig: tc, DryRun: true,
+		return PatchJob{Node: testMember(t, host, node.RoleUnknown, "", n.Addr()), Talosconfig: tc, DryRun: true,
 			Patches: [][]byte{[]byte("machine:\n    certSANs:\n        - cp.example.com\n")}, Wait: node.WaitOptions{Timeout: 5 * time.Second, CallTimeout: 5 * time.Second}}
 	}
 	_, err = Patch(context.Background(), job("cp-1"))
@@ -60,7 +60,7 @@ func TestPatchRefusesNewtConfigCut(t *testing.T) {
 	tc := rolloutTalosconfig(t, pki)
 	head := "apiVersion: v1alpha1\nkind: ExtensionServiceConfig\nname: newt\nenvironment:\n    - PANGOLIN_ENDPOINT=https://pangolin2.example.net\n"
 	job := func(doc string) PatchJob {
-		return PatchJob{Endpoint: n.Addr(), Name: "cp-1", Hostname: "cp-1", Talosconfig: tc, DryRun: true,
+		return PatchJob{Node: testMember(t, "cp-1", node.RoleControlPlane, "", n.Addr()), Talosconfig: tc, DryRun: true,
 			Replace: []node.Replacement{{Kind: "ExtensionServiceConfig", Name: "newt", Document: []byte(doc)}},
 			Wait:    node.WaitOptions{Timeout: 5 * time.Second, CallTimeout: 5 * time.Second}}
 	}
@@ -93,7 +93,7 @@ func TestPatchSaysADocumentIsUnused(t *testing.T) {
 	n := nodetest.StartNode(t, nodetest.NodeOptions{PKI: pki, Schematic: factory.BuiltinProfiles()[1].Schematic(), Worker: true, Hostname: "worker-1", Config: workerCfg})
 	doc := "apiVersion: v1alpha1\nkind: ExtensionServiceConfig\nname: newt\nenvironment:\n    - PANGOLIN_ENDPOINT=https://p.example.net\n    - NEWT_ID=n3wt1d\n    - NEWT_SECRET=N3wS3cr3tQq\n"
 	var seen []string
-	out, err := Patch(context.Background(), PatchJob{Endpoint: n.Addr(), Name: "worker-1", Hostname: "worker-1", Talosconfig: rolloutTalosconfig(t, pki), DryRun: true,
+	out, err := Patch(context.Background(), PatchJob{Node: testMember(t, "worker-1", node.RoleWorker, "", n.Addr()), Talosconfig: rolloutTalosconfig(t, pki), DryRun: true,
 		Replace: []node.Replacement{{Kind: "ExtensionServiceConfig", Name: "newt", Document: []byte(doc)}},
 		Wait:    node.WaitOptions{Timeout: 5 * time.Second, CallTimeout: 5 * time.Second},
 		Event: func(ev PatchEvent) {

@@ -27,7 +27,6 @@ import (
 // Image is a resolved choice: which schematic, version and file to flash.
 type Image struct {
 	Label       string               // what the user picked, for messages: "role worker", an installer ref, a file
-	Role        string               // profile name when picked by role/profile, else ""
 	Profile     *factory.Profile     // the profile when picked by role/profile
 	Schematic   *schematic.Schematic // nil when only the ID is known
 	SchematicID string
@@ -51,7 +50,6 @@ func FromProfile(ctx context.Context, c *factory.Client, p factory.Profile, regi
 	}
 	im := &Image{
 		Label:       "profile " + p.Name,
-		Role:        p.Name,
 		Profile:     &p,
 		Schematic:   s,
 		SchematicID: id,
@@ -66,6 +64,15 @@ func FromProfile(ctx context.Context, c *factory.Client, p factory.Profile, regi
 		}
 	}
 	return im, nil
+}
+
+// ProfileName is the profile the image was built from ("" when it was
+// picked otherwise: an installer, a file).
+func (im *Image) ProfileName() string {
+	if im.Profile == nil {
+		return ""
+	}
+	return im.Profile.Name
 }
 
 // Register makes the factory able to build the image: for a profile it

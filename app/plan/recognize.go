@@ -21,7 +21,7 @@ func (im *Image) Recognize(profiles []factory.Profile) bool {
 		if im.Version != "" {
 			p.TalosVersion = im.Version
 		}
-		im.Role, im.Profile, im.Schematic = p.Name, &p, p.Schematic()
+		im.Profile, im.Schematic = &p, p.Schematic()
 		im.Label = "profile " + p.Name + " (" + im.Label + ")"
 		return true
 	}

@@ -25,8 +25,8 @@ func TestRecognizeBuiltinInstallerRef(t *testing.T) {
 	if !im.Recognize(profiles) {
 		t.Fatal("the worker's own installer reference was not recognised")
 	}
-	if im.Role != "worker" || im.Profile.Version() != "v1.14.4" || im.Schematic == nil || im.SchematicID != id {
-		t.Fatalf("recognised as role %q version %q schematic %v id %s", im.Role, im.Profile.Version(), im.Schematic != nil, im.SchematicID)
+	if im.ProfileName() != "worker" || im.Profile.Version() != "v1.14.4" || im.Schematic == nil || im.SchematicID != id {
+		t.Fatalf("recognised as role %q version %q schematic %v id %s", im.ProfileName(), im.Profile.Version(), im.Schematic != nil, im.SchematicID)
 	}
 	if got, _ := factory.SchematicID(im.Schematic); got != id {
 		t.Fatalf("schematic hashes to %s, want %s", got, id)
@@ -34,7 +34,7 @@ func TestRecognizeBuiltinInstallerRef(t *testing.T) {
 
 	other, _ := factory.ParseInstallerRef("factory.talos.dev/metal-installer/" + "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef:v1.14.5")
 	im = FromInstallerRef(c, other, "")
-	if im.Recognize(profiles) || im.Role != "" || im.Schematic != nil {
-		t.Fatalf("an unknown schematic was recognised as %q", im.Role)
+	if im.Recognize(profiles) || im.ProfileName() != "" || im.Schematic != nil {
+		t.Fatalf("an unknown schematic was recognised as %q", im.ProfileName())
 	}
 }

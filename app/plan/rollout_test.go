@@ -18,7 +18,7 @@ import (
 
 // Control planes first, then workers, each in the inventory's order.
 func TestRolloutOrder(t *testing.T) {
-	in := []RolloutNode{{Hostname: "w1", Role: "worker"}, {Hostname: "cp1", Role: "controlplane"}, {Hostname: "w2", Role: "worker"}, {Hostname: "cp2", Role: "controlplane"}}
+	in := []*Member{{Hostname: "w1", Role: "worker"}, {Hostname: "cp1", Role: "controlplane"}, {Hostname: "w2", Role: "worker"}, {Hostname: "cp2", Role: "init"}}
 	var got []string
 	for _, n := range RolloutOrder(in) {
 		got = append(got, n.Hostname)
@@ -26,7 +26,7 @@ func TestRolloutOrder(t *testing.T) {
 	if strings.Join(got, ",") != "cp1,cp2,w1,w2" {
 		t.Fatalf("order %v", got)
 	}
-	if (RolloutNode{Hostname: "Worker-1.home.arpa"}).KubeName() != "worker-1" {
+	if (&Member{Hostname: "Worker-1.home.arpa"}).KubeName() != "worker-1" {
 		t.Fatal("Kubernetes node name: the short hostname, lower case")
 	}
 }
@@ -59,9 +59,9 @@ func TestRolloutEtcdGateStopsBeforeSending(t *testing.T) {
 	fac.SetVersions("v1.14.5", "v1.14.6")
 	job := RolloutJob{To: "v1.14.6", Talosconfig: tc, Factory: factory.NewClient(fac.URL, fac.Client()), Kube: &kube.Access{},
 		Wait: node.WaitOptions{Timeout: 5 * time.Second, Every: 10 * time.Millisecond},
-		Nodes: []RolloutNode{
-			{Hostname: "worker-1", Role: "worker", Endpoint: wn.Addr(), Schematic: wk.Schematic()},
-			{Hostname: "cp-1", Role: "controlplane", Endpoint: cpn.Addr(), Schematic: cp.Schematic()},
+		Nodes: []*Member{
+			testMember(t, "worker-1", node.RoleWorker, "worker", wn.Addr()),
+			testMember(t, "cp-1", node.RoleControlPlane, "controlplane", cpn.Addr()),
 		}}
 	res, err := Rollout(context.Background(), job)
 	var re *RolloutError
@@ -107,16 +107,16 @@ func TestRolloutRefusesTheWrongNodeAndTheIncident(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name string
-		node RolloutNode
+		node *Member
 		n    *nodetest.Node
 		want string
 	}{
-		{"another node there", RolloutNode{Hostname: "worker-1", Role: "worker", Endpoint: realCP.Addr(), Schematic: wk.Schematic()}, realCP, `says it is "cp-1"`},
-		{"Newt without its document", RolloutNode{Hostname: "cp-1", Role: "controlplane", Endpoint: wrongCard.Addr(), Schematic: cp.Schematic()}, wrongCard, `no ExtensionServiceConfig named "newt"`},
+		{"another node there", testMember(t, "worker-1", node.RoleWorker, "worker", realCP.Addr()), realCP, `says it is "cp-1"`},
+		{"Newt without its document", testMember(t, "cp-1", node.RoleControlPlane, "controlplane", wrongCard.Addr()), wrongCard, `no ExtensionServiceConfig named "newt"`},
 	} {
 		for _, dry := range []bool{true, false} {
 			job := RolloutJob{To: "v1.14.6", Talosconfig: tc, Factory: factory.NewClient(fac.URL, fac.Client()), Kube: &kube.Access{}, DryRun: dry,
-				Wait: node.WaitOptions{Timeout: 5 * time.Second, Every: 10 * time.Millisecond}, Nodes: []RolloutNode{c.node}}
+				Wait: node.WaitOptions{Timeout: 5 * time.Second, Every: 10 * time.Millisecond}, Nodes: []*Member{c.node}}
 			res, err := Rollout(context.Background(), job)
 			if !errors.Is(err, ErrRolloutStopped) || !errors.Is(err, node.ErrInvalidConfig) || !strings.Contains(err.Error(), c.want) ||
 				!strings.Contains(res.Nodes[0].State, "nothing was sent") || res.Nodes[0].Step != StepPlan {
@@ -152,9 +152,9 @@ func rolloutTalosconfig(t *testing.T, pki *nodetest.PKI) *node.Talosconfig {
 // is sent, naming the node, in the dry run too.
 func TestRolloutRefusesANodeWithoutRole(t *testing.T) {
 	for _, dry := range []bool{true, false} {
-		job := RolloutJob{To: "v1.14.6", DryRun: dry, Kube: &kube.Access{}, Nodes: []RolloutNode{
-			{Hostname: "cp-1", Role: "controlplane", Endpoint: "127.0.0.1:1"},
-			{Hostname: "edge-1", Profile: "edge", Endpoint: "127.0.0.1:2"},
+		job := RolloutJob{To: "v1.14.6", DryRun: dry, Kube: &kube.Access{}, Nodes: []*Member{
+			testMember(t, "cp-1", node.RoleControlPlane, "controlplane", "127.0.0.1:1"),
+			testMember(t, "edge-1", node.RoleUnknown, "edge", "127.0.0.1:2"),
 		}}
 		res, err := Rollout(context.Background(), job)
 		if !errors.Is(err, ErrRolloutRole) || !errors.Is(err, node.ErrInvalidConfig) || !strings.Contains(err.Error(), "edge-1 (profile edge) has no role") {

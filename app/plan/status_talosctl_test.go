@@ -13,7 +13,7 @@ import (
 func TestFailedServiceFixNamesEndpoint(t *testing.T) {
 	st := &node.Status{Endpoint: "127.0.0.21:50000", Stage: "running", Services: []node.ServiceStatus{{ID: "ext-newt", State: "Failed", Health: "unknown", LastEvent: "exited"}}}
 	c := StatusCheck{Talosconfig: "talos/talosconfig"}
-	ns := c.Diagnose(time.Now(), StatusTarget{Hostname: "cp-1", Role: "controlplane", Endpoint: st.Endpoint}, st, nil, nil)
+	ns := c.Diagnose(time.Now(), testMember(t, "cp-1", node.RoleControlPlane, "", st.Endpoint), st, nil, nil)
 	want := "read its log: talosctl --talosconfig talos/talosconfig --nodes 127.0.0.21 --endpoints 127.0.0.21 logs ext-newt"
 	for _, d := range ns.Diagnoses {
 		if d.Code == "service-failed" {

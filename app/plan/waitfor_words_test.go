@@ -3,14 +3,12 @@ package plan
 import (
 	"context"
 	"errors"
-	"net/netip"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/talosflash/talosflash/internal/testkit"
-	"github.com/talosflash/talosflash/inventory"
 	"github.com/talosflash/talosflash/node"
 )
 
@@ -20,7 +18,7 @@ import (
 // "within 0s"); a network failure (exit 3) either way.
 func TestWaitForNobodySaysWhoWhereHowLong(t *testing.T) {
 	port := testkit.FreePort(t, "127.0.0.21")
-	j := NodeApplyJob{Node: inventory.Node{Hostname: "cp-1", Address: netip.MustParsePrefix("127.0.0.21/8")}, Port: port, Wait: 300 * time.Millisecond, Every: 50 * time.Millisecond}
+	j := NodeApplyJob{Node: testMember(t, "cp-1", node.RoleUnknown, "", "127.0.0.21"), Port: port, Wait: 300 * time.Millisecond, Every: 50 * time.Millisecond}
 	_, err := j.WaitFor(context.Background())
 	ep := "127.0.0.21:" + strconv.Itoa(port)
 	if !errors.Is(err, ErrNotThere) || !errors.Is(err, node.ErrNetwork) {
