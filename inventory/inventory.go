@@ -160,50 +160,6 @@ func Parse(data []byte, name, dir string, opts Options) (*Inventory, error) {
 	return inv, nil
 }
 
-// Find returns the node called hostname.
-func (inv *Inventory) Find(hostname string) (Node, error) {
-	names := make([]string, len(inv.Nodes))
-	for i, n := range inv.Nodes {
-		if strings.EqualFold(n.Hostname, hostname) {
-			return n, nil
-		}
-
-		names[i] = n.Hostname
-	}
-
-	msg := fmt.Sprintf("no node %q in %s", hostname, inv.Path)
-	if near := editdistance.Closest(hostname, names); near != "" {
-		msg += fmt.Sprintf(" (did you mean %s?)", near)
-	} else if len(names) > 0 {
-		msg += " (nodes: " + strings.Join(names, ", ") + ")"
-	}
-
-	return Node{}, errors.New(msg)
-}
-
-// Select returns the nodes called hostnames, in the order named, each
-// once: hostnames are compared ignoring case, as DNS does (worker-1 and
-// WORKER-1 are one node, and get one config).
-func (inv *Inventory) Select(hostnames []string) ([]Node, error) {
-	var out []Node
-
-	seen := map[string]bool{}
-
-	for _, h := range hostnames {
-		n, err := inv.Find(h)
-		if err != nil {
-			return nil, err
-		}
-
-		if key := strings.ToLower(n.Hostname); !seen[key] {
-			seen[key] = true
-			out = append(out, n)
-		}
-	}
-
-	return out, nil
-}
-
 // Fields of the file, in the order they are documented.
 var (
 	topFields  = []string{"cluster", "factory", "talosVersion", "profiles", "gateway", "dns", "interface", "nodes"}

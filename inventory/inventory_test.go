@@ -97,18 +97,11 @@ func TestLoadGood(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	w, err := inv.Find("worker-1")
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	if w.Role != "worker" || w.Profile != "worker" || w.Interface != "eth0" || len(w.DNS) != 2 || w.Config != filepath.Join(dir, "talos/worker.yaml") || w.Line != 8 {
+	w := inv.Nodes[1]
+	if w.Hostname != "worker-1" || w.Role != "worker" || w.Profile != "worker" || w.Interface != "eth0" || len(w.DNS) != 2 || w.Config != filepath.Join(dir, "talos/worker.yaml") || w.Line != 8 {
 		t.Fatalf("worker-1 = %+v", w)
 	}
 
-	if _, err := inv.Find("worker-l"); err == nil || !strings.Contains(err.Error(), "did you mean worker-1?") {
-		t.Fatalf("Find typo: %v", err)
-	}
 }
 
 // Each bad inventory is reported with file:line, what is wrong, and the fix.
@@ -437,29 +430,4 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
-}
-
-// Select: the nodes named, in order, each once, hostnames ignoring case.
-func TestSelectIgnoresCase(t *testing.T) {
-	inv := &Inventory{Path: "inv.yaml", Nodes: []Node{{Hostname: "worker-1"}, {Hostname: "worker-2"}}}
-	for _, c := range []struct {
-		names []string
-		want  string
-	}{
-		{[]string{"worker-1", "WORKER-1"}, "worker-1"},
-		{[]string{"Worker-2", "worker-1", "worker-2"}, "worker-2,worker-1"},
-		{[]string{"worker-1", "worker-1"}, "worker-1"},
-	} {
-		nodes, err := inv.Select(c.names)
-		var got []string
-		for _, n := range nodes {
-			got = append(got, n.Hostname)
-		}
-		if err != nil || strings.Join(got, ",") != c.want {
-			t.Errorf("Select(%q) = %q, %v; want %s", c.names, got, err, c.want)
-		}
-	}
-	if _, err := inv.Select([]string{"worker-3"}); err == nil {
-		t.Error("an unknown node selected")
-	}
 }

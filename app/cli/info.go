@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/talosflash/talosflash/app/contract"
+	"github.com/talosflash/talosflash/app/plan"
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/imaging/devices"
 	"github.com/talosflash/talosflash/node"
@@ -138,15 +139,7 @@ func runDevices(_ context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	if allowLoop {
-		// The verdict flash --allow-loop would give (the app does the same).
-		for i := range disks {
-			if d := &disks[i]; d.Transport == devices.TransportLoop {
-				d.Refusal = d.Assess(0, devices.Options{AllowLoop: true})
-				d.Safe = d.Refusal == nil
-			}
-		}
-	}
+	disks = plan.ListedCards(disks, devices.Options{AllowLoop: allowLoop}) // the verdict flash --allow-loop would give, as the app's
 	return newAnswerPrinter(jsonOut, env).Answer(contract.TypeDevices, devicesJSON(disks), func(w io.Writer) error {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "DEVICE\tSIZE\tMODEL\tTRANSPORT\tTARGET")

@@ -125,13 +125,17 @@ func (f *nodeFlags) chooseImage(im *imageFlags, devs int) error {
 		return err
 	}
 
-	inv := s.Inventory
+	c, err := s.Cluster(0)
+	if err != nil {
+		return err
+	}
 	seen := map[string]bool{}
 	for _, h := range f.hostnames {
-		n, err := inv.Find(h)
+		m, err := c.Find(h)
 		if err != nil {
 			return withCode(contract.ExitUsage, err)
 		}
+		n := *m.Entry
 
 		if seen[strings.ToLower(n.Hostname)] {
 			return usageErrorf("flash: node %s named twice in --hostname: each card gets its own node", n.Hostname)
@@ -143,7 +147,7 @@ func (f *nodeFlags) chooseImage(im *imageFlags, devs int) error {
 
 	// The nodes fix the images: plan.ChooseImages refuses a pick that
 	// contradicts them (resolveCards).
-	im.nodes, im.inventoryVersion = f.nodes, inv.TalosVersion
+	im.nodes, im.inventoryVersion = f.nodes, s.Inventory.TalosVersion
 
 	return nil
 }

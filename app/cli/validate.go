@@ -9,7 +9,6 @@ import (
 
 	"github.com/talosflash/talosflash/app/plan"
 	"github.com/talosflash/talosflash/factory"
-	"github.com/talosflash/talosflash/node"
 )
 
 // checkFlags validates, by name, the flags commands share, right after
@@ -43,7 +42,7 @@ func checkFlags(fs *flag.FlagSet) error {
 			if ep = strings.TrimSpace(ep); ep == "" {
 				continue
 			}
-			if _, err := node.NormalizeEndpoint(ep); err != nil {
+			if _, err := plan.ClusterAt(nil, ep); err != nil {
 				return usageErrorf("%s: --node: %v: want an IP or IP:port such as 192.168.1.50", cmd, err)
 			}
 		}

@@ -13,6 +13,7 @@ import (
 	_ "embed"
 	"fmt"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -174,7 +175,7 @@ func RunDemo(step string) error {
 	}
 	slow := step == "flashing"
 	deps := Deps{
-		Factory:     factory.NewClient(srv.URL, srv.Client()),
+		Factory:     demoFactory(srv.URL, srv.Client()),
 		Cache:       &imaging.Cache{Dir: filepath.Join(dir, "cache")},
 		ListDevices: func() ([]devices.Disk, error) { return disks, nil },
 		Open: func(path string, size int64) (imaging.Target, error) {
@@ -475,9 +476,7 @@ func driveIssueSteps(ui *UI, step, card, dir string, ready func(), waitUntil fun
 		tc.Path = filepath.Join(dir, "talos", "talosconfig")
 		cfg, _ := os.ReadFile(filepath.Join(dir, "talos", "controlplane.yaml"))
 		fyne.DoAndWait(func() {
-			if cni, err := node.CNIOf(cfg); err == nil {
-				ui.nodes.cni = &cni
-			}
+			ui.nodes.cluster.ObserveConfig(&plan.Member{}, "controlplane", cfg)
 			ui.nodes.useTalosconfig(tc)
 		})
 		waitUntil(func() bool {
@@ -491,14 +490,14 @@ func driveIssueSteps(ui *UI, step, card, dir string, ready func(), waitUntil fun
 		// The Kubernetes view as plan.ReadKube makes it of what the
 		// kubelets say (no API server here): NotReady, no CNI.
 		fyne.DoAndWait(func() {
-			v := plan.KubeView{Context: "admin@homelab", CNI: ui.nodes.cni}
+			v := plan.KubeView{Context: "admin@homelab", CNI: ui.nodes.cluster.CNI()}
 			for i, n := range ui.deps.Inventory.Nodes {
 				if i == 1 {
 					continue // still booting: not registered
 				}
 				kn := kube.Node{Name: n.Hostname, InternalIP: n.Address.Addr().String(), Ready: "False", Reason: "KubeletNotReady",
 					Message: "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady message:Network plugin returns error: cni plugin not initialized", NoCNI: true}
-				v.Nodes = append(v.Nodes, plan.KubeNode{Node: kn, Hostname: n.Hostname, Diagnosis: plan.DiagnoseKubeNode(kn, ui.nodes.cni)})
+				v.Nodes = append(v.Nodes, plan.KubeNode{Node: kn, Hostname: n.Hostname, Diagnosis: plan.DiagnoseKubeNode(kn, ui.nodes.cluster.CNI())})
 			}
 			ui.nodes.kube = &v
 			for _, r := range ui.nodes.rows {
@@ -510,4 +509,13 @@ func driveIssueSteps(ui *UI, step, card, dir string, ready func(), waitUntil fun
 		return false
 	}
 	return true
+}
+
+// demoFactory is the fake factory's client, as the app's settings give it.
+func demoFactory(url string, hc *http.Client) *factory.Client {
+	s, err := plan.LoadSettings(plan.Defaults{FactoryURL: url, HTTPClient: hc})
+	if err != nil {
+		panic(err) // no files are read: only the URL
+	}
+	return s.Factory
 }

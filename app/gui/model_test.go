@@ -513,7 +513,7 @@ func (w *modelWorld) check(t *testing.T, m *userModel, when string) {
 		for i, d := range a.Cards {
 			im := a.imageOf(i)
 			if len(a.Images) > 0 && i < len(a.Metas) && a.Metas[i] != nil {
-				if n, err := w.inv.Find(a.Metas[i].Node); err != nil || im.ProfileName() != n.Profile {
+				if n := nodeNamed(w.inv, a.Metas[i].Node); n == nil || im.ProfileName() != n.Profile {
 					fail("%s is for %s but takes the %s image", d.Path, a.Metas[i].Node, im.ProfileName())
 				}
 			}
@@ -581,4 +581,14 @@ func (w *modelWorld) check(t *testing.T, m *userModel, when string) {
 			}
 		}
 	}
+}
+
+// nodeNamed is the inventory's node called host (nil: none).
+func nodeNamed(inv *inventory.Inventory, host string) *inventory.Node {
+	for i := range inv.Nodes {
+		if strings.EqualFold(inv.Nodes[i].Hostname, host) {
+			return &inv.Nodes[i]
+		}
+	}
+	return nil
 }

@@ -60,7 +60,6 @@ type nodesStep struct {
 	clock          func() time.Time
 	kube           *plan.KubeView
 	kubeFollowing  bool
-	cni            *node.CNI
 	kubeconfigPath string // "": the default (~/.kube/config)
 
 	invRows        []*inventoryRow // the inventory's nodes (inventory.go)
@@ -655,12 +654,7 @@ func (s *nodesStep) applied(r *nodeRow, name string, data []byte, out *plan.Appl
 	}
 	if !dryRun {
 		r.applied = out.Config
-		r.member.ObserveApplied(out.Config.MachineType)
-		if r.member.Took.IsControlPlane() {
-			if cni, err := node.CNIOf(data); err == nil { // what the Kubernetes view says of a missing CNI
-				s.cni = &cni
-			}
-		}
+		s.cluster.ObserveConfig(r.member, out.Config.MachineType, data) // a control plane's: what the Kubernetes view says of a missing CNI
 	}
 	if out.Next.LeavesMaintenance && !dryRun {
 		r.node.Maintenance = false

@@ -312,7 +312,7 @@ func (s *nodesStep) followKube(path, context string) {
 	for _, r := range s.rows {
 		targets = append(targets, r.member)
 	}
-	cni := s.cni
+	cni := s.cluster.CNI()
 	every := s.statusEvery
 	if every <= 0 {
 		every = statusEvery

@@ -15,6 +15,7 @@ import (
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
 
+	"github.com/talosflash/talosflash/app/plan"
 	"github.com/talosflash/talosflash/imaging/devices"
 	"github.com/talosflash/talosflash/internal/printable"
 )
@@ -251,19 +252,7 @@ func (s *targetStep) dropRefused() {
 
 // refusal is why d may not be written, given the image size once known.
 func (s *targetStep) refusal(d devices.Disk) *devices.RefusedError {
-	if d.Transport == devices.TransportLoop && s.ui.deps.Safety.AllowLoop {
-		return d.Assess(s.ui.session.ImageSize(), s.ui.deps.Safety) // --allow-loop
-	}
-	if !d.Safe {
-		if d.Refusal != nil {
-			return d.Refusal
-		}
-		return &devices.RefusedError{Device: d.Path, Msg: d.Path + " is not a safe target"}
-	}
-	if raw := s.ui.session.ImageSize(); raw > 0 {
-		return d.Assess(raw, devices.Options{})
-	}
-	return nil
+	return plan.CardRefusal(d, s.ui.session.ImageSize(), s.ui.deps.Safety)
 }
 
 func transportText(d devices.Disk) string {
@@ -397,7 +386,7 @@ func (s *targetStep) readCards(disks []devices.Disk) map[string]string {
 	}
 	holds := map[string]string{}
 	for _, d := range disks {
-		if d.Assess(0, s.ui.deps.Safety) != nil {
+		if plan.CardRefusal(d, 0, s.ui.deps.Safety) != nil {
 			continue
 		}
 		key := fmt.Sprintf("%s|%s|%d|%s|%d", d.Path, d.Dev, d.Size, d.Model, len(d.Partitions))

@@ -62,3 +62,37 @@ func DefaultElevation(version string) Elevation {
 func (job *Job) SetElevation(e Elevation) {
 	job.NeedsElevation, job.Elevate, job.UDisks = e.Needs, e.Command, e.UDisks
 }
+
+// CardRefusal is why a listed disk may not be written, given the image's
+// uncompressed size once known (0: not yet): the one rule the CLI's
+// `devices` and the app's card list show. A loop device is judged with
+// the user's options (--allow-loop lets it through the safety rules it
+// otherwise fails); any other disk as listed (its Safe and Refusal), then
+// against the image's size.
+func CardRefusal(d devices.Disk, imageSize int64, opts devices.Options) *devices.RefusedError {
+	if d.Transport == devices.TransportLoop && opts.AllowLoop {
+		return d.Assess(imageSize, opts)
+	}
+	if !d.Safe {
+		if d.Refusal != nil {
+			return d.Refusal
+		}
+		return &devices.RefusedError{Device: d.Path, Msg: d.Path + " is not a safe target"}
+	}
+	if imageSize > 0 {
+		return d.Assess(imageSize, devices.Options{})
+	}
+	return nil
+}
+
+// ListedCards are the disks as the user's options judge them (a loop
+// device with --allow-loop gets the verdict a flash would give).
+func ListedCards(disks []devices.Disk, opts devices.Options) []devices.Disk {
+	for i := range disks {
+		if d := &disks[i]; d.Transport == devices.TransportLoop && opts.AllowLoop {
+			d.Refusal = CardRefusal(*d, 0, opts)
+			d.Safe = d.Refusal == nil
+		}
+	}
+	return disks
+}

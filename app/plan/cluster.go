@@ -31,6 +31,8 @@ type Cluster struct {
 	// Bootstrapped is the member whose etcd was bootstrapped, once seen
 	// (ObserveBootstrapped): a cluster is bootstrapped once, on one node.
 	Bootstrapped *Member
+
+	cni *node.CNI // what the control plane's config, sent in this run, says of the CNI
 }
 
 // Member is one node of the cluster.
@@ -316,9 +318,13 @@ func (c *Cluster) CNIConfig() string {
 	return ""
 }
 
-// CNI is what the first control plane's config says of the CNI (nil: no
-// config to read).
+// CNI is what the control plane's config says of the CNI: the one a
+// control plane took in this run (ObserveConfig), else the inventory's
+// first control plane's file (nil: no config to read).
 func (c *Cluster) CNI() *node.CNI {
+	if c.cni != nil {
+		return c.cni
+	}
 	file := c.CNIConfig()
 	if file == "" {
 		return nil

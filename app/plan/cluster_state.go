@@ -37,6 +37,18 @@ func (m *Member) ObserveApplied(machineType string) {
 	}
 }
 
+// ObserveConfig records that m took config (of machineType) in this run
+// (ObserveApplied); a control plane's config also says where the
+// cluster's CNI comes from (CNI).
+func (c *Cluster) ObserveConfig(m *Member, machineType string, config []byte) {
+	m.ObserveApplied(machineType)
+	if m.Took.IsControlPlane() {
+		if cni, err := node.CNIOf(config); err == nil {
+			c.cni = &cni
+		}
+	}
+}
+
 // ObserveStatus records a status read (Watch).
 func (m *Member) ObserveStatus(ns NodeStatus) {
 	st := ns.Status
