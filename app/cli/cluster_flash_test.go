@@ -156,8 +156,8 @@ func TestFlashClusterElevated(t *testing.T) {
 	}
 	cpIm, wIm := plan.FromFile(cpImg), plan.FromFile(wImg)
 	var metas []*plan.CardMeta
-	for i, h := range []string{"cp-1", "worker-1", "worker-2"} {
-		n, _ := inv.Find(h)
+	for i := range 3 { // cp-1, worker-1, worker-2
+		n := inv.Nodes[i]
 		m, err := plan.NodeCardMeta(n, []*plan.Image{cpIm, wIm, wIm}[i])
 		if err != nil {
 			t.Fatal(err)

@@ -223,8 +223,8 @@ func TestFlashInventoryElevatedRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w1, _ := inv.Find("worker-1")
-	w2, _ := inv.Find("worker-2")
+	w1 := inv.Nodes[1]
+	w2 := inv.Nodes[2]
 	im := plan.FromFile(img)
 	m1, err := plan.NodeCardMeta(w1, im)
 	if err != nil {

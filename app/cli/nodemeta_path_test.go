@@ -28,7 +28,7 @@ func TestFlashInventoryElevatedDevicePathWithEquals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w1, _ := inv.Find("worker-1")
+	w1 := inv.Nodes[1]
 	im := plan.FromFile(img)
 	m1, err := plan.NodeCardMeta(w1, im)
 	if err != nil {
