@@ -356,7 +356,16 @@ func errorHint(err error) string {
 	var fhttp *factory.HTTPError
 	var cfgErr *node.ConfigError
 	var id *plan.IdentityError
+	var role *plan.RoleMismatchError
+	var noConfig *plan.NoConfigError
 	switch {
+	case errors.As(err, &noConfig):
+		return "Add the config: lines it names to the inventory and start talosflash again, or drop each node's config on its row."
+	case errors.As(err, &role): // no "send anyway": the config would make the node another role's machine
+		if role.Want != "" {
+			return "Choose " + role.Want + " for " + role.Name + " instead (\"Choose config…\" or drop it on the row)."
+		}
+		return "Choose the " + string(role.Role) + ".yaml that talosctl gen config wrote for this node instead."
 	case errors.As(err, &id): // the node, not the file: before the config errors it also is
 		if id.WrongImage() {
 			return "In step 1 choose Node " + id.Want.Hostname + ", flash its card, and boot the Pi from it again. The config is fine."

@@ -236,8 +236,11 @@ func (s *nodesStep) ApplyAll() {
 	list := container.NewVBox()
 	for _, m := range members {
 		line := m.Name() + " ← " + filepath.Base(m.Config)
-		if m.Configured() {
+		switch {
+		case m.Configured():
 			line = m.Name() + ": configured already, skipped"
+		case m.State == plan.StateAbsent:
+			line = m.Name() + ": not answering at " + m.Endpoint.Host + ", skipped"
 		}
 		list.Add(wrapLabel(printable.String(line)))
 	}
@@ -253,6 +256,9 @@ func (s *nodesStep) ApplyAll() {
 func (s *nodesStep) applyAllJob() plan.ApplyAllJob {
 	var members []*plan.Member
 	for _, ir := range s.invRows {
+		if ir.row == nil && ir.node.State == plan.StateUnknown {
+			ir.node.ObserveProbe(nil, errNotAnswered) // looked for since the app started: not waited for again
+		}
 		members = append(members, ir.node)
 	}
 	check := plan.NodeCheck{Profiles: s.ui.deps.Profiles, Factory: s.ui.deps.Factory, CachedIDs: plan.CachedSchematicIDs(s.ui.deps.Cache)}
@@ -326,6 +332,10 @@ func (s *nodesStep) runApplyAll(job plan.ApplyAllJob, members []*plan.Member) {
 		})
 	}()
 }
+
+// errNotAnswered: an inventory node the app has looked for since it
+// started, in vain.
+var errNotAnswered = errors.New("not answered since the app started")
 
 // inventoryApplyWait bounds how long Apply all waits for a node that
 // answered before (its row is there) and does not now.

@@ -146,7 +146,7 @@ func TestInventoryApplyAll(t *testing.T) {
 		if h.ui.nodes.applyAll.Disabled() {
 			t.Fatal("Apply all disabled with worker-1 waiting")
 		}
-		test.Tap(h.ui.nodes.applyAll)
+		tapApplyAll(h.ui)
 	})
 	h.waitFor("apply all done", func() bool { return strings.HasPrefix(h.ui.nodes.applyAllNote.Text, "Apply all: ") })
 	if got := h.invText(1); !strings.HasPrefix(got, "worker-1 · applied worker.yaml") {
@@ -197,7 +197,7 @@ func TestInventoryApplyAllStopsAtAnUnreadableConfig(t *testing.T) {
 	if err := os.Remove(cfg); err != nil { // moved away after the app started
 		t.Fatal(err)
 	}
-	h.onUI(func() { test.Tap(h.ui.nodes.applyAll) })
+	h.onUI(func() { tapApplyAll(h.ui) })
 	h.waitFor("apply all done", func() bool { return strings.HasPrefix(h.ui.nodes.applyAllNote.Text, "Apply all: ") })
 	if got := h.invText(1); !strings.HasPrefix(got, "worker-1 · not applied: ") || !strings.Contains(got, cfg) {
 		t.Errorf("worker-1: %q", got)
@@ -268,7 +268,7 @@ func TestInventoryNodesLayout(t *testing.T) {
 			h.onUI(func() {
 				h.ui.Window.Resize(size)
 				h.ui.nodes.addNode(node.Node{Addr: "127.0.0.99:50000", Maintenance: true, Hostname: "talos-abc-def"})
-				test.Tap(h.ui.nodes.applyAll)
+				tapApplyAll(h.ui)
 			})
 			h.waitFor("apply all done", func() bool { return strings.HasPrefix(h.ui.nodes.applyAllNote.Text, "Apply all: ") })
 			h.onUI(func() {
@@ -316,4 +316,81 @@ func TestInventoryChoosersOpenInItsFolder(t *testing.T) {
 		}
 		h.ui.escape()
 	})
+}
+
+// tapApplyAll presses Apply all and confirms its dialog, as a user does
+// (UI goroutine); a refusal shows no confirmation.
+func tapApplyAll(ui *UI) {
+	ui.nodes.applyAllPrompt = nil
+	test.Tap(ui.nodes.applyAll)
+	if p := ui.nodes.applyAllPrompt; p != nil && ui.modal == p {
+		test.Tap(p.primary)
+	}
+}
+
+// The wrong role's config dropped on an inventory node's row (issue 37):
+// worker.yaml on cp-1 is named as a role mismatch with cp-1's own file,
+// with no "Send anyway", and nothing reaches the node.
+func TestInventoryDropOfAnotherRolesConfigIsRefused(t *testing.T) {
+	h := newInvHarness(t)
+	srv := h.start("127.0.0.21", "controlplane", "cp-1", false)
+	row := h.rowOf(h.addr("127.0.0.21"))
+	h.onUI(func() { h.ui.Window.Content().Refresh() })
+	h.onUI(func() {
+		pos := fyne.CurrentApp().Driver().AbsolutePositionForObject(row.box).Add(fyne.NewPos(20, row.box.Size().Height/2))
+		h.ui.HandleDrop(pos, []fyne.URI{storage.NewFileURI(filepath.Join(h.dir, "talos", "worker.yaml"))})
+	})
+	var shown string
+	h.waitFor("refusal", func() bool { shown = h.overlayLabels(); return strings.Contains(shown, "is a control plane") })
+	for _, want := range []string{"is a control plane (the inventory's role)", "worker config", filepath.Join(h.dir, "talos", "controlplane.yaml"), "Nothing was sent"} {
+		if !strings.Contains(shown, want) {
+			t.Errorf("refusal %q does not say %q", shown, want)
+		}
+	}
+	h.onUI(func() {
+		if h.ui.nodes.openPrompt() != nil {
+			t.Fatal("the apply prompt (with its override) was shown for another role's config")
+		}
+	})
+	if n := len(srv.Requests()); n != 0 {
+		t.Fatalf("%d requests reached cp-1", n)
+	}
+}
+
+// Apply all with a node the inventory gives no config (issue 37: one
+// behaviour for the CLI and the app, plan's): refused whole before
+// anything is sent, naming the node and the line to add; no confirmation
+// is asked, no node gets a config.
+func TestInventoryApplyAllRefusesANodeWithoutConfig(t *testing.T) {
+	dir := t.TempDir()
+	kit := testkit.Inventory{Configs: true}
+	path := kit.Write(t, dir)
+	yaml := strings.Replace(kit.YAML(), "    config: talos/worker.yaml\n", "", 1) // worker-1 has none
+	testkit.WriteFile(t, dir, "talosflash.yaml", yaml)
+	inv, err := inventory.Load(path, inventory.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ips := kit.IPs()
+	port := testkit.FreePort(t, ips[:]...)
+	h := &invHarness{harness: inventoryWindow(t, inv, port), port: port, dir: dir}
+	h.onUI(func() { h.ui.tabs.SelectIndex(tabNodes) })
+	cp := h.start(ips[0], "controlplane", "cp-1", false)
+	w2 := h.start(ips[2], "worker", "worker-2", false)
+	h.waitFor("cp-1 and worker-2 answered", func() bool {
+		return h.ui.nodes.invRows[0].row != nil && h.ui.nodes.invRows[2].row != nil
+	})
+	h.onUI(func() { tapApplyAll(h.ui) })
+	var shown string
+	h.waitFor("refusal", func() bool { shown = h.overlayLabels(); return strings.Contains(shown, "o config for worker-1") })
+	if !strings.Contains(shown, "add config: talos/worker.yaml to worker-1") || !strings.Contains(shown, "nothing was sent to any node") ||
+		strings.Contains(shown, "Fix the file") {
+		t.Errorf("refusal %q", shown)
+	}
+	if got := h.invText(1); !strings.HasPrefix(got, "worker-1 · ") || !strings.Contains(got, "no config") {
+		t.Errorf("worker-1: %q", got)
+	}
+	if n := len(cp.Requests()) + len(w2.Requests()); n != 0 {
+		t.Fatalf("%d requests reached the nodes", n)
+	}
 }

@@ -218,7 +218,7 @@ var actions = []action{
 		w.onUI(func() {
 			w.ui.tabs.SelectIndex(tabNodes)
 			if on = !w.ui.nodes.applyAll.Disabled(); on {
-				test.Tap(w.ui.nodes.applyAll)
+				tapApplyAll(w.ui)
 			}
 		})
 		if !on {

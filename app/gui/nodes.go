@@ -512,9 +512,13 @@ func (s *nodesStep) checkAndPrompt(r *nodeRow, name, path string, data []byte) {
 				s.identityRefused(r, id)
 				return
 			}
+			var role *plan.RoleMismatchError
 			if err != nil {
 				title := "Cannot check " + name
-				if errors.Is(err, node.ErrInvalidConfig) {
+				switch {
+				case errors.As(err, &role):
+					title = name + " is a " + string(role.Type) + " config: not for " + role.Name
+				case errors.Is(err, node.ErrInvalidConfig):
 					title = name + " is not a valid machine config"
 				}
 				s.ui.showError(title, err)

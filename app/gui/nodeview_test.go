@@ -7,7 +7,6 @@ import (
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/storage"
-	"fyne.io/fyne/v2/test"
 	"fyne.io/fyne/v2/widget"
 )
 
@@ -55,7 +54,7 @@ func TestInventoryApplyAllCountsTheRows(t *testing.T) {
 	h.waitFor("the refusal", func() bool { return strings.HasPrefix(h.ui.nodes.invRows[2].label.Text, "worker-2 · blocked: ") })
 	h.onUI(func() {
 		h.ui.escape()
-		test.Tap(h.ui.nodes.applyAll)
+		tapApplyAll(h.ui)
 	})
 	h.waitFor("apply all done", func() bool { return strings.HasPrefix(h.ui.nodes.applyAllNote.Text, "Apply all: ") })
 	h.onUI(func() {

@@ -275,7 +275,7 @@ func TestNodesRowsFollowTheClusterToKubernetes(t *testing.T) {
 		}
 		return true
 	})
-	h.onUI(func() { test.Tap(ui.nodes.applyAll) })
+	h.onUI(func() { tapApplyAll(ui) })
 	h.waitFor("apply all", func() bool { return strings.HasPrefix(ui.nodes.applyAllNote.Text, "Apply all: 3 applied") })
 	w := &statusWorld{harness: h, tc: tc}
 	rows := map[string]*nodeRow{}

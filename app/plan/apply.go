@@ -596,10 +596,10 @@ func nextStep(n *node.Node, machineType, reply string, dryRun bool) NextStep {
 	}
 	switch {
 	case !keeps:
-	case machineType == "controlplane":
+	case node.Role(machineType) == node.RoleControlPlane:
 		s.Bootstrap = true
 		s.Then = "once this node runs with its config, bootstrap etcd once per cluster, on one control plane node"
-	case machineType == "init":
+	case node.Role(machineType) == node.RoleInit:
 		s.Then = "an init config starts etcd as the cluster's first member by itself: no bootstrap call"
 	}
 	return s

@@ -130,7 +130,7 @@ func (e *NoConfigError) Error() string {
 	for _, r := range e.Refusals {
 		parts = append(parts, r.Member.Name()+" ("+r.Fix+")")
 	}
-	return "no config for " + strings.Join(parts, ", ") + ": nothing was sent to any node (or name the others with --hostname)"
+	return "no config for " + strings.Join(parts, ", ") + ": nothing was sent to any node"
 }
 
 func (e *NoConfigError) Is(target error) bool { return target == node.ErrInvalidConfig }
@@ -196,6 +196,16 @@ func ApplyAll(ctx context.Context, job ApplyAllJob) (*ApplyAllOutcome, error) {
 			res := &NodeApplyOutcome{Node: n, Endpoint: n.Endpoint.String(), Configured: true}
 			out.Nodes = append(out.Nodes, res)
 			job.emit(AllEvent{Kind: AllResult, Node: n, Result: res})
+			continue
+		}
+		if n.State == StateAbsent {
+			// Seen not answering at its address (the app looks for every
+			// node from its start): not waited for again in this run.
+			res := &NodeApplyOutcome{Node: n, Endpoint: n.Endpoint.String()}
+			err := &NotThereError{Hostname: n.Name(), Endpoint: res.Endpoint, Last: errors.New("it has not answered since it was first looked for")}
+			out.Nodes = append(out.Nodes, res)
+			job.emit(AllEvent{Kind: AllResult, Node: n, Result: res, Err: err})
+			keep(err)
 			continue
 		}
 		data, err := node.ReadConfigFile(n.Config)

@@ -54,6 +54,9 @@ type NotThereError struct {
 }
 
 func (e *NotThereError) Error() string {
+	if e.Wait == 0 {
+		return fmt.Sprintf("no Talos node answers at %s's address %s (%v): is the Pi on, booted from its card and on the network?", e.Hostname, e.Endpoint, e.Last)
+	}
 	return fmt.Sprintf("no Talos node answered at %s's address %s within %s (last: %v): is the Pi on, booted from its card and on the network?",
 		e.Hostname, e.Endpoint, Minutes(e.Wait), e.Last)
 }

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/siderolabs/image-factory/pkg/schematic"
@@ -18,20 +17,15 @@ import (
 	"github.com/talosflash/talosflash/node"
 )
 
-// Roles are the Talos machine types a config can have.
-var Roles = []string{"controlplane", "worker", "init"}
-
 // RoleOf is the Talos role a profile stands for: a built-in role's name, or
 // the role a custom profile is named after ("" when it names none, e.g.
 // "storage": the role check is then skipped, the image checks are not).
 func RoleOf(p factory.Profile) string {
-	name := strings.ToLower(strings.TrimSpace(p.Name))
-	for _, r := range Roles {
-		if name == r {
-			return r
-		}
+	r, err := node.ParseRole(p.Name, true)
+	if err != nil {
+		return ""
 	}
-	return ""
+	return string(r)
 }
 
 // Match is what a node's booted schematic was recognised as.
