@@ -107,7 +107,7 @@ func TestApplyFollowDiagnosesTheIncident(t *testing.T) {
 	}
 	msg, _ := wk["message"].(string)
 	if wk["outcome"] != "stuck" || !strings.Contains(msg, "ext-newt waits for an ExtensionServiceConfig named newt") ||
-		!strings.Contains(msg, "Talos reboots it at BootTimeout (70 min)") || !strings.Contains(msg, "Fix: add an ExtensionServiceConfig document named newt") {
+		!strings.Contains(msg, "Talos reboots it at BootTimeout (70 min)") || !strings.Contains(msg, "Fix: write an ExtensionServiceConfig document named newt") {
 		t.Errorf("worker-1: %v", wk)
 	}
 	d := wk["diagnoses"].([]any)[0].(map[string]any)

@@ -46,7 +46,8 @@ func TestStatusIncidentWaitingExtension(t *testing.T) {
 		"worker-1 (127.0.0.32:" + port + "): booting, ready, in booting for 12 min",
 		"ext-newt Waiting (Waiting for extension service config)",
 		"ERROR: worker-1 has been booting for 12 min: ext-newt waits for an ExtensionServiceConfig named newt; Talos reboots it at BootTimeout (70 min), in about 58 min",
-		"fix: add an ExtensionServiceConfig document named newt to worker-1's config",
+		"fix: write an ExtensionServiceConfig document named newt",
+		"then send it to the running node: talosflash patch --inventory " + inv + " --hostname worker-1 --talosconfig " + tc + " --patch @newt.yaml; ext-newt then starts, no reboot",
 		"or flash worker-1 with the worker image (it booted the controlplane image)",
 		"NOT its role's worker",
 	} {

@@ -62,6 +62,7 @@ func (f *bootFixture) row(addr string, controlplane bool) *nodeRow {
 		f.ui.tabs.SelectIndex(tabNodes)
 		r = f.ui.nodes.addNode(node.Node{Addr: addr, Configured: !controlplane, Maintenance: controlplane})
 		if controlplane {
+			r.member.ObserveApplied("controlplane")
 			f.ui.nodes.showBootstrap(r)
 		}
 		f.ui.Window.Content().Refresh()

@@ -165,7 +165,7 @@ func TestDialogsLayout(t *testing.T) {
 				ui.escape()
 			})
 
-			srv := nodetest.Start(t, nodetest.Options{Schematic: builtin(t, "controlplane").Schematic()})
+			srv := nodetest.Start(t, nodetest.Options{Schematic: newtElsewhere(t)})
 			file, _ := filepath.Abs("testdata/worker.yaml")
 			_, p := h.dropOnProbedNode(srv, file)
 			h.onUI(func() {

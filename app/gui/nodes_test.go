@@ -15,6 +15,7 @@ import (
 	"fyne.io/fyne/v2/test"
 	"fyne.io/fyne/v2/widget"
 
+	"github.com/siderolabs/image-factory/pkg/schematic"
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/imaging"
 	"github.com/talosflash/talosflash/internal/testkit"
@@ -57,16 +58,17 @@ func builtin(t *testing.T, name string) factory.Profile {
 	return p
 }
 
-// The incident as it happened: the node booted the Newt image, the user's
-// worker.yaml has no ExtensionServiceConfig. The row says what the node
-// booted (no "Card flashed as" guess), and Apply is blocked.
+// The incident: the node booted an image with Newt (a schematic made
+// elsewhere, of no profile: no role to hold the config against), the
+// user's worker.yaml has no ExtensionServiceConfig. The row says what the
+// node booted (no "Card flashed as" guess), and Apply is blocked.
 func TestNodesBootedNewtImageBlocksWorkerConfig(t *testing.T) {
 	h := newHarness(t, nil)
-	srv := nodetest.Start(t, nodetest.Options{Schematic: builtin(t, "controlplane").Schematic()})
+	srv := nodetest.Start(t, nodetest.Options{Schematic: newtElsewhere(t)})
 	file := testkit.TestdataPath(t, "talos114/valid/worker.yaml") // as talosctl gen config 1.14 writes it: documents machinery 1.13 does not check (notes)
 	row, p := h.dropOnProbedNode(srv, file)
 	h.onUI(func() {
-		if !strings.Contains(row.badge.Text, "Booted: controlplane") || !strings.Contains(row.badge.Text, "extensions newt") {
+		if !strings.Contains(row.badge.Text, "extensions iscsi-tools, newt") && !strings.Contains(row.badge.Text, "newt") {
 			t.Errorf("badge %q", row.badge.Text)
 		}
 		if row.flashedBox.Visible() {
@@ -99,6 +101,48 @@ func TestNodesBootedNewtImageBlocksWorkerConfig(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	if n := len(srv.Requests()); n != 0 {
 		t.Fatalf("blocked config reached the node (%d requests)", n)
+	}
+}
+
+// The incident as it happened (issue 37): the node booted the control
+// plane's Newt image and the user's worker.yaml cannot run there. It is
+// a role mismatch: refused naming the control plane's config and both
+// ways a worker would be right, with no findings dialog and so no "Send
+// anyway"; nothing reaches the node.
+func TestNodesWorkerConfigOnTheControlPlaneImage(t *testing.T) {
+	h := newHarness(t, nil)
+	srv := nodetest.Start(t, nodetest.Options{Schematic: builtin(t, "controlplane").Schematic()})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	n, err := node.Probe(ctx, srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var row *nodeRow
+	h.onUI(func() {
+		h.ui.tabs.SelectIndex(tabNodes)
+		row = h.ui.nodes.addNode(*n)
+		h.ui.Window.Content().Refresh()
+	})
+	h.onUI(func() {
+		pos := fyne.CurrentApp().Driver().AbsolutePositionForObject(row.box).Add(fyne.NewPos(20, row.box.Size().Height/2))
+		h.ui.HandleDrop(pos, []fyne.URI{storage.NewFileURI(testkit.TestdataPath(t, "talos114/valid/worker.yaml"))})
+	})
+	var shown string
+	h.waitFor("refusal", func() bool { shown = h.overlayLabels(); return strings.Contains(shown, "is a control plane") })
+	for _, want := range []string{"(it booted the controlplane image)", "worker config", "apply the controlplane.yaml that talosctl gen config wrote",
+		"flash its card with the worker image", "give worker.yaml the ExtensionServiceConfig"} {
+		if !strings.Contains(shown, want) {
+			t.Errorf("refusal %q does not say %q", shown, want)
+		}
+	}
+	h.onUI(func() {
+		if h.ui.nodes.openPrompt() != nil {
+			t.Fatal("the findings dialog (with its override) was shown")
+		}
+	})
+	if n := len(srv.Requests()); n != 0 {
+		t.Fatalf("%d requests reached the node", n)
 	}
 }
 
@@ -264,4 +308,13 @@ func TestNodesDropTooLargeSaysSo(t *testing.T) {
 	if n := len(srv.Requests()); n != 0 {
 		t.Fatalf("%d requests reached the node", n)
 	}
+}
+
+// newtElsewhere is an image with Newt made elsewhere (the factory's UI):
+// the control plane's schematic plus iscsi-tools, no profile's, so no role
+// holds a config against it and the Newt finding is the one that blocks.
+func newtElsewhere(t *testing.T) *schematic.Schematic {
+	sc := builtin(t, "controlplane").Schematic()
+	sc.Customization.SystemExtensions.OfficialExtensions = append(sc.Customization.SystemExtensions.OfficialExtensions, "siderolabs/iscsi-tools")
+	return sc
 }

@@ -157,7 +157,7 @@ func TestNodesRowShowsTheIncidentLive(t *testing.T) {
 		"ext-newt Waiting (Waiting for extension service config)",
 		"NOT its role's worker",
 		"ERROR: worker-1 has been booting for 12 min: ext-newt waits for an ExtensionServiceConfig named newt; Talos reboots it at BootTimeout (70 min), in about 58 min",
-		"add an ExtensionServiceConfig document named newt to worker-1's config",
+		"write an ExtensionServiceConfig document named newt", "talosflash patch --inventory ",
 		"or flash worker-1 with the worker image (it booted the controlplane image)",
 	} {
 		if !strings.Contains(text, want) {

@@ -148,7 +148,7 @@ var (
 type ConfiguredError struct{ Addr string }
 
 func (e *ConfiguredError) Error() string {
-	return e.Addr + " already has a config (it asks for a client certificate): use talosctl with its talosconfig"
+	return e.Addr + " already has a config (it asks for a client certificate): change it with talosflash patch --node " + BootstrapHost(e.Addr) + " --talosconfig FILE --patch @FILE"
 }
 
 func (e *ConfiguredError) Is(target error) bool {
@@ -232,17 +232,22 @@ func checkRole(job ApplyJob, rv *ApplyReview) error {
 		if p, err := factory.FindProfile(job.Check.Profiles, job.Check.Declared); err == nil && job.Check.Declared != "" && node.Role(RoleOf(p)).Same(have) {
 			return nil // the user says the card is this role's: the findings decide
 		}
-		missing := slices.ContainsFunc(rv.Findings, func(f node.Finding) bool { return f.Code == node.CodeExtensionConfigMissing })
-		if !missing {
+		e.Role, e.From = node.Role(rv.Match.Role), "it booted the "+rv.Match.Profile+" image"
+		var docs []string
+		if booted, err := factory.FindProfile(job.Check.Profiles, rv.Match.Profile); err == nil {
+			for _, se := range node.MissingServiceConfigs(booted.Extensions, rv.Config) {
+				docs = append(docs, se.Extension)
+			}
+		}
+		if len(docs) == 0 {
 			return nil // a worker may run the control plane's image, with what it needs
 		}
-		e.Role, e.From = node.Role(rv.Match.Role), "it booted the "+rv.Match.Profile+" image"
-		e.Otherwise = fmt.Sprintf("if it is a %s, flash its card with a %s image (or say so: --role %s, in the app \"Card flashed as\")", roleWords(have), have, have)
-		if alt, err := factory.FindProfile(job.Check.Profiles, have.String()); err == nil && !slices.ContainsFunc(alt.Extensions, func(x string) bool {
-			return rv.Node != nil && rv.Node.Booted != nil && rv.Node.Booted.HasExtension(x)
-		}) {
-			e.Otherwise = fmt.Sprintf("if it is a %s, flash its card with the %s image (or say so: --role %s, in the app \"Card flashed as\")", roleWords(have), alt.Name, alt.Name)
+		image := "an image without " + strings.Join(docs, ", ")
+		if alt, err := factory.FindProfile(job.Check.Profiles, have.String()); err == nil && !slices.ContainsFunc(alt.Extensions, func(x string) bool { return slices.Contains(docs, x) }) {
+			image = "the " + alt.Name + " image"
 		}
+		e.Otherwise = fmt.Sprintf("if it is a %s: flash its card with %s, or, to run %s on it, give %s the ExtensionServiceConfig the image waits for",
+			roleWords(have), image, strings.Join(docs, ", "), job.Name)
 	}
 	if e.Role.Same(have) {
 		return nil

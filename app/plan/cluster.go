@@ -48,8 +48,10 @@ type Member struct {
 	// Config is its machine config file ("" none given).
 	Config   string
 	Endpoint node.Endpoint
-	// Entry is its inventory node (nil for a typed address).
-	Entry *inventory.Node
+	// Entry is its inventory node (nil for a typed address), Inventory
+	// the inventory's file.
+	Entry     *inventory.Node
+	Inventory string
 	// State is the last observed (Observe*).
 	State State
 	// EtcdRunning: its etcd service was seen running (a control plane
@@ -148,7 +150,7 @@ func NewCluster(inv *inventory.Inventory, profiles []factory.Profile, port int) 
 	c := &Cluster{Name: inv.Cluster, Inventory: inv, Profiles: profiles}
 	for i := range inv.Nodes {
 		n := &inv.Nodes[i]
-		m := &Member{Hostname: n.Hostname, Role: n.Role, Config: n.Config, Entry: n,
+		m := &Member{Hostname: n.Hostname, Role: n.Role, Config: n.Config, Entry: n, Inventory: inv.Path,
 			Endpoint: node.EndpointAt(n.Address.Addr(), port)}
 		if p, err := factory.FindProfile(profiles, n.Profile); err == nil {
 			m.Profile = &p

@@ -190,7 +190,11 @@ func (c StatusCheck) Diagnose(now time.Time, t *Member, st *node.Status, readErr
 		ext := strings.TrimPrefix(s.ID, "ext-")
 		d := Diagnosis{Severity: "error", Code: "extension-config-missing",
 			Message: fmt.Sprintf("%s waits for an ExtensionServiceConfig named %s", s.ID, ext)}
-		fix := fmt.Sprintf("add an ExtensionServiceConfig document named %s to %s's config (apiVersion: v1alpha1, kind: ExtensionServiceConfig, name: %s, environment: the variables the extension needs), then apply it", ext, name, ext)
+		// The node has a config, so the document goes in by patch (apply
+		// refuses a configured node); the service waiting for it starts by
+		// itself once it arrives (Talos' extension_service.go handleRestart).
+		fix := fmt.Sprintf("write an ExtensionServiceConfig document named %s (apiVersion: v1alpha1, kind: ExtensionServiceConfig, name: %s, environment: the variables the extension needs) to %s.yaml, then send it to the running node: %s; %s then starts, no reboot",
+			ext, ext, ext, patchCommand(t, c.Talosconfig, ext), s.ID)
 		if ns.ImageOK != nil && !*ns.ImageOK {
 			fix += fmt.Sprintf(", or flash %s with the %s image (it booted the %s image)", name, t.Profile.Name, matchName(ns.Match, st))
 		}
@@ -460,4 +464,17 @@ func collect(last []*NodeStatus) []NodeStatus {
 		}
 	}
 	return out
+}
+
+// patchCommand is the talosflash patch that gives m the document in FILE.
+func patchCommand(m *Member, talosconfig, doc string) string {
+	tc := talosconfig
+	if tc == "" {
+		tc = "talosconfig"
+	}
+	target := "--node " + m.Endpoint.Host
+	if m.Entry != nil && m.Inventory != "" {
+		target = "--inventory " + m.Inventory + " --hostname " + m.Hostname
+	}
+	return fmt.Sprintf("talosflash patch %s --talosconfig %s --patch @%s.yaml", target, tc, doc)
 }
