@@ -206,6 +206,31 @@ func (n *Node) cosiAccess(st state.State) func(context.Context, state.Access) er
 	}
 }
 
+// watchCluster keeps MachineStatus (and its event) in step with the
+// cluster's API: nodeReady changes there, not on the node (a CNI
+// installed, the API going away). Living nodes only; ends with the node.
+func (n *Node) watchCluster() {
+	if !n.living() {
+		return
+	}
+	for {
+		trustd.mu.Lock()
+		api, changed := trustd.kube[caID(n.opts.PKI)], trustd.changed
+		trustd.mu.Unlock()
+		var apiChanged <-chan struct{}
+		if api != nil {
+			apiChanged = api.Changed()
+		}
+		n.sync()
+		select {
+		case <-changed:
+		case <-apiChanged:
+		case <-n.stop:
+			return
+		}
+	}
+}
+
 // startKubelet registers the node in the cluster's API once a control
 // plane runs one, as the kubelet does (retrying until the API answers).
 func (n *Node) startKubelet() {
@@ -248,7 +273,7 @@ func (n *Node) startKubeAPI() {
 		hosts = append(hosts, u.Hostname())
 	}
 	api, err := kubetest.New(kubetest.Options{Addr: net.JoinHostPort(n.ip(), port), CACert: c.CACert, CAKey: c.CAKey,
-		Hosts: hosts, CNIInstalled: c.Flannel, Logf: n.opts.Logf})
+		Hosts: hosts, CNIInstalled: c.Flannel || n.opts.CNI, Logf: n.opts.Logf})
 	if err != nil {
 		n.opts.Logf("kube-apiserver: %v", err)
 		return

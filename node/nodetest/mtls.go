@@ -195,6 +195,10 @@ type NodeOptions struct {
 	// and starts a fake Kubernetes API (kubetest) at its bootstrap, and the
 	// node's kubelet registers in it. Stage and Unmet, when set, still win.
 	Cluster *ClusterConfig
+	// CNI: the user installs a CNI (Cilium, say) as soon as the cluster's
+	// API runs, so its nodes turn Ready as they register (a control
+	// plane's; kubetest.Server.InstallCNI does it later).
+	CNI bool
 }
 
 // Node is a running configured fake node.
@@ -319,6 +323,7 @@ func newNode(opts NodeOptions, schematicID string) (*Node, error) {
 	}
 	n.armBootTimeout()
 	n.startKubelet()
+	go n.watchCluster()
 	if opts.Bootstrapped && n.living() {
 		n.startKubeAPI()
 	}
@@ -648,7 +653,15 @@ func (n *Node) reboot(actor, seq string) {
 		n.boot.journal.end()
 	}
 	n.mu.Unlock()
-	g.Stop()
+	// The streams that follow the boot (Events, Logs, Dmesg) end with its
+	// journal, having sent the last events; others (a COSI watch) are cut.
+	stopped := make(chan struct{})
+	go func() { g.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(time.Second):
+		g.Stop()
+	}
 	<-done
 	// The new boot (its boot ID) begins once the old API is gone: no read
 	// sees the new boot ID from the old boot.

@@ -58,6 +58,7 @@ type bootRun struct {
 	logs     []logLine     // machined's log, oldest first
 	logMore  chan struct{} // closed and replaced at every line
 	waitLine string        // "waiting for N services"
+	synced   bool          // its services were started (the first sync)
 	done     bool          // the boot sequence finished
 	doneAt   time.Duration
 	failed   bool // BootTimeout passed: the sequence failed, rebooting
@@ -420,6 +421,11 @@ func (n *Node) sync() {
 	if b == nil || st == nil || n.closed {
 		n.mu.Unlock()
 		return
+	}
+	if !b.synced {
+		// The boot's first look: its services started when it began
+		// (a node may be made with its Clock already far into the boot).
+		b.synced, at = true, 0
 	}
 	var svcEvents []*machine.ServiceStateEvent
 	if !b.failed && !b.stopping {

@@ -144,6 +144,9 @@ type Options struct {
 	// time since boot and when a boot that cannot finish reboots.
 	Clock       *Clock
 	BootTimeout time.Duration
+	// CNI is the configured node's (NodeOptions.CNI): the user installs a
+	// CNI as soon as the cluster's API runs.
+	CNI bool
 }
 
 // Talos versions the fake reports by default.

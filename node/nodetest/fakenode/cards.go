@@ -37,6 +37,7 @@ func cardOptions(sp spec, profiles []factory.Profile, i int) (nodetest.Options, 
 		RC1Rules:   rc1Rules,
 		BootConfig: sp.bootsConfig(),
 		Hostname:   sp.hostname,
+		CNI:        cni,
 		MAC:        fmt.Sprintf("dc:a6:32:00:01:%02x", i+1),
 		Logf:       func(f string, a ...any) { log.Printf(sp.card+": "+f, a...) },
 	}

@@ -278,6 +278,14 @@ func (s *Server) InstallCNI() {
 	s.opts.Logf("kube-apiserver: CNI installed")
 }
 
+// Changed is closed at the next change of the store (a node registered,
+// Ready, cordoned; a pod evicted...): a watcher's signal to read again.
+func (s *Server) Changed() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.changed
+}
+
 // NodeReady says whether the node is registered and Ready.
 func (s *Server) NodeReady(name string) (ready, registered bool) {
 	s.mu.Lock()
