@@ -273,7 +273,7 @@ func (n *Node) startKubeAPI() {
 		hosts = append(hosts, u.Hostname())
 	}
 	api, err := kubetest.New(kubetest.Options{Addr: net.JoinHostPort(n.ip(), port), CACert: c.CACert, CAKey: c.CAKey,
-		Hosts: hosts, CNIInstalled: c.Flannel || n.opts.CNI, Logf: n.opts.Logf})
+		Hosts: hosts, CNIInstalled: c.Flannel || n.opts.CNI, CoreDNS: n.opts.CoreDNS, Logf: n.opts.Logf})
 	if err != nil {
 		n.opts.Logf("kube-apiserver: %v", err)
 		return

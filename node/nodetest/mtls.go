@@ -166,13 +166,18 @@ type NodeOptions struct {
 	MAC      string
 	Logf     func(format string, args ...any)
 
-	// The node's life after its config (lifecycle.go). Stage is the
-	// MachineStage it serves ("booting", ...; default "running"), Ready
-	// when Unmet is empty. WaitingExtensions are extension services
-	// ("newt") waiting for their ExtensionServiceConfig: the boot never
-	// finishes and the node reboots (new boot ID) when BootTimeout
-	// (default constants.BootTimeout, 70 min) has passed since boot, on
-	// Clock when set (a test moves it), else on the wall clock.
+	// The node's life after its config (lifecycle.go, sequence.go). Stage
+	// "" or "booting": the stage follows the boot sequence, booting until
+	// every service StartAllServices waits for is up (the extension
+	// services; on a node living its Cluster every service, etcd included),
+	// then running; any other stage is served as it is. Ready when Unmet
+	// is empty (a node living its Cluster: from its state).
+	// WaitingExtensions are extension services ("newt") waiting for their
+	// ExtensionServiceConfig: the boot cannot finish until the document
+	// arrives (an apply: the service starts in place), and fails when
+	// BootTimeout (default constants.BootTimeout, 70 min) passes since
+	// boot, on Clock when set (a test moves it), else on the wall clock:
+	// the node reboots (new boot ID).
 	Stage             string
 	Unmet             []runtime.UnmetCondition
 	WaitingExtensions []string
@@ -199,6 +204,9 @@ type NodeOptions struct {
 	// API runs, so its nodes turn Ready as they register (a control
 	// plane's; kubetest.Server.InstallCNI does it later).
 	CNI bool
+	// CoreDNS: the cluster's API runs Talos' CoreDNS Deployment, scheduled
+	// once a CNI runs (kubetest.Options.CoreDNS): pods for drains to evict.
+	CoreDNS bool
 }
 
 // Node is a running configured fake node.

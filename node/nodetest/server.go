@@ -21,8 +21,13 @@
 //
 // Both serve non-sensitive COSI resources (machine status, version, hostname,
 // links, system information and, for a factory image, ExtensionStatuses with
-// the virtual "schematic" extension) and refuse sensitive ones and writes,
-// as internal/app/resources/access.go does.
+// the virtual "schematic" extension) with their ResourceDefinitions, and
+// refuse sensitive ones and writes, as internal/app/resources/access.go does
+// (resources.go). A configured node (mtls.go) lives its boot as Talos 1.14
+// does (sequence.go: services, events, logs, the boot's end or its
+// BootTimeout), streams Events, Logs and Dmesg (events.go), answers dry
+// runs with 1.14's diff of every document (diff114.go) and keeps its
+// hostname by Talos' layers (hostname.go).
 package nodetest
 
 import (
@@ -147,6 +152,8 @@ type Options struct {
 	// CNI is the configured node's (NodeOptions.CNI): the user installs a
 	// CNI as soon as the cluster's API runs.
 	CNI bool
+	// CoreDNS is the configured node's (NodeOptions.CoreDNS).
+	CoreDNS bool
 }
 
 // Talos versions the fake reports by default.

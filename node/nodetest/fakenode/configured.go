@@ -33,7 +33,7 @@ func startConfigured(specs []spec, profiles []factory.Profile, path string) ([]*
 		}
 		no := nodetest.NodeOptions{
 			Addr: sp.listen, PKI: pki, TalosVersion: opts.TalosVersion, Schematic: opts.Schematic, Hostname: opts.Hostname,
-			Worker: !strings.EqualFold(sp.image, "controlplane"), UnhealthyPolls: 2, Logf: opts.Logf, CNI: cni,
+			Worker: !strings.EqualFold(sp.image, "controlplane"), UnhealthyPolls: 2, Logf: opts.Logf, CNI: cni, CoreDNS: true,
 		}
 		if sp.card != "" {
 			if err := cardNode(sp, &no); err != nil {
@@ -86,6 +86,9 @@ func cardNode(sp spec, no *nodetest.NodeOptions) error {
 		return fmt.Errorf("the card's address %v is not a loopback address: a fake serves only on 127.0.0.0/8", card.Address)
 	}
 	port := strconv.Itoa(nodetest.CardPort)
+	if cardPort != 0 {
+		port = strconv.Itoa(cardPort)
+	}
 	if sp.listen != "" {
 		if _, p, err := net.SplitHostPort(sp.listen); err == nil {
 			port = p

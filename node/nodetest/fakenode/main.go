@@ -22,7 +22,10 @@
 // control plane's API runs (as if the user applied Cilium right after the
 // bootstrap); without it, install it later by sending fakenode SIGUSR1
 // (`kill -USR1 <pid>`, the pid is in fakenode's first line): every node of
-// every cluster this process runs turns Ready, as with Cilium.
+// every cluster this process runs turns Ready, as with Cilium. Each
+// cluster runs CoreDNS as a fresh Talos cluster does (scheduled once the
+// CNI runs), so a drain evicts its pods ("kube-apiserver: evicted ..." in
+// the log).
 //
 // A Talos 1.14 node checks configs as 1.14 does (node/nodetest/talos114.go);
 // --rc1-rules adds the two rules of v1.14.0-rc.1 (UnattendedInstallConfig
@@ -72,6 +75,9 @@ var configuredTalosconfig string
 
 // cni: --cni, the user installs a CNI as soon as a cluster's API runs.
 var cni bool
+
+// cardPort: --port, the Talos API port of --card nodes (0: 50000).
+var cardPort int
 
 type spec struct {
 	listen, talos, image, hostname string
@@ -241,6 +247,7 @@ func parseArgs(args []string) ([]spec, string, error) {
 	fs.BoolVar(&bootConfig, "boot-config", false, "after an apply that applies now (auto, no-reboot, reboot), the node comes up configured with that config's machine.ca (mTLS: its talosconfig connects; bootstrap works on a control plane); default on for --card nodes")
 	fs.StringVar(&profiles, "profiles", "", "YAML file with custom profiles (for --image)")
 	fs.StringVar(&configuredTalosconfig, "configured-talosconfig", "", "run configured nodes (mTLS, bootstrap, upgrade) and write their talosconfig to this new file")
+	fs.IntVar(&cardPort, "port", 0, "Talos API port of the --card nodes (default 50000; talosflash's --port)")
 	fs.BoolVar(&cni, "cni", false, "install a CNI in each cluster as soon as its Kubernetes API runs (its nodes turn Ready, as with Cilium); without it, send SIGUSR1 to install it later")
 	if err := fs.Parse(args); err != nil {
 		return nil, "", err
@@ -276,6 +283,7 @@ func options(sp spec, profiles []factory.Profile, i int) (nodetest.Options, erro
 		BootConfig:   sp.bootsConfig(),
 		Hostname:     sp.hostname,
 		CNI:          cni,
+		CoreDNS:      true, // a fresh cluster's pods, for drains to evict
 		MAC:          fmt.Sprintf("dc:a6:32:00:00:%02x", i+1),
 		Logf:         func(f string, a ...any) { log.Printf(sp.listen+": "+f, a...) },
 	}

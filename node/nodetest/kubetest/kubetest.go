@@ -99,6 +99,11 @@ type Options struct {
 	Hosts []string
 	// CNIInstalled: a CNI runs from the start (Talos deployed Flannel).
 	CNIInstalled bool
+	// CoreDNS runs CoreDNS as Talos deploys it at the bootstrap (Deployment
+	// kube-system/coredns, 2 replicas; controllers/k8s/manifest.go with the
+	// KubeCoreDNSConfig default): its pods are scheduled once a CNI runs on
+	// a registered node, so a drain has pods to evict, as on a fresh cluster.
+	CoreDNS bool
 	// KubeletVersion the nodes report; default v1.37.1.
 	KubeletVersion string
 	Logf           func(format string, args ...any)
@@ -256,6 +261,7 @@ func (s *Server) RegisterNode(name, internalIP string, controlPlane bool) {
 		}
 		setReady(n, s.cni, now)
 		s.nodes[name] = n
+		s.seedLocked()
 		return []event{{kind: "ADDED", node: *n}}
 	})
 	s.opts.Logf("kube-apiserver: node %s registered", name)
@@ -266,6 +272,7 @@ func (s *Server) RegisterNode(name, internalIP string, controlPlane bool) {
 func (s *Server) InstallCNI() {
 	s.update(func() []event {
 		s.cni = true
+		s.seedLocked()
 		var evs []event
 		for _, name := range s.nodeNames() {
 			n := s.nodes[name]
