@@ -160,6 +160,11 @@ type NodeOptions struct {
 	UpgradeExitCode int32
 	// MissingImages are image references the node's registry pull fails for.
 	MissingImages []string
+	// LosePulls: what ImageService.Pull pulls is gone when
+	// LifecycleService.Upgrade looks for it (containerd's garbage
+	// collection, or another namespace): the upgrade fails before any
+	// installer runs.
+	LosePulls bool
 	// Hostname and MAC the node reports; default "talos-cp-1" and
 	// "dc:a6:32:00:00:02".
 	Hostname string
@@ -766,7 +771,7 @@ func (s imageService) Pull(in *machine.ImageServicePullRequest, srv grpc.ServerS
 	if s.n.stores == nil {
 		s.n.stores = map[string]bool{}
 	}
-	s.n.stores[store+" "+ref] = true
+	s.n.stores[store+" "+ref] = !s.n.opts.LosePulls
 	s.n.mu.Unlock()
 	digest := sha256.Sum256([]byte(ref))
 	if err := srv.Send(&machine.ImageServicePullResponse{Response: &machine.ImageServicePullResponse_PullProgress{
