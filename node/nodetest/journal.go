@@ -78,12 +78,6 @@ func (j *journal) since(from int) ([]journalEvent, int, <-chan struct{}) {
 	return append([]journalEvent(nil), j.events[from:]...), len(j.events), j.changed
 }
 
-// snapshot is every event kept.
-func (j *journal) snapshot() []journalEvent {
-	evs, _, _ := j.since(0)
-	return evs
-}
-
 // toMachineEvent is events.go ToMachineEvent: the payload as an Any
 // whose type URL is "talos/runtime/<full name>" (empty for the hello).
 func (e journalEvent) toMachineEvent() (*machine.Event, error) {

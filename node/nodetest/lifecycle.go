@@ -61,9 +61,7 @@ func (n *Node) sinceBootLocked() time.Duration {
 	return time.Since(n.bootStart)
 }
 
-// bootedAt is when the current boot began, as the node's clock says.
-func (n *Node) bootedAt() time.Time { return time.Now().Add(-n.sinceBoot()) }
-
+// bootedAtLocked is when the current boot began, as the node's clock says.
 func (n *Node) bootedAtLocked() time.Time { return time.Now().Add(-n.sinceBootLocked()) }
 
 // stage validates NodeOptions.Stage.

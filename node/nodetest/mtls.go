@@ -266,7 +266,6 @@ type Node struct {
 	kube        *kubetest.Server // the control plane's Kubernetes API, after bootstrap
 	kubeconfigs int
 	stop        chan struct{} // closed by Close
-	refreshMu   sync.Mutex    // MachineStatus updates of a living node
 	rebooted    chan struct{} // closed and replaced at each new boot
 }
 
