@@ -11,7 +11,12 @@
 // behave like the old maintenance service. Only loopback addresses are
 // accepted. Configs sent to a node are counted, never printed or stored.
 // --card FILE[,FILE...] boots a node from each flashed card or image
-// (cards.go): its address, hostname and image come from the card.
+// (cards.go): its address, hostname and image come from the card, the port
+// from --port (default 50000), its version from the card unless a --talos
+// follows it (a card flashed at v1.14.5 booted with --talos v1.14.4 is a
+// node one release behind). The hostname stays the card's after a config
+// whose HostnameConfig says `auto: stable` (a static hostname replaces it),
+// as on a Pi; with --configured-talosconfig too.
 // With --boot-config (default on for --card nodes) a node leaves maintenance
 // after an apply that applies now and comes up configured with the config's
 // machine.ca: the talosconfig generated with the configs connects to it.
