@@ -542,6 +542,23 @@ func TestDryRunDiffsEvery114Document(t *testing.T) {
 	if !strings.HasPrefix(diff, "Dry run summary:\nApplied configuration without a reboot (skipped in dry-run).\nConfig diff:\n\n--- a\n+++ b\n@@ ") {
 		t.Fatalf("head:\n%.300s", diff)
 	}
+	// talosflash's redaction of that diff: every document, no secret.
+	cpSecrets, err := nodetest.ConfigSecretFragments(cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mres, err := node.Apply(t.Context(), node.ApplyOptions{Endpoint: srv.Addr(), Config: cp, DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range cpSecrets {
+		if strings.Contains(mres.ModeDetails, s) {
+			t.Fatalf("a fragment of the control plane's secrets in the redacted maintenance diff")
+		}
+	}
+	if k, _ := addedKinds(mres.ModeDetails); k != 28 {
+		t.Fatalf("the redacted maintenance diff shows %d kinds:\n%s", k, mres.ModeDetails)
+	}
 
 	pki, err := nodetest.NewPKI()
 	if err != nil {
