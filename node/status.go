@@ -80,7 +80,11 @@ type Status struct {
 	Services     []ServiceStatus
 	Booted       *Booted
 	BootID       string
-	Uptime       time.Duration // 0 when not readable (not os:admin)
+	// Nodename is the Kubernetes node name the node registers with (its
+	// Nodenames resource, nodename.go; "" when it has none): the name to
+	// cordon and drain, not necessarily the inventory's hostname.
+	Nodename string        `json:",omitempty"`
+	Uptime   time.Duration // 0 when not readable (not os:admin)
 	// EtcdMembers is nil when not asked (a worker) or not answered (EtcdError says why).
 	EtcdMembers []EtcdMember
 	EtcdError   string
@@ -189,6 +193,12 @@ func (r *StatusReader) Read(ctx context.Context, callTimeout time.Duration) (*St
 		return err
 	}); err != nil {
 		problem("extension statuses", err)
+	}
+	if err := call(func(ctx context.Context) (err error) {
+		st.Nodename, _, err = readNodename(ctx, r.s.c)
+		return err
+	}); err != nil {
+		problem("node name", err)
 	}
 	if err := call(func(ctx context.Context) error {
 		id, err := r.s.readSmall(ctx, bootIDPath, 4096)

@@ -501,6 +501,13 @@ func (s *session) lifecycleUpgrade(ctx context.Context, res *UpgradeResult, prog
 			if status.Code(err) == codes.Unimplemented {
 				return fmt.Errorf("upgrade %s: %w", s.endpoint, err)
 			}
+			if notInStore(err) {
+				// The node answered before any installer ran
+				// (internal/app/lifecycle/container.go: containerd's
+				// GetImage failed): nothing installed, nothing to reboot.
+				res.Phase = PhasePulled
+				return fmt.Errorf("%w: %s: the node has no installer image %s in its containerd store (pulled, then gone: pull again); nothing was installed and the node was not rebooted", ErrUpgradeFailed, s.endpoint, image)
+			}
 			return fmt.Errorf("upgrade %s: %w", s.endpoint, s.err(ctx, "upgrade", err))
 		}
 		switch p := m.GetProgress().GetResponse().(type) {
@@ -520,6 +527,15 @@ func (s *session) lifecycleUpgrade(ctx context.Context, res *UpgradeResult, prog
 	}
 	res.Phase = PhaseInstallFailed
 	return fmt.Errorf("%w: %s: the installer exited with code %d (last message: %s); the node was not rebooted", ErrUpgradeFailed, s.endpoint, exit, last)
+}
+
+// notInStore: LifecycleService.Upgrade's answer when the installer image is
+// not in the containerd instance and namespace the request names (Talos
+// >= 1.13: Internal "upgrade failed: installer image %q not found in
+// containerd store: ...", internal/app/lifecycle/lifecycle.go, container.go).
+func notInStore(err error) bool {
+	st, ok := status.FromError(err)
+	return ok && st.Code() == codes.Internal && strings.Contains(st.Message(), "not found in containerd store")
 }
 
 // bootID reads /proc/sys/kernel/random/boot_id, as talosctl does to tell a reboot.

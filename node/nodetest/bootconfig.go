@@ -229,7 +229,7 @@ func (s *Server) boot(bc *bootConfig, data []byte) {
 		Addr: s.Addr(), PKI: pki, TalosVersion: s.opts.TalosVersion, Schematic: s.opts.Schematic,
 		Worker: bc.machineType == "worker", Bootstrapped: bc.machineType == "init", // init starts etcd by itself
 		Hostname: s.opts.Hostname, MAC: s.opts.MAC, Logf: s.opts.Logf, Cluster: bc.cluster, Config: data,
-		Clock: s.opts.Clock, BootTimeout: s.opts.BootTimeout,
+		Clock: s.opts.Clock, BootTimeout: s.opts.BootTimeout, CNI: s.opts.CNI, CoreDNS: s.opts.CoreDNS,
 	}, schematicID)
 	if err != nil {
 		s.opts.Logf("boot: %v", err)

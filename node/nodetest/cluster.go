@@ -135,10 +135,15 @@ func or(a, b string) string {
 	return b
 }
 
-// nodename is the Kubernetes node name Talos registers: the hostname,
-// short, lower case (controllers/k8s/nodename.go).
+// nodename is the Kubernetes node name Talos registers: the Nodenames
+// resource (hostname.go), else the short hostname in lower case.
 func (n *Node) nodename() string {
-	host, _, _ := strings.Cut(n.opts.Hostname, ".")
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if name, ok := n.nodenameLocked(); ok {
+		return name
+	}
+	host, _, _ := strings.Cut(n.hostname, ".")
 	return strings.ToLower(host)
 }
 
@@ -155,18 +160,6 @@ func (n *Node) kubeAPI() *kubetest.Server {
 // living: the node's stage and conditions follow its state (a config
 // with a cluster), instead of NodeOptions.Stage/Unmet.
 func (n *Node) living() bool { return n.opts.Cluster != nil }
-
-// lifeStage is the stage of a living node: booting while StartAllServices
-// waits (an extension service without its config; a control plane's etcd
-// until bootstrap: etcd's PreFunc waits to join), else running.
-func (n *Node) lifeStage() runtime.MachineStage {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.stuck() || !n.opts.Worker && !n.bootstrapped {
-		return runtime.MachineStageBooting
-	}
-	return runtime.MachineStageRunning
-}
 
 // lifeUnmet are MachineStatus' unmet conditions of a living node
 // (controllers/runtime/machine_status.go: services, nodeReady).
@@ -193,11 +186,12 @@ func (n *Node) lifeUnmet() []runtime.UnmetCondition {
 	return unmet
 }
 
-// cosiAccess is the node's COSI access policy; for a living node a read
-// of MachineStatus first brings it up to date (the controller would have).
+// cosiAccess is the node's COSI access policy (resources.go); a read of
+// MachineStatus first brings it up to date (the controllers would have).
 func (n *Node) cosiAccess(st state.State) func(context.Context, state.Access) error {
+	policy := accessPolicy114(st, isAdmin)
 	return func(ctx context.Context, a state.Access) error {
-		if err := configuredAccess(ctx, a); err != nil {
+		if err := policy(ctx, a); err != nil {
 			return err
 		}
 		if a.ResourceType == config.MachineConfigType {
@@ -205,37 +199,36 @@ func (n *Node) cosiAccess(st state.State) func(context.Context, state.Access) er
 			n.configReads++
 			n.mu.Unlock()
 		}
-		if n.living() && a.ResourceType == runtime.MachineStatusType {
-			if err := n.refreshMachineStatus(ctx, st); err != nil {
-				return status.Errorf(codes.Internal, "machine status: %v", err)
-			}
+		if a.ResourceType == runtime.MachineStatusType {
+			n.sync()
 		}
 		return nil
 	}
 }
 
-func (n *Node) refreshMachineStatus(ctx context.Context, st state.State) error {
-	n.refreshMu.Lock() // one update at a time: the state checks versions
-	defer n.refreshMu.Unlock()
-	res, err := st.Get(ctx, runtime.NewMachineStatus().Metadata())
-	if err != nil {
-		return err
+// watchCluster keeps MachineStatus (and its event) in step with the
+// cluster's API: nodeReady changes there, not on the node (a CNI
+// installed, the API going away). Living nodes only; ends with the node.
+func (n *Node) watchCluster() {
+	if !n.living() {
+		return
 	}
-	ms, ok := res.(*runtime.MachineStatus)
-	if !ok {
-		return fmt.Errorf("machine status has type %T", res)
-	}
-	ms, _ = ms.DeepCopy().(*runtime.MachineStatus)
-	stage, unmet := n.lifeStage(), n.lifeUnmet()
-	if n.opts.Stage != "" {
-		if stage, err = n.stage(); err != nil {
-			return err
+	for {
+		trustd.mu.Lock()
+		api, changed := trustd.kube[caID(n.opts.PKI)], trustd.changed
+		trustd.mu.Unlock()
+		var apiChanged <-chan struct{}
+		if api != nil {
+			apiChanged = api.Changed()
+		}
+		n.sync()
+		select {
+		case <-changed:
+		case <-apiChanged:
+		case <-n.stop:
+			return
 		}
 	}
-	ms.TypedSpec().Stage = stage
-	ms.TypedSpec().Status.Ready = len(unmet) == 0
-	ms.TypedSpec().Status.UnmetConditions = unmet
-	return st.Update(ctx, ms)
 }
 
 // startKubelet registers the node in the cluster's API once a control
@@ -280,7 +273,7 @@ func (n *Node) startKubeAPI() {
 		hosts = append(hosts, u.Hostname())
 	}
 	api, err := kubetest.New(kubetest.Options{Addr: net.JoinHostPort(n.ip(), port), CACert: c.CACert, CAKey: c.CAKey,
-		Hosts: hosts, CNIInstalled: c.Flannel, Logf: n.opts.Logf})
+		Hosts: hosts, CNIInstalled: c.Flannel || n.opts.CNI, CoreDNS: n.opts.CoreDNS, Logf: n.opts.Logf})
 	if err != nil {
 		n.opts.Logf("kube-apiserver: %v", err)
 		return

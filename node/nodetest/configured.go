@@ -16,8 +16,6 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
 	"github.com/siderolabs/talos/pkg/machinery/resources/config"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
@@ -75,26 +73,7 @@ func (r *machineConfig) ResourceDefinition() meta.ResourceDefinitionSpec {
 }
 
 // isAdmin: the peer's client certificate carries os:admin.
-func isAdmin(ctx context.Context) bool {
-	p, ok := peer.FromContext(ctx)
-	if !ok {
-		return false
-	}
-	ti, ok := p.AuthInfo.(credentials.TLSInfo)
-	return ok && len(ti.State.PeerCertificates) > 0 && slices.Contains(ti.State.PeerCertificates[0].Subject.Organization, "os:admin")
-}
-
-// configuredAccess is access.go for a configured node: reads only;
-// sensitive types (the machine config, secrets) for os:admin only.
-func configuredAccess(ctx context.Context, a state.Access) error {
-	if !a.Verb.Readonly() {
-		return status.Error(codes.PermissionDenied, "write access is not allowed")
-	}
-	if (sensitiveTypes[a.ResourceType] || a.ResourceNamespace == "secrets") && !isAdmin(ctx) {
-		return status.Error(codes.PermissionDenied, "not authorized")
-	}
-	return nil
-}
+func isAdmin(ctx context.Context) bool { return slices.Contains(clientRoles(ctx), roleAdmin) }
 
 // ApplyRequest is one ApplyConfiguration call a configured node received.
 type ApplyRequest = Request
@@ -156,7 +135,10 @@ func (n *Node) ApplyConfiguration(ctx context.Context, in *machine.ApplyConfigur
 	}
 	if in.GetDryRun() {
 		diff := "No changes."
-		if old, _, err := n.loadConfig(n.Config()); err == nil && provider != nil {
+		if (&Server{opts: Options{TalosVersion: n.RunningVersion()}}).is114() {
+			// Every document, as a 1.14 node encodes it (diff114.go).
+			diff = diff114(n.Config(), in.GetData())
+		} else if old, _, err := n.loadConfig(n.Config()); err == nil && provider != nil {
 			if d, err := configdiff.DiffConfigs(old, provider); err == nil && d != "" {
 				diff = d
 			}
@@ -222,13 +204,20 @@ func (n *Node) setConfig(data []byte) {
 	n.mu.Lock()
 	n.config = slices.Clone(data)
 	n.configureExtensionsLocked()
+	n.applyHostnameLocked()
 	st := n.st
 	n.mu.Unlock()
 	if st != nil {
 		if err := putMachineConfig(context.Background(), st, data); err != nil {
 			n.opts.Logf("machine config resource: %v", err)
 		}
+		if err := n.syncHostname(context.Background(), st); err != nil {
+			n.opts.Logf("hostname: %v", err)
+		}
 	}
+	// An extension service waiting for its document starts now; the boot
+	// sequence may complete (sequence.go).
+	n.sync()
 }
 
 // configureExtensionsLocked derives the extension services' state from the

@@ -12,7 +12,6 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // Clock is a configured fake node's time since boot, moved by the test
@@ -50,18 +49,22 @@ func (c *Clock) subscribe(f func()) { c.mu.Lock(); c.subs = append(c.subs, f); c
 // sinceBoot is the node's uptime: its Clock, else the wall clock since the
 // current boot began.
 func (n *Node) sinceBoot() time.Duration {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.sinceBootLocked()
+}
+
+func (n *Node) sinceBootLocked() time.Duration {
 	if n.opts.Clock != nil {
 		return n.opts.Clock.SinceBoot()
 	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
 	return time.Since(n.bootStart)
 }
 
-// bootedAt is when the current boot began, as the node's clock says.
-func (n *Node) bootedAt() time.Time { return time.Now().Add(-n.sinceBoot()) }
+// bootedAtLocked is when the current boot began, as the node's clock says.
+func (n *Node) bootedAtLocked() time.Time { return time.Now().Add(-n.sinceBootLocked()) }
 
-// stage is the MachineStage the node serves (default running).
+// stage validates NodeOptions.Stage.
 func (n *Node) stage() (runtime.MachineStage, error) {
 	if n.opts.Stage == "" {
 		return runtime.MachineStageRunning, nil
@@ -73,12 +76,6 @@ func (n *Node) stage() (runtime.MachineStage, error) {
 	return st, nil
 }
 
-// stuck: the boot sequence cannot finish (StartAllServices waits for every
-// service to be up, v1alpha1_sequencer_tasks.go), so Talos reboots the node
-// when constants.BootTimeout passes.
-// Caller holds n.mu.
-func (n *Node) stuck() bool { return n.bootStuck }
-
 func (n *Node) bootTimeout() time.Duration {
 	if n.opts.BootTimeout > 0 {
 		return n.opts.BootTimeout
@@ -86,25 +83,28 @@ func (n *Node) bootTimeout() time.Duration {
 	return constants.BootTimeout
 }
 
-// armBootTimeout schedules the BootTimeout reboot of the current boot (a
-// node with waiting extension services). Caller holds no lock.
+// armBootTimeout schedules the BootTimeout of the current boot: if the
+// boot sequence has not finished by then, it fails and the node reboots
+// (StartAllServices' context, machined/main.go handle). Caller holds no lock.
 func (n *Node) armBootTimeout() {
 	n.mu.Lock()
-	boot, stuck := n.bootID, n.stuck()
+	boot, done := n.bootID, n.boot == nil || n.boot.done
 	n.mu.Unlock()
-	if !stuck {
+	if done {
 		return
 	}
 	fire := func() {
 		n.mu.Lock()
-		due := n.bootID == boot && !n.closed && !n.timingOut
+		due := n.bootID == boot && !n.closed && !n.timingOut && n.boot != nil && !n.boot.done && !n.boot.stopping
 		if due {
 			n.timingOut = true
+			n.failBootLocked(n.boot, n.sinceBootLocked())
 		}
 		n.mu.Unlock()
 		if due {
 			n.opts.Logf("boot %d: BootTimeout %s passed with services waiting: rebooting", boot, n.bootTimeout())
-			go n.reboot()
+			n.sync() // stage rebooting
+			go n.reboot("", "")
 		}
 	}
 	if c := n.opts.Clock; c != nil {
@@ -137,7 +137,9 @@ func (n *Node) bootTimeoutCheck() {
 	}
 }
 
-// newBoot resets what a boot starts with (called by reboot with the lock held).
+// newBootLocked resets what a boot starts with (called by reboot with the
+// lock held): the clock, the timers, a new record of the boot whose
+// sequence starts now.
 func (n *Node) newBootLocked() {
 	n.bootStart = time.Now()
 	n.timingOut = false
@@ -149,36 +151,8 @@ func (n *Node) newBootLocked() {
 	if n.opts.Clock != nil {
 		n.opts.Clock.reset()
 	}
-}
-
-// extensionServices are the ext-<name> services of the image: waiting for
-// their ExtensionServiceConfig (service_runner.go waitFor publishes
-// "Waiting for extension service config"; extension services have no
-// health check, so health is unknown).
-func (n *Node) extensionServices(bootedAt time.Time) []*machine.ServiceInfo {
-	var out []*machine.ServiceInfo
-	for _, name := range n.waitingExt {
-		out = append(out, &machine.ServiceInfo{
-			Id: "ext-" + name, State: "Waiting",
-			Health: &machine.ServiceHealth{Unknown: true},
-			Events: &machine.ServiceEvents{Events: []*machine.ServiceEvent{
-				{Msg: "Starting service", State: "Starting", Ts: timestamppb.New(bootedAt)},
-				{Msg: `Waiting for service "containerd" to be "up", extension service config`, State: "Waiting", Ts: timestamppb.New(bootedAt)},
-				{Msg: "Waiting for extension service config", State: "Waiting", Ts: timestamppb.New(bootedAt.Add(time.Second))},
-			}},
-		})
-	}
-	for _, name := range n.runningExt {
-		out = append(out, &machine.ServiceInfo{
-			Id: "ext-" + name, State: "Running",
-			Health: &machine.ServiceHealth{Unknown: true},
-			Events: &machine.ServiceEvents{Events: []*machine.ServiceEvent{
-				{Msg: "Starting service", State: "Starting", Ts: timestamppb.New(bootedAt)},
-				{Msg: "Started task ext-" + name + " (PID 2041) for container ext-" + name, State: "Running", Ts: timestamppb.New(bootedAt.Add(2 * time.Second))},
-			}},
-		})
-	}
-	return out
+	n.boot = newBootRun()
+	n.beginBootLocked(n.boot, 0)
 }
 
 // EtcdMemberList answers on a control plane once etcd runs (v1alpha1_server.go
@@ -193,7 +167,7 @@ func (n *Node) EtcdMemberList(context.Context, *machine.EtcdMemberListRequest) (
 	case !n.bootstrapped:
 		return nil, status.Error(codes.Unavailable, "etcdserver: no leader")
 	}
-	host, _, _ := strings.Cut(n.opts.Hostname, ".")
+	host, _, _ := strings.Cut(n.hostname, ".")
 	ip := n.addr[:strings.LastIndex(n.addr, ":")]
 	return &machine.EtcdMemberListResponse{Messages: []*machine.EtcdMembers{{
 		LegacyMembers: []string{host},

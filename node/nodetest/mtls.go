@@ -6,6 +6,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -36,7 +37,6 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/talosflash/talosflash/node/nodetest/kubetest"
 )
@@ -160,19 +160,29 @@ type NodeOptions struct {
 	UpgradeExitCode int32
 	// MissingImages are image references the node's registry pull fails for.
 	MissingImages []string
+	// LosePulls: what ImageService.Pull pulls is gone when
+	// LifecycleService.Upgrade looks for it (containerd's garbage
+	// collection, or another namespace): the upgrade fails before any
+	// installer runs.
+	LosePulls bool
 	// Hostname and MAC the node reports; default "talos-cp-1" and
 	// "dc:a6:32:00:00:02".
 	Hostname string
 	MAC      string
 	Logf     func(format string, args ...any)
 
-	// The node's life after its config (lifecycle.go). Stage is the
-	// MachineStage it serves ("booting", ...; default "running"), Ready
-	// when Unmet is empty. WaitingExtensions are extension services
-	// ("newt") waiting for their ExtensionServiceConfig: the boot never
-	// finishes and the node reboots (new boot ID) when BootTimeout
-	// (default constants.BootTimeout, 70 min) has passed since boot, on
-	// Clock when set (a test moves it), else on the wall clock.
+	// The node's life after its config (lifecycle.go, sequence.go). Stage
+	// "" or "booting": the stage follows the boot sequence, booting until
+	// every service StartAllServices waits for is up (the extension
+	// services; on a node living its Cluster every service, etcd included),
+	// then running; any other stage is served as it is. Ready when Unmet
+	// is empty (a node living its Cluster: from its state).
+	// WaitingExtensions are extension services ("newt") waiting for their
+	// ExtensionServiceConfig: the boot cannot finish until the document
+	// arrives (an apply: the service starts in place), and fails when
+	// BootTimeout (default constants.BootTimeout, 70 min) passes since
+	// boot, on Clock when set (a test moves it), else on the wall clock:
+	// the node reboots (new boot ID).
 	Stage             string
 	Unmet             []runtime.UnmetCondition
 	WaitingExtensions []string
@@ -195,6 +205,13 @@ type NodeOptions struct {
 	// and starts a fake Kubernetes API (kubetest) at its bootstrap, and the
 	// node's kubelet registers in it. Stage and Unmet, when set, still win.
 	Cluster *ClusterConfig
+	// CNI: the user installs a CNI (Cilium, say) as soon as the cluster's
+	// API runs, so its nodes turn Ready as they register (a control
+	// plane's; kubetest.Server.InstallCNI does it later).
+	CNI bool
+	// CoreDNS: the cluster's API runs Talos' CoreDNS Deployment, scheduled
+	// once a CNI runs (kubetest.Options.CoreDNS): pods for drains to evict.
+	CoreDNS bool
 }
 
 // Node is a running configured fake node.
@@ -218,8 +235,9 @@ type Node struct {
 	polls        int
 	bootstraps   int
 	pulled       []string
-	upgrades     []string // images given to Upgrade (either API)
-	staged       string   // installer image to boot at the next reboot
+	stores       map[string]bool // "<containerd>/<namespace> <ref>" of every image pulled
+	upgrades     []string        // images given to Upgrade (either API)
+	staged       string          // installer image to boot at the next reboot
 	reboots      int
 	rebootCalls  int // Reboot requests received (the reboot itself follows)
 	legacyCalls  int
@@ -236,16 +254,18 @@ type Node struct {
 	applies              []Request
 	configReads          int
 	applying             sync.Mutex  // one ApplyConfiguration at a time
+	lifecycle            sync.Mutex  // one LifecycleService install or upgrade at a time
 	st                   state.State // this boot's COSI state
 	waitingExt           []string    // extension services waiting for their config
 	runningExt           []string    // extension services running with it
-	bootStuck            bool        // this boot's StartAllServices cannot finish (a service waits)
+	hostname             string      // what HostnameStatus says: opts.Hostname below a config's static one (hostname.go)
+	boot                 *bootRun    // this boot's sequence, services, events and logs (sequence.go)
+	syncMu               sync.Mutex  // one sync at a time
 	upgradeExit          *int32      // SetUpgradeExitCode: overrides UpgradeExitCode
 
 	kube        *kubetest.Server // the control plane's Kubernetes API, after bootstrap
 	kubeconfigs int
 	stop        chan struct{} // closed by Close
-	refreshMu   sync.Mutex    // MachineStatus updates of a living node
 	rebooted    chan struct{} // closed and replaced at each new boot
 }
 
@@ -302,7 +322,9 @@ func newNode(opts NodeOptions, schematicID string) (*Node, error) {
 		bootStart: time.Now(), stop: make(chan struct{}), rebooted: make(chan struct{}),
 		config: slices.Clone(opts.Config), waitingExt: opts.WaitingExtensions, runningExt: opts.RunningExtensions}
 	n.configureExtensionsLocked()
-	n.bootStuck = len(n.waitingExt) > 0
+	n.applyHostnameLocked()
+	n.boot = newBootRun()
+	n.beginBootLocked(n.boot, 0)
 	if _, err := n.stage(); err != nil {
 		lis.Close()
 		return nil, err
@@ -313,6 +335,7 @@ func newNode(opts NodeOptions, schematicID string) (*Node, error) {
 	}
 	n.armBootTimeout()
 	n.startKubelet()
+	go n.watchCluster()
 	if opts.Bootstrapped && n.living() {
 		n.startKubeAPI()
 	}
@@ -353,6 +376,7 @@ func (n *Node) serve(lis net.Listener) error {
 	n.mu.Lock()
 	n.grpc, n.done, n.st = g, done, st
 	n.mu.Unlock()
+	n.sync() // the boot's services, MachineStatus and its event
 	go func() {
 		defer close(done)
 		_ = g.Serve(lis)
@@ -362,9 +386,10 @@ func (n *Node) serve(lis net.Listener) error {
 
 func (n *Node) buildState() (state.State, error) {
 	n.mu.Lock()
-	s := &Server{opts: Options{TalosVersion: n.version, Hostname: n.opts.Hostname, MAC: n.opts.MAC, Schematic: n.schematic}}
+	s := &Server{opts: Options{TalosVersion: n.version, Hostname: n.hostname, MAC: n.opts.MAC, Schematic: n.schematic}}
 	id := n.schematicID
 	cfg := slices.Clone(n.config)
+	nodename, hasNodename := n.nodenameLocked()
 	n.mu.Unlock()
 	st, err := s.buildState()
 	if err != nil {
@@ -376,23 +401,7 @@ func (n *Node) buildState() (state.State, error) {
 			return nil, err
 		}
 	}
-	// A configured node runs: stage Running, ready.
-	res, err := st.Get(ctx, runtime.NewMachineStatus().Metadata())
-	if err != nil {
-		return nil, err
-	}
-	ms, ok := res.(*runtime.MachineStatus)
-	if !ok {
-		return nil, fmt.Errorf("machine status has type %T", res)
-	}
-	stage, err := n.stage()
-	if err != nil {
-		return nil, err
-	}
-	ms.TypedSpec().Stage = stage
-	ms.TypedSpec().Status.Ready = len(n.opts.Unmet) == 0
-	ms.TypedSpec().Status.UnmetConditions = n.opts.Unmet
-	if err := st.Update(ctx, ms); err != nil {
+	if err := putNodename(ctx, st, nodename, hasNodename); err != nil {
 		return nil, err
 	}
 	if s.opts.Schematic == nil && id != "" {
@@ -407,36 +416,67 @@ func (n *Node) buildState() (state.State, error) {
 	return st, nil
 }
 
-// adminMethods need the os:admin role (Talos' apid authorizer); reads
-// (Version, ServiceList, COSI) are allowed to os:reader too.
-var adminMethods = map[string]bool{
-	"/machine.MachineService/Bootstrap": true,
-	// os:admin outside maintenance (v1alpha1_server.go ApplyConfiguration).
-	"/machine.MachineService/ApplyConfiguration": true,
-	"/machine.MachineService/Upgrade":            true,
-	"/machine.MachineService/Reboot":             true,
-	"/machine.MachineService/Read":               true,
-	"/machine.MachineService/Kubeconfig":         true,
-	"/machine.ImageService/Pull":                 true,
-	"/machine.LifecycleService/Upgrade":          true,
+// Roles a client certificate carries (its Organization), as Talos names them.
+const (
+	roleAdmin    = "os:admin"
+	roleOperator = "os:operator"
+	roleReader   = "os:reader"
+)
+
+// methodRoles are the roles allowed each method the fake serves
+// (internal/app/machined/pkg/system/services/machined.go rules); a method
+// not listed is os:admin only (FallbackRoles).
+var methodRoles = map[string][]string{
+	// os:admin outside maintenance: v1alpha1_server.go ApplyConfiguration
+	// refuses any other role itself (the rule lists os:reader for maintenance).
+	"/machine.MachineService/ApplyConfiguration": {roleAdmin},
+	"/machine.MachineService/Bootstrap":          {roleAdmin},
+	"/machine.MachineService/Dmesg":              {roleAdmin, roleOperator, roleReader},
+	"/machine.MachineService/EtcdMemberList":     {roleAdmin, roleOperator, roleReader},
+	"/machine.MachineService/Events":             {roleAdmin, roleOperator, roleReader},
+	"/machine.MachineService/Hostname":           {roleAdmin, roleOperator, roleReader},
+	"/machine.MachineService/Kubeconfig":         {roleAdmin},
+	"/machine.MachineService/Logs":               {roleAdmin, roleOperator, roleReader},
+	"/machine.MachineService/LogsContainers":     {roleAdmin, roleOperator, roleReader},
+	"/machine.MachineService/Read":               {roleAdmin},
+	"/machine.MachineService/Reboot":             {roleAdmin, roleOperator},
+	"/machine.MachineService/ServiceList":        {roleAdmin, roleOperator, roleReader},
+	"/machine.MachineService/Upgrade":            {roleAdmin},
+	"/machine.MachineService/Version":            {roleAdmin, roleOperator, roleReader},
+	"/machine.ImageService/Pull":                 {roleAdmin, roleOperator},
+	"/machine.LifecycleService/Install":          {roleAdmin},
+	"/machine.LifecycleService/Upgrade":          {roleAdmin},
+	"/cosi.resource.State/Get":                   {roleAdmin, roleOperator, roleReader},
+	"/cosi.resource.State/List":                  {roleAdmin, roleOperator, roleReader},
+	"/cosi.resource.State/Watch":                 {roleAdmin, roleOperator, roleReader},
 }
 
-func authorize(ctx context.Context, method string) error {
-	if !adminMethods[method] {
-		return nil
-	}
+// clientRoles are the roles of the peer's client certificate.
+func clientRoles(ctx context.Context) []string {
 	p, ok := peer.FromContext(ctx)
 	if !ok {
-		return status.Error(codes.PermissionDenied, "not authorized")
+		return nil
 	}
 	ti, ok := p.AuthInfo.(credentials.TLSInfo)
 	if !ok || len(ti.State.PeerCertificates) == 0 {
-		return status.Error(codes.PermissionDenied, "not authorized")
+		return nil
 	}
-	if !slices.Contains(ti.State.PeerCertificates[0].Subject.Organization, "os:admin") {
-		return status.Error(codes.PermissionDenied, "not authorized")
+	return ti.State.PeerCertificates[0].Subject.Organization
+}
+
+// authorize is the apid authorizer (pkg/grpc/middleware/authz): the
+// client needs one of the method's roles.
+func authorize(ctx context.Context, method string) error {
+	allowed, ok := methodRoles[method]
+	if !ok {
+		allowed = []string{roleAdmin}
 	}
-	return nil
+	for _, r := range clientRoles(ctx) {
+		if slices.Contains(allowed, r) {
+			return nil
+		}
+	}
+	return errNotAuthorized
 }
 
 func (n *Node) authUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
@@ -478,7 +518,7 @@ func (n *Node) Close() {
 func (n *Node) Version(context.Context, *emptypb.Empty) (*machine.VersionResponse, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return &machine.VersionResponse{Messages: []*machine.Version{{Version: &machine.VersionInfo{Tag: n.version, Arch: arch}}}}, nil
+	return versionReply(n.version, arch, true), nil
 }
 
 // Bootstrap is v1alpha1_server.go's: FailedPrecondition while not
@@ -486,6 +526,7 @@ func (n *Node) Version(context.Context, *emptypb.Empty) (*machine.VersionRespons
 func (n *Node) Bootstrap(ctx context.Context, in *machine.BootstrapRequest) (*machine.BootstrapResponse, error) {
 	resp, err := n.bootstrap()
 	if n.Bootstrapped() {
+		n.sync()         // etcd runs: the boot sequence may complete
 		n.startKubeAPI() // etcd up: the control plane's static pods follow
 	}
 	return resp, err
@@ -513,56 +554,18 @@ func (n *Node) bootstrap() (*machine.BootstrapResponse, error) {
 	return &machine.BootstrapResponse{Messages: []*machine.Bootstrap{{}}}, nil
 }
 
-// ServiceList lists the services of a configured node with their health.
+// ServiceList lists the services of this boot with their state, health
+// and events (service_runner.go AsProto; sequence.go). Each call counts as
+// a poll for NodeOptions.UnhealthyPolls.
 func (n *Node) ServiceList(context.Context, *emptypb.Empty) (*machine.ServiceListResponse, error) {
-	bootedAt := n.bootedAt()
 	n.mu.Lock()
-	defer n.mu.Unlock()
 	n.serviceCalls++
 	n.polls++
-	warming := n.polls <= n.opts.UnhealthyPolls
-	svc := func(id, state string, healthy, unknown bool) *machine.ServiceInfo {
-		msg := ""
-		if !healthy && !unknown {
-			msg = "starting"
-		}
-		return &machine.ServiceInfo{Id: id, State: state, Health: &machine.ServiceHealth{Healthy: healthy, Unknown: unknown, LastMessage: msg, LastChange: timestamppb.Now()},
-			Events: &machine.ServiceEvents{Events: []*machine.ServiceEvent{
-				{Msg: "Starting service", State: "Starting", Ts: timestamppb.New(bootedAt)},
-				{Msg: "Health check successful", State: state, Ts: timestamppb.New(bootedAt.Add(2 * time.Second))},
-			}}}
-	}
-	list := []*machine.ServiceInfo{
-		svc("apid", "Running", true, false),
-		svc("containerd", "Running", true, false),
-		svc("cri", "Running", true, false),
-		svc("machined", "Running", true, false),
-		svc("udevd", "Running", true, false),
-	}
-	if warming {
-		list = append(list, svc("kubelet", "Running", false, false))
-	} else {
-		list = append(list, svc("kubelet", "Running", true, false))
-	}
-	if !n.opts.Worker {
-		switch {
-		case !n.bootstrapped:
-			// etcd's PreFunc waits to join the cluster (etcd.go buildInitialCluster).
-			list = append(list, &machine.ServiceInfo{Id: "etcd", State: "Preparing", Health: &machine.ServiceHealth{Unknown: true},
-				Events: &machine.ServiceEvents{Events: []*machine.ServiceEvent{
-					{Msg: "Waiting for service \"cri\" to be \"up\", time sync, network, etcd spec", State: "Waiting", Ts: timestamppb.New(bootedAt)},
-					{Msg: "Running pre state", State: "Preparing", Ts: timestamppb.New(bootedAt.Add(3 * time.Second))},
-				}}})
-		case warming:
-			list = append(list, svc("etcd", "Running", false, false))
-		default:
-			list = append(list, svc("etcd", "Running", true, false))
-		}
-		list = append(list, svc("trustd", "Running", true, false))
-	}
-	list = append(list, n.extensionServices(bootedAt)...)
-	slices.SortFunc(list, func(a, b *machine.ServiceInfo) int { return strings.Compare(a.Id, b.Id) })
-	return &machine.ServiceListResponse{Messages: []*machine.ServiceList{{Services: list}}}, nil
+	n.mu.Unlock()
+	n.sync()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return &machine.ServiceListResponse{Messages: []*machine.ServiceList{{Services: n.serviceInfosLocked()}}}, nil
 }
 
 // Read serves /proc/sys/kernel/random/boot_id (what talosctl reads to see
@@ -597,25 +600,38 @@ func (n *Node) Upgrade(_ context.Context, in *machine.UpgradeRequest) (*machine.
 	if fail {
 		return nil, status.Error(codes.Internal, "upgrade failed: installer exited with a non-zero code")
 	}
+	actor := newActorID()
 	n.mu.Lock()
 	n.staged = in.GetImage()
 	n.mu.Unlock()
-	go n.reboot()
-	return &machine.UpgradeResponse{Messages: []*machine.Upgrade{{Ack: "Upgrade request received", ActorId: "actor-1"}}}, nil
+	go n.reboot(actor, "upgrade")
+	return &machine.UpgradeResponse{Messages: []*machine.Upgrade{{Ack: "Upgrade request received", ActorId: actor}}}, nil
 }
 
-// Reboot restarts the node: the API goes away for RebootDowntime and comes
-// back with a new boot ID, running the staged installer's version.
+// Reboot is v1alpha1_server.go's: a new actor ID, the reboot sequence run
+// in the background (its events carry the actor ID), the API away for
+// RebootDowntime, then a new boot (new boot ID) of the staged installer's
+// version.
 func (n *Node) Reboot(context.Context, *machine.RebootRequest) (*machine.RebootResponse, error) {
+	actor := newActorID()
 	n.mu.Lock()
 	n.rebootCalls++
+	if n.boot != nil {
+		n.boot.logLocked(n.sinceBootLocked(), "reboot via API received. actor id: %s", actor)
+	}
 	n.mu.Unlock()
-	go n.reboot()
-	return &machine.RebootResponse{Messages: []*machine.Reboot{{ActorId: "actor-2"}}}, nil
+	go n.reboot(actor, "reboot")
+	return &machine.RebootResponse{Messages: []*machine.Reboot{{ActorId: actor}}}, nil
 }
 
-func (n *Node) reboot() {
+// reboot ends the current boot: seq ("reboot", "upgrade"; "" when the boot
+// failed) runs its stop phases, publishing with actor, then the API stops
+// and a new boot begins.
+func (n *Node) reboot(actor, seq string) {
 	time.Sleep(10 * time.Millisecond) // let the reply leave first
+	if seq != "" && n.stopSequence(actor, seq) {
+		return
+	}
 	n.mu.Lock()
 	if n.closed {
 		n.mu.Unlock()
@@ -642,11 +658,22 @@ func (n *Node) reboot() {
 	}
 	if n.stagedConfig != nil {
 		n.config, n.stagedConfig = n.stagedConfig, nil
+		n.applyHostnameLocked()
 	}
 	n.configureExtensionsLocked()
-	n.bootStuck = len(n.waitingExt) > 0
+	if n.boot != nil {
+		n.boot.journal.end()
+	}
 	n.mu.Unlock()
-	g.Stop()
+	// The streams that follow the boot (Events, Logs, Dmesg) end with its
+	// journal, having sent the last events; others (a COSI watch) are cut.
+	stopped := make(chan struct{})
+	go func() { g.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(time.Second):
+		g.Stop()
+	}
 	<-done
 	// The new boot (its boot ID) begins once the old API is gone: no read
 	// sees the new boot ID from the old boot.
@@ -724,20 +751,67 @@ type imageService struct {
 	n *Node
 }
 
-// Pull "pulls" the image into containerd (the registry is not contacted).
+// Pull "pulls" the image into the containerd instance the request names
+// (internal/app/images/images.go Pull, ctrhelper ContainerdInstanceHelper:
+// the CONTAINERD or CRI driver, the system or k8s.io namespace); the
+// registry is not contacted. The answer's name is the reference pinned to
+// the image's digest when it was not canonical.
 func (s imageService) Pull(in *machine.ImageServicePullRequest, srv grpc.ServerStreamingServer[machine.ImageServicePullResponse]) error {
 	ref := in.GetImageRef()
+	store, err := containerdStore(in.GetContainerd())
+	if err != nil {
+		return err
+	}
 	if slices.Contains(s.n.opts.MissingImages, ref) {
-		return status.Errorf(codes.NotFound, "failed to resolve reference %q: not found", ref)
+		return status.Errorf(codes.NotFound, "error pulling image: failed to resolve reference %q: %s: not found", ref, ref)
 	}
 	s.n.mu.Lock()
 	s.n.pulled = append(s.n.pulled, ref)
+	if s.n.stores == nil {
+		s.n.stores = map[string]bool{}
+	}
+	s.n.stores[store+" "+ref] = !s.n.opts.LosePulls
 	s.n.mu.Unlock()
+	digest := sha256.Sum256([]byte(ref))
 	if err := srv.Send(&machine.ImageServicePullResponse{Response: &machine.ImageServicePullResponse_PullProgress{
-		PullProgress: &machine.ImageServicePullProgress{LayerId: "sha256:0001"}}}); err != nil {
+		PullProgress: &machine.ImageServicePullProgress{LayerId: fmt.Sprintf("sha256:%x", digest[:6])}}}); err != nil {
 		return err
 	}
-	return srv.Send(&machine.ImageServicePullResponse{Response: &machine.ImageServicePullResponse_Name{Name: ref}})
+	name := ref
+	if !strings.Contains(ref, "@") {
+		if i := strings.LastIndex(ref, ":"); i > strings.LastIndex(ref, "/") {
+			name = ref[:i]
+		}
+		name += fmt.Sprintf("@sha256:%x", digest)
+	}
+	return srv.Send(&machine.ImageServicePullResponse{Response: &machine.ImageServicePullResponse_Name{Name: name}})
+}
+
+// containerdStore names the containerd instance and namespace a request
+// addresses, or the node's error for a request that names none
+// (ctrhelper.go ContainerdInstanceHelper).
+func containerdStore(c *common.ContainerdInstance) (string, error) {
+	var addr, ns string
+	switch c.GetDriver() {
+	case common.ContainerDriver_CONTAINERD:
+		addr = "system"
+	case common.ContainerDriver_CRI:
+		addr = "cri"
+	default:
+		return "", status.Errorf(codes.InvalidArgument, "invalid containerd driver %s", c.GetDriver())
+	}
+	switch c.GetNamespace() {
+	case common.ContainerdNamespace_NS_CRI:
+		ns = "k8s.io"
+	case common.ContainerdNamespace_NS_SYSTEM:
+		ns = "system"
+	default:
+		return "", status.Errorf(codes.InvalidArgument, "invalid containerd namespace %s", c.GetNamespace())
+	}
+	if c.GetDriver() == common.ContainerDriver_CONTAINERD && c.GetNamespace() == common.ContainerdNamespace_NS_CRI {
+		return "", status.Errorf(codes.InvalidArgument, "cannot use CRI namespace with containerd driver")
+	}
+	return addr + "/" + ns, nil
 }
 
 type lifecycleService struct {
@@ -745,17 +819,33 @@ type lifecycleService struct {
 	n *Node
 }
 
-// Upgrade is LifecycleService.Upgrade (Talos >= 1.13): runs the installer
-// from an image already pulled, streams its progress and exit code, and
-// does not reboot (talosctl reboots afterwards).
+// Upgrade is LifecycleService.Upgrade (Talos >= 1.13,
+// internal/app/lifecycle/lifecycle.go): one at a time, runs the installer
+// from an image already pulled into containerd, streams its progress and
+// exit code (a failing installer is an exit code, not an error), and does
+// not reboot (talosctl reboots afterwards). An image that was not pulled
+// fails before anything is streamed: Internal "upgrade failed: installer
+// image %q not found in containerd store: ..." (lifecycle/container.go,
+// containerd's GetImage error).
 func (s lifecycleService) Upgrade(in *machine.LifecycleServiceUpgradeRequest, srv grpc.ServerStreamingServer[machine.LifecycleServiceUpgradeResponse]) error {
 	ref := in.GetSource().GetImageName()
 	n := s.n
+	if ref == "" {
+		return status.Error(codes.InvalidArgument, "installer image name is required")
+	}
+	if !n.lifecycle.TryLock() {
+		return status.Error(codes.FailedPrecondition, "another installation/upgrade is already in progress")
+	}
+	defer n.lifecycle.Unlock()
+	store, storeErr := containerdStore(in.GetContainerd())
 	n.mu.Lock()
 	n.upgrades = append(n.upgrades, ref)
-	pulled := slices.Contains(n.pulled, ref)
+	pulled := n.stores[store+" "+ref]
 	code := n.exitCodeLocked()
 	n.mu.Unlock()
+	if storeErr != nil {
+		return status.Error(codes.Internal, fmt.Sprintf("upgrade failed: %v", storeErr))
+	}
 	msg := func(m string) *machine.LifecycleServiceUpgradeResponse {
 		return &machine.LifecycleServiceUpgradeResponse{Progress: &machine.LifecycleServiceInstallProgress{
 			Response: &machine.LifecycleServiceInstallProgress_Message{Message: m}}}
@@ -765,10 +855,7 @@ func (s lifecycleService) Upgrade(in *machine.LifecycleServiceUpgradeRequest, sr
 			Response: &machine.LifecycleServiceInstallProgress_ExitCode{ExitCode: c}}}
 	}
 	if !pulled {
-		if err := srv.Send(msg("image " + ref + " not found in containerd")); err != nil {
-			return err
-		}
-		return srv.Send(exit(1))
+		return status.Error(codes.Internal, fmt.Sprintf("upgrade failed: installer image %q not found in containerd store: image %q: not found", ref, ref))
 	}
 	for _, m := range []string{"running installer " + ref, "installing bootloader"} {
 		if err := srv.Send(msg(m)); err != nil {

@@ -21,8 +21,13 @@
 //
 // Both serve non-sensitive COSI resources (machine status, version, hostname,
 // links, system information and, for a factory image, ExtensionStatuses with
-// the virtual "schematic" extension) and refuse sensitive ones and writes,
-// as internal/app/resources/access.go does.
+// the virtual "schematic" extension) with their ResourceDefinitions, and
+// refuse sensitive ones and writes, as internal/app/resources/access.go does
+// (resources.go). A configured node (mtls.go) lives its boot as Talos 1.14
+// does (sequence.go: services, events, logs, the boot's end or its
+// BootTimeout), streams Events, Logs and Dmesg (events.go), answers dry
+// runs with 1.14's diff of every document (diff114.go) and keeps its
+// hostname by Talos' layers (hostname.go).
 package nodetest
 
 import (
@@ -38,6 +43,7 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	goruntime "runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -58,7 +64,6 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/config/configloader"
 	"github.com/siderolabs/talos/pkg/machinery/extensions"
 	"github.com/siderolabs/talos/pkg/machinery/nethelpers"
-	"github.com/siderolabs/talos/pkg/machinery/resources/config"
 	"github.com/siderolabs/talos/pkg/machinery/resources/hardware"
 	"github.com/siderolabs/talos/pkg/machinery/resources/network"
 	"github.com/siderolabs/talos/pkg/machinery/resources/runtime"
@@ -144,6 +149,11 @@ type Options struct {
 	// time since boot and when a boot that cannot finish reboots.
 	Clock       *Clock
 	BootTimeout time.Duration
+	// CNI is the configured node's (NodeOptions.CNI): the user installs a
+	// CNI as soon as the cluster's API runs.
+	CNI bool
+	// CoreDNS is the configured node's (NodeOptions.CoreDNS).
+	CoreDNS bool
 }
 
 // Talos versions the fake reports by default.
@@ -276,7 +286,7 @@ func New(opts Options) (*Server, error) {
 		machine.RegisterLifecycleServiceServer(s.grpc, maintenanceLifecycle{s: s})
 	}
 	// Reads go through the node's access policy: non-sensitive types only, no writes.
-	cosiv1alpha1.RegisterStateServer(s.grpc, cosiserver.NewState(state.WrapCore(state.Filter(s.state, accessPolicy))))
+	cosiv1alpha1.RegisterStateServer(s.grpc, cosiserver.NewState(state.WrapCore(state.Filter(s.state, accessPolicy114(s.state, maintenanceAdmin)))))
 
 	go func() {
 		defer close(s.done)
@@ -340,27 +350,6 @@ func (s *Server) SchematicID() string {
 	}
 	id, _ := s.opts.Schematic.ID()
 	return id
-}
-
-// accessPolicy is Talos' rule for the COSI API (internal/app/resources/access.go)
-// as an insecure client (reader role) meets it: no writes, no sensitive types.
-func accessPolicy(_ context.Context, access state.Access) error {
-	if !access.Verb.Readonly() {
-		return status.Error(codes.PermissionDenied, "write access is not allowed")
-	}
-	if sensitiveTypes[access.ResourceType] || access.ResourceNamespace == "secrets" {
-		return status.Error(codes.PermissionDenied, "not authorized")
-	}
-	return nil
-}
-
-// sensitiveTypes are resource types Talos marks meta.Sensitive that a test
-// may ask for (machine config and the PKI).
-var sensitiveTypes = map[resource.Type]bool{
-	config.MachineConfigType:                  true,
-	"OSRootSecrets.secrets.talos.dev":         true,
-	"KubernetesRootSecrets.secrets.talos.dev": true,
-	"EtcdRootSecrets.secrets.talos.dev":       true,
 }
 
 // Addr is host:port of the node.
@@ -531,7 +520,11 @@ func (s *Server) applyUnified(in *machine.ApplyConfigurationRequest) (*machine.A
 
 	if in.GetDryRun() {
 		diff := "No changes."
-		if provider != nil {
+		switch {
+		case s.is114():
+			// Every document, as a 1.14 node encodes it (diff114.go).
+			diff = diff114(nil, in.GetData())
+		case provider != nil:
 			if d, err := configdiff.DiffConfigs(nil, provider); err == nil && d != "" {
 				diff = d
 			}
@@ -570,9 +563,22 @@ func (s *Server) Version(context.Context, *emptypb.Empty) (*machine.VersionRespo
 	if s.opts.Legacy {
 		return nil, status.Error(codes.Unimplemented, "API is not implemented in maintenance mode")
 	}
-	return &machine.VersionResponse{Messages: []*machine.Version{{
-		Version: &machine.VersionInfo{Tag: s.opts.TalosVersion, Arch: s.opts.Arch},
-	}}}, nil
+	return versionReply(s.opts.TalosVersion, s.opts.Arch, false), nil
+}
+
+// versionReply is v1alpha1_server.go Version: machinery's version.NewVersion
+// (tag, commit SHA, Go version and OS of the build, architecture), the
+// platform, and the features of a node with a config (RBAC on).
+func versionReply(tag, arch string, configured bool) *machine.VersionResponse {
+	sum := sha256.Sum256([]byte(tag)) // a made-up commit, stable per tag
+	v := &machine.Version{
+		Version:  &machine.VersionInfo{Tag: tag, Sha: fmt.Sprintf("%x", sum[:4]), GoVersion: goruntime.Version(), Os: "linux", Arch: arch},
+		Platform: &machine.PlatformInfo{Name: "metal", Mode: "metal"},
+	}
+	if configured {
+		v.Features = &machine.FeaturesInfo{Rbac: true}
+	}
+	return &machine.VersionResponse{Messages: []*machine.Version{v}}
 }
 
 type metal struct{}
@@ -587,6 +593,9 @@ func (metal) InContainer() bool     { return false }
 func (s *Server) buildState() (state.State, error) {
 	st := state.WrapCore(namespaced.NewState(inmem.Build))
 	ctx := context.Background()
+	if err := registerDefinitions(ctx, st); err != nil {
+		return nil, err
+	}
 
 	ms := runtime.NewMachineStatus()
 	ms.TypedSpec().Stage = runtime.MachineStageMaintenance

@@ -120,8 +120,48 @@ var rules114 = []rule114{
 		source: "internal/app/machined/internal/server/v1alpha1/v1alpha1_server.go (ApplyConfiguration, generateDiff)",
 	},
 	{
-		name: "an applied change of ExtensionServiceConfig documents restarts the extension services concerned: without its document a service waits for it, with it it runs; the boot stage changes only at the next boot", served: true,
+		name: "an applied change of ExtensionServiceConfig documents restarts the extension services concerned: without its document a service waits for it, with it it runs; a service waiting for its config starts as soon as the document arrives, so StartAllServices completes and the stage becomes running in place, without a reboot (sequence.go)", served: true,
 		source: "internal/app/machined/pkg/controllers/runtime/extension_service.go (handleRestart), internal/app/machined/pkg/runtime/v1alpha1/v1alpha1_sequencer_tasks.go (StartAllServices)",
+	},
+	{
+		name: "the boot sequence (9 phases on metal) publishes Sequence, Phase and Task events and logs \"[talos] ...\" lines; startAllServices logs \"waiting for N services\", then every 15 s the services not up yet; its end (or its BootTimeout failure: a FATAL NOOP SequenceEvent, then a reboot) sets the stage", served: true,
+		source: "internal/app/machined/pkg/runtime/v1alpha1/v1alpha1_sequencer.go (Boot), v1alpha1_controller.go (Run, run, runPhase, runTask), v1alpha1_sequencer_tasks.go (StartAllServices), pkg/conditions/all.go, internal/app/machined/main.go (handle), controllers/runtime/machine_status.go",
+	},
+	{
+		name: "each service runner's state changes are events (kept, last 64), \"[talos] service[<id>](<State>): <message>\" log lines and ServiceStateEvents; a Service resource exists only while a service runs", served: true,
+		source: "internal/app/machined/pkg/system/service_runner.go (UpdateState, healthUpdate, waitFor), internal/app/machined/pkg/controllers/v1alpha1/service.go",
+	},
+	{
+		name: "Events: a hello event, then the boot's events by tail_events, tail_id or tail_seconds and with_actor_id, then the new ones; MachineStatusEvent at every MachineStatus change; Reboot answers a UUID actor ID carried by the reboot sequence's events (stopAllServices among them)", served: true,
+		source: "internal/app/machined/internal/server/v1alpha1/v1alpha1_server.go (Events, Reboot), internal/app/machined/pkg/runtime/events.go, controllers/runtime/machine_status_publisher.go, v1alpha1_sequencer.go (Reboot), cmd/talosctl/pkg/talos/action/node.go",
+	},
+	{
+		name: "Logs of Talos services (machined: the sequences' and services' lines; a service not started has an empty log) with tail_lines and follow; Dmesg in talosctl's format, machined's lines as user warnings", served: true,
+		source: "internal/app/machined/internal/server/v1alpha1/v1alpha1_server.go (Logs, Dmesg), v1alpha1_controller.go (setupLogging), siderolabs/go-kmsg kmsg.go (SetupLogger)",
+	},
+	{
+		name: "COSI ResourceDefinitions and Namespaces for every type served (talosctl get resolves kinds and aliases through them); reads filtered by them: writes refused, unknown types and namespaces \"not supported\", Sensitive types os:admin only", served: true,
+		source: "internal/app/machined/pkg/runtime/v1alpha2/v1alpha2_state.go, internal/app/resources/access.go (AccessPolicy), pkg/machinery/client/resources.go (ResolveResourceKind)",
+	},
+	{
+		name: "roles per method: Reboot and ImageService.Pull for os:admin and os:operator, reads for os:reader too, LifecycleService and the rest os:admin (FallbackRoles)", served: true,
+		source: "internal/app/machined/pkg/system/services/machined.go (rules)",
+	},
+	{
+		name: "Version: tag, SHA, Go version, OS, architecture, platform metal, features (RBAC) on a configured node", served: true,
+		source: "internal/app/machined/internal/server/v1alpha1/v1alpha1_server.go (Version), pkg/machinery/version/version.go (NewVersion)",
+	},
+	{
+		name: "LifecycleService.Upgrade of an installer not pulled into the containerd instance and namespace it names: Internal \"upgrade failed: installer image ... not found in containerd store\", nothing streamed; one install or upgrade at a time; Pull answers the reference pinned to its digest", served: true,
+		source: "internal/app/lifecycle/lifecycle.go (Upgrade), internal/app/lifecycle/container.go (runInstallerContainer), internal/app/images/images.go (Pull), internal/app/internal/ctrhelper/ctrhelper.go",
+	},
+	{
+		name: "a dry run diffs every document, the running config's against the new one's, each encoded as the node's container encodes it (v1alpha1 first, comments and nulls dropped, map keys sorted)", served: true,
+		source: "internal/app/machined/internal/server/v1alpha1/v1alpha1_server.go (generateDiff), pkg/machinery/config/configdiff/configdiff.go, pkg/machinery/config/container/container.go (encodeToBuf), pkg/machinery/config/encoder/encoder.go",
+	},
+	{
+		name: "hostname layers: the card's (platform) and auto stable's (default) lose to a static config hostname (HostnameConfig hostname, else v1alpha1 machine.network.hostname); Nodenames: the short hostname, the FQDN with registerWithFQDN, made a valid node name", served: true,
+		source: "pkg/machinery/resources/network/configlayer.go, internal/app/machined/pkg/controllers/network/hostname_config.go, pkg/machinery/config/container/container.go (NetworkHostnameConfig, K8sNodeConfig), internal/app/machined/pkg/controllers/k8s/nodename.go, controllers/k8s/internal/nodename/nodename.go",
 	},
 	{
 		name: "LifecycleService (Install, Upgrade) from v1.13.0-alpha.3; MachineService.Upgrade still served (deprecated)", served: true,

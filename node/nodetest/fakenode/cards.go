@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"log"
+	"strconv"
 	"strings"
 
 	"github.com/talosflash/talosflash/factory"
@@ -37,8 +38,13 @@ func cardOptions(sp spec, profiles []factory.Profile, i int) (nodetest.Options, 
 		RC1Rules:   rc1Rules,
 		BootConfig: sp.bootsConfig(),
 		Hostname:   sp.hostname,
+		CNI:        cni,
+		CoreDNS:    true, // a fresh cluster's pods, for drains to evict
 		MAC:        fmt.Sprintf("dc:a6:32:00:01:%02x", i+1),
 		Logf:       func(f string, a ...any) { log.Printf(sp.card+": "+f, a...) },
+	}
+	if cardPort != 0 {
+		opts.Addr = "127.0.0.1:" + strconv.Itoa(cardPort) // the host is the card's
 	}
 	if sp.talos != "" {
 		opts.TalosVersion = sp.talos

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"net/netip"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -76,5 +77,65 @@ func TestBootConfigDefaults(t *testing.T) {
 	}
 	if _, _, err := parseArgs(nil); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// --configured-talosconfig with --card: each configured node at its card's
+// address with its card's hostname (the platform layer a config's
+// `auto: stable` leaves alone) and the role talosflash recorded, not all
+// "talos-cp-1" at --listen's address.
+func TestConfiguredCardNodesKeepTheirCards(t *testing.T) {
+	cpID, _ := factory.BuiltinProfiles()[0].SchematicID()
+	var cards []string
+	hosts := map[string]string{"cp-1": "controlplane", "worker-1": "worker"}
+	for i, h := range []string{"cp-1", "worker-1"} {
+		path := testkit.TalosCard(t, h+".img")
+		n := inventory.Node{Hostname: h, Profile: hosts[h], Address: netip.MustParsePrefix("127.0.0." + []string{"33", "34"}[i] + "/8"), Interface: "end0"}
+		tags, _ := n.CardTags(inventory.Record{Schematic: cpID, TalosVersion: "v1.14.4", Profile: hosts[h]})
+		if _, err := meta.WriteTagsPath(path, tags); err != nil {
+			t.Fatal(err)
+		}
+		cards = append(cards, path)
+	}
+	port := testkit.FreePort(t, "127.0.0.33", "127.0.0.34")
+	specs, _, err := parseArgs([]string{"--card", cards[0] + "," + cards[1], "--listen", "127.0.0.1:" + strconv.Itoa(port)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// --listen after the cards gives the port of a node of its own: drop it,
+	// keep the port for the cards.
+	specs = specs[:2]
+	for i := range specs {
+		specs[i].listen = "127.0.0.1:" + strconv.Itoa(port)
+	}
+	nodes, err := startConfigured(specs, factory.BuiltinProfiles(), t.TempDir()+"/talosconfig")
+	for _, n := range nodes {
+		defer n.Close()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []struct{ addr, host string }{{"127.0.0.33", "cp-1"}, {"127.0.0.34", "worker-1"}} {
+		n := nodes[i]
+		if n.Addr() != want.addr+":"+strconv.Itoa(port) || n.CurrentHostname() != want.host || n.RunningVersion() != "v1.14.4" {
+			t.Errorf("node %d: %s %q %s, want %s %q v1.14.4", i, n.Addr(), n.CurrentHostname(), n.RunningVersion(), want.addr, want.host)
+		}
+	}
+	if installCNI(nodes) != 0 {
+		t.Error("a CNI installed in clusters that do not run")
+	}
+}
+
+// --cni: card and --listen nodes install a CNI as soon as their cluster's
+// API runs.
+func TestCNIFlag(t *testing.T) {
+	t.Cleanup(func() { cni = false })
+	specs, _, err := parseArgs([]string{"--cni", "--listen", "127.0.0.1:0"})
+	if err != nil || !cni {
+		t.Fatalf("--cni: %v %v", cni, err)
+	}
+	opts, err := options(specs[0], factory.BuiltinProfiles(), 0)
+	if err != nil || !opts.CNI {
+		t.Fatalf("options: %+v %v", opts, err)
 	}
 }

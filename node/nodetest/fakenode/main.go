@@ -11,10 +11,26 @@
 // behave like the old maintenance service. Only loopback addresses are
 // accepted. Configs sent to a node are counted, never printed or stored.
 // --card FILE[,FILE...] boots a node from each flashed card or image
-// (cards.go): its address, hostname and image come from the card.
+// (cards.go): its address, hostname and image come from the card, the port
+// from --port (default 50000), its version from the card unless a --talos
+// follows it (a card flashed at v1.14.5 booted with --talos v1.14.4 is a
+// node one release behind). The hostname stays the card's after a config
+// whose HostnameConfig says `auto: stable` (a static hostname replaces it),
+// as on a Pi; with --configured-talosconfig too.
 // With --boot-config (default on for --card nodes) a node leaves maintenance
 // after an apply that applies now and comes up configured with the config's
 // machine.ca: the talosconfig generated with the configs connects to it.
+//
+// The cluster the configured nodes live (node/nodetest/cluster.go) has no
+// CNI, like a fresh Talos cluster whose config drops Flannel: its
+// Kubernetes nodes stay NotReady. --cni installs one as soon as the
+// control plane's API runs (as if the user applied Cilium right after the
+// bootstrap); without it, install it later by sending fakenode SIGUSR1
+// (`kill -USR1 <pid>`, the pid is in fakenode's first line): every node of
+// every cluster this process runs turns Ready, as with Cilium. Each
+// cluster runs CoreDNS as a fresh Talos cluster does (scheduled once the
+// CNI runs), so a drain evicts its pods ("kube-apiserver: evicted ..." in
+// the log).
 //
 // A Talos 1.14 node checks configs as 1.14 does (node/nodetest/talos114.go);
 // --rc1-rules adds the two rules of v1.14.0-rc.1 (UnattendedInstallConfig
@@ -62,6 +78,12 @@ func (sp spec) bootsConfig() bool {
 // configured nodes (see configured.go) instead of maintenance ones.
 var configuredTalosconfig string
 
+// cni: --cni, the user installs a CNI as soon as a cluster's API runs.
+var cni bool
+
+// cardPort: --port, the Talos API port of --card nodes (0: 50000).
+var cardPort int
+
 type spec struct {
 	listen, talos, image, hostname string
 	card                           string // boot from this card (cards.go)
@@ -82,14 +104,13 @@ func main() {
 		}
 		profiles = factory.MergeProfiles(profiles, custom)
 	}
+	log.Printf("fakenode pid %d (kill -USR1 %d installs a CNI in the fake clusters)", os.Getpid(), os.Getpid())
 	if configuredTalosconfig != "" {
 		nodes, err := startConfigured(specs, profiles, configuredTalosconfig)
 		if err != nil {
 			log.Fatal(err)
 		}
-		ch := make(chan os.Signal, 1)
-		signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
-		<-ch
+		waitSignals(func() []*nodetest.Node { return nodes })
 		for _, n := range nodes {
 			n.Close()
 		}
@@ -123,12 +144,46 @@ func main() {
 	if hint := scanHint(addrs); hint != "" {
 		log.Printf("try: %s", hint)
 	}
-	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
-	<-ch
+	waitSignals(func() []*nodetest.Node {
+		var nodes []*nodetest.Node
+		for _, s := range servers {
+			if n := s.Node(); n != nil {
+				nodes = append(nodes, n)
+			}
+		}
+		return nodes
+	})
 	for _, s := range servers {
 		s.Close()
 	}
+}
+
+// waitSignals returns at SIGINT or SIGTERM; SIGUSR1 installs a CNI in
+// every cluster API the nodes run.
+func waitSignals(nodes func() []*nodetest.Node) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM, syscall.SIGUSR1)
+	for sig := range ch {
+		if sig != syscall.SIGUSR1 {
+			return
+		}
+		if installCNI(nodes()) == 0 {
+			log.Printf("SIGUSR1: no cluster API runs yet (bootstrap a control plane first)")
+		}
+	}
+}
+
+// installCNI installs a CNI in each node's cluster API; it returns how many.
+func installCNI(nodes []*nodetest.Node) int {
+	count := 0
+	for _, n := range nodes {
+		if api := n.KubeAPI(); api != nil {
+			api.InstallCNI()
+			log.Printf("%s: CNI installed: the cluster's nodes turn Ready", n.Addr())
+			count++
+		}
+	}
+	return count
 }
 
 // name is how a node is called in messages: its card, else its address.
@@ -197,6 +252,8 @@ func parseArgs(args []string) ([]spec, string, error) {
 	fs.BoolVar(&bootConfig, "boot-config", false, "after an apply that applies now (auto, no-reboot, reboot), the node comes up configured with that config's machine.ca (mTLS: its talosconfig connects; bootstrap works on a control plane); default on for --card nodes")
 	fs.StringVar(&profiles, "profiles", "", "YAML file with custom profiles (for --image)")
 	fs.StringVar(&configuredTalosconfig, "configured-talosconfig", "", "run configured nodes (mTLS, bootstrap, upgrade) and write their talosconfig to this new file")
+	fs.IntVar(&cardPort, "port", 0, "Talos API port of the --card nodes (default 50000; talosflash's --port)")
+	fs.BoolVar(&cni, "cni", false, "install a CNI in each cluster as soon as its Kubernetes API runs (its nodes turn Ready, as with Cilium); without it, send SIGUSR1 to install it later")
 	if err := fs.Parse(args); err != nil {
 		return nil, "", err
 	}
@@ -230,6 +287,8 @@ func options(sp spec, profiles []factory.Profile, i int) (nodetest.Options, erro
 		RC1Rules:     rc1Rules,
 		BootConfig:   sp.bootsConfig(),
 		Hostname:     sp.hostname,
+		CNI:          cni,
+		CoreDNS:      true, // a fresh cluster's pods, for drains to evict
 		MAC:          fmt.Sprintf("dc:a6:32:00:00:%02x", i+1),
 		Logf:         func(f string, a ...any) { log.Printf(sp.listen+": "+f, a...) },
 	}

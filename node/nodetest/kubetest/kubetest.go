@@ -99,6 +99,11 @@ type Options struct {
 	Hosts []string
 	// CNIInstalled: a CNI runs from the start (Talos deployed Flannel).
 	CNIInstalled bool
+	// CoreDNS runs CoreDNS as Talos deploys it at the bootstrap (Deployment
+	// kube-system/coredns, 2 replicas; controllers/k8s/manifest.go with the
+	// KubeCoreDNSConfig default): its pods are scheduled once a CNI runs on
+	// a registered node, so a drain has pods to evict, as on a fresh cluster.
+	CoreDNS bool
 	// KubeletVersion the nodes report; default v1.37.1.
 	KubeletVersion string
 	Logf           func(format string, args ...any)
@@ -256,6 +261,7 @@ func (s *Server) RegisterNode(name, internalIP string, controlPlane bool) {
 		}
 		setReady(n, s.cni, now)
 		s.nodes[name] = n
+		s.seedLocked()
 		return []event{{kind: "ADDED", node: *n}}
 	})
 	s.opts.Logf("kube-apiserver: node %s registered", name)
@@ -266,6 +272,7 @@ func (s *Server) RegisterNode(name, internalIP string, controlPlane bool) {
 func (s *Server) InstallCNI() {
 	s.update(func() []event {
 		s.cni = true
+		s.seedLocked()
 		var evs []event
 		for _, name := range s.nodeNames() {
 			n := s.nodes[name]
@@ -276,6 +283,14 @@ func (s *Server) InstallCNI() {
 		return evs
 	})
 	s.opts.Logf("kube-apiserver: CNI installed")
+}
+
+// Changed is closed at the next change of the store (a node registered,
+// Ready, cordoned; a pod evicted...): a watcher's signal to read again.
+func (s *Server) Changed() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.changed
 }
 
 // NodeReady says whether the node is registered and Ready.

@@ -34,6 +34,8 @@ func init() {
 			"kubernetes pkg/registry/core/pod/storage/eviction.go (checkAndDecrement, EvictionsRetry), pkg/controller/disruption/disruption.go (getExpectedPodCount, updatePdbStatus)"},
 		Behaviour{"a Deployment's evicted pod is recreated by its ReplicaSet under a new name on a schedulable node (Running and Ready at once here); with none it stays Pending and unhealthy",
 			"kubernetes pkg/controller/replicaset/replica_set.go (manageReplicas), pkg/scheduler (unschedulable nodes are filtered: plugins/nodeunschedulable)"},
+		Behaviour{"Options.CoreDNS: Talos' CoreDNS Deployment (kube-system/coredns, 2 replicas, no PodDisruptionBudget) is scheduled once a CNI runs on a registered node",
+			"siderolabs/talos internal/app/machined/pkg/controllers/k8s/manifest.go, templates (coredns), pkg/machinery/config/types/k8s/coredns.go"},
 		Behaviour{"a DaemonSet's pod runs on every node and a drain leaves it (the DaemonSet is got to check it exists)",
 			"kubernetes pkg/controller/daemon/daemon_controller.go, k8s.io/kubectl pkg/drain/filters.go (daemonSetFilter)"},
 	)
@@ -90,6 +92,23 @@ func (s *Server) AddDeployment(namespace, name string, replicas, maxUnavailable 
 			Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: &mu, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}}}})
 	}
 	s.bumpLocked()
+}
+
+// seedLocked schedules Options.CoreDNS once a CNI runs on a registered
+// node (the scheduler waits for a Ready node); once.
+func (s *Server) seedLocked() {
+	w := s.w()
+	if !s.opts.CoreDNS || !s.cni || len(s.nodes) == 0 || w.deploys["kube-system/coredns"] != "" {
+		return
+	}
+	w.deploys["kube-system/coredns"] = "coredns"
+	nodes := s.schedulable("")
+	if len(nodes) == 0 {
+		return
+	}
+	for i := range 2 {
+		s.newPodLocked("kube-system", "coredns", nodes[i%len(nodes)], metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "coredns-78d87fb69b", Controller: ptr(true)})
+	}
 }
 
 // AddMinAvailableBudget guards the pods labelled app=name with minAvailable.
