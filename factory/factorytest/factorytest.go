@@ -214,7 +214,9 @@ func (s *Server) Close() {
 func (s *Server) Client() *http.Client { return s.srv.Client() }
 
 // SetVersions replaces the Talos versions offered. Each version gets the
-// default extension list and the Raspberry Pi overlays unless set otherwise.
+// default extension list and the Raspberry Pi overlays that release has
+// (rpi_generic from 1.7, rpi_5 from v1.12.3: defaultOverlays) unless set
+// otherwise.
 func (s *Server) SetVersions(versions ...string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -150,7 +150,7 @@ func start(args []string, out io.Writer) (*factorytest.Server, error) {
 		}
 		fmt.Fprintf(out, "  %-14s %-5s %s, schematic %s, Talos %s\n", s.name, board, s.arch, s.id, strings.Join(s.versions, ", "))
 	}
-	fmt.Fprintf(out, "try: %s\n", cliHint(list, srv.URL))
+	fmt.Fprintf(out, "try: %s\n", cliHint(list, srv.URL, *profilesFile))
 	fmt.Fprintf(out, "     %s\n", appHint(srv.URL, *profilesFile))
 	return srv, nil
 }
@@ -234,15 +234,16 @@ func sortVersions(vs []string) []string {
 }
 
 // cliHint is a flash of the worker role (else the first image served)
-// into a new file: a command that runs as written.
-func cliHint(list []served, url string) string {
+// into a new file: a command that runs as written (with the profiles
+// served: a profiles file may replace the built-in worker).
+func cliHint(list []served, url, profilesFile string) string {
 	role := list[0].name
 	for _, s := range list {
 		if s.name == factory.RoleWorker {
 			role = s.name
 		}
 	}
-	return fmt.Sprintf("./talosflash-cli flash --role %s --device /tmp/card.img --create-file --factory %s --yes", role, url)
+	return fmt.Sprintf("./talosflash-cli flash --role %s --device /tmp/card.img --create-file --factory %s%s --yes", role, url, profilesHint(profilesFile))
 }
 
 // appHint starts the desktop app on this factory, loop devices selectable
