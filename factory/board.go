@@ -112,7 +112,7 @@ func (b Board) Arch() string { return DefaultArch }
 func (b Board) MinTalosVersion() string { return boardSpecs[b].minTalos }
 
 // ErrBoardVersion is matched (errors.Is) by a *BoardVersionError.
-var ErrBoardVersion = errors.New("Talos version too old for the board")
+var ErrBoardVersion = errors.New("board needs a newer Talos version")
 
 // BoardVersionError: the board's overlay does not exist for that Talos
 // version, so the factory cannot build the image.
@@ -170,15 +170,17 @@ func (e *UnknownBoardError) Error() string {
 	if e.Name == "" {
 		msg = "no board given"
 	}
+
+	hint := ""
 	if e.Near != "" {
-		hint := ""
+		hint = "did you mean " + string(e.Near) + "?"
 		if e.Near.Overlay().Name == e.Name {
-			hint = ": " + e.Name + " is its overlay's name"
+			hint += " " + e.Name + " is its overlay's name"
 		}
-		msg += fmt.Sprintf(" (did you mean %s?%s)", e.Near, hint)
+		hint += "; "
 	}
 
-	return msg + " (valid: " + strings.Join(BoardNames(), ", ") + ")"
+	return msg + " (" + hint + "valid: " + strings.Join(BoardNames(), ", ") + ")"
 }
 
 func (e *UnknownBoardError) Unwrap() error { return ErrUnknownBoard }

@@ -90,9 +90,9 @@ func TestParseBoard(t *testing.T) {
 	}
 
 	for _, c := range []struct{ in, want string }{
-		{"rpi_5", "did you mean rpi5?: rpi_5 is its overlay's name"},
-		{"rpi_generic", "did you mean rpi4?: rpi_generic is its overlay's name"},
-		{"RPi5", "did you mean rpi5?"},
+		{"rpi_5", `unknown board "rpi_5" (did you mean rpi5? rpi_5 is its overlay's name; valid: rpi4, rpi5)`},
+		{"rpi_generic", "did you mean rpi4? rpi_generic is its overlay's name; valid"},
+		{"RPi5", "(did you mean rpi5?; valid: rpi4, rpi5)"},
 		{"pi4", "did you mean rpi4?"},
 		{"rpi5b", "did you mean rpi5?"},
 		{"banana", `unknown board "banana" (valid: rpi4, rpi5)`},

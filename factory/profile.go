@@ -200,8 +200,8 @@ func (p Profile) CheckBoardVersion() error {
 }
 
 // ExpandBoards lists every image the profiles make: an AnyBoard profile
-// once per board (Boards order), the others as they are. Profiles whose
-// board's overlay their Talos version lacks are left out.
+// once per board whose overlay its Talos version has (Boards order), the
+// others as they are.
 func ExpandBoards(profiles []Profile) []Profile {
 	var out []Profile
 
