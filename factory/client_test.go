@@ -319,7 +319,10 @@ func TestValidateProfile(t *testing.T) {
 		t.Fatalf("unknown version: %v", err)
 	}
 
+	// A profile naming its own overlay (a built-in's overlay edited names
+	// no board any more: Board is cleared with it).
 	ov := base
+	ov.Board, ov.AnyBoard = "", false
 	ov.Overlay.Name = "rpi_generc"
 
 	if err := c.ValidateProfile(ctx, ov); !errors.Is(err, ErrUnknownOverlay) || !strings.Contains(err.Error(), "did you mean rpi_generic") {
@@ -327,6 +330,7 @@ func TestValidateProfile(t *testing.T) {
 	}
 
 	ov = base
+	ov.Board, ov.AnyBoard = "", false
 	ov.Overlay.Image = "ghcr.io/someone/sbc-raspberrypi"
 
 	if err := c.ValidateProfile(ctx, ov); !errors.Is(err, ErrUnknownOverlay) || !strings.Contains(err.Error(), RPiOverlayImage) {

@@ -1,5 +1,6 @@
 // Package factory knows what to ask the Talos Image Factory for: role
-// profiles, their schematics and offline schematic IDs, an HTTP client for
+// profiles built for a board (board.go: the Raspberry Pi 4B and 5), their
+// schematics and offline schematic IDs, an HTTP client for
 // the factory API, and parsing of installer image references as kept in a
 // GitOps repository (talos/installer-<role>.yaml).
 package factory
@@ -48,28 +49,199 @@ type Profile struct {
 	Overlay           schematic.Overlay // {Image: "siderolabs/sbc-raspberrypi", Name: "rpi_generic"}
 	Extensions        []string          // official extension names, e.g. "siderolabs/newt"
 	ExtraKernelArgs   []string
+
+	// Board is the board the profile is built for: Overlay is then that
+	// board's overlay (with the profile's options). "" for a profile that
+	// names its overlay itself (TargetBoard reads the board from it).
+	Board Board
+	// AnyBoard: the profile is a role's recipe for every board, and
+	// ForBoard swaps in the board's overlay (the built-in roles; `board:
+	// any` in a profiles file). Otherwise the profile is for its
+	// TargetBoard only.
+	AnyBoard bool
+
+	// builtin marks the built-in roles, whose description names the board.
+	builtin bool
 }
 
-// BuiltinProfiles returns the two roles of the Raspberry Pi 4B cluster.
-// Only the control plane carries Newt; workers get the bare overlay image.
-func BuiltinProfiles() []Profile {
-	rpi := func() schematic.Overlay {
-		return schematic.Overlay{Image: RPiOverlayImage, Name: RPiOverlayName}
+// The built-in roles: the names of the built-in profiles.
+const (
+	RoleControlPlane = "controlplane"
+	RoleWorker       = "worker"
+)
+
+// BuiltinRoles lists the built-in roles in BuiltinProfiles order.
+func BuiltinRoles() []string { return []string{RoleControlPlane, RoleWorker} }
+
+// BuiltinProfiles returns the two roles built for the default board (the
+// Raspberry Pi 4B): BuiltinProfilesFor(DefaultBoard). Only the control
+// plane carries Newt; workers get the bare overlay image.
+func BuiltinProfiles() []Profile { return BuiltinProfilesFor(DefaultBoard) }
+
+// BuiltinProfilesFor returns the two roles built for board b (nil for an
+// unknown board): controlplane (the board's overlay + siderolabs/newt) and
+// worker (the overlay only). Each follows the board it is asked for
+// (AnyBoard): ForBoard gives the same profile for another board.
+func BuiltinProfilesFor(b Board) []Profile {
+	if !b.Known() {
+		return nil
 	}
 
-	return []Profile{
-		{
-			Name:        "controlplane",
-			Description: "Raspberry Pi 4B control plane: rpi_generic overlay + Newt extension",
-			Overlay:     rpi(),
-			Extensions:  []string{NewtExtension},
-		},
-		{
-			Name:        "worker",
-			Description: "Raspberry Pi 4B worker: rpi_generic overlay only (no Newt)",
-			Overlay:     rpi(),
-		},
+	out := make([]Profile, 0, 2)
+	for _, role := range BuiltinRoles() {
+		p := Profile{Name: role, Overlay: b.Overlay(), Board: b, AnyBoard: true, builtin: true}
+		if role == RoleControlPlane {
+			p.Extensions = []string{NewtExtension}
+		}
+
+		p.Description = builtinDescription(role, b)
+		out = append(out, p)
 	}
+
+	return out
+}
+
+// BuiltinProfile is the built-in role's profile for board b: "the profile
+// of role R for board B".
+func BuiltinProfile(role string, b Board) (Profile, error) {
+	if err := b.check(); err != nil {
+		return Profile{}, err
+	}
+
+	for _, p := range BuiltinProfilesFor(b) {
+		if p.Name == role {
+			return p, nil
+		}
+	}
+
+	return Profile{}, fmt.Errorf("unknown role %q (valid: %s)", role, strings.Join(BuiltinRoles(), ", "))
+}
+
+func builtinDescription(role string, b Board) string {
+	o := b.Overlay().Name
+	if role == RoleControlPlane {
+		return fmt.Sprintf("%s control plane: %s overlay + Newt extension", b.Model(), o)
+	}
+
+	return fmt.Sprintf("%s worker: %s overlay only (no Newt)", b.Model(), o)
+}
+
+// TargetBoard is the board the profile builds for: Board, else the board
+// whose overlay the profile names (BoardOfOverlay); "" when it names no
+// board's overlay (none, or another overlay image).
+func (p Profile) TargetBoard() Board {
+	if p.Board != "" {
+		return p.Board
+	}
+
+	b, _ := BoardOfOverlay(p.Overlay)
+
+	return b
+}
+
+// ForBoard is the profile as built for board b: the profile of role
+// p.Name for board b.
+//
+//   - An AnyBoard profile (the built-in roles, `board: any`) gets b's
+//     overlay, keeping its overlay options.
+//   - A profile for one board (`board: rpi5`, or an overlay that is a
+//     board's) is returned as it is for that board and refused for another
+//     (*BoardMismatchError).
+//   - A profile whose overlay is no board's (none, or another overlay
+//     image) is returned as it is: talosflash cannot tell which board it
+//     is for (its TargetBoard is then "", which a caller may report).
+//
+// An unknown b is an *UnknownBoardError; a board whose overlay the
+// profile's Talos version does not have is a *BoardVersionError (a caller
+// that sets TalosVersion afterwards checks again with CheckBoardVersion).
+func (p Profile) ForBoard(b Board) (Profile, error) {
+	if err := b.check(); err != nil {
+		return Profile{}, fmt.Errorf("profile %q: %w", p.Name, err)
+	}
+
+	q := p.clone()
+
+	switch cur := p.TargetBoard(); {
+	case p.AnyBoard:
+		q.Board = b
+		q.Overlay = b.Overlay()
+		q.Overlay.Options = maps.Clone(p.Overlay.Options)
+
+		if p.builtin {
+			q.Description = builtinDescription(p.Name, b)
+		}
+	case cur == "":
+		return q, nil
+	case cur != b:
+		return Profile{}, &BoardMismatchError{Profile: p.Name, ProfileBoard: cur, Board: b}
+	}
+
+	if err := q.CheckBoardVersion(); err != nil {
+		return Profile{}, err
+	}
+
+	return q, nil
+}
+
+// CheckBoardVersion refuses a profile whose board's overlay does not exist
+// at the profile's Talos version (*BoardVersionError, naming the version
+// the board needs). A profile of no known board passes.
+func (p Profile) CheckBoardVersion() error {
+	b := p.TargetBoard()
+	if b == "" {
+		return nil
+	}
+
+	if err := b.CheckVersion(p.Version()); err != nil {
+		return fmt.Errorf("profile %q: %w", p.Name, err)
+	}
+
+	return nil
+}
+
+// ExpandBoards lists every image the profiles make: an AnyBoard profile
+// once per board whose overlay its Talos version has (Boards order), the
+// others as they are.
+func ExpandBoards(profiles []Profile) []Profile {
+	var out []Profile
+
+	for _, p := range profiles {
+		if !p.AnyBoard {
+			out = append(out, p.clone())
+
+			continue
+		}
+
+		for _, b := range Boards() {
+			if q, err := p.ForBoard(b); err == nil {
+				out = append(out, q)
+			}
+		}
+	}
+
+	return out
+}
+
+// ProfileOfSchematicID finds the profile (built for its board, see
+// ExpandBoards) whose schematic has ID id: which role and board an image,
+// a card or an installer was made for, from its schematic ID alone.
+func ProfileOfSchematicID(profiles []Profile, id string) (Profile, bool) {
+	for _, p := range ExpandBoards(profiles) {
+		if got, err := p.SchematicID(); err == nil && got == id {
+			return p, true
+		}
+	}
+
+	return Profile{}, false
+}
+
+func (p Profile) clone() Profile {
+	q := p
+	q.Overlay.Options = maps.Clone(p.Overlay.Options)
+	q.Extensions = slices.Clone(p.Extensions)
+	q.ExtraKernelArgs = slices.Clone(p.ExtraKernelArgs)
+
+	return q
 }
 
 // Version returns the Talos version the profile resolves to.
@@ -188,7 +360,33 @@ func (p Profile) Validate() error {
 	}
 
 	if p.Overlay.Image == "" && len(p.Overlay.Options) > 0 {
-		return fmt.Errorf("profile %q: overlay options given without an overlay", p.Name)
+		return fmt.Errorf("profile %q: overlay options given without an overlay (name a board or an overlay)", p.Name)
+	}
+
+	if p.AnyBoard && p.Board == "" {
+		return fmt.Errorf("profile %q: it follows each node's board but is built for none (Board unset)", p.Name)
+	}
+
+	if p.Board != "" {
+		if err := p.Board.check(); err != nil {
+			return fmt.Errorf("profile %q: %w", p.Name, err)
+		}
+
+		if want := p.Board.Overlay(); p.Overlay.Image != want.Image || p.Overlay.Name != want.Name {
+			return fmt.Errorf("profile %q: board %s has the overlay %s of %s, not %q of %q", p.Name, p.Board, want.Name, want.Image, p.Overlay.Name, p.Overlay.Image)
+		}
+	}
+
+	if b := p.TargetBoard(); b != "" && p.Architecture() != b.Arch() {
+		return fmt.Errorf("profile %q: the %s (board %s) is %s, not %s", p.Name, b.Model(), b, b.Arch(), p.Architecture())
+	}
+
+	if err := checkOverlayOptions(p.Overlay); err != nil {
+		return fmt.Errorf("profile %q: %w", p.Name, err)
+	}
+
+	if err := p.CheckBoardVersion(); err != nil {
+		return err
 	}
 
 	seen := map[string]bool{}
@@ -277,7 +475,7 @@ func LoadProfiles(path string) ([]Profile, error) {
 // Field names of the profile file; also the list shown for unknown fields.
 var (
 	fileFields    = []string{"profiles"}
-	profileFields = []string{"name", "description", "talosVersion", "arch", "overlay", "extensions", "extraKernelArgs"}
+	profileFields = []string{"name", "description", "talosVersion", "arch", "board", "overlay", "extensions", "extraKernelArgs"}
 	overlayFields = []string{"image", "name", "options"}
 )
 
@@ -292,9 +490,19 @@ var (
 //	    overlay: {image: siderolabs/sbc-raspberrypi, name: rpi_generic}
 //	    extensions: [siderolabs/iscsi-tools]
 //	    extraKernelArgs: [console=tty1]
+//	  - name: nvme
+//	    board: rpi5          # or rpi4, or any: follow each node's board
+//	    overlay:
+//	      options:
+//	        configTxtAppend: |-
+//	          dtparam=pciex1_gen=3
 //
-// Decoding is strict: unknown fields, wrong types and duplicate names are
-// errors that name the line.
+// A profile names its board (`board:`, whose overlay it gets) or its
+// overlay (image and name), not both; overlay options go with either.
+// Decoding is strict: unknown fields, wrong types, duplicate names, an
+// unknown board ("did you mean rpi5?") and, for the official Raspberry Pi
+// overlay, an option it does not read (RPiOverlayOptions) are errors that
+// name the line.
 func ParseProfiles(data []byte) ([]Profile, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 
@@ -378,7 +586,12 @@ func decodeProfile(n *yaml.Node) (Profile, error) {
 		return Profile{}, err
 	}
 
-	var p Profile
+	var (
+		p         Profile
+		board     *yaml.Node // the board: value
+		boardName string
+		options   *yaml.Node // overlay.options
+	)
 
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		key, val := n.Content[i].Value, n.Content[i+1]
@@ -386,6 +599,10 @@ func decodeProfile(n *yaml.Node) (Profile, error) {
 		var err error
 
 		switch key {
+		case "board":
+			if err = decodeScalar(val, key, &boardName); err == nil && !isNull(val) {
+				board = val
+			}
 		case "name":
 			err = decodeScalar(val, key, &p.Name)
 		case "description":
@@ -399,7 +616,7 @@ func decodeProfile(n *yaml.Node) (Profile, error) {
 		case "extraKernelArgs":
 			err = decodeStringList(val, key, &p.ExtraKernelArgs)
 		case "overlay":
-			err = decodeOverlay(val, &p.Overlay)
+			options, err = decodeOverlay(val, &p.Overlay)
 		}
 
 		if err != nil {
@@ -407,21 +624,64 @@ func decodeProfile(n *yaml.Node) (Profile, error) {
 		}
 	}
 
+	if board != nil {
+		if err := p.setBoard(board, boardName); err != nil {
+			return Profile{}, err
+		}
+	} else {
+		p.Board, _ = BoardOfOverlay(p.Overlay)
+	}
+
+	if options != nil && p.Overlay.Image == RPiOverlayImage {
+		if err := checkOverlayOptionsNode(options); err != nil {
+			return Profile{}, err
+		}
+	}
+
 	return p, nil
 }
 
-func decodeOverlay(n *yaml.Node, o *schematic.Overlay) error {
+// setBoard applies a profiles file's `board:` (a board name, or AnyBoard):
+// the overlay becomes the board's, keeping the overlay options given.
+func (p *Profile) setBoard(n *yaml.Node, name string) error {
+	b := DefaultBoard
+	if name == AnyBoard {
+		p.AnyBoard = true
+	} else {
+		var err error
+		if b, err = ParseBoard(name); err != nil {
+			return fmt.Errorf("line %d: board: %w, or %s for a profile that follows each node's board", n.Line, err, AnyBoard)
+		}
+	}
+
+	if p.Overlay.Image != "" || p.Overlay.Name != "" {
+		return fmt.Errorf("line %d: profile gives both board: %s and an overlay image/name: board %s means the overlay %s of %s; keep one (overlay options go with either)",
+			n.Line, name, b, b.Overlay().Name, RPiOverlayImage)
+	}
+
+	opts := p.Overlay.Options
+	p.Board, p.Overlay = b, b.Overlay()
+	p.Overlay.Options = opts
+
+	return nil
+}
+
+// decodeOverlay decodes a profile's overlay; it returns the options
+// mapping (nil if none) for the caller to check once the image is known.
+func decodeOverlay(n *yaml.Node, o *schematic.Overlay) (*yaml.Node, error) {
 	if isNull(n) {
-		return nil
+		return nil, nil
 	}
 
 	if n.Kind != yaml.MappingNode {
-		return fmt.Errorf("line %d: overlay must be a mapping with image and name", n.Line)
+		return nil, fmt.Errorf("line %d: overlay must be a mapping with image and name", n.Line)
 	}
 
 	if err := checkKeys(n, "overlay", overlayFields); err != nil {
-		return err
+		return nil, err
 	}
+
+	var options *yaml.Node
 
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		key, val := n.Content[i].Value, n.Content[i+1]
@@ -439,22 +699,26 @@ func decodeOverlay(n *yaml.Node, o *schematic.Overlay) error {
 			}
 
 			if val.Kind != yaml.MappingNode {
-				return fmt.Errorf("line %d: overlay.options must be a mapping", val.Line)
+				return nil, fmt.Errorf("line %d: overlay.options must be a mapping", val.Line)
 			}
 
-			// Options are free-form (overlay specific); decode them exactly
-			// as the factory does so the ID matches.
+			// Options go into the schematic as the factory UI puts them:
+			// the YAML mapping decoded into map[string]any, the
+			// schematic's overlay.options as it is (image-factory
+			// internal/frontend/http/ui.go ToSchematic), so the ID is the
+			// UI's for the same values.
+			options = val
 			if err = val.Decode(&o.Options); err != nil {
 				err = fmt.Errorf("line %d: overlay.options: %v", val.Line, err)
 			}
 		}
 
 		if err != nil {
-			return err
+			return nil, err
 		}
 	}
 
-	return nil
+	return options, nil
 }
 
 func checkKeys(n *yaml.Node, what string, allowed []string) error {

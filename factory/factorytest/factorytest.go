@@ -34,6 +34,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blang/semver/v4"
 	"github.com/siderolabs/image-factory/pkg/client"
 	"github.com/siderolabs/image-factory/pkg/schematic"
 )
@@ -213,7 +214,9 @@ func (s *Server) Close() {
 func (s *Server) Client() *http.Client { return s.srv.Client() }
 
 // SetVersions replaces the Talos versions offered. Each version gets the
-// default extension list and the Raspberry Pi overlays unless set otherwise.
+// default extension list and the Raspberry Pi overlays that release has
+// (rpi_generic from 1.7, rpi_5 from v1.12.3: defaultOverlays) unless set
+// otherwise.
 func (s *Server) SetVersions(versions ...string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -898,14 +901,46 @@ func defaultExtensions(version string) []client.ExtensionInfo {
 	return out
 }
 
-func defaultOverlays(version string) []client.OverlayInfo {
-	var out []client.OverlayInfo
+// Overlay table of the fake, per Talos version, as the real factory lists
+// the overlays bundle of that release (siderolabs/overlays
+// internal/overlays/overlays.yaml at the release's tag): none before
+// Talos 1.7 (the first overlays release, v1.7.0-alpha.1), the Raspberry Pi
+// rpi_generic from then on, rpi_5 from v1.12.3 (absent at the v1.12.2 tag,
+// present at v1.12.3, with sbc-raspberrypi v0.1.8). The fake keeps its own
+// table rather than the factory package's boards, so a test can check one
+// against the other (fakefactory's main_test.go).
+const (
+	RPiOverlayImage     = "siderolabs/sbc-raspberrypi"
+	OverlaysMinVersion  = "v1.7.0"
+	RPi5OverlayMinTalos = "v1.12.3"
+)
 
-	for _, name := range []string{"rpi_generic", "rpi_5"} {
+var (
+	overlaysMin = semver.MustParse(strings.TrimPrefix(OverlaysMinVersion, "v"))
+	rpi5Min     = semver.MustParse(strings.TrimPrefix(RPi5OverlayMinTalos, "v"))
+)
+
+// defaultOverlays is the official overlay list of a Talos version. A
+// version that does not parse gets the newest list.
+func defaultOverlays(version string) []client.OverlayInfo {
+	names := []string{"rpi_generic", "rpi_5"}
+
+	if v, err := semver.ParseTolerant(version); err == nil {
+		switch {
+		case v.LT(overlaysMin):
+			names = nil
+		case v.LT(rpi5Min):
+			names = names[:1]
+		}
+	}
+
+	out := []client.OverlayInfo{}
+
+	for _, name := range names {
 		sum := sha256.Sum256([]byte(name + "@" + version))
 		out = append(out, client.OverlayInfo{
 			Name:   name,
-			Image:  "siderolabs/sbc-raspberrypi",
+			Image:  RPiOverlayImage,
 			Ref:    "ghcr.io/siderolabs/sbc-raspberrypi:v0.1.0",
 			Digest: "sha256:" + hex.EncodeToString(sum[:]),
 		})

@@ -12,7 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blang/semver/v4"
 	"github.com/siderolabs/image-factory/pkg/schematic"
+
+	"github.com/talosflash/talosflash/factory"
 )
 
 func testData(n int) []byte {
@@ -417,5 +420,71 @@ func TestCloseEndsStalledDownload(t *testing.T) {
 
 	if err := <-done; err == nil {
 		t.Fatal("stalled download ended without error")
+	}
+}
+
+// The overlays route lists what the overlays bundle of each Talos release
+// has: nothing before 1.7, rpi_generic from then on, rpi_5 from v1.12.3.
+// The fake's own table agrees with the boards of the factory package (two
+// readings of upstream: siderolabs/overlays for the fake, Talos's SBC table
+// for the library).
+func TestOverlaysByVersion(t *testing.T) {
+	s := New(t)
+	s.SetVersions("v1.6.7", "v1.7.0", "v1.12.2", "v1.12.3", "v1.13.0-alpha.1", "v1.14.5")
+
+	for v, want := range map[string]string{
+		"v1.6.7": "", "v1.7.0": "rpi_generic", "v1.12.2": "rpi_generic",
+		"v1.12.3": "rpi_generic,rpi_5", "v1.13.0-alpha.1": "rpi_generic,rpi_5", "v1.14.5": "rpi_generic,rpi_5",
+	} {
+		r, body, err := get(t, s, "/version/"+v+"/overlays/official", nil)
+		if err != nil || r.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %v %v", v, r, err)
+		}
+
+		var list []struct{ Name, Image string }
+		if err := json.Unmarshal(body, &list); err != nil || (want == "" && string(bytes.TrimSpace(body)) != "[]") {
+			t.Fatalf("%s: %q %v", v, body, err)
+		}
+
+		var names []string
+		for _, o := range list {
+			if o.Image != RPiOverlayImage {
+				t.Errorf("%s: %+v", v, o)
+			}
+			names = append(names, o.Name)
+		}
+
+		if strings.Join(names, ",") != want {
+			t.Errorf("%s: overlays %v, want %s", v, names, want)
+		}
+	}
+
+	// Each board's overlay from its minimum on, and not the patch release
+	// before it.
+	offers := func(version, overlay string) bool {
+		t.Helper()
+		s.SetVersions(version)
+		_, body, err := get(t, s, "/version/"+version+"/overlays/official", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Contains(string(body), `"name":"`+overlay+`"`)
+	}
+
+	for _, b := range factory.Boards() {
+		o := b.Overlay()
+		min := b.MinTalosVersion()
+		if min == "" {
+			min = OverlaysMinVersion
+		} else {
+			prev := semver.MustParse(strings.TrimPrefix(min, "v"))
+			prev.Patch--
+			if offers("v"+prev.String(), o.Name) {
+				t.Errorf("board %s: the fake offers %s at v%s, before the board's minimum %s", b, o.Name, prev, min)
+			}
+		}
+		if o.Image != RPiOverlayImage || !offers(min, o.Name) {
+			t.Errorf("board %s: the fake does not offer %s (%s) at %s", b, o.Name, o.Image, min)
+		}
 	}
 }

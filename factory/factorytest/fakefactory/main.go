@@ -2,14 +2,20 @@
 // download, the flash and the app can be tried without the internet:
 //
 //	go run ./factory/factorytest/fakefactory --listen 127.0.0.1:8088
-//	./talosflash-cli flash --role worker --device /tmp/card.img --factory http://127.0.0.1:8088 --yes
+//	./talosflash-cli flash --role worker --device /tmp/card.img --create-file --factory http://127.0.0.1:8088 --yes
+//	./talosflash gui --factory http://127.0.0.1:8088 --allow-loop
 //
 // It serves a generated disk-shaped image (protective MBR, GPT, partitions:
 // imaging/imagetest; from 8 MiB on with a Talos-sized META, so flash
-// --inventory works on it) as metal-<arch>.raw.xz and .raw.zst for every built-in
-// role and every profile of --profiles, at each profile's Talos version, and
-// answers the schematic, version and extension routes as factory/factorytest
-// does. Only loopback addresses are accepted. Ctrl-C stops it.
+// --inventory works on it) as metal-<arch>.raw.xz and .raw.zst for every
+// built-in role on every board (factory.Boards: four role x board
+// schematics) and every profile of --profiles (an any-board profile on
+// each board), each at every Talos version of --versions (by default the
+// default release and the one before it, so a cluster flashed one release
+// behind can be upgraded to the next) and at the profile's own version,
+// from its board's minimum on. It answers the schematic, version,
+// extension and overlay routes as factory/factorytest does. Only loopback
+// addresses are accepted. Ctrl-C stops it.
 package main
 
 import (
@@ -25,7 +31,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/blang/semver/v4"
 	"github.com/dustin/go-humanize"
+	"github.com/siderolabs/image-factory/pkg/schematic"
 
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/factory/factorytest"
@@ -57,6 +65,8 @@ func start(args []string, out io.Writer) (*factorytest.Server, error) {
 	size := fs.String("size", "32MiB", "raw size of the served image (a real one is 1246 MiB)")
 	buildDelay := fs.Duration("build-delay", 0, "how long the first download of each image waits, as the real factory builds it (e.g. 3s)")
 	seed := fs.Int64("seed", 1, "the image's content: the same seed, the same bytes")
+	versionList := fs.String("versions", strings.Join(defaultServedVersions(), ","),
+		"Talos versions every profile is served at, comma-separated (besides its own); the default is the default release and the one before it")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -67,6 +77,10 @@ func start(args []string, out io.Writer) (*factorytest.Server, error) {
 	if err != nil || n < imagetest.MinSize || n > 2<<30 {
 		return nil, fmt.Errorf("--size %q: want a size from 1MiB to 2GiB, e.g. 64MiB", *size)
 	}
+	atVersions, err := parseVersions(*versionList)
+	if err != nil {
+		return nil, err
+	}
 	profiles := factory.BuiltinProfiles()
 	if *profilesFile != "" {
 		custom, err := factory.LoadProfiles(*profilesFile)
@@ -75,19 +89,15 @@ func start(args []string, out io.Writer) (*factorytest.Server, error) {
 		}
 		profiles = factory.MergeProfiles(profiles, custom)
 	}
-	type served struct{ name, id, version, arch string }
-	var list []served
-	versions := slices.Clone(factorytest.DefaultVersions)
-	for _, p := range profiles {
-		id, err := p.SchematicID()
-		if err != nil {
-			return nil, fmt.Errorf("profile %s: %w", p.Name, err)
-		}
-		list = append(list, served{p.Name, id, p.Version(), p.Architecture()})
-		if !slices.Contains(versions, p.Version()) {
-			versions = append(versions, p.Version())
-		}
+	list, err := servedImages(profiles, atVersions)
+	if err != nil {
+		return nil, err
 	}
+	versions := slices.Clone(factorytest.DefaultVersions)
+	for _, s := range list {
+		versions = append(versions, s.versions...)
+	}
+	versions = sortVersions(versions)
 
 	// Listen first: a large image takes a while to make, and a flash
 	// started meanwhile waits for it (as for the real factory's build)
@@ -120,23 +130,126 @@ func start(args []string, out io.Writer) (*factorytest.Server, error) {
 	}
 	sum := fmt.Sprintf("%x", sha256.Sum256(raw))
 	for _, s := range list {
-		srv.AddImage(s.id, s.version, "metal-"+s.arch+".raw.xz", xz)
-		srv.AddImage(s.id, s.version, "metal-"+s.arch+".raw.zst", zst)
+		// Known to the factory, as the schematic of an image it serves is
+		// (GET /schematics/<id>, the installer registry).
+		if _, err := srv.AddSchematic(s.schematic); err != nil {
+			srv.Close()
+			return nil, err
+		}
+		for _, v := range s.versions {
+			srv.AddImage(s.id, v, "metal-"+s.arch+".raw.xz", xz)
+			srv.AddImage(s.id, v, "metal-"+s.arch+".raw.zst", zst)
+		}
 	}
 	release()
 	fmt.Fprintf(out, "ready (%s): image: %s raw (%s as .raw.xz), sha256 %s, for:\n", time.Since(began).Round(100*time.Millisecond), humanize.IBytes(n), humanize.IBytes(uint64(len(xz))), sum)
 	for _, s := range list {
-		fmt.Fprintf(out, "  %-14s Talos %s %s, schematic %s\n", s.name, s.version, s.arch, s.id)
+		board := s.board.String()
+		if board == "" {
+			board = "-"
+		}
+		fmt.Fprintf(out, "  %-14s %-5s %s, schematic %s, Talos %s\n", s.name, board, s.arch, s.id, strings.Join(s.versions, ", "))
 	}
+	fmt.Fprintf(out, "try: %s\n", cliHint(list, srv.URL, *profilesFile))
+	fmt.Fprintf(out, "     %s\n", appHint(srv.URL, *profilesFile))
+	return srv, nil
+}
+
+// served is one image the fake serves: a profile built for its board, at
+// the Talos versions listed.
+type served struct {
+	name      string
+	board     factory.Board
+	schematic *schematic.Schematic
+	id, arch  string
+	versions  []string
+}
+
+// servedImages lists each profile on each of its boards
+// (factory.ExpandBoards) with the versions it is served at: --versions and
+// its own, those below its board's minimum left out.
+func servedImages(profiles []factory.Profile, versions []string) ([]served, error) {
+	var list []served
+	for _, p := range factory.ExpandBoards(profiles) {
+		id, err := p.SchematicID()
+		if err != nil {
+			return nil, fmt.Errorf("profile %s: %w", p.Name, err)
+		}
+		var vs []string
+		for _, v := range append(slices.Clone(versions), p.Version()) {
+			at := p
+			at.TalosVersion = v
+			if at.CheckBoardVersion() == nil {
+				vs = append(vs, v)
+			}
+		}
+		list = append(list, served{name: p.Name, board: p.TargetBoard(), schematic: p.Schematic(), id: id, arch: p.Architecture(), versions: sortVersions(vs)})
+	}
+	return list, nil
+}
+
+// defaultServedVersions is the default release and the one before it
+// (v1.14.4, v1.14.5 for v1.14.5): a cluster flashed at the first can be
+// upgraded to the second.
+func defaultServedVersions() []string {
+	v := semver.MustParse(strings.TrimPrefix(factory.DefaultTalosVersion, "v"))
+	if v.Patch == 0 {
+		return []string{factory.DefaultTalosVersion}
+	}
+	prev := v
+	prev.Patch--
+	return []string{"v" + prev.String(), factory.DefaultTalosVersion}
+}
+
+// parseVersions reads --versions: Talos versions such as v1.14.4.
+func parseVersions(list string) ([]string, error) {
+	var out []string
+	for _, v := range strings.Split(list, ",") {
+		if v = strings.TrimSpace(v); v == "" {
+			continue
+		}
+		if err := factory.ValidateVersion(v); err != nil {
+			return nil, fmt.Errorf("--versions: %w", err)
+		}
+		out = append(out, v)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("--versions %q: name at least one Talos version, e.g. %s", list, factory.DefaultTalosVersion)
+	}
+	return sortVersions(out), nil
+}
+
+// sortVersions sorts Talos versions oldest first, once each.
+func sortVersions(vs []string) []string {
+	out := slices.Clone(vs)
+	slices.SortFunc(out, func(a, b string) int {
+		va, ea := semver.ParseTolerant(a)
+		vb, eb := semver.ParseTolerant(b)
+		if ea != nil || eb != nil {
+			return strings.Compare(a, b)
+		}
+		return va.Compare(vb)
+	})
+	return slices.Compact(out)
+}
+
+// cliHint is a flash of the worker role (else the first image served)
+// into a new file: a command that runs as written (with the profiles
+// served: a profiles file may replace the built-in worker).
+func cliHint(list []served, url, profilesFile string) string {
 	role := list[0].name
 	for _, s := range list {
-		if s.name == "worker" {
+		if s.name == factory.RoleWorker {
 			role = s.name
 		}
 	}
-	fmt.Fprintf(out, "try: ./talosflash-cli flash --role %s --device /tmp/card.img --factory %s --yes\n", role, srv.URL)
-	fmt.Fprintf(out, "     ./talosflash --factory %s%s\n", srv.URL, profilesHint(*profilesFile))
-	return srv, nil
+	return fmt.Sprintf("./talosflash-cli flash --role %s --device /tmp/card.img --create-file --factory %s%s --yes", role, url, profilesHint(profilesFile))
+}
+
+// appHint starts the desktop app on this factory, loop devices selectable
+// (the app's flags: gui.go in the repository's root).
+func appHint(url, profilesFile string) string {
+	return "./talosflash gui --factory " + url + " --allow-loop" + profilesHint(profilesFile)
 }
 
 // servedImage is the image every route serves: from 8 MiB on, one laid out
