@@ -101,7 +101,7 @@ func TestCLIHasNoFyneNoiseUnderAnyLocale(t *testing.T) {
 // `talosflash [gui] [app flags]` is the app (issue 39: the README's
 // `./talosflash --factory URL --allow-loop` answered `unknown command
 // "--factory"`), a command or --flash anywhere is the CLI.
-func TestOpensApp(t *testing.T) {
+func TestMainOpensApp(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
 		app  bool
@@ -134,9 +134,9 @@ func TestOpensApp(t *testing.T) {
 // `talosflash --factory URL --allow-loop` starts the app: without a display
 // it stops at the app's own one line (exit 2) after its flags parsed, not
 // at the CLI's "unknown command".
-func TestAppFlagsWithoutCommandStartTheApp(t *testing.T) {
+func TestMainAppFlagsWithoutCommandStartTheApp(t *testing.T) {
 	if !cli.HasApp {
-		t.Skip("a -tags nogui build has no app (TestNoguiBuildSaysItHasNoApp)")
+		t.Skip("a -tags nogui build has no app (TestMainNoguiBuildSaysItHasNoApp)")
 	}
 	code, stdout, stderr := runBinary(t, []string{"HOME=" + t.TempDir()}, "--factory", "http://127.0.0.1:1", "--allow-loop")
 	if code != 2 || !strings.Contains(stderr, "no display") || !strings.Contains(stderr, "graphical session") || strings.Contains(stderr, "unknown command") || stdout != "" {
@@ -155,7 +155,7 @@ func TestAppFlagsWithoutCommandStartTheApp(t *testing.T) {
 }
 
 // The app's flags parse the same in every build.
-func TestParseAppArgs(t *testing.T) {
+func TestMainParseAppArgs(t *testing.T) {
 	o, err := parseAppArgs([]string{"--factory", "http://127.0.0.1:8088", "--allow-loop", "--device", "/dev/loop7", "--device", "/dev/loop8", "--subnet", "127.0.0.131/32, 127.0.1.9/29", "--inventory", "t.yaml", "--profiles", "p.yaml"})
 	if err != nil || o.factoryURL != "http://127.0.0.1:8088" || !o.allowLoop || strings.Join(o.devices, " ") != "/dev/loop7 /dev/loop8" ||
 		fmt.Sprint(o.subnets) != "[127.0.0.131/32 127.0.1.8/29]" || o.inventory != "t.yaml" || o.profiles != "p.yaml" {
@@ -178,7 +178,7 @@ func TestParseAppArgs(t *testing.T) {
 // The CLI build (make build-cli: -tags nogui) has no app: the app's command
 // line says so in one line, exit 2; what is not the app's flags either is
 // the CLI's to name.
-func TestNoguiBuildSaysItHasNoApp(t *testing.T) {
+func TestMainNoguiBuildSaysItHasNoApp(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "talosflash-cli")
 	if out, err := exec.Command("go", "build", "-tags", "nogui", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build -tags nogui: %v\n%s", err, out)

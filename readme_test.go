@@ -326,7 +326,7 @@ func firstLine(s, sub string) string {
 }
 
 // Every documented command line parses with the real flag sets.
-func TestDocsCommandLinesParse(t *testing.T) {
+func TestReadmeCommandLinesParse(t *testing.T) {
 	fakes := &fakeBinaries{}
 	defer fakes.cleanup()
 	checked := map[string]int{}
@@ -356,7 +356,7 @@ func TestDocsCommandLinesParse(t *testing.T) {
 
 // The checker itself: planted lines a reader would get "unknown command"
 // or "unknown flag" for fail it, and the forms the docs use pass.
-func TestDocsCommandCheckerCatchesBadLines(t *testing.T) {
+func TestReadmeCommandCheckerCatchesBadLines(t *testing.T) {
 	fakes := &fakeBinaries{}
 	defer fakes.cleanup()
 	bad := []struct{ line, want string }{
@@ -423,7 +423,7 @@ func TestDocsCommandCheckerCatchesBadLines(t *testing.T) {
 	}
 }
 
-func TestShellWords(t *testing.T) {
+func TestReadmeShellWords(t *testing.T) {
 	for in, want := range map[string][]string{
 		`a --b 'c d' "e $f" # g`:          {"a", "--b", "c d", "e $f"},
 		`x --hostname $'evil\e[2J' | y`:   {"x", "--hostname", `$evil\e[2J`},
@@ -439,7 +439,7 @@ func TestShellWords(t *testing.T) {
 
 // Offline lines are run, not only parsed: the test binary as talosflash,
 // in a network namespace without any interface up, so nothing can leave.
-func TestDocsOfflineLinesRun(t *testing.T) {
+func TestReadmeOfflineLinesRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the documented offline commands (-short)")
 	}
@@ -513,7 +513,7 @@ func netnsPrefix(t *testing.T) []string {
 
 // The Makefile's outputs are the names the docs use: `make build` writes
 // ./talosflash and ./talosflash-cli, `make build-cli` ./talosflash-cli.
-func TestDocsBinaryNamesAreTheMakefiles(t *testing.T) {
+func TestReadmeBinaryNamesAreTheMakefiles(t *testing.T) {
 	plan, err := exec.Command("make", "-n", "-B", "build", "build-cli").Output()
 	if err != nil {
 		t.Fatalf("make -n: %v", err)
@@ -735,7 +735,7 @@ func runScript(t *testing.T, isolate []string, script string) (string, error) {
 
 // The run blocks run as written, each page's in one shell, and their
 // outcome is the one the page describes.
-func TestDocsRunBlocksRunAsWritten(t *testing.T) {
+func TestReadmeRunBlocksRunAsWritten(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the CLI and the fakes, runs the documented sessions (-short)")
 	}
@@ -833,7 +833,7 @@ func checkDay2(t *testing.T, out string) {
 // The harness fails a session that leaves its server on its port: `go run`
 // in the background, `kill %1` stops go run and not the program it built
 // (the README before issue 39).
-func TestDocsRunHarnessCatchesAServerLeftRunning(t *testing.T) {
+func TestReadmeRunHarnessCatchesAServerLeftRunning(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs go run (-short)")
 	}
@@ -854,4 +854,90 @@ func TestDocsRunHarnessCatchesAServerLeftRunning(t *testing.T) {
 	if err == nil || !strings.Contains(out, "still listens on 127.0.0.1:8088") {
 		t.Fatalf("want the harness to fail on the factory left on its port, got %v:\n%s", err, out)
 	}
+}
+
+// Every relative link of README.md and docs/*.md reaches a file, and its
+// #anchor a heading there (GitHub's anchors): moving a section moves its
+// links.
+func TestReadmeLinksResolve(t *testing.T) {
+	files, err := filepath.Glob("docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	anchors := map[string]map[string]bool{}
+	headingsOf := func(path string) map[string]bool {
+		if a, ok := anchors[path]; ok {
+			return a
+		}
+		a := map[string]bool{}
+		text, err := os.ReadFile(path)
+		if err == nil {
+			for _, b := range outsideCode(string(text)) {
+				if h, ok := strings.CutPrefix(b.text, "#"); ok {
+					a[githubAnchor(strings.TrimLeft(h, "#"))] = true
+				}
+			}
+		}
+		anchors[path] = a
+		return a
+	}
+	for _, f := range append([]string{"README.md"}, files...) {
+		text, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range outsideCode(string(text)) {
+			for _, m := range link.FindAllStringSubmatch(l.text, -1) {
+				target := m[1]
+				if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+					continue
+				}
+				path, anchor, _ := strings.Cut(target, "#")
+				if path == "" {
+					path = f
+				} else {
+					path = filepath.Join(filepath.Dir(f), path)
+				}
+				if _, err := os.Stat(path); err != nil {
+					t.Errorf("%s:%d: link %s: %v", f, l.line, target, err)
+					continue
+				}
+				if anchor != "" && !headingsOf(path)[anchor] {
+					t.Errorf("%s:%d: link %s: no heading with that anchor in %s", f, l.line, target, path)
+				}
+			}
+		}
+	}
+}
+
+// outsideCode returns the lines of a markdown text outside code blocks.
+func outsideCode(text string) []docLine {
+	var out []docLine
+	in := false
+	for i, l := range strings.Split(text, "\n") {
+		if t := strings.TrimSpace(l); strings.HasPrefix(t, "```") || strings.HasPrefix(t, "~~~") {
+			in = !in
+			continue
+		}
+		if !in {
+			out = append(out, docLine{line: i + 1, text: l})
+		}
+	}
+	return out
+}
+
+// githubAnchor is the anchor GitHub gives a heading: lower case, spaces to
+// hyphens, punctuation but hyphens and underscores dropped.
+func githubAnchor(h string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(strings.TrimSpace(h)) {
+		switch {
+		case r == ' ':
+			b.WriteByte('-')
+		case r == '-' || r == '_' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r > 127:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
