@@ -325,10 +325,18 @@ func firstLine(s, sub string) string {
 	return s
 }
 
-// Every documented command line parses with the real flag sets.
-func TestReadmeCommandLinesParse(t *testing.T) {
+// Every documented command line parses with the real flag sets, and the
+// checker fails the lines a reader would get "unknown command" or
+// "unknown flag" for (one build of the fakes for both).
+func TestReadmeCommandLines(t *testing.T) {
 	fakes := &fakeBinaries{}
 	defer fakes.cleanup()
+	t.Run("docs", func(t *testing.T) { checkDocsCommandLines(t, fakes) })
+	t.Run("planted", func(t *testing.T) { checkPlantedCommandLines(t, fakes) })
+}
+
+// checkDocsCommandLines: every documented command line parses.
+func checkDocsCommandLines(t *testing.T, fakes *fakeBinaries) {
 	checked := map[string]int{}
 	for _, b := range docBlocks(t) {
 		if dataBlock(b.info) {
@@ -354,11 +362,10 @@ func TestReadmeCommandLinesParse(t *testing.T) {
 	}
 }
 
-// The checker itself: planted lines a reader would get "unknown command"
-// or "unknown flag" for fail it, and the forms the docs use pass.
-func TestReadmeCommandCheckerCatchesBadLines(t *testing.T) {
-	fakes := &fakeBinaries{}
-	defer fakes.cleanup()
+// checkPlantedCommandLines: planted lines a reader would get "unknown
+// command" or "unknown flag" for fail the checker, and the forms the docs
+// use pass.
+func checkPlantedCommandLines(t *testing.T, fakes *fakeBinaries) {
 	bad := []struct{ line, want string }{
 		{"talosflash aply --node 127.0.0.1 --file worker.yaml", `unknown command "aply"`},
 		{"talosflash apply --nod 127.0.0.1 --file worker.yaml", "unknown flag --nod"},
