@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/netip"
 	"os"
 	"runtime"
 	"strings"
@@ -50,39 +49,14 @@ func runGUI(args []string) int {
 }
 
 func runGUIWith(args []string, stdout, stderr io.Writer, getenv func(string) string, run func(gui.Options) error) (code int) {
-	fs := flag.NewFlagSet("gui", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
-	factoryURL := fs.String("factory", factory.DefaultBaseURL, "Image Factory base URL")
-	profiles := fs.String("profiles", "", "YAML file with custom profiles")
-	var devices stringList
-	fs.Var(&devices, "device", "preselect this card (repeat it for several)")
-	allowLoop := fs.Bool("allow-loop", false, "make loop devices selectable")
-	subnet := fs.String("subnet", "", "what Scan scans")
-	inventoryFile := fs.String("inventory", "", "talosflash.yaml whose nodes the Nodes step waits for")
-	if err := fs.Parse(args); err != nil {
+	o, err := parseAppArgs(args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintf(stdout, guiUsage, factory.DefaultBaseURL)
 			return contract.ExitOK
 		}
-		fmt.Fprintf(stderr, "talosflash: %v\n", cli.FlagError(fs, err))
+		fmt.Fprintf(stderr, "talosflash: %v\n", err)
 		return contract.ExitUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "talosflash: unknown command %q; run `talosflash --help`\n", fs.Arg(0))
-		return contract.ExitUsage
-	}
-	var subnets []netip.Prefix
-	for _, c := range strings.Split(*subnet, ",") {
-		if c = strings.TrimSpace(c); c == "" {
-			continue
-		}
-		p, err := netip.ParsePrefix(c)
-		if err != nil {
-			fmt.Fprintf(stderr, "talosflash: gui: --subnet %q: want a CIDR such as 192.168.1.0/24\n", c)
-			return contract.ExitUsage
-		}
-		subnets = append(subnets, p.Masked())
 	}
 	if missing := missingDisplay(runtime.GOOS, getenv); missing != "" {
 		fmt.Fprintf(stderr, "talosflash: no display (%s): %s\n", missing, noDisplayHint)
@@ -100,7 +74,7 @@ func runGUIWith(args []string, stdout, stderr io.Writer, getenv func(string) str
 			code = contract.ExitUsage
 		}
 	}()
-	if err := run(gui.Options{FactoryURL: *factoryURL, ProfilesFile: *profiles, Devices: devices, AllowLoop: *allowLoop, Subnets: subnets, Inventory: *inventoryFile, Version: cli.Version}); err != nil {
+	if err := run(gui.Options{FactoryURL: o.factoryURL, ProfilesFile: o.profiles, Devices: o.devices, AllowLoop: o.allowLoop, Subnets: o.subnets, Inventory: o.inventory, Version: cli.Version}); err != nil {
 		// An inventory or profiles file that cannot be used: the CLI's words
 		// and exit codes (7 for an inventory's problems, 2 for a bad file).
 		var (
@@ -108,7 +82,7 @@ func runGUIWith(args []string, stdout, stderr io.Writer, getenv func(string) str
 			prof *plan.ProfilesError
 		)
 		if errors.As(err, &inv) || errors.As(err, &prof) {
-			err = cli.SettingsError(err, *inventoryFile)
+			err = cli.SettingsError(err, o.inventory)
 		}
 		fmt.Fprintf(stderr, "talosflash: %v\n", err)
 		return cli.ExitCode(err)
@@ -136,9 +110,3 @@ func isDisplayPanic(r any) bool {
 	msg := fmt.Sprint(r)
 	return strings.Contains(msg, "GLFW") || strings.Contains(msg, "NotInitialized")
 }
-
-// stringList is a flag that may be repeated (--device A --device B).
-type stringList []string
-
-func (l *stringList) String() string     { return strings.Join(*l, ",") }
-func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }

@@ -2,12 +2,12 @@
 
 // gen-talos114-schema writes node/internal/talos114/schema.txt: the yaml key
 // tree of every config document kind a Talos release registers, read from
-// the release's pkg/machinery source with go/parser (no type checking). It
-// records field names and their shapes, no upstream code.
+// the release's pkg/machinery source with go/parser (no type checking, no
+// build: the source is only read). It records field names and their
+// shapes, no upstream code. The source: a checkout of siderolabs/talos at
+// v1.14.0-rc.1, anywhere outside this repository (TALOS below):
 //
-//	TMP=$(mktemp -d)
-//	git --git-dir=/work/.mirror/siderolabs+talos/repo archive v1.14.0-rc.1 pkg/machinery | tar -x -C "$TMP"
-//	go run scripts/gen-talos114-schema.go -src "$TMP/pkg/machinery" -tag v1.14.0-rc.1 > node/internal/talos114/schema.txt
+//	go run scripts/gen-talos114-schema.go -src "$TALOS/pkg/machinery" -tag v1.14.0-rc.1 > node/internal/talos114/schema.txt
 //
 // The shapes follow how gopkg.in/yaml.v3 encodes a Go type: pointers are
 // followed, slices are lists ("[]" in a path), maps hold user keys ("*" in a
