@@ -101,7 +101,6 @@ func TestExitCodesOneTable(t *testing.T) {
 	}
 	for _, doc := range []struct{ path, heading string }{
 		{"../../docs/JSON.md", "## Exit codes"},
-		{"../../README.md", "### Exit codes"},
 	} {
 		got := exitTable(t, doc.path, doc.heading)
 		if !slices.Equal(got, want) {
