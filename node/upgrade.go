@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/blang/semver/v4"
 	"github.com/cosi-project/runtime/pkg/resource"
@@ -35,6 +36,10 @@ var (
 	// ErrUpgradeFailed: the installer ran and failed, or the node came back
 	// wrong; errors.Is(err, ErrRefused) too (exit 8).
 	ErrUpgradeFailed error = refusal("upgrade failed")
+	// ErrNotHealthy: the node did not become healthy (running, ready)
+	// within the wait before its upgrade; nothing was sent.
+	// errors.Is(err, ErrRefused) too (exit 8).
+	ErrNotHealthy error = refusal("not healthy before the upgrade")
 	// ErrOtherNode: the node at the address says it is another than the one
 	// meant (UpgradeOptions.Hostname); nothing was sent. It fails the
 	// checks, as apply --inventory's identity: errors.Is(err, ErrInvalidConfig) (exit 7).
@@ -351,12 +356,12 @@ func Upgrade(ctx context.Context, endpoint string, tc *Talosconfig, opts Upgrade
 	}
 	// Never take down a node that is not healthy yet (e.g. still starting
 	// after the previous step): wait for it first, within the same bound.
-	progress("checking the node is healthy before the upgrade")
+	progress("waiting until the node is healthy before its upgrade (up to %s)", opts.Wait.Timeout.Round(time.Second))
 	pctx, pcancel := context.WithTimeout(ctx, opts.Wait.Timeout)
 	err = s.waitHealthy(pctx, opts.Wait, res.From)
 	pcancel()
 	if err != nil {
-		return res, stopped(fmt.Errorf("upgrade %s: not healthy before the upgrade, nothing sent: %w", s.endpoint, err))
+		return res, stopped(fmt.Errorf("upgrade %s: %w, nothing sent: %w", s.endpoint, ErrNotHealthy, err))
 	}
 	bootID, err := s.bootID(ctx, opts.Wait)
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"time"
 
@@ -152,13 +151,6 @@ func warnNotAdmin(env Env, tc *node.Talosconfig) {
 	if !tc.IsAdmin() {
 		fmt.Fprintf(env.Stderr, "warning: the client certificate of %s has roles %v, not os:admin: the node will refuse bootstrap and upgrade\n", tc, tc.Roles)
 	}
-}
-
-func hostOf(endpoint string) string {
-	if h, _, err := net.SplitHostPort(endpoint); err == nil {
-		return h
-	}
-	return endpoint
 }
 
 // waitExit gives a wait that ran out of time (the node never answered or

@@ -112,7 +112,7 @@ func runRollout(ctx context.Context, args []string, env Env) error {
 		return err
 	}
 	p := newRolloutPrinter(r.jsonOut, r.dryRun, env)
-	job := plan.RolloutJob{Nodes: c.Members, To: r.to, Talosconfig: tc, Factory: settings.Factory, DryRun: r.dryRun,
+	job := plan.RolloutJob{Nodes: c.Members, CNI: c.CNI(), To: r.to, Talosconfig: tc, Factory: settings.Factory, DryRun: r.dryRun,
 		Wait:   node.WaitOptions{Timeout: r.timeout, Every: r.every},
 		Drain:  kube.DrainOptions{Timeout: r.drainTimeout},
 		Follow: plan.FollowOptions{Wait: r.timeout, WatchOptions: plan.WatchOptions{Interval: r.every}},

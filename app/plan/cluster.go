@@ -60,6 +60,9 @@ type Member struct {
 	// Took is the role of the config it took in this run (RoleUnknown:
 	// none).
 	Took node.Role
+	// Nodename is the Kubernetes node name the node said it registers
+	// with (its Nodenames resource; "" not read yet).
+	Nodename string
 }
 
 // State is what a member was last seen doing.
@@ -93,9 +96,16 @@ func (m *Member) ShortName() string {
 	return short
 }
 
-// KubeName is its Kubernetes node name: the short hostname, lower case
-// (Talos' controllers/k8s/nodename.go without registerWithFQDN).
-func (m *Member) KubeName() string { return strings.ToLower(m.ShortName()) }
+// KubeName is its Kubernetes node name: what the node said (its
+// Nodenames resource: the FQDN with KubeNodeConfig registerWithFQDN),
+// else the short hostname, lower case, as Talos names it by default
+// (controllers/k8s/nodename.go).
+func (m *Member) KubeName() string {
+	if m.Nodename != "" {
+		return m.Nodename
+	}
+	return strings.ToLower(m.ShortName())
+}
 
 // ProfileName is its profile's name ("" unknown).
 func (m *Member) ProfileName() string {

@@ -56,6 +56,9 @@ func (m *Member) ObserveStatus(ns NodeStatus) {
 		m.State = StateAbsent
 		return
 	}
+	if st.Nodename != "" {
+		m.Nodename = st.Nodename
+	}
 	if etcd := st.Service("etcd"); etcd != nil {
 		m.EtcdRunning = etcd.State == "Running"
 		if !m.Role.Known() {

@@ -43,7 +43,10 @@ type RolloutJob struct {
 	Talosconfig *node.Talosconfig
 	Factory     *factory.Client
 	// Kube reaches the cluster's API for the drain (required unless DryRun).
-	Kube   *kube.Access
+	Kube *kube.Access
+	// CNI is what the control plane's config says of the CNI (Cluster.CNI;
+	// nil: not known), for what a node not Ready waits for.
+	CNI    *node.CNI
 	DryRun bool
 	Wait   node.WaitOptions
 	Drain  kube.DrainOptions
@@ -214,6 +217,12 @@ func (job RolloutJob) one(ctx context.Context, nr *NodeRollout, controlPlanes []
 		}
 		say(StepGate, "etcd is healthy with its %d member(s)", n)
 	}
+	// The Kubernetes node to cordon and drain is the name the node
+	// registers with (its Nodenames resource, as talosctl upgrade reads
+	// it), not the inventory's: they differ with registerWithFQDN.
+	if name, ok, err := node.ReadNodename(ctx, nr.Endpoint.String(), job.Talosconfig, job.Wait); err == nil && ok {
+		nr.Nodename = name
+	}
 	nr.Step = StepInstall
 	opts.OnPlan = func(r *node.UpgradeResult) {
 		say(StepPlan, "Talos %s -> %s with %s (%s)", r.From, r.To, r.Image, r.API)
@@ -243,6 +252,9 @@ func (job RolloutJob) one(ctx context.Context, nr *NodeRollout, controlPlanes []
 	}
 	up, err := node.Upgrade(ctx, nr.Endpoint.String(), job.Talosconfig, opts)
 	nr.Upgrade = up
+	if errors.Is(err, node.ErrNotHealthy) {
+		err = fmt.Errorf("%w; %s", err, job.unhealthy(ctx, nr))
+	}
 	if err != nil {
 		if up == nil || up.Phase == "" {
 			nr.Step = StepPlan // refused while planning: nothing was sent
@@ -390,3 +402,48 @@ type gateRefusal string
 
 func (g gateRefusal) Error() string        { return string(g) }
 func (g gateRefusal) Is(target error) bool { return target == node.ErrRefused }
+
+// unhealthy says what a node that did not become healthy before its
+// upgrade waits for, as status says it: its diagnoses (the unmet
+// conditions, the incident) and its Kubernetes node's (no CNI), each with
+// its fix.
+func (job RolloutJob) unhealthy(ctx context.Context, nr *NodeRollout) string {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	w := WatchOptions{Talosconfig: job.Talosconfig, CallTimeout: job.Wait.CallTimeout}
+	list, err := Watch(cctx, []*Member{nr.Member}, w, func(NodeStatus) {})
+	if err != nil || len(list) == 0 {
+		return "its status could not be read"
+	}
+	ns := list[0]
+	var parts []string
+	if st := ns.Status; st != nil && len(st.Unmet) > 0 {
+		parts = append(parts, "it waits for "+unmetReasons(st.Unmet))
+	}
+	for _, d := range ns.Diagnoses {
+		if d.Code == "not-ready" {
+			continue // its unmet conditions, said above
+		}
+		s := d.Message
+		if d.Fix != "" {
+			s += " (fix: " + d.Fix + ")"
+		}
+		parts = append(parts, s)
+	}
+	if job.Kube != nil {
+		v := ReadKube(cctx, job.Kube, job.CNI, []*Member{nr.Member})
+		for _, kn := range v.Nodes {
+			if kn.Hostname == nr.Hostname && kn.Diagnosis != nil {
+				s := "its Kubernetes node: " + kn.Diagnosis.Message
+				if kn.Diagnosis.Fix != "" {
+					s += " (fix: " + kn.Diagnosis.Fix + ")"
+				}
+				parts = append(parts, s)
+			}
+		}
+	}
+	if len(parts) == 0 {
+		return "status " + nr.Name() + " says why"
+	}
+	return strings.Join(parts, "; ")
+}

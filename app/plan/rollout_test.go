@@ -1,19 +1,24 @@
 package plan
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/factory/factorytest"
+	"github.com/talosflash/talosflash/internal/testkit"
 	"github.com/talosflash/talosflash/kube"
 	"github.com/talosflash/talosflash/node"
 	"github.com/talosflash/talosflash/node/nodetest"
+	"github.com/talosflash/talosflash/node/nodetest/kubetest"
 )
 
 // Control planes first, then workers, each in the inventory's order.
@@ -165,5 +170,121 @@ func TestRolloutRefusesANodeWithoutRole(t *testing.T) {
 				t.Fatalf("%s: %s", n.Hostname, n.Step)
 			}
 		}
+	}
+}
+
+// oneControlPlane is a bootstrapped control plane with its Kubernetes API
+// on loopback, its config edited by edit, and the access to that API.
+func oneControlPlane(t *testing.T, cni bool, edit func([]byte) []byte) (*nodetest.Node, *kubetest.Server, *kube.Access, *node.Talosconfig, []byte) {
+	t.Helper()
+	pki, err := nodetest.NewPKI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := os.ReadFile("../../node/testdata/talos114/valid/controlplane.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg = edit(cfg)
+	// The cluster's API on loopback, at a port free here (its endpoint).
+	cfg = bytes.ReplaceAll(cfg, []byte("https://192.168.1.20:6443"), []byte("https://127.0.0.1:"+strconv.Itoa(testkit.FreePort(t, "127.0.0.1"))))
+	cluster, err := nodetest.ClusterOf(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := nodetest.StartNode(t, nodetest.NodeOptions{PKI: pki, Schematic: factory.BuiltinProfiles()[0].Schematic(), Bootstrapped: true, Hostname: "cp-1", Config: cfg, Cluster: cluster, CNI: cni})
+	tc := rolloutTalosconfig(t, pki)
+	var api *kubetest.Server
+	for deadline := time.Now().Add(10 * time.Second); api == nil; time.Sleep(10 * time.Millisecond) {
+		if api = n.KubeAPI(); api == nil && time.Now().After(deadline) {
+			t.Fatal("the fake control plane runs no Kubernetes API")
+		}
+	}
+	data, err := node.FetchKubeconfig(t.Context(), n.Addr(), tc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc, err := kube.Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kube.SetServer(kc, "", api.URL()); err != nil {
+		t.Fatal(err)
+	}
+	access, err := kube.Open("kubeconfig", kc, "", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n, api, access, tc, cfg
+}
+
+func upgradeFactory(t *testing.T) *factory.Client {
+	fac := factorytest.New(t)
+	fac.SetVersions("v1.14.5", "v1.14.6")
+	if _, err := fac.AddSchematic(factory.BuiltinProfiles()[0].Schematic()); err != nil {
+		t.Fatal(err)
+	}
+	return factory.NewClient(fac.URL, fac.Client())
+}
+
+// The Kubernetes node cordoned and drained is the name the node registers
+// with (its Nodenames resource, as talosctl upgrade reads it): with
+// KubeNodeConfig registerWithFQDN and a domain, cp-1.lab.example, not the
+// inventory's cp-1 (issue 38).
+func TestRolloutDrainsTheNodesKubernetesName(t *testing.T) {
+	n, api, access, tc, _ := oneControlPlane(t, true, func(cfg []byte) []byte {
+		if !bytes.Contains(cfg, []byte("kind: HostnameConfig\nauto: stable")) || !bytes.Contains(cfg, []byte("kind: KubeNodeConfig\n")) {
+			t.Fatal("controlplane.yaml's HostnameConfig or KubeNodeConfig changed")
+		}
+		cfg = bytes.Replace(cfg, []byte("kind: HostnameConfig\nauto: stable"), []byte("kind: HostnameConfig\nhostname: cp-1.lab.example"), 1)
+		return bytes.Replace(cfg, []byte("kind: KubeNodeConfig\n"), []byte("kind: KubeNodeConfig\nregisterWithFQDN: true\n"), 1)
+	})
+	m := testMember(t, "cp-1", node.RoleControlPlane, "controlplane", n.Addr())
+	res, err := Rollout(t.Context(), RolloutJob{Nodes: []*Member{m}, To: "v1.14.6", Talosconfig: tc, Factory: upgradeFactory(t),
+		Kube: access, Wait: node.WaitOptions{Timeout: 20 * time.Second, Every: 10 * time.Millisecond}, Drain: kube.DrainOptions{Timeout: 10 * time.Second},
+		Follow: FollowOptions{Wait: 20 * time.Second, WatchOptions: WatchOptions{Interval: 20 * time.Millisecond}}})
+	if err != nil {
+		t.Fatalf("rollout: %v (%+v)", err, res.Nodes[0])
+	}
+	cordoned := false
+	for _, r := range api.Requests() {
+		if strings.HasPrefix(r, "PATCH ") && strings.HasSuffix(strings.Fields(r)[1], "/nodes/cp-1") {
+			t.Fatalf("the inventory's name was cordoned: %s", r)
+		}
+		cordoned = cordoned || strings.HasPrefix(r, "PATCH ") && strings.Contains(r, "/nodes/cp-1.lab.example")
+	}
+	if !cordoned || m.KubeName() != "cp-1.lab.example" || !strings.Contains(res.Nodes[0].State, "upgraded") {
+		t.Fatalf("cordoned %v, name %q, state %q; requests %v", cordoned, m.KubeName(), res.Nodes[0].State, api.Requests())
+	}
+}
+
+// A node that does not become healthy before its upgrade stops the
+// rollout, nothing sent, and the refusal says what it waits for, as
+// status does: its unmet condition (nodeReady) and its Kubernetes node's
+// missing CNI with the fix (issue 38), not only "context deadline exceeded".
+func TestRolloutGateNamesTheUnmetCondition(t *testing.T) {
+	n, _, access, tc, cfg := oneControlPlane(t, false, func(cfg []byte) []byte { return cfg })
+	cni, err := node.CNIOf(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := testMember(t, "cp-1", node.RoleControlPlane, "controlplane", n.Addr())
+	var said []string
+	res, err := Rollout(t.Context(), RolloutJob{Nodes: []*Member{m}, To: "v1.14.6", Talosconfig: tc, Factory: upgradeFactory(t), Kube: access, CNI: &cni,
+		Wait:  node.WaitOptions{Timeout: time.Second, Every: 10 * time.Millisecond},
+		Event: func(ev RolloutEvent) { said = append(said, ev.Text) }})
+	if !errors.Is(err, node.ErrNotHealthy) || !errors.Is(err, ErrRolloutStopped) {
+		t.Fatalf("rollout: %v", err)
+	}
+	for _, want := range []string{"nothing sent", "it waits for nodeReady", "no CNI yet", "Flannel is off"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal %q does not say %q", err, want)
+		}
+	}
+	if !slices.ContainsFunc(said, func(s string) bool { return strings.Contains(s, "before its upgrade (up to 1s)") }) {
+		t.Errorf("the wait's bound is not said before it starts: %q", said)
+	}
+	if len(n.Pulled())+len(n.Upgrades())+n.Reboots() != 0 || res.Nodes[0].Cordon {
+		t.Fatal("something was sent")
 	}
 }

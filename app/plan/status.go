@@ -179,7 +179,9 @@ func (c StatusCheck) Diagnose(now time.Time, t *Member, st *node.Status, readErr
 
 	ns.Match = NodeCheck{Profiles: c.Profiles, Node: &node.Node{Booted: st.Booted}}.MatchBooted()
 	if t.Profile != nil && st.Booted != nil && st.Booted.SchematicID != "" {
-		ok := strings.EqualFold(ns.Match.Profile, t.Profile.Name)
+		// Its role's image: by name when the profiles know the schematic,
+		// else by the member's own profile's ID.
+		ok := strings.EqualFold(ns.Match.Profile, t.Profile.Name) || st.Booted.SchematicID == t.SchematicID()
 		ns.ImageOK = &ok
 	}
 	ns.StageSince, ns.StageSinceSource = stageSince(now, st, prev)

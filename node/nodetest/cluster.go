@@ -368,3 +368,8 @@ func (n *Node) Kubeconfig(_ *emptypb.Empty, srv grpc.ServerStreamingServer[commo
 
 // KubeconfigCalls counts Kubeconfig calls answered.
 func (n *Node) KubeconfigCalls() int { n.mu.Lock(); defer n.mu.Unlock(); return n.kubeconfigs }
+
+// ClusterOf is the Kubernetes side of a config (NodeOptions.Cluster), as
+// a node booted with it lives it: for a configured node a test starts
+// directly (StartNode) rather than through an apply.
+func ClusterOf(config []byte) (*ClusterConfig, error) { return parseCluster(config) }
