@@ -70,7 +70,7 @@ func runUpgrade(ctx context.Context, args []string, env Env) error {
 	}
 	to, err := plan.TalosVersion(to)
 	if err != nil {
-		return withCode(contract.ExitUsage, err)
+		return err
 	}
 	tc, err := tcf.load("upgrade")
 	if err != nil {
@@ -89,7 +89,7 @@ func runUpgrade(ctx context.Context, args []string, env Env) error {
 	}
 	c, err := settings.Cluster(0, nodes...)
 	if err != nil {
-		return withCode(contract.ExitUsage, err)
+		return err
 	}
 	planned := map[*node.UpgradeResult]bool{}
 	opts.OnPlan = func(r *node.UpgradeResult) {
