@@ -431,17 +431,18 @@ func TestHintsRunAsWritten(t *testing.T) {
 	}
 }
 
-// guiFlags are the flag names runGUIWith in the root's gui.go defines.
+// guiFlags are the flag names parseAppArgs in the root's main.go defines
+// (the app's flags: `talosflash gui [flags]` and `talosflash [flags]`).
 func guiFlags(t *testing.T) map[string]bool {
 	t.Helper()
-	f, err := parser.ParseFile(token.NewFileSet(), "../../../gui.go", nil, 0)
+	f, err := parser.ParseFile(token.NewFileSet(), "../../../main.go", nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	names := map[string]bool{}
 	ast.Inspect(f, func(n ast.Node) bool {
 		fn, ok := n.(*ast.FuncDecl)
-		if !ok || fn.Name.Name != "runGUIWith" {
+		if !ok || fn.Name.Name != "parseAppArgs" {
 			return true
 		}
 		ast.Inspect(fn, func(n ast.Node) bool {
@@ -457,7 +458,7 @@ func guiFlags(t *testing.T) map[string]bool {
 				return true
 			}
 			arg := call.Args[0]
-			if sel.Sel.Name == "Var" && len(call.Args) > 1 {
+			if strings.HasSuffix(sel.Sel.Name, "Var") && len(call.Args) > 1 { // fs.Var, fs.StringVar(&x, "name", ...)
 				arg = call.Args[1]
 			}
 			if lit, ok := arg.(*ast.BasicLit); ok && lit.Kind == token.STRING {
@@ -468,7 +469,7 @@ func guiFlags(t *testing.T) map[string]bool {
 		return false
 	})
 	if !names["factory"] || len(names) < 3 {
-		t.Fatalf("gui.go's flags not found: %v", names)
+		t.Fatalf("main.go's app flags (parseAppArgs) not found: %v", names)
 	}
 	return names
 }
