@@ -437,8 +437,15 @@ func FindProfile(all []Profile, name string) (Profile, error) {
 		return Profile{}, fmt.Errorf("unknown profile %q: no profiles defined", name)
 	}
 
+	near := editdistance.Closest(name, names)
+	for _, n := range names {
+		if strings.EqualFold(n, name) { // names are case-sensitive: a case typo
+			near = n
+		}
+	}
+
 	hint := ""
-	if near := editdistance.Closest(name, names); near != "" {
+	if near != "" {
 		hint = "did you mean " + near + "?; "
 	}
 
