@@ -186,7 +186,7 @@ func (rep *CardReport) Board() (b factory.Board, source string) {
 	if rep == nil {
 		return "", ""
 	}
-	if r := rep.Record; r != nil && r.Board != "" {
+	if r := rep.Record; r != nil && factory.Board(r.Board).Known() { // a card's text: only a board talosflash knows
 		return factory.Board(r.Board), "record"
 	}
 	if rep.Boot != nil && rep.Boot.Board != "" {

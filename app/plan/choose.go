@@ -224,7 +224,13 @@ func ChooseImage(ctx context.Context, c Choice) (*Image, Obligations, error) {
 	case n > 1 || n == 0 && want == nil:
 		return nil, Obligations{}, choiceErrorf("choose exactly one of a role, an installer image, an installer file or a local image")
 	case n == 0:
-		c.Role = want.Name // the node's own image
+		// The node's own image, on its board: a board asked for must be it.
+		for _, nd := range c.Nodes {
+			if c.Board != "" && nd.Board != "" && nd.Board != c.Board {
+				return nil, Obligations{}, choiceErrorf("board %s contradicts the inventory: %s is board %s (the %s): leave the board out and each node gets its own board's image", c.Board, nd.Hostname, nd.Board, nd.Board.Model())
+			}
+		}
+		c.Role = want.Name
 	}
 	if c.Format != "" && c.Format != "xz" && c.Format != "zst" {
 		return nil, Obligations{}, choiceErrorf("format %q: want zst or xz", c.Format)
