@@ -252,3 +252,37 @@ func TestNewtWarningWithItsImage(t *testing.T) {
 		t.Fatalf("the Newt warning (at %d) is not between the control plane's image line (%d) and the worker's (%d):\n%s", newt, cpLine, workerLine, stderr)
 	}
 }
+
+// A profile's overlay options show in schematic's output (the YAML as the
+// factory stores it, and named below it) and in profiles --json.
+func TestSchematicShowsOverlayOptions(t *testing.T) {
+	profiles := testkit.WriteFile(t, t.TempDir(), "profiles.yaml", `profiles:
+  - name: nvme-worker
+    board: rpi5
+    overlay:
+      options:
+        configTxtAppend: |-
+          dtparam=pciex1
+          dtparam=pciex1_gen=3
+`)
+	code, stdout, stderr := cliRun(t, "schematic", "--role", "nvme-worker", "--profiles", profiles)
+	want := `overlay:
+    image: siderolabs/sbc-raspberrypi
+    name: rpi_5
+    options:
+        configTxtAppend: |-
+            dtparam=pciex1
+            dtparam=pciex1_gen=3
+customization: {}
+# board: rpi5 (Raspberry Pi 5, overlay rpi_5)
+# overlay options: configTxtAppend (written to the card's config.txt by the overlay)
+# id: 5eb48915ff693f7f7727071e108c99fef0bd3a5137746fa2f0b8db22d1a3bea3
+`
+	if code != contract.ExitOK || !strings.HasPrefix(stdout, want) {
+		t.Fatalf("exit %d\n%s%s\nwant it to start:\n%s", code, stdout, stderr, want)
+	}
+	code, stdout, _ = cliRun(t, "profiles", "--profiles", profiles, "--json")
+	if code != contract.ExitOK || !strings.Contains(stdout, `"name":"nvme-worker","board":"rpi5"`) || !strings.Contains(stdout, `"options":["configTxtAppend"]`) {
+		t.Fatalf("profiles --json: %s", stdout)
+	}
+}
