@@ -43,8 +43,9 @@ func OverlayBootFiles(overlay string) map[string][]byte {
 
 // WithBootFiles is a copy of raw, a disk image with a GPT and an EFI
 // partition (imaging/imagetest's TalosRaw), whose EFI partition holds a
-// FAT filesystem with files in its root folder (FATImage): what a Talos
-// image built with an overlay carries there.
+// FAT filesystem with files in its root folder (FATImage: FAT12 or 16,
+// FAT32 from about 32 MiB on): what a Talos image built with an overlay
+// carries there.
 func WithBootFiles(raw []byte, files map[string][]byte) ([]byte, error) {
 	tab, err := gpt.Read(bytes.NewReader(raw), int64(len(raw)))
 	if err != nil {
@@ -55,6 +56,9 @@ func WithBootFiles(raw []byte, files map[string][]byte) ([]byte, error) {
 		return nil, fmt.Errorf("boot files: the image has no EFI partition")
 	}
 	fs, err := FATImage(efi.Size, files, false)
+	if err != nil {
+		fs, err = FATImage(efi.Size, files, true) // too many clusters for FAT16: FAT32, as mkfs.fat would
+	}
 	if err != nil {
 		return nil, err
 	}
