@@ -145,3 +145,13 @@ func TestChooseImageBoard(t *testing.T) {
 		t.Fatalf("--board rpi4 with a Pi 5 installer: %v", err)
 	}
 }
+
+// A schematic without an overlay is said to need the board's overlay,
+// naming both boards' (it named the Pi 4's only).
+func TestNoOverlayWarningNamesBothBoards(t *testing.T) {
+	im := &Image{Schematic: (&factory.Profile{Name: "bare"}).Schematic(), Arch: "arm64"}
+	w := strings.Join(ImageWarnings(im), "\n")
+	if !strings.Contains(w, "rpi_generic for the Pi 4, rpi_5 for the Pi 5") {
+		t.Fatalf("warnings %q", w)
+	}
+}
