@@ -85,16 +85,6 @@ func SettingsError(err error, file string) error {
 // ExitCode is the process exit code the CLI gives err (docs/JSON.md).
 func ExitCode(err error) int { return exitCode(err) }
 
-// loadInventory is loadSettings for a command that needs the inventory.
-func loadInventory(file, profiles string) (*inventory.Inventory, error) {
-	s, err := loadSettings(plan.Defaults{Inventory: file, ProfilesFile: profiles})
-	if err != nil {
-		return nil, err
-	}
-
-	return s.Inventory, nil
-}
-
 // chooseImage reads the inventory and gives the image flags the named
 // nodes (plan.ChooseImages decides their images: one per profile, each
 // downloaded and decoded once, all in one run) and the inventory's Talos
