@@ -155,6 +155,7 @@ type inventoryNode struct {
 	Hostname  string   `json:"hostname"`
 	Role      string   `json:"role,omitempty"`
 	Profile   string   `json:"profile,omitempty"`
+	Board     string   `json:"board"`
 	Address   string   `json:"address,omitempty"`
 	Gateway   string   `json:"gateway,omitempty"`
 	DNS       []string `json:"dns,omitempty"`
@@ -254,7 +255,7 @@ func runInventoryCheck(args []string, env Env) error {
 
 func inventoryNodeOf(n inventory.Node) inventoryNode {
 	j := inventoryNode{
-		Hostname: n.Hostname, Role: n.Role.String(), Profile: n.Profile, Interface: n.Interface,
+		Hostname: n.Hostname, Role: n.Role.String(), Profile: n.Profile, Board: n.Board.String(), Interface: n.Interface,
 		Config: n.Config, Installer: n.Installer,
 	}
 
@@ -283,11 +284,11 @@ func printInventory(w io.Writer, inv *inventory.Inventory) {
 	fmt.Fprintf(w, "%s: cluster %s, %d nodes, no problems\n", p(inv.Path), p(name), len(inv.Nodes))
 
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "HOSTNAME\tROLE\tIMAGE\tADDRESS\tGATEWAY\tINTERFACE\tCONFIG")
+	fmt.Fprintln(tw, "HOSTNAME\tROLE\tIMAGE\tBOARD\tADDRESS\tGATEWAY\tINTERFACE\tCONFIG")
 
 	for _, n := range inv.Nodes {
 		j := inventoryNodeOf(n)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p(j.Hostname), p(dash(j.Role)), p(dash(j.Profile)), j.Address, dash(j.Gateway), p(j.Interface), p(dash(j.Config)))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p(j.Hostname), p(dash(j.Role)), p(dash(j.Profile)), p(dash(j.Board)), j.Address, dash(j.Gateway), p(j.Interface), p(dash(j.Config)))
 	}
 
 	_ = tw.Flush()

@@ -74,10 +74,10 @@ func (nc NodeCheck) MatchBooted() Match {
 	if id == "" {
 		return Match{}
 	}
-	for _, p := range nc.Profiles {
-		if pid, err := p.SchematicID(); err == nil && pid == id {
-			return Match{Profile: p.Name, Role: RoleOf(p), Source: "profile"}
-		}
+	// Every board's build of each profile: a Pi 5 that booted the worker
+	// role's rpi_5 image is the worker profile's.
+	if p, ok := factory.ProfileOfSchematicID(nc.Profiles, id); ok {
+		return Match{Profile: p.Name, Role: RoleOf(p), Source: "profile"}
 	}
 	for _, c := range nc.CachedIDs {
 		if c == id {
@@ -237,10 +237,8 @@ func (nc NodeCheck) registryHost() string {
 // (offline), then the factory (bounded).
 func (nc NodeCheck) resolver(ctx context.Context) func(string) (*schematic.Schematic, error) {
 	return func(id string) (*schematic.Schematic, error) {
-		for _, p := range nc.Profiles {
-			if pid, err := p.SchematicID(); err == nil && pid == id {
-				return p.Schematic(), nil
-			}
+		if p, ok := factory.ProfileOfSchematicID(nc.Profiles, id); ok {
+			return p.Schematic(), nil
 		}
 		if nc.Factory == nil {
 			return nil, fmt.Errorf("schematic %s: no factory to ask", id)

@@ -191,3 +191,25 @@ func TestApplyKnownSchematicBlocksWorkerConfig(t *testing.T) {
 		t.Fatalf("the node got %d requests", n)
 	}
 }
+
+// A Pi 5 that booted a role's rpi_5 image is that role's profile, as a Pi
+// 4 is (issue 40): the identity check, the role check and the rows see it.
+func TestMatchBootedEveryBoard(t *testing.T) {
+	for _, role := range []string{"controlplane", "worker"} {
+		p, err := factory.BuiltinProfile(role, factory.BoardRPi5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, err := p.SchematicID()
+		if err != nil {
+			t.Fatal(err)
+		}
+		nc := NodeCheck{Profiles: factory.BuiltinProfiles(), Node: &node.Node{Booted: &node.Booted{SchematicID: id}}}
+		if m := nc.MatchBooted(); m.Profile != role || m.Role != role || m.Source != "profile" {
+			t.Errorf("%s on a Pi 5: matched %+v", role, m)
+		}
+		if sc, err := nc.resolver(t.Context())(id); err != nil || sc.Overlay.Name != factory.RPi5OverlayName {
+			t.Errorf("%s on a Pi 5: resolved %v, %v", role, sc, err)
+		}
+	}
+}
