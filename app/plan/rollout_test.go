@@ -121,7 +121,7 @@ func TestRolloutRefusesTheWrongNodeAndTheIncident(t *testing.T) {
 	} {
 		for _, dry := range []bool{true, false} {
 			job := RolloutJob{To: "v1.14.6", Talosconfig: tc, Factory: factory.NewClient(fac.URL, fac.Client()), Kube: &kube.Access{}, DryRun: dry,
-				Wait: node.WaitOptions{Timeout: 5 * time.Second, Every: 10 * time.Millisecond}, Nodes: []*Member{c.node}}
+				Wait: node.WaitOptions{Timeout: 5 * time.Second, Every: 10 * time.Millisecond}, Nodes: []*Member{c.node}, NoSnapshot: true}
 			res, err := Rollout(context.Background(), job)
 			if !errors.Is(err, ErrRolloutStopped) || !errors.Is(err, node.ErrInvalidConfig) || !strings.Contains(err.Error(), c.want) ||
 				!strings.Contains(res.Nodes[0].State, "nothing was sent") || res.Nodes[0].Step != StepPlan {
@@ -240,7 +240,7 @@ func TestRolloutDrainsTheNodesKubernetesName(t *testing.T) {
 		return bytes.Replace(cfg, []byte("kind: KubeNodeConfig\n"), []byte("kind: KubeNodeConfig\nregisterWithFQDN: true\n"), 1)
 	})
 	m := testMember(t, "cp-1", node.RoleControlPlane, "controlplane", n.Addr())
-	res, err := Rollout(t.Context(), RolloutJob{Nodes: []*Member{m}, To: "v1.14.6", Talosconfig: tc, Factory: upgradeFactory(t),
+	res, err := Rollout(t.Context(), RolloutJob{Nodes: []*Member{m}, To: "v1.14.6", Talosconfig: tc, Factory: upgradeFactory(t), Snapshot: filepath.Join(t.TempDir(), "etcd.db"),
 		Kube: access, Wait: node.WaitOptions{Timeout: 20 * time.Second, Every: 10 * time.Millisecond}, Drain: kube.DrainOptions{Timeout: 10 * time.Second},
 		Follow: FollowOptions{Wait: 20 * time.Second, WatchOptions: WatchOptions{Interval: 20 * time.Millisecond}}})
 	if err != nil {
@@ -270,7 +270,7 @@ func TestRolloutGateNamesTheUnmetCondition(t *testing.T) {
 	}
 	m := testMember(t, "cp-1", node.RoleControlPlane, "controlplane", n.Addr())
 	var said []string
-	res, err := Rollout(t.Context(), RolloutJob{Nodes: []*Member{m}, To: "v1.14.6", Talosconfig: tc, Factory: upgradeFactory(t), Kube: access, CNI: &cni,
+	res, err := Rollout(t.Context(), RolloutJob{Nodes: []*Member{m}, To: "v1.14.6", Talosconfig: tc, Factory: upgradeFactory(t), Kube: access, CNI: &cni, NoSnapshot: true,
 		Wait:  node.WaitOptions{Timeout: time.Second, Every: 10 * time.Millisecond},
 		Event: func(ev RolloutEvent) { said = append(said, ev.Text) }})
 	if !errors.Is(err, node.ErrNotHealthy) || !errors.Is(err, ErrRolloutStopped) {
