@@ -163,8 +163,8 @@ func TestRolloutTellsARolledBackNode(t *testing.T) {
 	res, err := Rollout(t.Context(), RolloutJob{Nodes: []*Member{m}, To: "v1.14.6", Talosconfig: tc, Factory: upgradeFactory(t), Kube: access,
 		Snapshot: filepath.Join(t.TempDir(), "etcd.db"),
 		Wait:     node.WaitOptions{Timeout: 30 * time.Second, Every: 10 * time.Millisecond}, Drain: kube.DrainOptions{Timeout: 10 * time.Second},
-		Follow:   FollowOptions{Wait: 20 * time.Second, WatchOptions: WatchOptions{Interval: 20 * time.Millisecond}},
-		Event:    func(ev RolloutEvent) { said = append(said, ev.Hostname+" "+ev.Text) }})
+		Follow: FollowOptions{Wait: 20 * time.Second, WatchOptions: WatchOptions{Interval: 20 * time.Millisecond}},
+		Event:  func(ev RolloutEvent) { said = append(said, ev.Hostname+" "+ev.Text) }})
 	if !errors.Is(err, ErrRolledBack) || !errors.Is(err, node.ErrUpgradeFailed) || !errors.Is(err, ErrRolloutStopped) || !errors.Is(err, node.ErrRefused) {
 		t.Fatalf("rollout: %v", err)
 	}
