@@ -46,6 +46,9 @@ type SnapshotOutcome struct {
 	Snapshot *node.EtcdSnapshot // nil: a dry run
 	// Passed are the control planes passed over, each with why.
 	Passed []string
+	// Skipped says why none is taken, when none is ("" one is): the
+	// rolling upgrade's --no-snapshot, or ErrNoEtcdData.
+	Skipped string
 }
 
 // Errors of TakeSnapshot; both are refusals (errors.Is(err,

@@ -205,7 +205,8 @@ func (job RolloutJob) snapshotFirst(ctx context.Context, controlPlanes []*Member
 	}
 	first := controlPlanes[0].Name()
 	if job.NoSnapshot {
-		emit(RolloutEvent{Hostname: first, Step: StepSnapshot,
+		res.Snapshot = &SnapshotOutcome{Skipped: "--no-snapshot"}
+		emit(RolloutEvent{Hostname: first, Step: StepSnapshot, Snapshot: res.Snapshot,
 			Text: "no etcd snapshot is taken (--no-snapshot): if the upgrade breaks etcd, there is no copy to recover the cluster from"})
 		return nil
 	}
@@ -213,7 +214,8 @@ func (job RolloutJob) snapshotFirst(ctx context.Context, controlPlanes []*Member
 		CallTimeout: job.Wait.CallTimeout, Progress: func(s string) { emit(RolloutEvent{Hostname: first, Step: StepSnapshot, Text: s}) }})
 	res.Snapshot = out
 	if errors.Is(err, ErrNoEtcdData) {
-		emit(RolloutEvent{Hostname: first, Step: StepSnapshot, Text: "no etcd snapshot: " + err.Error()})
+		out.Skipped = err.Error()
+		emit(RolloutEvent{Hostname: first, Step: StepSnapshot, Snapshot: out, Text: "no etcd snapshot: " + err.Error()})
 		return nil
 	}
 	if err != nil {
