@@ -91,7 +91,7 @@ func TakeSnapshot(ctx context.Context, job SnapshotJob) (*SnapshotOutcome, error
 	if job.Path == "" {
 		return out, errors.New("etcd snapshot: no file named to save it to")
 	}
-	job.Progress(fmt.Sprintf("%s: taking an etcd snapshot into %s", from.Name(), job.Path))
+	job.Progress(fmt.Sprintf("taking an etcd snapshot of %s into %s", from.Name(), job.Path))
 	out.Snapshot, err = node.SaveEtcdSnapshot(ctx, from.Endpoint.String(), job.Talosconfig, job.Path,
 		node.SnapshotOptions{Timeout: job.Timeout, CallTimeout: job.CallTimeout, Progress: job.Progress})
 	return out, err

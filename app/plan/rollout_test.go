@@ -134,7 +134,7 @@ func TestRolloutRefusesTheWrongNodeAndTheIncident(t *testing.T) {
 	}
 }
 
-func rolloutTalosconfig(t *testing.T, pki *nodetest.PKI) *node.Talosconfig {
+func rolloutTalosconfig(t testing.TB, pki *nodetest.PKI) *node.Talosconfig {
 	t.Helper()
 	data, err := pki.Talosconfig("home", "os:admin", "127.0.0.1")
 	if err != nil {
@@ -175,7 +175,7 @@ func TestRolloutRefusesANodeWithoutRole(t *testing.T) {
 
 // oneControlPlane is a bootstrapped control plane with its Kubernetes API
 // on loopback, its config edited by edit, and the access to that API.
-func oneControlPlane(t *testing.T, cni bool, edit func([]byte) []byte) (*nodetest.Node, *kubetest.Server, *kube.Access, *node.Talosconfig, []byte) {
+func oneControlPlane(t testing.TB, cni bool, edit func([]byte) []byte) (*nodetest.Node, *kubetest.Server, *kube.Access, *node.Talosconfig, []byte) {
 	t.Helper()
 	pki, err := nodetest.NewPKI()
 	if err != nil {
@@ -218,7 +218,7 @@ func oneControlPlane(t *testing.T, cni bool, edit func([]byte) []byte) (*nodetes
 	return n, api, access, tc, cfg
 }
 
-func upgradeFactory(t *testing.T) *factory.Client {
+func upgradeFactory(t testing.TB) *factory.Client {
 	fac := factorytest.New(t)
 	fac.SetVersions("v1.14.5", "v1.14.6")
 	if _, err := fac.AddSchematic(factory.BuiltinProfiles()[0].Schematic()); err != nil {

@@ -198,7 +198,7 @@ func (s *etcdStore) snapshot(member, peerURL string) ([]byte, error) {
 	path := f.Name()
 	f.Close()
 	defer os.Remove(path)
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second})
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second, NoSync: true}) // a temporary file: no fsync
 	if err != nil {
 		return nil, err
 	}
