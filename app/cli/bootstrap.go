@@ -16,7 +16,7 @@ import (
 
 func init() {
 	commandHelp["bootstrap"] = help{
-		synopsis: "talosflash bootstrap --node IP --talosconfig FILE [flags]",
+		synopsis: "talosflash bootstrap --node IP --talosconfig FILE [--recover-from SNAPSHOT] [flags]",
 		about: "After the control plane config is applied: wait for the node to come back\n" +
 			"with its config (its API answering with the talosconfig's client\n" +
 			"certificate), then bootstrap etcd once, like talosctl bootstrap, and wait\n" +
@@ -35,6 +35,8 @@ func init() {
 	placeholders["talosconfig"] = "FILE"
 	placeholders["context"] = "NAME"
 	placeholders["to"] = "VERSION"
+	placeholders["recover-from"] = "FILE"
+	placeholders["snapshot-dir"] = "DIR"
 }
 
 // talosconfigFlags are the flags of the commands that use the cluster's

@@ -195,3 +195,55 @@ func TestBootstrapRecoverFrom(t *testing.T) {
 	}
 	assertNoFragments(t, append(frags, "S3cr3tInEtcd42"), stdout, stderr, stdout2, stderr2, stdout3, stderr3)
 }
+
+// upgrade --node with a control plane among the nodes saves etcd first,
+// beside the talosconfig: the dry run says where and saves nothing; a
+// snapshot that cannot be taken stops it before anything is sent;
+// --no-snapshot goes on, saying so; workers alone need none.
+func TestUpgradeNodeSavesEtcdFirst(t *testing.T) {
+	fac, _, _, _ := upgradeFactory(t)
+	pki := newTestPKI(t)
+	cp := nodetest.StartNode(t, nodetest.NodeOptions{PKI: pki, Schematic: builtinSchematic(t, "controlplane"), Bootstrapped: true, Hostname: "cp-1"})
+	wk := nodetest.StartNode(t, nodetest.NodeOptions{PKI: pki, Schematic: builtinSchematic(t, "worker"), Worker: true, Hostname: "worker-1"})
+	tc, frags := talosconfigFile(t, pki, "os:admin")
+	dir := filepath.Dir(tc)
+	args := []string{"upgrade", "--node", wk.Addr() + "," + cp.Addr(), "--to", "v1.14.6", "--talosconfig", tc, "--factory", fac.URL, "--timeout", "30s"}
+	saved := func() []string { m, _ := filepath.Glob(filepath.Join(dir, "etcd-home-*.db")); return m }
+	var outs []string
+
+	code, stdout, stderr := cliRun(t, append(args, "--dry-run")...)
+	outs = append(outs, stdout, stderr)
+	if code != contract.ExitOK || !strings.Contains(stdout, "dry run: would save an etcd snapshot of 127.0.0.1 to "+filepath.Join(dir, "etcd-home-")) || len(saved()) != 0 || cp.EtcdSnapshots() != 0 {
+		t.Fatalf("dry run: exit %d\n%s%s", code, stdout, stderr)
+	}
+	code, stdout, stderr = cliRun(t, append(args, "--snapshot-dir", filepath.Join(dir, "missing"))...)
+	outs = append(outs, stdout, stderr)
+	if code == contract.ExitOK || !strings.Contains(stderr, "no etcd snapshot could be taken") || !strings.Contains(stderr, "--no-snapshot") ||
+		len(wk.Pulled())+len(cp.Pulled()) != 0 {
+		t.Fatalf("no snapshot possible: exit %d, pulls %v %v\n%s", code, wk.Pulled(), cp.Pulled(), stderr)
+	}
+	code, stdout, stderr = cliRun(t, append(args, "--json")...)
+	outs = append(outs, stdout, stderr)
+	if code != contract.ExitOK || len(saved()) != 1 || cp.RunningVersion() != "v1.14.6" {
+		t.Fatalf("upgrade: exit %d, saved %v\n%s%s", code, saved(), stdout, stderr)
+	}
+	var line map[string]any
+	if err := json.Unmarshal(answer(t, stdout, contract.TypeEtcdSnapshot), &line); err != nil || line["path"] != saved()[0] || line["taken"] != true {
+		t.Fatalf("etcd_snapshot line %v (%v)", line, err)
+	}
+	// The snapshot came before anything was sent to either node.
+	if i, j := strings.Index(stderr, "etcd snapshot of 127.0.0.1 saved to"), strings.Index(stderr, wk.Addr()+": pulling"); i < 0 || j < i {
+		t.Fatalf("the snapshot is not first:\n%s", stderr)
+	}
+	code, stdout, stderr = cliRun(t, "upgrade", "--node", cp.Addr(), "--to", "v1.14.6", "--talosconfig", tc, "--factory", fac.URL, "--no-snapshot")
+	outs = append(outs, stdout, stderr)
+	if code != contract.ExitOK || !strings.Contains(stdout, "no etcd snapshot is taken (--no-snapshot)") || cp.EtcdSnapshots() != 1 {
+		t.Fatalf("--no-snapshot: exit %d\n%s%s", code, stdout, stderr)
+	}
+	code, stdout, stderr = cliRun(t, "upgrade", "--node", wk.Addr(), "--to", "v1.14.6", "--talosconfig", tc, "--factory", fac.URL)
+	outs = append(outs, stdout, stderr)
+	if code != contract.ExitOK || strings.Contains(stdout, "snapshot") || len(saved()) != 1 {
+		t.Fatalf("a worker alone: exit %d\n%s%s", code, stdout, stderr)
+	}
+	assertNoFragments(t, frags, outs...)
+}

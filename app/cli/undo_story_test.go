@@ -46,11 +46,17 @@ func TestUserStoryUndo(t *testing.T) {
 		outputs = append(outputs, stdout, stderr)
 		return code, stdout, stderr
 	}
+	// A snapshot by hand, from the inventory's control plane.
+	backup := filepath.Join(c.dir, "backup.db")
+	code, stdout, stderr := run("etcd", "snapshot", backup, "--inventory", c.inv, "--port", c.port, "--talosconfig", c.tc)
+	if code != contract.ExitOK || !strings.Contains(stdout, "etcd snapshot of cp-1 saved to "+backup) || cp.EtcdSnapshots() != 1 {
+		t.Fatalf("etcd snapshot --inventory: exit %d\n%s%s", code, stdout, stderr)
+	}
 	args := []string{"upgrade", "--inventory", c.inv, "--port", c.port, "--talosconfig", c.tc, "--to", to, "--factory", c.srv.URL,
 		"--timeout", "30s", "--interval", "50ms", "--drain-timeout", "10s"}
 
-	code, stdout, stderr := run(append(args, "--dry-run")...)
-	if code != contract.ExitOK || !strings.Contains(stdout, "cp-1: would save an etcd snapshot of cp-1 to "+c.dir+string(filepath.Separator)+"etcd-") || cp.EtcdSnapshots() != 0 {
+	code, stdout, stderr = run(append(args, "--dry-run")...)
+	if code != contract.ExitOK || !strings.Contains(stdout, "cp-1: would save an etcd snapshot of cp-1 to "+c.dir+string(filepath.Separator)+"etcd-") || cp.EtcdSnapshots() != 1 {
 		t.Fatalf("dry run: exit %d, %d snapshots\n%s%s", code, cp.EtcdSnapshots(), stdout, stderr)
 	}
 	if m, _ := filepath.Glob(filepath.Join(c.dir, "etcd-*")); len(m) != 0 {

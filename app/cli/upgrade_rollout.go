@@ -35,7 +35,7 @@ func init() {
 		"rollout stops. --dry-run checks each installer on the registry and prints\n" +
 		"the plan, and where the snapshot would go; nothing is sent."
 	h.example += "\ntalosflash upgrade --inventory talosflash.yaml --talosconfig talos/talosconfig --to v1.14.6 --dry-run"
-	h.order = append(h.order, "inventory", "kubeconfig", "drain-timeout", "snapshot-dir", "no-snapshot")
+	h.order = append(h.order, "inventory", "kubeconfig", "drain-timeout")
 	h.moreTitle = "With --inventory, also:"
 	h.more = func() *flag.FlagSet { var r rolloutFlags; return r.flagSet(Env{}) }
 	commandHelp["upgrade"] = h
