@@ -832,9 +832,20 @@ func checkTry(t *testing.T, out string) {
 }
 
 // docs/TRY.md's day 2: the appending patch is flagged and not sent, the
-// replacement passes the node's dry run, the rollout has nothing to do.
+// replacement passes the node's dry run; once the CNI is in, the rolling
+// upgrade takes the cluster from v1.14.4 to v1.14.5, control plane first,
+// each node drained (CoreDNS evicted) and back Ready (issue 38).
 func checkDay2(t *testing.T, out string) {
-	containsAll(t, out, "grows from 3 to 6", "nothing to do")
+	containsAll(t, out, "grows from 3 to 6", "CNI installed",
+		"cp-1: upgraded: runs v1.14.5", "worker-1: upgraded: runs v1.14.5", "worker-2: upgraded: runs v1.14.5",
+		"evicted kube-system/coredns-")
+	if i, j := strings.Index(out, "cp-1: upgraded"), strings.Index(out, "worker-1: upgraded"); i < 0 || j < i {
+		t.Errorf("the control plane is not upgraded first:\n%s", out)
+	}
+	last := out[max(strings.LastIndex(out, "talosflash-cli status "), 0):]
+	if n := strings.Count(last, "running, ready · Talos v1.14.5"); n != 3 {
+		t.Errorf("the last status shows %d nodes running v1.14.5, ready:\n%s", n, last)
+	}
 }
 
 // The harness fails a session that leaves its server on its port: `go run`

@@ -38,7 +38,7 @@ func TestUpgradeInterruptedSaysWhatWasSent(t *testing.T) {
 		phases  []string // acceptable phases (a cancel races the stream's end)
 		want    []string // in the error
 	}{
-		{"before anything is sent", false, []string{"checking the node is healthy"}, 0, 0, 0,
+		{"before anything is sent", false, []string{"waiting until the node is healthy before its upgrade"}, 0, 0, 0,
 			[]string{PhaseNothingSent}, []string{"nothing was sent", "still runs v1.14.5"}},
 		{"while pulling the installer", false, []string{"pulled "}, 1, 0, 0,
 			[]string{PhasePullSent, PhasePulled}, []string{"installer", "not installed", "not rebooted", "still runs v1.14.5"}},

@@ -13,6 +13,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/talosflash/talosflash/internal/testkit"
 	"github.com/talosflash/talosflash/node/nodetest"
 )
 
@@ -174,8 +175,8 @@ func freeText(t testing.TB, data []byte) []byte {
 	return encodeDocs(t, docs)
 }
 
-// realConfigs are the fixtures (Talos 1.13 and 1.14 configs), plus real v1.14 configs from the oracle
-// when $TALOS114 points to it.
+// realConfigs are the fixtures (Talos 1.13 and 1.14 configs), plus fresh
+// ones from `talosctl gen config` when a talosctl v1.14 is on PATH.
 func realConfigs(t *testing.T) map[string][]byte {
 	out := map[string][]byte{}
 	for _, f := range []string{"worker.yaml", "controlplane.yaml", "worker-newt-esc.yaml", "worker-v114.yaml",
@@ -188,22 +189,21 @@ func realConfigs(t *testing.T) map[string][]byte {
 		}
 		out[f] = freeText(t, b)
 	}
-	if bin := os.Getenv("TALOS114"); bin != "" {
-		dir := t.TempDir()
-		cmd := exec.Command(bin, "gen", dir)
-		cmd.Env = append(os.Environ(), "TALOS114_PATCHES=valid")
+	if bin := testkit.Talosctl114(); bin != "" {
+		dir := t.TempDir() // fresh throwaway PKI, as scripts/gen-talos114-fixtures.sh makes them
+		cmd := exec.Command(bin, "gen", "config", "homelab", "https://192.168.1.20:6443", "--install-disk", "/dev/sda", "--output-dir", dir)
 		if msg, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("talos114 gen: %v: %s", err, msg)
+			t.Fatalf("talosctl gen config: %v: %s", err, msg)
 		}
 		for _, f := range []string{"worker.yaml", "controlplane.yaml"} {
 			b, err := os.ReadFile(filepath.Join(dir, f))
 			if err != nil {
 				t.Fatal(err)
 			}
-			out["talos114 "+f] = freeText(t, b)
+			out["talosctl gen config "+f] = freeText(t, b)
 		}
 	} else {
-		t.Log("TALOS114 not set: real v1.14 configs not generated, fixtures only")
+		t.Log("no talosctl v1.14 on PATH: real v1.14 configs not generated, fixtures only")
 	}
 	return out
 }

@@ -69,7 +69,7 @@ func unknownSchemaPaths(t *testing.T, data []byte) []string {
 }
 
 // Every key of the configs talosctl v1.14 generates (the fixtures made by
-// the talos114 oracle) is a schema key: 1.14 key names show in diffs and
+// talosctl v1.14) is a schema key: 1.14 key names show in diffs and
 // refusals; only values off the allow-list are redacted.
 func TestSchemaKnowsTalos114Fixtures(t *testing.T) {
 	files, err := filepath.Glob("testdata/talos114/*/*.yaml")

@@ -3,16 +3,13 @@ package node_test
 import (
 	"bytes"
 	"context"
-	"errors"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/siderolabs/image-factory/pkg/schematic"
 	"github.com/talosflash/talosflash/factory"
+	"github.com/talosflash/talosflash/internal/testkit"
 	"github.com/talosflash/talosflash/node"
 	"github.com/talosflash/talosflash/node/nodetest"
 )
@@ -112,24 +109,9 @@ func TestInspectEmptySchematicInstallerIsGeneric(t *testing.T) {
 	}
 }
 
-// oracleValidate runs `talos114 validate` on data; skips without TALOS114.
-func oracleValidate(t *testing.T, data []byte) string {
-	t.Helper()
-	oracle := os.Getenv("TALOS114")
-	if oracle == "" {
-		t.Skip("TALOS114 (path to the talos114 oracle binary) not set: the printed fixes are not checked against Talos 1.14")
-	}
-	f := filepath.Join(t.TempDir(), "config.yaml")
-	if err := os.WriteFile(f, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command(oracle, "validate", f).Output()
-	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) {
-		t.Fatal(err)
-	}
-	return strings.TrimSpace(string(out))
-}
+// talos114Valid is Talos v1.14's verdict on data (testkit.TalosctlValidate:
+// a talosctl v1.14 on PATH; skipped without one).
+func talos114Valid(t *testing.T, data []byte) string { return testkit.TalosctlValidate(t, data) }
 
 // docRange is the byte range of document idx (1-based) of a multi-doc file.
 func docRange(t *testing.T, data []byte, idx int) (int, int) {
@@ -189,7 +171,7 @@ func applyFix(t *testing.T, data []byte, f node.Finding) []byte {
 }
 
 // Every fix the tool prints for a 1.14 config, applied to the file, gives
-// a config Talos v1.14.0-rc.1 (the talos114 oracle) accepts.
+// a config Talos v1.14.0-rc.1 accepts (talosctl validate, where there is one).
 func TestFixes114ValidateWithOracle(t *testing.T) {
 	withInstall := bytes.Replace(readTestdata(t, "talos114/valid/worker.yaml"), []byte("\nmachine:\n"), []byte("\nmachine:\n    install:\n        disk: /dev/sda\n"), 1)
 	for _, tc := range []struct {
@@ -218,7 +200,7 @@ func TestFixes114ValidateWithOracle(t *testing.T) {
 			if fixed == 0 {
 				t.Fatal("no fix printed")
 			}
-			if got := oracleValidate(t, data); got != "valid" {
+			if got := talos114Valid(t, data); got != "valid" {
 				t.Errorf("after %d fixes Talos 1.14 says %s", fixed, got)
 			}
 		})
@@ -347,7 +329,7 @@ func TestInstallerPatch114(t *testing.T) {
 					t.Errorf("finding on the patched config: %+v", f)
 				}
 			}
-			if got := oracleValidate(t, data); got != "valid" {
+			if got := talos114Valid(t, data); got != "valid" {
 				t.Errorf("Talos 1.14 says %s", got)
 			}
 		})

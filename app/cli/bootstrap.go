@@ -86,7 +86,7 @@ func runBootstrap(ctx context.Context, args []string, env Env) error {
 	}
 	c, err := plan.ClusterAt(nil, endpoint)
 	if err != nil {
-		return withCode(contract.ExitUsage, err)
+		return err
 	}
 	tc, err := tcf.load("bootstrap")
 	if err != nil {

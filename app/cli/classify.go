@@ -24,7 +24,12 @@ func classify(err error) int {
 		writeErr  *imaging.WriteError
 		ioErr     *devices.IOError
 	)
+	var input *plan.InputError
 	switch {
+	case errors.As(err, &input):
+		// What the user typed (an address, a mode, a hostname of no node):
+		// plan's word for a usage error, before anything is sent.
+		return contract.ExitUsage
 	case errors.As(err, &refused) && (refused.Reason == devices.CodeNotFound || refused.Reason == devices.CodeAmbiguous):
 		// A --device that names nothing (or two things): the usage's
 		// mistake, found before anything is touched.

@@ -71,18 +71,14 @@ func runKubeconfig(ctx context.Context, args []string, env Env) error {
 	if len(files) == 1 {
 		job.Path = files[0]
 	}
-	s, err := loadSettings(plan.Defaults{Inventory: inv, ProfilesFile: profiles})
+	_, c, err := loadCluster(plan.Defaults{Inventory: inv, ProfilesFile: profiles}, port, endpoint)
 	if err != nil {
 		return err
-	}
-	c, err := s.Cluster(port, endpoint)
-	if err != nil {
-		return withCode(contract.ExitUsage, err)
 	}
 	cp := c.Members[0] // the address typed
 	if c.Inventory != nil {
 		if cp, err = c.KubeconfigSource(hostname); err != nil {
-			return withCode(contract.ExitUsage, fmt.Errorf("kubeconfig: %w", err))
+			return fmt.Errorf("kubeconfig: %w", err)
 		}
 		job.ControlPlanes = c.ControlPlaneAddrs()
 	} else if a := cp.Endpoint.Addr(); a.IsValid() {

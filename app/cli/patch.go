@@ -128,17 +128,13 @@ func runPatch(ctx context.Context, args []string, env Env) error {
 		return err
 	}
 	warnNotAdmin(env, tc)
-	s, err := loadSettings(plan.Defaults{Inventory: inv, ProfilesFile: profiles})
+	_, c, err := loadCluster(plan.Defaults{Inventory: inv, ProfilesFile: profiles}, port, endpoint)
 	if err != nil {
 		return err
 	}
-	c, err := s.Cluster(port, endpoint)
-	if err != nil {
-		return withCode(contract.ExitUsage, err)
-	}
 	targets, err := c.Select(hostnames) // an inventory's node must say it is that host
 	if err != nil {
-		return withCode(contract.ExitUsage, fmt.Errorf("patch: %w", err))
+		return fmt.Errorf("patch: %w", err)
 	}
 	p := newPatchPrinter(jsonOut, dryRun, env)
 	for _, t := range targets {

@@ -108,17 +108,13 @@ func runStatus(ctx context.Context, args []string, env Env) error {
 // (or those named), else the --node addresses; the cluster's profiles
 // recognise their images (--profiles, else the inventory's).
 func statusTargets(f *statusFlags) (*plan.Cluster, []*plan.Member, error) {
-	s, err := loadSettings(plan.Defaults{Inventory: f.inventory, ProfilesFile: f.profiles})
+	_, c, err := loadCluster(plan.Defaults{Inventory: f.inventory, ProfilesFile: f.profiles}, f.port, f.nodes...)
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err := s.Cluster(f.port, f.nodes...)
-	if err != nil {
-		return nil, nil, withCode(contract.ExitUsage, err)
-	}
 	targets, err := c.Select(f.hostnames)
 	if err != nil {
-		return nil, nil, withCode(contract.ExitUsage, err)
+		return nil, nil, err
 	}
 	return c, targets, nil
 }

@@ -76,7 +76,7 @@ func runUpgrade(ctx context.Context, args []string, env Env) error {
 	}
 	to, err := plan.TalosVersion(to)
 	if err != nil {
-		return withCode(contract.ExitUsage, err)
+		return err
 	}
 	tc, err := tcf.load("upgrade")
 	if err != nil {
@@ -95,7 +95,7 @@ func runUpgrade(ctx context.Context, args []string, env Env) error {
 	}
 	c, err := settings.Cluster(0, nodes...)
 	if err != nil {
-		return withCode(contract.ExitUsage, err)
+		return err
 	}
 	// etcd saved before a control plane among the nodes is touched.
 	snapErr := snapshotBeforeNodes(ctx, snapshotBefore{members: c.Members, tc: tc, dryRun: dryRun, skip: snap.skip, jsonOut: jsonOut, env: env, out: out,

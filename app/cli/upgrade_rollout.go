@@ -107,7 +107,7 @@ func runRollout(ctx context.Context, args []string, env Env) error {
 		return usageErrorf("upgrade: --port %d: want 1-65535", r.port)
 	}
 	if r.to, err = plan.TalosVersion(r.to); err != nil {
-		return withCode(contract.ExitUsage, err)
+		return err
 	}
 	tc, err := r.tcf.load("upgrade")
 	if err != nil {

@@ -24,7 +24,7 @@ const (
 	workerID = "ee21ef4a5ef808a9b7484cc0dda0f25075021691c8c09a276591eedb638ea1f9"
 )
 
-// The README's custom worker profile.
+// docs/FLASH.md's custom worker profile.
 var storage = factory.Profile{Name: "storage", Overlay: schematic.Overlay{Image: factory.RPiOverlayImage, Name: factory.RPiOverlayName},
 	Extensions: []string{"siderolabs/iscsi-tools", "siderolabs/util-linux-tools"}}
 

@@ -5,7 +5,7 @@ package devices
 // macOS backend: diskutil lists and judges (diskutil.go does the parsing
 // and the decisions), the raw node /dev/rdiskN is written, `diskutil
 // unmountDisk` runs before and `diskutil eject` after. Compiled and vetted
-// on Linux only; never run on a Mac by its authors (see README, Platforms).
+// on Linux only; never run on a Mac by its authors (see docs/PLATFORMS.md).
 
 import (
 	"bytes"

@@ -7,7 +7,7 @@ package devices
 // write every volume on the disk is locked and dismounted, and the disk is
 // opened unbuffered and write-through, written and read back in whole
 // sectors. Compiled and vetted on Linux, its unit tests run under Wine; the
-// IOCTLs have never met a real disk (see README, Platforms).
+// IOCTLs have never met a real disk (see docs/PLATFORMS.md).
 
 import (
 	"errors"

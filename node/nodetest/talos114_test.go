@@ -4,9 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -34,9 +31,9 @@ func withInstall(t testing.TB, cfg []byte) []byte {
 }
 
 // verdicts114 are configs with what Talos v1.14.0-rc.1 (the talos114
-// oracle, `talos114 validate`) answers: "valid" or its "invalid: ..." line.
+// own loader and validator, `talosctl validate`) answers: "valid" or "invalid: ..." with its reason.
 // The fake with RC1Rules must answer the same; TestRules114MatchOracle
-// re-checks the expectations against the oracle where it is present.
+// re-checks the expectations against a talosctl v1.14 on PATH where there is one.
 func verdicts114(t testing.TB) []struct {
 	name string
 	cfg  []byte
@@ -57,7 +54,7 @@ func verdicts114(t testing.TB) []struct {
 	}
 }
 
-// fakeVerdict is what the fake node decides, in the oracle's words.
+// fakeVerdict is what the fake node decides, in those words.
 func fakeVerdict(cfg []byte, rc1 bool) (string, []string) {
 	_, warnings, loadErr, validateErr := validate114(cfg, rc1)
 	switch {
@@ -95,21 +92,12 @@ func TestRules114DefaultOffRC1Only(t *testing.T) {
 	}
 }
 
-// The recorded verdicts are what the oracle says (needs TALOS114).
-func TestRules114MatchOracle(t *testing.T) {
-	oracle := os.Getenv("TALOS114")
-	if oracle == "" {
-		t.Skip("TALOS114 (path to the talos114 oracle binary) not set: the recorded verdicts are not re-checked")
-	}
-	dir := t.TempDir()
+// The recorded verdicts are what Talos v1.14 says (`talosctl validate` of
+// a talosctl v1.14 on PATH; skipped without one).
+func TestRules114MatchTalosctl(t *testing.T) {
 	for i, c := range verdicts114(t) {
-		f := filepath.Join(dir, strings.ReplaceAll(c.name, "/", "_")+".yaml")
-		if err := os.WriteFile(f, c.cfg, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		out, _ := exec.Command(oracle, "validate", f).Output()
-		if got := strings.TrimRight(string(out), "\n"); got != strings.TrimRight(c.want, "\n") {
-			t.Errorf("case %d %s: oracle says\n%q\nrecorded\n%q", i, c.name, got, c.want)
+		if got := testkit.TalosctlValidate(t, c.cfg); !testkit.SameVerdict(got, c.want) {
+			t.Errorf("case %d %s: talosctl says\n%q\nrecorded\n%q", i, c.name, got, c.want)
 		}
 	}
 }

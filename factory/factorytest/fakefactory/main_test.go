@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -434,41 +435,60 @@ func TestHintsRunAsWritten(t *testing.T) {
 // guiFlags are the flag names runGUIWith in the root's gui.go defines.
 func guiFlags(t *testing.T) map[string]bool {
 	t.Helper()
-	f, err := parser.ParseFile(token.NewFileSet(), "../../../gui.go", nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
 	names := map[string]bool{}
-	ast.Inspect(f, func(n ast.Node) bool {
-		fn, ok := n.(*ast.FuncDecl)
-		if !ok || fn.Name.Name != "runGUIWith" {
-			return true
+	// The app's flag set is the one named "gui" (flag.NewFlagSet("gui", ...)),
+	// wherever the root package defines it.
+	for _, file := range []string{"../../../main.go", "../../../gui.go"} {
+		f, err := parser.ParseFile(token.NewFileSet(), file, nil, 0)
+		if err != nil {
+			t.Fatal(err)
 		}
-		ast.Inspect(fn, func(n ast.Node) bool {
-			call, ok := n.(*ast.CallExpr)
-			if !ok || len(call.Args) == 0 {
+		for _, d := range f.Decls {
+			fn, ok := d.(*ast.FuncDecl)
+			if !ok || !definesFlagSet(fn, "gui") {
+				continue
+			}
+			ast.Inspect(fn, func(n ast.Node) bool {
+				call, ok := n.(*ast.CallExpr)
+				if !ok || len(call.Args) == 0 {
+					return true
+				}
+				sel, ok := call.Fun.(*ast.SelectorExpr)
+				if !ok {
+					return true
+				}
+				if id, isID := sel.X.(*ast.Ident); !isID || id.Name != "fs" {
+					return true
+				}
+				arg := call.Args[0]
+				if (sel.Sel.Name == "Var" || strings.HasSuffix(sel.Sel.Name, "Var")) && len(call.Args) > 1 {
+					arg = call.Args[1]
+				}
+				if lit, ok := arg.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+					names[strings.Trim(lit.Value, `"`)] = true
+				}
 				return true
-			}
-			sel, ok := call.Fun.(*ast.SelectorExpr)
-			if !ok {
-				return true
-			}
-			if id, isID := sel.X.(*ast.Ident); !isID || id.Name != "fs" {
-				return true
-			}
-			arg := call.Args[0]
-			if sel.Sel.Name == "Var" && len(call.Args) > 1 {
-				arg = call.Args[1]
-			}
-			if lit, ok := arg.(*ast.BasicLit); ok && lit.Kind == token.STRING {
-				names[strings.Trim(lit.Value, `"`)] = true
-			}
-			return true
-		})
-		return false
-	})
+			})
+		}
+	}
 	if !names["factory"] || len(names) < 3 {
-		t.Fatalf("gui.go's flags not found: %v", names)
+		t.Fatalf("the app's flags (flag set \"gui\") not found: %v", names)
 	}
 	return names
+}
+
+// definesFlagSet: fn calls flag.NewFlagSet(name, ...).
+func definesFlagSet(fn *ast.FuncDecl, name string) bool {
+	found := false
+	ast.Inspect(fn, func(n ast.Node) bool {
+		if call, ok := n.(*ast.CallExpr); ok {
+			if sel, ok := call.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "NewFlagSet" && len(call.Args) > 0 {
+				if lit, ok := call.Args[0].(*ast.BasicLit); ok && lit.Value == strconv.Quote(name) {
+					found = true
+				}
+			}
+		}
+		return !found
+	})
+	return found
 }

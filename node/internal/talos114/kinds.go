@@ -3,8 +3,8 @@
 // document kinds v1.14.0-rc.1 registers, the fields it added to kinds v1.13
 // already knows, and a loader that checks a 1.14 config with machinery v1.13
 // as far as v1.13 can decide. The fake node (node/nodetest) and the local
-// check (node.LoadConfig) share it; the talos114 oracle tests hold both to
-// what a real v1.14 node decides.
+// check (node.LoadConfig) share it; tests hold both to what Talos v1.14
+// decides (`talosctl validate` of a talosctl v1.14 on PATH, where there is one).
 package talos114
 
 // Kinds are the config document kinds Talos v1.14.0-rc.1 registers

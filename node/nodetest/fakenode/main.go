@@ -48,6 +48,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -162,9 +163,9 @@ func main() {
 // every cluster API the nodes run.
 func waitSignals(nodes func() []*nodetest.Node) {
 	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, os.Interrupt, syscall.SIGTERM, syscall.SIGUSR1)
+	signal.Notify(ch, append([]os.Signal{os.Interrupt, syscall.SIGTERM}, cniSignals...)...)
 	for sig := range ch {
-		if sig != syscall.SIGUSR1 {
+		if !slices.Contains(cniSignals, sig) {
 			return
 		}
 		if installCNI(nodes()) == 0 {

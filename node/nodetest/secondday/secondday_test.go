@@ -150,7 +150,7 @@ func edit(t *testing.T, path string, pairs ...string) {
 }
 
 // The whole second day on the fakes, as a user runs it by hand (the
-// README's "whole cluster on one machine", one release behind): flash the
+// README's walkthrough and docs/TRY.md's day 2, one release behind): flash the
 // three cards of an inventory at the older release, boot a fakenode from
 // each, apply with the bootstrap, get the kubeconfig, install the CNI
 // (fakenode's SIGUSR1: the Kubernetes nodes turn Ready), then
