@@ -179,3 +179,33 @@ func TestRolloutTellsARolledBackNode(t *testing.T) {
 		t.Fatalf("node: %d reverts, %s, %s, cordoned %v", n.Reverts(), n.RunningVersion(), n.RunningSchematicID(), api.Unschedulable("cp-1"))
 	}
 }
+
+// A control plane whose etcd runs but is not healthy gives no snapshot:
+// the rollout does not start, nothing sent, and its dry run says it would
+// fail there (and still plans every node), with the same error.
+func TestRolloutWithoutAHealthyEtcdDoesNotStart(t *testing.T) {
+	pki, err := nodetest.NewPKI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := nodetest.StartNode(t, nodetest.NodeOptions{PKI: pki, Schematic: factory.BuiltinProfiles()[0].Schematic(), Bootstrapped: true, Hostname: "cp-1", UnhealthyPolls: 1 << 20})
+	tc := rolloutTalosconfig(t, pki)
+	for _, dry := range []bool{true, false} {
+		var said []string
+		res, err := Rollout(t.Context(), RolloutJob{Nodes: []*Member{testMember(t, "cp-1", node.RoleControlPlane, "controlplane", n.Addr())}, To: "v1.14.6",
+			Talosconfig: tc, Factory: upgradeFactory(t), Kube: &kube.Access{}, DryRun: dry, Snapshot: filepath.Join(t.TempDir(), "etcd.db"),
+			Wait:  node.WaitOptions{Timeout: 5 * time.Second, Every: 10 * time.Millisecond},
+			Event: func(ev RolloutEvent) { said = append(said, ev.Text) }})
+		if !errors.Is(err, ErrNoSnapshotSource) || !errors.Is(err, node.ErrRefused) || !strings.Contains(err.Error(), "etcd on cp-1 is Running, unhealthy") {
+			t.Fatalf("dry run %v: %v", dry, err)
+		}
+		wantStep := StepUntouched
+		if dry {
+			wantStep = StepPlan // planned all the same
+		}
+		if res.Nodes[0].Step != wantStep || len(n.Pulled()) != 0 || n.EtcdSnapshots() != 0 ||
+			!slices.ContainsFunc(said, func(s string) bool { return strings.HasPrefix(s, "no etcd snapshot can be taken") }) {
+			t.Fatalf("dry run %v: step %s, pulls %v, said %q", dry, res.Nodes[0].Step, n.Pulled(), said)
+		}
+	}
+}
