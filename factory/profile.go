@@ -17,8 +17,10 @@ import (
 
 	"github.com/blang/semver/v4"
 	"github.com/siderolabs/image-factory/pkg/schematic"
-	"github.com/talosflash/talosflash/internal/userfile"
 	"gopkg.in/yaml.v3"
+
+	"github.com/talosflash/talosflash/internal/editdistance"
+	"github.com/talosflash/talosflash/internal/userfile"
 )
 
 const (
@@ -416,7 +418,9 @@ func (p Profile) Validate() error {
 	return nil
 }
 
-// FindProfile returns the profile called name.
+// FindProfile returns the profile called name; an unknown name is an
+// error with the profile it is probably a typo of ("wroker": did you mean
+// worker?) and the valid ones.
 func FindProfile(all []Profile, name string) (Profile, error) {
 	for _, p := range all {
 		if p.Name == name {
@@ -433,7 +437,19 @@ func FindProfile(all []Profile, name string) (Profile, error) {
 		return Profile{}, fmt.Errorf("unknown profile %q: no profiles defined", name)
 	}
 
-	return Profile{}, fmt.Errorf("unknown profile %q (valid: %s)", name, strings.Join(names, ", "))
+	near := editdistance.Closest(name, names)
+	for _, n := range names {
+		if strings.EqualFold(n, name) { // names are case-sensitive: a case typo
+			near = n
+		}
+	}
+
+	hint := ""
+	if near != "" {
+		hint = "did you mean " + near + "?; "
+	}
+
+	return Profile{}, fmt.Errorf("unknown profile %q (%svalid: %s)", name, hint, strings.Join(names, ", "))
 }
 
 // MergeProfiles returns base with every profile of overrides applied: one

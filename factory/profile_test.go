@@ -242,3 +242,19 @@ func TestParseProfilesEdgeCases(t *testing.T) {
 func schematicUnmarshal(s string) (*schematic.Schematic, error) {
 	return schematic.Unmarshal([]byte(s))
 }
+
+// A typo of a role gets the role it is probably a typo of (issue 39:
+// `--role wroker` got only the list).
+func TestFindProfileDidYouMean(t *testing.T) {
+	for name, want := range map[string]string{
+		"wroker":       `unknown profile "wroker" (did you mean worker?; valid: controlplane, worker)`,
+		"controlplan":  `unknown profile "controlplan" (did you mean controlplane?; valid: controlplane, worker)`,
+		"Worker":       `unknown profile "Worker" (did you mean worker?; valid: controlplane, worker)`,
+		"storage-node": `unknown profile "storage-node" (valid: controlplane, worker)`,
+	} {
+		_, err := FindProfile(BuiltinProfiles(), name)
+		if err == nil || err.Error() != want {
+			t.Errorf("%s: %v, want %s", name, err, want)
+		}
+	}
+}

@@ -81,6 +81,9 @@ type CardReport struct {
 	// Record is talosflash's record (META 0x0e) from the flash: which
 	// image it wrote (nil: none, e.g. a card flashed without inventory).
 	Record *Record
+	// Boot is what the boot (EFI) partition's files say of the board
+	// (nil: no EFI partition); BoardOfBootFiles.
+	Boot *BootBoard
 	// Incomplete: the primary partition table is missing or damaged while
 	// a backup (at the card's end) is there, as after a flash interrupted
 	// before it wrote the card's head: the backup, META and node are an
@@ -127,6 +130,12 @@ func ReadCard(r io.ReaderAt, size int64) *CardReport {
 		return rep
 	}
 
+	if rep.Talos {
+		if efi, ok := rep.Table.Find("EFI"); ok && efi.Offset+efi.Size <= size {
+			rep.Boot = readBootBoard(r, efi.Offset, efi.Size)
+		}
+	}
+
 	if err != nil {
 		if errors.Is(err, gpt.ErrNoGPT) {
 			rep.Problems = append(rep.Problems, "no GPT partition table: not a Talos image (or a blank card)")
@@ -154,6 +163,11 @@ func ReadCard(r io.ReaderAt, size int64) *CardReport {
 		}
 	}
 
+	if rec, boot := rep.Record, rep.Boot; rec != nil && rec.Board != "" && boot != nil && boot.Board != "" && string(boot.Board) != rec.Board {
+		rep.Problems = append(rep.Problems, fmt.Sprintf("the record says board %s, but the boot partition holds %s: the card holds another board's image (flash it again)",
+			rec.Board, boot.Evidence))
+	}
+
 	info, ok, err := CardNode(card)
 	switch {
 	case err != nil:
@@ -163,6 +177,22 @@ func ReadCard(r io.ReaderAt, size int64) *CardReport {
 	}
 
 	return rep
+}
+
+// Board is the board the card was written for and how that is known:
+// talosflash's record of the flash (META 0x0e), else the boot
+// partition's files (BoardOfBootFiles); "" when neither says.
+func (rep *CardReport) Board() (b factory.Board, source string) {
+	if rep == nil {
+		return "", ""
+	}
+	if r := rep.Record; r != nil && factory.Board(r.Board).Known() { // a card's text: only a board talosflash knows
+		return factory.Board(r.Board), "record"
+	}
+	if rep.Boot != nil && rep.Boot.Board != "" {
+		return rep.Boot.Board, "boot files"
+	}
+	return "", ""
 }
 
 // ErrNotACard: the path is neither a block device nor a regular file (a
@@ -232,6 +262,12 @@ func (rep *CardReport) Summary() string {
 
 	if r := rep.Record; r != nil {
 		image := r.Profile
+		if b, _ := rep.Board(); b != "" && b != factory.DefaultBoard {
+			image = profileLabel(image, b)
+			if r.Profile == "" {
+				image = string(b)
+			}
+		}
 		if r.Schematic != "" {
 			image = strings.TrimSpace(image + " " + factory.ShortID(r.Schematic))
 		}

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -63,7 +64,7 @@ func (p *parser) crossCheck(inv *Inventory, profiles []factory.Profile) {
 		p.checkObligations(inv, n, what, cfg, profiles)
 
 		wrongType := n.Role.Known() && cfg.MachineType != "" && node.Role(cfg.MachineType) != n.Role // said by checkConfig
-		if hasImage && !wrongType && cfg.InstallImage != "" && once(n.Config+"\x00image\x00"+n.Profile) {
+		if hasImage && !wrongType && cfg.InstallImage != "" && once(n.Config+"\x00image\x00"+n.Profile+"\x00"+string(n.Board)) {
 			p.checkInstallImage(inv, n, what, cfg, want, profiles)
 		}
 
@@ -87,22 +88,51 @@ func (p *parser) crossCheck(inv *Inventory, profiles []factory.Profile) {
 // image is a node's role image: what its card and installer must be.
 type image struct {
 	profile     string
+	board       factory.Board // "" for a profile of no known board
 	schematicID string
 	version     string
 	ref         factory.InstallerRef
 }
 
-// roleImage is the image of n's profile at the inventory's Talos version
-// (else the profile's), on the inventory's factory.
+// label names the image: its profile, with its board when that is not the
+// default one ("worker", "worker for rpi5").
+func (im image) label() string { return profileLabel(im.profile, im.board) }
+
+// profileLabel is a profile's name with its board when that is not the
+// default ("controlplane", "controlplane for rpi5").
+func profileLabel(profile string, b factory.Board) string {
+	if b == "" || b == factory.DefaultBoard {
+		return profile
+	}
+	return profile + " for " + string(b)
+}
+
+// installerFile is where the image's installer file is suggested to live:
+// talos/installer-<role>.yaml, talos/installer-<role>-<board>.yaml on a
+// board other than the default (a mixed cluster has one per role and
+// board).
+func (im image) installerFile() string {
+	return InstallerFileName(im.profile, im.board)
+}
+
+// InstallerFileName is the installer file suggested for a profile on a
+// board: talos/installer-<profile>.yaml on the default board,
+// talos/installer-<profile>-<board>.yaml on another (a mixed cluster has
+// one per role and board).
+func InstallerFileName(profile string, b factory.Board) string {
+	if b == "" || b == factory.DefaultBoard {
+		return "talos/installer-" + profile + ".yaml"
+	}
+	return "talos/installer-" + profile + "-" + string(b) + ".yaml"
+}
+
+// roleImage is the image of n's profile built for n's board, at the
+// inventory's Talos version (else the profile's), on the inventory's
+// factory.
 func roleImage(n Node, inv *Inventory, profiles []factory.Profile) (image, bool) {
 	pr, err := factory.FindProfile(profiles, n.Profile)
 	if err != nil {
 		return image{}, false // reported where the profile is named
-	}
-
-	id, err := pr.SchematicID()
-	if err != nil {
-		return image{}, false
 	}
 
 	version := inv.TalosVersion
@@ -110,7 +140,17 @@ func roleImage(n Node, inv *Inventory, profiles []factory.Profile) (image, bool)
 		version = pr.Version()
 	}
 
-	return image{profile: pr.Name, schematicID: id, version: version, ref: factory.NewInstallerRef(registryHost(inv.Factory), id, version)}, true
+	pr.TalosVersion = version
+	if pr, err = pr.ForBoard(n.Board); err != nil {
+		return image{}, false // reported at the node's board (parser.board)
+	}
+
+	id, err := pr.SchematicID()
+	if err != nil {
+		return image{}, false
+	}
+
+	return image{profile: pr.Name, board: pr.TargetBoard(), schematicID: id, version: version, ref: factory.NewInstallerRef(registryHost(inv.Factory), id, version)}, true
 }
 
 // registryHost is the installer registry of a factory URL ("": the public one).
@@ -122,12 +162,11 @@ func registryHost(factoryURL string) string {
 	return strings.TrimPrefix(factory.DefaultBaseURL, "https://")
 }
 
-// profileOf names the profile whose schematic id is, for a message.
+// profileOf names the profile whose schematic id is, on any board, for a
+// message.
 func profileOf(id string, profiles []factory.Profile) string {
-	for _, pr := range profiles {
-		if pid, err := pr.SchematicID(); err == nil && pid == id {
-			return fmt.Sprintf("schematic %s (the %s image)", factory.ShortID(id), pr.Name)
-		}
+	if pr, ok := factory.ProfileOfSchematicID(profiles, id); ok {
+		return fmt.Sprintf("schematic %s (the %s image)", factory.ShortID(id), profileLabel(pr.Name, pr.TargetBoard()))
 	}
 
 	return fmt.Sprintf("schematic %s (no profile's image)", factory.ShortID(id))
@@ -135,23 +174,40 @@ func profileOf(id string, profiles []factory.Profile) string {
 
 // schematicCommand is how the right installer file is written.
 func schematicCommand(inv *Inventory, want image) string {
-	cmd := fmt.Sprintf("talosflash schematic --role %s --version %s", want.profile, want.version)
+	cmd := fmt.Sprintf("talosflash schematic --role %s", want.profile)
+	if want.board != "" && want.board != factory.DefaultBoard {
+		cmd += " --board " + string(want.board)
+	}
+	cmd += " --version " + want.version
 	if inv.Profiles != "" {
 		cmd += " --profiles " + inv.Profiles
 	}
 
-	return cmd + " --installer-yaml > talos/installer-" + want.profile + ".yaml"
+	return cmd + " --installer-yaml > " + want.installerFile()
 }
 
 // mismatch says how ref differs from want ("" when it is the image).
 func mismatch(ref factory.InstallerRef, want image, profiles []factory.Profile) string {
 	switch {
 	case ref.SchematicID != want.schematicID:
-		return fmt.Sprintf("names %s, not the %s image's %s", profileOf(ref.SchematicID, profiles), want.profile, factory.ShortID(want.schematicID))
+		return fmt.Sprintf("names %s, not the %s image's %s", profileOf(ref.SchematicID, profiles), want.label(), factory.ShortID(want.schematicID))
 	case ref.Version != want.version:
 		return fmt.Sprintf("is for Talos %s, the inventory's version is %s", ref.Version, want.version)
 	}
 
+	return ""
+}
+
+// boardOf is the board an installer file is for: its schematic's overlay
+// (the comments talosflash writes), else its schematic ID's profile on
+// any board; "" when neither says.
+func boardOf(inf *factory.InstallerFile, profiles []factory.Profile) factory.Board {
+	if b, ok := factory.BoardOfSchematic(inf.Schematic); ok {
+		return b
+	}
+	if pr, ok := factory.ProfileOfSchematicID(profiles, inf.Ref.SchematicID); ok {
+		return pr.TargetBoard()
+	}
 	return ""
 }
 
@@ -172,25 +228,47 @@ func (p *parser) checkInstallerFile(inv *Inventory, n Node, what string, want im
 		return
 	}
 
+	// Another board's installer: said as such (its overlay), not only as
+	// another schematic, since the file is probably the right role's.
+	if b := boardOf(inf, profiles); b != "" && want.board != "" && b != want.board && inf.Ref.SchematicID != want.schematicID {
+		p.add(n.InstallerLine, "point installer: at the "+want.label()+" installer file, "+want.installerFile()+", written with "+schematicCommand(inv, want),
+			"%s (%s, board %s): installer %s is for the %s (board %s, overlay %s), not the node's %s (overlay %s)",
+			what, want.profile, want.board, at(n.Installer, inf.Line), b.Model(), b, b.Overlay().Name, want.board.Model(), want.board.Overlay().Name)
+		return
+	}
+
 	if why := mismatch(inf.Ref, want, profiles); why != "" {
-		p.add(n.InstallerLine, "point installer: at the "+want.profile+" installer file, or write it with "+schematicCommand(inv, want),
-			"%s (%s): installer %s %s", what, want.profile, at(n.Installer, inf.Line), why)
+		p.add(n.InstallerLine, "point installer: at the "+want.label()+" installer file, or write it with "+schematicCommand(inv, want),
+			"%s (%s): installer %s %s", what, want.label(), at(n.Installer, inf.Line), why)
 	}
 }
 
 func (p *parser) checkInstallImage(inv *Inventory, n Node, what string, cfg *node.Config, want image, profiles []factory.Profile) {
 	where := at(n.Config, cfg.InstallImageLine)
-	fix := fmt.Sprintf("set %s to %s (talosctl gen config --config-patch @talos/installer-%s.yaml)", cfg.InstallImageFrom, want.ref, want.profile)
+	fix := fmt.Sprintf("set %s to %s (talosctl gen config --config-patch @%s)", cfg.InstallImageFrom, want.ref, want.installerFile())
+	if want.board != "" && want.board != factory.DefaultBoard {
+		// A config shared with the default board's nodes names one
+		// installer: the other board's nodes get their own copy.
+		fix = fmt.Sprintf("set %s to %s: give %s's nodes their own config (talosctl machineconfig patch %s --patch @%s --output %s)",
+			cfg.InstallImageFrom, want.ref, want.board, n.Config, want.installerFile(), boardConfigName(n.Config, want.board))
+	}
 
 	ref, err := factory.ParseInstallerRef(cfg.InstallImage)
 	if err != nil {
-		p.add(n.ConfigLine, fix, "%s (%s): config %s: %s %q is not the %s image: %v", what, want.profile, where, cfg.InstallImageFrom, cfg.InstallImage, want.profile, err)
+		p.add(n.ConfigLine, fix, "%s (%s): config %s: %s %q is not the %s image: %v", what, want.label(), where, cfg.InstallImageFrom, cfg.InstallImage, want.label(), err)
 		return
 	}
 
 	if why := mismatch(ref, want, profiles); why != "" {
-		p.add(n.ConfigLine, fix, "%s (%s): config %s: %s %s", what, want.profile, where, cfg.InstallImageFrom, why)
+		p.add(n.ConfigLine, fix, "%s (%s): config %s: %s %s", what, want.label(), where, cfg.InstallImageFrom, why)
 	}
+}
+
+// boardConfigName is a config's name for a board's nodes: talos/worker.yaml
+// -> talos/worker-rpi5.yaml.
+func boardConfigName(config string, b factory.Board) string {
+	ext := filepath.Ext(config)
+	return strings.TrimSuffix(config, ext) + "-" + string(b) + ext
 }
 
 // checkEndpoint: the config's control-plane endpoint must reach a control

@@ -13,6 +13,11 @@
 //	    address: 192.168.1.20/24
 //	    config: talos/controlplane.yaml
 //	    installer: installer-controlplane.yaml
+//	  - hostname: worker-3
+//	    role: worker
+//	    board: rpi5               # a Raspberry Pi 5 (default: rpi4)
+//	    address: 192.168.1.23/24
+//	    installer: talos/installer-worker-rpi5.yaml
 //
 // Decoding is strict and checks everything it can offline: every problem
 // is reported at once, each with file, line and the fix (Problems). Paths
@@ -71,9 +76,14 @@ type Inventory struct {
 
 // Node is one machine.
 type Node struct {
-	Hostname  string
-	Role      node.Role // controlplane, worker, or RoleUnknown for a custom profile that names none
-	Profile   string    // the image profile: Profile if given, else Role
+	Hostname string
+	Role     node.Role // controlplane, worker, or RoleUnknown for a custom profile that names none
+	Profile  string    // the image profile: Profile if given, else Role
+	// Board is the Raspberry Pi model: its image is the profile built for
+	// it (factory.Profile.ForBoard). When the node names none: its
+	// profile's board for a profile made for one board, else
+	// factory.DefaultBoard (rpi4).
+	Board     factory.Board
 	Address   netip.Prefix
 	Gateway   netip.Addr // invalid: no default route
 	DNS       []netip.Addr
@@ -81,8 +91,8 @@ type Node struct {
 	Config    string // resolved path, "" if not given
 	Installer string // resolved path, "" if not given
 	Line      int    // where the node starts in the file
-	// Lines of config: and installer: (0: not given).
-	ConfigLine, InstallerLine int
+	// Lines of config:, installer: and board: (0: not given).
+	ConfigLine, InstallerLine, BoardLine int
 }
 
 // ShortName is the node's name to Talos and Kubernetes: its hostname
@@ -163,7 +173,7 @@ func Parse(data []byte, name, dir string, opts Options) (*Inventory, error) {
 // Fields of the file, in the order they are documented.
 var (
 	topFields  = []string{"cluster", "factory", "talosVersion", "profiles", "gateway", "dns", "interface", "nodes"}
-	nodeFields = []string{"hostname", "role", "profile", "address", "gateway", "dns", "interface", "config", "installer"}
+	nodeFields = []string{"hostname", "role", "profile", "board", "address", "gateway", "dns", "interface", "config", "installer"}
 )
 
 type parser struct {
@@ -173,6 +183,11 @@ type parser struct {
 	problems Problems
 	// configs: what each config file read says (machine type, hostname).
 	configs map[string]*node.Config
+	// version, versionLine: the inventory's talosVersion (a node's image
+	// is its profile at this version).
+	version     string
+	versionLine int
+	saidVersion map[factory.Board]bool // a board too new for version, said once
 }
 
 func (p *parser) add(line int, fix, format string, args ...any) {
@@ -240,6 +255,8 @@ func (p *parser) parse(data []byte) *Inventory {
 			if inv.TalosVersion != "" {
 				if err := factory.ValidateVersion(inv.TalosVersion); err != nil {
 					p.add(v.Line, "write it as v1.14.0", "talosVersion: %v", err)
+				} else {
+					p.version, p.versionLine = inv.TalosVersion, v.Line
 				}
 			}
 		case "profiles":
@@ -306,9 +323,9 @@ func (p *parser) node(n *yaml.Node, def defaults, profiles []factory.Profile) (N
 
 	p.checkKeys(n, "a node", nodeFields)
 
-	node := Node{Line: n.Line, Gateway: def.gateway, DNS: def.dns, Interface: def.iface}
+	node := Node{Line: n.Line, Gateway: def.gateway, DNS: def.dns, Interface: def.iface, Board: factory.DefaultBoard}
 	lines := map[string]int{}
-	role := ""
+	role, board := "", ""
 	gatewaySet := false
 
 	for i := 0; i+1 < len(n.Content); i += 2 {
@@ -322,6 +339,9 @@ func (p *parser) node(n *yaml.Node, def defaults, profiles []factory.Profile) (N
 			role = p.str(v, "role")
 		case "profile":
 			node.Profile = p.str(v, "profile")
+		case "board":
+			board = p.str(v, "board")
+			node.BoardLine = v.Line
 		case "address":
 			node.Address = p.prefix(v)
 		case "gateway":
@@ -359,6 +379,7 @@ func (p *parser) node(n *yaml.Node, def defaults, profiles []factory.Profile) (N
 	}
 
 	p.roleAndProfile(&node, role, what, lines, profiles)
+	p.board(&node, board, what, profiles)
 	p.checkConfig(node, what, lines["config"])
 
 	if line, ok := lines["address"]; !ok || isEmpty(n, "address") {
@@ -443,6 +464,91 @@ func (p *parser) roleAndProfile(nd *Node, role, what string, lines map[string]in
 	if nd.Profile == "" {
 		nd.Profile = nd.Role.String()
 	}
+}
+
+// board reads the node's board: (when not given: its profile's board, for
+// a profile made for one board, else DefaultBoard) and checks
+// its profile can be built for it: a profile made for another board
+// (`board: rpi4`, or an overlay that is a board's) is refused; a board
+// whose overlay the node's Talos version lacks is checked at the
+// inventory's version in crossCheck (boardVersion).
+func (p *parser) board(nd *Node, name, what string, profiles []factory.Profile) {
+	if nd.BoardLine != 0 {
+		b, err := factory.ParseBoard(name)
+		if err != nil {
+			fix := "write board: " + strings.Join(factory.BoardNames(), " or ") + " (" + boardModels() + "), or leave it out for " + string(factory.DefaultBoard)
+			var ub *factory.UnknownBoardError
+			if errors.As(err, &ub) {
+				near := editdistance.Closest(name, factory.BoardNames())
+				if near == "" && ub.Near != "" {
+					near = string(ub.Near) // an overlay's name: rpi_5 is board rpi5's
+				}
+				if near != "" {
+					fix = "did you mean " + near + "? (" + factory.Board(near).Model() + ")"
+				}
+			}
+			msg := fmt.Sprintf("%s: unknown board %q (valid: %s)", what, name, strings.Join(factory.BoardNames(), ", "))
+			if name == "" {
+				msg = what + ": board: is empty"
+			}
+			p.problems = append(p.problems, Problem{File: p.file, Line: nd.BoardLine, Message: msg, Fix: fix})
+			return
+		}
+		nd.Board = b
+	}
+
+	pr, err := factory.FindProfile(profiles, nd.Profile)
+	if err != nil {
+		return // reported where the profile is named
+	}
+
+	if b := pr.TargetBoard(); nd.BoardLine == 0 && !pr.AnyBoard && b != "" {
+		nd.Board = b // a profile for one board: its nodes are that board
+	}
+
+	if p.version != "" {
+		pr.TalosVersion = p.version
+	}
+
+	var (
+		mismatch *factory.BoardMismatchError
+		tooOld   *factory.BoardVersionError
+	)
+	_, err = pr.ForBoard(nd.Board)
+	switch {
+	case errors.As(err, &tooOld) && p.version == "": // the profile's own version
+		p.add(nd.Line, fmt.Sprintf("set talosVersion: %s or later (the inventory's, or profile %s's)", tooOld.MinVersion, pr.Name), "%s: %v", what, tooOld)
+	case errors.As(err, &tooOld) && !p.saidVersion[nd.Board]: // once per board, at talosVersion:
+		if p.saidVersion == nil {
+			p.saidVersion = map[factory.Board]bool{}
+		}
+		p.saidVersion[nd.Board] = true
+		p.add(p.versionLine, fmt.Sprintf("set talosVersion: %s or later (the %s has no Talos image before it)", tooOld.MinVersion, nd.Board.Model()),
+			"talosVersion %s: %s (board %s) needs Talos %s or later: its overlay %s is offered from %s on", p.version, nd.Hostname, nd.Board, tooOld.MinVersion, nd.Board.Overlay().Name, tooOld.MinVersion)
+	}
+	if errors.As(err, &mismatch) {
+		line := nd.BoardLine
+		if line == 0 {
+			line = nd.Line
+		}
+		p.add(line, fmt.Sprintf("give %s a profile for %s, write board: %s if it is a %s, or write board: %s in profile %s (instead of its overlay) so it follows each node's board",
+			nd.Hostname, nd.Board, mismatch.ProfileBoard, mismatch.ProfileBoard.Model(), factory.AnyBoard, pr.Name),
+			"%s (board %s, the %s): profile %s is for the %s (board %s, overlay %s)", what, nd.Board, nd.Board.Model(), pr.Name, mismatch.ProfileBoard.Model(), mismatch.ProfileBoard, mismatch.ProfileBoard.Overlay().Name)
+	}
+}
+
+// boardModels names the boards for a fix ("rpi4 is the Raspberry Pi 4B,
+// rpi5 the Raspberry Pi 5").
+func boardModels() string {
+	var out []string
+	for i, b := range factory.Boards() {
+		is := " the "
+		if i == 0 {
+			is = " is the "
+		}
+		out = append(out, string(b)+is+b.Model())
+	}
+	return strings.Join(out, ", ")
 }
 
 // checkConfig reads the node's machine config (only its machine type and

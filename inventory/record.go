@@ -24,7 +24,11 @@ type Record struct {
 	Schematic    string `json:"schematic,omitempty"`
 	TalosVersion string `json:"talosVersion,omitempty"`
 	Profile      string `json:"profile,omitempty"`
-	Hostname     string `json:"hostname,omitempty"`
+	// Board is the board the image was built for (its schematic's
+	// overlay: factory.Board, "rpi5"); "" when not known (an image of
+	// unknown content, a card flashed before boards were recorded).
+	Board    string `json:"board,omitempty"`
+	Hostname string `json:"hostname,omitempty"`
 }
 
 // MaxRecord bounds a record's encoding (it is a few hundred bytes).

@@ -50,7 +50,10 @@ interface: ` + DefaultInterface + `               # the Pi 4's onboard Ethernet 
 		fmt.Fprintf(&b, "#   %-13s %s\n", r.Name, r.Description)
 	}
 
-	b.WriteString(`# A custom image: profile: NAME, defined in a profiles file named here:
+	b.WriteString(`# Each built for the node's board: (rpi4, the Raspberry Pi 4B, when not given;
+# rpi5 for a Raspberry Pi 5, from Talos v1.12.3). A Pi 5 node's installer file
+# is its own: talos/installer-ROLE-rpi5.yaml.
+# A custom image: profile: NAME, defined in a profiles file named here:
 # profiles: profiles.yaml
 
 `)

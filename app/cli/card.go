@@ -41,7 +41,21 @@ type cardJSON struct {
 	Node       *cardNodeJSON   `json:"node"`
 	Image      string          `json:"image"`
 	Record     *cardRecordJSON `json:"record,omitempty"`
+	Board      *cardBoardJSON  `json:"board,omitempty"`
 	Problems   []string        `json:"problems"`
+}
+
+// cardBoardJSON is which board the card was written for, and how that is
+// known: talosflash's record (META 0x0e), its boot partition's files.
+type cardBoardJSON struct {
+	Board  string `json:"board"`  // "" unknown
+	Model  string `json:"model"`  // "Raspberry Pi 5"
+	Source string `json:"source"` // "record" or "boot files"
+	// BootFiles is the board the boot partition's files say ("" none, or
+	// not readable: BootNote says why), Evidence the files that say it.
+	BootFiles string `json:"boot_files"`
+	Evidence  string `json:"evidence,omitempty"`
+	BootNote  string `json:"boot_note,omitempty"`
 }
 
 type cardTableJSON struct {
@@ -76,6 +90,7 @@ type cardRecordJSON struct {
 	Schematic    string `json:"schematic,omitempty"`
 	TalosVersion string `json:"talos_version,omitempty"`
 	Profile      string `json:"profile,omitempty"`
+	Board        string `json:"board,omitempty"`
 	Hostname     string `json:"hostname,omitempty"`
 }
 
@@ -167,7 +182,21 @@ func describeCard(rep *inventory.CardReport, path string, size int64) cardJSON {
 		if r.Schematic == "" {
 			out.Image = fmt.Sprintf("profile %s, flashed from a local image file: schematic and version not recorded (META 0x0e)", dash(r.Profile))
 		}
-		out.Record = &cardRecordJSON{Schematic: r.Schematic, TalosVersion: r.TalosVersion, Profile: r.Profile, Hostname: r.Hostname}
+		out.Record = &cardRecordJSON{Schematic: r.Schematic, TalosVersion: r.TalosVersion, Profile: r.Profile, Board: r.Board, Hostname: r.Hostname}
+	}
+
+	if b, source := rep.Board(); b != "" || rep.Boot != nil {
+		j := &cardBoardJSON{Board: string(b), Model: b.Model(), Source: source}
+		if boot := rep.Boot; boot != nil {
+			j.BootFiles, j.Evidence = string(boot.Board), boot.Evidence
+			switch {
+			case boot.Err != nil:
+				j.BootNote = "boot partition not read: " + boot.Err.Error()
+			case boot.Board == "":
+				j.BootNote = fmt.Sprintf("the boot partition's %d files name no board", boot.Files)
+			}
+		}
+		out.Board = j
 	}
 
 	if info := rep.Node; info != nil {
@@ -188,6 +217,24 @@ func describeCard(rep *inventory.CardReport, path string, size int64) cardJSON {
 	}
 
 	return out
+}
+
+// boardLine is the card's board in words: what says it, and whether the
+// boot partition agrees.
+func boardLine(b *cardBoardJSON) string {
+	if b.Board == "" {
+		return "unknown (" + b.BootNote + "; no talosflash record)"
+	}
+	line := fmt.Sprintf("%s (%s), from ", b.Model, b.Board)
+	switch {
+	case b.Source == "boot files":
+		return line + "its boot partition's files: " + b.Evidence
+	case b.BootFiles == b.Board:
+		return line + "talosflash's record (META 0x0e); the boot partition agrees: " + b.Evidence
+	case b.BootFiles != "":
+		return line + "talosflash's record (META 0x0e), but the boot partition says " + b.BootFiles + ": " + b.Evidence
+	}
+	return line + "talosflash's record (META 0x0e); " + b.BootNote
 }
 
 func copyState(err error) string {
@@ -282,6 +329,10 @@ func printCard(w io.Writer, c cardJSON) {
 
 	if c.Talos {
 		fmt.Fprintf(w, "Image and schematic: %s\n", p(c.Image))
+	}
+
+	if b := c.Board; b != nil && c.Talos {
+		fmt.Fprintf(w, "Board: %s\n", p(boardLine(b)))
 	}
 
 	for _, problem := range c.Problems {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strings"
 
 	"github.com/dustin/go-humanize"
@@ -20,12 +21,38 @@ import (
 	"github.com/talosflash/talosflash/inventory"
 )
 
+func init() {
+	placeholders["board"] = "BOARD"
+	for _, cmd := range []string{"flash", "schematic"} {
+		h := commandHelp[cmd]
+		if i := slices.Index(h.order, "role"); i >= 0 && !slices.Contains(h.order, "board") {
+			h.order = slices.Insert(slices.Clone(h.order), i+1, "board")
+		}
+		commandHelp[cmd] = h
+	}
+	h := commandHelp["flash"]
+	h.example += "\ntalosflash --flash --role worker --board rpi5 --device /dev/sdc   # a Raspberry Pi 5"
+	commandHelp["flash"] = h
+	h = commandHelp["schematic"]
+	h.about += "\n--installer-yaml prints the role's installer file for its board: a mixed\n" +
+		"cluster has one per role and board, talos/installer-ROLE.yaml for the Pi 4\n" +
+		"and talos/installer-ROLE-rpi5.yaml for the Pi 5 (inventory check holds each\n" +
+		"node's installer: against its board)."
+	h.example += "\ntalosflash schematic --role worker --board rpi5 --installer-yaml > talos/installer-worker-rpi5.yaml"
+	commandHelp["schematic"] = h
+}
+
+// boardUsage is --board's help.
+var boardUsage = "board the role is built for: " + strings.Join(factory.BoardNames(), " or ") +
+	" (" + factory.BoardRPi4.Model() + ", the default; " + factory.BoardRPi5.Model() + " from Talos " + factory.BoardRPi5.MinTalosVersion() +
+	"); with --inventory each node's board: is its own"
+
 // imageFlags are the flags that choose what to flash, shared by flash and schematic.
 type imageFlags struct {
-	role, profiles, version, factoryURL, arch string
-	installer, installerFile, image           string
-	format                                    string // factory compression: zst or xz
-	allowUnknown                              bool   // flash --allow-unknown-image
+	role, board, profiles, version, factoryURL, arch string
+	installer, installerFile, image                  string
+	format                                           string // factory compression: zst or xz
+	allowUnknown                                     bool   // flash --allow-unknown-image
 	// imageCache is the flash's image cache directory: a local --image in
 	// it is known by its entry's path (plan.Choice.CacheDir).
 	imageCache string
@@ -36,10 +63,13 @@ type imageFlags struct {
 	inventoryVersion string
 
 	settings *plan.Settings // the run's profiles and factory client (load)
+	cmd      string         // the command's name, for messages
 }
 
 func (f *imageFlags) register(fs *flag.FlagSet) {
+	f.cmd = fs.Name()
 	fs.StringVar(&f.role, "role", "", "role or profile name: controlplane, worker, or one from --profiles")
+	fs.StringVar(&f.board, "board", "", boardUsage)
 	fs.StringVar(&f.profiles, "profiles", "", "YAML file with custom profiles (overlay, extensions, kernel args, version)")
 	fs.StringVar(&f.version, "version", "", "Talos version, e.g. "+factory.DefaultTalosVersion+" (default: the profile's)")
 	fs.StringVar(&f.factoryURL, "factory", factory.DefaultBaseURL, "Image Factory base URL")
@@ -47,6 +77,19 @@ func (f *imageFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.installer, "installer", "", "existing installer image, e.g. factory.talos.dev/metal-installer/<id>:"+factory.DefaultTalosVersion)
 	fs.StringVar(&f.installerFile, "installer-file", "", "GitOps installer file, e.g. talos/installer-worker.yaml")
 	fs.StringVar(&f.format, "format", plan.DefaultFormat, "factory download format: zst or xz")
+}
+
+// parseBoard is --board ("" when not given); a typo is bad usage with the
+// board it is probably a typo of (its overlay's name too: rpi_5).
+func (f *imageFlags) parseBoard() (factory.Board, error) {
+	if f.board == "" {
+		return "", nil
+	}
+	b, err := factory.ParseBoard(f.board)
+	if err != nil {
+		return "", usageErrorf("%s: --board: %v", f.cmd, err)
+	}
+	return b, nil
 }
 
 // load applies the run's defaults once (plan.LoadSettings): --profiles and
@@ -96,13 +139,17 @@ func (f *imageFlags) resolveCards(ctx context.Context, register bool) ([]*plan.I
 	if err != nil {
 		return nil, plan.Obligations{}, err
 	}
+	board, err := f.parseBoard()
+	if err != nil {
+		return nil, plan.Obligations{}, err
+	}
 	if f.image != "" {
 		if _, err := os.Stat(f.image); err != nil {
 			return nil, plan.Obligations{}, withCode(contract.ExitUsage, fmt.Errorf("image file: %w", err))
 		}
 	}
 	ims, obl, err := plan.ChooseImages(ctx, plan.Choice{
-		Role: f.role, InstallerRef: f.installer, InstallerFile: f.installerFile, ImageFile: f.image,
+		Role: f.role, InstallerRef: f.installer, InstallerFile: f.installerFile, ImageFile: f.image, Board: board,
 		Nodes: f.nodes, Profiles: s.Profiles, Version: f.version, InventoryVersion: f.inventoryVersion,
 		Arch: f.arch, Format: f.format, Factory: s.Factory, Register: register, Lookup: true,
 		AllowUnknown: f.allowUnknown, CacheDir: f.imageCache,
@@ -198,6 +245,9 @@ func runFlash(ctx context.Context, args []string, env Env) error {
 	if len(f.devices) == 0 {
 		return usageErrorf("flash: --device is required (list candidates with: talosflash devices)")
 	}
+	if _, err := f.parseBoard(); err != nil { // a typo never reaches a card or the network
+		return err
+	}
 	// The pipeline's live heap is ~30 MiB and Go's default GC lets the heap
 	// grow to twice that: a 40 MiB soft limit keeps the whole process under
 	// 64 MiB at no measurable CPU cost (docs/PERFORMANCE.md). The elevated
@@ -283,14 +333,26 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep flashPrinter) error 
 	if len(ims) > 0 {
 		im = ims[0]
 	}
+	// Each image's warnings right under its own lines (the Newt warning
+	// of a cluster's run is the control plane image's, not the worker's
+	// below it), then the decision's own notes.
+	said := map[string]bool{}
 	for _, one := range distinctImages(im, ims) {
 		rep.Info("image: %s", one.Label)
 		if one.SchematicID != "" {
 			rep.Info("schematic %s, Talos %s, %s", one.SchematicID, one.Version, one.FileName())
 		}
+		for _, w := range plan.ImageWarnings(one) {
+			if !said[w] && slices.Contains(obl.Warnings, w) {
+				rep.Warning(w)
+				said[w] = true
+			}
+		}
 	}
 	for _, w := range obl.Warnings {
-		rep.Warning(w)
+		if !said[w] {
+			rep.Warning(w)
+		}
 	}
 
 	if !f.yes {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -27,6 +28,9 @@ func runSchematic(ctx context.Context, args []string, env Env) error {
 	}
 	if f.role == "" && f.installer == "" && f.installerFile == "" {
 		return usageErrorf("schematic: give --role (controlplane, worker or a profile), --installer or --installer-file")
+	}
+	if _, err := f.parseBoard(); err != nil {
+		return err
 	}
 	if installerYAML {
 		if jsonOut {
@@ -59,14 +63,22 @@ func runSchematic(ctx context.Context, args []string, env Env) error {
 		}
 		yaml = string(b)
 	}
+	board := im.Board()
 	return newAnswerPrinter(jsonOut, env).Answer(contract.TypeSchematic, map[string]any{
 		"id": im.SchematicID, "version": im.Version, "arch": im.Arch, "schematic": yaml,
 		"image_url": im.URL, "installer": im.Installer.String(), "registered": register,
+		"board": string(board),
 	}, func(w io.Writer) error {
 		if yaml != "" {
 			fmt.Fprint(w, yaml)
 		} else {
 			fmt.Fprintln(w, "# schematic content unknown (this factory cannot return stored schematics)")
+		}
+		if board != "" {
+			fmt.Fprintf(w, "# board: %s (%s, overlay %s)\n", board, board.Model(), board.Overlay().Name)
+		}
+		if im.Schematic != nil && len(im.Schematic.Overlay.Options) > 0 {
+			fmt.Fprintf(w, "# overlay options: %s (written to the card's config.txt by the overlay)\n", strings.Join(optionNames(im.Schematic.Overlay.Options), ", "))
 		}
 		fmt.Fprintf(w, "# id: %s\n# image: %s\n# installer: %s\n", im.SchematicID, im.URL, im.Installer)
 		return nil
@@ -87,32 +99,53 @@ func runProfiles(_ context.Context, args []string, env Env) error {
 		return err
 	}
 	list := []profileJSON{}
-	for _, p := range all {
+	// Each role once per board it can be built for (factory.ExpandBoards):
+	// every image the profiles make, as the fake factory serves them.
+	for _, p := range factory.ExpandBoards(all) {
 		id, err := p.SchematicID()
 		if err != nil {
 			return fmt.Errorf("profile %s: %w", p.Name, err)
 		}
-		list = append(list, profileJSON{Name: p.Name, Description: p.Description, TalosVersion: p.Version(), Arch: p.Architecture(),
-			Overlay: overlayJSON{Image: p.Overlay.Image, Name: p.Overlay.Name}, Extensions: nonNil(p.Extensions),
+		list = append(list, profileJSON{Name: p.Name, Board: string(p.TargetBoard()), Description: p.Description, TalosVersion: p.Version(), Arch: p.Architecture(),
+			Overlay: overlayJSON{Image: p.Overlay.Image, Name: p.Overlay.Name, Options: optionNames(p.Overlay.Options)}, Extensions: nonNil(p.Extensions),
 			ExtraKernelArgs: nonNil(p.ExtraKernelArgs), SchematicID: id})
 	}
 	return newAnswerPrinter(jsonOut, env).Answer(contract.TypeProfiles, list, func(w io.Writer) error {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "NAME\tVERSION\tEXTENSIONS\tSCHEMATIC ID\tDESCRIPTION")
+		fmt.Fprintln(tw, "NAME\tBOARD\tVERSION\tEXTENSIONS\tSCHEMATIC ID\tDESCRIPTION")
 		for _, p := range list {
 			exts := strings.Join(p.Extensions, ",")
 			if exts == "" {
 				exts = "-"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.Name, p.TalosVersion, exts, p.SchematicID, p.Description)
+			board := p.Board
+			if board == "" {
+				board = "-"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Name, board, p.TalosVersion, exts, p.SchematicID, p.Description)
 		}
 		return tw.Flush()
 	})
 }
 
-// profileJSON is one profile of profiles --json.
+// optionNames are an overlay's option keys, sorted (nil: none).
+func optionNames(opts map[string]any) []string {
+	if len(opts) == 0 {
+		return nil
+	}
+	keys := make([]string, 0, len(opts))
+	for k := range opts {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// profileJSON is one image of profiles --json: a profile on a board (a
+// role is listed once per board).
 type profileJSON struct {
 	Name            string      `json:"name"`
+	Board           string      `json:"board"` // "" for a profile of no known board
 	Description     string      `json:"description"`
 	TalosVersion    string      `json:"talos_version"`
 	Arch            string      `json:"arch"`
@@ -123,8 +156,9 @@ type profileJSON struct {
 }
 
 type overlayJSON struct {
-	Image string `json:"image"`
-	Name  string `json:"name"`
+	Image   string   `json:"image"`
+	Name    string   `json:"name"`
+	Options []string `json:"options,omitempty"` // the option keys (values: schematic --role NAME)
 }
 
 func runDevices(_ context.Context, args []string, env Env) error {

@@ -343,8 +343,11 @@ func TestEveryJSONRunPrintsJSON(t *testing.T) {
 	}
 	code, stdout, _ = cliRun(t, "profiles", "--json")
 	var profiles []profileJSON
-	if code != contract.ExitOK || json.Unmarshal(answer(t, stdout, contract.TypeProfiles), &profiles) != nil || len(profiles) != 2 ||
-		profiles[0].Name != "controlplane" || profiles[0].SchematicID != cpID || len(profiles[0].Extensions) != 1 || profiles[1].SchematicID != workerID {
+	// Each role once per board (factory.ExpandBoards), the default board first.
+	if code != contract.ExitOK || json.Unmarshal(answer(t, stdout, contract.TypeProfiles), &profiles) != nil || len(profiles) != 4 ||
+		profiles[0].Name != "controlplane" || profiles[0].Board != "rpi4" || profiles[0].SchematicID != cpID || len(profiles[0].Extensions) != 1 ||
+		profiles[1].Name != "controlplane" || profiles[1].Board != "rpi5" || profiles[1].Overlay.Name != "rpi_5" ||
+		profiles[2].SchematicID != workerID || profiles[3].Name != "worker" || profiles[3].Board != "rpi5" {
 		t.Fatalf("profiles --json: %s", stdout)
 	}
 }

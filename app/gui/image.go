@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -35,6 +36,7 @@ type imageStep struct {
 	content fyne.CanvasObject
 
 	profile   *widget.Select
+	board     *widget.Select // the board the role is built for, beside the role
 	version   *escEntry
 	ref       *escEntry
 	yaml      *widget.Label
@@ -52,7 +54,9 @@ type imageStep struct {
 	checkSeq int               // the latest check; older answers are dropped
 	checkDue *time.Timer       // debounces typing in the version field
 	names    map[string]string // select option -> profile name
-	nodes    *nodePicker       // the inventory's nodes (nil: no inventory)
+	boards   map[string]factory.Board
+	quiet    bool        // the board select is being set by the step itself (no new decision)
+	nodes    *nodePicker // the inventory's nodes (nil: no inventory)
 	// offlineBlocks: Next is off because the image needs a download and
 	// the factory cannot be reached (issue 23: not a failure after the erase)
 	offlineBlocks bool
@@ -73,15 +77,24 @@ const checkDelay = 400 * time.Millisecond
 
 func newImageStep(ui *UI) *imageStep {
 	s := &imageStep{ui: ui}
-	s.names = map[string]string{}
-	options := make([]string, 0, len(ui.deps.Profiles))
-	for _, p := range ui.deps.Profiles {
-		o := profileOption(p)
-		s.names[o] = p.Name
-		options = append(options, o)
-	}
-	s.profile = widget.NewSelect(options, func(string) { s.customRef = false; s.versionEditable(); s.update() })
+	s.profile = widget.NewSelect(nil, func(string) { s.customRef = false; s.versionEditable(); s.update() })
 	s.profile.PlaceHolder = "choose a role"
+	s.boards = map[string]factory.Board{}
+	var boardOpts []string
+	for _, b := range factory.Boards() {
+		o := boardOption(b)
+		s.boards[o] = b
+		boardOpts = append(boardOpts, o)
+	}
+	s.board = widget.NewSelect(boardOpts, func(string) {
+		s.profileOptions()
+		if !s.quiet && !s.customRef {
+			s.update()
+		}
+	})
+	s.quiet = true
+	s.board.SetSelected(boardOption(factory.DefaultBoard))
+	s.quiet = false
 
 	s.version = newEscEntry(ui)
 	s.version.Validator = factory.ValidateVersion
@@ -93,7 +106,8 @@ func newImageStep(ui *UI) *imageStep {
 	}
 
 	s.ref = newEscEntry(ui)
-	s.ref.SetPlaceHolder("factory.talos.dev/metal-installer/<schematic-id>:" + factory.DefaultTalosVersion)
+	// The factory in use (--factory), not always the public one.
+	s.ref.SetPlaceHolder(ui.deps.Factory.RegistryHost() + "/metal-installer/<schematic-id>:" + factory.DefaultTalosVersion)
 	s.ref.OnSubmitted = func(string) { s.useRef() }
 	useRef := newKeyButton(ui, "Use", nil, s.useRef)
 	openFile := newKeyButton(ui, "Open installer file…", nil, s.openInstallerFile)
@@ -124,6 +138,7 @@ func newImageStep(ui *UI) *imageStep {
 	}
 	for _, it := range []*widget.FormItem{
 		widget.NewFormItem("Role / profile", s.profile),
+		widget.NewFormItem("Board", s.board),
 		widget.NewFormItem("Talos version", s.version),
 		widget.NewFormItem("or installer image", container.NewBorder(nil, nil, nil, container.NewHBox(useRef, openFile), s.ref)),
 		widget.NewFormItem("Schematic ID", s.id),
@@ -157,6 +172,59 @@ func profileOption(p factory.Profile) string {
 	return p.Name + "  ·  " + p.Description
 }
 
+// boardOption is a board as the board select shows it.
+func boardOption(b factory.Board) string {
+	o := b.Model() + " (" + string(b) + ")"
+	if m := b.MinTalosVersion(); m != "" {
+		o += ", Talos " + m + " and later"
+	}
+	return o
+}
+
+// selectedBoard is the board chosen beside the role.
+func (s *imageStep) selectedBoard() factory.Board {
+	if b, ok := s.boards[s.board.Selected]; ok {
+		return b
+	}
+	return factory.DefaultBoard
+}
+
+// showBoard sets the board select without deciding again (the board of a
+// node picked, of an installer used).
+func (s *imageStep) showBoard(b factory.Board) {
+	if !b.Known() || s.selectedBoard() == b && s.board.Selected != "" {
+		return
+	}
+	s.quiet = true
+	s.board.SetSelected(boardOption(b))
+	s.quiet = false
+}
+
+// profileOptions fills the role select for the board chosen: each profile
+// as built for it (a built-in role's description names the board), the
+// selection kept by profile name.
+func (s *imageStep) profileOptions() {
+	selected := s.names[s.profile.Selected]
+	names := map[string]string{}
+	options := make([]string, 0, len(s.ui.deps.Profiles))
+	for _, p := range s.ui.deps.Profiles {
+		if bp, err := p.ForBoard(s.selectedBoard()); err == nil {
+			p = bp
+		}
+		o := profileOption(p)
+		names[o] = p.Name
+		options = append(options, o)
+	}
+	s.names = names
+	s.profile.Options = options
+	for o, n := range names {
+		if n == selected && selected != "" && s.profile.Selected != o {
+			s.profile.Selected = o // the same role, its description for this board
+		}
+	}
+	s.profile.Refresh()
+}
+
 // selectProfile selects the profile with this name.
 func (s *imageStep) selectProfile(name string) {
 	for o, n := range s.names {
@@ -188,7 +256,14 @@ func (s *imageStep) update() {
 		s.setChoice(nil, fmt.Errorf("talos version: %w", err))
 		return
 	}
-	s.choose(plan.Choice{Role: p.Name, Version: s.version.Text})
+	if b := p.TargetBoard(); !p.AnyBoard && b != "" && s.pickedNode() == nil {
+		s.showBoard(b) // a profile made for one board: that board
+	}
+	// A board the profile is not for, or one below its minimum Talos
+	// version ("needs Talos v1.12.3 or later"), is the problem shown.
+	if _, err := s.choose(plan.Choice{Role: p.Name, Version: s.version.Text, Board: s.selectedBoard()}); err != nil {
+		s.setChoice(nil, err)
+	}
 }
 
 // decision is pick as plan.ChooseImage decides it with the node picked
@@ -216,15 +291,40 @@ func (s *imageStep) choose(pick plan.Choice) (*imageChoice, error) {
 	if err != nil {
 		if problem := nodeConflict(err); problem != nil {
 			s.setChoice(nil, problem)
+			s.showRefused(pick)
 			return nil, nil
 		}
 		return nil, err
 	}
 	s.setChoice(c, nil)
+	if c.Profile == nil || c.Profile.TargetBoard() != "" {
+		s.showBoard(c.Board()) // an installer's board, or the node's
+	}
 	if c.Schematic == nil && c.LocalPath == "" {
 		go s.lookupSchematic(pick, c)
 	}
 	return c, nil
+}
+
+// showRefused keeps the schematic fields under their header when the pick
+// is refused for the node picked: what the pick is on its own (its
+// schematic and ID), said to be refused, so the user sees what was held
+// against the node (nothing of it is flashed: Next and Flash stay off).
+func (s *imageStep) showRefused(pick plan.Choice) {
+	alone := s.decision(pick)
+	alone.Nodes, alone.InventoryVersion = nil, ""
+	c, _, err := plan.ChooseImage(context.Background(), alone)
+	if err != nil || c == nil || c.LocalPath != "" {
+		return
+	}
+	node := "the node"
+	if n := s.pickedNode(); n != nil {
+		node = n.Hostname
+	}
+	s.yamlHead.SetText("Your pick's schematic: refused for " + node + " (see above)")
+	s.id.SetText(c.SchematicID + " (refused for " + node + ")")
+	s.yaml.SetText(schematicText(c))
+	s.size.SetText("not flashed")
 }
 
 // nodeConflict is err in the app's words when the pick contradicts the
@@ -234,11 +334,13 @@ func nodeConflict(err error) error {
 		conflict *plan.ConflictError
 		unknown  *plan.UnknownImageError
 	)
+	// Never "choose Node none" as a way around it: the node fixes its
+	// image, and a card without the node is not the node's card.
 	switch {
 	case errors.As(err, &unknown):
-		return errors.New(unknown.Describe(doorWords[unknown.Door], "choose Node \u201cnone\u201d to flash it as a plain card"))
+		return errors.New(unknown.Describe(doorWords[unknown.Door], "correct "+unknown.Node+"'s role or profile in the inventory"))
 	case errors.As(err, &conflict):
-		return fmt.Errorf("%s, or choose Node \u201cnone\u201d to flash this image as a plain card", conflict.Describe(doorWords[conflict.Door]))
+		return errors.New(conflict.Describe(doorWords[conflict.Door]))
 	}
 	return nil
 }
@@ -462,17 +564,37 @@ func (s *imageStep) setChoice(c *imageChoice, problem error) {
 		s.id.SetText("unknown (a local image file does not say)")
 		s.yamlHead.SetText("Local image file (nothing is sent to the Image Factory)")
 		s.yaml.SetText("File: " + c.LocalPath + "\n\nA local image is written as it is: .raw.xz, .raw.zst, .raw.gz or .raw, told apart by content.")
-	case c.Schematic != nil:
-		y, err := c.Schematic.Marshal()
-		if err != nil {
-			y = []byte(errString(err))
-		}
-		s.yaml.SetText(printable.Lines(strings.TrimSpace(string(y)))) // the factory's or a file's names
 	default:
-		s.yaml.SetText("(only the schematic ID is known: the installer image does not include the schematic)")
+		s.yaml.SetText(schematicText(c))
 	}
 	s.size.SetText("checking the cache…")
 	go s.lookupSize(*c)
+}
+
+// schematicText is the preview of c's schematic: its YAML (overlay, its
+// options, extensions), then its board and the overlay options in words,
+// as the CLI's schematic prints them.
+func schematicText(c *imageChoice) string {
+	if c.Schematic == nil {
+		return "(only the schematic ID is known: the installer image does not include the schematic)"
+	}
+	y, err := c.Schematic.Marshal()
+	if err != nil {
+		y = []byte(errString(err))
+	}
+	text := strings.TrimSpace(string(y))
+	if b := c.Board(); b != "" {
+		text += fmt.Sprintf("\n\n# board: %s (%s, overlay %s)", b, b.Model(), b.Overlay().Name)
+	}
+	if opts := c.Schematic.Overlay.Options; len(opts) > 0 {
+		keys := make([]string, 0, len(opts))
+		for k := range opts {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		text += "\n# overlay options: " + strings.Join(keys, ", ") + " (written to the card's config.txt by the overlay)"
+	}
+	return printable.Lines(text) // the factory's or a file's names
 }
 
 // showNotes shows what the chosen image demands of the machine config, e.g.

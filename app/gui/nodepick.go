@@ -32,7 +32,7 @@ func (s *imageStep) newNodePicker() *widget.Select {
 	p := &nodePicker{nodes: map[string]inventory.Node{}}
 	opts := []string{noNodeOption}
 	for _, n := range inv.Nodes {
-		o := fmt.Sprintf("%s  ·  %s, %s", n.Hostname, n.Profile, n.Address)
+		o := fmt.Sprintf("%s  ·  %s, %s", n.Hostname, plan.BoardLabel(n.Profile, n.Board), n.Address)
 		p.nodes[o] = n
 		opts = append(opts, o)
 	}
@@ -42,8 +42,8 @@ func (s *imageStep) newNodePicker() *widget.Select {
 	return p.sel
 }
 
-// pickNode takes the node chosen (UI goroutine): its profile, the
-// inventory's Talos version.
+// pickNode takes the node chosen (UI goroutine): its profile, its board,
+// the inventory's Talos version.
 func (s *imageStep) pickNode(option string) {
 	n, ok := s.nodes.nodes[option]
 	switch {
@@ -53,8 +53,9 @@ func (s *imageStep) pickNode(option string) {
 	case s.customRef: // an installer or local image: held against the node
 		s.ui.session.SetNode(&n)
 		s.rechoose()
-	default: // a role: the node's own
+	default: // a role: the node's own, on its board
 		s.ui.session.SetNode(&n)
+		s.showBoard(n.Board)
 		if v := s.ui.deps.Inventory.TalosVersion; v != "" && s.version.Text != v {
 			s.version.SetText(v)
 		}

@@ -33,6 +33,20 @@ var (
 // node into) and two card files.
 func nodePickHarness(t *testing.T) (*harness, []string) {
 	t.Helper()
+	return nodePickHarnessWith(t, `gateway: 192.168.1.1
+nodes:
+  - hostname: cp-1
+    role: controlplane
+    address: 192.168.1.11/24
+  - hostname: worker-1
+    role: worker
+    address: 192.168.1.21/24
+`)
+}
+
+// nodePickHarnessWith is nodePickHarness with this inventory.
+func nodePickHarnessWith(t *testing.T, inventoryYAML string) (*harness, []string) {
+	t.Helper()
 	talosImageOnce.Do(func() { talosImage = imagetest.NewTalos(t, 8<<20, 5, 1<<20) })
 	fx := talosImage
 	srv := factorytest.New(t)
@@ -45,15 +59,7 @@ func nodePickHarness(t *testing.T) (*harness, []string) {
 		srv.AddImage(id, p.Version(), "metal-arm64.raw.zst", fx.Zstd(t))
 	}
 	dir := t.TempDir()
-	inv, err := inventory.Parse([]byte(`gateway: 192.168.1.1
-nodes:
-  - hostname: cp-1
-    role: controlplane
-    address: 192.168.1.11/24
-  - hostname: worker-1
-    role: worker
-    address: 192.168.1.21/24
-`), filepath.Join(dir, "talosflash.yaml"), dir, inventory.Options{SkipFiles: true})
+	inv, err := inventory.Parse([]byte(inventoryYAML), filepath.Join(dir, "talosflash.yaml"), dir, inventory.Options{SkipFiles: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +150,8 @@ func TestImageStepNodePick(t *testing.T) {
 
 	// Another role for worker-1: never a silent drop of the node (issue
 	// 28). Both picks stay, the conflict shows, Next and Flash are off;
-	// Node "none" then flashes the role as a plain card.
+	// Node "none" (the user's own choice: the refusal never offers it)
+	// then flashes the role as a plain card.
 	h.onUI(func() {
 		h.ui.image.selectProfile("controlplane")
 		if n := h.ui.image.pickedNode(); n == nil || n.Hostname != "worker-1" || !strings.HasPrefix(h.ui.image.nodes.sel.Selected, "worker-1 ") {

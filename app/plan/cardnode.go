@@ -44,6 +44,7 @@ func NodeCardMeta(n inventory.Node, im *Image) (*CardMeta, error) {
 	n.Profile = "" // CardTags records n.Profile: the image's, below
 	if im != nil {
 		rec.Schematic, rec.TalosVersion, n.Profile = im.SchematicID, im.Version, im.ProfileName()
+		rec.Board = string(im.Board()) // `card` reads it back (and checks it against the boot files)
 	}
 
 	tags, err := n.CardTags(rec)

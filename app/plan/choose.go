@@ -51,6 +51,11 @@ type Choice struct {
 	InstallerFile string // its name; read from disk unless InstallerData is set
 	InstallerData []byte // the installer file's contents (the app reads it itself)
 	ImageFile     string // local image file
+	// Board is the board a role is built for (--board, the app's board
+	// select): "" the nodes' board, else the profile's own (the default
+	// board for the built-in roles). A known image of another board is
+	// refused.
+	Board factory.Board
 
 	Nodes    []inventory.Node  // the inventory nodes the cards are for
 	Profiles []factory.Profile // the known profiles (nil: the built-ins)
@@ -135,6 +140,9 @@ type ConflictError struct {
 	Node        string
 	NodeProfile string
 	Reason      string
+	// Board is the board the pick was recognised as built for, NodeBoard
+	// the node's ("" unknown).
+	Board, NodeBoard factory.Board
 }
 
 // Error names the pick with Door's words; Describe lets a front end name it
@@ -144,17 +152,57 @@ func (e *ConflictError) Error() string { return e.Describe(e.Door.String()) }
 // Describe is the message with the pick called door ("--installer-file").
 func (e *ConflictError) Describe(door string) string {
 	what := door + " " + e.Value
+	node := e.nodeIs()
 	if e.Reason != "" {
-		return fmt.Sprintf("%s %s; the inventory says %s is a %s: flash %s's own image (profile %s), or correct the inventory", what, e.Reason, e.Node, e.NodeProfile, e.Node, e.NodeProfile)
+		return fmt.Sprintf("%s %s; the inventory says %s is a %s: flash %s's own image (%s), or correct the inventory", what, e.Reason, e.Node, node, e.Node, e.ownImage())
 	}
 	is := "the " + e.Profile + " image"
+	if b := e.boardShown(e.Board); b != "" {
+		is = "the " + e.Profile + " image for " + string(b)
+	}
 	if e.Profile == "" {
 		is = "none of the known profiles' images"
 	}
 	if e.Schematic != "" {
 		is += " (schematic " + factory.ShortID(e.Schematic) + ")"
 	}
-	return fmt.Sprintf("%s is %s; the inventory says %s is a %s: flash %s's own image (profile %s), or correct the inventory", what, is, e.Node, e.NodeProfile, e.Node, e.NodeProfile)
+	return fmt.Sprintf("%s is %s; the inventory says %s is a %s: flash %s's own image (%s), or correct the inventory", what, is, e.Node, node, e.Node, e.ownImage())
+}
+
+// boardShown is b when boards are worth naming in the message: the
+// node's is not the default, or the pick's is another.
+func (e *ConflictError) boardShown(b factory.Board) factory.Board {
+	if e.NodeBoard != "" && e.NodeBoard != factory.DefaultBoard || e.Board != "" && e.Board != e.NodeBoard {
+		return b
+	}
+	return ""
+}
+
+// nodeIs is what the node is: its profile, and its board when it matters
+// ("worker", "worker on board rpi5").
+func (e *ConflictError) nodeIs() string {
+	if b := e.boardShown(e.NodeBoard); b != "" {
+		return e.NodeProfile + " on board " + string(b)
+	}
+	return e.NodeProfile
+}
+
+// ownImage names the node's own image ("profile worker", "profile worker,
+// board rpi5").
+func (e *ConflictError) ownImage() string {
+	if b := e.boardShown(e.NodeBoard); b != "" {
+		return "profile " + e.NodeProfile + ", board " + string(b)
+	}
+	return "profile " + e.NodeProfile
+}
+
+// BoardLabel names a profile built for board b ("" or the default board:
+// the name alone): "worker", "worker for rpi5".
+func BoardLabel(profile string, b factory.Board) string {
+	if b == "" || b == factory.DefaultBoard || profile == "" {
+		return profile
+	}
+	return profile + " for " + string(b)
 }
 
 // ChooseImage is the one image decision: every way of choosing an image
@@ -176,7 +224,13 @@ func ChooseImage(ctx context.Context, c Choice) (*Image, Obligations, error) {
 	case n > 1 || n == 0 && want == nil:
 		return nil, Obligations{}, choiceErrorf("choose exactly one of a role, an installer image, an installer file or a local image")
 	case n == 0:
-		c.Role = want.Name // the node's own image
+		// The node's own image, on its board: a board asked for must be it.
+		for _, nd := range c.Nodes {
+			if c.Board != "" && nd.Board != "" && nd.Board != c.Board {
+				return nil, Obligations{}, choiceErrorf("board %s contradicts the inventory: %s is board %s (the %s): leave the board out and each node gets its own board's image", c.Board, nd.Hostname, nd.Board, nd.Board.Model())
+			}
+		}
+		c.Role = want.Name
 	}
 	if c.Format != "" && c.Format != "xz" && c.Format != "zst" {
 		return nil, Obligations{}, choiceErrorf("format %q: want zst or xz", c.Format)
@@ -204,9 +258,9 @@ func ChooseImage(ctx context.Context, c Choice) (*Image, Obligations, error) {
 }
 
 // ChooseImages is ChooseImage for one card per inventory node
-// (Choice.Nodes, in order) when the nodes may have different profiles: a
-// cluster's control plane and workers in one run. Nodes of one profile
-// share one image (one decision, one download, one decode); each profile
+// (Choice.Nodes, in order) when the nodes may have different profiles or
+// boards: a cluster's control plane and workers, Pi 4s and Pi 5s, in one
+// run. Nodes of one profile and board share one image (one decision, one download, one decode); each profile
 // is decided by ChooseImage with its nodes. A pick (a role, an installer,
 // a local image) is one image for every node, held against each as
 // ChooseImage does. The images are per node, in order (the same *Image for
@@ -224,13 +278,15 @@ func ChooseImages(ctx context.Context, c Choice) ([]*Image, Obligations, error) 
 		}
 		return ims, obl, nil
 	}
+	// One image a profile and board (a Pi 5 worker's is not a Pi 4's).
 	var profiles []string
 	byProfile := map[string][]int{}
 	for i, n := range c.Nodes {
-		if _, ok := byProfile[n.Profile]; !ok {
-			profiles = append(profiles, n.Profile)
+		key := n.Profile + "\x00" + string(n.Board)
+		if _, ok := byProfile[key]; !ok {
+			profiles = append(profiles, key)
 		}
-		byProfile[n.Profile] = append(byProfile[n.Profile], i)
+		byProfile[key] = append(byProfile[key], i)
 	}
 	ims := make([]*Image, len(c.Nodes))
 	var all Obligations
@@ -261,21 +317,31 @@ func ChooseImages(ctx context.Context, c Choice) ([]*Image, Obligations, error) 
 	return ims, all, nil
 }
 
-// nodeProfile is the profile the choice's nodes share (nil: no nodes).
+// nodeProfile is the profile the choice's nodes share, built for their
+// board (nil: no nodes).
 func (c Choice) nodeProfile() (*factory.Profile, error) {
 	if len(c.Nodes) == 0 {
 		return nil, nil
 	}
 	first := c.Nodes[0]
 	for _, n := range c.Nodes[1:] {
-		if n.Profile != first.Profile {
+		if n.Profile != first.Profile || n.Board != first.Board {
 			door, value := c.Door()
-			return nil, choiceErrorf("%s is a %s and %s a %s, but the %s %s is one image: leave it out and each node gets its own image, or flash them in separate runs", first.Hostname, first.Profile, n.Hostname, n.Profile, door, value)
+			return nil, choiceErrorf("%s is a %s and %s a %s, but the %s %s is one image: leave it out and each node gets its own image, or flash them in separate runs",
+				first.Hostname, BoardLabel(first.Profile, first.Board), n.Hostname, BoardLabel(n.Profile, n.Board), door, value)
 		}
 	}
 	p, err := factory.FindProfile(c.Profiles, first.Profile)
 	if err != nil {
 		return nil, choiceErrorf("node %s: %v", first.Hostname, err)
+	}
+	if first.Board != "" {
+		if c.InventoryVersion != "" {
+			p.TalosVersion = c.InventoryVersion
+		}
+		if p, err = p.ForBoard(first.Board); err != nil {
+			return nil, choiceErrorf("node %s: %v", first.Hostname, err)
+		}
 	}
 	return &p, nil
 }
@@ -296,7 +362,9 @@ func (c Choice) image(ctx context.Context) (*Image, error) {
 			return nil, err
 		}
 		im := FromInstallerRef(c.Factory, ref, c.Arch)
-		c.finishInstaller(ctx, im)
+		if err := c.finishInstaller(ctx, im); err != nil {
+			return nil, err
+		}
 		return im, nil
 	case c.InstallerFile != "":
 		var (
@@ -319,7 +387,9 @@ func (c Choice) image(ctx context.Context) (*Image, error) {
 				return nil, err
 			}
 		}
-		c.finishInstaller(ctx, im)
+		if err := c.finishInstaller(ctx, im); err != nil {
+			return nil, err
+		}
 		return im, nil
 	}
 	p, err := factory.FindProfile(c.Profiles, c.Role)
@@ -340,6 +410,21 @@ func (c Choice) image(ctx context.Context) (*Image, error) {
 	if c.Arch != "" {
 		p.Arch = c.Arch
 	}
+	// The role's image is the role built for the board: the one asked
+	// for, else the nodes' (a Pi 5 node's role is its Pi 5 image), else
+	// the profile's own. A board below its minimum Talos version is
+	// refused with the version it needs, before the factory is asked.
+	board := c.Board
+	if board == "" && len(c.Nodes) > 0 {
+		board = c.Nodes[0].Board
+	}
+	if board != "" {
+		if p, err = p.ForBoard(board); err != nil {
+			return nil, &ChoiceError{err}
+		}
+	} else if err := p.CheckBoardVersion(); err != nil {
+		return nil, &ChoiceError{err}
+	}
 	return FromProfile(ctx, c.Factory, p, c.Register)
 }
 
@@ -356,12 +441,18 @@ func (c Choice) installerVersion(ref factory.InstallerRef) error {
 }
 
 // finishInstaller recognises an installer's schematic among the profiles
-// offline and, with Lookup, asks the factory for one it does not know.
-func (c Choice) finishInstaller(ctx context.Context, im *Image) {
-	im.Recognize(c.Profiles)
+// on every board offline and, with Lookup, asks the factory for one it
+// does not know; a board asked for (Choice.Board) must be its board when
+// that is known.
+func (c Choice) finishInstaller(ctx context.Context, im *Image) error {
+	im.Recognize(factory.ExpandBoards(c.Profiles))
 	if c.Lookup {
 		im.LookupSchematic(ctx, c.Factory)
 	}
+	if b := im.Board(); c.Board != "" && b != "" && b != c.Board {
+		return choiceErrorf("board %s contradicts the installer's board %s (the %s, overlay %s)", c.Board, b, b.Model(), b.Overlay().Name)
+	}
+	return nil
 }
 
 // recognizePath knows a local image by where it lies: an entry of the
@@ -381,7 +472,7 @@ func (im *Image) recognizePath(cacheDir string, profiles []factory.Profile) {
 		return
 	}
 	known := &Image{SchematicID: id, Version: version, Label: im.Label}
-	if !known.Recognize(profiles) {
+	if !known.Recognize(factory.ExpandBoards(profiles)) {
 		return
 	}
 	im.SchematicID, im.Version = id, version
@@ -400,7 +491,8 @@ func (c Choice) checkNode(im *Image, want factory.Profile) ([]string, error) {
 	if err != nil {
 		return nil, choiceErrorf("profile %s: %v", want.Name, err)
 	}
-	conflict := &ConflictError{Door: door, Value: value, Profile: im.ProfileName(), Schematic: im.SchematicID, Node: n.Hostname, NodeProfile: want.Name}
+	conflict := &ConflictError{Door: door, Value: value, Profile: im.ProfileName(), Schematic: im.SchematicID, Node: n.Hostname, NodeProfile: want.Name,
+		Board: im.Board(), NodeBoard: want.TargetBoard()}
 	if im.SchematicID == wantID { // the same schematic is the same image, whatever it is called
 		if im.ProfileName() != want.Name { // the record names the node's profile
 			p := want

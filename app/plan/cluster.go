@@ -42,9 +42,12 @@ type Member struct {
 	// Role is the inventory's role; for a typed address what was learnt
 	// of it (the image it booted, the config it took), else RoleUnknown.
 	Role node.Role
-	// Profile is its image profile (nil: unknown, a typed address): the
-	// image its card and its installer must be.
+	// Profile is its image profile built for its Board (nil: unknown, a
+	// typed address): the image its card and its installer must be, and
+	// the one a rolling upgrade installs (Schematic, SchematicID).
 	Profile *factory.Profile
+	// Board is the inventory's board ("" for a typed address).
+	Board factory.Board
 	// Config is its machine config file ("" none given).
 	Config   string
 	Endpoint node.Endpoint
@@ -161,8 +164,21 @@ func NewCluster(inv *inventory.Inventory, profiles []factory.Profile, port int) 
 	for i := range inv.Nodes {
 		n := &inv.Nodes[i]
 		m := &Member{Hostname: n.Hostname, Role: n.Role, Config: n.Config, Entry: n, Inventory: inv.Path,
-			Endpoint: node.EndpointAt(n.Address.Addr(), port)}
+			Endpoint: node.EndpointAt(n.Address.Addr(), port), Board: n.Board}
 		if p, err := factory.FindProfile(profiles, n.Profile); err == nil {
+			// Its role's image on its board: a Pi 5 worker's schematic is the
+			// rpi_5 worker's (inventory.Load refused a profile that cannot be
+			// built for the node's board; unchecked, it stays as it is).
+			if n.Board != "" {
+				q := p
+				if inv.TalosVersion != "" { // the version its board is checked at
+					q.TalosVersion = inv.TalosVersion
+				}
+				if bp, err := q.ForBoard(n.Board); err == nil {
+					bp.TalosVersion = p.TalosVersion
+					p = bp
+				}
+			}
 			m.Profile = &p
 		}
 		c.Members = append(c.Members, m)

@@ -49,7 +49,7 @@ func FromProfile(ctx context.Context, c *factory.Client, p factory.Profile, regi
 		return nil, fmt.Errorf("profile %s: compute schematic ID: %w", p.Name, err)
 	}
 	im := &Image{
-		Label:       "profile " + p.Name,
+		Label:       "profile " + BoardLabel(p.Name, p.TargetBoard()),
 		Profile:     &p,
 		Schematic:   s,
 		SchematicID: id,
@@ -73,6 +73,19 @@ func (im *Image) ProfileName() string {
 		return ""
 	}
 	return im.Profile.Name
+}
+
+// Board is the board the image is built for: its profile's, else its
+// schematic's overlay's ("" unknown: a local file, an ID alone, an overlay
+// of no board).
+func (im *Image) Board() factory.Board {
+	if im.Profile != nil {
+		if b := im.Profile.TargetBoard(); b != "" {
+			return b
+		}
+	}
+	b, _ := factory.BoardOfSchematic(im.Schematic)
+	return b
 }
 
 // Register makes the factory able to build the image: for a profile it

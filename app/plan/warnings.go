@@ -39,7 +39,7 @@ func ImageWarnings(im *Image) []string {
 		}
 	}
 	if im.Schematic != nil && im.Schematic.Overlay.Name == "" && (im.Arch == "" || im.Arch == factory.DefaultArch) {
-		out = append(out, "this schematic has no board overlay: a Raspberry Pi needs the sbc-raspberrypi overlay (rpi_generic) to boot")
+		out = append(out, "this schematic has no board overlay: a Raspberry Pi needs the sbc-raspberrypi overlay to boot (rpi_generic for the Pi 4, rpi_5 for the Pi 5)")
 	}
 	return out
 }

@@ -16,6 +16,8 @@ import (
 	"github.com/siderolabs/image-factory/pkg/schematic"
 
 	"github.com/talosflash/talosflash/factory"
+	"github.com/talosflash/talosflash/imaging/gpt"
+	"github.com/talosflash/talosflash/imaging/imagetest"
 )
 
 func testData(n int) []byte {
@@ -486,5 +488,41 @@ func TestOverlaysByVersion(t *testing.T) {
 		if o.Image != RPiOverlayImage || !offers(min, o.Name) {
 			t.Errorf("board %s: the fake does not offer %s (%s) at %s", b, o.Name, o.Image, min)
 		}
+	}
+}
+
+// The boot files go into the EFI partition of a Talos-like image, the
+// rest of the image untouched; a partition past FAT16's cluster count gets
+// FAT32 (WithBootFiles falls back to it: a 384 MiB image's EFI).
+func TestWithBootFiles(t *testing.T) {
+	if _, err := FATImage(40<<20, OverlayBootFiles("rpi_5"), false); err == nil {
+		t.Fatal("FAT16 with 80000 clusters")
+	}
+	if fs, err := FATImage(40<<20, OverlayBootFiles("rpi_5"), true); err != nil || string(fs[82:87]) != "FAT32" {
+		t.Fatalf("FAT32 of 40 MiB: %v", err)
+	}
+	for _, size := range []int64{8 << 20} {
+		raw, err := imagetest.TalosRaw(size, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		img, err := WithBootFiles(raw, OverlayBootFiles("rpi_5"))
+		if err != nil {
+			t.Fatalf("%d MiB: %v", size>>20, err)
+		}
+		tab, err := gpt.Read(bytes.NewReader(img), size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		efi, _ := tab.Find("EFI")
+		if !bytes.Equal(img[:efi.Offset], raw[:efi.Offset]) || !bytes.Equal(img[efi.Offset+efi.Size:], raw[efi.Offset+efi.Size:]) {
+			t.Fatalf("%d MiB: bytes outside the EFI partition changed", size>>20)
+		}
+		if img[efi.Offset+510] != 0x55 || img[efi.Offset+511] != 0xAA || bytes.Equal(img[efi.Offset:efi.Offset+efi.Size], raw[efi.Offset:efi.Offset+efi.Size]) {
+			t.Fatalf("%d MiB: no FAT in the EFI partition", size>>20)
+		}
+	}
+	if OverlayBootFiles("rpi_generic")["start4.elf"] == nil || OverlayBootFiles("rpi_5")["start4.elf"] != nil || OverlayBootFiles("other") != nil {
+		t.Fatal("boot files per overlay")
 	}
 }

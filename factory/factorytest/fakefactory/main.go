@@ -7,7 +7,9 @@
 //
 // It serves a generated disk-shaped image (protective MBR, GPT, partitions:
 // imaging/imagetest; from 8 MiB on with a Talos-sized META, so flash
-// --inventory works on it) as metal-<arch>.raw.xz and .raw.zst for every
+// --inventory works on it, and in its EFI partition the boot files of the
+// board's overlay, so `talosflash card` tells a Pi 5's card from a Pi
+// 4's) as metal-<arch>.raw.xz and .raw.zst for every
 // built-in role on every board (factory.Boards: four role x board
 // schematics) and every profile of --profiles (an any-board profile on
 // each board), each at every Talos version of --versions (by default the
@@ -113,22 +115,11 @@ func start(args []string, out io.Writer) (*factorytest.Server, error) {
 	fmt.Fprintf(out, "fake Image Factory at %s (loopback only; Ctrl-C stops it): preparing a %s image (.raw.xz, .raw.zst) …; downloads wait until it is ready\n",
 		srv.URL, humanize.IBytes(n))
 	began := time.Now()
-	raw, err := servedImage(int64(n), *seed)
+	images, err := makeImages(list, int64(n), *seed)
 	if err != nil {
 		srv.Close()
 		return nil, err
 	}
-	xz, err := imagetest.XZBytes(raw, 1<<20) // 1 MiB blocks, as the factory's xz -0 -T0
-	if err != nil {
-		srv.Close()
-		return nil, err
-	}
-	zst, err := imagetest.ZstdBytes(raw)
-	if err != nil {
-		srv.Close()
-		return nil, err
-	}
-	sum := fmt.Sprintf("%x", sha256.Sum256(raw))
 	for _, s := range list {
 		// Known to the factory, as the schematic of an image it serves is
 		// (GET /schematics/<id>, the installer registry).
@@ -136,13 +127,32 @@ func start(args []string, out io.Writer) (*factorytest.Server, error) {
 			srv.Close()
 			return nil, err
 		}
+		im := images[bootKey(s, int64(n))]
 		for _, v := range s.versions {
-			srv.AddImage(s.id, v, "metal-"+s.arch+".raw.xz", xz)
-			srv.AddImage(s.id, v, "metal-"+s.arch+".raw.zst", zst)
+			srv.AddImage(s.id, v, "metal-"+s.arch+".raw.xz", im.xz)
+			srv.AddImage(s.id, v, "metal-"+s.arch+".raw.zst", im.zst)
 		}
 	}
 	release()
-	fmt.Fprintf(out, "ready (%s): image: %s raw (%s as .raw.xz), sha256 %s, for:\n", time.Since(began).Round(100*time.Millisecond), humanize.IBytes(n), humanize.IBytes(uint64(len(xz))), sum)
+	first := images[bootKey(list[0], int64(n))]
+	what := fmt.Sprintf("image: %s raw (%s as .raw.xz), sha256 %s", humanize.IBytes(n), humanize.IBytes(uint64(len(first.xz))), first.sum)
+	if len(images) > 1 || bootKey(list[0], int64(n)) != "" {
+		var sums []string
+		for _, s := range list {
+			if k := bootKey(s, int64(n)); !slices.Contains(sums, k) {
+				sums = append(sums, k)
+			}
+		}
+		for i, k := range sums {
+			name := k
+			if k == "" {
+				name = "no board's"
+			}
+			sums[i] = name + " sha256 " + images[k].sum
+		}
+		what = fmt.Sprintf("images: %s raw (%s as .raw.xz), each with its overlay's boot files in the EFI partition: %s;", humanize.IBytes(n), humanize.IBytes(uint64(len(first.xz))), strings.Join(sums, ", "))
+	}
+	fmt.Fprintf(out, "ready (%s): %s for:\n", time.Since(began).Round(100*time.Millisecond), what)
 	for _, s := range list {
 		board := s.board.String()
 		if board == "" {
@@ -261,6 +271,57 @@ func servedImage(size, seed int64) ([]byte, error) {
 		return imagetest.TalosRaw(size, seed)
 	}
 	return imagetest.Raw(size, seed)
+}
+
+// payload is one image served, compressed both ways.
+type payload struct {
+	xz, zst []byte
+	sum     string // hex SHA-256 of the raw image
+}
+
+// bootKey is the overlay whose boot files the image served for s carries
+// ("" none: another overlay, or an image too small for Talos's layout).
+func bootKey(s served, size int64) string {
+	o := s.schematic.Overlay
+	if size < 8<<20 || o.Image != factory.RPiOverlayImage || factorytest.OverlayBootFiles(o.Name) == nil {
+		return ""
+	}
+	return o.Name
+}
+
+// makeImages makes the images served: the generated image (servedImage)
+// and, per Raspberry Pi overlay served, the same image with that
+// overlay's boot files in its EFI partition (factorytest.OverlayBootFiles),
+// so `talosflash card` reads a card's board back from its files as on a
+// real card.
+func makeImages(list []served, size, seed int64) (map[string]*payload, error) {
+	raw, err := servedImage(size, seed)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]*payload{}
+	for _, s := range list {
+		key := bootKey(s, size)
+		if out[key] != nil {
+			continue
+		}
+		img := raw
+		if key != "" {
+			if img, err = factorytest.WithBootFiles(raw, factorytest.OverlayBootFiles(key)); err != nil {
+				return nil, err
+			}
+		}
+		xz, err := imagetest.XZBytes(img, 1<<20) // 1 MiB blocks, as the factory's xz -0 -T0
+		if err != nil {
+			return nil, err
+		}
+		zst, err := imagetest.ZstdBytes(img)
+		if err != nil {
+			return nil, err
+		}
+		out[key] = &payload{xz: xz, zst: zst, sum: fmt.Sprintf("%x", sha256.Sum256(img))}
+	}
+	return out, nil
 }
 
 func profilesHint(file string) string {
