@@ -16,6 +16,7 @@ require (
 	github.com/siderolabs/talos/pkg/machinery v1.13.9
 	github.com/talosflash/talosflash/third_party/xz v0.0.0
 	github.com/ulikunitz/xz v0.5.17
+	go.etcd.io/bbolt v1.5.0
 	go.yaml.in/yaml/v4 v4.0.0-rc.4
 	golang.org/x/sys v0.50.0
 	golang.org/x/term v0.48.0

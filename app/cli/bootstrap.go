@@ -16,18 +16,27 @@ import (
 
 func init() {
 	commandHelp["bootstrap"] = help{
-		synopsis: "talosflash bootstrap --node IP --talosconfig FILE [flags]",
+		synopsis: "talosflash bootstrap --node IP --talosconfig FILE [--recover-from SNAPSHOT] [flags]",
 		about: "After the control plane config is applied: wait for the node to come back\n" +
 			"with its config (its API answering with the talosconfig's client\n" +
 			"certificate), then bootstrap etcd once, like talosctl bootstrap, and wait\n" +
 			"for etcd to be healthy. A node whose etcd already runs or has data is\n" +
-			"refused (exit 8): bootstrapping twice splits the cluster.",
-		example: "talosflash bootstrap --node 192.168.1.50 --talosconfig talosconfig",
-		order:   []string{"node", "talosconfig", "context", "timeout", "json"},
+			"refused (exit 8): bootstrapping twice splits the cluster.\n\n" +
+			"With --recover-from FILE: bring the cluster's etcd back from a snapshot\n" +
+			"(talosflash etcd snapshot, talosctl etcd snapshot), as talosctl bootstrap\n" +
+			"--recover-from does: the file checked first as etcd will (its SHA-256\n" +
+			"trailer, bbolt consistent), uploaded (EtcdRecover), then the bootstrap\n" +
+			"with RecoverEtcd; on a control plane whose etcd waits for its bootstrap\n" +
+			"(its card flashed again and its config applied: docs/RECOVERY.md).",
+		example: "talosflash bootstrap --node 192.168.1.50 --talosconfig talosconfig\n" +
+			"talosflash bootstrap --node 192.168.1.50 --talosconfig talosconfig --recover-from etcd-backup.db",
+		order: []string{"node", "talosconfig", "recover-from", "context", "timeout", "json"},
 	}
 	placeholders["talosconfig"] = "FILE"
 	placeholders["context"] = "NAME"
 	placeholders["to"] = "VERSION"
+	placeholders["recover-from"] = "FILE"
+	placeholders["snapshot-dir"] = "DIR"
 }
 
 // talosconfigFlags are the flags of the commands that use the cluster's
@@ -53,12 +62,14 @@ func (t *talosconfigFlags) load(cmd string) (*node.Talosconfig, error) {
 
 func runBootstrap(ctx context.Context, args []string, env Env) error {
 	var (
-		endpoint string
-		tcf      talosconfigFlags
-		timeout  time.Duration
-		jsonOut  bool
+		endpoint, recoverFrom string
+		tcf                   talosconfigFlags
+		timeout               time.Duration
+		jsonOut, skipHash     bool
 	)
 	fs := newFlagSet("bootstrap", env)
+	fs.StringVar(&recoverFrom, "recover-from", "", "recover etcd from this snapshot file (talosflash etcd snapshot) instead of a new cluster")
+	fs.BoolVar(&skipHash, "recover-skip-hash-check", false, "with --recover-from: the file is a copy of a member's data directory, without a snapshot's SHA-256 trailer")
 	fs.StringVar(&endpoint, "node", "", "control plane node address (IP or IP:port), as talosctl -n")
 	fs.StringVar(&endpoint, "n", "", "shorthand for --node")
 	tcf.register(fs)
@@ -70,6 +81,9 @@ func runBootstrap(ctx context.Context, args []string, env Env) error {
 	if endpoint == "" {
 		return usageErrorf("bootstrap: --node is required")
 	}
+	if skipHash && recoverFrom == "" {
+		return usageErrorf("bootstrap: --recover-skip-hash-check goes with --recover-from FILE")
+	}
 	c, err := plan.ClusterAt(nil, endpoint)
 	if err != nil {
 		return err
@@ -80,6 +94,11 @@ func runBootstrap(ctx context.Context, args []string, env Env) error {
 	}
 	p := newBootstrapPrinter(jsonOut, env, tcf.path)
 	warnNotAdmin(env, tc)
+	if recoverFrom != "" {
+		res, err := plan.Recover(ctx, plan.RecoverJob{Node: c.Members[0], Talosconfig: tc, Snapshot: recoverFrom, SkipHashCheck: skipHash,
+			Wait: node.WaitOptions{Timeout: timeout, Progress: p.Progress}})
+		return p.Recovered(ctx, res, err)
+	}
 	out, err := plan.Bootstrap(ctx, plan.BootstrapJob{Node: c.Members[0], Talosconfig: tc, Wait: node.WaitOptions{
 		Timeout:  timeout,
 		Progress: p.Progress,
@@ -94,6 +113,8 @@ type bootstrapPrinter interface {
 	// Done shows the result (res: what was sent, nil when nothing was)
 	// and returns the command's error.
 	Done(ctx context.Context, res *node.BootstrapResult, err error) error
+	// Recovered is Done for --recover-from.
+	Recovered(ctx context.Context, res *node.RecoverResult, err error) error
 }
 
 func newBootstrapPrinter(jsonOut bool, env Env, tcPath string) bootstrapPrinter {
@@ -122,6 +143,19 @@ func (p *bootstrapText) Done(ctx context.Context, res *node.BootstrapResult, err
 	return nil
 }
 
+func (p *bootstrapText) Recovered(ctx context.Context, res *node.RecoverResult, err error) error {
+	if err != nil {
+		var ie *node.InterruptedError
+		if res != nil && !errors.As(err, &ie) && (res.Uploads > 0 || res.Attempts > 0) {
+			fmt.Fprintf(p.env.Stdout, "%s\n", res.State())
+		}
+		return waitExit(ctx, err)
+	}
+	fmt.Fprintf(p.env.Stdout, "recovered etcd on %s (Talos %s) from %s: %s. Next: talosflash status --node %s --talosconfig %s; the other control planes join it as they boot\n",
+		res.Endpoint, res.TalosVersion, res.Snapshot.Path, res.Snapshot.Words(), res.Endpoint, devices.ShellJoin([]string{p.tcPath}))
+	return nil
+}
+
 // bootstrapJSON: progress on stderr, the result as one JSON line on
 // stdout (also when it failed after sending something).
 type bootstrapJSON struct{ env Env }
@@ -147,6 +181,25 @@ func (p *bootstrapJSON) Done(ctx context.Context, res *node.BootstrapResult, err
 	return waitExit(ctx, err)
 }
 
+func (p *bootstrapJSON) Recovered(ctx context.Context, res *node.RecoverResult, err error) error {
+	if res != nil {
+		j := map[string]any{
+			"node": res.Endpoint, "talos_version": res.TalosVersion, "attempts": res.Attempts, "etcd_healthy": res.EtcdHealthy,
+			"bootstrap_sent": res.Attempts > 0, "accepted": res.Accepted,
+			"recovered_from": res.Snapshot.Path, "snapshot_revision": res.Snapshot.Revision, "snapshot_keys": res.Snapshot.Keys,
+			"snapshot_uploaded": res.Uploaded,
+		}
+		var ie *node.InterruptedError
+		if errors.As(err, &ie) {
+			j["interrupted"] = ie.State
+		}
+		if jerr := contract.WriteAnswer(p.env.Stdout, contract.TypeBootstrap, j); jerr != nil && err == nil {
+			return jerr
+		}
+	}
+	return waitExit(ctx, err)
+}
+
 func warnNotAdmin(env Env, tc *node.Talosconfig) {
 	if !tc.IsAdmin() {
 		fmt.Fprintf(env.Stderr, "warning: the client certificate of %s has roles %v, not os:admin: the node will refuse bootstrap and upgrade\n", tc, tc.Roles)
@@ -156,14 +209,16 @@ func warnNotAdmin(env Env, tc *node.Talosconfig) {
 // waitExit gives a wait that ran out of time (the node never answered or
 // never became healthy) the network exit code, and a node that does not
 // report its schematic, a missing extension or a downgrade the usage one
-// (talosflash will not do it; talosctl can).
+// (talosflash will not do it; talosctl can), and a snapshot's file that
+// exists the usage one too (another name).
 func waitExit(ctx context.Context, err error) error {
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
 		return withCode(contract.ExitNetwork, err)
-	case errors.Is(err, node.ErrNoSchematic), errors.Is(err, node.ErrExtensionMissing), errors.Is(err, node.ErrDowngrade):
+	case errors.Is(err, node.ErrNoSchematic), errors.Is(err, node.ErrExtensionMissing), errors.Is(err, node.ErrDowngrade),
+		errors.Is(err, node.ErrSnapshotExists):
 		return withCode(contract.ExitUsage, err)
 	}
 	return err

@@ -51,6 +51,7 @@ Commands:
   kubeconfig  fetch the cluster's admin kubeconfig and merge it into ~/.kube/config
   patch       patch a running node's config: diff, appended lists flagged, its dry run, apply
   upgrade     upgrade nodes one by one with their own schematic's installer (--inventory: the cluster, drained)
+  etcd        etcd snapshot FILE: save the cluster's etcd (bootstrap --recover-from brings it back)
   outdated    list newer Talos/extension versions for installer files (--write)
   inventory   init or check the cluster inventory (talosflash.yaml)
   card        read a card back: Talos image, META keys, the node written on it
@@ -165,6 +166,8 @@ func run(ctx context.Context, args []string, env Env) error {
 		return runKubeconfig(ctx, rest, env)
 	case "upgrade":
 		return runUpgrade(ctx, rest, env)
+	case "etcd":
+		return runEtcd(ctx, rest, env)
 	case "patch":
 		return runPatch(ctx, rest, env)
 	case "outdated":

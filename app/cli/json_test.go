@@ -268,6 +268,7 @@ var jsonCommands = map[string]string{
 	"inventory":  "TestInventoryInitThenCheck, TestInventoryCheckProblems",
 	"status":     "TestStatusHealthyControlPlane, TestStatusIncidentWaitingExtension, TestStatusKubernetesView",
 	"kubeconfig": "TestKubeconfigCommand",
+	"etcd":       "TestEtcdSnapshotCommand",
 	"version":    "TestEveryJSONRunPrintsJSON",
 	"profiles":   "TestEveryJSONRunPrintsJSON",
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -22,10 +23,13 @@ func init() {
 			"first; never the generic installer, which has no Raspberry Pi overlay and\n" +
 			"no extensions. Several nodes upgrade one at a time; each must be back,\n" +
 			"running the new version with healthy services, before the next starts.\n" +
-			"Kubernetes workloads are not drained (talosctl upgrade --drain does).",
+			"Kubernetes workloads are not drained (talosctl upgrade --drain does).\n" +
+			"When a control plane is among the nodes, etcd is saved first, beside the\n" +
+			"talosconfig (--snapshot-dir), as talosflash etcd snapshot does; without it\n" +
+			"nothing is upgraded (--no-snapshot goes on without one).",
 		example: "talosflash upgrade --node 192.168.1.50 --to v1.14.6 --talosconfig talosconfig --dry-run\n" +
 			"talosflash upgrade --node 192.168.1.50,192.168.1.51,192.168.1.52 --to v1.14.6 --talosconfig talosconfig",
-		order: []string{"node", "to", "talosconfig", "dry-run", "factory", "context", "timeout", "json"},
+		order: []string{"node", "to", "talosconfig", "dry-run", "factory", "context", "timeout", "snapshot-dir", "no-snapshot", "json"},
 	}
 }
 
@@ -52,6 +56,7 @@ func runUpgrade(ctx context.Context, args []string, env Env) error {
 		tcf             talosconfigFlags
 		timeout         time.Duration
 		dryRun, jsonOut bool
+		snap            snapshotFirstFlags
 	)
 	fs := newFlagSet("upgrade", env)
 	fs.Var(&nodes, "node", "node address (IP or IP:port); repeat or separate with commas to upgrade several, in order")
@@ -62,6 +67,7 @@ func runUpgrade(ctx context.Context, args []string, env Env) error {
 	fs.BoolVar(&dryRun, "dry-run", false, "show each node's installer and what would be done; send nothing")
 	fs.DurationVar(&timeout, "timeout", node.DefaultWaitTimeout, "how long to wait for each node to come back healthy")
 	fs.BoolVar(&jsonOut, "json", false, "print the results as JSON on stdout (progress stays on stderr)")
+	snap.register(fs, "beside the talosconfig")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -91,6 +97,12 @@ func runUpgrade(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
+	// etcd saved before a control plane among the nodes is touched.
+	snapErr := snapshotBeforeNodes(ctx, snapshotBefore{members: c.Members, tc: tc, dryRun: dryRun, skip: snap.skip, jsonOut: jsonOut, env: env, out: out,
+		path: plan.SnapshotPath(plan.SnapshotDir(snap.dir, tcf.path), tc.Context, time.Now())})
+	if snapErr != nil && !dryRun {
+		return waitExit(ctx, snapErr)
+	}
 	planned := map[*node.UpgradeResult]bool{}
 	opts.OnPlan = func(r *node.UpgradeResult) {
 		planned[r] = true
@@ -112,7 +124,66 @@ func runUpgrade(ctx context.Context, args []string, env Env) error {
 		answer[len(answer)-1].Interrupted = res.Interrupted // the node it stopped at
 	}
 	_ = p.Answer(contract.TypeUpgrade, answer, noText)
+	if snapErr != nil {
+		err = snapErr // the real run stops there first
+	}
 	return waitExit(ctx, err)
+}
+
+// snapshotBefore is upgrade --node's snapshot.
+type snapshotBefore struct {
+	members      []*plan.Member
+	tc           *node.Talosconfig
+	path         string
+	dryRun, skip bool
+	jsonOut      bool
+	env          Env
+	out          io.Writer
+}
+
+// snapshotBeforeNodes saves etcd when a control plane is among the nodes
+// (a dry run says where it would); nodes that are all workers, or control
+// planes whose etcd waits for the bootstrap, need none. The error is the
+// refusal to upgrade without it.
+func snapshotBeforeNodes(ctx context.Context, s snapshotBefore) error {
+	say := func(format string, args ...any) {
+		fmt.Fprintf(s.out, "%s %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+	}
+	line := func(o *plan.SnapshotOutcome) {
+		if s.jsonOut {
+			_ = contract.WriteAnswer(s.env.Stdout, contract.TypeEtcdSnapshot, snapshotJSON(o, s.dryRun))
+		}
+	}
+	if s.skip {
+		say("no etcd snapshot is taken (--no-snapshot): if a control plane's upgrade breaks etcd, there is no copy to recover the cluster from")
+		line(&plan.SnapshotOutcome{Skipped: "--no-snapshot"})
+		return nil
+	}
+	o, err := plan.TakeSnapshot(ctx, plan.SnapshotJob{Members: s.members, Talosconfig: s.tc, Path: s.path, DryRun: s.dryRun,
+		Progress: func(l string) { say("%s", l) }})
+	switch {
+	case errors.Is(err, node.ErrNotControlPlane) && ctx.Err() == nil:
+		return nil // workers only: no etcd among them
+	case errors.Is(err, plan.ErrNoEtcdData):
+		say("no etcd snapshot: %v", err)
+		o.Skipped = err.Error()
+		line(o)
+		return nil
+	case err != nil:
+		if ctx.Err() != nil {
+			return err
+		}
+		if s.dryRun {
+			say("dry run: would fail: no etcd snapshot can be taken: %v; nothing sent (--no-snapshot to upgrade without one)", err)
+		}
+		return fmt.Errorf("no etcd snapshot could be taken before a control plane is upgraded: %w; nothing was sent (--no-snapshot to upgrade without one)", err)
+	case s.dryRun:
+		say("dry run: would save an etcd snapshot of %s to %s before it is upgraded (as talosctl etcd snapshot: FILE.part 0600, fsync, etcd's checks, rename); nothing sent", o.From.Name(), s.path)
+	default:
+		describeSnapshot(s.out, o)
+	}
+	line(o)
+	return nil
 }
 
 // describeDryRun shows a dry run's plan and, when a check of the real

@@ -27,8 +27,13 @@ func init() {
 		"respected, DaemonSet pods left, bounded by --drain-timeout); the reboot; then\n" +
 		"wait until it runs the new version with its role's schematic, ready, its\n" +
 		"Kubernetes node Ready; uncordon. The first failure stops it, saying every\n" +
-		"node's state and what was sent. --dry-run checks each installer on the\n" +
-		"registry and prints the plan; nothing is sent."
+		"node's state and what was sent. Before the first control plane moves,\n" +
+		"etcd is saved beside the inventory (--snapshot-dir), as talosflash etcd\n" +
+		"snapshot does; without it the upgrade does not start (--no-snapshot goes\n" +
+		"on without one). A node whose new version fails to boot comes back on\n" +
+		"its previous one (Talos' own fallback): said, uncordoned, and the\n" +
+		"rollout stops. --dry-run checks each installer on the registry and prints\n" +
+		"the plan, and where the snapshot would go; nothing is sent."
 	h.example += "\ntalosflash upgrade --inventory talosflash.yaml --talosconfig talos/talosconfig --to v1.14.6 --dry-run"
 	h.order = append(h.order, "inventory", "kubeconfig", "drain-timeout")
 	h.moreTitle = "With --inventory, also:"
@@ -58,6 +63,7 @@ type rolloutFlags struct {
 	kf                            kubeFlags
 	timeout, drainTimeout, every  time.Duration
 	dryRun, jsonOut               bool
+	snap                          snapshotFirstFlags
 }
 
 // flagSet binds the rolling upgrade's flags to r (upgrade -h lists those
@@ -75,6 +81,7 @@ func (r *rolloutFlags) flagSet(env Env) *flag.FlagSet {
 	fs.DurationVar(&r.drainTimeout, "drain-timeout", kube.DefaultDrainTimeout, "how long each drain may take (a PodDisruptionBudget can hold it)")
 	fs.DurationVar(&r.every, "interval", node.DefaultPollEvery, "between reads of a node that is coming back")
 	fs.BoolVar(&r.dryRun, "dry-run", false, "print the plan, checking each installer on the registry; send nothing")
+	r.snap.register(fs, "beside the inventory")
 	fs.BoolVar(&r.jsonOut, "json", false, "one rollout_node JSON line per node on stdout (progress on stderr)")
 	return fs
 }
@@ -113,6 +120,7 @@ func runRollout(ctx context.Context, args []string, env Env) error {
 	}
 	p := newRolloutPrinter(r.jsonOut, r.dryRun, env)
 	job := plan.RolloutJob{Nodes: c.Members, CNI: c.CNI(), To: r.to, Talosconfig: tc, Factory: settings.Factory, DryRun: r.dryRun,
+		Snapshot: plan.SnapshotPath(plan.SnapshotDir(r.snap.dir, in.Path), in.Cluster, time.Now()), NoSnapshot: r.snap.skip,
 		Wait:   node.WaitOptions{Timeout: r.timeout, Every: r.every},
 		Drain:  kube.DrainOptions{Timeout: r.drainTimeout},
 		Follow: plan.FollowOptions{Wait: r.timeout, WatchOptions: plan.WatchOptions{Interval: r.every}},
@@ -181,6 +189,9 @@ type rolloutJSONPrinter struct {
 
 func (p rolloutJSONPrinter) Event(ev plan.RolloutEvent) {
 	p.rolloutText.Event(ev)
+	if ev.Step == plan.StepSnapshot && ev.Snapshot != nil {
+		_ = contract.WriteAnswer(p.out, contract.TypeEtcdSnapshot, snapshotJSON(ev.Snapshot, p.dryRun))
+	}
 	if ev.Node != nil {
 		_ = contract.WriteAnswer(p.out, contract.TypeRolloutNode, rolloutJSON(ev.Node, p.dryRun))
 	}
@@ -198,6 +209,9 @@ func (p rolloutJSONPrinter) Stopped(res *plan.RolloutResult) {
 func printRolloutEvent(w io.Writer, ev plan.RolloutEvent) {
 	ts := time.Now().Format("15:04:05")
 	switch {
+	case ev.Step == plan.StepRolledBack && ev.Node == nil:
+		// "worker-1 rolled back to v1.14.4: its upgrade failed (...)"
+		fmt.Fprintf(w, "%s %s %s\n", ts, ev.Hostname, ev.Text)
 	case ev.Node != nil:
 		fmt.Fprintf(w, "%s %s: %s\n", ts, ev.Hostname, ev.Text)
 	case ev.Text != "":

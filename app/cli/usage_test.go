@@ -11,7 +11,7 @@ import (
 	"github.com/talosflash/talosflash/factory"
 )
 
-var subcommands = []string{"flash", "schematic", "profiles", "devices", "nodes", "apply", "bootstrap", "status", "kubeconfig", "patch", "upgrade", "outdated", "inventory", "card"}
+var subcommands = []string{"flash", "schematic", "profiles", "devices", "nodes", "apply", "bootstrap", "status", "kubeconfig", "patch", "upgrade", "etcd", "outdated", "inventory", "card"}
 
 // `flash -h` used to be a bare "Usage of flash:" listing -elevated.
 func TestEverySubcommandHasUsage(t *testing.T) {

@@ -137,6 +137,10 @@ const (
 	TypeVersion = "version"
 	// profiles --json (list): the roles and custom profiles.
 	TypeProfiles = "profiles"
+	// etcd snapshot --json (object): the snapshot saved; upgrade
+	// --inventory --json (and upgrade --node on a control plane) writes one
+	// before the first control plane moves (taken, planned, or not).
+	TypeEtcdSnapshot = "etcd_snapshot"
 )
 
 // Known reports whether t is an event type of this Version.
@@ -145,7 +149,7 @@ func Known(t string) bool {
 	case TypeProgress, TypeInfo, TypeWarning, TypeResult, TypeError,
 		TypeSchematic, TypeDevices, TypeNodes, TypeApply, TypeBootstrap, TypeUpgrade, TypeOutdated,
 		TypeCard, TypeInventory, TypeApplyNode, TypeNodeStatus, TypeFollow, TypeKubernetes, TypeKubeconfig,
-		TypePatch, TypeRolloutNode, TypeVersions, TypeVersion, TypeProfiles:
+		TypePatch, TypeRolloutNode, TypeVersions, TypeVersion, TypeProfiles, TypeEtcdSnapshot:
 		return true
 	}
 	return false

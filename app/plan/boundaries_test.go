@@ -87,6 +87,9 @@ var planOwns = []struct{ pkg, name, owner string }{
 	{"node", "NormalizeEndpoint", "ClusterAt"},   // an address parsed once, into a member
 	{"node", "CNIOf", "Cluster.CNI"},             // where the CNI comes from
 	{"node", "SplitHostname", "Member.KubeName"}, // the short name, cut once
+	{"node", "SaveEtcdSnapshot", "TakeSnapshot"}, // etcd's snapshot, from the first healthy control plane
+	{"node", "RecoverEtcd", "Recover"},           // etcd's recovery from a snapshot
+	{"node", "CheckEtcdSnapshot", "Recover"},     // the file checked as a recovery will
 	{"kube", "Access.Drain", "Rollout"},          // the rolling upgrade's drain
 	{"kube", "Access.Cordon", "Rollout"},
 	{"factory", "NewClient", "LoadSettings"}, // which factory: the user's, else the inventory's
@@ -559,6 +562,8 @@ var plants = []plant{
 		src: "package gui\n\nimport \"github.com/talosflash/talosflash/node/nodetest\"\n\nvar planted = nodetest.Start\n"},
 	{name: "a library importing app/", dir: "kube", file: "planted.go", want: "a library imports app/contract",
 		src: "package kube\n\nimport \"github.com/talosflash/talosflash/app/contract\"\n\nvar planted = contract.ExitUsage\n"},
+	{name: "the CLI taking the snapshot itself", dir: "app/cli", file: "planted.go", typed: true, want: "node.SaveEtcdSnapshot is plan's step: call plan.TakeSnapshot",
+		src: "package cli\n\nimport (\n\t\"context\"\n\n\t\"github.com/talosflash/talosflash/node\"\n)\n\nfunc planted() { _, _ = node.SaveEtcdSnapshot(context.Background(), \"\", nil, \"x\", node.SnapshotOptions{}) }\n"},
 	{name: "a method through a parameter", dir: "app/cli", file: "planted.go", typed: true, want: "kube.Access.Cordon is plan's step: call plan.Rollout",
 		src: "package cli\n\nimport (\n\t\"context\"\n\n\t\"github.com/talosflash/talosflash/kube\"\n)\n\nfunc planted(a *kube.Access) { _ = a.Cordon(context.Background(), \"x\") }\n"},
 }

@@ -35,6 +35,14 @@ import (
 // the wait until it runs the new version with its role's schematic,
 // ready with its Kubernetes node Ready (Follow), then uncordon. The
 // first failure stops the rollout: the nodes after it are not touched.
+//
+// Before the first control plane is touched, etcd is saved (TakeSnapshot,
+// etcd.go: from the first healthy control plane, into RolloutJob.Snapshot)
+// and without it the rollout does not start (NoSnapshot: --no-snapshot,
+// said). A node whose upgrade fails after its reboot and that comes back
+// on the version it ran is a node Talos rolled back (a boot of the new
+// installation failed: internal/app/machined/main.go handle, revert.go,
+// META tag Upgrade): it is said so, uncordoned, and the rollout stops.
 
 // RolloutJob is a rolling upgrade.
 type RolloutJob struct {
@@ -53,12 +61,17 @@ type RolloutJob struct {
 	// Follow bounds the wait for each node after its reboot (its Interval,
 	// Wait; Talosconfig and Until are set here).
 	Follow FollowOptions
+	// Snapshot is the file etcd is saved to before the first control
+	// plane is touched (SnapshotPath); NoSnapshot goes on without one.
+	Snapshot   string
+	NoSnapshot bool
 	// Event gets what happens, in order (may be nil).
 	Event func(RolloutEvent)
 }
 
 // Rollout step names (RolloutEvent.Step and NodeRollout.Step).
 const (
+	StepSnapshot  = "snapshot"  // etcd saved before the first control plane moves (RolloutEvent only)
 	StepPlan      = "plan"      // the node's installer checked on the factory's registry
 	StepGate      = "gate"      // etcd healthy with every member (control planes)
 	StepInstall   = "install"   // the installer pulled and run
@@ -69,6 +82,9 @@ const (
 	StepUncordon  = "uncordon"  // schedulable again
 	StepUpgraded  = "upgraded"  // done
 	StepUntouched = "untouched" // not reached: nothing sent
+	// StepRolledBack: it rebooted into the new version, which failed to
+	// boot, and Talos brought it back on its previous one.
+	StepRolledBack = "rolled-back"
 )
 
 // RolloutEvent is one thing that happened.
@@ -77,6 +93,9 @@ type RolloutEvent struct {
 	Step     string
 	Text     string
 	Node     *NodeRollout // the node's state, on a node's last event
+	// Snapshot is etcd's snapshot (StepSnapshot: taken, planned by a dry
+	// run; nil with NoSnapshot).
+	Snapshot *SnapshotOutcome
 }
 
 // NodeRollout is one node's part of the rollout.
@@ -94,6 +113,8 @@ type NodeRollout struct {
 type RolloutResult struct {
 	Nodes  []*NodeRollout
 	Failed *NodeRollout // the node it stopped at (nil: none)
+	// Snapshot is etcd's snapshot taken first (nil: none, or no control plane).
+	Snapshot *SnapshotOutcome
 }
 
 // RolloutOrder is the order of the upgrade: control planes, then workers,
@@ -152,7 +173,10 @@ func Rollout(ctx context.Context, job RolloutJob) (*RolloutResult, error) {
 		}
 	}
 	controlPlanes := c.ControlPlanes()
-	var first error
+	first := job.snapshotFirst(ctx, controlPlanes, res, emit)
+	if first != nil && !job.DryRun {
+		return res, first
+	}
 	for _, nr := range res.Nodes {
 		err := job.one(ctx, nr, controlPlanes, emit)
 		if err != nil {
@@ -170,6 +194,50 @@ func Rollout(ctx context.Context, job RolloutJob) (*RolloutResult, error) {
 		}
 	}
 	return res, first
+}
+
+// snapshotFirst saves etcd before the first control plane is touched (a
+// dry run says where it would, from which node). Its error stops the
+// rollout before anything is sent.
+func (job RolloutJob) snapshotFirst(ctx context.Context, controlPlanes []*Member, res *RolloutResult, emit func(RolloutEvent)) error {
+	if len(controlPlanes) == 0 {
+		return nil
+	}
+	first := controlPlanes[0].Name()
+	if job.NoSnapshot {
+		res.Snapshot = &SnapshotOutcome{Skipped: "--no-snapshot"}
+		emit(RolloutEvent{Hostname: first, Step: StepSnapshot, Snapshot: res.Snapshot,
+			Text: "no etcd snapshot is taken (--no-snapshot): if the upgrade breaks etcd, there is no copy to recover the cluster from"})
+		return nil
+	}
+	out, err := TakeSnapshot(ctx, SnapshotJob{Members: controlPlanes, Talosconfig: job.Talosconfig, Path: job.Snapshot, DryRun: job.DryRun,
+		CallTimeout: job.Wait.CallTimeout, Progress: func(s string) { emit(RolloutEvent{Hostname: first, Step: StepSnapshot, Text: s}) }})
+	res.Snapshot = out
+	if errors.Is(err, ErrNoEtcdData) {
+		out.Skipped = err.Error()
+		emit(RolloutEvent{Hostname: first, Step: StepSnapshot, Snapshot: out, Text: "no etcd snapshot: " + err.Error()})
+		return nil
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return err
+		}
+		word := "nothing was sent"
+		if job.DryRun {
+			word = "the real run would stop here; nothing was sent"
+		}
+		emit(RolloutEvent{Hostname: first, Step: StepSnapshot, Text: fmt.Sprintf("no etcd snapshot can be taken: %v; %s (--no-snapshot to upgrade without one)", err, word)})
+		return fmt.Errorf("%w: %w; nothing was sent (--no-snapshot to upgrade without one)", errSnapshotFirst, err)
+	}
+	text := ""
+	if job.DryRun {
+		text = fmt.Sprintf("would save an etcd snapshot of %s to %s before %s is touched (as talosctl etcd snapshot: FILE.part 0600, fsync, etcd's checks, rename); nothing was sent",
+			out.From.Name(), job.Snapshot, first)
+	} else {
+		text = SnapshotWords(out)
+	}
+	emit(RolloutEvent{Hostname: out.From.Name(), Step: StepSnapshot, Text: text, Snapshot: out})
+	return nil
 }
 
 // one upgrades (or, DryRun, plans) one node.
@@ -260,6 +328,9 @@ func (job RolloutJob) one(ctx context.Context, nr *NodeRollout, controlPlanes []
 			nr.Step = StepPlan // refused while planning: nothing was sent
 		}
 		nr.State = nodeState(nr, up, err)
+		if rb := job.rolledBack(ctx, nr, up, err, say); rb != nil {
+			return rb
+		}
 		return err
 	}
 	if up.UpToDate {
@@ -283,6 +354,66 @@ func (job RolloutJob) one(ctx context.Context, nr *NodeRollout, controlPlanes []
 	nr.State = fmt.Sprintf("upgraded: runs %s with schematic %s, ready, uncordoned", job.To, factory.ShortID(up.BootedAfter))
 	return nil
 }
+
+// ErrRolledBack: a node's upgrade failed and it runs its previous version
+// again; the rollout stops there. errors.Is(err, node.ErrUpgradeFailed)
+// too (exit 8).
+var ErrRolledBack = errors.New("rolled back")
+
+// rolledBack tells a failed upgrade as Talos handles it: a node that
+// rebooted into the new version and came back on the version it ran,
+// with its schematic, is a node Talos rolled back (a boot of the new
+// installation failed; see the top of this file). It is uncordoned and
+// said so: "worker-1 rolled back to v1.14.4: its upgrade failed (...)".
+// nil when it is not known back on its version: nodeState says where it
+// is. (An installer that fails installs nothing and reboots nothing:
+// nodeState says it still runs its version.)
+func (job RolloutJob) rolledBack(ctx context.Context, nr *NodeRollout, up *node.UpgradeResult, cause error, say func(string, string, ...any)) error {
+	if up == nil || up.From == "" || !up.RebootRequested || ctx.Err() != nil {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	w := WatchOptions{Talosconfig: job.Talosconfig, CallTimeout: job.Wait.CallTimeout}
+	list, err := Watch(cctx, []*Member{nr.Member}, w, func(NodeStatus) {})
+	if err != nil || len(list) == 0 || list[0].Status == nil {
+		return nil
+	}
+	st := list[0].Status
+	if st.TalosVersion != up.From || st.TalosVersion == up.To {
+		return nil
+	}
+	schematic := ""
+	if st.Booted != nil {
+		schematic = st.Booted.SchematicID
+	}
+	if up.Booted != nil && schematic != up.Booted.SchematicID {
+		return nil // its version, but not its installation: not a rollback
+	}
+	text := fmt.Sprintf("rolled back to %s: its upgrade failed (%s did not boot, and Talos booted its previous installation again: the upgrade fallback)", up.From, up.To)
+	name := nr.KubeName()
+	uncordon := "it was not cordoned"
+	if nr.Cordon && job.Kube != nil {
+		if err := job.Kube.Uncordon(context.WithoutCancel(ctx), name); err != nil {
+			uncordon = fmt.Sprintf("still cordoned: %v (kubectl uncordon %s)", err, name)
+		} else {
+			nr.Cordon = false
+			uncordon = "uncordoned"
+		}
+	}
+	nr.Step = StepRolledBack
+	nr.State = fmt.Sprintf("%s; runs %s with schematic %s, %s", text, up.From, factory.ShortID(schematic), uncordon)
+	say(StepRolledBack, "%s", text)
+	return &rolledBackError{msg: nr.Name() + " " + text, cause: cause}
+}
+
+type rolledBackError struct {
+	msg   string
+	cause error
+}
+
+func (e *rolledBackError) Error() string   { return e.msg }
+func (e *rolledBackError) Unwrap() []error { return []error{ErrRolledBack, e.cause} }
 
 // nodeState says where a failed node is: what it runs, what was sent,
 // whether it is cordoned.

@@ -121,7 +121,7 @@ func TestRolloutRefusesTheWrongNodeAndTheIncident(t *testing.T) {
 	} {
 		for _, dry := range []bool{true, false} {
 			job := RolloutJob{To: "v1.14.6", Talosconfig: tc, Factory: factory.NewClient(fac.URL, fac.Client()), Kube: &kube.Access{}, DryRun: dry,
-				Wait: node.WaitOptions{Timeout: 5 * time.Second, Every: 10 * time.Millisecond}, Nodes: []*Member{c.node}}
+				Wait: node.WaitOptions{Timeout: 5 * time.Second, Every: 10 * time.Millisecond}, Nodes: []*Member{c.node}, NoSnapshot: true}
 			res, err := Rollout(context.Background(), job)
 			if !errors.Is(err, ErrRolloutStopped) || !errors.Is(err, node.ErrInvalidConfig) || !strings.Contains(err.Error(), c.want) ||
 				!strings.Contains(res.Nodes[0].State, "nothing was sent") || res.Nodes[0].Step != StepPlan {
@@ -134,7 +134,7 @@ func TestRolloutRefusesTheWrongNodeAndTheIncident(t *testing.T) {
 	}
 }
 
-func rolloutTalosconfig(t *testing.T, pki *nodetest.PKI) *node.Talosconfig {
+func rolloutTalosconfig(t testing.TB, pki *nodetest.PKI) *node.Talosconfig {
 	t.Helper()
 	data, err := pki.Talosconfig("home", "os:admin", "127.0.0.1")
 	if err != nil {
@@ -175,7 +175,7 @@ func TestRolloutRefusesANodeWithoutRole(t *testing.T) {
 
 // oneControlPlane is a bootstrapped control plane with its Kubernetes API
 // on loopback, its config edited by edit, and the access to that API.
-func oneControlPlane(t *testing.T, cni bool, edit func([]byte) []byte) (*nodetest.Node, *kubetest.Server, *kube.Access, *node.Talosconfig, []byte) {
+func oneControlPlane(t testing.TB, cni bool, edit func([]byte) []byte) (*nodetest.Node, *kubetest.Server, *kube.Access, *node.Talosconfig, []byte) {
 	t.Helper()
 	pki, err := nodetest.NewPKI()
 	if err != nil {
@@ -218,7 +218,7 @@ func oneControlPlane(t *testing.T, cni bool, edit func([]byte) []byte) (*nodetes
 	return n, api, access, tc, cfg
 }
 
-func upgradeFactory(t *testing.T) *factory.Client {
+func upgradeFactory(t testing.TB) *factory.Client {
 	fac := factorytest.New(t)
 	fac.SetVersions("v1.14.5", "v1.14.6")
 	if _, err := fac.AddSchematic(factory.BuiltinProfiles()[0].Schematic()); err != nil {
@@ -240,7 +240,7 @@ func TestRolloutDrainsTheNodesKubernetesName(t *testing.T) {
 		return bytes.Replace(cfg, []byte("kind: KubeNodeConfig\n"), []byte("kind: KubeNodeConfig\nregisterWithFQDN: true\n"), 1)
 	})
 	m := testMember(t, "cp-1", node.RoleControlPlane, "controlplane", n.Addr())
-	res, err := Rollout(t.Context(), RolloutJob{Nodes: []*Member{m}, To: "v1.14.6", Talosconfig: tc, Factory: upgradeFactory(t),
+	res, err := Rollout(t.Context(), RolloutJob{Nodes: []*Member{m}, To: "v1.14.6", Talosconfig: tc, Factory: upgradeFactory(t), Snapshot: filepath.Join(t.TempDir(), "etcd.db"),
 		Kube: access, Wait: node.WaitOptions{Timeout: 20 * time.Second, Every: 10 * time.Millisecond}, Drain: kube.DrainOptions{Timeout: 10 * time.Second},
 		Follow: FollowOptions{Wait: 20 * time.Second, WatchOptions: WatchOptions{Interval: 20 * time.Millisecond}}})
 	if err != nil {
@@ -270,7 +270,7 @@ func TestRolloutGateNamesTheUnmetCondition(t *testing.T) {
 	}
 	m := testMember(t, "cp-1", node.RoleControlPlane, "controlplane", n.Addr())
 	var said []string
-	res, err := Rollout(t.Context(), RolloutJob{Nodes: []*Member{m}, To: "v1.14.6", Talosconfig: tc, Factory: upgradeFactory(t), Kube: access, CNI: &cni,
+	res, err := Rollout(t.Context(), RolloutJob{Nodes: []*Member{m}, To: "v1.14.6", Talosconfig: tc, Factory: upgradeFactory(t), Kube: access, CNI: &cni, NoSnapshot: true,
 		Wait:  node.WaitOptions{Timeout: time.Second, Every: 10 * time.Millisecond},
 		Event: func(ev RolloutEvent) { said = append(said, ev.Text) }})
 	if !errors.Is(err, node.ErrNotHealthy) || !errors.Is(err, ErrRolloutStopped) {

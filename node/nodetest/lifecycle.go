@@ -98,7 +98,7 @@ func (n *Node) armBootTimeout() {
 		due := n.bootID == boot && !n.closed && !n.timingOut && n.boot != nil && !n.boot.done && !n.boot.stopping
 		if due {
 			n.timingOut = true
-			n.failBootLocked(n.boot, n.sinceBootLocked())
+			n.failBootLocked(n.boot, n.sinceBootLocked(), "context deadline exceeded")
 		}
 		n.mu.Unlock()
 		if due {
@@ -152,6 +152,7 @@ func (n *Node) newBootLocked() {
 		n.opts.Clock.reset()
 	}
 	n.boot = newBootRun()
+	n.boot.failing = n.failingCauseLocked()
 	n.beginBootLocked(n.boot, 0)
 }
 

@@ -148,6 +148,14 @@ type NodeOptions struct {
 	// NotReady is how many Bootstrap calls answer FailedPrecondition
 	// "bootstrap is not available yet" first (CRI still starting).
 	NotReady int
+	// RecoverNotReady is how many EtcdRecover calls answer
+	// FailedPrecondition "etcd service is not ready for recovery yet" first
+	// (/var not mounted yet).
+	RecoverNotReady int
+	// UpgradedBootFails, when set, is the cause every boot of a new
+	// installation fails with (FailUpgradedBoot): Talos then boots the
+	// previous one again (revert.go).
+	UpgradedBootFails string
 	// LostAnswer: the first Bootstrap call bootstraps but its answer is lost
 	// (the client sees Unavailable, as when the link drops).
 	LostAnswer bool
@@ -263,6 +271,23 @@ type Node struct {
 	syncMu               sync.Mutex  // one sync at a time
 	upgradeExit          *int32      // SetUpgradeExitCode: overrides UpgradeExitCode
 
+	// etcd (etcd.go): its data once bootstrapped, the etcd service's
+	// failure (a recovery that could not restore), the last EtcdRecover
+	// upload (/var/lib/etcd.snapshot).
+	etcd            *etcdStore
+	etcdFailure     string
+	recoverUpload   []byte
+	recoverNotReady int
+	recoverCalls    int
+	recoveries      []EtcdRecovery
+	snapshots       int
+	snapshotStall   int
+	// The installations and the upgrade fallback (revert.go).
+	label    string     // the boot entry the node runs (grub's A or B)
+	fallback *bootEntry // META tag Upgrade: the installation before the last upgrade, until a boot of the new one is running and ready
+	failBoot string     // FailUpgradedBoot: the cause a boot of a new installation fails with
+	reverts  int
+
 	kube        *kubetest.Server // the control plane's Kubernetes API, after bootstrap
 	kubeconfigs int
 	stop        chan struct{} // closed by Close
@@ -319,10 +344,14 @@ func newNode(opts NodeOptions, schematicID string) (*Node, error) {
 	}
 	n := &Node{opts: opts, addr: lis.Addr().String(), cert: cert, version: opts.TalosVersion,
 		schematic: opts.Schematic, schematicID: schematicID, bootstrapped: opts.Bootstrapped, notReady: opts.NotReady, bootID: 1,
+		recoverNotReady: opts.RecoverNotReady, failBoot: opts.UpgradedBootFails, label: "A",
 		bootStart: time.Now(), stop: make(chan struct{}), rebooted: make(chan struct{}),
 		config: slices.Clone(opts.Config), waitingExt: opts.WaitingExtensions, runningExt: opts.RunningExtensions}
 	n.configureExtensionsLocked()
 	n.applyHostnameLocked()
+	if opts.Bootstrapped {
+		n.seedEtcdLocked()
+	}
 	n.boot = newBootRun()
 	n.beginBootLocked(n.boot, 0)
 	if _, err := n.stage(); err != nil {
@@ -421,6 +450,8 @@ const (
 	roleAdmin    = "os:admin"
 	roleOperator = "os:operator"
 	roleReader   = "os:reader"
+	// roleEtcdBackup may take etcd snapshots only (pkg/machinery/role/role.go EtcdBackup).
+	roleEtcdBackup = "os:etcd:backup"
 )
 
 // methodRoles are the roles allowed each method the fake serves
@@ -433,6 +464,8 @@ var methodRoles = map[string][]string{
 	"/machine.MachineService/Bootstrap":          {roleAdmin},
 	"/machine.MachineService/Dmesg":              {roleAdmin, roleOperator, roleReader},
 	"/machine.MachineService/EtcdMemberList":     {roleAdmin, roleOperator, roleReader},
+	"/machine.MachineService/EtcdRecover":        {roleAdmin},
+	"/machine.MachineService/EtcdSnapshot":       {roleAdmin, roleOperator, roleEtcdBackup},
 	"/machine.MachineService/Events":             {roleAdmin, roleOperator, roleReader},
 	"/machine.MachineService/Hostname":           {roleAdmin, roleOperator, roleReader},
 	"/machine.MachineService/Kubeconfig":         {roleAdmin},
@@ -522,23 +555,29 @@ func (n *Node) Version(context.Context, *emptypb.Empty) (*machine.VersionRespons
 }
 
 // Bootstrap is v1alpha1_server.go's: FailedPrecondition while not
-// allowed yet, Unimplemented on a worker, AlreadyExists once etcd has data.
+// allowed yet, Unimplemented on a worker, AlreadyExists once etcd has
+// data; with RecoverEtcd, etcd starts from the uploaded snapshot
+// (etcd.go), and a snapshot it cannot restore fails the etcd service,
+// not the answer.
 func (n *Node) Bootstrap(ctx context.Context, in *machine.BootstrapRequest) (*machine.BootstrapResponse, error) {
-	resp, err := n.bootstrap()
+	resp, err := n.bootstrap(in)
 	if n.Bootstrapped() {
 		n.sync()         // etcd runs: the boot sequence may complete
 		n.startKubeAPI() // etcd up: the control plane's static pods follow
+	} else if err == nil {
+		n.sync() // etcd failed to start from the snapshot
 	}
 	return resp, err
 }
 
-func (n *Node) bootstrap() (*machine.BootstrapResponse, error) {
+func (n *Node) bootstrap(in *machine.BootstrapRequest) (*machine.BootstrapResponse, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.bootstraps++
-	n.opts.Logf("Bootstrap (call %d)", n.bootstraps)
+	n.opts.Logf("Bootstrap (call %d, recover %v)", n.bootstraps, in.GetRecoverEtcd())
 	if n.opts.LostAnswer && n.bootstraps == 1 {
 		n.bootstrapped = true
+		n.seedEtcdLocked()
 		return nil, status.Error(codes.Unavailable, "error reading from server: connection reset by peer")
 	}
 	switch {
@@ -550,7 +589,12 @@ func (n *Node) bootstrap() (*machine.BootstrapResponse, error) {
 	case n.bootstrapped:
 		return nil, status.Error(codes.AlreadyExists, "etcd data directory is not empty")
 	}
-	n.bootstrapped = true
+	if in.GetRecoverEtcd() {
+		n.recoverLocked(in.GetRecoverSkipHashCheck())
+	} else {
+		n.bootstrapped, n.etcdFailure = true, ""
+		n.seedEtcdLocked()
+	}
 	return &machine.BootstrapResponse{Messages: []*machine.Bootstrap{{}}}, nil
 }
 
@@ -602,7 +646,7 @@ func (n *Node) Upgrade(_ context.Context, in *machine.UpgradeRequest) (*machine.
 	}
 	actor := newActorID()
 	n.mu.Lock()
-	n.staged = in.GetImage()
+	n.stageInstallLocked(in.GetImage())
 	n.mu.Unlock()
 	go n.reboot(actor, "upgrade")
 	return &machine.UpgradeResponse{Messages: []*machine.Upgrade{{Ack: "Upgrade request received", ActorId: actor}}}, nil
@@ -639,23 +683,7 @@ func (n *Node) reboot(actor, seq string) {
 	}
 	n.reboots++
 	g, done := n.grpc, n.done
-	if n.staged != "" {
-		if v := n.staged[strings.LastIndex(n.staged, ":")+1:]; strings.HasPrefix(v, "v") {
-			n.version = v
-		}
-		id := ""
-		if i := strings.LastIndex(n.staged, "/"); i >= 0 {
-			id, _, _ = strings.Cut(n.staged[i+1:], ":")
-		}
-		cur := ""
-		if n.schematic != nil {
-			cur, _ = n.schematic.ID()
-		}
-		if id != cur {
-			n.schematic, n.schematicID = nil, id
-		}
-		n.staged = ""
-	}
+	n.nextEntryLocked() // the staged installation, or the previous one after a failed boot (revert.go)
 	if n.stagedConfig != nil {
 		n.config, n.stagedConfig = n.stagedConfig, nil
 		n.applyHostnameLocked()
@@ -702,6 +730,7 @@ func (n *Node) reboot(actor, seq string) {
 		return
 	}
 	n.armBootTimeout()
+	n.armBootFailure()
 }
 
 // RebootRequests counts MachineService.Reboot calls received.
@@ -864,7 +893,7 @@ func (s lifecycleService) Upgrade(in *machine.LifecycleServiceUpgradeRequest, sr
 	}
 	if code == 0 {
 		n.mu.Lock()
-		n.staged = ref
+		n.stageInstallLocked(ref)
 		n.mu.Unlock()
 	}
 	return srv.Send(exit(code))

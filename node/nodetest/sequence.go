@@ -64,6 +64,10 @@ type bootRun struct {
 	failed   bool // BootTimeout passed: the sequence failed, rebooting
 	stopping bool // a reboot sequence runs
 	ms       *msState
+	// failing is the cause this boot of a new installation fails with
+	// (revert.go); fallbackDone: DropUpgradeFallbackController ran.
+	failing      string
+	fallbackDone bool
 }
 
 // msState is the MachineStatus last published.
@@ -131,6 +135,7 @@ type svcWant struct {
 	health  svcHealth
 	counted bool // StartAllServices waits for it (see bootComplete)
 	kind    string
+	msg     string // a Failed service's last event
 }
 
 // Service kinds: how a runner reports its start (the runners of
@@ -169,6 +174,10 @@ func (n *Node) wantServicesLocked() []svcWant {
 	if !n.opts.Worker {
 		e := svcWant{id: "etcd", state: "Running", health: healthy, counted: living, kind: kindContainer}
 		switch {
+		case n.etcdFailure != "":
+			// A recovery whose snapshot could not be restored: the
+			// service's pre-start step failed (etcd.go).
+			e.state, e.health, e.msg = "Failed", unknown, n.etcdFailure
 		case !n.bootstrapped:
 			e.state, e.health = "Preparing", unknown
 		case warming:
@@ -312,6 +321,11 @@ func (n *Node) servicesLocked(b *bootRun, at time.Duration) []*machine.ServiceSt
 				push(w.id, r, "Waiting", m, at, unknown)
 			}
 			push(w.id, r, "Preparing", "Running pre state", at, w.health)
+		case w.state == "Failed" && (r.state != "Failed" || r.events[len(r.events)-1].msg != w.msg):
+			if r.state != "Preparing" {
+				push(w.id, r, "Preparing", "Running pre state", at, unknown)
+			}
+			push(w.id, r, "Failed", w.msg, at, unknown)
 		case w.state == "Running" && r.state != "Running":
 			if r.state != "Preparing" {
 				push(w.id, r, "Preparing", "Running pre state", at, unknown)
@@ -371,12 +385,13 @@ func (n *Node) finishBootLocked(b *bootRun, at time.Duration) {
 	b.logLocked(at, "boot sequence: done: %s", at)
 }
 
-// failBootLocked is StartAllServices hitting BootTimeout: the task, the
-// phase and the sequence fail, machined reverts the bootloader and reboots.
-func (n *Node) failBootLocked(b *bootRun, at time.Duration) {
+// failBootLocked is StartAllServices failing with cause (BootTimeout:
+// "context deadline exceeded"; a failing boot of a new installation):
+// the task, the phase and the sequence fail, machined reverts the
+// bootloader (revert.go) and reboots.
+func (n *Node) failBootLocked(b *bootRun, at time.Duration, cause string) {
 	b.failed = true
 	j := b.journal
-	const cause = "context deadline exceeded"
 	j.publish(at, "", &machine.TaskEvent{Task: "startAllServices", Action: machine.TaskEvent_STOP})
 	b.logLocked(at, "task startAllServices (1/1): failed: %s", cause)
 	j.publish(at, "", &machine.PhaseEvent{Phase: "startEverything", Action: machine.PhaseEvent_STOP})
@@ -438,7 +453,7 @@ func (n *Node) sync() {
 	for _, ev := range svcEvents {
 		b.journal.publish(at, "", ev)
 	}
-	if !b.done && !b.failed && !b.stopping && b.bootCompleteLocked() {
+	if !b.done && !b.failed && !b.stopping && b.failing == "" && b.bootCompleteLocked() {
 		n.finishBootLocked(b, at)
 		if n.bootTimer != nil {
 			n.bootTimer.Stop()
@@ -467,6 +482,11 @@ func (n *Node) sync() {
 			ms.unmet = slices.Clone(n.opts.Unmet)
 		}
 		ms.ready = len(ms.unmet) == 0
+	}
+	if ms.stage == runtime.MachineStageRunning && ms.ready {
+		n.mu.Lock()
+		n.dropFallbackLocked(b)
+		n.mu.Unlock()
 	}
 	if b.ms.equal(ms) {
 		return

@@ -172,6 +172,18 @@ var rules114 = []rule114{
 		source: "internal/app/lifecycle/lifecycle.go (Upgrade), cmd/talosctl/cmd/talos/upgrade.go (upgradeInternal, rebootInternal)",
 	},
 	{
+		name: "EtcdSnapshot (os:admin, os:operator, os:etcd:backup; control planes only: Unimplemented \"etcd snapshot is only available on control plane nodes\"): etcd's backend in 1 KiB messages, a bbolt database with etcd's buckets (key: revision -> mvccpb.KeyValue) as a read transaction writes it, then its SHA-256 (size mod 512 == 32); without a running etcd the etcd client's error (etcd.go)", served: true,
+		source: "internal/app/machined/internal/server/v1alpha1/v1alpha1_server.go (EtcdSnapshot), pkg/chunker/stream/stream.go, internal/app/machined/pkg/system/services/machined.go (rules); etcd-io/etcd server/etcdserver/api/v3rpc/maintenance.go (Snapshot), server/storage/schema/bucket.go, server/storage/mvcc/revision.go, api/mvccpb/kv.proto",
+	},
+	{
+		name: "EtcdRecover (os:admin): FailedPrecondition \"etcd service is not ready for recovery yet\" before /var is mounted, control planes only, the upload kept as /var/lib/etcd.snapshot; Bootstrap{RecoverEtcd}: etcd's pre-start step checks it as etcdutl does (status, then the SHA-256 trailer unless RecoverSkipHashCheck) and restores its keys; a failure there fails the etcd service, not the Bootstrap answer (etcd.go)", served: true,
+		source: "internal/app/machined/internal/server/v1alpha1/v1alpha1_server.go (EtcdRecover, Bootstrap), internal/app/machined/pkg/system/services/etcd.go (BootstrapEtcd, recoverFromSnapshot), cmd/talosctl/cmd/talos/bootstrap.go; etcd-io/etcd etcdutl/snapshot/v3_snapshot.go (Status, copyAndVerifyDB)",
+	},
+	{
+		name: "an upgrade that does not boot is reverted: the installer keeps the previous installation as the fallback (META tag Upgrade); a boot of the new one that fails (FailUpgradedBoot, or BootTimeout) reverts the bootloader and reboots into the previous version and schematic; a boot running and ready drops the fallback (revert.go)", served: true,
+		source: "cmd/installer/pkg/install/install.go (ModeUpgrade: META Upgrade), internal/app/machined/main.go (handle), internal/app/machined/revert.go, internal/app/machined/pkg/runtime/v1alpha1/bootloader/grub/revert.go, internal/app/machined/pkg/controllers/runtime/drop_upgrade_fallback.go",
+	},
+	{
 		name: ".machine.install is optional (required by v1.13 in metal mode)", adjust: true,
 		source: "pkg/machinery/config/types/v1alpha1/v1alpha1_validation.go",
 	},
