@@ -94,9 +94,10 @@ func demoInventory(dir, first string) (*inventory.Inventory, error) {
 	return inventory.Parse([]byte(y), filepath.Join(dir, "talosflash.yaml"), dir, inventory.Options{})
 }
 
-// RunDemo shows the window at step and prints "READY <step>" on stdout once
-// it is there. It blocks until the window is closed.
-func RunDemo(step string) error {
+// RunDemo shows the window at step, width x height (0: the app's
+// default size), and prints "READY <step>" on stdout once it is there. It
+// blocks until the window is closed.
+func RunDemo(step string, width, height float32) error {
 	dir, err := os.MkdirTemp("", "talosflash-demo-")
 	if err != nil {
 		return err
@@ -245,6 +246,9 @@ func RunDemo(step string) error {
 	}
 	a := app.NewWithID(AppID)
 	ui := New(a, deps)
+	if width > 0 && height > 0 {
+		ui.Window.Resize(fyne.NewSize(width, height))
+	}
 	ui.Window.SetFixedSize(true)
 	first := "/dev/sdb"
 	if step == "second" {
