@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -74,7 +75,7 @@ func (s *nodesStep) bootstrapBlocked() string {
 func (s *nodesStep) refreshBootstrapButtons() {
 	blocked := s.bootstrapBlocked() != ""
 	for _, r := range s.rows {
-		if !s.bootstrapEligible(r) {
+		if !s.bootstrapEligible(r) || r.kubeBtn != nil && r.kubeBtn.Visible() { // one action: the kubeconfig's after the bootstrap
 			r.bootBtn.Hide()
 			continue
 		}
@@ -101,17 +102,25 @@ func (s *nodesStep) ensureBootstrapBox(r *nodeRow) {
 	r.bootState = wrapLabel("")
 	r.bootCancel = newKeyButton(s.ui, "Cancel bootstrap", theme.CancelIcon(), func() { s.cancelBootstrap(r) })
 	r.bootCancel.Hide()
-	// The state (progress, outcome) with Cancel on its right, above the command.
+	// The state (progress, outcome) with Cancel on its right is the row's
+	// verdict while it is shown (render hides the other); the words and
+	// the talosctl command are its Details.
 	r.bootStateBox = container.NewBorder(nil, nil, nil, container.NewVBox(r.bootCancel, layout.NewSpacer()), r.bootState)
 	r.bootStateBox.Hide()
-	r.bootstrapBox = container.NewVBox(r.bootStateBox, r.bootNote, r.bootstrap)
-	r.content.Add(r.bootstrapBox)
+	r.content.Objects = slices.Insert(r.content.Objects, slices.Index(r.content.Objects, fyne.CanvasObject(r.reply))+1, fyne.CanvasObject(r.bootStateBox))
+	r.bootstrapBox = container.NewVBox(r.bootNote, r.bootstrap)
+	r.more.Add(r.bootstrapBox)
 }
 
 // relayout lays the rows out again after lines were shown, hidden or
 // rewrapped: Fyne re-lays a container out only when it is refreshed, and a
 // row's height changes the list's.
-func (s *nodesStep) relayout() { s.content.Refresh() }
+func (s *nodesStep) relayout() {
+	for _, r := range s.rows { // a bootstrap state shown or hidden: the row's verdict
+		showIf(r.reply, r.bootStateBox == nil || !r.bootStateBox.Visible())
+	}
+	s.content.Refresh()
+}
 
 // openBootstrap shows the bootstrap dialog for r (UI goroutine). tc, when
 // set, is a talosconfig just dropped on the row; otherwise the one used

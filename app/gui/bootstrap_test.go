@@ -347,14 +347,23 @@ func TestBootstrapWaitsForTheNodeToComeBack(t *testing.T) {
 func (f *bootFixture) assertLaidOut(r *nodeRow) {
 	f.t.Helper()
 	drv := fyne.CurrentApp().Driver()
-	state, note := drv.AbsolutePositionForObject(r.bootState), drv.AbsolutePositionForObject(r.bootNote)
+	// The state is the row's verdict; the words and the command are its
+	// Details, laid out when unfolded.
+	r.details.OpenAll()
+	defer r.details.CloseAll()
+	for range 3 { // the list's height follows the row's
+		f.ui.Window.Content().Refresh()
+	}
+	state, next := drv.AbsolutePositionForObject(r.bootState), drv.AbsolutePositionForObject(r.details)
 	cmd, box := drv.AbsolutePositionForObject(r.bootstrap), drv.AbsolutePositionForObject(r.box)
 	switch {
+	case r.reply.Visible():
+		f.t.Errorf("two verdicts: %q and %q", r.reply.Text, r.bootState.Text)
 	case r.bootState.Size().Height < r.bootState.MinSize().Height:
 		f.t.Errorf("progress text cut: %v high, needs %v", r.bootState.Size().Height, r.bootState.MinSize().Height)
-	case state.Y+r.bootState.MinSize().Height > note.Y:
-		f.t.Errorf("progress text (y %v, %v high) overlaps the next line (y %v)", state.Y, r.bootState.MinSize().Height, note.Y)
-	case cmd.Y+r.bootstrap.Size().Height > box.Y+r.box.Size().Height:
+	case state.Y+r.bootState.MinSize().Height > next.Y:
+		f.t.Errorf("progress text (y %v, %v high) overlaps the next line (y %v)", state.Y, r.bootState.MinSize().Height, next.Y)
+	case r.bootstrap.Visible() && cmd.Y+r.bootstrap.Size().Height > box.Y+r.box.Size().Height:
 		f.t.Errorf("the command (bottom %v) sticks out of the row (bottom %v)", cmd.Y+r.bootstrap.Size().Height, box.Y+r.box.Size().Height)
 	}
 }

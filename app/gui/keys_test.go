@@ -60,9 +60,9 @@ func TestDialogTakesFocusAndKeys(t *testing.T) {
 func TestWindowMinimumSize(t *testing.T) {
 	h := newHarness(t, nil)
 	h.onUI(func() {
-		m := h.ui.Window.Content().MinSize()
+		m := h.ui.Window.Content().MinSize().AddWidthHeight(2*theme.Padding(), 2*theme.Padding()) // the window pads its content
 		if m.Width < MinWidth || m.Height < MinHeight {
-			t.Fatalf("content minimum %v, want at least %dx%d", m, MinWidth, MinHeight)
+			t.Fatalf("window minimum %v, want at least %dx%d", m, MinWidth, MinHeight)
 		}
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/canvas"
 	"fyne.io/fyne/v2/test"
+	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
 
 	"github.com/talosflash/talosflash/node"
@@ -300,4 +301,27 @@ func TestStepsLayout(t *testing.T) {
 			})
 		})
 	}
+}
+
+// The window's minimum is MinWidth x MinHeight with its padding: every
+// step's content fits inside it, the Nodes step with a node that does
+// not say what it booted, a control plane offered its bootstrap and an
+// applied one (the row's buttons made it 980 px wide, and the window's
+// own padding 828 x 608: the right-hand buttons were cut at 820 x 600).
+func TestWindowMinimumIsTheMinimum(t *testing.T) {
+	h, _ := multiHarness(t)
+	ui := h.ui
+	h.onUI(func() {
+		ui.tabs.SelectIndex(tabNodes)
+		u := ui.nodes.addNode(node.Node{Addr: "127.0.0.1:2", Maintenance: true, Hostname: "talos-abc-def", TalosVersion: "v1.12.6", MAC: "dc:a6:32:1a:2b:31"})
+		u.flashed.SetSelected(unknownFlash)
+		ui.nodes.addNode(nodeConfigured("127.0.0.1:3"))
+		pad := 2 * theme.Padding()
+		for i := range ui.tabs.Items {
+			ui.tabs.SelectIndex(i)
+			if got := ui.Window.Content().MinSize(); got.Width+pad > MinWidth || got.Height+pad > MinHeight {
+				t.Errorf("step %d: the window needs %.0f x %.0f with its padding, more than %d x %d", i+1, got.Width+pad, got.Height+pad, MinWidth, MinHeight)
+			}
+		}
+	})
 }

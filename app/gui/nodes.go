@@ -72,18 +72,27 @@ type nodesStep struct {
 	straysHead     *widget.Label
 }
 
-// nodeRow is one node in the list; box is what a drop is hit-tested against.
+// nodeRow is one node in the list, a card (viewNodeRow): its name, role
+// and address, a state badge and its one primary action on the first
+// line; one verdict line (what happened, what to do next); the rest
+// folded under "Details". box is what a drop is hit-tested against.
 type nodeRow struct {
 	node       node.Node
 	member     *plan.Member // the cluster's member at its address
 	box        *fyne.Container
-	title      *widget.Label
-	badge      *breakLabel // what the node booted (role/profile, schematic)
+	title      *widget.Label // its name
+	sub        *widget.Label // role · address · Talos version
+	state      *stateBadge   // plan.Member.State, in a word
+	actions    *fyne.Container
+	badge      *breakLabel // Details: what the node booted (role/profile, schematic)
 	flashed    *widget.Select
 	flashedBox *fyne.Container // "Card flashed as": only when the node does not say what it booted
-	reply      *widget.Label
+	reply      *widget.Label   // the verdict
+	detail     *widget.Label   // Details: the node's answer, its warnings, what it does now in full
 	content    *fyne.Container // the row's lines
-	applied    *node.Config    // the config the node took in this session (nil: none)
+	more       *fyne.Container // what "Details" unfolds
+	details    *widget.Accordion
+	applied    *node.Config // the config the node took in this session (nil: none)
 	// What the row says is rendered from these (viewNodeRow): what runs
 	// on it now, and the last apply's outcome.
 	act       rowAct
@@ -251,10 +260,12 @@ func (s *nodesStep) addNode(n node.Node) *nodeRow {
 	}
 	r := &nodeRow{node: n, member: s.track(n)}
 	r.member.ObserveProbe(&n, nil)
-	r.title = widget.NewLabelWithStyle(nodeTitle(n), fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
+	r.title = widget.NewLabelWithStyle("", fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
+	r.sub = wrapLabel("") // wraps at its spaces: the badge and the action keep their room at 820 px
+	r.state = newStateBadge()
 	r.badge = newBreakLabel("") // long extension lists must not widen the window
-	r.badge.TextStyle = fyne.TextStyle{Bold: true}
 	r.reply = wrapLabel("")
+	r.detail = wrapLabel("")
 	r.flashed = widget.NewSelect(s.flashOptions(), nil)
 	r.flashed.SetSelected(s.defaultFlash())
 	r.pick = newKeyButton(s.ui, "Choose config…", theme.FolderOpenIcon(), func() { s.pickFile(r) })
@@ -262,12 +273,19 @@ func (s *nodesStep) addNode(n node.Node) *nodeRow {
 		r.pick.Disable()
 	}
 	r.bootBtn = newKeyButton(s.ui, "Bootstrap etcd…", theme.UploadIcon(), func() { s.openBootstrap(r, nil) })
-	r.flashedBox = container.NewHBox(widget.NewLabel("Card flashed as (the node does not say)"), wideSelect(r.flashed))
+	r.flashedBox = container.NewBorder(nil, nil, widget.NewLabel("Card flashed as (the node does not say)"), nil, container.NewHBox(wideSelect(r.flashed)))
+	// One action at a time on the right (render shows the one that
+	// applies): Choose config…, Bootstrap etcd…, Get kubeconfig.
+	r.actions = container.NewHBox(r.pick, r.bootBtn)
+	r.more = container.NewVBox(r.badge, r.detail)
+	r.details = widget.NewAccordion(widget.NewAccordionItem("Details", r.more))
 	bg := canvasCard()
 	r.content = container.NewVBox(
-		container.NewBorder(nil, nil, widget.NewIcon(theme.ComputerIcon()), container.NewHBox(r.flashedBox, r.pick, r.bootBtn), r.title),
-		r.badge,
+		container.NewBorder(nil, nil, container.NewHBox(widget.NewIcon(theme.ComputerIcon()), r.title),
+			container.NewHBox(container.NewCenter(r.state.Container), r.actions), r.sub), // the badge's Container: the drivers walk containers, not types embedding one
 		r.reply,
+		r.flashedBox,
+		r.details,
 	)
 	r.box = container.NewStack(bg, container.NewPadded(r.content))
 	s.render(r)
@@ -301,10 +319,23 @@ func (s *nodesStep) render(r *nodeRow) {
 	if m := s.inventoryMemberAt(r.node); m != nil {
 		invHost = m.Hostname
 	}
-	v := viewNodeRow(r, label, invHost)
+	v := viewNodeRow(r, label, invHost, s.bootstrapNext(r))
+	if ir := s.inventoryRowOf(r.member); ir != nil {
+		// Once its node answered, an inventory node is this card: its
+		// line at the top is not said again, and what Apply all or a
+		// refusal made of it is the card's verdict.
+		showIf(ir.label, false)
+		if t, ok := inventoryVerdict(ir); ok && r.act == rowIdle {
+			v.Reply = t
+		}
+	}
 	if r.title.Text != v.Title {
 		r.title.SetText(v.Title)
 	}
+	if r.sub.Text != v.Sub {
+		r.sub.SetText(v.Sub)
+	}
+	r.state.set(v.State)
 	if r.badge.Text != v.Badge.Text || r.badge.Importance != v.Badge.Importance {
 		r.badge.Importance = v.Badge.Importance
 		r.badge.SetText(v.Badge.Text)
@@ -312,11 +343,34 @@ func (s *nodesStep) render(r *nodeRow) {
 	showIf(r.badge, v.Badge.Text != "")
 	showIf(r.flashedBox, v.AskFlashed)
 	setText(r.reply, v.Reply)
+	setText(r.detail, textView{Text: v.Detail})
+	showIf(r.detail, v.Detail != "")
+	// The bootstrap's progress and outcome are the row's verdict while
+	// they are shown (bootstrap.go): one line, not two.
+	showIf(r.reply, r.bootStateBox == nil || !r.bootStateBox.Visible())
 	if r.node.Configured || r.act != rowIdle || r.applyOut != nil && r.applyOut.Next.LeavesMaintenance && r.applyErr == nil {
 		r.pick.Disable()
+		r.pick.Hide() // not this row's action any more
 	} else {
 		r.pick.Enable()
+		r.pick.Show()
 	}
+}
+
+// bootstrapNext is what the row's verdict says of the bootstrap after a
+// control plane's config: "" (nothing), "bootstrap" (its next step) or
+// the member bootstrapped in this session, which it joins.
+func (s *nodesStep) bootstrapNext(r *nodeRow) string {
+	if r.applyOut == nil || !r.applyOut.Next.Bootstrap {
+		return ""
+	}
+	switch on := s.cluster.Bootstrapped; {
+	case on == nil:
+		return "bootstrap"
+	case on != r.member:
+		return "joins " + on.Name()
+	}
+	return ""
 }
 
 func nodeTitle(n node.Node) string {
@@ -708,19 +762,22 @@ func hostOf(addr string) string {
 	return addr
 }
 
-// applyText is the row's text after an apply: what the node answered,
-// then what it does next (plan.AfterApply, the CLI's words too).
-func applyText(name string, out *plan.ApplyOutcome) string {
+// applyDetails is what the row's Details say of an apply, each once: what
+// the node answered, its warnings (a success with a warning is still a
+// success: they are not the verdict's colour), what it does now in full
+// (plan.AfterApply, the CLI's words too).
+func applyDetails(out *plan.ApplyOutcome) string {
 	res := out.Result
-	t := "Applied " + name + " (node answered mode " + plan.ReplyModes(res) + ")"
+	t := "The node answered mode " + plan.ReplyModes(res)
 	if res.ModeDetails != "" {
 		t += ": " + strings.Join(strings.Fields(res.ModeDetails), " ")
 	}
-	if len(res.Warnings) > 0 {
-		t += "\nWarnings: " + strings.Join(res.Warnings, "; ")
+	t += "."
+	for _, w := range res.Warnings {
+		t += "\nThe node warns: " + w
 	}
 	t += "\n" + out.Next.Node
-	if out.Next.Then != "" && !out.Next.Bootstrap { // the bootstrap step has its own box
+	if out.Next.Then != "" && !out.Next.Bootstrap { // the bootstrap step has its own words
 		t += "\nNext: " + out.Next.Then + "."
 	}
 	return t

@@ -172,8 +172,8 @@ func TestNodesWorkerImageApplies(t *testing.T) {
 		t.Fatalf("node got %d requests; want its dry run, then worker.yaml byte for byte", len(reqs))
 	}
 	h.onUI(func() {
-		if !strings.Contains(row.reply.Text, "node answered mode no-reboot") {
-			t.Errorf("reply %q", row.reply.Text)
+		if row.reply.Text != "Applied worker.yaml: the node boots with it now, no reboot." || !strings.Contains(row.detail.Text, "node answered mode no-reboot") {
+			t.Errorf("reply %q, details %q", row.reply.Text, row.detail.Text)
 		}
 		if row.bootstrapBox != nil {
 			t.Error("talosctl bootstrap shown after a worker config")
