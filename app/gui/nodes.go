@@ -583,11 +583,45 @@ func (s *nodesStep) checkAndPrompt(r *nodeRow, name, path string, data []byte) {
 	}()
 }
 
-// prompt shows the findings; errors block Apply until overridden.
+// prompt shows the checked config: the verdict first (blocked, warned
+// or ready, and what the node will do), then each error and warning with
+// its fix; the notes (INFO: what this machinery cannot check, how the
+// declared role relates to what the node booted), the config's summary
+// and what the node does in full are folded under "Details". Errors
+// block Apply until overridden.
 func (s *nodesStep) prompt(r *nodeRow, rv *plan.ApplyReview) {
 	name, cfg := rv.Job.Name, rv.Config
 	p := &applyPrompt{findings: rv.Findings}
 	items := container.NewVBox()
+	var shown, notes []node.Finding
+	for _, f := range rv.Findings {
+		if f.Severity == node.SeverityInfo {
+			notes = append(notes, f)
+		} else {
+			shown = append(shown, f)
+		}
+	}
+	for _, w := range cfg.Warnings {
+		shown = append(shown, node.Finding{Severity: node.SeverityWarning, Message: w})
+	}
+	slices.SortStableFunc(shown, func(a, b node.Finding) int { return severityRank(a.Severity) - severityRank(b.Severity) })
+	next := rv.Expected()
+	blocking := rv.Blocking()
+	verdict := textView{Text: "The incident checks found nothing wrong. Once sent, " + next.Verdict + ".", Importance: widget.SuccessImportance}
+	switch warned := len(shown) - blocking; {
+	case blocking > 0:
+		verdict = textView{Text: fmt.Sprintf("Not sent: %d error(s) below, each with its fix.", blocking), Importance: widget.DangerImportance}
+	case warned > 0:
+		verdict = textView{Text: fmt.Sprintf("The incident checks found nothing wrong; %d warning(s) below. Once sent, %s.", warned, next.Verdict)}
+	}
+	head := wrapLabel(verdict.Text)
+	head.Importance, head.TextStyle = verdict.Importance, fyne.TextStyle{Bold: true}
+	items.Add(head)
+	for _, f := range shown {
+		items.Add(findingView(f))
+	}
+
+	// Details: said once, folded.
 	what := fmt.Sprintf("%s: %s config, %d document(s)", name, orUnknown(cfg.MachineType), len(cfg.Kinds))
 	if cfg.InstallImage != "" {
 		what += ", installs " + cfg.InstallImage
@@ -595,31 +629,23 @@ func (s *nodesStep) prompt(r *nodeRow, rv *plan.ApplyReview) {
 	if cfg.InstallDisk != "" {
 		what += " to " + cfg.InstallDisk
 	}
-	items.Add(newBreakLabel(what)) // the installer reference breaks at "/" or ":" only
-	// Errors first (with their Fix), then warnings, then the notes: the
-	// notes used to push the error and its fix below the fold.
-	all := slices.Clone(rv.Findings)
-	for _, w := range cfg.Warnings {
-		all = append(all, node.Finding{Severity: node.SeverityWarning, Message: w})
-	}
+	more := container.NewVBox(newBreakLabel(what)) // the installer reference breaks at "/" or ":" only
 	if rv.DeclaredNote != "" {
-		all = append(all, node.Finding{Severity: node.SeverityInfo, Message: rv.DeclaredNote})
+		notes = append(notes, node.Finding{Severity: node.SeverityInfo, Message: rv.DeclaredNote})
 	}
-	for _, u := range cfg.Unchecked {
-		all = append(all, node.Finding{Severity: node.SeverityInfo, Message: u + "; the node validates it"})
+	if u := plan.UncheckedNote(cfg); u != "" { // one line, not the 11-24 kinds the node checks anyway
+		notes = append(notes, node.Finding{Severity: node.SeverityInfo, Message: u})
 	}
-	slices.SortStableFunc(all, func(a, b node.Finding) int { return severityRank(a.Severity) - severityRank(b.Severity) })
-	for _, f := range all {
-		items.Add(findingView(f))
+	for _, f := range notes {
+		more.Add(findingView(f))
 	}
-	if len(rv.Findings) == 0 {
-		items.Add(wrapLabel("The incident checks found nothing wrong."))
-	}
+	more.Add(wrapLabel(next.Node))
+	items.Add(widget.NewAccordion(widget.NewAccordionItem("Details", more)))
 
 	p.apply = primaryButton(s.ui, "Apply to "+r.node.Addr, theme.ConfirmIcon(), func() {
 		s.send(r, rv, p.override != nil && p.override.Checked)
 	})
-	if blocking := rv.Blocking(); blocking > 0 {
+	if blocking > 0 {
 		p.apply.Disable()
 		p.override = widget.NewCheck(fmt.Sprintf("Send anyway: I know about the %d error(s) above", blocking), func(on bool) {
 			if on {
@@ -630,7 +656,7 @@ func (s *nodesStep) prompt(r *nodeRow, rv *plan.ApplyReview) {
 		})
 		items.Add(p.override)
 	}
-	items.Add(wrapLabel(rv.Expected().Node + " Machine configs hold the cluster's secrets: send them only to your own nodes."))
+	items.Add(wrapLabel("Machine configs hold the cluster's secrets: send them only to your own nodes."))
 	s.shown = p
 	p.modal = s.ui.showModal("Apply "+name+" to "+r.node.Addr+"?", container.NewVScroll(items), "Cancel", p.apply, fyne.NewSize(780, 560))
 }
