@@ -298,4 +298,3 @@ func importanceColor(imp widget.Importance) color.Color {
 	}
 	return th.Color(theme.ColorNameDisabled, v)
 }
-
