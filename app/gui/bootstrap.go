@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -133,6 +135,9 @@ func (s *nodesStep) openBootstrap(r *nodeRow, tc *node.Talosconfig) {
 	if tc == nil {
 		tc = s.talosconfig
 	}
+	if tc == nil {
+		tc = s.inventoryTalosconfig(r)
+	}
 	p := &bootstrapPrompt{row: r}
 	p.file = wrapLabel("")
 	p.warn = wrapLabel("")
@@ -159,6 +164,26 @@ func (s *nodesStep) openBootstrap(r *nodeRow, tc *node.Talosconfig) {
 	s.setPromptTalosconfig(p, tc)
 	s.bootPrompt = p
 	p.modal = s.ui.showModal("Bootstrap etcd on "+r.node.Addr+"?", container.NewVScroll(items), "Cancel", p.start, fyne.NewSize(720, 420))
+}
+
+// inventoryTalosconfig is the talosconfig that talosctl gen config wrote
+// beside the inventory's configs (the file talosconfig in r's config
+// folder), offered by the bootstrap dialog; nil when there is none, or it
+// is no regular file or no talosconfig (the user chooses one then).
+func (s *nodesStep) inventoryTalosconfig(r *nodeRow) *node.Talosconfig {
+	dir := s.configFolder(r)
+	if dir == "" {
+		return nil
+	}
+	path := filepath.Join(dir, "talosconfig")
+	if st, err := os.Lstat(path); err != nil || !st.Mode().IsRegular() {
+		return nil
+	}
+	tc, err := node.LoadTalosconfig(path, "") // bounded; its errors never quote it
+	if err != nil {
+		return nil
+	}
+	return tc
 }
 
 // setPromptTalosconfig shows which talosconfig the prompt will use.

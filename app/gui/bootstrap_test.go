@@ -426,3 +426,37 @@ func TestBootstrapWorkerRefused(t *testing.T) {
 		t.Fatal("worker bootstrapped")
 	}
 }
+
+// The bootstrap dialog offers the talosconfig that talosctl gen config
+// wrote beside the inventory's configs (talos/talosconfig), chosen
+// already: the user had to find it with the file chooser (issue 39).
+func TestBootstrapOffersTheInventorysTalosconfig(t *testing.T) {
+	h := newInvHarness(t)
+	pki, err := nodetest.NewPKI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := pki.Talosconfig("home", "os:admin", "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(h.dir, "talos", "talosconfig")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h.start("127.0.0.21", "controlplane", "cp-1", true)
+	r := h.rowOf(h.addr("127.0.0.21"))
+	h.onUI(func() {
+		if !r.bootBtn.Visible() || r.bootBtn.Disabled() {
+			t.Fatal("no bootstrap offered on the configured control plane")
+		}
+		test.Tap(r.bootBtn)
+		p := h.ui.nodes.openBootstrapPrompt()
+		if p == nil || p.tc == nil || p.tc.Path != path || p.start.Disabled() && p.first == nil {
+			t.Fatalf("the dialog does not offer %s: %+v", path, p)
+		}
+		if !strings.Contains(p.file.Text, path) {
+			t.Errorf("the dialog says %q", p.file.Text)
+		}
+	})
+}
