@@ -307,7 +307,7 @@ func (s *nodesStep) droppedTalosconfig(r *nodeRow, u fyne.URI, data []byte) {
 		return
 	}
 	if r == nil {
-		s.status.SetText("Drop the talosconfig onto the control plane node to bootstrap, or onto any configured node to follow it.")
+		s.setStatus("Drop the talosconfig onto the control plane node to bootstrap, or onto any configured node to follow it.")
 		return
 	}
 	if !s.bootstrapEligible(r) || s.cluster.Bootstrapped != nil || s.bootRunning != nil {

@@ -135,6 +135,7 @@ func newNodesStep(ui *UI) *nodesStep {
 	s.rowBox = container.NewVBox()
 	s.empty = wrapLabel(fmt.Sprintf("No nodes yet. Boot a Pi from a fresh card (it waits in maintenance mode on port %d), then press Scan or type its IP address.", node.DefaultPort))
 	s.status = wrapLabel("")
+	s.status.Hide()
 	s.scan = primaryButton(ui, "Scan this network", theme.SearchIcon(), s.Scan)
 	s.manual = newEscEntry(ui)
 	s.manual.SetPlaceHolder("node IP, e.g. 192.168.1.50")
@@ -164,7 +165,7 @@ func newNodesStep(ui *UI) *nodesStep {
 // Scan runs node.Discover on the local networks.
 func (s *nodesStep) Scan() {
 	s.scan.Disable()
-	s.status.SetText("Looking for local networks…")
+	s.setStatus("Looking for local networks…")
 	go func() {
 		defer s.ui.do(func() { s.scan.Enable() })
 		prefixes, err := s.ui.deps.LocalPrefixes()
@@ -172,7 +173,7 @@ func (s *nodesStep) Scan() {
 			err = errf("no local IPv4 network found (is this computer connected?)")
 		}
 		if err != nil {
-			s.ui.do(func() { s.status.SetText(""); s.ui.showError("Cannot scan", err) })
+			s.ui.do(func() { s.setStatus(""); s.ui.showError("Cannot scan", err) })
 			return
 		}
 		names := make([]string, len(prefixes))
@@ -180,18 +181,18 @@ func (s *nodesStep) Scan() {
 			names[i] = p.String()
 		}
 		where := strings.Join(names, ", ")
-		s.ui.do(func() { s.status.SetText("Scanning " + where + "…") })
+		s.ui.do(func() { s.setStatus("Scanning " + where + "…") })
 		ctx, cancel := context.WithTimeout(s.ui.ctx, 2*time.Minute)
 		defer cancel()
 		found, err := s.ui.deps.Discover(ctx, node.DiscoverOptions{
 			Prefixes: prefixes,
 			Progress: func(done, total int) {
-				s.ui.do(func() { s.status.SetText(fmt.Sprintf("Scanning %s… %d of %d addresses", where, done, total)) })
+				s.ui.do(func() { s.setStatus(fmt.Sprintf("Scanning %s… %d of %d addresses", where, done, total)) })
 			},
 		})
 		s.ui.do(func() {
 			if err != nil {
-				s.status.SetText("")
+				s.setStatus("")
 				s.ui.showError("Scan failed", err)
 				return
 			}
@@ -203,6 +204,13 @@ func (s *nodesStep) Scan() {
 			s.showScanSummary()
 		})
 	}()
+}
+
+// setStatus says text under the address field; an empty line is hidden,
+// not a blank gap above the nodes (UI goroutine).
+func (s *nodesStep) setStatus(text string) {
+	s.status.SetText(text)
+	showIf(s.status, text != "")
 }
 
 // showScanSummary says what the last scan found, counted from the rows as
@@ -220,7 +228,7 @@ func (s *nodesStep) showScanSummary() {
 			}
 		}
 	}
-	s.status.SetText(fmt.Sprintf("Scanned %s: %d Talos node(s), %d waiting for a config.", s.scannedWhere, found, waiting))
+	s.setStatus(fmt.Sprintf("Scanned %s: %d Talos node(s), %d waiting for a config.", s.scannedWhere, found, waiting))
 }
 
 // addManual probes the typed address and lists it.
@@ -229,20 +237,20 @@ func (s *nodesStep) addManual() {
 	if addr == "" {
 		return
 	}
-	s.status.SetText("Contacting " + addr + "…")
+	s.setStatus("Contacting " + addr + "…")
 	go func() {
 		ctx, cancel := context.WithTimeout(s.ui.ctx, 10*time.Second)
 		defer cancel()
 		n, err := s.ui.deps.Probe(ctx, addr)
 		s.ui.do(func() {
 			if err != nil {
-				s.status.SetText("")
+				s.setStatus("")
 				s.ui.showError("No Talos node at "+addr, err)
 				return
 			}
 			s.manual.SetText("")
 			s.addNode(*n)
-			s.status.SetText("Added " + n.Addr + ".")
+			s.setStatus("Added " + n.Addr + ".")
 		})
 	}()
 }
@@ -319,7 +327,7 @@ func (s *nodesStep) render(r *nodeRow) {
 	if m := s.inventoryMemberAt(r.node); m != nil {
 		invHost = m.Hostname
 	}
-	v := viewNodeRow(r, label, invHost, s.bootstrapNext(r))
+	v := viewNodeRow(r, label, invHost, s.bootstrapNext(r), s.kubeNodeOf(r))
 	if ir := s.inventoryRowOf(r.member); ir != nil {
 		// Once its node answered, an inventory node is this card: its
 		// line at the top is not said again, and what Apply all or a
@@ -452,14 +460,14 @@ func (ui *UI) HandleDrop(pos fyne.Position, uris []fyne.URI) {
 	}
 	if ui.tabs.SelectedIndex() != tabNodes {
 		ui.tabs.SelectIndex(tabNodes)
-		s.status.SetText("Drop the config onto one of the nodes below.")
+		s.setStatus("Drop the config onto one of the nodes below.")
 		return
 	}
 	if r := s.rowAt(pos); r != nil {
 		s.applyURI(r, uris[0])
 		return
 	}
-	s.status.SetText("Drop the file onto a node row (scan or add the node first).")
+	s.setStatus("Drop the file onto a node row (scan or add the node first).")
 }
 
 // rowAt returns the node row under pos, if any.

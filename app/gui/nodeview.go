@@ -44,8 +44,8 @@ type nodeRowView struct {
 // viewNodeRow renders r; label is the profile its booted schematic is
 // ("" unknown), invHost the inventory's name for its address ("" none),
 // boot what the verdict says of the bootstrap after a control plane's
-// config (bootstrapNext).
-func viewNodeRow(r *nodeRow, label, invHost, boot string) nodeRowView {
+// config (bootstrapNext), kn its Kubernetes node (nil: none known).
+func viewNodeRow(r *nodeRow, label, invHost, boot string, kn *plan.KubeNode) nodeRowView {
 	n := r.node
 	if n.Hostname == "" { // a configured node does not say it before mTLS: the inventory does
 		n.Hostname = invHost
@@ -86,7 +86,7 @@ func viewNodeRow(r *nodeRow, label, invHost, boot string) nodeRowView {
 	case r.applyErr != nil:
 		v.Reply = textView{Text: "Not applied: " + errString(r.applyErr), Importance: widget.DangerImportance}
 	case r.status != nil && r.status.Status != nil:
-		v.Reply = statusVerdict(*r.status)
+		v.Reply = statusVerdict(*r.status, kn)
 	case r.applyOut != nil:
 		v.Reply = applyVerdict(r.applyName, r.applyOut, boot)
 	case n.Configured:
@@ -202,19 +202,28 @@ func applyVerdict(name string, out *plan.ApplyOutcome, boot string) textView {
 	return t
 }
 
-// statusVerdict is a followed node's line: where it is now and, when
-// something is wrong, what (the fix is in its Details).
-func statusVerdict(ns plan.NodeStatus) textView {
-	t := statusLine(ns)
-	t.Text = sentence(t.Text)
-	if !strings.HasSuffix(t.Text, ".") {
-		t.Text += "."
-	}
+// statusVerdict is a followed node's line: what is wrong, when
+// something is (the diagnosis, or its Kubernetes node's), with its fix
+// in Details; else where it is now.
+func statusVerdict(ns plan.NodeStatus, kn *plan.KubeNode) textView {
 	for _, d := range ns.Diagnoses {
-		if d.Fix != "" && d.Severity != "info" {
-			t.Text += " The fix is under Details."
-			break
+		if d.Code == "unreachable" || d.Severity != "error" && d.Severity != "warning" {
+			continue
 		}
+		t := textView{Text: strings.TrimSuffix(d.Message, ".") + ".", Importance: widget.WarningImportance} // it starts with the node's name: not capitalised
+		if d.Severity == "error" {
+			t.Importance = widget.DangerImportance
+		}
+		if d.Fix != "" {
+			t.Text += " The fix is under Details."
+		}
+		return t
+	}
+	t := statusLine(ns)
+	t.Text = sentence(strings.TrimSuffix(t.Text, ".")) + "."
+	if ns.Status != nil && kn != nil && kn.Ready != "True" && kn.Diagnosis != nil {
+		// Talos runs it; Kubernetes says what is missing (a CNI).
+		t = textView{Text: sentence(ns.Status.Stage) + "; Kubernetes: " + strings.TrimSuffix(kn.Diagnosis.Message, ".") + "."}
 	}
 	return t
 }

@@ -78,7 +78,7 @@ func (s *nodesStep) follow(r *nodeRow) {
 func (s *nodesStep) useTalosconfig(tc *node.Talosconfig) {
 	s.talosconfig = tc
 	s.followAll()
-	s.status.SetText("Following each configured node with " + tc.String() + " (its keys are only used to connect).")
+	s.setStatus("Following each configured node with " + tc.String() + " (its keys are only used to connect).")
 }
 
 // statusView is the status part of a node row.
@@ -309,7 +309,7 @@ func (s *nodesStep) followKube(path, context string) {
 		a, err = kube.Open(path, cfg, context, node.DefaultCallTimeout)
 	}
 	if err != nil {
-		s.status.SetText("Cannot read the Kubernetes nodes: " + errString(err))
+		s.setStatus("Cannot read the Kubernetes nodes: " + errString(err))
 		return
 	}
 	s.kubeFollowing = true
