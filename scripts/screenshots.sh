@@ -24,7 +24,7 @@ mkdir -p "$out"
 
 # The demo's steps, in the order of the flow (gui.DemoSteps).
 all=(image local card confirm flashing done cached flashall failed second nodes details findings applyall bootstrap status)
-sizes=(820x600 1400x1000)
+read -r -a sizes <<<"${SIZES:-820x600 1400x1000}" # SIZES="1400x1000" for one
 
 steps=("${all[@]}")
 if [[ ${1:-} == demo ]]; then
@@ -57,13 +57,16 @@ for size in "${sizes[@]}"; do
 		n=0
 		for i in "${!all[@]}"; do [[ ${all[$i]} == "$step" ]] && n=$((i + 1)); done
 		if ((n == 0)); then echo "unknown demo step $step (want one of ${all[*]})" >&2; exit 2; fi
-		log=$(dirname "$bin")/$step.log
-		DISPLAY=$display LIBGL_ALWAYS_SOFTWARE=1 "$bin" -step "$step" -size "$size" >"$log" 2>&1 &
-		app=$!
-		for _ in $(seq 300); do grep -qs "^READY" "$log" && break; sleep 0.1; done
-		if ! grep -qs "^READY" "$log"; then
-			echo "step $step did not get ready:" >&2; cat "$log" >&2; kill "$app" || true; exit 1
-		fi
+		log=$(dirname "$bin")/$size-$step.log
+		for attempt in 1 2; do # a window that did not come up once gets one more try
+			DISPLAY=$display LIBGL_ALWAYS_SOFTWARE=1 "$bin" -step "$step" -size "$size" >"$log" 2>&1 &
+			app=$!
+			for _ in $(seq 300); do grep -qs "^READY" "$log" && break; sleep 0.1; done
+			grep -qs "^READY" "$log" && break
+			kill "$app" 2>/dev/null || true
+			wait "$app" 2>/dev/null || true
+			if ((attempt == 2)); then echo "step $step did not get ready at $size:" >&2; cat "$log" >&2; exit 1; fi
+		done
 		sleep 0.5
 		file=$out/$size/$(printf %02d "$n")-$step.png
 		import -display "$display" -window root -crop "${w}x${h}+0+0" +repage -strip -depth 8 -colors 256 PNG8:"$file"
