@@ -86,6 +86,7 @@ func assertTextFits(t *testing.T, ui *UI, name string) {
 		t.Fatalf("%s: no dialog shown", name)
 	}
 	assertObjectTextFits(t, ui, top, name)
+	assertNoMidWordBreaks(t, top, name)
 }
 
 // assertObjectTextFits is assertTextFits for any object on the window.
@@ -275,6 +276,7 @@ func TestStepsLayout(t *testing.T) {
 					ui.Window.Content().Refresh()
 				}
 				assertObjectTextFits(t, ui, ui.Window.Content(), name)
+				assertNoMidWordBreaks(t, ui.Window.Content(), name)
 			}
 			h.onUI(func() {
 				ui.Window.Resize(size)
@@ -324,4 +326,37 @@ func TestWindowMinimumIsTheMinimum(t *testing.T) {
 			}
 		}
 	})
+}
+
+// assertNoMidWordBreaks checks that no label of o wraps inside a word
+// ("controlpl" / "ane"): two consecutive lines of one widget joined with
+// nothing between them, a letter on each side.
+func assertNoMidWordBreaks(t *testing.T, o fyne.CanvasObject, name string) {
+	t.Helper()
+	texts := drawnTexts(o)
+	for i := 1; i < len(texts); i++ {
+		a, b := texts[i-1], texts[i]
+		if a.owner != b.owner || a.text == "" || b.text == "" {
+			continue
+		}
+		full := ownerText(a.owner)
+		last, first := rune(a.text[len(a.text)-1]), rune(b.text[0])
+		if isWordRune(last) && isWordRune(first) && strings.Contains(full, a.text+b.text) {
+			t.Errorf("%s: %q is broken inside a word: %q / %q", name, full, a.text, b.text)
+		}
+	}
+}
+
+func ownerText(o fyne.CanvasObject) string {
+	switch w := o.(type) {
+	case *widget.Label:
+		return w.Text
+	case *breakLabel:
+		return w.Text
+	}
+	return ""
+}
+
+func isWordRune(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
 }
