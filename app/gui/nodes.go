@@ -381,39 +381,6 @@ func (s *nodesStep) bootstrapNext(r *nodeRow) string {
 	return ""
 }
 
-func nodeTitle(n node.Node) string {
-	t := n.Addr
-	if n.Hostname != "" {
-		t += "   " + n.Hostname
-	}
-	if n.TalosVersion != "" {
-		t += "   Talos " + n.TalosVersion
-		if n.Arch != "" {
-			t += " " + n.Arch
-		}
-	}
-	return t
-}
-
-func nodeNote(n node.Node) string {
-	var parts []string
-	switch {
-	case n.Configured:
-		parts = append(parts, "already configured: drop your talosconfig here to see how it is; if it is your first control plane, \"Bootstrap etcd…\" bootstraps it")
-	case n.Maintenance:
-		parts = append(parts, "waiting for a machine config: drop one here")
-	case n.Stage != "":
-		parts = append(parts, "stage "+n.Stage)
-	}
-	if n.MAC != "" {
-		parts = append(parts, "MAC "+n.MAC)
-	}
-	if n.Note != "" && !n.Configured {
-		parts = append(parts, n.Note)
-	}
-	return strings.Join(parts, " · ")
-}
-
 // flashOptions are the profiles a card may have been flashed with.
 func (s *nodesStep) flashOptions() []string {
 	opts := make([]string, 0, len(s.ui.deps.Profiles)+1)
