@@ -229,10 +229,11 @@ func (p *applyAllText) Result(ev plan.AllEvent) {
 	p.warnings(p.env.Stdout, ev)
 }
 
-// warnings are the node's own warnings, beside its line.
+// warnings are the node's own warnings, under its line: a detail of a
+// success (apply --node's words), not a "warning:" that reads as a failure.
 func (p *applyAllText) warnings(w io.Writer, ev plan.AllEvent) {
 	for _, warn := range nodeWarnings(ev.Result) {
-		fmt.Fprintf(w, "%s: warning: %s\n", ev.Node.Hostname, warn)
+		fmt.Fprintf(w, "  %s: the node warns: %s\n", ev.Node.Hostname, warn)
 	}
 }
 

@@ -177,7 +177,7 @@ func TestInventoryEndToEnd(t *testing.T) {
 		fakes["worker-1"].Close()
 		nodetest.Start(t, nodetest.Options{Card: cards["worker-1"], Addr: "127.0.0.1:" + port, Schematic: builtinSchematic(t, "worker")})
 		_, text, _ := cliRun(t, "apply", "--inventory", inv, "--hostname", "worker-1", "--port", port, "--wait", "30s")
-		if !strings.Contains(text, "worker-1: warning: "+noImage) {
+		if !strings.Contains(text, "  worker-1: the node warns: "+noImage) || strings.Contains(text, "warning: "+noImage) {
 			t.Errorf("apply --inventory does not show the node's warning:\n%s", text)
 		}
 	}
