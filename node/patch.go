@@ -215,6 +215,13 @@ func patchConfig(current []byte, patches [][]byte) ([]byte, []ListAppend, error)
 		if i > 0 {
 			where = fmt.Sprintf("patch %d: ", i)
 		}
+		// The loader quotes the unknown part of a patch as YAML, values and
+		// all: a short value (a password, "{a: 1}") would pass the scrub.
+		// Only the key paths are said (unknownKeys, of the YAML as the
+		// loader wrote it), never a value.
+		if keys, ok := unknownKeys(err.Error()); ok {
+			return fmt.Errorf("%w: %sunknown field(s) %s: a typo, or a field newer than Talos machinery %s (values not shown)", ErrPatch, where, keys, MachineryVersion)
+		}
 		return fmt.Errorf("%w: %s%s", ErrPatch, where, echo.scrub(sanitize(err.Error())))
 	}
 	res, err := talos114.Load(current)

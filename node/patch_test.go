@@ -266,3 +266,33 @@ func TestPatchReplaceOfTheV1alpha1DocumentRefused(t *testing.T) {
 		}
 	}
 }
+
+// A patch with an unknown key is refused naming the key's path, never a
+// value, short or long (a short one such as "{a: 1}" or "hunter2" passed
+// the scrub of long values before).
+func TestPatchUnknownKeyQuotesNoValue(t *testing.T) {
+	cur, err := os.ReadFile("testdata/talos114/valid/worker.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ patch, path string }{
+		{"machine:\n  foo: {a: 1}\n", `"machine.foo.a"`},
+		{"machine:\n  foo: hunter2\n", `"machine.foo"`},
+		{"machine:\n  network:\n    hostnamez: x1\n", `"machine.network.hostnamez"`},
+		{"machine:\n  secretz: N3wS3cr3tV4lu3Xq8Zp2\n", `"machine.secretz"`},
+	} {
+		_, err := PatchConfig(cur, [][]byte{[]byte(c.patch)}, nil)
+		if !errors.Is(err, ErrPatch) {
+			t.Fatalf("%q: %v", c.patch, err)
+		}
+		msg := err.Error()
+		for _, v := range []string{"{a: 1}", ": 1", "hunter2", "x1", "N3wS3cr3t"} {
+			if strings.Contains(msg, v) {
+				t.Errorf("%q: the error quotes %q: %s", c.patch, v, msg)
+			}
+		}
+		if !strings.Contains(msg, "unknown field(s) "+c.path) {
+			t.Errorf("%q: the error does not name %s: %s", c.patch, c.path, msg)
+		}
+	}
+}

@@ -64,8 +64,8 @@ func TestApplyInitConfigNeedsNoBootstrap(t *testing.T) {
 	if code != contract.ExitOK {
 		t.Fatalf("exit %d: %s%s", code, stdout, stderr)
 	}
-	if strings.Contains(stderr, "talosflash bootstrap") || !strings.Contains(stderr, "next: an init config starts etcd as the cluster's first member by itself") {
-		t.Errorf("stderr:\n%s", stderr)
+	if strings.Contains(stdout+stderr, "talosflash bootstrap") || !strings.Contains(stdout, "; next: an init config starts etcd as the cluster's first member by itself") {
+		t.Errorf("stdout:\n%s\nstderr:\n%s", stdout, stderr)
 	}
 }
 

@@ -47,29 +47,46 @@ type applyText struct {
 
 func (p *applyText) Event(ev plan.ApplyEvent) { renderApplyEvent(p.env.Stderr, p.file, ev) }
 
+// Applied leads with the verdict, one line: what happened and the next
+// step; then the details, indented, each said once: the node's answer,
+// its warnings (a success with a warning is still a success), what the
+// node does now in full.
 func (p *applyText) Applied(out *plan.ApplyOutcome) error {
 	res, w := out.Result, p.env.Stdout
-	verb := "applied"
-	if p.dryRun {
-		verb = "validated (dry run, nothing applied)"
+	fmt.Fprintln(w, applyVerdict(p.file, out, p.dryRun))
+	answer := fmt.Sprintf("the node answered %s (mode %s requested)", plan.ReplyModes(res), res.Mode)
+	details := strings.TrimSpace(res.ModeDetails)
+	if details != "" && !strings.Contains(details, "\n") {
+		answer, details = answer+": "+details, ""
 	}
-	fmt.Fprintf(w, "%s %s to %s (mode %s requested; node answered %s)\n", verb, p.file, res.Endpoint, res.Mode, plan.ReplyModes(res))
-	if res.ModeDetails != "" {
-		fmt.Fprintln(w, res.ModeDetails)
+	fmt.Fprintln(w, "  "+answer)
+	if details != "" { // the dry run's summary and its config diff, as the node wrote them
+		fmt.Fprintln(w, details)
 	}
 	for _, warn := range res.Warnings {
-		fmt.Fprintf(w, "warning: %s\n", warn)
+		fmt.Fprintf(w, "  the node warns: %s\n", warn)
 	}
 	if !p.dryRun {
-		fmt.Fprintln(w, out.Next.Node)
-	}
-	switch {
-	case out.Next.Bootstrap:
-		fmt.Fprintf(p.env.Stderr, "next: %s: `talosflash bootstrap --node %s --talosconfig ./talosconfig`\n", out.Next.Then, plan.BootstrapHost(res.Endpoint))
-	case out.Next.Then != "":
-		fmt.Fprintf(p.env.Stderr, "next: %s\n", out.Next.Then)
+		fmt.Fprintln(w, "  "+out.Next.Node)
 	}
 	return nil
+}
+
+// applyVerdict is apply's one line: what happened to the node and what to
+// do next.
+func applyVerdict(file string, out *plan.ApplyOutcome, dryRun bool) string {
+	res := out.Result
+	if dryRun {
+		return fmt.Sprintf("validated %s on %s: the node's dry run accepts it; nothing was applied", file, res.Endpoint)
+	}
+	line := fmt.Sprintf("applied %s to %s: %s", file, res.Endpoint, out.Next.Verdict)
+	switch {
+	case out.Next.Bootstrap:
+		line += fmt.Sprintf("; next, once per cluster: `talosflash bootstrap --node %s --talosconfig ./talosconfig`", plan.BootstrapHost(res.Endpoint))
+	case out.Next.Then != "":
+		line += "; next: " + out.Next.Then
+	}
+	return line
 }
 
 func (p *applyText) Failed(_ *plan.ApplyOutcome, err error) error { return err }
@@ -212,10 +229,11 @@ func (p *applyAllText) Result(ev plan.AllEvent) {
 	p.warnings(p.env.Stdout, ev)
 }
 
-// warnings are the node's own warnings, beside its line.
+// warnings are the node's own warnings, under its line: a detail of a
+// success (apply --node's words), not a "warning:" that reads as a failure.
 func (p *applyAllText) warnings(w io.Writer, ev plan.AllEvent) {
 	for _, warn := range nodeWarnings(ev.Result) {
-		fmt.Fprintf(w, "%s: warning: %s\n", ev.Node.Hostname, warn)
+		fmt.Fprintf(w, "  %s: the node warns: %s\n", ev.Node.Hostname, warn)
 	}
 }
 

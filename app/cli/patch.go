@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -111,6 +112,7 @@ func runPatch(ctx context.Context, args []string, env Env) error {
 		data = append(data, b)
 	}
 	var repl []node.Replacement
+	given := replacedFiles{} // ExtensionServiceConfig name -> the file given for it
 	for _, r := range replaces {
 		ref, file, ok := strings.Cut(r, "=")
 		kind, name, _ := strings.Cut(ref, "/")
@@ -122,6 +124,9 @@ func runPatch(ctx context.Context, args []string, env Env) error {
 			return withCode(contract.ExitUsage, fmt.Errorf("patch: --replace-document %s: %w", ref, err))
 		}
 		repl = append(repl, node.Replacement{Kind: kind, Name: name, Document: b})
+		if kind == "ExtensionServiceConfig" {
+			given[name] = file
+		}
 	}
 	tc, err := tcf.load("patch")
 	if err != nil {
@@ -136,7 +141,7 @@ func runPatch(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return fmt.Errorf("patch: %w", err)
 	}
-	p := newPatchPrinter(jsonOut, dryRun, env)
+	p := newPatchPrinter(jsonOut, dryRun, given, env)
 	for _, t := range targets {
 		job := plan.PatchJob{Node: t, Talosconfig: tc, Patches: data, Replace: repl, Mode: mode,
 			DryRun: dryRun, AllowAppend: allowAppend, Wait: node.WaitOptions{CallTimeout: timeout, Timeout: timeout},
@@ -144,7 +149,7 @@ func runPatch(ctx context.Context, args []string, env Env) error {
 		res, err := plan.Patch(ctx, job)
 		p.Patched(res, err)
 		if err != nil {
-			return waitExit(ctx, err)
+			return waitExit(ctx, given.refusal(err))
 		}
 	}
 	return nil
@@ -159,20 +164,84 @@ type patchPrinter interface {
 	Patched(res *plan.PatchOutcome, err error)
 }
 
-func newPatchPrinter(jsonOut, dryRun bool, env Env) patchPrinter {
+func newPatchPrinter(jsonOut, dryRun bool, given replacedFiles, env Env) patchPrinter {
 	if jsonOut {
-		return patchJSONPrinter{patchText{w: env.Stderr, dryRun: dryRun}, env.Stdout}
+		return patchJSONPrinter{patchText{w: env.Stderr, dryRun: dryRun, given: given}, env.Stdout}
 	}
-	return patchText{w: env.Stdout, dryRun: dryRun}
+	return patchText{w: env.Stdout, dryRun: dryRun, given: given}
 }
 
 // patchText is patch's text printer: everything on stdout.
 type patchText struct {
 	w      io.Writer
 	dryRun bool
+	given  replacedFiles
 }
 
-func (p patchText) Event(ev plan.PatchEvent) { printPatchEvent(p.w, ev) }
+func (p patchText) Event(ev plan.PatchEvent) { printPatchEvent(p.w, ev, p.given) }
+
+// replacedFiles are the ExtensionServiceConfig documents given with
+// --replace-document: their name, and the file each came from.
+type replacedFiles map[string]string
+
+// refuses: the finding refuses the change (plan.Patch's ObligationError:
+// an extension the node runs left without its config, or cut of what it
+// needs), so it is said as an error, whatever its severity on a first
+// apply.
+func refuses(f *node.Finding) bool {
+	return f.Code == node.CodeExtensionConfigMissing || f.Code == node.CodeExtensionConfigIncomplete
+}
+
+// fileFor is the file given for the document f names ("" none).
+func (g replacedFiles) fileFor(f *node.Finding) string {
+	for name, file := range g {
+		if strings.Contains(f.Message, fmt.Sprintf("%q", name)) {
+			return file
+		}
+	}
+	return ""
+}
+
+// fixFor is f's fix as this command's user can act on it: a document
+// given with --replace-document is completed in its file (the finding's
+// own fix names --replace-document, which was just used).
+func (g replacedFiles) fixFor(f *node.Finding) string {
+	if file := g.fileFor(f); file != "" && refuses(f) {
+		return "complete " + file + " (it replaces the whole document: every variable the extension needs) and run the same command again"
+	}
+	return f.Fix
+}
+
+// refusal is err in the words of what was given: plan's refusal of a
+// change that leaves an extension without its config ends by suggesting
+// --replace-document, which the user gave; its file is what to fix.
+func (g replacedFiles) refusal(err error) error {
+	var ob *plan.ObligationError
+	if !errors.As(err, &ob) {
+		return err
+	}
+	var what, files []string
+	for i := range ob.Findings {
+		what = append(what, ob.Findings[i].Message)
+		if file := g.fileFor(&ob.Findings[i]); file != "" && !slices.Contains(files, file) {
+			files = append(files, file)
+		}
+	}
+	if len(files) == 0 {
+		return err
+	}
+	return &replaceRefusedError{ObligationError: ob, msg: fmt.Sprintf("%s: refused, nothing was sent: %s; complete %s (it replaces the whole document) and run the same command again",
+		ob.Name, strings.Join(what, "; "), strings.Join(files, " and "))}
+}
+
+// replaceRefusedError is plan's ObligationError (exit 7) in other words.
+type replaceRefusedError struct {
+	*plan.ObligationError
+	msg string
+}
+
+func (e *replaceRefusedError) Error() string { return e.msg }
+func (e *replaceRefusedError) Unwrap() error { return e.ObligationError }
 
 func (p patchText) Patched(res *plan.PatchOutcome, err error) {
 	if res != nil && err == nil {
@@ -200,16 +269,20 @@ type nodeListRaw []string
 func (n *nodeListRaw) String() string     { return strings.Join(*n, ",") }
 func (n *nodeListRaw) Set(v string) error { *n = append(*n, v); return nil }
 
-func printPatchEvent(w io.Writer, ev plan.PatchEvent) {
+func printPatchEvent(w io.Writer, ev plan.PatchEvent, given replacedFiles) {
 	switch ev.Kind {
 	case plan.PatchEventDiff:
 		fmt.Fprintf(w, "diff (values redacted but public fields):\n%s\n", indent(ev.Text, "  "))
 	case plan.PatchEventAppend:
 		fmt.Fprintf(w, "warning: %s\n%s", plan.AppendSummary(*ev.Append), indent(ev.Append.Replace, "  "))
 	case plan.PatchEventFinding:
-		fmt.Fprintf(w, "%s: %s\n", ev.Finding.Severity, ev.Finding.Message)
-		if ev.Finding.Fix != "" {
-			fmt.Fprintf(w, "  fix: %s\n", ev.Finding.Fix)
+		sev := string(ev.Finding.Severity)
+		if refuses(ev.Finding) {
+			sev = string(node.SeverityError)
+		}
+		fmt.Fprintf(w, "%s: %s\n", sev, ev.Finding.Message)
+		if fix := given.fixFor(ev.Finding); fix != "" {
+			fmt.Fprintf(w, "  fix: %s\n", fix)
 		}
 	case plan.PatchEventVerdict:
 		fmt.Fprintf(w, "the node's dry run accepts it:\n%s\n", indent(ev.Result.ModeDetails, "  "))

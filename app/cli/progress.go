@@ -282,3 +282,19 @@ func formatProgress(p imaging.Progress, width int) string {
 	}
 	return b.String()
 }
+
+// cardLine is a written card's line: a card that already held the image
+// (every unit found identical by the direct read that verifies it,
+// imaging.CardResult.Skipped) says so, not the same "wrote" as a fresh
+// card; otherwise what was written and what the card already had.
+func cardLine(c imaging.CardResult) string {
+	if c.Bytes > 0 && c.Written == 0 && c.Skipped == c.Bytes {
+		return fmt.Sprintf("%s already held the image, verified (%s read, nothing written), sha256 %s", c.Target, humanize.IBytes(uint64(c.Bytes)), c.SHA256)
+	}
+	verified := "not verified (--no-verify)"
+	if c.Verified {
+		verified = "verified by read-back (" + c.VerifyMode + ")"
+	}
+	return fmt.Sprintf("wrote %s to %s (%s written, %s already on the card), sha256 %s, %s", humanize.IBytes(uint64(c.Bytes)), c.Target,
+		humanize.IBytes(uint64(c.Written)), humanize.IBytes(uint64(c.Skipped)), c.SHA256, verified)
+}

@@ -55,3 +55,20 @@ func TestTermReporterTwoDownloads(t *testing.T) {
 		t.Fatalf("last line %q of %q", last, out.String())
 	}
 }
+
+// A re-flash of a card that already held the image says so: "already held
+// the image, verified", not the "wrote" of a fresh card (issue 39).
+func TestCardLineSaysAlreadyHeld(t *testing.T) {
+	fresh := imaging.CardResult{Target: "/dev/sdb", Bytes: 16 << 20, SHA256: "abc", Written: 16 << 20, Verified: true, VerifyMode: "O_DIRECT"}
+	if got := cardLine(fresh); got != "wrote 16 MiB to /dev/sdb (16 MiB written, 0 B already on the card), sha256 abc, verified by read-back (O_DIRECT)" {
+		t.Errorf("fresh: %q", got)
+	}
+	held := imaging.CardResult{Target: "/dev/sdb", Bytes: 16 << 20, SHA256: "abc", Skipped: 16 << 20}
+	if got := cardLine(held); got != "/dev/sdb already held the image, verified (16 MiB read, nothing written), sha256 abc" {
+		t.Errorf("held: %q", got)
+	}
+	part := imaging.CardResult{Target: "/dev/sdb", Bytes: 16 << 20, SHA256: "abc", Written: 1 << 20, Skipped: 15 << 20, Verified: true, VerifyMode: "O_DIRECT"}
+	if got := cardLine(part); !strings.HasPrefix(got, "wrote 16 MiB to /dev/sdb (1.0 MiB written, 15 MiB already on the card)") {
+		t.Errorf("partly held: %q", got)
+	}
+}

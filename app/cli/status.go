@@ -23,7 +23,8 @@ func init() {
 			"with the time left before Talos reboots it (BootTimeout, 70 min).\n" +
 			"--watch reads again every --interval and prints a node when it changes\n" +
 			"(reboots are seen as a new boot ID), until Ctrl-C or --for.\n" +
-			"Exit 3 when a node does not answer (the last read, with --watch).",
+			"Exit 3 when a node does not answer, 7 when one is diagnosed with an ERROR\n" +
+			"(the last read, with --watch).",
 		example: "talosflash status --inventory talosflash.yaml --talosconfig talos/talosconfig\n" +
 			"talosflash status --node 192.168.1.51 --talosconfig talosconfig --watch\n" +
 			"talosflash status --inventory talosflash.yaml --talosconfig talosconfig --watch --json",
@@ -96,9 +97,24 @@ func runStatus(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
+	return statusExit(last)
+}
+
+// statusExit is status' verdict on the last reads: a node that does not
+// answer is exit 3; one diagnosed with an ERROR (stuck waiting for an
+// extension's config, a failed service, etcd unhealthy) fails the checks,
+// exit 7, so a script does not take a printed ERROR for a success.
+func statusExit(last []plan.NodeStatus) error {
 	for _, ns := range last {
 		if ns.Status == nil {
 			return withCode(contract.ExitNetwork, fmt.Errorf("%s does not answer: %v", ns.Target.Name(), ns.Err))
+		}
+	}
+	for _, ns := range last {
+		for _, d := range ns.Diagnoses {
+			if d.Severity == "error" {
+				return withCode(contract.ExitConfig, fmt.Errorf("%s: %s", ns.Target.Name(), d.Message))
+			}
 		}
 	}
 	return nil

@@ -63,11 +63,12 @@ func TestNodesApplySaysWhatTheNodeDoesNext(t *testing.T) {
 			})
 			h.waitFor("apply", func() bool { return !h.ui.nodes.applying() })
 			h.onUI(func() {
-				if !strings.HasPrefix(row.reply.Text, "Applied worker.yaml") || !strings.Contains(row.reply.Text, gen.next.Node) ||
-					!strings.Contains(row.reply.Text, "leaves maintenance mode and boots with this config") {
-					t.Errorf("row says %q, want %q", row.reply.Text, gen.next.Node)
+				// The verdict in a line, the node's next step in full once, in Details.
+				if row.reply.Text != "Applied worker.yaml: "+gen.next.Verdict+"." || !strings.Contains(row.detail.Text, gen.next.Node) ||
+					!strings.Contains(row.detail.Text, "leaves maintenance mode and boots with this config") || strings.Contains(row.reply.Text, gen.next.Node) {
+					t.Errorf("row says %q, details %q, want %q", row.reply.Text, row.detail.Text, gen.next.Node)
 				}
-				if strings.Contains(row.reply.Text, "installs Talos and reboots") {
+				if strings.Contains(row.reply.Text+row.detail.Text, "installs Talos and reboots") {
 					t.Errorf("row contradicts the node's answer: %q", row.reply.Text)
 				}
 			})
@@ -160,8 +161,10 @@ func TestNodesWorkerNotOfferedBootstrapAfterRescan(t *testing.T) {
 // After the node took its config the row tells what is now true: the
 // Newt node's badge no longer says it "needs an ExtensionServiceConfig"
 // once the config carrying it was sent, "Choose config…" is disabled for a
-// node that left maintenance, and the node's warnings are not shown in the
-// success colour (all three stayed as before the apply).
+// node that left maintenance (all stayed as before the apply). A success
+// with the node's warning ("installer.image is not set") is a success:
+// the verdict is green, the warning is said in Details (it turned the
+// whole row orange, issue 39).
 func TestNodesRowAfterApplyIsCurrent(t *testing.T) {
 	h := newHarness(t, nil)
 	srv := nodetest.Start(t, nodetest.Options{Schematic: builtin(t, "controlplane").Schematic(), Warnings: []string{"installer.image is not set"}})
@@ -187,8 +190,14 @@ func TestNodesRowAfterApplyIsCurrent(t *testing.T) {
 		if !row.pick.Disabled() {
 			t.Error("Choose config… is enabled for a node that left maintenance")
 		}
-		if row.reply.Importance == widget.SuccessImportance {
-			t.Error("the node's warnings are shown in the success colour")
+		if row.reply.Importance != widget.SuccessImportance || strings.Contains(row.reply.Text, "installer.image") {
+			t.Errorf("a successful apply is drawn as %v: %q", row.reply.Importance, row.reply.Text)
+		}
+		if !strings.Contains(row.detail.Text, "The node warns: installer.image is not set") {
+			t.Errorf("the node's warning is not in Details: %q", row.detail.Text)
+		}
+		if row.details.Items[0].Open {
+			t.Error("Details unfolded by itself")
 		}
 	})
 }

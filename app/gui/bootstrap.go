@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -74,7 +77,7 @@ func (s *nodesStep) bootstrapBlocked() string {
 func (s *nodesStep) refreshBootstrapButtons() {
 	blocked := s.bootstrapBlocked() != ""
 	for _, r := range s.rows {
-		if !s.bootstrapEligible(r) {
+		if !s.bootstrapEligible(r) || r.kubeBtn != nil && r.kubeBtn.Visible() { // one action: the kubeconfig's after the bootstrap
 			r.bootBtn.Hide()
 			continue
 		}
@@ -101,17 +104,25 @@ func (s *nodesStep) ensureBootstrapBox(r *nodeRow) {
 	r.bootState = wrapLabel("")
 	r.bootCancel = newKeyButton(s.ui, "Cancel bootstrap", theme.CancelIcon(), func() { s.cancelBootstrap(r) })
 	r.bootCancel.Hide()
-	// The state (progress, outcome) with Cancel on its right, above the command.
+	// The state (progress, outcome) with Cancel on its right is the row's
+	// verdict while it is shown (render hides the other); the words and
+	// the talosctl command are its Details.
 	r.bootStateBox = container.NewBorder(nil, nil, nil, container.NewVBox(r.bootCancel, layout.NewSpacer()), r.bootState)
 	r.bootStateBox.Hide()
-	r.bootstrapBox = container.NewVBox(r.bootStateBox, r.bootNote, r.bootstrap)
-	r.content.Add(r.bootstrapBox)
+	r.content.Objects = slices.Insert(r.content.Objects, slices.Index(r.content.Objects, fyne.CanvasObject(r.reply))+1, fyne.CanvasObject(r.bootStateBox))
+	r.bootstrapBox = container.NewVBox(r.bootNote, r.bootstrap)
+	r.more.Add(r.bootstrapBox)
 }
 
 // relayout lays the rows out again after lines were shown, hidden or
 // rewrapped: Fyne re-lays a container out only when it is refreshed, and a
 // row's height changes the list's.
-func (s *nodesStep) relayout() { s.content.Refresh() }
+func (s *nodesStep) relayout() {
+	for _, r := range s.rows { // a bootstrap state shown or hidden: the row's verdict
+		showIf(r.reply, r.bootStateBox == nil || !r.bootStateBox.Visible())
+	}
+	s.content.Refresh()
+}
 
 // openBootstrap shows the bootstrap dialog for r (UI goroutine). tc, when
 // set, is a talosconfig just dropped on the row; otherwise the one used
@@ -123,6 +134,9 @@ func (s *nodesStep) openBootstrap(r *nodeRow, tc *node.Talosconfig) {
 	}
 	if tc == nil {
 		tc = s.talosconfig
+	}
+	if tc == nil {
+		tc = s.inventoryTalosconfig(r)
 	}
 	p := &bootstrapPrompt{row: r}
 	p.file = wrapLabel("")
@@ -150,6 +164,26 @@ func (s *nodesStep) openBootstrap(r *nodeRow, tc *node.Talosconfig) {
 	s.setPromptTalosconfig(p, tc)
 	s.bootPrompt = p
 	p.modal = s.ui.showModal("Bootstrap etcd on "+r.node.Addr+"?", container.NewVScroll(items), "Cancel", p.start, fyne.NewSize(720, 420))
+}
+
+// inventoryTalosconfig is the talosconfig that talosctl gen config wrote
+// beside the inventory's configs (the file talosconfig in r's config
+// folder), offered by the bootstrap dialog; nil when there is none, or it
+// is no regular file or no talosconfig (the user chooses one then).
+func (s *nodesStep) inventoryTalosconfig(r *nodeRow) *node.Talosconfig {
+	dir := s.configFolder(r)
+	if dir == "" {
+		return nil
+	}
+	path := filepath.Join(dir, "talosconfig")
+	if st, err := os.Lstat(path); err != nil || !st.Mode().IsRegular() {
+		return nil
+	}
+	tc, err := node.LoadTalosconfig(path, "") // bounded; its errors never quote it
+	if err != nil {
+		return nil
+	}
+	return tc
 }
 
 // setPromptTalosconfig shows which talosconfig the prompt will use.
@@ -273,7 +307,7 @@ func (s *nodesStep) droppedTalosconfig(r *nodeRow, u fyne.URI, data []byte) {
 		return
 	}
 	if r == nil {
-		s.status.SetText("Drop the talosconfig onto the control plane node to bootstrap, or onto any configured node to follow it.")
+		s.setStatus("Drop the talosconfig onto the control plane node to bootstrap, or onto any configured node to follow it.")
 		return
 	}
 	if !s.bootstrapEligible(r) || s.cluster.Bootstrapped != nil || s.bootRunning != nil {

@@ -347,14 +347,23 @@ func TestBootstrapWaitsForTheNodeToComeBack(t *testing.T) {
 func (f *bootFixture) assertLaidOut(r *nodeRow) {
 	f.t.Helper()
 	drv := fyne.CurrentApp().Driver()
-	state, note := drv.AbsolutePositionForObject(r.bootState), drv.AbsolutePositionForObject(r.bootNote)
+	// The state is the row's verdict; the words and the command are its
+	// Details, laid out when unfolded.
+	r.details.OpenAll()
+	defer r.details.CloseAll()
+	for range 3 { // the list's height follows the row's
+		f.ui.Window.Content().Refresh()
+	}
+	state, next := drv.AbsolutePositionForObject(r.bootState), drv.AbsolutePositionForObject(r.details)
 	cmd, box := drv.AbsolutePositionForObject(r.bootstrap), drv.AbsolutePositionForObject(r.box)
 	switch {
+	case r.reply.Visible():
+		f.t.Errorf("two verdicts: %q and %q", r.reply.Text, r.bootState.Text)
 	case r.bootState.Size().Height < r.bootState.MinSize().Height:
 		f.t.Errorf("progress text cut: %v high, needs %v", r.bootState.Size().Height, r.bootState.MinSize().Height)
-	case state.Y+r.bootState.MinSize().Height > note.Y:
-		f.t.Errorf("progress text (y %v, %v high) overlaps the next line (y %v)", state.Y, r.bootState.MinSize().Height, note.Y)
-	case cmd.Y+r.bootstrap.Size().Height > box.Y+r.box.Size().Height:
+	case state.Y+r.bootState.MinSize().Height > next.Y:
+		f.t.Errorf("progress text (y %v, %v high) overlaps the next line (y %v)", state.Y, r.bootState.MinSize().Height, next.Y)
+	case r.bootstrap.Visible() && cmd.Y+r.bootstrap.Size().Height > box.Y+r.box.Size().Height:
 		f.t.Errorf("the command (bottom %v) sticks out of the row (bottom %v)", cmd.Y+r.bootstrap.Size().Height, box.Y+r.box.Size().Height)
 	}
 }
@@ -416,4 +425,38 @@ func TestBootstrapWorkerRefused(t *testing.T) {
 	if n.Bootstrapped() {
 		t.Fatal("worker bootstrapped")
 	}
+}
+
+// The bootstrap dialog offers the talosconfig that talosctl gen config
+// wrote beside the inventory's configs (talos/talosconfig), chosen
+// already: the user had to find it with the file chooser (issue 39).
+func TestBootstrapOffersTheInventorysTalosconfig(t *testing.T) {
+	h := newInvHarness(t)
+	pki, err := nodetest.NewPKI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := pki.Talosconfig("home", "os:admin", "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(h.dir, "talos", "talosconfig")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h.start("127.0.0.21", "controlplane", "cp-1", true)
+	r := h.rowOf(h.addr("127.0.0.21"))
+	h.onUI(func() {
+		if !r.bootBtn.Visible() || r.bootBtn.Disabled() {
+			t.Fatal("no bootstrap offered on the configured control plane")
+		}
+		test.Tap(r.bootBtn)
+		p := h.ui.nodes.openBootstrapPrompt()
+		if p == nil || p.tc == nil || p.tc.Path != path || p.start.Disabled() && p.first == nil {
+			t.Fatalf("the dialog does not offer %s: %+v", path, p)
+		}
+		if !strings.Contains(p.file.Text, path) {
+			t.Errorf("the dialog says %q", p.file.Text)
+		}
+	})
 }

@@ -47,13 +47,19 @@ var demoConfigNoESC []byte
 //go:embed testdata/worker.yaml
 var demoWorker []byte
 
-// DemoSteps are the states RunDemo can reach: the flow's steps, then
-// what issue 29 and 30 made true in the window: a flash with one card out
-// of space ("failed"), Apply all with another node's card and a card of
-// the wrong image ("applyall"), a second card for a node ("second"), and
-// the nodes followed after their config ("status": the incident with its
-// countdown, Kubernetes NotReady for want of a CNI).
-var DemoSteps = []string{"image", "local", "card", "confirm", "flashing", "done", "nodes", "findings", "failed", "applyall", "second", "status"}
+// DemoSteps are the states RunDemo can reach, in the order of the flow:
+// the image (a role, a local file), the card, the confirmation, the flash
+// and its end, a second flash of the same image from the cache
+// ("cached"), an inventory's "Flash all cards" ("flashall"), one card of
+// two out of space ("failed"), a second card for a node ("second"), the
+// nodes found with one applied ("nodes"; "details" with its Details
+// unfolded), a config blocked by the incident check ("findings"), Apply
+// all with another node's card and a card of the wrong image
+// ("applyall"), the bootstrap dialog offering the inventory's talosconfig
+// ("bootstrap"), and the nodes followed after their config ("status": the
+// incident with its countdown, Kubernetes NotReady for want of a CNI).
+var DemoSteps = []string{"image", "local", "card", "confirm", "flashing", "done", "cached", "flashall", "failed", "second",
+	"nodes", "details", "findings", "applyall", "bootstrap", "status"}
 
 // demoConfigs are the Talos 1.14 configs of the repository's fixtures
 // (node/testdata/talos114/valid: the control plane with Newt's
@@ -94,9 +100,10 @@ func demoInventory(dir, first string) (*inventory.Inventory, error) {
 	return inventory.Parse([]byte(y), filepath.Join(dir, "talosflash.yaml"), dir, inventory.Options{})
 }
 
-// RunDemo shows the window at step and prints "READY <step>" on stdout once
-// it is there. It blocks until the window is closed.
-func RunDemo(step string) error {
+// RunDemo shows the window at step, width x height (0: the app's
+// default size), and prints "READY <step>" on stdout once it is there. It
+// blocks until the window is closed.
+func RunDemo(step string, width, height float32) error {
 	dir, err := os.MkdirTemp("", "talosflash-demo-")
 	if err != nil {
 		return err
@@ -139,7 +146,7 @@ func RunDemo(step string) error {
 			Refusal: &devices.RefusedError{Device: "/dev/nvme0n1", Reason: devices.CodeSystemDisk, Msg: "/dev/nvme0n1 holds the system filesystem /"}},
 	}
 	switch step {
-	case "failed":
+	case "failed", "flashall":
 		disks = append(disks, devices.Disk{Name: "sdd", Path: "/dev/sdd", Size: 15931539456, SizeHuman: "14.8 GiB", Vendor: "Generic", Model: "Card Reader", Transport: devices.TransportUSB, Removable: true, Safe: true})
 	case "second": // the node goes onto the card's META by its path: the cards are the files themselves
 		disks[0] = devices.Disk{Name: "sdcard.img", Path: card, Size: 64 << 20, SizeHuman: "64 MiB", Model: "SD card image", Transport: devices.TransportFile, Safe: true}
@@ -152,7 +159,7 @@ func RunDemo(step string) error {
 	}
 	var inv *inventory.Inventory
 	switch step {
-	case "applyall", "second":
+	case "applyall", "second", "bootstrap", "flashall":
 		if inv, err = demoInventory(dir, "192.168.1.20"); err != nil {
 			return err
 		}
@@ -166,7 +173,7 @@ func RunDemo(step string) error {
 		{Addr: "192.168.1.32:50000", Maintenance: true, Stage: "maintenance", Hostname: "talos-m3p-9cd", MAC: "dc:a6:32:1a:2b:32", CertFingerprint: "demo-certificate-32", TalosVersion: "v1.14.5", Arch: "arm64", Booted: booted("worker")},
 		{Addr: "192.168.1.33:50000", Maintenance: true, Stage: "maintenance", Hostname: "talos-q8r-4ef", MAC: "dc:a6:32:1a:2b:33", CertFingerprint: "demo-certificate-33", TalosVersion: "v1.12.6"},
 	}
-	if step == "applyall" { // the inventory's nodes: worker-2's card has the control plane image
+	if step == "applyall" || step == "bootstrap" { // the inventory's nodes: worker-2's card has the control plane image
 		demoNodes = []node.Node{
 			{Addr: "192.168.1.20:50000", Maintenance: true, Stage: "maintenance", Hostname: "cp-1", MAC: "dc:a6:32:1a:2b:20", CertFingerprint: "demo-certificate-20", TalosVersion: "v1.14.5", Arch: "arm64", Booted: booted("controlplane", "newt")},
 			{Addr: "192.168.1.21:50000", Maintenance: true, Stage: "maintenance", Hostname: "worker-1", MAC: "dc:a6:32:1a:2b:21", CertFingerprint: "demo-certificate-21", TalosVersion: "v1.14.5", Arch: "arm64", Booted: booted("worker")},
@@ -221,7 +228,10 @@ func RunDemo(step string) error {
 			return &n, nil
 		},
 		Apply: func(ctx context.Context, o node.ApplyOptions) (*node.ApplyResult, error) {
-			return &node.ApplyResult{Endpoint: o.Endpoint, Mode: node.ModeAuto, DryRun: o.DryRun, Messages: []node.ApplyMessage{{Mode: "no-reboot"}}, ModeDetails: "Applied configuration without a reboot"}, nil
+			// As a Talos 1.14 node answers a card flashed with the raw image:
+			// applied, with its warning about the installer.
+			return &node.ApplyResult{Endpoint: o.Endpoint, Mode: node.ModeAuto, DryRun: o.DryRun, Messages: []node.ApplyMessage{{Mode: "no-reboot"}}, ModeDetails: "Applied configuration without a reboot",
+				Warnings: []string{"installer.image is not set, if Talos is not booted from asset built by Image Factory, installation will fail"}}, nil
 		},
 		PortalOpenFile: noPortal,
 		DeviceEvents:   func(context.Context) <-chan struct{} { return nil },
@@ -245,6 +255,9 @@ func RunDemo(step string) error {
 	}
 	a := app.NewWithID(AppID)
 	ui := New(a, deps)
+	if width > 0 && height > 0 {
+		ui.Window.Resize(fyne.NewSize(width, height))
+	}
 	ui.Window.SetFixedSize(true)
 	first := "/dev/sdb"
 	if step == "second" {
@@ -398,11 +411,18 @@ func driveDemo(ui *UI, step, card, cfgPath, localPath, dir string) {
 		ui.nodes.Scan()
 	})
 	waitUntil(func() bool { return len(ui.nodes.rows) == 3 })
-	if step == "nodes" {
+	if step == "nodes" || step == "details" {
 		fyne.DoAndWait(func() { ui.nodes.checkAndPrompt(ui.nodes.rows[1], "worker.yaml", "", demoWorker) })
 		waitUntil(func() bool { return ui.nodes.shown != nil && ui.modal == ui.nodes.shown.modal })
 		fyne.DoAndWait(func() { ui.nodes.shown.apply.OnTapped() })
 		waitUntil(func() bool { return strings.HasPrefix(ui.nodes.rows[1].reply.Text, "Applied") })
+		if step == "details" {
+			fyne.DoAndWait(func() {
+				ui.nodes.rows[0].box.Hide() // the applied row first, its Details open
+				ui.nodes.rows[1].details.OpenAll()
+				ui.nodes.relayout()
+			})
+		}
 		ready()
 		return
 	}
@@ -439,11 +459,43 @@ func driveIssueSteps(ui *UI, step, card, dir string, ready func(), waitUntil fun
 		})
 		waitUntil(func() bool { a := ui.session.Attempt(); return a != nil && a.Ejected != nil })
 		ready()
-	case "applyall": // worker-2's card has the control plane image
+	case "applyall", "bootstrap": // worker-2's card has the control plane image
 		fyne.DoAndWait(func() { ui.tabs.SelectIndex(tabNodes) })
 		waitUntil(allAnswered)
 		fyne.DoAndWait(func() { ui.nodes.ApplyAll() })
+		waitUntil(func() bool { return ui.modal != nil && ui.modal == ui.nodes.applyAllPrompt })
+		fyne.DoAndWait(func() { ui.nodes.applyAllPrompt.primary.OnTapped() }) // the confirmation
 		waitUntil(func() bool { return ui.nodes.appliedAll && !ui.nodes.applyingAll })
+		if step == "bootstrap" { // offered the talosconfig beside the inventory's configs
+			fyne.DoAndWait(func() { ui.nodes.openBootstrap(ui.nodes.invRows[0].row, nil) })
+		}
+		ready()
+	case "cached": // the same image again: from the cache, no download
+		fyne.DoAndWait(func() {
+			ui.image.selectProfile("worker")
+			ui.tabs.SelectIndex(tabTarget)
+			ui.target.selectPath(card)
+			ui.tabs.SelectIndex(tabFlash)
+			ui.flash.begin(*ui.image.choice, ui.session.Cards(), nil, nil)
+		})
+		waitUntil(func() bool { return ui.flash.finished() })
+		fyne.DoAndWait(func() {
+			ui.flash.flashAnother()
+			ui.image.selectProfile("worker")
+			ui.tabs.SelectIndex(tabTarget)
+			ui.target.selectPath(card)
+		})
+		waitUntil(func() bool { return ui.session.ImageCached() })
+		fyne.DoAndWait(func() { ui.tabs.SelectIndex(tabFlash) })
+		ready()
+	case "flashall": // an inventory's three nodes, three cards
+		fyne.DoAndWait(func() {
+			ui.tabs.SelectIndex(tabTarget)
+			ui.target.selectPath(card)
+			ui.target.selectPath("/dev/sdd")
+			ui.tabs.SelectIndex(tabFlash)
+			ui.flash.askFlashAll()
+		})
 		ready()
 	case "second": // worker-1's card written, then another card for worker-1
 		fyne.DoAndWait(func() {

@@ -451,10 +451,20 @@ func firstErr(a *Attempt, err error) error {
 }
 
 func verifiedText(r imaging.CardResult) string {
+	if heldAlready(r) {
+		return "already held the image, verified" // not "written": nothing was
+	}
 	if r.Verified {
 		return "written and verified"
 	}
 	return "written (not verified)"
+}
+
+// heldAlready: the card held the whole image before this flash (every
+// unit found identical by the direct read that verifies it): nothing was
+// written.
+func heldAlready(r imaging.CardResult) bool {
+	return r.Bytes > 0 && r.Written == 0 && r.Skipped == r.Bytes
 }
 
 func failTitle(disks []devices.Disk) string {

@@ -8,7 +8,6 @@ import (
 
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/container"
-	"fyne.io/fyne/v2/layout"
 	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
 
@@ -50,7 +49,9 @@ func (s *flashStep) askFlashAll() {
 	for _, d := range cards {
 		options = append(options, cardText(d))
 	}
-	rows := container.New(layout.NewFormLayout())
+	// Each node's line, its card's choice under it at the dialog's whole
+	// width: beside it, a card's name and size were cut ("…") at 820 px.
+	rows := container.NewVBox()
 	selects := make([]*widget.Select, len(inv.Nodes))
 	for i, n := range inv.Nodes {
 		sel := widget.NewSelect(options, nil)
@@ -59,7 +60,7 @@ func (s *flashStep) askFlashAll() {
 			sel.SetSelected(options[i+1])
 		}
 		selects[i] = sel
-		rows.Add(widget.NewLabelWithStyle(fmt.Sprintf("%s  ·  %s, %s", n.Hostname, n.Profile, n.Address), fyne.TextAlignTrailing, fyne.TextStyle{Bold: true}))
+		rows.Add(widget.NewLabelWithStyle(fmt.Sprintf("%s  ·  %s, %s", n.Hostname, n.Profile, n.Address), fyne.TextAlignLeading, fyne.TextStyle{Bold: true}))
 		rows.Add(sel)
 	}
 	ok := primaryButton(s.ui, "Next", nil, func() {

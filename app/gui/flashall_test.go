@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/test"
 
 	"github.com/talosflash/talosflash/factory"
@@ -78,9 +79,12 @@ func TestFlashAllCards(t *testing.T) {
 		h.ui.target.list.Select(1)
 		h.ui.tabs.SelectIndex(tabFlash)
 	})
+	h.onUI(func() { h.ui.Window.Resize(fyne.NewSize(MinWidth, MinHeight)) }) // both dialogs fit the smallest window
 	h.tapWindowButton("Flash all cards…")
+	h.onUI(func() { assertTextFits(t, h.ui, "flash all cards") })
 	h.tapDialogButton("Next")
 	h.onUI(func() {
+		assertTextFits(t, h.ui, "erase the cards")
 		text := h.overlayLabels()
 		for _, want := range []string{"Erase 2 cards?", paths[0] + "  (", "→  cp-1, 192.168.1.11/24 (profile controlplane)", "→  worker-1, 192.168.1.21/24 (profile worker)"} {
 			if !strings.Contains(text, want) {

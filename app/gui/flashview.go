@@ -98,7 +98,10 @@ func viewFlash(in flashInputs) flashView {
 	if a != nil {
 		img, cards = &a.Image, a.Cards
 	}
-	v.ShowDownload = img == nil || img.LocalPath == ""
+	// No Download row for an image that is not downloaded: a local file,
+	// or one in the cache (a "Download 0 % waiting" bar over a flash that
+	// never downloads; the summary says "cached: no download").
+	v.ShowDownload = (img == nil || img.LocalPath == "") && !(a == nil && in.Cached)
 	v.Download = barView{Detail: "waiting"}
 	if len(cards) == 0 {
 		cards = []devices.Disk{{}} // the rows of one card, waiting
@@ -113,6 +116,9 @@ func viewFlash(in flashInputs) flashView {
 	}
 
 	v.Download = downloadView(a)
+	if ims := a.images(); len(ims) == 1 && !a.Downloaded[a.downloadKey(ims[0])] && a.Cached {
+		v.ShowDownload = false // from the cache
+	}
 	for i := range v.Cards {
 		v.Cards[i].Write, v.Cards[i].Verify, v.Cards[i].Result = cardRows(a, i)
 	}
@@ -349,6 +355,9 @@ func cardRows(a *Attempt, i int) (write, verify barView, result textView) {
 	r := a.Results[i]
 	if r.Err == nil && r.OK() {
 		write = barView{Value: 1, Detail: humanize.IBytes(uint64(r.Bytes)) + " written · done"}
+		if heldAlready(r) {
+			write.Detail = "nothing to write: the card already held the image · done"
+		}
 		if r.Verified {
 			verify = barView{Value: 1, Detail: "read back and verified · done"}
 		} else {

@@ -147,3 +147,35 @@ func TestFlashWriteCountsDecodedBytes(t *testing.T) {
 		t.Fatalf("failed write row %q", got)
 	}
 }
+
+// A cached image shows no Download row (it showed "waiting" at 0 % under
+// a summary that says "cached: no download"), before and during its
+// flash; a card that already held the image says so, not "written"
+// (issue 39).
+func TestFlashCachedShowsNoDownloadRow(t *testing.T) {
+	im := plan.Image{Version: "v1.14.5", Label: "worker"}
+	cards := []devices.Disk{{Path: "/dev/loop5", Name: "loop5"}}
+	s := NewSession(nil, nil)
+	s.choice, s.cards, s.cached = &im, cards, true
+	if v := viewFlash(s.flashInputs("")); v.ShowDownload {
+		t.Errorf("a cached choice shows the Download row %+v", v.Download)
+	}
+	s.cached = false
+	if v := viewFlash(s.flashInputs("")); !v.ShowDownload {
+		t.Error("an image to download shows no Download row")
+	}
+	a := &Attempt{Image: im, Cards: cards, Cached: true}
+	s.StartAttempt(a)
+	if v := viewFlash(s.flashInputs("")); v.ShowDownload {
+		t.Errorf("a flash from the cache shows the Download row %+v", v.Download)
+	}
+	held := imaging.CardResult{Target: "/dev/loop5", Bytes: 16 << 20, SHA256: "ab", Skipped: 16 << 20, Verified: true}
+	s.EndAttempt(a.Seq, &plan.Outcome{Cards: []imaging.CardResult{held}}, nil, time.Now())
+	v := viewFlash(s.flashInputs(""))
+	if !strings.Contains(v.Body, "/dev/loop5 already held the image, verified") || strings.Contains(v.Body, "written") {
+		t.Errorf("finish body %q", v.Body)
+	}
+	if w := v.Cards[0].Write.Detail; strings.Contains(w, "16 MiB written") {
+		t.Errorf("write row %q for a card that already held the image", w)
+	}
+}

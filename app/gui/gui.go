@@ -289,7 +289,10 @@ func New(a fyne.App, deps Deps) *UI {
 		// second (4 % of a core with software GL, docs/PERFORMANCE.md).
 		w.Canvas().Unfocus()
 	}
-	w.SetContent(minSize(ui.tabs, MinWidth, MinHeight))
+	// The window pads its content: the content's minimum is the window's
+	// less the padding, so the window's is MinWidth x MinHeight.
+	pad := 2 * theme.Padding()
+	w.SetContent(minSize(ui.tabs, MinWidth-pad, MinHeight-pad))
 	w.Resize(fyne.NewSize(1000, 700))
 	w.Canvas().SetOnTypedKey(ui.typedKey)
 	w.Canvas().SetOnTypedRune(ui.typedRune)

@@ -268,6 +268,9 @@ func TestInventoryNodesLayout(t *testing.T) {
 			h.onUI(func() {
 				h.ui.Window.Resize(size)
 				h.ui.nodes.addNode(node.Node{Addr: "127.0.0.99:50000", Maintenance: true, Hostname: "talos-abc-def"})
+				test.Tap(h.ui.nodes.applyAll) // its confirmation, then Apply all
+				assertTextFits(t, h.ui, "apply all confirmation")
+				h.ui.escape()
 				tapApplyAll(h.ui)
 			})
 			h.waitFor("apply all done", func() bool { return strings.HasPrefix(h.ui.nodes.applyAllNote.Text, "Apply all: ") })
@@ -276,6 +279,7 @@ func TestInventoryNodesLayout(t *testing.T) {
 					h.ui.Window.Content().Refresh()
 				}
 				assertObjectTextFits(t, h.ui, h.ui.Window.Content(), "nodes step with inventory")
+				assertNoMidWordBreaks(t, h.ui.Window.Content(), "nodes step with inventory")
 			})
 			row := h.rowOf(h.addr("127.0.0.21"))
 			cp := filepath.Join(h.dir, "talos", "controlplane.yaml")

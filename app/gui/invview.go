@@ -60,8 +60,9 @@ func viewInventoryRow(r *inventoryRow) textView {
 		t.Text = h + " · waiting for its turn …"
 	case invChecking:
 		t.Text = h + " · checking " + r.detail + " …"
-	case invApplied:
-		t = textView{Text: h + " · applied " + r.detail, Importance: widget.SuccessImportance}
+	case invApplied: // what the node does next is its card's, in Details: not said on every line
+		cfg, _, _ := strings.Cut(r.detail, ":")
+		t = textView{Text: h + " · applied " + cfg, Importance: widget.SuccessImportance}
 	case invBlocked:
 		t = textView{Text: h + " · blocked: " + r.detail, Importance: widget.DangerImportance}
 	case invNotApplied:
@@ -75,6 +76,23 @@ func viewInventoryRow(r *inventoryRow) textView {
 	}
 	t.Text = printable.String(t.Text)
 	return t
+}
+
+// inventoryVerdict is what an inventory node's card says of its
+// inventory state when that is more than the card knows (Apply all's
+// turn, a refusal, another node's card at its address), false when the
+// card's own verdict stands.
+func inventoryVerdict(r *inventoryRow) (textView, bool) {
+	switch r.state {
+	case invWrongNode, invQueued, invChecking, invBlocked, invNotApplied, invSkipped, invNoConfig, invNotAnswering:
+		t := viewInventoryRow(r)
+		if _, rest, ok := strings.Cut(t.Text, " · "); ok {
+			t.Text = rest
+		}
+		t.Text = sentence(t.Text)
+		return t, true
+	}
+	return textView{}, false
 }
 
 // viewApplyAll is the note beside Apply all: what it does, its progress,
@@ -110,6 +128,11 @@ func viewApplyAll(name string, rows []*inventoryRow, running, ran bool) string {
 func (s *nodesStep) setInv(r *inventoryRow, state invState, detail string) {
 	r.state, r.detail = state, detail
 	setText(r.label, viewInventoryRow(r))
+	for _, row := range s.rows { // its card says it (render)
+		if row.member == r.node {
+			s.render(row)
+		}
+	}
 	s.showApplyAllNote()
 }
 

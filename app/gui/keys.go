@@ -187,15 +187,18 @@ func minSize(content fyne.CanvasObject, w, h float32) fyne.CanvasObject {
 }
 
 // appTheme is the default theme with a focus highlight that shows on the
-// blue primary buttons too (the default blends blue into blue).
+// blue primary buttons too (the default blends blue into blue). It is
+// neutral, white on the dark theme and black on the light one: a focused
+// drop-down is filled with it whole (Fyne's Select), and the amber it was
+// made every role and node drop-down look like a warning.
 type appTheme struct{ fyne.Theme }
 
 func (t appTheme) Color(n fyne.ThemeColorName, v fyne.ThemeVariant) color.Color {
 	if n == theme.ColorNameFocus {
 		if v == theme.VariantLight {
-			return color.NRGBA{R: 0xff, G: 0x98, B: 0x00, A: 0xb0}
+			return color.NRGBA{A: 0x38}
 		}
-		return color.NRGBA{R: 0xff, G: 0xb3, B: 0x00, A: 0x90}
+		return color.NRGBA{R: 0xff, G: 0xff, B: 0xff, A: 0x40}
 	}
 	return t.Theme.Color(n, v)
 }

@@ -7,6 +7,7 @@ import (
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/driver/desktop"
 	"fyne.io/fyne/v2/test"
+	"fyne.io/fyne/v2/theme"
 )
 
 // An empty bar is empty: no fill, "0%"; it fills in proportion and never
@@ -59,9 +60,9 @@ func TestDialogTakesFocusAndKeys(t *testing.T) {
 func TestWindowMinimumSize(t *testing.T) {
 	h := newHarness(t, nil)
 	h.onUI(func() {
-		m := h.ui.Window.Content().MinSize()
+		m := h.ui.Window.Content().MinSize().AddWidthHeight(2*theme.Padding(), 2*theme.Padding()) // the window pads its content
 		if m.Width < MinWidth || m.Height < MinHeight {
-			t.Fatalf("content minimum %v, want at least %dx%d", m, MinWidth, MinHeight)
+			t.Fatalf("window minimum %v, want at least %dx%d", m, MinWidth, MinHeight)
 		}
 	})
 }
@@ -109,4 +110,21 @@ func TestKeyboardPromisesWithFocus(t *testing.T) {
 			t.Fatalf("Enter after clicking a card: step %d", h.ui.tabs.SelectedIndex()+1)
 		}
 	})
+}
+
+// The focus highlight is neutral (no hue): a focused drop-down is filled
+// with it, and the role and node drop-downs were drawn amber, the colour
+// of warnings (issue 39). It still differs from the primary colour, so a
+// focused primary button shows it.
+func TestFocusColourIsNotAWarning(t *testing.T) {
+	th := appTheme{theme.DefaultTheme()}
+	for _, v := range []fyne.ThemeVariant{theme.VariantDark, theme.VariantLight} {
+		r, g, b, a := th.Color(theme.ColorNameFocus, v).RGBA()
+		if r != g || g != b || a < 0x2000 {
+			t.Errorf("variant %d: focus colour %x %x %x %x: not a neutral highlight", v, r, g, b, a)
+		}
+		if th.Color(theme.ColorNameFocus, v) == th.Color(theme.ColorNamePrimary, v) {
+			t.Errorf("variant %d: focus is the primary colour", v)
+		}
+	}
 }

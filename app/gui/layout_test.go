@@ -10,6 +10,7 @@ import (
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/canvas"
 	"fyne.io/fyne/v2/test"
+	"fyne.io/fyne/v2/theme"
 	"fyne.io/fyne/v2/widget"
 
 	"github.com/talosflash/talosflash/node"
@@ -85,6 +86,7 @@ func assertTextFits(t *testing.T, ui *UI, name string) {
 		t.Fatalf("%s: no dialog shown", name)
 	}
 	assertObjectTextFits(t, ui, top, name)
+	assertNoMidWordBreaks(t, top, name)
 }
 
 // assertObjectTextFits is assertTextFits for any object on the window.
@@ -274,6 +276,7 @@ func TestStepsLayout(t *testing.T) {
 					ui.Window.Content().Refresh()
 				}
 				assertObjectTextFits(t, ui, ui.Window.Content(), name)
+				assertNoMidWordBreaks(t, ui.Window.Content(), name)
 			}
 			h.onUI(func() {
 				ui.Window.Resize(size)
@@ -300,4 +303,60 @@ func TestStepsLayout(t *testing.T) {
 			})
 		})
 	}
+}
+
+// The window's minimum is MinWidth x MinHeight with its padding: every
+// step's content fits inside it, the Nodes step with a node that does
+// not say what it booted, a control plane offered its bootstrap and an
+// applied one (the row's buttons made it 980 px wide, and the window's
+// own padding 828 x 608: the right-hand buttons were cut at 820 x 600).
+func TestWindowMinimumIsTheMinimum(t *testing.T) {
+	h, _ := multiHarness(t)
+	ui := h.ui
+	h.onUI(func() {
+		ui.tabs.SelectIndex(tabNodes)
+		u := ui.nodes.addNode(node.Node{Addr: "127.0.0.1:2", Maintenance: true, Hostname: "talos-abc-def", TalosVersion: "v1.12.6", MAC: "dc:a6:32:1a:2b:31"})
+		u.flashed.SetSelected(unknownFlash)
+		ui.nodes.addNode(nodeConfigured("127.0.0.1:3"))
+		pad := 2 * theme.Padding()
+		for i := range ui.tabs.Items {
+			ui.tabs.SelectIndex(i)
+			if got := ui.Window.Content().MinSize(); got.Width+pad > MinWidth || got.Height+pad > MinHeight {
+				t.Errorf("step %d: the window needs %.0f x %.0f with its padding, more than %d x %d", i+1, got.Width+pad, got.Height+pad, MinWidth, MinHeight)
+			}
+		}
+	})
+}
+
+// assertNoMidWordBreaks checks that no label of o wraps inside a word
+// ("controlpl" / "ane"): two consecutive lines of one widget joined with
+// nothing between them, a letter on each side.
+func assertNoMidWordBreaks(t *testing.T, o fyne.CanvasObject, name string) {
+	t.Helper()
+	texts := drawnTexts(o)
+	for i := 1; i < len(texts); i++ {
+		a, b := texts[i-1], texts[i]
+		if a.owner != b.owner || a.text == "" || b.text == "" {
+			continue
+		}
+		full := ownerText(a.owner)
+		last, first := rune(a.text[len(a.text)-1]), rune(b.text[0])
+		if isWordRune(last) && isWordRune(first) && strings.Contains(full, a.text+b.text) {
+			t.Errorf("%s: %q is broken inside a word: %q / %q", name, full, a.text, b.text)
+		}
+	}
+}
+
+func ownerText(o fyne.CanvasObject) string {
+	switch w := o.(type) {
+	case *widget.Label:
+		return w.Text
+	case *breakLabel:
+		return w.Text
+	}
+	return ""
+}
+
+func isWordRune(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
 }

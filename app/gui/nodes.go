@@ -72,18 +72,27 @@ type nodesStep struct {
 	straysHead     *widget.Label
 }
 
-// nodeRow is one node in the list; box is what a drop is hit-tested against.
+// nodeRow is one node in the list, a card (viewNodeRow): its name, role
+// and address, a state badge and its one primary action on the first
+// line; one verdict line (what happened, what to do next); the rest
+// folded under "Details". box is what a drop is hit-tested against.
 type nodeRow struct {
 	node       node.Node
 	member     *plan.Member // the cluster's member at its address
 	box        *fyne.Container
-	title      *widget.Label
-	badge      *breakLabel // what the node booted (role/profile, schematic)
+	title      *widget.Label // its name
+	sub        *widget.Label // role · address · Talos version
+	state      *stateBadge   // plan.Member.State, in a word
+	actions    *fyne.Container
+	badge      *breakLabel // Details: what the node booted (role/profile, schematic)
 	flashed    *widget.Select
 	flashedBox *fyne.Container // "Card flashed as": only when the node does not say what it booted
-	reply      *widget.Label
+	reply      *widget.Label   // the verdict
+	detail     *widget.Label   // Details: the node's answer, its warnings, what it does now in full
 	content    *fyne.Container // the row's lines
-	applied    *node.Config    // the config the node took in this session (nil: none)
+	more       *fyne.Container // what "Details" unfolds
+	details    *widget.Accordion
+	applied    *node.Config // the config the node took in this session (nil: none)
 	// What the row says is rendered from these (viewNodeRow): what runs
 	// on it now, and the last apply's outcome.
 	act       rowAct
@@ -126,6 +135,7 @@ func newNodesStep(ui *UI) *nodesStep {
 	s.rowBox = container.NewVBox()
 	s.empty = wrapLabel(fmt.Sprintf("No nodes yet. Boot a Pi from a fresh card (it waits in maintenance mode on port %d), then press Scan or type its IP address.", node.DefaultPort))
 	s.status = wrapLabel("")
+	s.status.Hide()
 	s.scan = primaryButton(ui, "Scan this network", theme.SearchIcon(), s.Scan)
 	s.manual = newEscEntry(ui)
 	s.manual.SetPlaceHolder("node IP, e.g. 192.168.1.50")
@@ -155,7 +165,7 @@ func newNodesStep(ui *UI) *nodesStep {
 // Scan runs node.Discover on the local networks.
 func (s *nodesStep) Scan() {
 	s.scan.Disable()
-	s.status.SetText("Looking for local networks…")
+	s.setStatus("Looking for local networks…")
 	go func() {
 		defer s.ui.do(func() { s.scan.Enable() })
 		prefixes, err := s.ui.deps.LocalPrefixes()
@@ -163,7 +173,7 @@ func (s *nodesStep) Scan() {
 			err = errf("no local IPv4 network found (is this computer connected?)")
 		}
 		if err != nil {
-			s.ui.do(func() { s.status.SetText(""); s.ui.showError("Cannot scan", err) })
+			s.ui.do(func() { s.setStatus(""); s.ui.showError("Cannot scan", err) })
 			return
 		}
 		names := make([]string, len(prefixes))
@@ -171,18 +181,18 @@ func (s *nodesStep) Scan() {
 			names[i] = p.String()
 		}
 		where := strings.Join(names, ", ")
-		s.ui.do(func() { s.status.SetText("Scanning " + where + "…") })
+		s.ui.do(func() { s.setStatus("Scanning " + where + "…") })
 		ctx, cancel := context.WithTimeout(s.ui.ctx, 2*time.Minute)
 		defer cancel()
 		found, err := s.ui.deps.Discover(ctx, node.DiscoverOptions{
 			Prefixes: prefixes,
 			Progress: func(done, total int) {
-				s.ui.do(func() { s.status.SetText(fmt.Sprintf("Scanning %s… %d of %d addresses", where, done, total)) })
+				s.ui.do(func() { s.setStatus(fmt.Sprintf("Scanning %s… %d of %d addresses", where, done, total)) })
 			},
 		})
 		s.ui.do(func() {
 			if err != nil {
-				s.status.SetText("")
+				s.setStatus("")
 				s.ui.showError("Scan failed", err)
 				return
 			}
@@ -194,6 +204,13 @@ func (s *nodesStep) Scan() {
 			s.showScanSummary()
 		})
 	}()
+}
+
+// setStatus says text under the address field; an empty line is hidden,
+// not a blank gap above the nodes (UI goroutine).
+func (s *nodesStep) setStatus(text string) {
+	s.status.SetText(text)
+	showIf(s.status, text != "")
 }
 
 // showScanSummary says what the last scan found, counted from the rows as
@@ -211,7 +228,7 @@ func (s *nodesStep) showScanSummary() {
 			}
 		}
 	}
-	s.status.SetText(fmt.Sprintf("Scanned %s: %d Talos node(s), %d waiting for a config.", s.scannedWhere, found, waiting))
+	s.setStatus(fmt.Sprintf("Scanned %s: %d Talos node(s), %d waiting for a config.", s.scannedWhere, found, waiting))
 }
 
 // addManual probes the typed address and lists it.
@@ -220,20 +237,20 @@ func (s *nodesStep) addManual() {
 	if addr == "" {
 		return
 	}
-	s.status.SetText("Contacting " + addr + "…")
+	s.setStatus("Contacting " + addr + "…")
 	go func() {
 		ctx, cancel := context.WithTimeout(s.ui.ctx, 10*time.Second)
 		defer cancel()
 		n, err := s.ui.deps.Probe(ctx, addr)
 		s.ui.do(func() {
 			if err != nil {
-				s.status.SetText("")
+				s.setStatus("")
 				s.ui.showError("No Talos node at "+addr, err)
 				return
 			}
 			s.manual.SetText("")
 			s.addNode(*n)
-			s.status.SetText("Added " + n.Addr + ".")
+			s.setStatus("Added " + n.Addr + ".")
 		})
 	}()
 }
@@ -251,10 +268,12 @@ func (s *nodesStep) addNode(n node.Node) *nodeRow {
 	}
 	r := &nodeRow{node: n, member: s.track(n)}
 	r.member.ObserveProbe(&n, nil)
-	r.title = widget.NewLabelWithStyle(nodeTitle(n), fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
+	r.title = widget.NewLabelWithStyle("", fyne.TextAlignLeading, fyne.TextStyle{Bold: true})
+	r.sub = wrapLabel("") // wraps at its spaces: the badge and the action keep their room at 820 px
+	r.state = newStateBadge()
 	r.badge = newBreakLabel("") // long extension lists must not widen the window
-	r.badge.TextStyle = fyne.TextStyle{Bold: true}
 	r.reply = wrapLabel("")
+	r.detail = wrapLabel("")
 	r.flashed = widget.NewSelect(s.flashOptions(), nil)
 	r.flashed.SetSelected(s.defaultFlash())
 	r.pick = newKeyButton(s.ui, "Choose config…", theme.FolderOpenIcon(), func() { s.pickFile(r) })
@@ -262,12 +281,19 @@ func (s *nodesStep) addNode(n node.Node) *nodeRow {
 		r.pick.Disable()
 	}
 	r.bootBtn = newKeyButton(s.ui, "Bootstrap etcd…", theme.UploadIcon(), func() { s.openBootstrap(r, nil) })
-	r.flashedBox = container.NewHBox(widget.NewLabel("Card flashed as (the node does not say)"), wideSelect(r.flashed))
+	r.flashedBox = container.NewBorder(nil, nil, widget.NewLabel("Card flashed as (the node does not say)"), nil, container.NewHBox(wideSelect(r.flashed)))
+	// One action at a time on the right (render shows the one that
+	// applies): Choose config…, Bootstrap etcd…, Get kubeconfig.
+	r.actions = container.NewHBox(r.pick, r.bootBtn)
+	r.more = container.NewVBox(r.badge, r.detail)
+	r.details = widget.NewAccordion(widget.NewAccordionItem("Details", r.more))
 	bg := canvasCard()
 	r.content = container.NewVBox(
-		container.NewBorder(nil, nil, widget.NewIcon(theme.ComputerIcon()), container.NewHBox(r.flashedBox, r.pick, r.bootBtn), r.title),
-		r.badge,
+		container.NewBorder(nil, nil, container.NewHBox(widget.NewIcon(theme.ComputerIcon()), r.title),
+			container.NewHBox(container.NewCenter(r.state.Container), r.actions), r.sub), // the badge's Container: the drivers walk containers, not types embedding one
 		r.reply,
+		r.flashedBox,
+		r.details,
 	)
 	r.box = container.NewStack(bg, container.NewPadded(r.content))
 	s.render(r)
@@ -301,10 +327,23 @@ func (s *nodesStep) render(r *nodeRow) {
 	if m := s.inventoryMemberAt(r.node); m != nil {
 		invHost = m.Hostname
 	}
-	v := viewNodeRow(r, label, invHost)
+	v := viewNodeRow(r, label, invHost, s.bootstrapNext(r), s.kubeNodeOf(r))
+	if ir := s.inventoryRowOf(r.member); ir != nil {
+		// Once its node answered, an inventory node is this card: its
+		// line at the top is not said again, and what Apply all or a
+		// refusal made of it is the card's verdict.
+		showIf(ir.label, false)
+		if t, ok := inventoryVerdict(ir); ok && r.act == rowIdle {
+			v.Reply = t
+		}
+	}
 	if r.title.Text != v.Title {
 		r.title.SetText(v.Title)
 	}
+	if r.sub.Text != v.Sub {
+		r.sub.SetText(v.Sub)
+	}
+	r.state.set(v.State)
 	if r.badge.Text != v.Badge.Text || r.badge.Importance != v.Badge.Importance {
 		r.badge.Importance = v.Badge.Importance
 		r.badge.SetText(v.Badge.Text)
@@ -312,44 +351,34 @@ func (s *nodesStep) render(r *nodeRow) {
 	showIf(r.badge, v.Badge.Text != "")
 	showIf(r.flashedBox, v.AskFlashed)
 	setText(r.reply, v.Reply)
+	setText(r.detail, textView{Text: v.Detail})
+	showIf(r.detail, v.Detail != "")
+	// The bootstrap's progress and outcome are the row's verdict while
+	// they are shown (bootstrap.go): one line, not two.
+	showIf(r.reply, r.bootStateBox == nil || !r.bootStateBox.Visible())
 	if r.node.Configured || r.act != rowIdle || r.applyOut != nil && r.applyOut.Next.LeavesMaintenance && r.applyErr == nil {
 		r.pick.Disable()
+		r.pick.Hide() // not this row's action any more
 	} else {
 		r.pick.Enable()
+		r.pick.Show()
 	}
 }
 
-func nodeTitle(n node.Node) string {
-	t := n.Addr
-	if n.Hostname != "" {
-		t += "   " + n.Hostname
+// bootstrapNext is what the row's verdict says of the bootstrap after a
+// control plane's config: "" (nothing), "bootstrap" (its next step) or
+// the member bootstrapped in this session, which it joins.
+func (s *nodesStep) bootstrapNext(r *nodeRow) string {
+	if r.applyOut == nil || !r.applyOut.Next.Bootstrap {
+		return ""
 	}
-	if n.TalosVersion != "" {
-		t += "   Talos " + n.TalosVersion
-		if n.Arch != "" {
-			t += " " + n.Arch
-		}
+	switch on := s.cluster.Bootstrapped; {
+	case on == nil:
+		return "bootstrap"
+	case on != r.member:
+		return "joins " + on.Name()
 	}
-	return t
-}
-
-func nodeNote(n node.Node) string {
-	var parts []string
-	switch {
-	case n.Configured:
-		parts = append(parts, "already configured: drop your talosconfig here to see how it is; if it is your first control plane, \"Bootstrap etcd…\" bootstraps it")
-	case n.Maintenance:
-		parts = append(parts, "waiting for a machine config: drop one here")
-	case n.Stage != "":
-		parts = append(parts, "stage "+n.Stage)
-	}
-	if n.MAC != "" {
-		parts = append(parts, "MAC "+n.MAC)
-	}
-	if n.Note != "" && !n.Configured {
-		parts = append(parts, n.Note)
-	}
-	return strings.Join(parts, " · ")
+	return ""
 }
 
 // flashOptions are the profiles a card may have been flashed with.
@@ -398,14 +427,14 @@ func (ui *UI) HandleDrop(pos fyne.Position, uris []fyne.URI) {
 	}
 	if ui.tabs.SelectedIndex() != tabNodes {
 		ui.tabs.SelectIndex(tabNodes)
-		s.status.SetText("Drop the config onto one of the nodes below.")
+		s.setStatus("Drop the config onto one of the nodes below.")
 		return
 	}
 	if r := s.rowAt(pos); r != nil {
 		s.applyURI(r, uris[0])
 		return
 	}
-	s.status.SetText("Drop the file onto a node row (scan or add the node first).")
+	s.setStatus("Drop the file onto a node row (scan or add the node first).")
 }
 
 // rowAt returns the node row under pos, if any.
@@ -529,11 +558,45 @@ func (s *nodesStep) checkAndPrompt(r *nodeRow, name, path string, data []byte) {
 	}()
 }
 
-// prompt shows the findings; errors block Apply until overridden.
+// prompt shows the checked config: the verdict first (blocked, warned
+// or ready, and what the node will do), then each error and warning with
+// its fix; the notes (INFO: what this machinery cannot check, how the
+// declared role relates to what the node booted), the config's summary
+// and what the node does in full are folded under "Details". Errors
+// block Apply until overridden.
 func (s *nodesStep) prompt(r *nodeRow, rv *plan.ApplyReview) {
 	name, cfg := rv.Job.Name, rv.Config
 	p := &applyPrompt{findings: rv.Findings}
 	items := container.NewVBox()
+	var shown, notes []node.Finding
+	for _, f := range rv.Findings {
+		if f.Severity == node.SeverityInfo {
+			notes = append(notes, f)
+		} else {
+			shown = append(shown, f)
+		}
+	}
+	for _, w := range cfg.Warnings {
+		shown = append(shown, node.Finding{Severity: node.SeverityWarning, Message: w})
+	}
+	slices.SortStableFunc(shown, func(a, b node.Finding) int { return severityRank(a.Severity) - severityRank(b.Severity) })
+	next := rv.Expected()
+	blocking := rv.Blocking()
+	verdict := textView{Text: "The incident checks found nothing wrong. Once sent, " + next.Verdict + ".", Importance: widget.SuccessImportance}
+	switch warned := len(shown) - blocking; {
+	case blocking > 0:
+		verdict = textView{Text: fmt.Sprintf("Not sent: %d error(s) below, each with its fix.", blocking), Importance: widget.DangerImportance}
+	case warned > 0:
+		verdict = textView{Text: fmt.Sprintf("The incident checks found nothing wrong; %d warning(s) below. Once sent, %s.", warned, next.Verdict)}
+	}
+	head := wrapLabel(verdict.Text)
+	head.Importance, head.TextStyle = verdict.Importance, fyne.TextStyle{Bold: true}
+	items.Add(head)
+	for _, f := range shown {
+		items.Add(findingView(f))
+	}
+
+	// Details: said once, folded.
 	what := fmt.Sprintf("%s: %s config, %d document(s)", name, orUnknown(cfg.MachineType), len(cfg.Kinds))
 	if cfg.InstallImage != "" {
 		what += ", installs " + cfg.InstallImage
@@ -541,31 +604,23 @@ func (s *nodesStep) prompt(r *nodeRow, rv *plan.ApplyReview) {
 	if cfg.InstallDisk != "" {
 		what += " to " + cfg.InstallDisk
 	}
-	items.Add(newBreakLabel(what)) // the installer reference breaks at "/" or ":" only
-	// Errors first (with their Fix), then warnings, then the notes: the
-	// notes used to push the error and its fix below the fold.
-	all := slices.Clone(rv.Findings)
-	for _, w := range cfg.Warnings {
-		all = append(all, node.Finding{Severity: node.SeverityWarning, Message: w})
-	}
+	more := container.NewVBox(newBreakLabel(what)) // the installer reference breaks at "/" or ":" only
 	if rv.DeclaredNote != "" {
-		all = append(all, node.Finding{Severity: node.SeverityInfo, Message: rv.DeclaredNote})
+		notes = append(notes, node.Finding{Severity: node.SeverityInfo, Message: rv.DeclaredNote})
 	}
-	for _, u := range cfg.Unchecked {
-		all = append(all, node.Finding{Severity: node.SeverityInfo, Message: u + "; the node validates it"})
+	if u := plan.UncheckedNote(cfg); u != "" { // one line, not the 11-24 kinds the node checks anyway
+		notes = append(notes, node.Finding{Severity: node.SeverityInfo, Message: u})
 	}
-	slices.SortStableFunc(all, func(a, b node.Finding) int { return severityRank(a.Severity) - severityRank(b.Severity) })
-	for _, f := range all {
-		items.Add(findingView(f))
+	for _, f := range notes {
+		more.Add(findingView(f))
 	}
-	if len(rv.Findings) == 0 {
-		items.Add(wrapLabel("The incident checks found nothing wrong."))
-	}
+	more.Add(wrapLabel(next.Node))
+	items.Add(widget.NewAccordion(widget.NewAccordionItem("Details", more)))
 
 	p.apply = primaryButton(s.ui, "Apply to "+r.node.Addr, theme.ConfirmIcon(), func() {
 		s.send(r, rv, p.override != nil && p.override.Checked)
 	})
-	if blocking := rv.Blocking(); blocking > 0 {
+	if blocking > 0 {
 		p.apply.Disable()
 		p.override = widget.NewCheck(fmt.Sprintf("Send anyway: I know about the %d error(s) above", blocking), func(on bool) {
 			if on {
@@ -576,7 +631,7 @@ func (s *nodesStep) prompt(r *nodeRow, rv *plan.ApplyReview) {
 		})
 		items.Add(p.override)
 	}
-	items.Add(wrapLabel(rv.Expected().Node + " Machine configs hold the cluster's secrets: send them only to your own nodes."))
+	items.Add(wrapLabel("Machine configs hold the cluster's secrets: send them only to your own nodes."))
 	s.shown = p
 	p.modal = s.ui.showModal("Apply "+name+" to "+r.node.Addr+"?", container.NewVScroll(items), "Cancel", p.apply, fyne.NewSize(780, 560))
 }
@@ -708,19 +763,22 @@ func hostOf(addr string) string {
 	return addr
 }
 
-// applyText is the row's text after an apply: what the node answered,
-// then what it does next (plan.AfterApply, the CLI's words too).
-func applyText(name string, out *plan.ApplyOutcome) string {
+// applyDetails is what the row's Details say of an apply, each once: what
+// the node answered, its warnings (a success with a warning is still a
+// success: they are not the verdict's colour), what it does now in full
+// (plan.AfterApply, the CLI's words too).
+func applyDetails(out *plan.ApplyOutcome) string {
 	res := out.Result
-	t := "Applied " + name + " (node answered mode " + plan.ReplyModes(res) + ")"
+	t := "The node answered mode " + plan.ReplyModes(res)
 	if res.ModeDetails != "" {
 		t += ": " + strings.Join(strings.Fields(res.ModeDetails), " ")
 	}
-	if len(res.Warnings) > 0 {
-		t += "\nWarnings: " + strings.Join(res.Warnings, "; ")
+	t += "."
+	for _, w := range res.Warnings {
+		t += "\nThe node warns: " + w
 	}
 	t += "\n" + out.Next.Node
-	if out.Next.Then != "" && !out.Next.Bootstrap { // the bootstrap step has its own box
+	if out.Next.Then != "" && !out.Next.Bootstrap { // the bootstrap step has its own words
 		t += "\nNext: " + out.Next.Then + "."
 	}
 	return t

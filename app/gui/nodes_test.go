@@ -172,8 +172,8 @@ func TestNodesWorkerImageApplies(t *testing.T) {
 		t.Fatalf("node got %d requests; want its dry run, then worker.yaml byte for byte", len(reqs))
 	}
 	h.onUI(func() {
-		if !strings.Contains(row.reply.Text, "node answered mode no-reboot") {
-			t.Errorf("reply %q", row.reply.Text)
+		if row.reply.Text != "Applied worker.yaml: the node boots with it now, no reboot." || !strings.Contains(row.detail.Text, "node answered mode no-reboot") {
+			t.Errorf("reply %q, details %q", row.reply.Text, row.detail.Text)
 		}
 		if row.bootstrapBox != nil {
 			t.Error("talosctl bootstrap shown after a worker config")
@@ -317,4 +317,38 @@ func newtElsewhere(t *testing.T) *schematic.Schematic {
 	sc := builtin(t, "controlplane").Schematic()
 	sc.Customization.SystemExtensions.OfficialExtensions = append(sc.Customization.SystemExtensions.OfficialExtensions, "siderolabs/iscsi-tools")
 	return sc
+}
+
+// The confirmation leads with its verdict; the notes are folded under
+// Details and the documents this machinery cannot check are one line
+// there, not the list of 11 to 24 kinds the node validates anyway (they
+// pushed "The incident checks found nothing wrong." below the fold,
+// issue 39).
+func TestNodesPromptVerdictFirst(t *testing.T) {
+	h := newHarness(t, nil)
+	srv := nodetest.Start(t, nodetest.Options{Schematic: builtin(t, "controlplane").Schematic()})
+	_, p := h.dropOnProbedNode(srv, testkit.TestdataPath(t, "talos114/valid/controlplane.yaml"))
+	h.onUI(func() {
+		if p.apply.Disabled() {
+			t.Fatalf("blocked: %+v", p.findings)
+		}
+		all := h.overlayLabels()
+		if strings.Contains(all, "KubeletConfig") || strings.Contains(all, "not checked locally") {
+			t.Errorf("the dialog lists the kinds the node checks:\n%s", all)
+		}
+		if !strings.Contains(all, "25 documents are newer than Talos machinery v1.13") {
+			t.Errorf("the unchecked documents are not said in one line:\n%s", all)
+		}
+		var shown []string // what is drawn before Details is unfolded
+		for _, b := range drawnTexts(h.ui.Window.Canvas().Overlays().Top()) {
+			shown = append(shown, b.text)
+		}
+		text := strings.Join(shown, "\n")
+		if len(shown) == 0 || !strings.HasPrefix(shown[0], "The incident checks found nothing wrong. Once sent, the node boots with it now") {
+			t.Errorf("the verdict is not first:\n%s", text)
+		}
+		if strings.Contains(text, "newer than Talos machinery") || strings.Contains(text, "INFO") || !strings.Contains(text, "Details") {
+			t.Errorf("notes shown unfolded:\n%s", text)
+		}
+	})
 }

@@ -78,7 +78,7 @@ func (s *nodesStep) follow(r *nodeRow) {
 func (s *nodesStep) useTalosconfig(tc *node.Talosconfig) {
 	s.talosconfig = tc
 	s.followAll()
-	s.status.SetText("Following each configured node with " + tc.String() + " (its keys are only used to connect).")
+	s.setStatus("Following each configured node with " + tc.String() + " (its keys are only used to connect).")
 }
 
 // statusView is the status part of a node row.
@@ -199,7 +199,7 @@ func (s *nodesStep) renderStatus(r *nodeRow) {
 		r.statusDetail = newBreakLabel("")
 		r.statusDiag = container.NewVBox()
 		r.statusBox = container.NewVBox(widget.NewSeparator(), r.statusHead, r.statusDetail, r.statusDiag)
-		r.content.Add(r.statusBox)
+		r.more.Add(r.statusBox) // the verdict line says where it is (statusVerdict); this is its Details
 	}
 	v := viewNodeStatus(r.status, s.kubeNodeOf(r), s.now())
 	switch {
@@ -249,10 +249,11 @@ func (s *nodesStep) now() time.Time {
 // showKubeconfigButton offers the kubeconfig after a bootstrap.
 func (s *nodesStep) showKubeconfigButton(r *nodeRow) {
 	if r.kubeBtn == nil {
-		r.kubeBtn = newKeyButton(s.ui, "Get kubeconfig", theme.DownloadIcon(), func() { s.getKubeconfig(r) })
-		r.bootstrapBox.Add(container.NewHBox(r.kubeBtn))
+		r.kubeBtn = primaryButton(s.ui, "Get kubeconfig", theme.DownloadIcon(), func() { s.getKubeconfig(r) })
+		r.actions.Add(r.kubeBtn) // the row's one action now
 	}
 	r.kubeBtn.Show()
+	s.refreshBootstrapButtons()
 	s.relayout()
 }
 
@@ -278,15 +279,19 @@ func (s *nodesStep) getKubeconfig(r *nodeRow) {
 			if err != nil {
 				r.bootNote.Importance = widget.DangerImportance
 				r.bootNote.SetText("No kubeconfig: " + errString(err))
+				setText(r.bootState, textView{Text: r.bootNote.Text, Importance: widget.DangerImportance}) // the row's verdict
+				s.relayout()
 				return
 			}
 			verb := "Wrote a new kubeconfig"
 			if out.Merged {
 				verb = "Merged the cluster's admin kubeconfig into"
 			}
-			r.bootNote.Importance = widget.SuccessImportance
+			r.bootNote.Importance = widget.MediumImportance
 			r.bootNote.SetText(fmt.Sprintf("%s %s: context %s (now the current one), server %s. kubectl uses it now; the rows show each Kubernetes node.", verb, out.Path, out.Context, out.Server))
+			setText(r.bootState, textView{Text: "etcd bootstrapped; kubeconfig in " + out.Path + " (context " + out.Context + "): kubectl uses it now.", Importance: widget.SuccessImportance})
 			r.bootstrap.Hide()
+			s.relayout()
 			s.followKube(out.Path, out.Context)
 		})
 	}()
@@ -304,7 +309,7 @@ func (s *nodesStep) followKube(path, context string) {
 		a, err = kube.Open(path, cfg, context, node.DefaultCallTimeout)
 	}
 	if err != nil {
-		s.status.SetText("Cannot read the Kubernetes nodes: " + errString(err))
+		s.setStatus("Cannot read the Kubernetes nodes: " + errString(err))
 		return
 	}
 	s.kubeFollowing = true

@@ -170,8 +170,14 @@ func TestNodesRowShowsTheIncidentLive(t *testing.T) {
 			!strings.HasPrefix(l.Text, "worker-1 · booting, ") || !strings.Contains(l.Text, "ext-newt waits for an ExtensionServiceConfig named newt") {
 			t.Errorf("inventory line %q", l.Text)
 		}
-		if !strings.Contains(r.title.Text, "worker-1") || !strings.Contains(r.title.Text, "Talos v1.14.5") {
-			t.Errorf("title %q: the inventory's name and the version the node told", r.title.Text)
+		if r.title.Text != "worker-1" || !strings.Contains(r.sub.Text, "Talos v1.14.5") {
+			t.Errorf("title %q, %q: the inventory's name and the version the node told", r.title.Text, r.sub.Text)
+		}
+		// Its verdict says the incident in one line, red; the badge is the
+		// member's state; the fix is in Details.
+		if r.reply.Importance != widget.DangerImportance || !strings.Contains(r.reply.Text, "ext-newt waits for an ExtensionServiceConfig named newt") ||
+			!strings.HasSuffix(r.reply.Text, "The fix is under Details.") || r.state.label.Text != "stuck" {
+			t.Errorf("verdict %q (%v), state %q", r.reply.Text, r.reply.Importance, r.state.label.Text)
 		}
 		if r.statusHead.Importance != widget.WarningImportance {
 			t.Errorf("headline %q not a warning", r.statusHead.Text)

@@ -71,7 +71,8 @@ func TestApplyAllEachNodeInTurn(t *testing.T) {
 	// The configs' notes once, after every node's turn, each naming the
 	// nodes found waiting for it (worker-2 has a config: not it).
 	if len(notes) != 2 || notes[0].Config != inv.Nodes[0].Config || !slices.Equal(notes[0].Hostnames, []string{"cp-1"}) ||
-		notes[1].Config != inv.Nodes[1].Config || !slices.Equal(notes[1].Hostnames, []string{"worker-1"}) || len(notes[1].Notes) != 2 {
+		notes[1].Config != inv.Nodes[1].Config || !slices.Equal(notes[1].Hostnames, []string{"worker-1"}) || len(notes[1].Notes) != 1 ||
+		notes[1].Notes[0].Text != "12 documents are newer than Talos machinery v1.13: not checked here; the node checks them in its dry run" {
 		t.Fatalf("notes %+v", notes)
 	}
 	if len(out.Nodes) != 3 || !out.Nodes[2].Configured || len(out.Applied) != 1 || out.Applied[0].Hostname != "cp-1" || out.Bootstrapped {
