@@ -10,8 +10,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/dustin/go-humanize"
-
 	"github.com/talosflash/talosflash/app/contract"
 	"github.com/talosflash/talosflash/app/elevate"
 	"github.com/talosflash/talosflash/app/plan"
@@ -421,12 +419,7 @@ func flash(ctx context.Context, f *flashFlags, env Env, rep flashPrinter) error 
 			continue
 		}
 		if summary {
-			verified := "not verified (--no-verify)"
-			if c.Verified {
-				verified = "verified by read-back (" + c.VerifyMode + ")"
-			}
-			rep.Info("wrote %s to %s (%s written, %s already on the card), sha256 %s, %s", humanize.IBytes(uint64(c.Bytes)), c.Target,
-				humanize.IBytes(uint64(c.Written)), humanize.IBytes(uint64(c.Skipped)), c.SHA256, verified)
+			rep.Info("%s", cardLine(c)) // a card that held the image already says so, not "wrote"
 			if node != nil {
 				rep.Info("%s", cardReady(node))
 			}

@@ -237,6 +237,10 @@ func (s *nodesStep) addManual() {
 	if addr == "" {
 		return
 	}
+	if _, err := plan.ClusterAt(nil, addr); err != nil { // a typo is said here, never looked up as a name
+		s.ui.showError(addr+" is not an address", err)
+		return
+	}
 	s.setStatus("Contacting " + addr + "…")
 	go func() {
 		ctx, cancel := context.WithTimeout(s.ui.ctx, 10*time.Second)

@@ -3,6 +3,7 @@ package gui
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -351,4 +352,30 @@ func TestNodesPromptVerdictFirst(t *testing.T) {
 			t.Errorf("notes shown unfolded:\n%s", text)
 		}
 	})
+}
+
+// A mistyped address in the node field (issue 39) is said at once, not
+// probed: no lookup of "127.0.3.3l" as a host name, no "No Talos node at".
+func TestNodesFieldRefusesATypoBeforeAnyLookup(t *testing.T) {
+	h := newHarness(t, nil)
+	probed := make(chan string, 1)
+	h.onUI(func() {
+		h.ui.deps.Probe = func(_ context.Context, addr string) (*node.Node, error) {
+			probed <- addr
+			return nil, errors.New("probed")
+		}
+		h.ui.tabs.SelectIndex(tabNodes)
+		h.ui.nodes.manual.SetText("127.0.3.3l")
+		h.ui.nodes.addManual()
+	})
+	var shown string
+	h.waitFor("refusal", func() bool { shown = h.overlayLabels(); return strings.Contains(shown, "is not an address") })
+	if !strings.Contains(shown, "not an IP address or host name") {
+		t.Errorf("refusal %q", shown)
+	}
+	select {
+	case a := <-probed:
+		t.Fatalf("%s was probed", a)
+	default:
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/inventory"
@@ -209,5 +210,32 @@ func TestClusterObserve(t *testing.T) {
 	w.ObserveStatus(st("running", true, node.ServiceStatus{ID: "etcd", State: "Running"}))
 	if !w.EtcdRunning || w.Role != node.RoleControlPlane {
 		t.Fatalf("etcd: %+v", w)
+	}
+}
+
+// A reboot is a new boot ID against the last one seen, across reads that
+// did not answer or answered without one (a node coming up again): the
+// row's "1 reboot(s) seen" (a read with an empty boot ID broke the chain).
+func TestRebootsCountedAcrossReadsWithoutABootID(t *testing.T) {
+	c := StatusCheck{}
+	m := &Member{Hostname: "worker-1"}
+	now := time.Now()
+	read := func(prev *NodeStatus, boot string, answered bool) *NodeStatus {
+		var st *node.Status
+		if answered {
+			st = &node.Status{Stage: "booting", BootID: boot}
+		}
+		ns := c.Diagnose(now, m, st, nil, prev)
+		return &ns
+	}
+	ns := read(nil, "a", true)
+	for _, step := range []struct {
+		boot     string
+		answered bool
+	}{{"", false}, {"", true}, {"a", true}, {"", true}, {"b", true}, {"", false}, {"b", true}} {
+		ns = read(ns, step.boot, step.answered)
+	}
+	if ns.Reboots != 1 {
+		t.Fatalf("%d reboots counted, want 1", ns.Reboots)
 	}
 }

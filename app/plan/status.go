@@ -161,6 +161,10 @@ func (c StatusCheck) Diagnose(now time.Time, t *Member, st *node.Status, readErr
 	if prev != nil {
 		ns.Reboots = prev.Reboots
 	}
+	ns.lastBoot = lastBootID(prev)
+	if st != nil && st.BootID != "" {
+		ns.lastBoot = st.BootID
+	}
 	if st == nil {
 		ns.Diagnoses = append(ns.Diagnoses, Diagnosis{Severity: "error", Code: "unreachable",
 			Message: fmt.Sprintf("%s does not answer: %v", t.Name(), readErr),
@@ -248,12 +252,12 @@ func (c StatusCheck) Diagnose(now time.Time, t *Member, st *node.Status, readErr
 	return ns
 }
 
+// lastBootID is the last boot ID seen before this read: kept across reads
+// that did not answer or answered without one (a node coming up again),
+// so the next boot ID is compared with the last real one.
 func lastBootID(prev *NodeStatus) string {
 	if prev == nil {
 		return ""
-	}
-	if prev.Status != nil {
-		return prev.Status.BootID
 	}
 	return prev.lastBoot
 }
@@ -424,9 +428,6 @@ func Watch(ctx context.Context, targets []*Member, opts WatchOptions, emit func(
 				return collect(last), watchEnd(ctx, opts)
 			}
 			ns := check.Diagnose(opts.Now(), t, st, err, last[i])
-			if st == nil && last[i] != nil {
-				ns.lastBoot = lastBootID(last[i])
-			}
 			if k := ns.Key(); last[i] == nil || k != keys[i] {
 				emit(ns)
 				keys[i] = k
