@@ -143,14 +143,6 @@ func TestFlashRoleToFileThenFromCache(t *testing.T) {
 	if got := imagetest.FileSHA256(t, target2, imageSize); got != fx.SHA256 {
 		t.Fatal("second card differs from the image")
 	}
-	// The same card again: what it held already is said, not "wrote" the
-	// image as onto a card of other data (issue 39).
-	code, _, stderr = cliRun(t, "--flash", "--role", "worker", "--device", target2, "--yes",
-		"--factory", srv.URL, "--cache-dir", cache)
-	if code != contract.ExitOK || !strings.Contains(stderr, target2+": only ") && !strings.Contains(stderr, target2+" already held the image, verified") ||
-		strings.Contains(stderr, "wrote ") {
-		t.Fatalf("a re-flash of the same card: exit %d: %s", code, stderr)
-	}
 }
 
 func TestFlashControlplaneWarnsAboutNewt(t *testing.T) {

@@ -295,12 +295,6 @@ func cardLine(c imaging.CardResult) string {
 	if c.Verified {
 		verified = "verified by read-back (" + c.VerifyMode + ")"
 	}
-	if c.Skipped > c.Written {
-		// Most of it was there (a card flashed before with this image, or
-		// the image's zeros on a zeroed card): read, compared, not written.
-		return fmt.Sprintf("%s: only %s of the image's %s written, the rest was on the card already (read and compared), sha256 %s, %s", c.Target,
-			humanize.IBytes(uint64(c.Written)), humanize.IBytes(uint64(c.Bytes)), c.SHA256, verified)
-	}
 	return fmt.Sprintf("wrote %s to %s (%s written, %s already on the card), sha256 %s, %s", humanize.IBytes(uint64(c.Bytes)), c.Target,
 		humanize.IBytes(uint64(c.Written)), humanize.IBytes(uint64(c.Skipped)), c.SHA256, verified)
 }

@@ -68,13 +68,7 @@ func TestCardLineSaysAlreadyHeld(t *testing.T) {
 		t.Errorf("held: %q", got)
 	}
 	part := imaging.CardResult{Target: "/dev/sdb", Bytes: 16 << 20, SHA256: "abc", Written: 1 << 20, Skipped: 15 << 20, Verified: true, VerifyMode: "O_DIRECT"}
-	// Mostly held (a card flashed before with this image: what differed,
-	// and the partition table written last, are written): said so too.
-	if got := cardLine(part); got != "/dev/sdb: only 1.0 MiB of the image's 16 MiB written, the rest was on the card already (read and compared), sha256 abc, verified by read-back (O_DIRECT)" {
-		t.Errorf("partly held: %q", got)
-	}
-	half := imaging.CardResult{Target: "/dev/sdb", Bytes: 16 << 20, SHA256: "abc", Written: 12 << 20, Skipped: 4 << 20, Verified: true, VerifyMode: "O_DIRECT"}
-	if got := cardLine(half); !strings.HasPrefix(got, "wrote 16 MiB to /dev/sdb (12 MiB written, 4.0 MiB already on the card)") {
+	if got := cardLine(part); !strings.HasPrefix(got, "wrote 16 MiB to /dev/sdb (1.0 MiB written, 15 MiB already on the card)") {
 		t.Errorf("partly held: %q", got)
 	}
 }
