@@ -108,49 +108,9 @@ func Bootstrap(ctx context.Context, endpoint string, tc *Talosconfig, opts WaitO
 	}
 
 	opts.Progress("bootstrapping etcd")
-	ambiguous := false // an earlier call may have reached the node
-	last := ""
-	for {
-		if ctx.Err() != nil {
-			return res, stopped(fmt.Errorf("bootstrap: gave up after %s: %w", opts.Timeout, ctx.Err()))
-		}
-		res.Attempts++
-		cctx, ccancel := context.WithTimeout(ctx, opts.CallTimeout)
-		err := s.c.Bootstrap(cctx, &machine.BootstrapRequest{})
-		ccancel()
-		if err == nil {
-			break
-		}
-		code := status.Code(err)
-		msg := sanitize(status.Convert(err).Message())
-		switch {
-		case code == codes.AlreadyExists && ambiguous:
-			// Our earlier, unanswered call most likely did it.
-			opts.Progress("the node reports etcd data after an unanswered earlier attempt: taking it as bootstrapped")
-		case code == codes.AlreadyExists:
-			return res, fmt.Errorf("%w (the node says: %s)", ErrAlreadyBootstrapped, msg)
-		case code == codes.Unimplemented && strings.Contains(msg, "control plane"):
-			return res, fmt.Errorf("%w (the node says: %s); bootstrap the control plane node instead", ErrNotControlPlane, msg)
-		case code == codes.FailedPrecondition || code == codes.Unavailable || code == codes.DeadlineExceeded || code == codes.Canceled:
-			ambiguous = ambiguous || code != codes.FailedPrecondition
-			res.unanswered = ambiguous
-			if ctx.Err() != nil {
-				return res, stopped(fmt.Errorf("bootstrap: gave up after %s: %w", opts.Timeout, s.err(ctx, "bootstrap", err)))
-			}
-			if line := "node not ready for bootstrap yet: " + msg; line != last {
-				opts.Progress(line)
-				last = line
-			}
-			if err := sleep(ctx, opts.Every); err != nil {
-				return res, stopped(fmt.Errorf("bootstrap: gave up after %s: %w", opts.Timeout, err))
-			}
-			continue
-		default:
-			return res, stopped(fmt.Errorf("bootstrap: %w", s.err(ctx, "bootstrap", err)))
-		}
-		break
+	if err := s.sendBootstrap(ctx, opts, bootstrapping, res); err != nil {
+		return res, stopped(err)
 	}
-	res.Accepted, res.unanswered = true, false
 	opts.Progress("bootstrap accepted; waiting for etcd to be healthy")
 	err = poll(ctx, opts, func(ctx context.Context) (bool, string, error) {
 		etcd, err := s.service(ctx, opts, "etcd")
@@ -168,6 +128,76 @@ func Bootstrap(ctx context.Context, endpoint string, tc *Talosconfig, opts WaitO
 	res.EtcdHealthy = true
 	opts.Progress("etcd is running and healthy")
 	return res, nil
+}
+
+// bootstrapCall is what one MachineService.Bootstrap is for: a new
+// cluster's etcd, or a recovery from a snapshot, and its words.
+type bootstrapCall struct {
+	req     *machine.BootstrapRequest
+	op      string // "bootstrap", "recover": errors begin with it
+	taken   string // an unanswered earlier call probably did it
+	already string // the fix when the node has etcd data already ("" none)
+}
+
+var bootstrapping = bootstrapCall{req: &machine.BootstrapRequest{}, op: "bootstrap", taken: "bootstrapped"}
+
+func recovery(skipHash bool) bootstrapCall {
+	return bootstrapCall{req: &machine.BootstrapRequest{RecoverEtcd: true, RecoverSkipHashCheck: skipHash}, op: "recover", taken: "recovered",
+		already: ": a recovery is for a control plane whose etcd has no data yet"}
+}
+
+// sendBootstrap sends the call until the node accepts it, retrying only
+// the answers that mean "not yet" (FailedPrecondition, Unavailable,
+// deadlines), as Talos' own pkg/cluster bootstrapper does; an
+// AlreadyExists after an unanswered earlier call is taken as that call's
+// success. res counts the attempts and what may have reached the node.
+func (s *session) sendBootstrap(ctx context.Context, opts WaitOptions, call bootstrapCall, res *BootstrapResult) error {
+	ambiguous := false // an earlier call may have reached the node
+	last := ""
+	for {
+		if ctx.Err() != nil {
+			return fmt.Errorf("%s: gave up after %s: %w", call.op, opts.Timeout, ctx.Err())
+		}
+		res.Attempts++
+		cctx, ccancel := context.WithTimeout(ctx, opts.CallTimeout)
+		err := s.c.Bootstrap(cctx, call.req)
+		ccancel()
+		if err == nil {
+			res.Accepted, res.unanswered = true, false
+			return nil
+		}
+		code := status.Code(err)
+		msg := sanitize(status.Convert(err).Message())
+		switch {
+		case code == codes.AlreadyExists && ambiguous:
+			opts.Progress("the node reports etcd data after an unanswered earlier attempt: taking it as " + call.taken)
+			res.Accepted, res.unanswered = true, false
+			return nil
+		case code == codes.AlreadyExists:
+			return fmt.Errorf("%w (the node says: %s)%s", ErrAlreadyBootstrapped, msg, call.already)
+		case code == codes.Unimplemented && strings.Contains(msg, "control plane"):
+			fix := ""
+			if call.op == "bootstrap" {
+				fix = "; bootstrap the control plane node instead"
+			}
+			return fmt.Errorf("%w (the node says: %s)%s", ErrNotControlPlane, msg, fix)
+		case code == codes.FailedPrecondition || code == codes.Unavailable || code == codes.DeadlineExceeded || code == codes.Canceled:
+			ambiguous = ambiguous || code != codes.FailedPrecondition
+			res.unanswered = ambiguous
+			if ctx.Err() != nil {
+				return fmt.Errorf("%s: gave up after %s: %w", call.op, opts.Timeout, s.err(ctx, "bootstrap", err))
+			}
+			if line := "node not ready for bootstrap yet: " + msg; line != last {
+				opts.Progress(line)
+				last = line
+			}
+			if err := sleep(ctx, opts.Every); err != nil {
+				return fmt.Errorf("%s: gave up after %s: %w", call.op, opts.Timeout, err)
+			}
+		default:
+			return fmt.Errorf("%s: %w", call.op, s.err(ctx, "bootstrap", err))
+		}
+	}
 }
 
 func healthWord(si *machine.ServiceInfo) string {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"github.com/siderolabs/talos/pkg/machinery/api/common"
 	"github.com/siderolabs/talos/pkg/machinery/api/machine"
@@ -121,7 +120,7 @@ func RecoverEtcd(ctx context.Context, endpoint string, tc *Talosconfig, path str
 		return res, stopped(err)
 	}
 	w.Progress("snapshot uploaded; bootstrapping etcd from it")
-	if err := s.bootstrapFrom(ctx, w, opts.SkipHashCheck, &res.BootstrapResult); err != nil {
+	if err := s.sendBootstrap(ctx, w, recovery(opts.SkipHashCheck), &res.BootstrapResult); err != nil {
 		return res, stopped(err)
 	}
 	w.Progress("bootstrap accepted; waiting for etcd to restore the snapshot and be healthy")
@@ -236,51 +235,4 @@ func (s *session) sendSnapshot(ctx context.Context, path string) error {
 		}
 	}
 	return nil
-}
-
-// bootstrapFrom sends Bootstrap{RecoverEtcd} once, again only on the
-// answers that mean "not yet", as Bootstrap does.
-func (s *session) bootstrapFrom(ctx context.Context, w WaitOptions, skipHash bool, res *BootstrapResult) error {
-	ambiguous := false
-	last := ""
-	for {
-		if ctx.Err() != nil {
-			return fmt.Errorf("recover: gave up after %s: %w", w.Timeout, ctx.Err())
-		}
-		res.Attempts++
-		cctx, cancel := context.WithTimeout(ctx, w.CallTimeout)
-		err := s.c.Bootstrap(cctx, &machine.BootstrapRequest{RecoverEtcd: true, RecoverSkipHashCheck: skipHash})
-		cancel()
-		if err == nil {
-			res.Accepted, res.unanswered = true, false
-			return nil
-		}
-		code := status.Code(err)
-		msg := sanitize(status.Convert(err).Message())
-		switch {
-		case code == codes.AlreadyExists && ambiguous:
-			w.Progress("the node reports etcd data after an unanswered earlier attempt: taking it as recovered")
-			res.Accepted, res.unanswered = true, false
-			return nil
-		case code == codes.AlreadyExists:
-			return fmt.Errorf("%w (the node says: %s): a recovery is for a control plane whose etcd has no data yet", ErrAlreadyBootstrapped, msg)
-		case code == codes.Unimplemented && strings.Contains(msg, "control plane"):
-			return fmt.Errorf("%w (the node says: %s)", ErrNotControlPlane, msg)
-		case code == codes.FailedPrecondition || code == codes.Unavailable || code == codes.DeadlineExceeded || code == codes.Canceled:
-			ambiguous = ambiguous || code != codes.FailedPrecondition
-			res.unanswered = ambiguous
-			if ctx.Err() != nil {
-				return fmt.Errorf("recover: gave up after %s: %w", w.Timeout, s.err(ctx, "bootstrap", err))
-			}
-			if line := "node not ready for the bootstrap yet: " + msg; line != last {
-				w.Progress(line)
-				last = line
-			}
-			if err := sleep(ctx, w.Every); err != nil {
-				return fmt.Errorf("recover: gave up after %s: %w", w.Timeout, err)
-			}
-			continue
-		}
-		return fmt.Errorf("recover: bootstrap: %w", s.err(ctx, "bootstrap", err))
-	}
 }
