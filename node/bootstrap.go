@@ -112,7 +112,18 @@ func Bootstrap(ctx context.Context, endpoint string, tc *Talosconfig, opts WaitO
 		return res, stopped(err)
 	}
 	opts.Progress("bootstrap accepted; waiting for etcd to be healthy")
-	err = poll(ctx, opts, func(ctx context.Context) (bool, string, error) {
+	if err := s.waitEtcdHealthy(ctx, opts, nil); err != nil {
+		return res, stopped(fmt.Errorf("bootstrapped, but etcd did not become healthy: %w", err))
+	}
+	res.EtcdHealthy = true
+	opts.Progress("etcd is running and healthy")
+	return res, nil
+}
+
+// waitEtcdHealthy polls the etcd service until it runs and is healthy;
+// failed, when given, turns a Failed etcd into the error that ends the wait.
+func (s *session) waitEtcdHealthy(ctx context.Context, opts WaitOptions, failed func(*machine.ServiceInfo) error) error {
+	return poll(ctx, opts, func(ctx context.Context) (bool, string, error) {
 		etcd, err := s.service(ctx, opts, "etcd")
 		if err != nil {
 			return false, "services not readable yet", nil
@@ -120,14 +131,11 @@ func Bootstrap(ctx context.Context, endpoint string, tc *Talosconfig, opts WaitO
 		if etcd == nil {
 			return false, "etcd service not registered yet", nil
 		}
+		if failed != nil && etcd.GetState() == "Failed" {
+			return false, "", failed(etcd)
+		}
 		return etcd.GetState() == "Running" && etcd.GetHealth().GetHealthy(), "etcd " + etcd.GetState() + ", " + healthWord(etcd), nil
 	})
-	if err != nil {
-		return res, stopped(fmt.Errorf("bootstrapped, but etcd did not become healthy: %w", err))
-	}
-	res.EtcdHealthy = true
-	opts.Progress("etcd is running and healthy")
-	return res, nil
 }
 
 // bootstrapCall is what one MachineService.Bootstrap is for: a new

@@ -124,18 +124,8 @@ func RecoverEtcd(ctx context.Context, endpoint string, tc *Talosconfig, path str
 		return res, stopped(err)
 	}
 	w.Progress("bootstrap accepted; waiting for etcd to restore the snapshot and be healthy")
-	err = poll(ctx, w, func(ctx context.Context) (bool, string, error) {
-		etcd, err := s.service(ctx, w, "etcd")
-		if err != nil {
-			return false, "services not readable yet", nil
-		}
-		if etcd == nil {
-			return false, "etcd service not registered yet", nil
-		}
-		if etcd.GetState() == "Failed" {
-			return false, "", fmt.Errorf("%w: etcd could not start from the snapshot (the node says: %s)", ErrRecoverFailed, lastEvent(etcd))
-		}
-		return etcd.GetState() == "Running" && etcd.GetHealth().GetHealthy(), "etcd " + etcd.GetState() + ", " + healthWord(etcd), nil
+	err = s.waitEtcdHealthy(ctx, w, func(etcd *machine.ServiceInfo) error {
+		return fmt.Errorf("%w: etcd could not start from the snapshot (the node says: %s)", ErrRecoverFailed, lastEvent(etcd))
 	})
 	if err != nil {
 		return res, stopped(fmt.Errorf("recover: bootstrapped from the snapshot, but etcd did not become healthy: %w", err))
