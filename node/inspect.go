@@ -123,6 +123,9 @@ type InspectOptions struct {
 	// InstallerPatch is the user's talos/installer-<role>.yaml patch, if
 	// one was found (FindInstallerPatch): fixes name it.
 	InstallerPatch string
+	// Profiles are the known profiles (nil: the built-ins): a fix that
+	// names a profile to flash instead names one without the extension.
+	Profiles []factory.Profile
 }
 
 // FindInstallerPatch looks for the user's installer patch of role
@@ -183,7 +186,7 @@ func InspectWith(cfg *Config, opts InspectOptions) []Finding {
 
 	switch {
 	case opts.Booted != nil:
-		out = append(out, checkExtensions(cfg, opts.Booted.HasExtension, "the node booted an image with")...)
+		out = append(out, checkExtensions(cfg, opts.Profiles, opts.Booted.HasExtension, "the node booted an image with")...)
 	case opts.Flashed != nil:
 		out = append(out, Finding{
 			Severity: SeverityInfo,
@@ -191,7 +194,7 @@ func InspectWith(cfg *Config, opts InspectOptions) []Finding {
 			Message:  "the node exposes no extension statuses (Talos <= 1.12 or an image not from the Image Factory), so the checks fall back to " + orDefault(opts.Fallback, "the schematic you named"),
 			Fix:      "make sure the card really was flashed with that role; a node running Talos >= 1.13 from the Image Factory reports what it booted",
 		})
-		out = append(out, checkExtensions(cfg, schematicHas(opts.Flashed), "the card was flashed (as you say) with")...)
+		out = append(out, checkExtensions(cfg, opts.Profiles, schematicHas(opts.Flashed), "the card was flashed (as you say) with")...)
 	default:
 		var s *schematic.Schematic
 		if refErr == nil && cfg.InstallImage != "" && opts.Resolve != nil {
@@ -216,7 +219,7 @@ func InspectWith(cfg *Config, opts InspectOptions) []Finding {
 					"checking against the schematic of the config's own install image (%s), which says nothing about the card in the node", factory.ShortID(ref.SchematicID)),
 				Fix: "pass the role or profile the card was flashed with (--role; in the app, \"Card flashed as\") to check against the card you flashed",
 			})
-			out = append(out, checkExtensions(cfg, schematicHas(s), "the config's installer schematic has")...)
+			out = append(out, checkExtensions(cfg, opts.Profiles, schematicHas(s), "the config's installer schematic has")...)
 		}
 	}
 
@@ -438,7 +441,30 @@ func extensionName(e string) string {
 	return e
 }
 
-func checkExtensions(cfg *Config, has func(ext string) bool, source string) []Finding {
+// profileWithout names a profile to flash instead of an image with ext
+// ("" none): the config's role's profile, else the worker's, when it does
+// not have ext. Never a profile that has it: a profiles file may make
+// "worker" an image with Newt (a profile named like a built-in replaces
+// it), and its name is then no fix (issue 37).
+func profileWithout(profiles []factory.Profile, ext string, role Role) string {
+	if profiles == nil {
+		profiles = factory.BuiltinProfiles()
+	}
+	names := []string{string(RoleWorker)}
+	if role.IsControlPlane() {
+		names = []string{string(RoleControlPlane), string(RoleWorker)}
+	}
+	for _, name := range names {
+		for _, p := range profiles {
+			if p.Name == name && !slices.ContainsFunc(p.Extensions, func(e string) bool { return extensionName(e) == ext }) {
+				return name
+			}
+		}
+	}
+	return ""
+}
+
+func checkExtensions(cfg *Config, profiles []factory.Profile, has func(ext string) bool, source string) []Finding {
 	var out []Finding
 	for _, se := range serviceExtensions {
 		hasDoc := cfg.HasExtensionService(se.ConfigName)
@@ -446,6 +472,10 @@ func checkExtensions(cfg *Config, has func(ext string) bool, source string) []Fi
 		switch {
 		case present && !hasDoc:
 			doc := se.Document()
+			instead := ""
+			if p := profileWithout(profiles, se.Extension, cfg.Role()); p != "" {
+				instead = " (e.g. the " + p + " profile)"
+			}
 			out = append(out, Finding{
 				Severity: SeverityError,
 				Code:     CodeExtensionConfigMissing,
@@ -453,7 +483,7 @@ func checkExtensions(cfg *Config, has func(ext string) bool, source string) []Fi
 					"Talos stays in the booting stage and reboots after BootTimeout (%d min), about every 71 minutes",
 					source, se.Extension, se.ConfigName, se.ConfigName, int(constants.BootTimeout.Minutes())),
 				Fix: fmt.Sprintf("either add this document to the config (fill in the values):\n%s"+
-					"or flash the node with a schematic without %s (e.g. the worker profile)", doc, se.Extension),
+					"or flash the node with a schematic without %s%s", doc, se.Extension, instead),
 			})
 		case present && len(cfg.ExtensionServiceUnset(se.ConfigName, se.Required)) > 0:
 			unset := cfg.ExtensionServiceUnset(se.ConfigName, se.Required)
