@@ -63,7 +63,7 @@ func (p *parser) crossCheck(inv *Inventory, profiles []factory.Profile) {
 
 		p.checkObligations(inv, n, what, cfg, profiles)
 
-		wrongType := n.Role.Known() && cfg.MachineType != "" && node.Role(cfg.MachineType) != n.Role // said by checkConfig
+		wrongType := wrongRole(n, cfg) // said by checkConfig
 		if hasImage && !wrongType && cfg.InstallImage != "" && once(n.Config+"\x00image\x00"+n.Profile+"\x00"+string(n.Board)) {
 			p.checkInstallImage(inv, n, what, cfg, want, profiles)
 		}

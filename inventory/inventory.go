@@ -591,15 +591,41 @@ func (p *parser) checkConfig(n Node, what string, line int) {
 		return
 	}
 
-	if n.Role.Known() && cfg.MachineType != "" && node.Role(cfg.MachineType) != n.Role {
+	if wrongRole(n, cfg) {
+		says := "machine.type at " + at(n.Config, cfg.MachineTypeLine)
+		if cfg.MachineType != string(cfg.Role()) && cfg.Role().Known() {
+			says = cfg.TypeText() + " at " + at(n.Config, cfg.MachineTypeLine) + ": Talos reads it as worker"
+		}
 		p.add(line, fmt.Sprintf("point config: at the %s config (talos/%s.yaml from talosctl gen config), or correct role:", n.Role, n.Role),
-			"%s: config %s is a %s config (machine.type at %s), the node's role is %s", what, n.Config, cfg.MachineType, at(n.Config, cfg.MachineTypeLine), n.Role)
+			"%s: config %s is a %s config (%s), the node's role is %s", what, n.Config, configRoleWord(cfg), says, n.Role)
 	}
 
 	if cfg.Hostname != "" && n.Hostname != "" && !strings.EqualFold(cfg.Hostname, n.Hostname) {
 		p.add(line, "remove the hostname from the config (the card sets it) or make them equal",
 			"%s: config %s sets hostname %s, which would replace %s after the config is applied", what, n.Config, cfg.Hostname, n.Hostname)
 	}
+}
+
+// wrongRole: the config's role, as Talos reads machine.type ("join" and a
+// left-out type are a worker: node.Config.Role), is not the node's; a word
+// Talos does not know is wrong too.
+func wrongRole(n Node, cfg *node.Config) bool {
+	if !n.Role.Known() {
+		return false
+	}
+	if have := cfg.Role(); have.Known() {
+		return have != n.Role
+	}
+	return cfg.MachineType != ""
+}
+
+// configRoleWord is the config's role for a message: Talos' reading, else
+// the word as written.
+func configRoleWord(cfg *node.Config) string {
+	if r := cfg.Role(); r.Known() {
+		return r.String()
+	}
+	return cfg.MachineType
 }
 
 func (p *parser) checkUnique(nodes []Node) {

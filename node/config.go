@@ -113,6 +113,10 @@ type Config struct {
 	// problems that point at them.
 	MachineTypeLine, InstallImageLine, ClusterNameLine, EndpointLine int
 
+	// machineTypeLeftOut: the v1alpha1 document has a machine section
+	// without a type, which Talos reads as a worker (Role).
+	machineTypeLeftOut bool
+
 	size int
 }
 
@@ -366,6 +370,8 @@ func (d docInfo) fill(cfg *Config) {
 	case "":
 		cfg.Kinds = append(cfg.Kinds, "v1alpha1")
 		cfg.MachineType, cfg.MachineTypeLine = scalarLineAt(d.root, "machine", "type")
+		m := talos114.Node(d.root, "machine")
+		cfg.machineTypeLeftOut = m != nil && m.Kind == yaml.MappingNode && talos114.Node(m, "type") == nil && talos114.Node(m, "<<") == nil
 		if img, line := scalarLineAt(d.root, "machine", "install", "image"); img != "" && cfg.InstallImageFrom == "" {
 			cfg.InstallImage, cfg.InstallImageFrom, cfg.InstallImageLine = img, "machine.install.image", line
 		}
@@ -435,6 +441,9 @@ func (d docInfo) fill(cfg *Config) {
 // scalarLineAt is scalarAt with the scalar's line.
 func scalarLineAt(n *yaml.Node, path ...string) (string, int) {
 	n = talos114.Node(n, path...)
+	if n != nil && n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias // machine.type: *t is t's value to Talos too
+	}
 	if n == nil || n.Kind != yaml.ScalarNode {
 		return "", 0
 	}

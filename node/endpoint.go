@@ -118,6 +118,11 @@ func hostNameSyntax(s string) string {
 			}
 		}
 	}
+	if l := strings.ToLower(s); len(labels) == 1 && len(l) > 2 && strings.HasPrefix(l, "0x") && strings.Trim(l[2:], "0123456789abcdef") == "" {
+		// inet_aton's hex form of an IPv4 address: glibc's resolver reads
+		// it as one, Go's asks the DNS server for it as a name.
+		return "a hexadecimal number (0x...) is an IPv4 address in disguise: give it dotted (127.0.0.1)"
+	}
 	if len(labels) == 4 && allDigits(labels[0]) && allDigits(labels[1]) && allDigits(labels[2]) {
 		return "the shape of an IPv4 address with a mistyped last part"
 	}

@@ -81,3 +81,33 @@ func ParseRole(s string, withInit bool) (Role, error) {
 	}
 	return RoleUnknown, &RoleError{Value: s, Allowed: allowed, Near: Role(editdistance.Closest(word, names))}
 }
+
+// Role is the role the config gives its node, as Talos reads machine.type
+// (pkg/machinery/config/machine/machine.go ParseType, v1alpha1_provider.go
+// Type): "join", the old word, and a machine section without a type are a
+// worker; a word Talos refuses, or a config without the v1alpha1 machine
+// section (a patch), is RoleUnknown.
+func (c *Config) Role() Role {
+	switch c.MachineType {
+	case "init":
+		return RoleInit
+	case "controlplane":
+		return RoleControlPlane
+	case "worker", "join":
+		return RoleWorker
+	case "":
+		if c.machineTypeLeftOut {
+			return RoleWorker
+		}
+	}
+	return RoleUnknown
+}
+
+// TypeText is how the config says its role, for a message: "machine.type:
+// join", "no machine.type".
+func (c *Config) TypeText() string {
+	if c.MachineType == "" {
+		return "no machine.type"
+	}
+	return "machine.type: " + sanitize(c.MachineType)
+}

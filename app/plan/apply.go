@@ -180,9 +180,12 @@ type RoleMismatchError struct {
 	Name string    // the node
 	Role node.Role // what it is
 	From string    // how that is known
-	// Config is the config's name, Type its machine.type.
+	// Config is the config's name, Type its role as Talos reads its
+	// machine.type, Says how the config says it ("machine.type: join",
+	// "no machine.type").
 	Config string
 	Type   node.Role
+	Says   string
 	// Want is the config to apply instead ("" when not known).
 	Want string
 	// Otherwise is the fix when the node really is Type's machine (the
@@ -191,8 +194,12 @@ type RoleMismatchError struct {
 }
 
 func (e *RoleMismatchError) Error() string {
-	return fmt.Sprintf("%s is a %s (%s), but %s is a %s config (machine.type: %s): applied, it would make %s a %s. Nothing was sent; %s",
-		e.Name, roleWords(e.Role), e.From, e.Config, e.Type, e.Type, e.Name, roleWords(e.Type), e.Fix())
+	says := e.Says
+	if says == "" {
+		says = "machine.type: " + string(e.Type)
+	}
+	return fmt.Sprintf("%s is a %s (%s), but %s is a %s config (%s): applied, it would make %s a %s. Nothing was sent; %s",
+		e.Name, roleWords(e.Role), e.From, e.Config, e.Type, says, e.Name, roleWords(e.Type), e.Fix())
 }
 
 // Fix names the right file.
@@ -217,14 +224,18 @@ func roleWords(r node.Role) string {
 }
 
 // checkRole: the config's machine type is the node's role (see
-// RoleMismatchError). A config without a machine type is the incident
-// checks' finding, not this.
+// RoleMismatchError). The config's role is Talos' reading of machine.type
+// (node.Config.Role: "join" and a left-out type are a worker); a config
+// of no role (a patch alone) is the incident checks' finding, not this.
 func checkRole(job ApplyJob, rv *ApplyReview) error {
-	have := node.Role(rv.Config.MachineType)
+	have := rv.Config.Role()
 	if !have.Known() {
 		return nil
 	}
 	e := &RoleMismatchError{Name: rv.Endpoint, Config: job.Name, Type: have}
+	if rv.Config.MachineType != string(have) {
+		e.Says = rv.Config.TypeText() + ", a worker to Talos"
+	}
 	switch {
 	case job.Expect != nil && job.Expect.Role.Known():
 		e.Name, e.Role, e.From, e.Want = job.Expect.Name(), job.Expect.Role, "the inventory's role", job.Expect.Config

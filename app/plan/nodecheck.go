@@ -91,7 +91,7 @@ func (nc NodeCheck) MatchBooted() Match {
 // it reports one, else the declared role/profile or installer as an
 // announced fallback. Errors are usage errors (unknown profile, bad ref).
 func (nc NodeCheck) Options(ctx context.Context) (node.InspectOptions, error) {
-	opts := node.InspectOptions{Node: nc.host(), Resolve: nc.resolver(ctx)}
+	opts := node.InspectOptions{Node: nc.host(), Resolve: nc.resolver(ctx), Profiles: nc.Profiles}
 	if nc.Node != nil {
 		opts.TalosVersion = nc.Node.TalosVersion
 	}
