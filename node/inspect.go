@@ -131,12 +131,16 @@ type InspectOptions struct {
 // FindInstallerPatch looks for the user's installer patch of role
 // (talos/installer-<role>.yaml, as `talosflash` writes it) next to the
 // config file, in a talos/ directory beside it, or in ../talos/. "" if none.
-func FindInstallerPatch(configPath, role string) string {
-	role = normalizeRole(role)
-	if configPath == "" || role == "" {
+// role is the config's role as Talos reads it (Config.Role: a "join" or
+// a left-out machine.type is a worker); init's patch is the control plane's.
+func FindInstallerPatch(configPath string, role Role) string {
+	if role == RoleInit {
+		role = RoleControlPlane
+	}
+	if configPath == "" || !role.Known() {
 		return ""
 	}
-	name := "installer-" + role + ".yaml"
+	name := "installer-" + string(role) + ".yaml"
 	dir := filepath.Dir(configPath)
 	for _, p := range []string{filepath.Join(dir, name), filepath.Join(dir, "talos", name), filepath.Join(dir, "..", "talos", name)} {
 		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
@@ -411,13 +415,13 @@ func inspect114(cfg *Config, patch string) []Finding {
 				"provisioning:\n    diskSelector:\n        match: disk.dev_path == \"/dev/mmcblk0\"\n", cfg.UnattendedInstall, inPatch),
 		})
 	}
-	if t := normalizeRole(cfg.MachineType); t != "" && t != "controlplane" && len(cfg.ControlPlaneOnly) > 0 {
+	if cfg.Role() == RoleWorker && len(cfg.ControlPlaneOnly) > 0 { // "join" and a left-out type too, as Talos reads them
 		kinds := slices.Sorted(slices.Values(cfg.ControlPlaneOnly))
 		out = append(out, Finding{
 			Severity: SeverityWarning,
 			Code:     CodeControlPlaneOnlyDocs,
 			Message: fmt.Sprintf("this %s config has %s, which Talos v1.14.0-rc.1 allows on control plane machines only (\"the following document kinds are only allowed on control plane machines: [%s]\"); "+
-				"the 1.14 sources keep the rule; the node's dry run decides for its version", sanitize(cfg.MachineType), safeNames(kinds), strings.Join(kinds, " ")),
+				"the 1.14 sources keep the rule; the node's dry run decides for its version", RoleWorker, safeNames(kinds), strings.Join(kinds, " ")),
 			Fix: fmt.Sprintf("delete the %s document(s) from this worker config: apply such a patch (e.g. patch.yaml) with --config-patch-control-plane, not --config-patch", safeNames(kinds)),
 		})
 	}

@@ -95,6 +95,26 @@ func TestInspect114(t *testing.T) {
 	}
 }
 
+// A worker config that says "join" or leaves machine.type out is a worker
+// to Talos (machine.go ParseType), so the control-plane-only documents are
+// its warning too, in a worker's words.
+func TestInspectControlPlaneOnlyDocsOnEveryWorkerSpelling(t *testing.T) {
+	worker := readTestdata(t, "talos114/user/worker.yaml")
+	for name, data := range map[string][]byte{
+		"join":    bytes.Replace(worker, []byte("type: worker"), []byte("type: join"), 1),
+		"no type": regexp.MustCompile(`(?m)^    type: worker.*\n`).ReplaceAll(worker, nil),
+	} {
+		c, err := node.LoadConfig(data)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		f, ok := byCode(node.InspectWith(c, node.InspectOptions{}))[node.CodeControlPlaneOnlyDocs]
+		if !ok || !strings.Contains(f.Message, "this worker config has") || !strings.Contains(f.Message, `"KubeProxyConfig"`) {
+			t.Errorf("%s: %+v", name, f)
+		}
+	}
+}
+
 // The empty schematic's installer (talosctl 1.14's default) is the generic
 // installer, as ghcr.io/siderolabs/installer is.
 func TestInspectEmptySchematicInstallerIsGeneric(t *testing.T) {

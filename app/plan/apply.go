@@ -399,7 +399,7 @@ func CheckApply(ctx context.Context, job ApplyJob) (*ApplyReview, error) {
 	if rv.DeclaredNote = nc.DeclaredNote(); rv.DeclaredNote != "" {
 		job.note(node.SeverityInfo, rv.DeclaredNote)
 	}
-	opts.InstallerPatch = node.FindInstallerPatch(job.ConfigPath, cfg.MachineType)
+	opts.InstallerPatch = node.FindInstallerPatch(job.ConfigPath, cfg.Role())
 	rv.Findings = node.InspectWith(cfg, opts)
 	for _, f := range rv.Findings {
 		job.emit(ApplyEvent{Kind: EventFinding, Finding: f})

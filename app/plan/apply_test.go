@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -326,9 +327,21 @@ func TestApplyInterrupted(t *testing.T) {
 
 // The user's talos/installer-<role>.yaml beside the config is found and
 // named by the installer fixes (node.FindInstallerPatch was never called).
+// A worker config that says `join` or leaves the type out is a worker to
+// Talos, and its installer patch is the worker's too.
 func TestCheckApplyNamesTheInstallerPatch(t *testing.T) {
+	worker := testkit.Testdata(t, "talos114/user/worker.yaml")
+	for name, data := range map[string][]byte{
+		"type: worker": worker,
+		"type: join":   bytes.Replace(worker, []byte("type: worker"), []byte("type: join"), 1),
+		"no type":      regexp.MustCompile(`(?m)^    type: worker.*\n`).ReplaceAll(worker, nil),
+	} {
+		t.Run(name, func(t *testing.T) { checkApplyNamesTheInstallerPatch(t, data) })
+	}
+}
+
+func checkApplyNamesTheInstallerPatch(t *testing.T, data []byte) {
 	dir := t.TempDir()
-	data := testkit.Testdata(t, "talos114/user/worker.yaml")
 	cfgPath := dir + "/worker.yaml"
 	if err := os.WriteFile(cfgPath, data, 0o600); err != nil {
 		t.Fatal(err)
