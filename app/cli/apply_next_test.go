@@ -14,10 +14,10 @@ import (
 )
 
 // NextAfter is what plan says a node does after taking a config of
-// machineType with the answer mode ("" = Talos <= 1.12's unset mode): the
+// role with the answer mode ("" = Talos <= 1.12's unset mode): the
 // text the CLI and the GUI both show.
-func nextAfter(version, machineType, mode string) plan.NextStep {
-	return plan.AfterApply(&node.Node{TalosVersion: version}, machineType, &node.ApplyResult{Messages: []node.ApplyMessage{{Mode: mode}}})
+func nextAfter(version string, role node.Role, mode string) plan.NextStep {
+	return plan.AfterApply(&node.Node{TalosVersion: version}, role, &node.ApplyResult{Messages: []node.ApplyMessage{{Mode: mode}}})
 }
 
 // apply says what the node does next, truthfully per generation: Talos

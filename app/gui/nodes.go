@@ -717,7 +717,7 @@ func (s *nodesStep) applied(r *nodeRow, name string, data []byte, out *plan.Appl
 	}
 	if !dryRun {
 		r.applied = out.Config
-		s.cluster.ObserveConfig(r.member, out.Config.MachineType, data) // a control plane's: what the Kubernetes view says of a missing CNI
+		s.cluster.ObserveConfig(r.member, out.Config.Role(), data) // a control plane's: what the Kubernetes view says of a missing CNI
 	}
 	if out.Next.LeavesMaintenance && !dryRun {
 		r.node.Maintenance = false

@@ -124,7 +124,7 @@ func (rv *ApplyReview) Blocking() int {
 // Expected is what the node will do once it takes the config (mode auto
 // unless the job says otherwise), for the confirmation.
 func (rv *ApplyReview) Expected() NextStep {
-	return nextStep(rv.Node, rv.Config.MachineType, expectedReply(rv.Node, rv.Job.Mode), rv.Job.DryRun)
+	return nextStep(rv.Node, rv.Config.Role(), expectedReply(rv.Node, rv.Job.Mode), rv.Job.DryRun)
 }
 
 // ApplyOutcome is a finished apply: what the node did and does next.
@@ -493,7 +493,7 @@ func (rv *ApplyReview) Send(ctx context.Context, force bool) (*ApplyOutcome, err
 		return out, err
 	}
 	out.Result = res
-	out.Next = AfterApply(n, rv.Config.MachineType, res)
+	out.Next = AfterApply(n, rv.Config.Role(), res)
 	return out, nil
 }
 
@@ -552,12 +552,12 @@ type NextStep struct {
 // installed already (its META partition), so nothing installs or reboots.
 // Talos <= 1.12 answers no mode: the config goes to the boot sequence,
 // which installs and reboots only a node that is not installed yet.
-func AfterApply(n *node.Node, machineType string, res *node.ApplyResult) NextStep {
+func AfterApply(n *node.Node, role node.Role, res *node.ApplyResult) NextStep {
 	reply := ""
 	if res != nil && len(res.Messages) > 0 {
 		reply = res.Messages[0].Mode
 	}
-	return nextStep(n, machineType, reply, res != nil && res.DryRun)
+	return nextStep(n, role, reply, res != nil && res.DryRun)
 }
 
 // ReplyModes is the mode(s) the node says it used, truthfully: Talos <=
@@ -589,7 +589,7 @@ func expectedReply(n *node.Node, mode string) string {
 	return node.ModeNoReboot
 }
 
-func nextStep(n *node.Node, machineType, reply string, dryRun bool) NextStep {
+func nextStep(n *node.Node, role node.Role, reply string, dryRun bool) NextStep {
 	if dryRun {
 		return NextStep{Verdict: "nothing applied (dry run): the node still waits for a config", Node: "Nothing was applied (dry run): the node still waits for a config."}
 	}
@@ -621,10 +621,10 @@ func nextStep(n *node.Node, machineType, reply string, dryRun bool) NextStep {
 	}
 	switch {
 	case !keeps:
-	case node.Role(machineType) == node.RoleControlPlane:
+	case role == node.RoleControlPlane:
 		s.Bootstrap = true
 		s.Then = "once this node runs with its config, bootstrap etcd once per cluster, on one control plane node"
-	case node.Role(machineType) == node.RoleInit:
+	case role == node.RoleInit:
 		s.Then = "an init config starts etcd as the cluster's first member by itself: no bootstrap call"
 	}
 	return s

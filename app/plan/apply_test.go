@@ -265,13 +265,13 @@ func TestAfterApply(t *testing.T) {
 		return &node.ApplyResult{Messages: []node.ApplyMessage{{Mode: mode}}}
 	}
 	for _, c := range []struct {
-		name        string
-		n           *node.Node
-		machineType string
-		res         *node.ApplyResult
-		leaves      bool
-		bootstrap   bool
-		text, then  string
+		name       string
+		n          *node.Node
+		role       node.Role
+		res        *node.ApplyResult
+		leaves     bool
+		bootstrap  bool
+		text, then string
 	}{
 		{"1.14 worker", v114, "worker", answered("no-reboot"), true, false, "without a reboot (Talos v1.14.5 answers no-reboot", ""},
 		{"1.14 control plane", v114, "controlplane", answered("no-reboot"), true, true, "boots with this config now", "bootstrap etcd once per cluster"},
@@ -282,7 +282,7 @@ func TestAfterApply(t *testing.T) {
 		{"1.12 control plane", v112, "controlplane", answered(""), true, true, "installs Talos to machine.install.disk and reboots", "bootstrap etcd"},
 		{"dry run", v114, "controlplane", &node.ApplyResult{DryRun: true, Messages: []node.ApplyMessage{{Mode: "no-reboot"}}}, false, false, "Nothing was applied", ""},
 	} {
-		got := AfterApply(c.n, c.machineType, c.res)
+		got := AfterApply(c.n, c.role, c.res)
 		if got.LeavesMaintenance != c.leaves || got.Bootstrap != c.bootstrap || !strings.Contains(got.Node, c.text) || !strings.Contains(got.Then, c.then) || (c.then == "" && got.Then != "") {
 			t.Errorf("%s: %+v", c.name, got)
 		}

@@ -26,22 +26,22 @@ func (m *Member) ObserveProbe(n *node.Node, err error) {
 	}
 }
 
-// ObserveApplied records that the member took a config of machineType in
+// ObserveApplied records that the member took a config of role took in
 // this run: its role, when it was not known (a typed address), is what
 // the config says.
-func (m *Member) ObserveApplied(machineType string) {
+func (m *Member) ObserveApplied(took node.Role) {
 	m.State = StateApplied
-	m.Took = node.Role(machineType)
-	if r := node.Role(machineType); !m.Role.Known() && r.Known() {
-		m.Role = r
+	m.Took = took
+	if !m.Role.Known() && took.Known() {
+		m.Role = took
 	}
 }
 
-// ObserveConfig records that m took config (of machineType) in this run
+// ObserveConfig records that m took config (of role took) in this run
 // (ObserveApplied); a control plane's config also says where the
 // cluster's CNI comes from (CNI).
-func (c *Cluster) ObserveConfig(m *Member, machineType string, config []byte) {
-	m.ObserveApplied(machineType)
+func (c *Cluster) ObserveConfig(m *Member, took node.Role, config []byte) {
+	m.ObserveApplied(took)
 	if m.Took.IsControlPlane() {
 		if cni, err := node.CNIOf(config); err == nil {
 			c.cni = &cni
