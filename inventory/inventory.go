@@ -591,7 +591,13 @@ func (p *parser) checkConfig(n Node, what string, line int) {
 		return
 	}
 
-	if wrongRole(n, cfg) {
+	if cfg.Role() == node.RoleInit && n.Role == node.RoleControlPlane {
+		// A control plane to Talos, but deprecated, and the inventory has
+		// no init role: the control plane's config, bootstrapped once by
+		// `apply --bootstrap`, is what gen config writes today.
+		p.add(line, "point config: at the controlplane config (talos/controlplane.yaml from talosctl gen config); `apply --bootstrap` bootstraps etcd once",
+			"%s: config %s is an init config (machine.type at %s), deprecated in Talos: the inventory's control planes take controlplane configs", what, n.Config, at(n.Config, cfg.MachineTypeLine))
+	} else if wrongRole(n, cfg) {
 		says := "machine.type at " + at(n.Config, cfg.MachineTypeLine)
 		if cfg.MachineType != string(cfg.Role()) && cfg.Role().Known() {
 			says = cfg.TypeText() + " at " + at(n.Config, cfg.MachineTypeLine) + ": Talos reads it as worker"

@@ -49,3 +49,32 @@ func TestInventoryRoleOfWorkerConfigWithoutType(t *testing.T) {
 		})
 	}
 }
+
+// An init config on the control plane's row is a control plane to Talos,
+// but the inventory has no init role (deprecated): it is said as what it
+// is, an init config, with the control plane's config as the fix, never
+// "correct role:" (role: init is refused too).
+func TestInventoryInitConfigOnTheControlPlaneRow(t *testing.T) {
+	dir := t.TempDir()
+	kit := testkit.Inventory{Configs: true}
+	path := kit.Write(t, dir)
+	cp := bytes.ReplaceAll(testkit.Testdata(t, "talos114/valid/controlplane.yaml"), []byte("https://192.168.1.20:6443"), []byte("https://"+kit.IPs()[0]+":6443"))
+	if !bytes.Contains(cp, []byte("    type: controlplane")) {
+		t.Fatal("fixture: no machine.type line")
+	}
+	testkit.WriteFile(t, dir, "talos/controlplane.yaml", bytes.Replace(cp, []byte("    type: controlplane"), []byte("    type: init"), 1))
+	_, err := Load(path, Options{})
+	var ps Problems
+	if !errors.As(err, &ps) {
+		t.Fatalf("no problems: %v", err)
+	}
+	for _, p := range ps {
+		if strings.Contains(p.Message, "node cp-1:") && strings.Contains(p.Message, "init") {
+			if !strings.Contains(p.Message, "an init config") || !strings.Contains(p.Message, "deprecated") || strings.Contains(p.Fix, "correct role") || !strings.Contains(p.Fix, "controlplane") {
+				t.Errorf("problem %q (fix %q): want the init config said as deprecated, the controlplane config as the fix", p.Message, p.Fix)
+			}
+			return
+		}
+	}
+	t.Fatalf("no problem for cp-1's init config:\n%v", err)
+}
