@@ -79,7 +79,18 @@ func (s *flashStep) askFlashAll() {
 
 // confirmFlashAll decides each node's image and asks to erase the cards.
 func (s *flashStep) confirmFlashAll(nodes []inventory.Node, disks []devices.Disk) {
-	images, metas, err := clusterCards(s.ui.deps.Inventory, plan.Choice{Profiles: s.ui.deps.Profiles, Factory: s.ui.deps.Factory}, nodes, disks)
+	inv, with := s.ui.deps.Inventory, plan.Choice{Profiles: s.ui.deps.Profiles, Factory: s.ui.deps.Factory}
+	if recheck := s.ui.deps.Recheck; recheck != nil {
+		// The files as they are now: one edited since the app opened is
+		// judged before any card is erased, as a new CLI run would judge it.
+		fresh, now, err := recheck(nodes)
+		if err != nil {
+			s.ui.showError(inventoryFileName(inv)+" has changed since the app opened: nothing was written", err)
+			return
+		}
+		inv, nodes, with = fresh.Inventory, now, plan.Choice{Profiles: fresh.Profiles, Factory: s.ui.deps.Factory}
+	}
+	images, metas, err := clusterCards(inv, with, nodes, disks)
 	if err != nil {
 		s.ui.showError("Cannot flash these cards", err)
 		return

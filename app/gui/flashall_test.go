@@ -9,10 +9,12 @@ import (
 	"fyne.io/fyne/v2"
 	"fyne.io/fyne/v2/test"
 
+	"github.com/talosflash/talosflash/app/plan"
 	"github.com/talosflash/talosflash/factory"
 	"github.com/talosflash/talosflash/factory/factorytest"
 	"github.com/talosflash/talosflash/imaging/gpt"
 	"github.com/talosflash/talosflash/imaging/imagetest"
+	"github.com/talosflash/talosflash/internal/testkit"
 	"github.com/talosflash/talosflash/node/nodetest"
 )
 
@@ -126,4 +128,44 @@ func TestFlashAllCards(t *testing.T) {
 			t.Errorf("summary %q", fs.summary.Text)
 		}
 	})
+}
+
+// "Flash all cards" judges the inventory's files as they are when it is
+// pressed, not as they were when the app opened: a custom worker profile
+// with Newt added to profiles.yaml meanwhile (issue 37's incident, the
+// worker config has no Newt document) refuses the run with the problem
+// named, before the erase confirmation, and no card is written.
+func TestFlashAllRechecksTheFilesEditedSinceTheAppOpened(t *testing.T) {
+	h, paths := nodePickHarness(t)
+	dir := t.TempDir()
+	kit := testkit.Inventory{Configs: true}
+	path := kit.Write(t, dir)
+	settings, err := plan.LoadSettings(plan.Defaults{Inventory: path})
+	if err != nil {
+		t.Fatalf("the inventory as the app opened it: %v", err)
+	}
+	testkit.WriteFile(t, dir, "profiles.yaml", "profiles:\n  - name: worker\n    overlay: {image: siderolabs/sbc-raspberrypi, name: rpi_generic}\n    extensions: [siderolabs/newt]\n")
+	testkit.WriteFile(t, dir, "talosflash.yaml", "profiles: profiles.yaml\n"+kit.YAML())
+	h.onUI(func() {
+		h.ui.deps.Recheck = settings.Recheck
+		h.ui.image.selectProfile("worker")
+		h.ui.tabs.SelectIndex(tabTarget)
+		h.ui.target.list.Select(0)
+		h.ui.target.list.Select(1)
+		h.ui.tabs.SelectIndex(tabFlash)
+	})
+	h.tapWindowButton("Flash all cards…")
+	h.tapDialogButton("Next")
+	h.onUI(func() {
+		text := h.overlayLabels()
+		if strings.Contains(text, "Erase 2 cards?") || !strings.Contains(text, "has changed since the app opened: nothing was written") ||
+			!strings.Contains(text, "siderolabs/newt") || !strings.Contains(text, "profiles.yaml") {
+			t.Fatalf("Flash all with an edited inventory:\n%s", text)
+		}
+	})
+	for _, p := range paths {
+		if st, err := os.Stat(p); err != nil || st.Size() != 0 {
+			t.Errorf("%s written (%v, %v)", p, st.Size(), err)
+		}
+	}
 }

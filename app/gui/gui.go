@@ -100,6 +100,10 @@ type Deps struct {
 	Inventory      *inventory.Inventory
 	InventoryPort  int
 	InventoryEvery time.Duration
+	// Recheck reads the inventory's files again before "Flash all cards"
+	// writes (plan.Settings.Recheck): the app stays open while the user
+	// edits them. Nil: the inventory as loaded.
+	Recheck func(nodes []inventory.Node) (*plan.Settings, []inventory.Node, error)
 	// Eject makes a written card safe to remove (devices.Eject).
 	Eject func(ctx context.Context, path string) devices.Ejected
 
@@ -139,7 +143,7 @@ func DefaultDeps(opts Options) (Deps, error) {
 	elevation := plan.DefaultElevation(opts.Version) // the root decision, the CLI's
 	d := Deps{Factory: settings.Factory, Cache: cache, Profiles: settings.Profiles, Inventory: settings.Inventory,
 		Safety: devices.Options{AllowLoop: opts.AllowLoop}, Preselect: opts.Devices,
-		NeedsElevation: elevation.Needs, ElevatedCommand: elevation.Command, UDisks: elevation.UDisks}
+		NeedsElevation: elevation.Needs, ElevatedCommand: elevation.Command, UDisks: elevation.UDisks, Recheck: settings.Recheck}
 	if len(opts.Subnets) > 0 {
 		subnets := opts.Subnets
 		d.LocalPrefixes = func() ([]netip.Prefix, error) { return subnets, nil }

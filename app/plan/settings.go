@@ -1,7 +1,9 @@
 package plan
 
 import (
+	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/talosflash/talosflash/factory"
@@ -29,6 +31,8 @@ type Settings struct {
 	Inventory *inventory.Inventory // nil: none named
 	Profiles  []factory.Profile
 	Factory   *factory.Client
+
+	from Defaults // what they were loaded from (Recheck)
 }
 
 // ProfilesError is a profiles file that cannot be used (bad usage: the
@@ -56,7 +60,7 @@ func (e *InventoryError) Unwrap() error { return e.Err }
 // against the same set); the user's factory, else the inventory's, else
 // the default. Nothing is sent anywhere.
 func LoadSettings(d Defaults) (*Settings, error) {
-	s := &Settings{Profiles: factory.BuiltinProfiles()}
+	s := &Settings{Profiles: factory.BuiltinProfiles(), from: d}
 	var opts inventory.Options
 	if d.ProfilesFile != "" {
 		all, err := factory.LoadProfiles(d.ProfilesFile)
@@ -78,6 +82,32 @@ func LoadSettings(d Defaults) (*Settings, error) {
 	}
 	s.Factory = factory.NewClient(url, d.HTTPClient)
 	return s, nil
+}
+
+// Recheck reads the files again (the inventory, its configs, the
+// profiles) and returns the named nodes as they stand now: a front end
+// that stays open (the app) asks before it writes cards, so a config or a
+// profile edited since it started is judged as a CLI run starting now
+// judges it (the incident, the role: an *InventoryError). A node no
+// longer in the file is an error; without an inventory the nodes are
+// given back as they are.
+func (s *Settings) Recheck(nodes []inventory.Node) (*Settings, []inventory.Node, error) {
+	if s.from.Inventory == "" {
+		return s, nodes, nil
+	}
+	fresh, err := LoadSettings(s.from)
+	if err != nil {
+		return nil, nil, err
+	}
+	now := make([]inventory.Node, len(nodes))
+	for i, n := range nodes {
+		j := slices.IndexFunc(fresh.Inventory.Nodes, func(f inventory.Node) bool { return strings.EqualFold(f.Hostname, n.Hostname) })
+		if j < 0 {
+			return nil, nil, fmt.Errorf("node %s is no longer in %s", n.Hostname, s.from.Inventory)
+		}
+		now[i] = fresh.Inventory.Nodes[j]
+	}
+	return fresh, now, nil
 }
 
 // Cluster is the run's cluster: the inventory's, each node at port (0:
