@@ -148,3 +148,43 @@ func TestSaveEtcdSnapshotFileTraps(t *testing.T) {
 		t.Fatal("a folder that does not exist")
 	}
 }
+
+// The upload sends the bytes that were checked, no more: a file that
+// grows after its check (written to while the node is not ready for it)
+// is sent only as far as it was checked, so the node restores the
+// snapshot that was checked, and an endless writer cannot make the
+// upload endless.
+func TestRecoverEtcdUploadsOnlyWhatWasChecked(t *testing.T) {
+	cp, fresh, _, tc := etcdCluster(t, nodetest.NodeOptions{RecoverNotReady: 1, NotReady: 1})
+	path := filepath.Join(t.TempDir(), "etcd.db")
+	snap, err := SaveEtcdSnapshot(t.Context(), cp.Addr(), tc, path, SnapshotOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines progressLog
+	w := fastWait(&lines)
+	grown := false
+	w.Progress = func(s string) {
+		lines.add(s)
+		if strings.Contains(s, "not ready for the snapshot yet") && !grown {
+			grown = true
+			f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			_, _ = f.Write(bytes.Repeat([]byte{0xa5}, 4096))
+			_ = f.Close()
+		}
+	}
+	res, err := RecoverEtcd(t.Context(), fresh.Addr(), tc, path, RecoverOptions{Wait: w})
+	if !grown {
+		t.Fatal("the node was never not ready")
+	}
+	if err != nil || !res.EtcdHealthy {
+		t.Fatalf("recover: %v\n%s", err, lines.text())
+	}
+	if recs := fresh.EtcdRecoveries(); len(recs) != 1 || recs[0].Revision != snap.Revision || recs[0].Keys != snap.Keys {
+		t.Fatalf("recoveries %+v", recs)
+	}
+}
