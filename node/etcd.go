@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -317,6 +318,10 @@ const (
 // snapshotStatus fills snap as etcdutl snapshot status does (see the top
 // of this file).
 func snapshotStatus(path string, snap *EtcdSnapshot) error {
+	trailer := int64(0)
+	if snap.SHA256 != "" {
+		trailer = sha256.Size
+	}
 	db, err := bolt.Open(path, 0o400, &bolt.Options{ReadOnly: true, Timeout: 5 * time.Second})
 	if err != nil {
 		return fmt.Errorf("%w: not a bbolt database: %v", ErrSnapshotInvalid, err)
@@ -326,6 +331,59 @@ func snapshotStatus(path string, snap *EtcdSnapshot) error {
 	live := map[string]bool{}
 	sawKeys := false
 	err = db.View(func(tx *bolt.Tx) error {
+		// A database cut short (a copy interrupted, a disk full) holds
+		// fewer pages than its meta page says: bbolt reads its pages
+		// through a mapping of the file, and a page past the file's end
+		// is a SIGBUS that kills the process, not an error. Its size is
+		// checked before any page is read (trailer: the 32 bytes after it).
+		if db, file := tx.Size(), snap.Size-trailer; db > file {
+			return fmt.Errorf("cut short: the database says it holds %d bytes, the file has %d", db, file)
+		}
+		// The walk first, in this goroutine, where a page that points
+		// outside the mapping is a panic said as damage (bbolt's Check runs
+		// in a goroutine of its own, where it would be fatal).
+		if err := faultSafe(func() error {
+			snap.DBSize = tx.Size()
+			if meta := tx.Bucket(etcdMetaBucket); meta != nil {
+				snap.Version = printable(string(meta.Get(etcdStorageKey)), 32)
+			}
+			c := tx.Cursor()
+			for name, _ := c.First(); name != nil; name, _ = c.Next() {
+				b := tx.Bucket(name)
+				if b == nil {
+					return fmt.Errorf("%q is not a bucket", printable(string(name), 64))
+				}
+				h.Write(name)
+				isKey := bytes.Equal(name, etcdKeyBucket)
+				sawKeys = sawKeys || isKey
+				if err := b.ForEach(func(k, v []byte) error {
+					h.Write(k)
+					h.Write(v)
+					if !isKey {
+						return nil
+					}
+					if len(k) != revBytesLen && len(k) != markedRevBytesLen || k[8] != '_' {
+						return fmt.Errorf("revision key of %d bytes", len(k))
+					}
+					snap.Revision = int64(binary.BigEndian.Uint64(k[:8]))
+					key, err := keyOfKeyValue(v)
+					if err != nil {
+						return err
+					}
+					if len(k) == markedRevBytesLen && k[revBytesLen] == 't' {
+						delete(live, string(key))
+					} else {
+						live[string(key)] = true
+					}
+					return nil
+				}); err != nil {
+					return fmt.Errorf("bucket %q: %w", printable(string(name), 64), err)
+				}
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
 		var problems []string
 		for e := range tx.Check() {
 			if len(problems) < 3 {
@@ -334,43 +392,6 @@ func snapshotStatus(path string, snap *EtcdSnapshot) error {
 		}
 		if len(problems) > 0 {
 			return fmt.Errorf("integrity check failed: %v", problems)
-		}
-		snap.DBSize = tx.Size()
-		if meta := tx.Bucket(etcdMetaBucket); meta != nil {
-			snap.Version = printable(string(meta.Get(etcdStorageKey)), 32)
-		}
-		c := tx.Cursor()
-		for name, _ := c.First(); name != nil; name, _ = c.Next() {
-			b := tx.Bucket(name)
-			if b == nil {
-				return fmt.Errorf("%q is not a bucket", printable(string(name), 64))
-			}
-			h.Write(name)
-			isKey := bytes.Equal(name, etcdKeyBucket)
-			sawKeys = sawKeys || isKey
-			if err := b.ForEach(func(k, v []byte) error {
-				h.Write(k)
-				h.Write(v)
-				if !isKey {
-					return nil
-				}
-				if len(k) != revBytesLen && len(k) != markedRevBytesLen || k[8] != '_' {
-					return fmt.Errorf("revision key of %d bytes", len(k))
-				}
-				snap.Revision = int64(binary.BigEndian.Uint64(k[:8]))
-				key, err := keyOfKeyValue(v)
-				if err != nil {
-					return err
-				}
-				if len(k) == markedRevBytesLen && k[revBytesLen] == 't' {
-					delete(live, string(key))
-				} else {
-					live[string(key)] = true
-				}
-				return nil
-			}); err != nil {
-				return fmt.Errorf("bucket %q: %w", printable(string(name), 64), err)
-			}
 		}
 		return nil
 	})
@@ -382,6 +403,18 @@ func snapshotStatus(path string, snap *EtcdSnapshot) error {
 	}
 	snap.Keys, snap.Hash = len(live), h.Sum32()
 	return nil
+}
+
+// faultSafe runs f with a memory fault (a page of a damaged database
+// read through bbolt's mapping) turned into an error.
+func faultSafe(f func() error) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("damaged: %v", r)
+		}
+	}()
+	return f()
 }
 
 // keyOfKeyValue is the key (field 1) of an encoded mvccpb.KeyValue.

@@ -153,7 +153,7 @@ func (s *session) uploadSnapshot(ctx context.Context, w WaitOptions, path string
 	last := ""
 	for {
 		res.Uploads++
-		err := s.sendSnapshot(ctx, path)
+		err := s.sendSnapshot(ctx, path, res.Snapshot.Size)
 		if err == nil {
 			res.Uploaded = true
 			return nil
@@ -185,12 +185,21 @@ func (s *session) uploadSnapshot(ctx context.Context, w WaitOptions, path string
 
 // sendSnapshot is one EtcdRecover call: the file in 4 KiB messages, as
 // machinery's client sends it (pkg/machinery/client/client.go EtcdRecover).
-func (s *session) sendSnapshot(ctx context.Context, path string) error {
+// Only the size that was checked is read and sent: a file written to
+// since its check is not sent past it (a bounded read, whatever writes
+// it), and one cut shorter is refused.
+func (s *session) sendSnapshot(ctx context.Context, path string, size int64) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
+	if st, err := f.Stat(); err != nil {
+		return err
+	} else if !st.Mode().IsRegular() || st.Size() < size {
+		return &os.PathError{Op: "upload", Path: path, Err: fmt.Errorf("changed since its check (%d bytes then)", size)}
+	}
+	r := io.LimitReader(f, size)
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	up, err := s.c.MachineClient.EtcdRecover(cctx)
@@ -199,7 +208,7 @@ func (s *session) sendSnapshot(ctx context.Context, path string) error {
 	}
 	buf := make([]byte, 4096)
 	for {
-		n, rerr := f.Read(buf)
+		n, rerr := r.Read(buf)
 		if n > 0 {
 			if err := up.Send(&common.Data{Bytes: buf[:n]}); err != nil {
 				if errors.Is(err, io.EOF) {
