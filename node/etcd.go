@@ -322,6 +322,10 @@ func snapshotStatus(path string, snap *EtcdSnapshot) error {
 	if snap.SHA256 != "" {
 		trailer = sha256.Size
 	}
+	// bbolt trusts its file; a damaged one is refused by a bounded walk first.
+	if err := checkBoltFile(path, snap.Size-trailer); err != nil {
+		return fmt.Errorf("%w: not a bbolt database, or a damaged one: %v", ErrSnapshotInvalid, err)
+	}
 	db, err := bolt.Open(path, 0o400, &bolt.Options{ReadOnly: true, Timeout: 5 * time.Second})
 	if err != nil {
 		return fmt.Errorf("%w: not a bbolt database: %v", ErrSnapshotInvalid, err)
