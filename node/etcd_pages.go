@@ -158,13 +158,19 @@ func (w *boltWalk) bucket(root uint64, inline []byte, depth int) error {
 		return fmt.Errorf("buckets nested more than %d deep", boltMaxDepth)
 	}
 	if root == 0 {
-		if len(inline) < boltPageHeader {
+		// bbolt inlines a bucket only under a quarter page and without
+		// buckets of its own (bucket.go inlineable): inline pages are not
+		// pages of the file, so these bounds are what keeps overlapping
+		// inline values from multiplying the walk.
+		switch {
+		case len(inline) < boltPageHeader:
 			return errors.New("inline bucket shorter than a page header")
-		}
-		if le16(inline[8:]) != boltLeaf {
+		case int64(len(inline)) > w.pageSize/4:
+			return fmt.Errorf("inline bucket of %d bytes, over a quarter page", len(inline))
+		case le16(inline[8:]) != boltLeaf:
 			return errors.New("inline bucket is not a leaf page")
 		}
-		return w.elements(inline, nil, depth)
+		return w.elements(inline, nil, -1)
 	}
 	return w.tree(root, []uint64{root}, depth)
 }
@@ -217,7 +223,8 @@ func branchChildren(p []byte) ([]uint64, error) {
 	return children, nil
 }
 
-// elements checks a leaf page's elements and walks the buckets it holds.
+// elements checks a leaf page's elements and walks the buckets it holds
+// (depth -1: an inline bucket's page, which holds none).
 func (w *boltWalk) elements(p []byte, stack []uint64, depth int) error {
 	n := int(le16(p[10:]))
 	if boltPageHeader+n*boltElement > len(p) {
@@ -232,6 +239,9 @@ func (w *boltWalk) elements(p []byte, stack []uint64, depth int) error {
 		}
 		if le32(p[e:])&boltBucketLeaf == 0 {
 			continue
+		}
+		if depth < 0 {
+			return fmt.Errorf("element %d: a bucket inside an inline bucket", i)
 		}
 		v := p[key+uint64(le32(p[e+8:])) : end]
 		if len(v) < boltBucketHeader {
