@@ -425,6 +425,8 @@ func nodeState(nr *NodeRollout, up *node.UpgradeResult, err error) string {
 	switch {
 	case nr.Cordon:
 		s += "; its Kubernetes node is cordoned (kubectl uncordon " + nr.KubeName() + " once it is back)"
+	case nr.Drained != nil && errors.Is(err, context.Canceled):
+		s += "; stopped during its drain, so it was uncordoned again"
 	case nr.Drained != nil:
 		s += "; the drain failed, so it was uncordoned again"
 	}

@@ -116,7 +116,9 @@ func TestRolloutInterruptedInTheDrain(t *testing.T) {
 	if !strings.Contains(nr.State, "runs v1.14.5") && !strings.Contains(nr.State, "old version") && !strings.Contains(nr.State, "until its next reboot") {
 		t.Errorf("state %q does not say what it runs", nr.State)
 	}
-	t.Logf("state: %s\nerr: %v", nr.State, err)
+	if strings.Contains(nr.State, "the drain failed") || !strings.Contains(nr.State, "stopped during its drain") {
+		t.Errorf("state %q: the drain was stopped, not failed", nr.State)
+	}
 }
 
 // Ctrl-C once the reboot is asked for: the node is left cordoned (it is
