@@ -599,8 +599,8 @@ func (p *parser) checkConfig(n Node, what string, line int) {
 			"%s: config %s is an init config (machine.type at %s), deprecated in Talos: the inventory's control planes take controlplane configs", what, n.Config, at(n.Config, cfg.MachineTypeLine))
 	} else if wrongRole(n, cfg) {
 		says := "machine.type at " + at(n.Config, cfg.MachineTypeLine)
-		if cfg.MachineType != string(cfg.Role()) && cfg.Role().Known() {
-			says = cfg.TypeText() + " at " + at(n.Config, cfg.MachineTypeLine) + ": Talos reads it as worker"
+		if note := cfg.RoleNote(); note != "" {
+			says = note + " (" + at(n.Config, cfg.MachineTypeLine) + ")"
 		}
 		p.add(line, fmt.Sprintf("point config: at the %s config (talos/%s.yaml from talosctl gen config), or correct role:", n.Role, n.Role),
 			"%s: config %s is a %s config (%s), the node's role is %s", what, n.Config, configRoleWord(cfg), says, n.Role)

@@ -287,8 +287,8 @@ func checkRole(cfg *Config, want string) []Finding {
 	have, says := string(cfg.Role()), "machine.type"
 	if have == "" {
 		have = cfg.MachineType
-	} else if cfg.MachineType != have {
-		says = cfg.TypeText()
+	} else if n := cfg.RoleNote(); n != "" {
+		says = n
 	}
 	if want == "" || normalizeRole(want) == normalizeRole(have) {
 		return nil

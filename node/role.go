@@ -103,11 +103,17 @@ func (c *Config) Role() Role {
 	return RoleUnknown
 }
 
-// TypeText is how the config says its role, for a message: "machine.type:
-// join", "no machine.type".
-func (c *Config) TypeText() string {
-	if c.MachineType == "" {
-		return "no machine.type"
+// RoleNote says how the config states a role that Talos reads as another
+// word ("machine.type: join, a worker to Talos", "no machine.type, a
+// worker to Talos"); "" when machine.type names the role itself, or no
+// role is known.
+func (c *Config) RoleNote() string {
+	r := c.Role()
+	switch {
+	case !r.Known() || c.MachineType == string(r):
+		return ""
+	case c.MachineType == "":
+		return "no machine.type, a " + string(r) + " to Talos"
 	}
-	return "machine.type: " + sanitize(c.MachineType)
+	return "machine.type: " + sanitize(c.MachineType) + ", a " + string(r) + " to Talos"
 }

@@ -181,8 +181,8 @@ type RoleMismatchError struct {
 	Role node.Role // what it is
 	From string    // how that is known
 	// Config is the config's name, Type its role as Talos reads its
-	// machine.type, Says how the config says it ("machine.type: join",
-	// "no machine.type").
+	// machine.type, Says how the config says it when that is another word
+	// (node.Config.RoleNote).
 	Config string
 	Type   node.Role
 	Says   string
@@ -232,10 +232,7 @@ func checkRole(job ApplyJob, rv *ApplyReview) error {
 	if !have.Known() {
 		return nil
 	}
-	e := &RoleMismatchError{Name: rv.Endpoint, Config: job.Name, Type: have}
-	if rv.Config.MachineType != string(have) {
-		e.Says = rv.Config.TypeText() + ", a worker to Talos"
-	}
+	e := &RoleMismatchError{Name: rv.Endpoint, Config: job.Name, Type: have, Says: rv.Config.RoleNote()}
 	switch {
 	case job.Expect != nil && job.Expect.Role.Known():
 		e.Name, e.Role, e.From, e.Want = job.Expect.Name(), job.Expect.Role, "the inventory's role", job.Expect.Config
