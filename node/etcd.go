@@ -322,7 +322,9 @@ func snapshotStatus(path string, snap *EtcdSnapshot) error {
 	if snap.SHA256 != "" {
 		trailer = sha256.Size
 	}
-	// bbolt trusts its file; a damaged one is refused by a bounded walk first.
+	// bbolt trusts its file: a database cut short (a page past the file's
+	// end is a SIGBUS through bbolt's mapping, fatal) or damaged is refused
+	// by a bounded walk first (trailer: the 32 bytes after the database).
 	if err := checkBoltFile(path, snap.Size-trailer); err != nil {
 		return fmt.Errorf("%w: not a bbolt database, or a damaged one: %v", ErrSnapshotInvalid, err)
 	}
@@ -335,14 +337,6 @@ func snapshotStatus(path string, snap *EtcdSnapshot) error {
 	live := map[string]bool{}
 	sawKeys := false
 	err = db.View(func(tx *bolt.Tx) error {
-		// A database cut short (a copy interrupted, a disk full) holds
-		// fewer pages than its meta page says: bbolt reads its pages
-		// through a mapping of the file, and a page past the file's end
-		// is a SIGBUS that kills the process, not an error. Its size is
-		// checked before any page is read (trailer: the 32 bytes after it).
-		if db, file := tx.Size(), snap.Size-trailer; db > file {
-			return fmt.Errorf("cut short: the database says it holds %d bytes, the file has %d", db, file)
-		}
 		// The walk first, in this goroutine, where a page that points
 		// outside the mapping is a panic said as damage (bbolt's Check runs
 		// in a goroutine of its own, where it would be fatal).
