@@ -25,17 +25,7 @@ import (
 // reads pages through a mapping of the file, where a page past the file's
 // end was a SIGBUS and a damaged page pointer a SIGSEGV, both fatal.
 func TestCheckEtcdSnapshotSkipHashDamagedNeverPanics(t *testing.T) {
-	cp, _, _, tc := etcdCluster(t, nodetest.NodeOptions{})
-	for i := 0; i < 200; i++ {
-		cp.EtcdPut("/registry/configmaps/default/cm-"+strings.Repeat("x", i%7)+string(rune('a'+i%26))+itoa3(i), strings.Repeat("v", 300))
-	}
-	dir := t.TempDir()
-	good := filepath.Join(dir, "good.db")
-	if _, err := SaveEtcdSnapshot(t.Context(), cp.Addr(), tc, good, SnapshotOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	data, _ := os.ReadFile(good)
-	db := data[:len(data)-sha256.Size]
+	dir, db := snapshotDatabase(t, 200, func(i int) string { return strings.Repeat("x", i%7) + string(rune('a'+i%26)) + itoa3(i) }, 300)
 	var cases [][]byte
 	for cut := 4096; cut < len(db); cut += 4096 {
 		cases = append(cases, db[:cut])
@@ -59,6 +49,27 @@ func TestCheckEtcdSnapshotSkipHashDamagedNeverPanics(t *testing.T) {
 			_, _ = CheckEtcdSnapshot(p, true)
 		}()
 	}
+}
+
+// snapshotDatabase is the bbolt database (its SHA-256 trailer cut off) of
+// a snapshot taken from the fake control plane holding n more configmaps
+// (cm-name(i), values of size bytes), and a folder for the cases.
+func snapshotDatabase(t *testing.T, n int, name func(i int) string, size int) (string, []byte) {
+	t.Helper()
+	cp, _, _, tc := etcdCluster(t, nodetest.NodeOptions{})
+	for i := range n {
+		cp.EtcdPut("/registry/configmaps/default/cm-"+name(i), strings.Repeat("v", size))
+	}
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.db")
+	if _, err := SaveEtcdSnapshot(t.Context(), cp.Addr(), tc, good, SnapshotOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir, data[:len(data)-sha256.Size]
 }
 
 func itoa3(i int) string {
@@ -115,17 +126,7 @@ func TestRecoverEtcdUploadsOnlyWhatWasChecked(t *testing.T) {
 // ran over five minutes in bbolt's Check. Every case ends, in bounded
 // time, as a refusal or an accepted snapshot, never a hang or a crash.
 func TestCheckEtcdSnapshotSkipHashLoopsAndHugeCountsRefused(t *testing.T) {
-	cp, _, _, tc := etcdCluster(t, nodetest.NodeOptions{})
-	for i := 0; i < 200; i++ {
-		cp.EtcdPut("/registry/configmaps/default/cm-"+strings.Repeat("x", i%7)+string(rune('a'+i%26))+itoa3(i), strings.Repeat("v", 300))
-	}
-	dir := t.TempDir()
-	good := filepath.Join(dir, "good.db")
-	if _, err := SaveEtcdSnapshot(t.Context(), cp.Addr(), tc, good, SnapshotOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	data, _ := os.ReadFile(good)
-	db := data[:len(data)-sha256.Size]
+	dir, db := snapshotDatabase(t, 200, func(i int) string { return strings.Repeat("x", i%7) + string(rune('a'+i%26)) + itoa3(i) }, 300)
 	const ps = 4096
 	pageOf := func(flags uint16) int {
 		for id := 2; (id+1)*ps <= len(db); id++ {
@@ -180,17 +181,7 @@ func TestCheckEtcdSnapshotSkipHashLoopsAndHugeCountsRefused(t *testing.T) {
 // accepted snapshot, quickly (a seeded run of 3000 such files through the
 // whole check, the page walk and bbolt), never a hang or a crash.
 func TestCheckEtcdSnapshotSkipHashAnyFewBytesChanged(t *testing.T) {
-	cp, _, _, tc := etcdCluster(t, nodetest.NodeOptions{})
-	for i := 0; i < 60; i++ {
-		cp.EtcdPut("/registry/configmaps/default/cm-"+itoa3(i), strings.Repeat("v", 200))
-	}
-	dir := t.TempDir()
-	good := filepath.Join(dir, "good.db")
-	if _, err := SaveEtcdSnapshot(t.Context(), cp.Addr(), tc, good, SnapshotOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	data, _ := os.ReadFile(good)
-	db := data[:len(data)-sha256.Size]
+	dir, db := snapshotDatabase(t, 60, itoa3, 200)
 	r := rand.New(rand.NewPCG(38, 41))
 	p := filepath.Join(dir, "case.db")
 	deadline := time.Now().Add(2 * time.Minute)
