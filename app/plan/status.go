@@ -2,6 +2,7 @@ package plan
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -424,7 +425,7 @@ func Watch(ctx context.Context, targets []*Member, opts WatchOptions, emit func(
 				continue
 			}
 			st, err := readers[i].Read(ctx, opts.CallTimeout)
-			if ctx.Err() != nil {
+			if ended(ctx) { // a read the end cut is not the node's answer
 				return collect(last), watchEnd(ctx, opts)
 			}
 			ns := check.Diagnose(opts.Now(), t, st, err, last[i])
@@ -451,12 +452,29 @@ func Watch(ctx context.Context, targets []*Member, opts WatchOptions, emit func(
 	}
 }
 
-// watchEnd: --for running out is the end asked for, not an error.
+// ended reports whether ctx is over, its deadline counted by the clock:
+// gRPC fails a call whose deadline has passed before ctx's own timer has
+// fired, so ctx.Err() can still be nil just after a read the deadline cut
+// (CI once printed such a read as "no answer from the node").
+func ended(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
+}
+
+// watchEnd is the error of a watch that ended: --for running out is the
+// end asked for, not an error.
 func watchEnd(ctx context.Context, opts WatchOptions) error {
-	if opts.For > 0 && ctx.Err() == context.DeadlineExceeded {
+	err := ctx.Err()
+	if err == nil { // over by the clock, its timer not yet fired
+		err = context.DeadlineExceeded
+	}
+	if opts.For > 0 && errors.Is(err, context.DeadlineExceeded) {
 		return nil
 	}
-	return ctx.Err()
+	return err
 }
 
 func collect(last []*NodeStatus) []NodeStatus {
