@@ -46,7 +46,7 @@ func FuzzLoadConfigInspect(f *testing.F) {
 		if err != nil {
 			texts = append(texts, err.Error())
 		} else {
-			for _, role := range []string{"worker", "controlplane", ""} {
+			for _, role := range []node.Role{node.RoleWorker, node.RoleControlPlane, node.RoleUnknown} {
 				for _, fd := range node.InspectWith(cfg, node.InspectOptions{Flashed: cpSchematic(), Role: role}) {
 					texts = append(texts, fd.Message, fd.Fix)
 				}

@@ -103,8 +103,8 @@ type InspectOptions struct {
 	// Flashed is the schematic the user says is on the card (a role or
 	// profile): the fallback when Booted is nil.
 	Flashed *schematic.Schematic
-	// Role is the intended role ("controlplane", "worker", "init"; "" skips the check).
-	Role string
+	// Role is the intended role (RoleUnknown skips the check).
+	Role Role
 	// Fallback, when Booted is nil and Flashed is set, says where Flashed
 	// comes from (e.g. "the role you declared (worker)"), for the finding
 	// that tells the user the check used their word, not the node's.
@@ -265,15 +265,7 @@ func rank(s Severity) int {
 	}
 }
 
-func normalizeRole(r string) string {
-	r = strings.ToLower(strings.TrimSpace(r))
-	if r == "init" {
-		return "controlplane"
-	}
-	return r
-}
-
-func checkRole(cfg *Config, want string) []Finding {
+func checkRole(cfg *Config, want Role) []Finding {
 	if cfg.MachineType == "" && cfg.Role() == RoleUnknown {
 		return []Finding{{
 			Severity: SeverityError,
@@ -283,21 +275,26 @@ func checkRole(cfg *Config, want string) []Finding {
 		}}
 	}
 	// The role as Talos reads it ("join" and a left-out type are a
-	// worker), else the word as written.
-	have, says := string(cfg.Role()), "machine.type"
-	if have == "" {
-		have = cfg.MachineType
+	// worker); a word Talos refuses is no role's config.
+	have := cfg.Role()
+	if !want.Known() || have.Known() && have.Same(want) {
+		return nil
+	}
+	word, says := string(have), "machine.type"
+	if !have.Known() {
+		word = cfg.MachineType
 	} else if n := cfg.RoleNote(); n != "" {
 		says = n
 	}
-	if want == "" || normalizeRole(want) == normalizeRole(have) {
-		return nil
+	fix := want
+	if fix.IsControlPlane() {
+		fix = RoleControlPlane // init is deprecated: the config to apply is controlplane.yaml
 	}
 	return []Finding{{
 		Severity: SeverityError,
 		Code:     CodeRoleMismatch,
-		Message:  fmt.Sprintf("this is a %s config (%s) but the node is meant to be a %s", sanitize(have), says, sanitize(want)),
-		Fix:      fmt.Sprintf("apply the %s config to this node (e.g. %s.yaml)", normalizeRole(want), normalizeRole(want)),
+		Message:  fmt.Sprintf("this is a %s config (%s) but the node is meant to be %s", sanitize(word), says, want.WithArticle()),
+		Fix:      fmt.Sprintf("apply the %s config to this node (e.g. %s.yaml)", fix, fix),
 	}}
 }
 

@@ -214,6 +214,29 @@ func TestInspectRoleMismatch(t *testing.T) {
 	if _, ok := byCode(node.InspectWith(cfg, node.InspectOptions{Flashed: cpSchematic(), Role: "controlplane"}))[node.CodeRoleMismatch]; ok {
 		t.Error("init reported as a mismatch for controlplane")
 	}
+	// The role check compares roles as Talos reads them, typed: a word
+	// Talos refuses is no role's config, init wants controlplane.yaml, and
+	// an unknown intended role skips the check.
+	for _, c := range []struct {
+		machineType string
+		want        node.Role
+		message     string // "" no mismatch
+		fix         string
+	}{
+		{"wroker", node.RoleWorker, "this is a wroker config (machine.type) but the node is meant to be a worker", "apply the worker config to this node (e.g. worker.yaml)"},
+		{"wroker", node.RoleUnknown, "", ""},
+		{"worker", node.RoleInit, "this is a worker config (machine.type) but the node is meant to be an init", "apply the controlplane config to this node (e.g. controlplane.yaml)"},
+		{"join", node.RoleWorker, "", ""},
+		{"join", node.RoleControlPlane, "this is a worker config (machine.type: join, a worker to Talos) but the node is meant to be a controlplane", "apply the controlplane config"},
+		{"controlplane", node.RoleInit, "", ""},
+	} {
+		cfg := loadTestConfig(t, "controlplane.yaml")
+		cfg.MachineType = c.machineType
+		f, ok := byCode(node.InspectWith(cfg, node.InspectOptions{Flashed: cpSchematic(), Role: c.want}))[node.CodeRoleMismatch]
+		if ok != (c.message != "") || ok && (f.Message != c.message || !strings.HasPrefix(f.Fix, c.fix)) {
+			t.Errorf("machine.type %s for a %q node: mismatch %v %+v", c.machineType, c.want, ok, f)
+		}
+	}
 }
 
 func TestInspectUnusedESCAndPatchOnly(t *testing.T) {

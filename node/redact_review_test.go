@@ -135,7 +135,7 @@ func TestFindingsShowNoPlantedSecret(t *testing.T) {
 					continue
 				}
 				checked++
-				for _, role := range []string{"", "worker", "controlplane"} {
+				for _, role := range []Role{RoleUnknown, RoleWorker, RoleControlPlane} {
 					for _, f := range InspectWith(cfg, InspectOptions{Role: role}) {
 						for _, frag := range nodetest.Fragments(s) {
 							if strings.Contains(f.Message, frag) || strings.Contains(f.Fix, frag) {

@@ -34,6 +34,14 @@ func (r Role) Known() bool { return r == RoleControlPlane || r == RoleWorker || 
 
 func (r Role) String() string { return string(r) }
 
+// WithArticle is the role in a sentence: "a worker", "an init".
+func (r Role) WithArticle() string {
+	if r == RoleInit {
+		return "an init"
+	}
+	return "a " + string(r)
+}
+
 // Same: the two roles give the node the same machine (init and
 // controlplane are both control planes, as Talos counts them); an unknown
 // role is the same as any.
@@ -113,7 +121,7 @@ func (c *Config) RoleNote() string {
 	case !r.Known() || c.MachineType == string(r):
 		return ""
 	case c.MachineType == "":
-		return "no machine.type, a " + string(r) + " to Talos"
+		return "no machine.type, " + r.WithArticle() + " to Talos"
 	}
-	return "machine.type: " + sanitize(c.MachineType) + ", a " + string(r) + " to Talos"
+	return "machine.type: " + sanitize(c.MachineType) + ", " + r.WithArticle() + " to Talos"
 }

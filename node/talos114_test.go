@@ -344,7 +344,7 @@ func TestInstallerPatch114(t *testing.T) {
 			if want := factory.NewInstallerRef("factory.talos.dev", id, "v1.14.5").String(); cfg.InstallImage != want || !cfg.UICDiskSelector {
 				t.Fatalf("installer %q (want %s), disk selector %v", cfg.InstallImage, want, cfg.UICDiskSelector)
 			}
-			for _, f := range node.InspectWith(cfg, node.InspectOptions{Booted: booted(s), Role: role}) {
+			for _, f := range node.InspectWith(cfg, node.InspectOptions{Booted: booted(s), Role: node.Role(role)}) {
 				if strings.Contains(string(f.Code), "install") {
 					t.Errorf("finding on the patched config: %+v", f)
 				}

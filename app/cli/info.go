@@ -330,7 +330,7 @@ func nodesJSON(rows []nodeRow) []nodeJSON {
 			Stage: orNull(n.Stage), Hostname: orNull(n.Hostname), MAC: orNull(n.MAC), TalosVersion: orNull(n.TalosVersion),
 			TalosVersionInvalid: n.InvalidVersion, Arch: orNull(n.Arch), CertFingerprint: orNull(n.CertFingerprint), Note: n.Note}
 		if r.Match.Source != "" {
-			j.Matches = &matchJSON{Profile: orNull(r.Match.Profile), Role: orNull(r.Match.Role), Source: r.Match.Source}
+			j.Matches = &matchJSON{Profile: orNull(r.Match.Profile), Role: orNull(r.Match.Role.String()), Source: r.Match.Source}
 		}
 		if b := n.Booted; b != nil {
 			j.Booted = &bootedJSON{SchematicID: orNull(b.SchematicID), Overlay: orNull(b.Overlay), Extensions: nonNil(b.Extensions)}

@@ -236,11 +236,11 @@ func checkRole(job ApplyJob, rv *ApplyReview) error {
 	switch {
 	case job.Expect != nil && job.Expect.Role.Known():
 		e.Name, e.Role, e.From, e.Want = job.Expect.Name(), job.Expect.Role, "the inventory's role", job.Expect.Config
-	case rv.Match.Role != "" && rv.Match.Source == "profile":
-		if p, err := factory.FindProfile(job.Check.Profiles, job.Check.Declared); err == nil && job.Check.Declared != "" && node.Role(RoleOf(p)).Same(have) {
+	case rv.Match.Role.Known() && rv.Match.Source == "profile":
+		if p, err := factory.FindProfile(job.Check.Profiles, job.Check.Declared); err == nil && job.Check.Declared != "" && RoleOf(p).Same(have) {
 			return nil // the user says the card is this role's: the findings decide
 		}
-		e.Role, e.From = node.Role(rv.Match.Role), "it booted the "+rv.Match.Profile+" image"
+		e.Role, e.From = rv.Match.Role, "it booted the "+rv.Match.Profile+" image"
 		var docs []string
 		if booted, err := factory.FindProfile(job.Check.Profiles, rv.Match.Profile); err == nil {
 			for _, se := range node.MissingServiceConfigs(booted.Extensions, rv.Config) {

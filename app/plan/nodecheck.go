@@ -20,18 +20,18 @@ import (
 // RoleOf is the Talos role a profile stands for: a built-in role's name, or
 // the role a custom profile is named after ("" when it names none, e.g.
 // "storage": the role check is then skipped, the image checks are not).
-func RoleOf(p factory.Profile) string {
+func RoleOf(p factory.Profile) node.Role {
 	r, err := node.ParseRole(p.Name, true)
 	if err != nil {
-		return ""
+		return node.RoleUnknown
 	}
-	return string(r)
+	return r
 }
 
 // Match is what a node's booted schematic was recognised as.
 type Match struct {
-	Profile string // profile name ("" if none matches)
-	Role    string // RoleOf(profile), "" if unknown
+	Profile string    // profile name ("" if none matches)
+	Role    node.Role // RoleOf(profile), RoleUnknown if none
 	// Source: "profile" (built-in or --profiles), "cache" (an image flashed
 	// from this machine), "" when nothing matched.
 	Source string

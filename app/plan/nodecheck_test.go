@@ -40,7 +40,7 @@ func bootedNode(s *schematic.Schematic, version string) *node.Node {
 }
 
 func TestRoleOf(t *testing.T) {
-	for name, want := range map[string]string{"controlplane": "controlplane", "worker": "worker", "init": "init", "storage": "", "Worker": "worker"} {
+	for name, want := range map[string]node.Role{"controlplane": node.RoleControlPlane, "worker": node.RoleWorker, "init": node.RoleInit, "storage": node.RoleUnknown, "Worker": node.RoleWorker} {
 		if got := RoleOf(factory.Profile{Name: name}); got != want {
 			t.Errorf("RoleOf(%s) = %q, want %q", name, got, want)
 		}
@@ -205,7 +205,7 @@ func TestMatchBootedEveryBoard(t *testing.T) {
 			t.Fatal(err)
 		}
 		nc := NodeCheck{Profiles: factory.BuiltinProfiles(), Node: &node.Node{Booted: &node.Booted{SchematicID: id}}}
-		if m := nc.MatchBooted(); m.Profile != role || m.Role != role || m.Source != "profile" {
+		if m := nc.MatchBooted(); m.Profile != role || m.Role.String() != role || m.Source != "profile" {
 			t.Errorf("%s on a Pi 5: matched %+v", role, m)
 		}
 		if sc, err := nc.resolver(t.Context())(id); err != nil || sc.Overlay.Name != factory.RPi5OverlayName {

@@ -25,8 +25,8 @@ func ImageWarnings(im *Image) []string {
 			}
 			msg := fmt.Sprintf("this image includes %s: the node's machine config must contain an ExtensionServiceConfig named %q%s, or Talos stays in the booting stage and reboots every ~71 minutes",
 				e, se.ConfigName, setting)
-			if im.ProfileName() == "worker" {
-				msg = "the worker profile includes " + e + " (normally control plane only); " + msg
+			if im.Profile != nil && RoleOf(*im.Profile) == node.RoleWorker {
+				msg = "the " + im.Profile.Name + " profile includes " + e + " (normally control plane only); " + msg
 			}
 			out = append(out, msg)
 		}
