@@ -16,6 +16,7 @@ import (
 	"github.com/siderolabs/talos/pkg/machinery/config/validation"
 	"gopkg.in/yaml.v3"
 
+	"github.com/talosflash/talosflash/internal/editdistance"
 	"github.com/talosflash/talosflash/internal/humanbytes"
 	"github.com/talosflash/talosflash/internal/userfile"
 	"github.com/talosflash/talosflash/node/internal/talos114"
@@ -216,29 +217,31 @@ func LoadConfig(data []byte) (cfg *Config, err error) {
 			cfg, err = nil, &ConfigError{Reason: "the config loader could not process this file"}
 		}
 	}()
-	if cfg.Talos114 && check114(cfg, data) {
-		return cfg, nil
+	var known114 []yamldocs.Chunk
+	if cfg.Talos114 {
+		res, err := talos114.Load(data)
+		note114(cfg, res)
+		if err == nil {
+			validate114(cfg, res)
+			return cfg, nil
+		}
+		// Talos 1.14 refuses something here too (a typo, a document twice,
+		// an apiVersion no Talos knows): the v1.13 path says what, with the
+		// documents 1.14 added or extended left out, or their first newer
+		// field would end its check before the refusal.
+		known114 = res.UncheckedChunks()
 	}
-	if err := checkLocally(cfg, data, docs); err != nil {
+	if err := checkLocally(cfg, data, docs, known114); err != nil {
 		return nil, err
 	}
 	return cfg, nil
 }
 
-// check114 checks a Talos 1.14 config as far as machinery v1.13 can decide
-// (talos114.Load): documents of 1.14 kinds and 1.14 fields are listed in
-// Unchecked and left to the node; v1.13's checks run on the rest with the
-// rules 1.14 relaxed (machine.install optional, the endpoint in
-// KubeClusterConfig). It reports false when the loader refuses something
-// (a typo, a kind Talos 1.14 does not know either): checkLocally then says
-// what, as for any config.
-func check114(cfg *Config, data []byte) bool {
-	res, err := talos114.Load(data)
-	if err != nil {
-		return false
-	}
-	// One line per reason, not per document: a generated 1.14 config has
-	// two dozen documents v1.13 does not know.
+// note114 lists the documents of a Talos 1.14 config that machinery v1.13
+// cannot check (talos114.Load: 1.14 kinds and 1.14 fields), left to the
+// node. One line per reason, not per document: a generated 1.14 config has
+// two dozen documents v1.13 does not know.
+func note114(cfg *Config, res *talos114.Result) {
 	var newer, fields []string
 	var newerIdx, fieldsIdx []string
 	for _, d := range res.Docs {
@@ -258,6 +261,12 @@ func check114(cfg *Config, data []byte) bool {
 		cfg.Unchecked = append(cfg.Unchecked, fmt.Sprintf("%s (%s): not checked locally (has fields newer than Talos machinery %s); a Talos 1.14 node checks them",
 			plural("document", fieldsIdx), strings.Join(fields, ", "), MachineryVersion))
 	}
+}
+
+// validate114 runs v1.13's checks on the rest of a Talos 1.14 config that
+// loaded, with the rules 1.14 relaxed (machine.install optional, the
+// endpoint in KubeClusterConfig).
+func validate114(cfg *Config, res *talos114.Result) {
 	warnings, errs := res.ValidateV113()
 	for _, w := range warnings {
 		cfg.Warnings = append(cfg.Warnings, sanitize(w))
@@ -265,24 +274,24 @@ func check114(cfg *Config, data []byte) bool {
 	if len(errs) > 0 {
 		cfg.Warnings = append(cfg.Warnings, "local validation without the documents newer than Talos machinery "+MachineryVersion+": "+sanitize(strings.Join(errs, "; "))+" (the node decides)")
 	}
-	return true
 }
 
 // checkLocally loads and validates what the local machinery knows. Unknown
 // document kinds are blanked (keeping line numbers) and noted; unknown
 // fields are a warning with their key paths (a typo such as
-// machine.certSANz, or a field newer than this machinery).
-func checkLocally(cfg *Config, data []byte, docs []docInfo) error {
+// machine.certSANz, or a field newer than this machinery). The documents in
+// without are left out from the start (already known to be newer).
+func checkLocally(cfg *Config, data []byte, docs []docInfo, without []yamldocs.Chunk) error {
 	chunks := yamldocs.Split(data)
-	masked := data
-	var blanked []yamldocs.Chunk
+	blanked := slices.Clone(without)
+	masked := yamldocs.Blank(data, blanked)
 	skipped := map[int]bool{}
 	for range len(docs) + 1 {
 		provider, err := configloader.NewFromBytes(masked)
 		if err == nil {
-			return validateLocally(cfg, provider, len(skipped) > 0)
+			return validateLocally(cfg, provider, len(blanked) > 0)
 		}
-		if errors.Is(err, configloader.ErrNoConfig) && len(skipped) > 0 {
+		if errors.Is(err, configloader.ErrNoConfig) && len(blanked) > 0 {
 			return nil // every document is newer than the machinery: the node checks them
 		}
 		if !strings.Contains(err.Error(), "not registered") {
@@ -297,6 +306,9 @@ func checkLocally(cfg *Config, data []byte, docs []docInfo) error {
 		for i, d := range docs {
 			if d.Kind == "" || skipped[i] || !strings.Contains(err.Error(), fmt.Sprintf("%q %q", d.Kind, d.APIVersion)) {
 				continue
+			}
+			if err := unknownKind(d); err != nil {
+				return err
 			}
 			matched = true
 			skipped[i] = true
@@ -313,6 +325,26 @@ func checkLocally(cfg *Config, data []byte, docs []docInfo) error {
 		masked = yamldocs.Blank(data, blanked)
 	}
 	return &ConfigError{Reason: "the config loader could not process this file"}
+}
+
+// unknownKind refuses a document the machinery does not register when it
+// is sure Talos does not either: a kind v1.13 registers under another
+// apiVersion (every such kind is v1alpha1 in v1.13 and v1.14), or a word one
+// typo away from a Talos 1.14 kind. Any other kind may be newer than both:
+// the node decides.
+func unknownKind(d docInfo) error {
+	if k, ok := talos114.Kinds[d.Kind]; ok && k.InV113 {
+		return &ConfigError{Line: d.Line, Reason: fmt.Sprintf("document %d (%s): apiVersion %s is not one Talos knows for this kind (it is v1alpha1); the node refuses this config",
+			d.Index, safeName(d.Kind), safeName(d.APIVersion))}
+	}
+	if talos114.Registered(d.Kind) {
+		return nil
+	}
+	if near := editdistance.Closest(d.Kind, talos114.KindNames()); near != "" {
+		return &ConfigError{Line: d.Line, Reason: fmt.Sprintf("document %d: kind %s is not a Talos config document (did you mean %s?); the node refuses this config",
+			d.Index, safeName(d.Kind), near)}
+	}
+	return nil
 }
 
 // validateLocally runs the machinery's validation. With documents left out

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -13,6 +14,51 @@ import (
 	"github.com/talosflash/talosflash/node"
 	"github.com/talosflash/talosflash/node/nodetest"
 )
+
+// What Talos refuses in a 1.14 config is refused here too, wherever it
+// sits: the first newer field of an earlier document (ResolverConfig's
+// hostDNS in every generated config) used to end the local check there, so
+// Newt's ExtensionServiceConfig twice, as v1alpha2, or under a misspelt
+// kind passed inventory check and counted as Newt's document.
+func TestLoadConfig114RefusesWhatTalosRefusesAfterNewerFields(t *testing.T) {
+	base := string(readTestdata(t, "talos114/valid/worker.yaml"))
+	esc := func(apiVersion, kind, key string) string {
+		return "\n---\napiVersion: " + apiVersion + "\nkind: " + kind + "\nname: newt\n" + key + ":\n  - NEWT_ID=abc\n"
+	}
+	good := esc("v1alpha1", "ExtensionServiceConfig", "environment")
+	for _, c := range []struct {
+		name, data, want string
+	}{
+		{"twice", base + good + good, `"ExtensionServiceConfig" document named "newt" appears twice`},
+		{"v1alpha2", base + esc("v1alpha2", "ExtensionServiceConfig", "environment"), `apiVersion "v1alpha2" is not one Talos knows for this kind (it is v1alpha1)`},
+		{"misspelt kind", base + esc("v1alpha1", "ExtensionServiceConfg", "environment"), `kind "ExtensionServiceConfg" is not a Talos config document (did you mean ExtensionServiceConfig?)`},
+		{"v1.13 config, twice", string(readTestdata(t, "worker-newt-esc.yaml")) + good, `document named "newt" appears twice`},
+	} {
+		cfg, err := node.LoadConfig([]byte(c.data))
+		if err == nil {
+			t.Errorf("%s: loaded (services %v, warnings %q), want %q", c.name, cfg.ExtensionServices, cfg.Warnings, c.want)
+		} else if !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
+	}
+
+	// A misspelt key is named in its own document, not the first newer
+	// field's; the documents 1.14 added are still listed as the node's.
+	cfg, err := node.LoadConfig([]byte(base + esc("v1alpha1", "ExtensionServiceConfig", "enviroment")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := strings.Join(cfg.Warnings, "\n"); !strings.Contains(w, `("ExtensionServiceConfig"): unknown field(s) "enviroment"`) || strings.Contains(w, "hostDNS") {
+		t.Errorf("warnings: %s", w)
+	}
+	if len(cfg.Unchecked) != 2 {
+		t.Errorf("unchecked: %q", cfg.Unchecked)
+	}
+	// The same config with the document right loads clean.
+	if cfg, err := node.LoadConfig([]byte(base + good)); err != nil || len(cfg.Warnings) != 0 || !slices.Equal(cfg.ExtensionServices, []string{"newt"}) {
+		t.Errorf("a right config: %v %+v", err, cfg)
+	}
+}
 
 // The configs talosctl gen config v1.14 writes load: every 1.14 kind is
 // known (passed through, listed as not checked locally), v1.13's checks pass

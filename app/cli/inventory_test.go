@@ -186,3 +186,38 @@ func TestInventoryCheckCrossChecks(t *testing.T) {
 		}
 	}
 }
+
+// Newt's ExtensionServiceConfig written as Talos refuses it (twice, as
+// v1alpha2) is not Newt's document: inventory check refuses the control
+// plane's config with its line, as the node would refuse it at apply.
+func TestInventoryCheckRefusesAnExtensionServiceConfigTalosRefuses(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		edit func(string) string
+		want string
+	}{
+		{"v1alpha2", func(s string) string {
+			return strings.Replace(s, "apiVersion: v1alpha1\nkind: ExtensionServiceConfig", "apiVersion: v1alpha2\nkind: ExtensionServiceConfig", 1)
+		}, `apiVersion "v1alpha2" is not one Talos knows`},
+		{"twice", func(s string) string {
+			return s + "\n---\n" + s[strings.Index(s, "apiVersion: v1alpha1\nkind: ExtensionServiceConfig"):]
+		}, `document named "newt" appears twice`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			inv := testkit.Inventory{Configs: true}.Write(t, dir)
+			cp := filepath.Join(dir, "talos", "controlplane.yaml")
+			b, err := os.ReadFile(cp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(cp, []byte(c.edit(string(b))), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			code, stdout, stderr := cliRun(t, "inventory", "check", inv)
+			if code != contract.ExitConfig || !strings.Contains(stderr, "controlplane.yaml") || !strings.Contains(stderr, c.want) {
+				t.Fatalf("exit %d, want %d with %q:\n%s%s", code, contract.ExitConfig, c.want, stdout, stderr)
+			}
+		})
+	}
+}

@@ -7,6 +7,11 @@
 // decides (`talosctl validate` of a talosctl v1.14 on PATH, where there is one).
 package talos114
 
+import (
+	"maps"
+	"slices"
+)
+
 // Kinds are the config document kinds Talos v1.14.0-rc.1 registers
 // (registry.Register in pkg/machinery/config/types/...), each with its
 // upstream file and whether machinery v1.13.9 registers it too.
@@ -108,6 +113,9 @@ type Kind struct {
 	Source string // file in siderolabs/talos v1.14.0-rc.1 that registers it
 	InV113 bool   // machinery v1.13.9 registers it too (and can decode it)
 }
+
+// KindNames are the kinds a Talos v1.14 node knows, sorted.
+func KindNames() []string { return slices.Sorted(maps.Keys(Kinds)) }
 
 // Registered reports whether a Talos v1.14 node knows kind.
 func Registered(kind string) bool { _, ok := Kinds[kind]; return ok }

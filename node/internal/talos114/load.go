@@ -141,6 +141,18 @@ func Load(data []byte) (*Result, error) {
 	return res, errors.New("the config loader could not process this file")
 }
 
+// UncheckedChunks are the documents Load left to the node (newer kinds,
+// newer fields), found so far when Load failed.
+func (r *Result) UncheckedChunks() []yamldocs.Chunk {
+	var out []yamldocs.Chunk
+	for _, d := range r.Docs {
+		if d.Unchecked != "" {
+			out = append(out, d.Chunk)
+		}
+	}
+	return out
+}
+
 // newerFieldsDoc finds the document an "unknown keys" error is about and
 // returns its index if every unknown key is a field v1.14 added; else -1.
 func (r *Result) newerFieldsDoc(msg string) int {
