@@ -118,12 +118,7 @@ func Load(data []byte) (*Result, error) {
 		res.Docs = append(res.Docs, d)
 	}
 	for range len(res.Docs) + 1 {
-		var blank []yamldocs.Chunk
-		for _, d := range res.Docs {
-			if d.Unchecked != "" {
-				blank = append(blank, d.Chunk)
-			}
-		}
+		blank := res.UncheckedChunks()
 		provider, err := configloader.NewFromBytes(yamldocs.Blank(data, blank))
 		if err == nil {
 			res.Provider = provider
